@@ -1,0 +1,237 @@
+"""The cell contract, the reference time loop and the `torch.nn.RNN`-style layer.
+
+Conventions (see DESIGN.md): column form ``h_t = f(W_hh h_{t-1} + W_xh x_t + b)`` with
+``weight_hh`` of shape (H, H) applied as ``h @ weight_hh.T``. Sequences inside the library are
+time-major ``(T, B, I)``; layers accept ``batch_first`` like ``torch.nn.RNN``.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Union
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils import parametrize as P
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+
+State = Union[Tensor, tuple[Tensor, ...]]
+
+BACKENDS = ("auto", "reference")
+
+
+def map_state(fn, *states: State) -> State:
+    """Apply ``fn`` leaf-wise to one or more states of the same structure."""
+    if isinstance(states[0], Tensor):
+        return fn(*states)
+    return tuple(fn(*leaves) for leaves in zip(*states))
+
+
+class Cell(nn.Module):
+    """One recurrent time step: ``forward(x_t, state) -> (h_t, state)``.
+
+    Subclasses set ``input_size``/``hidden_size``, implement ``forward`` and may override
+
+    * ``init_state`` when the state is not a single (B, H) tensor (LSTM: ``(h, c)``),
+    * ``sequence`` with a fast path over a whole time-major sequence; it must equal
+      :func:`unroll` (tested in float64) and is bypassed when ``backend == "reference"``,
+    * ``tag_parameters`` to route parameters to optimizer groups (e.g. ``"orthogonal"``).
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, backend: str = "auto"):
+        super().__init__()
+        if int(input_size) < 1 or int(hidden_size) < 1:
+            raise ValueError(
+                f"input_size and hidden_size must be positive integers, got "
+                f"input_size={input_size}, hidden_size={hidden_size}"
+            )
+        if backend not in BACKENDS + self.extra_backends():
+            raise ValueError(
+                f"unknown backend {backend!r} for {type(self).__name__}; expected one of "
+                f"{BACKENDS + self.extra_backends()}"
+            )
+        self.input_size = int(input_size)
+        self.hidden_size = int(hidden_size)
+        self.backend = backend
+        self._tags: dict[str, str] = {}
+
+    @classmethod
+    def extra_backends(cls) -> tuple[str, ...]:
+        return ()
+
+    # --- state -------------------------------------------------------------------------
+    def init_state(self, batch_size: int, *, device=None, dtype=None) -> State:
+        p = next(self.parameters())
+        return torch.zeros(
+            batch_size, self.hidden_size, device=device or p.device, dtype=dtype or p.dtype
+        )
+
+    @staticmethod
+    def output_of(state: State) -> Tensor:
+        """The hidden output h of a state (first leaf for tuple states)."""
+        return state if isinstance(state, Tensor) else state[0]
+
+    # --- parameters --------------------------------------------------------------------
+    def tag_parameters(self, prefix: str, tag: str) -> None:
+        """Put every parameter whose name starts with ``prefix`` into group ``tag``."""
+        self._tags[prefix] = tag
+
+    def parameter_tag(self, name: str) -> str:
+        best, tag = -1, "default"
+        for prefix, t in self._tags.items():
+            if name.startswith(prefix) and len(prefix) > best:
+                best, tag = len(prefix), t
+        return tag
+
+    def param_groups(self) -> dict[str, list[nn.Parameter]]:
+        """Parameters by tag, e.g. ``{"default": [...], "orthogonal": [...]}``."""
+        groups: dict[str, list[nn.Parameter]] = {}
+        for name, p in self.named_parameters():
+            groups.setdefault(self.parameter_tag(name), []).append(p)
+        return groups
+
+    def regularization(self) -> Tensor | None:
+        """An extra loss term the cell asks for (e.g. nnRNN's eigenvalue-modulus penalty)."""
+        return None
+
+    def free_parameter_count(self) -> int:
+        """Free parameters as the papers count them (n(n-1)/2 per orthogonal matrix)."""
+        return sum(p.numel() for p in self.parameters())
+
+    # --- time --------------------------------------------------------------------------
+    def check_input(self, x: Tensor) -> None:
+        if x.dim() != 3 or x.shape[-1] != self.input_size:
+            raise ValueError(
+                f"{type(self).__name__} expects a time-major input of shape (T, B, "
+                f"{self.input_size}), got {tuple(x.shape)}"
+            )
+
+    def sequence(self, x: Tensor, state: State | None = None, lengths: Tensor | None = None):
+        """Run a whole time-major sequence ``x`` (T, B, I) -> (outputs (T, B, H), state)."""
+        return unroll(self, x, state, lengths)
+
+
+def unroll(cell: Cell, x: Tensor, state: State | None = None, lengths: Tensor | None = None):
+    """The reference loop over time: ``x`` is (T, B, I); returns ``(outputs (T, B, H), state)``.
+
+    Parametrized weights (orthogonal maps, ...) are evaluated once per call, not per step.
+    With ``lengths`` (B,), steps at or past a sequence's length leave its state unchanged and
+    give zero outputs, so the returned state is each sequence's state at its own last step.
+    """
+    cell.check_input(x)
+    T, B = x.shape[0], x.shape[1]
+    if state is None:
+        state = cell.init_state(B, device=x.device, dtype=x.dtype)
+    outputs = []
+    with P.cached():
+        if lengths is None:
+            for x_t in x.unbind(0):
+                h, state = cell(x_t, state)
+                outputs.append(h)
+        else:
+            lengths = lengths.to(x.device)
+            for t, x_t in enumerate(x.unbind(0)):
+                h, new = cell(x_t, state)
+                keep = (lengths > t).unsqueeze(1)
+                state = map_state(lambda n, o: torch.where(keep, n, o), new, state)
+                outputs.append(h * keep.to(h.dtype))
+    if not outputs:
+        raise ValueError("cannot unroll over an empty sequence (T = 0)")
+    return torch.stack(outputs), state
+
+
+class Recurrent(nn.Module):
+    """A stack of cells with the ``torch.nn.RNN`` interface.
+
+    ``Recurrent(input_size, hidden_size, num_layers=1, batch_first=False, dropout=0.0,
+    cell=CellClass, **cell_kwargs)``; ``forward(input, h0=None, lengths=None) ->
+    (output, h_n)``. ``input`` may be a tensor ((T, B, I), or (B, T, I) with
+    ``batch_first``) or a ``PackedSequence``. ``h_n`` is (num_layers, B, H), or a tuple of
+    such tensors for cells with tuple states (LSTM: ``(h_n, c_n)``), exactly as torch returns.
+    Family layers (``rnnlab.LSTM``, ``rnnlab.ASRNN``, ...) fix ``cell``.
+    """
+
+    cell_class: type[Cell] | None = None
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        cell: type[Cell] | None = None,
+        **cell_kwargs,
+    ):
+        super().__init__()
+        cell = cell or self.cell_class
+        if cell is None:
+            raise TypeError("Recurrent needs a cell class: Recurrent(..., cell=RNNCell)")
+        if num_layers < 1:
+            raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.input_size, self.hidden_size = int(input_size), int(hidden_size)
+        self.num_layers, self.batch_first, self.dropout = int(num_layers), bool(batch_first), dropout
+        self.cells = nn.ModuleList(
+            cell(input_size if i == 0 else hidden_size, hidden_size, **cell_kwargs)
+            for i in range(num_layers)
+        )
+
+    def param_groups(self) -> dict[str, list[nn.Parameter]]:
+        groups: dict[str, list[nn.Parameter]] = {}
+        for c in self.cells:
+            for tag, ps in c.param_groups().items():
+                groups.setdefault(tag, []).extend(ps)
+        return groups
+
+    def regularization(self) -> Tensor | None:
+        terms = [r for r in (c.regularization() for c in self.cells) if r is not None]
+        return sum(terms) if terms else None
+
+    def free_parameter_count(self) -> int:
+        return sum(c.free_parameter_count() for c in self.cells)
+
+    def _layer_state(self, h0: State | None, i: int) -> State | None:
+        if h0 is None:
+            return None
+        return map_state(lambda s: s[i], h0)
+
+    def forward(self, input, h0: State | None = None, lengths: Tensor | None = None):
+        packed = isinstance(input, PackedSequence)
+        if packed:
+            if lengths is not None:
+                raise ValueError("pass either a PackedSequence or lengths, not both")
+            x, lengths = pad_packed_sequence(input)  # (T, B, I), original batch order
+        else:
+            if input.dim() != 3:
+                raise ValueError(
+                    f"{type(self).__name__} expects a 3-D input ((T, B, I), or (B, T, I) with "
+                    f"batch_first=True), got shape {tuple(input.shape)}"
+                )
+            x = input.transpose(0, 1) if self.batch_first else input
+        if x.shape[-1] != self.input_size:
+            raise ValueError(
+                f"{type(self).__name__} was built with input_size={self.input_size} but got "
+                f"input features of size {x.shape[-1]}"
+            )
+        if lengths is not None:
+            lengths = torch.as_tensor(lengths, dtype=torch.long).cpu()
+            if lengths.shape != (x.shape[1],) or lengths.min() < 1 or lengths.max() > x.shape[0]:
+                raise ValueError(
+                    f"lengths must hold one length in [1, {x.shape[0]}] per batch element "
+                    f"({x.shape[1]}), got {lengths.tolist()}"
+                )
+        finals = []
+        for i, cell in enumerate(self.cells):
+            if i > 0 and self.dropout > 0 and self.training:
+                x = nn.functional.dropout(x, self.dropout, True)
+            x, s = cell.sequence(x, self._layer_state(h0, i), lengths)
+            finals.append(s)
+        h_n = map_state(lambda *s: torch.stack(s), *finals)
+        if packed:
+            return pack_padded_sequence(x, lengths, enforce_sorted=False), h_n
+        return (x.transpose(0, 1) if self.batch_first else x), h_n
+
+
+def iter_cells(module: nn.Module) -> Iterator[Cell]:
+    return (m for m in module.modules() if isinstance(m, Cell))

@@ -1,0 +1,208 @@
+"""Classic cells: vanilla RNN (tanh / relu / modReLU; IRNN), LSTM and GRU.
+
+Weights use ``torch.nn.RNN``'s names and shapes, so a state dict moves between these cells
+and ``torch.nn.RNN``/``LSTM``/``GRU`` layers. The ``sequence`` fast path runs ATen's native
+kernels (``torch.rnn_tanh``, ``torch.rnn_relu``, ``torch.lstm``, ``torch.gru``); the step
+``forward`` is the reference and the two are tested equal.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from .. import parametrize as par
+from .base import Cell, State, map_state
+
+
+def modrelu(z: Tensor, bias: Tensor) -> Tensor:
+    """modReLU for real inputs: ``sign(z) * relu(|z| + b)``, with sign(0) = 0."""
+    return torch.sign(z) * torch.relu(z.abs() + bias)
+
+
+def run_native(fn, x: Tensor, state: State, weights: list[Tensor], lengths: Tensor | None, training: bool):
+    """Run one layer of an ATen RNN kernel (``torch.lstm`` etc.) over time-major ``x``."""
+    tuple_state = not isinstance(state, Tensor)
+    hx = map_state(lambda s: s.unsqueeze(0).contiguous(), state)
+    if lengths is None:
+        out, *h = fn(x, hx, weights, True, 1, 0.0, training, False, False)
+    else:
+        packed = pack_padded_sequence(x, lengths, enforce_sorted=False)
+        hx = map_state(lambda s: s.index_select(1, packed.sorted_indices), hx)
+        out, *h = fn(packed.data, packed.batch_sizes, hx, weights, True, 1, 0.0, training, False)
+        out, _ = pad_packed_sequence(packed._replace(data=out), total_length=x.shape[0])
+        h = [s.index_select(1, packed.unsorted_indices) for s in h]
+    h = [s.squeeze(0) for s in h]
+    return out, (tuple(h) if tuple_state else h[0])
+
+
+class _Affine(Cell):
+    """Shared parameters of the classic cells: ``gates * H`` rows of input/hidden weights."""
+
+    gates = 1
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, backend: str = "auto"):
+        super().__init__(input_size, hidden_size, backend)
+        G = self.gates * hidden_size
+        self.weight_ih = nn.Parameter(torch.empty(G, input_size))
+        self.weight_hh = nn.Parameter(torch.empty(G, hidden_size))
+        self.bias_ih = nn.Parameter(torch.empty(G)) if bias else None
+        self.bias_hh = nn.Parameter(torch.empty(G)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """torch's default: every weight ~ U(-1/sqrt(H), 1/sqrt(H))."""
+        k = 1.0 / math.sqrt(self.hidden_size)
+        for p in self.parameters():
+            nn.init.uniform_(p, -k, k)
+
+    def _weights(self) -> list[Tensor]:
+        if self.bias_ih is None:
+            # ATen's kernels take has_biases as a flag; zero biases are the same function
+            z = self.weight_ih.new_zeros(self.weight_ih.shape[0])
+            return [self.weight_ih, self.weight_hh, z, z]
+        return [self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh]
+
+    def _affine(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
+        gi = nn.functional.linear(x, self.weight_ih, self.bias_ih)
+        gh = nn.functional.linear(h, self.weight_hh, self.bias_hh)
+        return gi, gh
+
+
+class RNNCell(_Affine):
+    """Vanilla RNN: ``h_t = f(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh)``.
+
+    ``nonlinearity``: "tanh", "relu" or "modrelu" (bias ~ U(-0.01, 0.01), as in expRNN).
+    ``init``: "default" (torch's uniform), "identity" (IRNN, Le et al. 2015: W_hh = I,
+    zero biases), "orthogonal" (random orthogonal W_hh, "RNN-orth"), "glorot" (Xavier
+    normal W_hh). Shapes: x_t (B, I), h (B, H). The registry key "irnn" is this cell with
+    relu and the identity init.
+    """
+
+    def __init__(
+        self, input_size: int, hidden_size: int, nonlinearity: str = "tanh", init: str = "default",
+        bias: bool = True, backend: str = "auto",
+    ):
+        if nonlinearity not in ("tanh", "relu", "modrelu"):
+            raise ValueError(f"nonlinearity must be 'tanh', 'relu' or 'modrelu', got {nonlinearity!r}")
+        if init not in ("default", "identity", "orthogonal", "glorot"):
+            raise ValueError(f"init must be 'default', 'identity', 'orthogonal' or 'glorot', got {init!r}")
+        self.nonlinearity, self.init = nonlinearity, init
+        self.modrelu_bias = None
+        super().__init__(input_size, hidden_size, bias, backend)
+        if nonlinearity == "modrelu":
+            self.modrelu_bias = nn.Parameter(torch.empty(hidden_size).uniform_(-0.01, 0.01))
+
+    def reset_parameters(self) -> None:
+        super().reset_parameters()
+        with torch.no_grad():
+            if self.init == "identity":
+                self.weight_hh.copy_(torch.eye(self.hidden_size))
+                if self.bias_ih is not None:
+                    self.bias_ih.zero_(), self.bias_hh.zero_()
+            elif self.init == "orthogonal":
+                self.weight_hh.copy_(par.random_orthogonal(self.hidden_size))
+            elif self.init == "glorot":
+                nn.init.xavier_normal_(self.weight_hh)
+
+    def forward(self, x_t: Tensor, h: Tensor):
+        gi, gh = self._affine(x_t, h)
+        z = gi + gh
+        if self.nonlinearity == "tanh":
+            h = torch.tanh(z)
+        elif self.nonlinearity == "relu":
+            h = torch.relu(z)
+        else:
+            h = modrelu(z, self.modrelu_bias)
+        return h, h
+
+    def sequence(self, x, state=None, lengths=None):
+        if self.backend == "reference" or self.nonlinearity == "modrelu":
+            return super().sequence(x, state, lengths)
+        self.check_input(x)
+        if state is None:
+            state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
+        fn = torch.rnn_tanh if self.nonlinearity == "tanh" else torch.rnn_relu
+        return run_native(fn, x, state, self._weights(), lengths, self.training)
+
+
+class IRNNCell(RNNCell):
+    """IRNN (Le et al. 2015): a relu RNN with W_hh = I and zero biases at init."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, backend: str = "auto"):
+        super().__init__(input_size, hidden_size, "relu", "identity", bias, backend)
+
+
+class LSTMCell(_Affine):
+    """LSTM (gate order i, f, g, o as in torch):
+    ``[i; f; g; o] = W_ih x_t + b_ih + W_hh h_{t-1} + b_hh``,
+    ``c_t = sigma(f) * c_{t-1} + sigma(i) * tanh(g)``, ``h_t = sigma(o) * tanh(c_t)``.
+    State ``(h, c)``, each (B, H); the output is h (the asRNN reference code read out c, a
+    bug we do not copy). ``forget_bias`` sets the forget-gate bias at init (b_ih's f slice;
+    b_hh's f slice is zeroed), None keeps torch's uniform init."""
+
+    gates = 4
+
+    def __init__(
+        self, input_size: int, hidden_size: int, bias: bool = True, forget_bias: float | None = None,
+        backend: str = "auto",
+    ):
+        self.forget_bias = forget_bias
+        super().__init__(input_size, hidden_size, bias, backend)
+
+    def reset_parameters(self) -> None:
+        super().reset_parameters()
+        if self.forget_bias is not None and self.bias_ih is not None:
+            H = self.hidden_size
+            with torch.no_grad():
+                self.bias_ih[H : 2 * H].fill_(self.forget_bias)
+                self.bias_hh[H : 2 * H].zero_()
+
+    def init_state(self, batch_size, *, device=None, dtype=None):
+        h = super().init_state(batch_size, device=device, dtype=dtype)
+        return (h, torch.zeros_like(h))
+
+    def forward(self, x_t: Tensor, state: tuple[Tensor, Tensor]):
+        h, c = state
+        gi, gh = self._affine(x_t, h)
+        i, f, g, o = (gi + gh).chunk(4, 1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+        return h, (h, c)
+
+    def sequence(self, x, state=None, lengths=None):
+        if self.backend == "reference":
+            return super().sequence(x, state, lengths)
+        self.check_input(x)
+        if state is None:
+            state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
+        return run_native(torch.lstm, x, state, self._weights(), lengths, self.training)
+
+
+class GRUCell(_Affine):
+    """GRU (torch's form, gate order r, z, n):
+    ``r = sigma(W_ir x + b_ir + W_hr h + b_hr)``, ``z = sigma(W_iz x + b_iz + W_hz h + b_hz)``,
+    ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``, ``h_t = (1 - z) * n + z * h_{t-1}``."""
+
+    gates = 3
+
+    def forward(self, x_t: Tensor, h: Tensor):
+        gi, gh = self._affine(x_t, h)
+        ir, iz, in_ = gi.chunk(3, 1)
+        hr, hz, hn = gh.chunk(3, 1)
+        r = torch.sigmoid(ir + hr)
+        z = torch.sigmoid(iz + hz)
+        n = torch.tanh(in_ + r * hn)
+        h = (1 - z) * n + z * h
+        return h, h
+
+    def sequence(self, x, state=None, lengths=None):
+        if self.backend == "reference":
+            return super().sequence(x, state, lengths)
+        self.check_input(x)
+        if state is None:
+            state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
+        return run_native(torch.gru, x, state, self._weights(), lengths, self.training)

@@ -1,0 +1,233 @@
+"""Orthogonal and positive-diagonal parametrizations, and the initialisers of the papers.
+
+An orthogonal weight is ``W = base @ phi(A - A^T) @ diag(d)`` where ``A``'s strict upper
+triangle is the free parameter (its lower triangle gets zero gradient), ``phi`` is the
+matrix exponential (expRNN) or the Cayley map ``(I + X)^{-1} (I - X)`` (scoRNN), ``base`` is
+a buffer (identity unless re-based) and ``d`` a fixed +-1 vector (scoRNN's scaling D, all
+ones otherwise). Everything is built on ``torch.nn.utils.parametrize``, so inside
+``torch.nn.utils.parametrize.cached()`` (which :func:`rnnlab.unroll` enters) the map is
+evaluated once per sequence, not once per time step.
+
+Dynamic trivialization (Lezcano-Casado 2019; "dtriv" with K, M): every K optimizer steps
+``base <- W`` and ``A <- 0``; every M such re-bases ``base`` is projected back onto O(n) by
+its polar factor ``U V^T`` (SVD). K = None is the static map. The trainer calls
+:func:`after_optimizer_step` after each step; call it yourself in a custom loop.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils import parametrize as P
+
+MAPS = ("expm", "cayley")
+INITS = ("identity", "henaff", "cayley", "haar", "random")
+
+
+def skew(A: Tensor) -> Tensor:
+    """The skew-symmetric matrix ``triu(A, 1) - triu(A, 1)^T`` built from A's upper triangle."""
+    U = A.triu(1)
+    return U - U.transpose(-2, -1)
+
+
+def cayley_map(X: Tensor) -> Tensor:
+    """``(I + X)^{-1} (I - X)``: orthogonal for skew-symmetric X."""
+    eye = torch.eye(X.shape[-1], dtype=X.dtype, device=X.device)
+    return torch.linalg.solve(eye + X, eye - X)
+
+
+class Orthogonal(nn.Module):
+    """Parametrization ``A -> base @ phi(skew(A)) @ diag(d)`` (see the module docstring)."""
+
+    def __init__(self, n: int, map: str = "expm", K: int | None = None, M: int | None = None):
+        super().__init__()
+        if map not in MAPS:
+            raise ValueError(f"unknown orthogonal map {map!r}; expected one of {MAPS}")
+        if K is not None and K < 1:
+            raise ValueError(f"dynamic trivialization K must be >= 1 or None, got {K}")
+        if M is not None and M < 1:
+            raise ValueError(f"dynamic trivialization M must be >= 1 or None, got {M}")
+        self.n, self.map, self.K, self.M = n, map, K, M
+        self.register_buffer("base", torch.eye(n))
+        self.register_buffer("d", torch.ones(n))
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+        self.register_buffer("rebases", torch.zeros((), dtype=torch.long))
+
+    def forward(self, A: Tensor) -> Tensor:
+        X = skew(A)
+        Q = torch.linalg.matrix_exp(X) if self.map == "expm" else cayley_map(X)
+        return (self.base.to(Q.dtype) @ Q) * self.d.to(Q.dtype)
+
+    @torch.no_grad()
+    def rebase(self, A: Tensor) -> None:
+        """Move the current point into ``base`` and reset ``A`` to 0 (same W before and after)."""
+        W = self.forward(A)
+        self.base.copy_(W * self.d)
+        A.zero_()
+        self.rebases += 1
+        if self.M is not None and int(self.rebases) % self.M == 0:
+            U, _, Vh = torch.linalg.svd(self.base.double())
+            self.base.copy_((U @ Vh).to(self.base.dtype))
+
+    def extra_repr(self) -> str:
+        return f"n={self.n}, map={self.map!r}, K={self.K}, M={self.M}"
+
+
+class PositiveDiagonal(nn.Module):
+    """Parametrization ``s -> |s| + eps`` of a vector (asRNN's ``D_f = diag(|s| + eps)``)."""
+
+    def __init__(self, eps: float = 0.0):
+        super().__init__()
+        if eps < 0:
+            raise ValueError(f"eps must be >= 0, got {eps}")
+        self.eps = float(eps)
+
+    def forward(self, s: Tensor) -> Tensor:
+        return s.abs() + self.eps
+
+    def extra_repr(self) -> str:
+        return f"eps={self.eps}"
+
+
+# --- initialisers ------------------------------------------------------------------------
+
+
+def _uniform(n: int, lo: float, hi: float, generator, dtype=torch.float32) -> Tensor:
+    return torch.rand(n, generator=generator, dtype=torch.float64).mul(hi - lo).add(lo).to(dtype)
+
+
+def block_skew(values: Tensor, n: int) -> Tensor:
+    """A skew matrix with 2x2 blocks ``[[0, s_k], [-s_k, 0]]`` on the diagonal (n // 2 blocks)."""
+    A = torch.zeros(n, n, dtype=values.dtype)
+    k = torch.arange(n // 2)
+    A[2 * k, 2 * k + 1] = values
+    A[2 * k + 1, 2 * k] = -values
+    return A
+
+
+def henaff_skew(n: int, generator: torch.Generator | None = None, high: float = math.pi) -> Tensor:
+    """Henaff et al. (2016) init of the skew parameter: blocks ``s_k ~ U(-pi, high)``.
+
+    The papers use ``high = pi``; one older copy of the expRNN code draws from U(-pi, 0)
+    (``high = 0``).
+    """
+    return block_skew(_uniform(n // 2, -math.pi, high, generator), n)
+
+
+def cayley_skew(n: int, generator: torch.Generator | None = None) -> Tensor:
+    """Helfrich et al. (2018) init: ``u_k ~ U(0, pi/2)``, ``s_k = -sqrt((1-cos u)/(1+cos u))``."""
+    u = _uniform(n // 2, 0.0, math.pi / 2, generator, torch.float64)
+    s = -torch.sqrt((1 - torch.cos(u)) / (1 + torch.cos(u)))
+    return block_skew(s.float(), n)
+
+
+def random_orthogonal(n: int, generator: torch.Generator | None = None, special: bool = False) -> Tensor:
+    """A Haar-distributed orthogonal matrix (QR of a Gaussian with the sign fix); det +1 if
+    ``special``."""
+    G = torch.randn(n, n, generator=generator, dtype=torch.float64)
+    Q, R = torch.linalg.qr(G)
+    Q = Q * torch.sign(torch.diagonal(R)).where(torch.diagonal(R) != 0, torch.ones(()))
+    if special and torch.linalg.det(Q) < 0:
+        Q[:, 0] = -Q[:, 0]
+    return Q.float()
+
+
+def semi_orthogonal(rows: int, cols: int, generator: torch.Generator | None = None) -> Tensor:
+    """A random (rows, cols) matrix with orthonormal rows or columns, whichever are fewer."""
+    m = max(rows, cols)
+    Q = random_orthogonal(m, generator)
+    return Q[:rows, :cols].clone()
+
+
+def orthogonal_log(Q: Tensor) -> Tensor:
+    """The real skew-symmetric logarithm of a special orthogonal matrix (eigen-decomposition;
+    Q is normal, so ``log Q = V diag(i theta) V^{-1}``)."""
+    Qd = Q.double()
+    lam, V = torch.linalg.eig(Qd)
+    L = (V @ torch.diag(torch.log(lam)) @ torch.linalg.inv(V)).real
+    return ((L - L.T) / 2).to(Q.dtype)
+
+
+def initial_skew(init: str, n: int, map: str, generator: torch.Generator | None = None):
+    """Return ``(A, base)`` for an initialiser name (see ``INITS``)."""
+    eye = torch.eye(n)
+    if init == "identity":
+        return torch.zeros(n, n), eye
+    if init == "henaff":
+        return henaff_skew(n, generator), eye
+    if init == "cayley":
+        return cayley_skew(n, generator), eye
+    if init == "haar":
+        Q = random_orthogonal(n, generator, special=True)
+        if map == "expm":
+            return orthogonal_log(Q), eye
+        # the Cayley map is its own inverse: A = (I + Q)^{-1} (I - Q) is skew for orthogonal Q
+        return cayley_map(Q.double()).float(), eye
+    if init == "random":
+        return torch.zeros(n, n), random_orthogonal(n, generator)
+    raise ValueError(f"unknown orthogonal initialiser {init!r}; expected one of {INITS}")
+
+
+def orthogonal_(
+    module: nn.Module,
+    name: str,
+    map: str = "expm",
+    init: str = "henaff",
+    K: int | None = None,
+    M: int | None = None,
+    generator: torch.Generator | None = None,
+    scaling: Tensor | None = None,
+) -> Orthogonal:
+    """Make ``module.<name>`` (a square parameter) orthogonal through ``map`` with ``init``.
+
+    ``scaling`` is a +-1 vector d (scoRNN's D): W = base @ phi(skew(A)) @ diag(d).
+    Returns the parametrization module; the free parameter is
+    ``module.parametrizations.<name>.original``.
+    """
+    W = getattr(module, name)
+    if W.dim() != 2 or W.shape[0] != W.shape[1]:
+        raise ValueError(f"{name} must be a square matrix to be orthogonal, got {tuple(W.shape)}")
+    n = W.shape[0]
+    A, base = initial_skew(init, n, map, generator)
+    par = Orthogonal(n, map, K, M)
+    par.base.copy_(base)
+    if scaling is not None:
+        par.d.copy_(scaling)
+    with torch.no_grad():
+        W.copy_(A)
+    P.register_parametrization(module, name, par)
+    return par
+
+
+def positive_diagonal_(module: nn.Module, name: str, eps: float = 0.0) -> PositiveDiagonal:
+    par = PositiveDiagonal(eps)
+    P.register_parametrization(module, name, par)
+    return par
+
+
+def orthogonal_parametrizations(model: nn.Module):
+    """Yield ``(parametrization, free_parameter)`` for every orthogonal weight in ``model``."""
+    for m in model.modules():
+        if P.is_parametrized(m):
+            for plist in m.parametrizations.values():
+                for par in plist:
+                    if isinstance(par, Orthogonal):
+                        yield par, plist.original
+
+
+def after_optimizer_step(model: nn.Module) -> None:
+    """Advance dynamic trivialization: re-base every map whose K optimizer steps are up."""
+    for par, A in orthogonal_parametrizations(model):
+        if par.K is None:
+            continue
+        par.steps += 1
+        if int(par.steps) % par.K == 0:
+            par.rebase(A)
+
+
+def orthogonality_error(W: Tensor) -> float:
+    """``max |W^T W - I|``."""
+    eye = torch.eye(W.shape[-1], dtype=W.dtype, device=W.device)
+    return (W.transpose(-2, -1) @ W - eye).abs().max().item()

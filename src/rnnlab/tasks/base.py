@@ -1,0 +1,136 @@
+"""The task contract: a task is data plus its loss, metrics and trivial baseline.
+
+A task never sees a model: the trainer feeds ``batch.x`` to a model and hands the output back
+to ``task.loss`` / ``task.metric_sums``. Batches are batch-first.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import ClassVar, Iterable, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+SPLITS = ("train", "val", "test")
+
+
+@dataclass
+class Batch:
+    """One batch. ``x`` is (B, T, I) float features or (B, T) long token ids.
+
+    ``y``: (B, T) class ids / (B, T, O) targets for ``readout="all"``; (B,) or (B, O) for
+    ``readout="last"``. ``lengths`` (B,) marks variable-length sequences; ``mask`` (B, T) bool
+    says which output positions count in the loss (default: all valid positions).
+    ``carry_state``: truncated BPTT, continue from the previous batch's (detached) final state.
+    ``extra`` holds task-specific tensors (e.g. decoder inputs for translation).
+    """
+
+    x: Tensor
+    y: Tensor
+    lengths: Tensor | None = None
+    mask: Tensor | None = None
+    carry_state: bool = False
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return self.x.shape[0]
+
+    def to(self, device) -> "Batch":
+        mv = lambda t: t.to(device) if isinstance(t, Tensor) else t  # noqa: E731
+        return Batch(
+            mv(self.x), mv(self.y), self.lengths, mv(self.mask), self.carry_state,
+            {k: mv(v) for k, v in self.extra.items()},
+        )
+
+
+class Task:
+    """Base class. Subclasses set the class/instance attributes below and implement
+    ``train_batches`` and ``eval_batches``; ``loss``/``metric_sums`` have defaults for
+    ``loss_kind`` in {"ce", "mse", "bce"}.
+
+    Attributes
+    ----------
+    name: registry key.  num_tokens: vocabulary size when ``x`` holds token ids, else None.
+    input_size: features per step (for tokens: ``num_tokens``, the one-hot size).
+    output_size: classes or regression outputs.  readout: ``"last"`` or ``"all"``.
+    primary_metric / higher_is_better: what selects the best checkpoint on validation.
+    """
+
+    name: ClassVar[str] = ""
+    readout: str = "last"
+    loss_kind: str = "ce"
+    primary_metric: str = "loss"
+    higher_is_better: bool = False
+    num_tokens: int | None = None
+    input_size: int = 0
+    output_size: int = 0
+
+    # --- data ----------------------------------------------------------------------------
+    def train_batches(self, batch_size: int, generator: torch.Generator) -> Iterator[Batch]:
+        """An endless iterator of training batches drawn with ``generator``."""
+        raise NotImplementedError
+
+    def eval_batches(self, split: str, batch_size: int) -> Iterable[Batch]:
+        """The fixed, finite evaluation data of ``split`` ("val" or "test")."""
+        raise NotImplementedError
+
+    def check_split(self, split: str) -> None:
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+
+    # --- loss and metrics ----------------------------------------------------------------
+    def _positions(self, out: Tensor, batch: Batch):
+        """Flatten (B, T, ...) outputs/targets to the counted positions."""
+        y = batch.y
+        if self.readout == "last":
+            return out, y
+        mask = batch.mask
+        if mask is None and batch.lengths is not None:
+            T = out.shape[1]
+            mask = torch.arange(T, device=out.device)[None, :] < batch.lengths.to(out.device)[:, None]
+        if mask is None:
+            return out.reshape(-1, out.shape[-1]), y.reshape(-1, *y.shape[2:])
+        return out[mask], y[mask]
+
+    def loss(self, out: Tensor, batch: Batch) -> Tensor:
+        o, y = self._positions(out, batch)
+        if self.loss_kind == "ce":
+            return F.cross_entropy(o, y)
+        if self.loss_kind == "mse":
+            return F.mse_loss(o.reshape(y.shape), y)
+        if self.loss_kind == "bce":
+            return F.binary_cross_entropy_with_logits(o, y)
+        raise ValueError(f"unknown loss_kind {self.loss_kind!r}")
+
+    def metric_sums(self, out: Tensor, batch: Batch) -> dict[str, tuple[float, float]]:
+        """Per-batch ``{metric: (sum, count)}``; the trainer adds them up over a split and
+        divides, then calls :meth:`finalize`."""
+        o, y = self._positions(out, batch)
+        n = float(y.shape[0])
+        if self.loss_kind == "ce":
+            return {
+                "loss": (F.cross_entropy(o, y, reduction="sum").item(), n),
+                "accuracy": ((o.argmax(-1) == y).sum().item(), n),
+            }
+        if self.loss_kind == "mse":
+            err = (o.reshape(y.shape) - y) ** 2
+            return {"loss": (err.sum().item(), float(err.numel()))}
+        return {"loss": (F.binary_cross_entropy_with_logits(o, y, reduction="sum").item(), float(y.numel()))}
+
+    def finalize(self, means: dict[str, float]) -> dict[str, float]:
+        """Derived metrics from the averaged ones (e.g. bpc = loss / ln 2)."""
+        return means
+
+    def baseline(self) -> dict[str, float]:
+        """What a memoryless / trivial predictor scores, keyed like the metrics."""
+        return {}
+
+    def describe(self) -> str:
+        return f"{self.name}: input {self.input_size}, output {self.output_size}, readout {self.readout}"
+
+
+LN2 = math.log(2.0)
