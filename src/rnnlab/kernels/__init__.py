@@ -1,0 +1,12 @@
+"""Fast paths beside the reference loop (each tested against its reference twin in float64).
+
+* :func:`elementwise_rnn`: fused BPTT for ``h_t = phi(W h_{t-1} + u_t)`` with phi in
+  {tanh, relu, modReLU}; used by expRNN, scoRNN and the modReLU RNN, and open to any cell
+  whose step is (or can be rewritten as) this recurrence.
+* :func:`checkpointed_sequence`: time-chunked recomputation around any cell's ``sequence``,
+  trading compute for memory on long sequences.
+"""
+
+from .recurrence import ACTIVATIONS, elementwise_rnn, reference_elementwise_rnn
+
+__all__ = ["ACTIVATIONS", "elementwise_rnn", "reference_elementwise_rnn"]
