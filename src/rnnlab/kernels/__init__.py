@@ -7,6 +7,7 @@
   trading compute for memory on long sequences.
 """
 
+from .checkpoint import checkpointed_sequence
 from .recurrence import ACTIVATIONS, elementwise_rnn, reference_elementwise_rnn
 
-__all__ = ["ACTIVATIONS", "elementwise_rnn", "reference_elementwise_rnn"]
+__all__ = ["ACTIVATIONS", "checkpointed_sequence", "elementwise_rnn", "reference_elementwise_rnn"]

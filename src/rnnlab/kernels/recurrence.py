@@ -143,8 +143,9 @@ def elementwise_rnn(
         h0: (B, H) initial state (zeros if None).
         activation: "tanh", "relu" or "modrelu".
         bias: (H,) modReLU bias (required for, and only for, "modrelu").
-        lengths: optional (B,) sequence lengths in [1, T]; steps at or past a sequence's
-            length leave its state unchanged and give zero outputs.
+        lengths: optional (B,) sequence lengths in [0, T]; steps at or past a sequence's
+            length leave its state unchanged and give zero outputs (0: the whole chunk is
+            past the end, as happens inside :func:`checkpointed_sequence`).
 
     Returns:
         ``(outputs (T, B, H), h_n (B, H))``; ``h_n`` is each sequence's state at its own last
@@ -176,8 +177,8 @@ def elementwise_rnn(
     mask = None
     if lengths is not None:
         lengths = torch.as_tensor(lengths, device=u.device)
-        if lengths.shape != (B,) or int(lengths.min()) < 1 or int(lengths.max()) > T:
-            raise ValueError(f"lengths must hold one length in [1, {T}] per batch element ({B}), got {lengths.tolist()}")
+        if lengths.shape != (B,) or int(lengths.min()) < 0 or int(lengths.max()) > T:
+            raise ValueError(f"lengths must hold one length in [0, {T}] per batch element ({B}), got {lengths.tolist()}")
         mask = (torch.arange(T, device=u.device).unsqueeze(1) < lengths.unsqueeze(0)).unsqueeze(2)  # (T, B, 1)
     S = _ElementwiseRNN.apply(u.contiguous(), weight.contiguous(), h0.contiguous(), bias, mask, activation)
     h_n = S[-1]
