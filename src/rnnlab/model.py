@@ -68,6 +68,9 @@ class SequenceModel(nn.Module):
     def regularization(self):
         return self.rnn.regularization()
 
+    def group_scales(self) -> dict[str, float]:
+        return self.rnn.group_scales()
+
     def parameter_counts(self) -> dict[str, int]:
         """``free``: as the papers count (n(n-1)/2 per orthogonal matrix); ``elements``: tensor
         elements of all parameters."""
