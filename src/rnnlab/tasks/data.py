@@ -411,7 +411,11 @@ def download(name: str, data_dir=None, *, force: bool = False, progress: bool = 
         folder.mkdir(parents=True, exist_ok=True)
         dest = folder / f.name
         if f.derive is not None:
-            data = f.derive(folder)
+            try:
+                data = f.derive(folder)
+            except (DataError, OSError) as e:
+                failures.append(f"{f.name}: cannot be rebuilt ({e})")
+                continue
             digest = hashlib.sha256(data).hexdigest()
             if f.sha256 is not None and digest != f.sha256:
                 failures.append(f"{f.name}: rebuilt file has sha256 {digest}, expected {f.sha256}")
