@@ -42,6 +42,7 @@ class Seq2Seq(nn.Module):
 
     ``embedding`` > 0: learned embeddings of that size on both sides; 0: one-hot inputs.
     ``forward(x, state=None, lengths=None, tgt_in=..., teacher_mask=None) -> (logits, state)``
+    and ``forward_batch(batch, state=None)`` (the same, reading a translation ``Batch``)
     (``state`` is ignored on input: each pair starts from zero; the decoder's final state is
     returned); ``generate(x, lengths, max_len) -> (B, max_len)`` greedy ids.
     """
@@ -95,6 +96,12 @@ class Seq2Seq(nn.Module):
             out, state = self.decoder(self.tgt_embed(inp[:, None]), state)
             logits.append(self.readout(self.drop(out[:, 0])))
         return torch.stack(logits, 1), state
+
+    def forward_batch(self, batch, state=None):
+        """The trainer's entry point: ``batch.x`` source ids, ``batch.lengths`` source lengths,
+        ``batch.extra`` with ``tgt_in`` (and ``teacher_mask`` when teacher forcing < 1)."""
+        extra = batch.extra
+        return self(batch.x, state, batch.lengths, tgt_in=extra.get("tgt_in"), teacher_mask=extra.get("teacher_mask"))
 
     @torch.no_grad()
     def generate(self, x: Tensor, lengths: Tensor | None = None, max_len: int = 20) -> Tensor:
