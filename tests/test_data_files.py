@@ -213,3 +213,17 @@ def test_unstrict_file_keeps_other_release_with_warning(monkeypatch, server, tmp
 
 def test_progress_bar_path_runs(server, tmp_path, capsys):
     assert data.fetch_url(url(server), tmp_path / "b.bin", expected_sha256=SHA, progress=True) == SHA
+
+
+def test_status_report_flags_problems(fake_dataset, tmp_path):
+    text, ok = data.status_report(["fake"], tmp_path)
+    assert not ok and "rnnlab data download fake" in text and "missing" in text
+    folder = tmp_path / "fakefolder"
+    folder.mkdir()
+    (folder / "blob.bin").write_bytes(b"wrong")
+    text, ok = data.status_report(["fake"], tmp_path)
+    assert not ok and "CHECKSUM MISMATCH" in text
+    (folder / "blob.bin").write_bytes(PAYLOAD)
+    (folder / "derived.txt").write_bytes(b"derived:" + PAYLOAD[:10])
+    text, ok = data.status_report(["fake"], tmp_path)
+    assert ok and text.count("verified") == 2

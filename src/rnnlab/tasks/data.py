@@ -451,3 +451,31 @@ def download(name: str, data_dir=None, *, force: bool = False, progress: bool = 
     if failures:
         raise DataError(f"download of {name!r} into {folder} incomplete:\n  " + "\n  ".join(failures))
     return verify(name, data_dir)
+
+
+# --- reports for the command line ------------------------------------------------------------
+def status_report(names: Iterable[str] | None = None, data_dir=None, *, check_hash: bool = True) -> tuple[str, bool]:
+    """A human-readable table of datasets and file states; returns ``(text, all_usable)``
+    (optional files that are absent do not count as problems)."""
+    root = data_root(data_dir)
+    lines = [f"data root: {root}"]
+    ok = True
+    for name in names or list(DATASETS):
+        ds = get_dataset(name)
+        sts = [file_status(name, f.name, data_dir, check_hash=check_hash) for f in ds.files]
+        problems = [s for s, f in zip(sts, ds.files) if not s.usable and not (f.optional and s.state == "missing")]
+        ok &= not problems
+        summary = "ok" if not problems else f"{len(problems)} problem(s): rnnlab data download {name}"
+        lines.append(f"{name} ({ds.folder}/): {summary}")
+        lines.append(f"  source: {ds.source}")
+        lines.append(f"  licence: {ds.licence}")
+        for s, f in zip(sts, ds.files):
+            note = {"ok": "verified" if check_hash else "present", "missing": "missing",
+                    "mismatch": f"CHECKSUM MISMATCH (sha256 {s.sha256})",
+                    "unpinned": "present (no pinned sha256)",
+                    "other-release": "present, a different release than the pinned one"}[s.state]
+            if f.optional and s.state == "missing":
+                note = "missing (optional)"
+            size = f"{f.size} B" if f.size else "size unknown"
+            lines.append(f"    {f.name:28s} {note:12s}  [{size}; sha256 {f.sha256 or '-'}]")
+    return "\n".join(lines), ok
