@@ -226,21 +226,21 @@ def music_root(tmp_path):
 
 def test_music_loader_and_shift(music_root):
     root, mat = music_root
-    task = TASKS["music"](name="jsb", data_dir=root, verify=False)
+    task = TASKS["music"](dataset="jsb", data_dir=root, verify=False)
     assert [len(p) for p in task.pieces["val"]] == [4, 11]
     b = next(iter(task.eval_batches("val", 8)))
     assert b.lengths.tolist() == [4, 11] and b.x.shape == (2, 11, 88)
     v = torch.from_numpy(mat["validdata"][0, 1].astype(np.float32))
     torch.testing.assert_close(b.y[1], v)
     assert torch.equal(b.x[1, 0], torch.zeros(88)) and torch.equal(b.x[1, 1:], v[:-1])
-    t2 = TASKS["music"](name="jsb", predict_first=False, data_dir=root, verify=False)
+    t2 = TASKS["music"](dataset="jsb", predict_first=False, data_dir=root, verify=False)
     b2 = next(iter(t2.eval_batches("val", 8)))
     assert b2.lengths.tolist() == [3, 10] and torch.equal(b2.y[1, :10], v[1:])
 
 
 def test_music_constant_half_is_88_ln2_per_frame(music_root):
     root, _ = music_root
-    task = TASKS["music"](name="jsb", data_dir=root, verify=False)
+    task = TASKS["music"](dataset="jsb", data_dir=root, verify=False)
     for split in ("train", "val", "test"):
         s = n = 0.0
         for b in task.eval_batches(split, 3):
@@ -256,7 +256,7 @@ def test_music_nll_is_pooled_over_frames(music_root):
     """Frame NLL = (sum over all frames and keys) / frames, checked against a direct formula
     with a predictor that differs per piece (so the pooled and per-piece means differ)."""
     root, _ = music_root
-    task = TASKS["music"](name="jsb", data_dir=root, verify=False)
+    task = TASKS["music"](dataset="jsb", data_dir=root, verify=False)
     ps = [0.2, 0.7]
     total = frames = 0.0
     for p, piece in zip(ps, task.pieces["val"]):
@@ -271,7 +271,7 @@ def test_music_nll_is_pooled_over_frames(music_root):
 
 def test_music_train_windows(music_root):
     root, _ = music_root
-    task = TASKS["music"](name="jsb", max_train_len=4, data_dir=root, verify=False)
+    task = TASKS["music"](dataset="jsb", max_train_len=4, data_dir=root, verify=False)
     it = task.train_batches(2, torch.Generator().manual_seed(0))
     for _ in range(4):
         b = next(it)
@@ -280,7 +280,7 @@ def test_music_train_windows(music_root):
 
 def test_music_unknown_name():
     with pytest.raises(ValueError, match="unknown music dataset"):
-        TASKS["music"](name="bach")
+        TASKS["music"](dataset="bach")
 
 
 # --- translation -----------------------------------------------------------------------------

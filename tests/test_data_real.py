@@ -61,7 +61,7 @@ def test_ptb_char_files_follow_from_word_files():
 ])
 def test_music_split_sizes_and_half_baseline(name, counts):
     pytest.importorskip("scipy")
-    task = TASKS["music"](name=name, data_dir=ROOT)
+    task = TASKS["music"](dataset=name, data_dir=ROOT)
     assert {s: (len(p), sum(len(x) for x in p)) for s, p in task.pieces.items()} == counts
     s = n = 0.0
     for b in task.eval_batches("test", 64):

@@ -71,9 +71,9 @@ def load_piano_rolls(path: str | Path) -> dict[str, list[np.ndarray]]:
 
 
 class MusicTask(Task):
-    """Polyphonic next-frame prediction. Options: ``name`` in {nottingham, jsb, musedata,
-    piano}, ``predict_first`` (True), ``max_train_len`` (0 = whole pieces; else training
-    batches take a random window of at most this many frames from each piece, to bound memory
+    """Polyphonic next-frame prediction. Options: ``dataset`` in {nottingham, jsb, musedata,
+    piano} (not ``name``: in a preset, ``[task] name`` is the registry key "music"),
+    ``predict_first`` (True), ``max_train_len`` (0 = whole pieces; else training batches take a random window of at most this many frames from each piece, to bound memory
     on the long Piano-midi/MuseData pieces; evaluation always uses whole pieces),
     ``data_dir``, ``verify``.
 
@@ -90,17 +90,17 @@ class MusicTask(Task):
     input_size = KEYS
     output_size = KEYS
 
-    def __init__(self, name: str = "nottingham", predict_first: bool = True, max_train_len: int = 0,
+    def __init__(self, dataset: str = "nottingham", predict_first: bool = True, max_train_len: int = 0,
                  data_dir: str | None = None, verify: bool = True):
-        if name not in MUSIC_FILES:
-            raise ValueError(f"unknown music dataset {name!r}; expected one of {sorted(MUSIC_FILES)}")
+        if dataset not in MUSIC_FILES:
+            raise ValueError(f"unknown music dataset {dataset!r}; expected one of {sorted(MUSIC_FILES)}")
         if int(max_train_len) < 0:
             raise ValueError(f"max_train_len must be >= 0 (0 = whole pieces), got {max_train_len}")
-        self.dataset = name
+        self.dataset = dataset
         self.predict_first = bool(predict_first)
         self.max_train_len = int(max_train_len)
         self.data_dir = data_dir
-        path = data.require("polyphonic", MUSIC_FILES[name], data_dir, check_hash=verify)
+        path = data.require("polyphonic", MUSIC_FILES[dataset], data_dir, check_hash=verify)
         rolls = load_piano_rolls(path)
         min_len = 1 if self.predict_first else 2
         self.pieces = {
