@@ -163,3 +163,27 @@ def test_cli_trains_on_real_files(name, tmp_path):
     assert rc == 0
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["steps"] == 2 and result["test"]
+
+
+def test_trainer_carries_state_into_every_tbptt_chunk(tmp_path, monkeypatch):
+    """Every chunk with carry_state=True must start from the previous chunk's final state,
+    including the second chunk of a pass (the first has carry_state=False)."""
+    from rnnlab import config, train
+
+    build_fixture_root(tmp_path / "data")
+    preset = write_preset(tmp_path / "c.toml", 'name = "ptb_char"\nbptt = 7\nverify = false',
+                          'cell = "gru"\nhidden_size = 8', steps=12)
+    cfg = config.load(str(preset))
+    seen = []
+    real = train.model_forward
+
+    def spy(model, batch, state=None):
+        if model.training:
+            seen.append((batch.carry_state, state is not None))
+        return real(model, batch, state)
+
+    monkeypatch.setattr(train, "model_forward", spy)
+    train.train(cfg, tmp_path / "run", progress=False, data_dir=str(tmp_path / "data"))
+    assert len(seen) == 12 and seen[0] == (False, False)
+    assert any(c for c, _ in seen[1:]) and any(not c for c, _ in seen[1:])  # several passes
+    assert all(c == s for c, s in seen), seen
