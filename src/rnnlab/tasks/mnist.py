@@ -66,7 +66,7 @@ def mnist_permutation(seed: int = DEFAULT_PERM_SEED, size: int = 784) -> np.ndar
 class SequentialMNIST(Task):
     """sMNIST / psMNIST (Le et al. 2015; asRNN, expRNN, nnRNN papers).
 
-    Options: ``permute`` (False for ``smnist``, True for ``psmnist``), ``perm_seed`` (92916),
+    Options: ``permute`` (default False for ``smnist``, True for ``psmnist``), ``perm_seed`` (92916),
     ``val_size`` (5000: the last images of the official training set), ``data_dir``
     (data root, see :mod:`rnnlab.tasks.data`), ``verify`` (check sha256 of the files; turn off
     only for hand-made fixture files).
@@ -81,11 +81,10 @@ class SequentialMNIST(Task):
     higher_is_better = True
     input_size = 1
     output_size = 10
-    default_permute = False
 
-    def __init__(self, permute: bool | None = None, perm_seed: int = DEFAULT_PERM_SEED, val_size: int = 5000,
+    def __init__(self, permute: bool = False, perm_seed: int = DEFAULT_PERM_SEED, val_size: int = 5000,
                  data_dir: str | None = None, verify: bool = True):
-        self.permute = self.default_permute if permute is None else bool(permute)
+        self.permute = bool(permute)
         self.perm_seed = int(perm_seed)
         self.data_dir = data_dir
         arrays = {}
@@ -151,5 +150,10 @@ class SequentialMNIST(Task):
 
 
 class PermutedMNIST(SequentialMNIST):
+    """psMNIST: :class:`SequentialMNIST` with ``permute=True`` by default."""
+
     name = "psmnist"
-    default_permute = True
+
+    def __init__(self, permute: bool = True, perm_seed: int = DEFAULT_PERM_SEED, val_size: int = 5000,
+                 data_dir: str | None = None, verify: bool = True):
+        super().__init__(permute, perm_seed, val_size, data_dir, verify)

@@ -180,11 +180,10 @@ class TextCharTask(LanguageModelTask):
 
     name = "text_char"
     unit = "char"
-    default_corpus = "ptb"
 
-    def __init__(self, corpus: str | None = None, bptt: int = 150, data_dir: str | None = None, verify: bool = True):
+    def __init__(self, corpus: str = "ptb", bptt: int = 150, data_dir: str | None = None, verify: bool = True):
         super().__init__(bptt)
-        self.corpus = corpus or self.default_corpus
+        self.corpus = corpus
         self.data_dir = data_dir
         if self.corpus == "ptb":
             tokens = {
