@@ -128,6 +128,24 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def cmd_data(args) -> int:
+    from .tasks import data
+
+    if args.action == "list":
+        text, _ = data.status_report(args.names or None, args.data_dir)
+        print(text)
+        return 0
+    if args.action == "verify":
+        text, ok = data.status_report(args.names or None, args.data_dir)
+        print(text)
+        return 0 if ok else 1
+    if not args.names:
+        raise ValueError(f"rnnlab data download needs dataset names; known: {sorted(data.DATASETS)}")
+    for name in args.names:
+        data.download(name, args.data_dir, force=args.force, progress=not args.quiet)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
@@ -152,6 +170,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_train)
 
+    s = sub.add_parser("data", help="real-data files: list, verify (sha256) or download them")
+    s.add_argument("action", choices=["list", "verify", "download"])
+    s.add_argument("names", nargs="*", help="datasets (default for list/verify: all)")
+    s.add_argument("--data-dir", help="data root (else $RNNLAB_DATA, else ~/.cache/rnnlab/data)")
+    s.add_argument("--force", action="store_true", help="download again even when verified")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_data)
+
     s = sub.add_parser("table", help="mean +- std over seeds of every run below RUNS_DIR")
     s.add_argument("runs_dir")
     s.add_argument("--metrics", help="comma-separated metric keys (default: all test metrics)")
@@ -174,12 +200,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from .config import ConfigError
+    from .tasks.data import DataError
     from .train import RunExists, TrainingDiverged
 
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ConfigError, RunExists, TrainingDiverged, FileNotFoundError, ValueError) as e:
+    except (ConfigError, RunExists, TrainingDiverged, FileNotFoundError, ValueError, DataError) as e:
         print(f"rnnlab: error: {e}", file=sys.stderr)
         return 2 if isinstance(e, (ConfigError, RunExists, ValueError)) else 1
     except KeyboardInterrupt:

@@ -127,6 +127,8 @@ def evaluate(model: nn.Module, task: Task, split: str, batch_size: int = 256, ma
     finally:
         model.train(was_training)
     means = task.finalize({k: s / n for k, (s, n) in sums.items() if n > 0})
+    if hasattr(task, "model_metrics"):  # metrics that need the model itself (translation BLEU)
+        means.update(task.model_metrics(model, split, batch_size))
     return {f"{split}/{k}": float(v) for k, v in means.items()}
 
 
@@ -299,7 +301,7 @@ def train(
             gnorm = nn.utils.clip_grad_norm_(params, cfg.optim.clip) if cfg.optim.clip > 0 else None
             opt.step()
             par.after_optimizer_step(model)
-            carry = _detach(new_state) if batch.carry_state else None
+            carry = _detach(new_state)
             prog.step = step
             bar.update(1)
             if step % tc.log_every == 0 or step == tc.steps:
