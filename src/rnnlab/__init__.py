@@ -1,8 +1,8 @@
 """rnnlab: long-memory recurrent neural networks in PyTorch."""
 
 from .cells import (
-    CELLS, GRU, IRNN, LSTM, RNN, SCORNN, Cell, ExpRNN, ExpRNNCell, GRUCell, IRNNCell,
-    LSTMCell, Recurrent, RNNCell, SCORNNCell, unroll,
+    CELLS, DMU, GRU, IRNN, LSTM, LTRNN, RHN, RNN, SCORNN, Cell, DMUCell, ExpRNN, ExpRNNCell,
+    GRUCell, IRNNCell, LSTMCell, LTRNNCell, Recurrent, RHNCell, RNNCell, SCORNNCell, unroll,
 )
 from .tasks import TASKS, AddingTask, Batch, CopyTask, Task
 

@@ -2,6 +2,8 @@
 
 from .base import Cell, Recurrent, State, unroll
 from .classic import GRUCell, IRNNCell, LSTMCell, RNNCell
+from .dmu import DMUCell, RHNCell
+from .ltrnn import LTRNNCell
 from .orthogonal import ExpRNNCell, OrthogonalRNNCell, SCORNNCell
 
 #: registry: lowercase key -> cell class (used by configs, the CLI and run directories)
@@ -12,6 +14,9 @@ CELLS: dict[str, type[Cell]] = {
     "gru": GRUCell,
     "exprnn": ExpRNNCell,
     "scornn": SCORNNCell,
+    "dmu": DMUCell,
+    "rhn": RHNCell,
+    "ltrnn": LTRNNCell,
 }
 
 
@@ -25,9 +30,13 @@ LSTM = _layer(LSTMCell, "LSTM")
 GRU = _layer(GRUCell, "GRU")
 ExpRNN = _layer(ExpRNNCell, "ExpRNN")
 SCORNN = _layer(SCORNNCell, "SCORNN")
+DMU = _layer(DMUCell, "DMU")
+RHN = _layer(RHNCell, "RHN")
+LTRNN = _layer(LTRNNCell, "LTRNN")
 
 __all__ = [
     "CELLS", "Cell", "Recurrent", "State", "unroll",
     "RNNCell", "IRNNCell", "LSTMCell", "GRUCell", "ExpRNNCell", "SCORNNCell", "OrthogonalRNNCell",
-    "RNN", "IRNN", "LSTM", "GRU", "ExpRNN", "SCORNN",
+    "DMUCell", "RHNCell", "LTRNNCell",
+    "RNN", "IRNN", "LSTM", "GRU", "ExpRNN", "SCORNN", "DMU", "RHN", "LTRNN",
 ]

@@ -93,6 +93,10 @@ class Cell(nn.Module):
         """An extra loss term the cell asks for (e.g. nnRNN's eigenvalue-modulus penalty)."""
         return None
 
+    def group_scales(self) -> dict[str, float]:
+        """Factors for the learning rate and weight decay of tagged groups (DMU: 1 / (2 n))."""
+        return {}
+
     def free_parameter_count(self) -> int:
         """Free parameters as the papers count them (n(n-1)/2 per orthogonal matrix)."""
         return sum(p.numel() for p in self.parameters())
@@ -194,6 +198,12 @@ class Recurrent(nn.Module):
     def regularization(self) -> Tensor | None:
         terms = [r for r in (c.regularization() for c in self.cells) if r is not None]
         return sum(terms) if terms else None
+
+    def group_scales(self) -> dict[str, float]:
+        scales: dict[str, float] = {}
+        for c in self.cells:
+            scales.update(c.group_scales())
+        return scales
 
     def free_parameter_count(self) -> int:
         return sum(c.free_parameter_count() for c in self.cells)
