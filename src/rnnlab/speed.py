@@ -65,6 +65,8 @@ class BenchConfig:
     size_hidden: int
     fixed: dict = field(default_factory=dict)  # cell label -> hidden size fixed by the papers
     cells: tuple | None = None  # restrict to these cell labels (None: every registered cell)
+    extras: dict = field(default_factory=dict)  # extra rows: label -> (CELLS key, options)
+    compare: bool = True  # time the reference loop and nn.LSTM in the same process
     note: str = ""
 
 
@@ -86,6 +88,12 @@ CONFIGS = {
         "long", 10_000, 128, 10, 9, True, "all", "exprnn", 190,
         {"exprnn": 190, "scornn": 190, "asrnn": 138, "nnrnn": 128, BASELINE: 68},
         cells=("exprnn", "scornn", "asrnn", "nnrnn", BASELINE),
+        extras={
+            "exprnn reference loop": ("exprnn", {"backend": "reference"}),
+            "exprnn chunk=100": ("exprnn", {"checkpoint_chunk": 100}),
+            "exprnn reference chunk=100": ("exprnn", {"backend": "reference", "checkpoint_chunk": 100}),
+        },
+        compare=False,
         note="copy-style input at T=10,000, batch 128, ~22K parameters (memory row)",
     ),
 }
@@ -114,7 +122,8 @@ def _count(key: str, options: dict, cfg: BenchConfig, n: int) -> int:
     else:
         from .cells import CELLS
 
-        core = CELLS[key](cfg.input_size, n, **options).free_parameter_count()
+        cell_opts = {k: v for k, v in options.items() if k != "checkpoint_chunk"}  # a layer option
+        core = CELLS[key](cfg.input_size, n, **cell_opts).free_parameter_count()
     return core + n * cfg.output_size + cfg.output_size
 
 
@@ -339,20 +348,22 @@ def plan(configs=("copy", "mnist", "ptb", "long"), cells=None, quick=False) -> l
         target = _count(size_key, size_opts, cfg, cfg.size_hidden)
         base_hidden = cfg.fixed.get(BASELINE) or match_hidden("nn.LSTM", {}, cfg, target)
         labels = [l for l in variants if (cfg.cells is None or l in cfg.cells)]
+        variants_c = {**variants, **cfg.extras}
+        labels += list(cfg.extras)
         if cells:
             labels = [l for l in labels if l in cells or l == BASELINE]
         if quick and cname == "long":
-            labels = [l for l in labels if l in ("exprnn", BASELINE)]
+            labels = [l for l in labels if l in ("exprnn", BASELINE, "exprnn chunk=100")]
         for label in labels:
-            key, opts = variants[label]
-            hidden = cfg.fixed.get(label) or match_hidden(key, opts, cfg, target)
+            key, opts = variants_c[label]
+            hidden = cfg.fixed.get(label) or cfg.fixed.get(key) or match_hidden(key, opts, cfg, target)
             long = cfg.T > 2000
             specs.append({
                 "config": asdict(cfg), "label": label, "key": key, "options": opts, "hidden": hidden,
                 "params": _count(key, opts, cfg, hidden), "target_params": target,
                 "gates": FLOOR_GATES.get(key),
-                "baseline_hidden": None if label == BASELINE else base_hidden,
-                "reference": not long,
+                "baseline_hidden": None if label == BASELINE or not cfg.compare else base_hidden,
+                "reference": cfg.compare and opts.get("backend") != "reference",
                 "warmup": 1,
                 "repeats": (1 if long else 2) if quick else (2 if long else (3 if cname == "ptb" else 5)),
             })
