@@ -20,13 +20,14 @@ and allocator state are the row's own) and measures, in that one process,
 * the matrix-product floor: the time the iteration's matrix products alone take at this
   machine's measured rate, each product shape timed with ``torch.mm`` in the same process
   (recurrence forward and backward per step, the weight gradients as one product each, input
-  projection, readout). It excludes the orthogonal map's own O(n^3) work (under 1% here).
+  projection, readout). It excludes the orthogonal map's own O(n^3) work (matrix exponential
+  or Cayley solve and their backward): negligible at n=190 but not at n=1024 (PTB rows).
 
 Configurations: ``copy`` (T = L + 2K = 1020, K=10, batch 128, about 22K parameters),
 ``mnist`` (sequential MNIST: T=784, one pixel per step, readout at the last step, about 16K
 parameters), ``ptb`` (character level: T=150, batch 128, 50 one-hot symbols, expRNN n=1024
 and every other cell matched to its parameter count), ``long`` (copy-style input at
-T=10,000, for memory). Data are random tokens/pixels of the right shapes: speed does not
+T=10,000, for memory) and ``long-last`` (the same with the readout at the last step only). Data are random tokens/pixels of the right shapes: speed does not
 depend on the values.
 
 Entry points: :func:`run` (returns rows), :func:`format_table` (markdown), and
@@ -95,6 +96,18 @@ CONFIGS = {
         },
         compare=False,
         note="copy-style input at T=10,000, batch 128, ~22K parameters (memory row)",
+    ),
+    "long-last": BenchConfig(
+        "long-last", 10_000, 128, 10, 10, True, "last", "exprnn", 190,
+        {"exprnn": 190, BASELINE: 68},
+        cells=("exprnn", BASELINE),
+        extras={
+            "exprnn reference loop": ("exprnn", {"backend": "reference"}),
+            "exprnn chunk=100": ("exprnn", {"checkpoint_chunk": 100}),
+            "exprnn reference chunk=100": ("exprnn", {"backend": "reference", "checkpoint_chunk": 100}),
+        },
+        compare=False,
+        note="T=10,000 with a readout at the last step only (adding-style), batch 128 (memory row)",
     ),
 }
 
@@ -352,7 +365,7 @@ def plan(configs=("copy", "mnist", "ptb", "long"), cells=None, quick=False) -> l
         labels += list(cfg.extras)
         if cells:
             labels = [l for l in labels if l in cells or l == BASELINE]
-        if quick and cname == "long":
+        if quick and cname.startswith("long"):
             labels = [l for l in labels if l in ("exprnn", BASELINE, "exprnn chunk=100")]
         for label in labels:
             key, opts = variants_c[label]
@@ -441,3 +454,30 @@ def format_table(result: dict) -> str:
             f"| {B / row['infer']['cpu']:.0f} | {row['peak_mb']:.0f} | {f['faults']:.0f} |"
         )
     return "\n".join(lines)
+
+
+# --- command line (argparse wiring for benchmarks/speed.py and ``rnnlab bench speed``) ---
+
+
+def add_arguments(parser) -> None:
+    """Add the benchmark's options to an ``argparse`` parser (does not read argv)."""
+    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    parser.add_argument("--cells", nargs="+", default=None, help="cell labels (default: every registered cell)")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats; the long row for expRNN/LSTM only")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--malloc", choices=("tuned", "default"), default="tuned",
+                        help="tuned: glibc told not to mmap or trim (rnnlab.runtime.tune_malloc); default: glibc as is")
+    parser.add_argument("--json", default=None, help="also write the raw results here")
+
+
+def main_from_args(a) -> int:
+    """Run with parsed arguments: progress lines to stderr, the markdown table to stdout."""
+    result = run(a.configs, a.cells, a.quick, a.threads, a.malloc, log=lambda s: print(s, file=sys.stderr, flush=True))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(result, f, indent=1)
+    c = result["conditions"]
+    print(f"\n{c['date']}; {c['machine']}; torch {c['torch']}; threads {c['threads']}; malloc {c['malloc']}; "
+          f"load average at the end {c['loadavg_end'][0]:.2f}\n")
+    print(format_table(result))
+    return 0
