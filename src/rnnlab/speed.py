@@ -124,7 +124,10 @@ def cell_variants() -> dict[str, tuple[str, dict]]:
     for key in CELLS:
         out[key] = (key, {})
         if key == "rnn":
+            out["rnn fused"] = ("rnn", {"backend": "fused"})
             out["rnn-modrelu"] = ("rnn", {"nonlinearity": "modrelu"})
+        if key == "irnn":
+            out["irnn fused"] = ("irnn", {"backend": "fused"})
     return out
 
 
@@ -241,14 +244,16 @@ def _worker(spec: dict) -> dict:
     if spec["reference"] and key != "nn.LSTM":
         cells = [m for m in model.modules() if hasattr(m, "backend")]
 
+        own = [c.backend for c in cells]
+
         def ref_step():
             for c in cells:
                 c.backend = "reference"
             try:
                 fast_step()
             finally:
-                for c in cells:
-                    c.backend = "auto"
+                for c, b in zip(cells, own):
+                    c.backend = b
 
         variants["reference"] = ref_step
     if spec["baseline_hidden"] and key != "nn.LSTM":
