@@ -4,6 +4,7 @@ from .cells import (
     CELLS, GRU, IRNN, LSTM, RNN, SCORNN, Cell, ExpRNN, ExpRNNCell, GRUCell, IRNNCell,
     LSTMCell, Recurrent, RNNCell, SCORNNCell, unroll,
 )
+from .cells import NNRNN, NNRNNCell
 from .tasks import TASKS, AddingTask, Batch, CopyTask, Task
 
 __version__ = "0.1.0"

@@ -2,6 +2,7 @@
 
 from .base import Cell, Recurrent, State, unroll
 from .classic import GRUCell, IRNNCell, LSTMCell, RNNCell
+from .nnrnn import NNRNNCell
 from .orthogonal import ExpRNNCell, OrthogonalRNNCell, SCORNNCell
 
 #: registry: lowercase key -> cell class (used by configs, the CLI and run directories)
@@ -12,6 +13,7 @@ CELLS: dict[str, type[Cell]] = {
     "gru": GRUCell,
     "exprnn": ExpRNNCell,
     "scornn": SCORNNCell,
+    "nnrnn": NNRNNCell,
 }
 
 
@@ -25,9 +27,10 @@ LSTM = _layer(LSTMCell, "LSTM")
 GRU = _layer(GRUCell, "GRU")
 ExpRNN = _layer(ExpRNNCell, "ExpRNN")
 SCORNN = _layer(SCORNNCell, "SCORNN")
+NNRNN = _layer(NNRNNCell, "NNRNN")
 
 __all__ = [
     "CELLS", "Cell", "Recurrent", "State", "unroll",
-    "RNNCell", "IRNNCell", "LSTMCell", "GRUCell", "ExpRNNCell", "SCORNNCell", "OrthogonalRNNCell",
-    "RNN", "IRNN", "LSTM", "GRU", "ExpRNN", "SCORNN",
+    "RNNCell", "IRNNCell", "LSTMCell", "GRUCell", "ExpRNNCell", "SCORNNCell", "OrthogonalRNNCell", "NNRNNCell",
+    "RNN", "IRNN", "LSTM", "GRU", "ExpRNN", "SCORNN", "NNRNN",
 ]
