@@ -211,3 +211,34 @@ def plot_schur_view(view: SchurView, path=None, title: str | None = None):
     if path is not None:
         fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def analyze_run(path, out_dir=None, which: str = "best", data_dir: str | None = None) -> list[dict]:
+    """Schur views of a trained run (a run directory or a checkpoint file inside one): one
+    PNG per recurrent matrix plus ``schur.json`` with the summaries, in ``out_dir`` (default
+    ``<run>/schur``). Returns the summaries."""
+    import json
+
+    from ..train import load_run
+
+    path = Path(path)
+    cfg, _task, model = load_run(path, which, data_dir)
+    views = cell_schur_views(model)
+    if not views:
+        raise ValueError(
+            f"the {cfg.model.cell!r} cells of {path} have no square recurrent matrix "
+            f"(recurrent_matrix() is None, e.g. gated cells), so there is no Schur form to show"
+        )
+    run_dir = path if path.is_dir() else path.parent
+    out = Path(out_dir) if out_dir is not None else run_dir / "schur"
+    out.mkdir(parents=True, exist_ok=True)
+    summaries = []
+    for i, view in enumerate(views):
+        png = out / f"schur_{i}.png"
+        plot_schur_view(view, png, title=f"{cfg.name} ({cfg.model.cell}), layer {i}: mean |lambda| = "
+                        f"{view.mean_modulus:.4f}, departure from normality = {view.departure:.3g}")
+        s = view.summary()
+        s["figure"] = str(png)
+        summaries.append(s)
+    (out / "schur.json").write_text(json.dumps(summaries, indent=2) + "\n")
+    return summaries
