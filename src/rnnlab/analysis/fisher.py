@@ -104,8 +104,6 @@ def fisher_memory_curve(V, v, noise_cov=None, steps: int = 100, noise_steps: int
     covariance Sigma (default identity); C = sum_m V^m Sigma V^{m T}, stationary when
     ``noise_steps`` is None, else summed over ``noise_steps`` terms. Returns (steps,).
     """
-    import scipy.linalg
-
     V, _ = _check(V, noise_cov)
     v = _as_array(v).reshape(-1)
     if v.shape[0] != V.shape[0]:
@@ -118,7 +116,12 @@ def fisher_memory_curve(V, v, noise_cov=None, steps: int = 100, noise_steps: int
     for k in range(int(steps)):
         X[:, k] = x
         x = V @ x
-    Y = scipy.linalg.solve_triangular(U, X, trans="T")  # x^T C^{-1} x = |U^{-T} x|^2
+    try:
+        from scipy.linalg import solve_triangular
+
+        Y = solve_triangular(U, X, trans="T")  # x^T C^{-1} x = |U^{-T} x|^2
+    except ImportError:  # scipy is optional; numpy's LU solve is backward stable as well
+        Y = np.linalg.solve(U.T, X)
     return np.sum(Y**2, axis=0)
 
 

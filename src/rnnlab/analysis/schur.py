@@ -38,7 +38,10 @@ def _as_array(x) -> np.ndarray:
 
 def real_schur(W) -> tuple[np.ndarray, np.ndarray]:
     """``(Theta, Z)`` with ``W = Z Theta Z^T``, Theta lower quasi-triangular."""
-    import scipy.linalg
+    try:
+        import scipy.linalg
+    except ImportError:  # pragma: no cover - scipy is an optional dependency
+        raise ImportError("the real Schur form needs scipy: pip install 'rnnlab[science]'") from None
 
     W = _as_array(W)
     if W.ndim != 2 or W.shape[0] != W.shape[1]:
