@@ -238,3 +238,26 @@ def test_recurrent_matrix_of_other_cells():
     W = ExpRNNCell(3, 6).recurrent_matrix()
     assert par.orthogonality_error(W.detach()) < 1e-5
     assert LSTMCell(3, 5).recurrent_matrix() is None
+
+
+def test_structure_survives_optimizer_steps():
+    """After RMSprop steps with weight decay on T: P stays orthogonal, the eigenvalue moduli of V
+    stay exactly the gammas, and the masked entries of T stay out of V."""
+    torch.manual_seed(1)
+    cell = NNRNNCell(3, 8, init="henaff").double()
+    groups = cell.param_groups()
+    opt = torch.optim.RMSprop([
+        {"params": groups["default"]}, {"params": groups["orthogonal"], "lr": 1e-2},
+        {"params": groups["nonnormal"], "weight_decay": 1e-2},
+    ], lr=1e-2)
+    for _ in range(5):
+        out, _ = cell.sequence(torch.randn(6, 4, 3, dtype=torch.float64))
+        loss = out.pow(2).mean() + cell.regularization()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert par.orthogonality_error(cell.P.detach()) < 1e-12
+    assert cell.T.detach().abs().sum() > 0 and not torch.allclose(cell.gamma.detach(), torch.ones(4, dtype=torch.float64))
+    moduli = np.sort(np.abs(np.linalg.eigvals(cell.recurrent_matrix().detach().numpy())))
+    assert np.allclose(moduli, np.sort(np.repeat(np.abs(cell.gamma.detach().numpy()), 2)), atol=1e-10)
+    assert torch.allclose(cell.recurrent_matrix().detach(), dense_V(cell), atol=1e-12)
