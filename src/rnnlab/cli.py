@@ -146,6 +146,21 @@ def cmd_data(args) -> int:
     return 0
 
 
+def cmd_analyze_schur(args) -> int:
+    from .analysis.schur import analyze_run
+
+    for s in analyze_run(args.run, args.out, args.which, args.data_dir):
+        print(
+            f"{s['name']}: n={s['n']}  mean |eigenvalue| = {s['mean_eigenvalue_modulus']:.4f} "
+            f"(min {s['min_eigenvalue_modulus']:.4f}, max {s['max_eigenvalue_modulus']:.4f})  "
+            f"complex pairs = {s['complex_pairs']}  departure from normality = "
+            f"{s['departure_from_normality']:.4g}  mean |T| on sub-diagonal 1 = {s['mean_abs_T_subdiag_1']:.3g}, "
+            f"elsewhere = {s['mean_abs_T_all']:.3g}"
+        )
+        print(f"  wrote {s['figure']}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
@@ -189,6 +204,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--metric", default="train/loss")
     s.add_argument("--linear", action="store_true", help="linear instead of log y axis")
     s.set_defaults(func=cmd_plot)
+
+    s = sub.add_parser("analyze", help="analyses of a trained run (schur: real Schur form views)")
+    asub = s.add_subparsers(dest="analysis", required=True)
+    a = asub.add_parser("schur", help="real Schur form of each recurrent matrix of a run: |Theta| heat "
+                        "map, mean |T| per sub-diagonal, block angles, eigenvalue moduli")
+    a.add_argument("run", help="run directory, or a checkpoint file (best.pt / checkpoint.pt) inside one")
+    a.add_argument("--out", help="output directory (default: RUN/schur)")
+    a.add_argument("--which", default="best", choices=["best", "last"], help="weights of a run directory")
+    a.add_argument("--data-dir", help="data root for real-data tasks (else $RNNLAB_DATA)")
+    a.set_defaults(func=cmd_analyze_schur)
 
     s = sub.add_parser("demo", help="small copy-task benchmark (no downloads): table + loss plot")
     s.add_argument("--out", default="demo-out", help="output directory (default: demo-out)")

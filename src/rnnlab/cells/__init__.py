@@ -4,6 +4,7 @@ from .base import Cell, Recurrent, State, unroll
 from .classic import GRUCell, IRNNCell, LSTMCell, RNNCell
 from .dmu import DMUCell, RHNCell
 from .ltrnn import LTRNNCell
+from .nnrnn import NNRNNCell
 from .orthogonal import ExpRNNCell, OrthogonalRNNCell, SCORNNCell
 
 #: registry: lowercase key -> cell class (used by configs, the CLI and run directories)
@@ -14,6 +15,7 @@ CELLS: dict[str, type[Cell]] = {
     "gru": GRUCell,
     "exprnn": ExpRNNCell,
     "scornn": SCORNNCell,
+    "nnrnn": NNRNNCell,
     "dmu": DMUCell,
     "rhn": RHNCell,
     "ltrnn": LTRNNCell,
@@ -30,6 +32,7 @@ LSTM = _layer(LSTMCell, "LSTM")
 GRU = _layer(GRUCell, "GRU")
 ExpRNN = _layer(ExpRNNCell, "ExpRNN")
 SCORNN = _layer(SCORNNCell, "SCORNN")
+NNRNN = _layer(NNRNNCell, "NNRNN")
 DMU = _layer(DMUCell, "DMU")
 RHN = _layer(RHNCell, "RHN")
 LTRNN = _layer(LTRNNCell, "LTRNN")
@@ -37,6 +40,6 @@ LTRNN = _layer(LTRNNCell, "LTRNN")
 __all__ = [
     "CELLS", "Cell", "Recurrent", "State", "unroll",
     "RNNCell", "IRNNCell", "LSTMCell", "GRUCell", "ExpRNNCell", "SCORNNCell", "OrthogonalRNNCell",
-    "DMUCell", "RHNCell", "LTRNNCell",
-    "RNN", "IRNN", "LSTM", "GRU", "ExpRNN", "SCORNN", "DMU", "RHN", "LTRNN",
+    "NNRNNCell", "DMUCell", "RHNCell", "LTRNNCell",
+    "RNN", "IRNN", "LSTM", "GRU", "ExpRNN", "SCORNN", "NNRNN", "DMU", "RHN", "LTRNN",
 ]
