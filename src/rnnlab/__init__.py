@@ -1,7 +1,7 @@
 """rnnlab: long-memory recurrent neural networks in PyTorch."""
 
 from .cells import (
-    CELLS, GRU, IRNN, LSTM, RNN, SCORNN, Cell, ExpRNN, ExpRNNCell, GRUCell, IRNNCell,
+    ASRNN, ASRNNCell, CELLS, GRU, IRNN, LSTM, RNN, SCORNN, Cell, ExpRNN, ExpRNNCell, GRUCell, IRNNCell,
     LSTMCell, Recurrent, RNNCell, SCORNNCell, unroll,
 )
 from .tasks import TASKS, AddingTask, Batch, CopyTask, Task

@@ -1,5 +1,6 @@
 """Recurrent cells (one time step each) and their ``torch.nn.RNN``-style layers."""
 
+from .asrnn import ASRNNCell, saturating
 from .base import Cell, Recurrent, State, unroll
 from .classic import GRUCell, IRNNCell, LSTMCell, RNNCell
 from .orthogonal import ExpRNNCell, OrthogonalRNNCell, SCORNNCell
@@ -12,6 +13,7 @@ CELLS: dict[str, type[Cell]] = {
     "gru": GRUCell,
     "exprnn": ExpRNNCell,
     "scornn": SCORNNCell,
+    "asrnn": ASRNNCell,
 }
 
 
@@ -25,9 +27,11 @@ LSTM = _layer(LSTMCell, "LSTM")
 GRU = _layer(GRUCell, "GRU")
 ExpRNN = _layer(ExpRNNCell, "ExpRNN")
 SCORNN = _layer(SCORNNCell, "SCORNN")
+ASRNN = _layer(ASRNNCell, "ASRNN")
 
 __all__ = [
     "CELLS", "Cell", "Recurrent", "State", "unroll",
     "RNNCell", "IRNNCell", "LSTMCell", "GRUCell", "ExpRNNCell", "SCORNNCell", "OrthogonalRNNCell",
+    "ASRNNCell", "ASRNN", "saturating",
     "RNN", "IRNN", "LSTM", "GRU", "ExpRNN", "SCORNN",
 ]
