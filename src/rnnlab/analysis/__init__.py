@@ -1,0 +1,1 @@
+"""Analysis tools: temporal Jacobians and their spectra (jacobian)."""
