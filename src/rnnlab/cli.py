@@ -1,0 +1,192 @@
+"""The ``rnnlab`` command line; the only module that reads ``sys.argv``."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import sys
+from pathlib import Path
+
+DEMO_PRESETS = ["demo/lstm", "demo/gru", "demo/rnn", "demo/exprnn"]
+
+
+def _signature(cls, skip=("self", "input_size", "hidden_size")) -> str:
+    parts = []
+    for name, p in inspect.signature(cls.__init__).parameters.items():
+        if name in skip or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+            continue
+        parts.append(name if p.default is p.empty else f"{name}={p.default!r}")
+    return ", ".join(parts)
+
+
+def cmd_list(args) -> int:
+    from . import config
+    from .cells import CELLS
+    from .tasks import TASKS
+
+    what = args.what
+    if what in ("all", "cells"):
+        print("cells (model.cell; options go under [model.cell_options]):")
+        for k, c in CELLS.items():
+            print(f"  {k:10s} {c.__name__}({_signature(c)})")
+    if what in ("all", "tasks"):
+        print("tasks (task.name; options go under [task]):")
+        for k, t in TASKS.items():
+            print(f"  {k:10s} {t.__name__}({_signature(t, ('self',))})")
+    if what in ("all", "presets"):
+        print("presets (rnnlab train NAME):")
+        for name in config.list_presets():
+            cfg = config.load(name)
+            print(f"  {name:28s} {cfg.model.cell} on {cfg.task.name}, {cfg.train.steps} steps")
+    return 0
+
+
+def _run_dir(args, cfg) -> Path:
+    if args.out:
+        return Path(args.out)
+    return Path(args.runs_dir) / cfg.name / f"seed{cfg.train.seed}"
+
+
+def _print_result(r: dict) -> None:
+    scores = {**r["final"], **r.get("test", {})}
+    parts = [f"{k}={v:.4g}" for k, v in scores.items()]
+    base = ", ".join(f"{k}={v:.4g}" for k, v in r["baseline"].items())
+    print(f"{r['name']} (seed {r['seed']}): {r['steps']} steps in {r['wall_time_s']:.1f}s [{r['stopped']}]")
+    print("  " + "  ".join(parts))
+    if base:
+        print(f"  memoryless baseline: {base}")
+
+
+def cmd_train(args) -> int:
+    from . import config, train
+
+    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [None]
+    if args.out and len(seeds) > 1:
+        raise config.ConfigError("--out names one run directory; with several --seeds use --runs-dir")
+    for seed in seeds:
+        overrides = list(args.set or [])
+        if seed is not None:
+            overrides.append(f"train.seed={seed}")
+        if args.threads:
+            overrides.append(f"train.threads={args.threads}")
+        cfg = config.load(args.preset, overrides)
+        run_dir = _run_dir(args, cfg)
+        print(f"run {cfg.name} -> {run_dir}", file=sys.stderr)
+        r = train.train(cfg, run_dir, resume=args.resume, progress=False if args.quiet else None,
+                        data_dir=args.data_dir)
+        _print_result(r)
+    return 0
+
+
+def cmd_table(args) -> int:
+    from .results import table
+
+    print(table(args.runs_dir, args.metrics.split(",") if args.metrics else None))
+    return 0
+
+
+def cmd_plot(args) -> int:
+    from .plots import plot_curves
+
+    dirs = sorted({p.parent for d in args.runs for p in Path(d).rglob("metrics.jsonl")})
+    if not dirs:
+        raise FileNotFoundError(f"no run directories (with metrics.jsonl) below {args.runs}")
+    out = plot_curves(dirs, args.output, args.metric, logy=not args.linear)
+    print(f"wrote {out}")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from . import config, train
+    from .plots import plot_curves
+    from .results import table
+
+    out = Path(args.out)
+    dirs = []
+    for name in DEMO_PRESETS:
+        overrides = [f"train.steps={args.steps}"] if args.steps else []
+        cfg = config.load(name, overrides)
+        run_dir = out / cfg.name
+        if (run_dir / "result.json").exists() and not args.fresh:
+            print(f"{cfg.name}: already done in {run_dir} (use --fresh to rerun)", file=sys.stderr)
+        else:
+            if run_dir.exists():
+                import shutil
+
+                shutil.rmtree(run_dir)
+            print(f"training {cfg.name} ({cfg.model.cell}, hidden {cfg.model.hidden_size}) "
+                  f"on {cfg.task.name} L={cfg.task.options.get('L')} ...", file=sys.stderr)
+            r = train.train(cfg, run_dir, progress=None)
+            _print_result(r)
+        dirs.append(run_dir)
+    png = plot_curves(dirs, out / "loss.png", "val/loss", title="copy task (K=10, L=40): validation loss")
+    md = table(out, ["test/loss", "test/recall_accuracy"])
+    (out / "table.md").write_text(md + "\n")
+    print()
+    print(md)
+    print(f"\nwrote {png} and {out / 'table.md'}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    p = argparse.ArgumentParser(prog="rnnlab", description="Long-memory RNNs: train, compare, analyse.")
+    p.add_argument("--version", action="version", version=f"rnnlab {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("list", help="registered cells, tasks and presets with their options")
+    s.add_argument("what", nargs="?", default="all", choices=["all", "cells", "tasks", "presets"])
+    s.set_defaults(func=cmd_list)
+
+    s = sub.add_parser("train", help="train a preset (configs/<paper>/<task>.toml) or a TOML file")
+    s.add_argument("preset", help="preset name (see `rnnlab list presets`) or path to a .toml")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a config value, e.g. --set train.steps=100 --set task.L=200")
+    s.add_argument("--out", help="run directory (default: RUNS_DIR/<name>/seed<seed>)")
+    s.add_argument("--runs-dir", default="runs", help="parent of run directories (default: runs)")
+    s.add_argument("--seeds", help="comma-separated initialisation seeds, one run each (e.g. 0,1,2)")
+    s.add_argument("--threads", type=int, help="torch threads (default: the preset's, 1)")
+    s.add_argument("--resume", action="store_true", help="continue from the run's checkpoint.pt")
+    s.add_argument("--data-dir", help="data root for real-data tasks (else $RNNLAB_DATA)")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_train)
+
+    s = sub.add_parser("table", help="mean +- std over seeds of every run below RUNS_DIR")
+    s.add_argument("runs_dir")
+    s.add_argument("--metrics", help="comma-separated metric keys (default: all test metrics)")
+    s.set_defaults(func=cmd_table)
+
+    s = sub.add_parser("plot", help="loss curves of the runs below the given directories")
+    s.add_argument("runs", nargs="+")
+    s.add_argument("-o", "--output", default="curves.png")
+    s.add_argument("--metric", default="train/loss")
+    s.add_argument("--linear", action="store_true", help="linear instead of log y axis")
+    s.set_defaults(func=cmd_plot)
+
+    s = sub.add_parser("demo", help="small copy-task benchmark (no downloads): table + loss plot")
+    s.add_argument("--out", default="demo-out", help="output directory (default: demo-out)")
+    s.add_argument("--steps", type=int, default=0, help="override the steps per model")
+    s.add_argument("--fresh", action="store_true", help="rerun models already done in --out")
+    s.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .config import ConfigError
+    from .train import RunExists, TrainingDiverged
+
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ConfigError, RunExists, TrainingDiverged, FileNotFoundError, ValueError) as e:
+        print(f"rnnlab: error: {e}", file=sys.stderr)
+        return 2 if isinstance(e, (ConfigError, RunExists, ValueError)) else 1
+    except KeyboardInterrupt:
+        print("rnnlab: interrupted; `rnnlab train ... --resume` continues from the last checkpoint",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

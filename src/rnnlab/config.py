@@ -1,0 +1,244 @@
+"""Run configuration: dataclasses, TOML presets and ``key=value`` overrides.
+
+The constructors are the schema: ``[task]`` keys (other than ``name``) go to the task class,
+``[model.cell_options]`` to the cell class, and both are checked against the constructor's
+signature when the config is built, so a typo fails before any training starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+PRESET_DIR = Path(__file__).parent / "configs"
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message says what was expected."""
+
+
+@dataclass
+class TaskConfig:
+    name: str = "copy"
+    options: dict = field(default_factory=dict)
+
+
+@dataclass
+class ModelConfig:
+    cell: str = "lstm"
+    hidden_size: int = 128
+    num_layers: int = 1
+    embedding: int = 0
+    dropout: float = 0.0
+    cell_options: dict = field(default_factory=dict)
+
+
+@dataclass
+class OptimConfig:
+    name: str = "rmsprop"
+    lr: float = 1e-3
+    alpha: float = 0.99
+    momentum: float = 0.0
+    eps: float = 1e-8
+    beta1: float = 0.9
+    beta2: float = 0.999
+    weight_decay: float = 0.0
+    clip: float = 0.0
+    group_lr: dict = field(default_factory=dict)
+    group_weight_decay: dict = field(default_factory=dict)
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 1000
+    batch_size: int = 128
+    eval_every: int = 100
+    eval_batch_size: int = 256
+    eval_max_batches: int = 0
+    log_every: int = 10
+    seed: int = 0
+    data_seed: int = -1
+    threads: int = 1
+    schedule: str = "none"
+    plateau_factor: float = 0.5
+    plateau_patience: int = 0
+    select_metric: str = ""
+    target_metric: str = ""
+    target_value: float = 0.0
+    test: bool = True
+
+
+@dataclass
+class RunConfig:
+    name: str = "run"
+    description: str = ""
+    task: TaskConfig = field(default_factory=TaskConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    paper: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True, default=str)
+
+    @property
+    def data_seed(self) -> int:
+        return self.train.data_seed if self.train.data_seed >= 0 else self.train.seed + 1
+
+
+SECTIONS = {"task": TaskConfig, "model": ModelConfig, "optim": OptimConfig, "train": TrainConfig}
+OPTIMIZERS = ("rmsprop", "adam", "sgd")
+SCHEDULES = ("none", "plateau")
+
+
+def _check_type(where: str, value: Any, hint) -> Any:
+    origin = typing.get_origin(hint) or hint
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if origin in (int, float, str, bool, dict):
+        ok = isinstance(value, origin) and not (origin is int and isinstance(value, bool))
+        if not ok:
+            raise ConfigError(f"{where} must be of type {origin.__name__}, got {value!r} ({type(value).__name__})")
+    return value
+
+
+def _build(cls, data: dict, where: str):
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(data) - set(names))
+    if unknown:
+        raise ConfigError(f"unknown key(s) {unknown} in [{where}]; valid keys: {names}")
+    kwargs = {k: _check_type(f"{where}.{k}", v, hints[k]) for k, v in data.items()}
+    return cls(**kwargs)
+
+
+def from_dict(data: dict) -> RunConfig:
+    """Build a RunConfig from nested dicts (TOML layout: ``[task] name=...; other keys``)."""
+    data = dict(data)
+    top = {k: data.pop(k) for k in ("name", "description", "paper") if k in data}
+    unknown = sorted(set(data) - set(SECTIONS))
+    if unknown:
+        raise ConfigError(
+            f"unknown section(s) {unknown}; valid: {sorted(SECTIONS) + ['name', 'description', 'paper']}"
+        )
+    task = dict(data.get("task", {}))
+    if "options" in task:  # the resolved JSON layout
+        options = task.pop("options")
+    else:
+        options = {k: task.pop(k) for k in list(task) if k != "name"}
+    sections = {
+        "task": TaskConfig(name=_check_type("task.name", task.get("name", "copy"), str), options=options),
+        "model": _build(ModelConfig, data.get("model", {}), "model"),
+        "optim": _build(OptimConfig, data.get("optim", {}), "optim"),
+        "train": _build(TrainConfig, data.get("train", {}), "train"),
+    }
+    cfg = RunConfig(**sections, **{k: v for k, v in top.items()})
+    validate(cfg)
+    return cfg
+
+
+def check_kwargs(cls, kwargs: dict, where: str, skip: tuple[str, ...] = ()) -> None:
+    """Raise ConfigError if ``kwargs`` has a key ``cls.__init__`` does not take."""
+    params = inspect.signature(cls.__init__).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    valid = [n for n in params if n not in ("self",) + skip]
+    unknown = sorted(set(kwargs) - set(valid))
+    if unknown:
+        raise ConfigError(f"unknown option(s) {unknown} for {where} ({cls.__name__}); valid: {valid}")
+
+
+def validate(cfg: RunConfig) -> None:
+    from .cells import CELLS
+    from .tasks import TASKS
+
+    if cfg.task.name not in TASKS:
+        raise ConfigError(f"unknown task {cfg.task.name!r}; registered tasks: {sorted(TASKS)}")
+    check_kwargs(TASKS[cfg.task.name], cfg.task.options, f"task {cfg.task.name!r}")
+    if cfg.model.cell not in CELLS:
+        raise ConfigError(f"unknown cell {cfg.model.cell!r}; registered cells: {sorted(CELLS)}")
+    check_kwargs(
+        CELLS[cfg.model.cell], cfg.model.cell_options, f"cell {cfg.model.cell!r}",
+        skip=("input_size", "hidden_size"),
+    )
+    if cfg.optim.name not in OPTIMIZERS:
+        raise ConfigError(f"unknown optimizer {cfg.optim.name!r}; expected one of {OPTIMIZERS}")
+    if cfg.train.schedule not in SCHEDULES:
+        raise ConfigError(f"unknown schedule {cfg.train.schedule!r}; expected one of {SCHEDULES}")
+    for key in ("steps", "batch_size", "eval_every", "eval_batch_size", "threads", "log_every"):
+        if getattr(cfg.train, key) < 1:
+            raise ConfigError(f"train.{key} must be >= 1, got {getattr(cfg.train, key)}")
+    if cfg.model.hidden_size < 1 or cfg.model.num_layers < 1:
+        raise ConfigError("model.hidden_size and model.num_layers must be >= 1")
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """``"train.steps=10"`` -> (["train", "steps"], 10); values are TOML literals, else strings."""
+    if "=" not in item:
+        raise ConfigError(f"override {item!r} must look like section.key=value (e.g. train.steps=100)")
+    key, raw = item.split("=", 1)
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return key.strip().split("."), value
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    data = json.loads(json.dumps(data))  # deep copy
+    for item in overrides:
+        path, value = parse_override(item)
+        node = data
+        for p in path[:-1]:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {item!r}: {p!r} is not a section")
+        node[path[-1]] = value
+    return data
+
+
+def preset_path(name: str) -> Path:
+    """A preset by name ("asrnn/copy-L1000") or a path to a TOML file."""
+    p = Path(name)
+    if p.suffix == ".toml" and p.exists():
+        return p
+    cand = PRESET_DIR / (name if name.endswith(".toml") else name + ".toml")
+    if cand.exists():
+        return cand
+    close = [n for n in list_presets() if name.split("/")[-1] in n]
+    hint = f" Did you mean: {', '.join(close[:5])}?" if close else " Run `rnnlab list presets`."
+    raise ConfigError(f"no preset or TOML file named {name!r}.{hint}")
+
+
+def list_presets() -> list[str]:
+    return sorted(str(p.relative_to(PRESET_DIR).with_suffix("")) for p in PRESET_DIR.rglob("*.toml"))
+
+
+def load(name_or_path: str | Path, overrides: list[str] | None = None) -> RunConfig:
+    path = preset_path(str(name_or_path))
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    data = apply_overrides(data, overrides or [])
+    try:
+        return from_dict(data)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+
+
+def load_json(path: str | Path) -> RunConfig:
+    return from_dict(json.loads(Path(path).read_text()))

@@ -1,0 +1,89 @@
+"""Encoder -> recurrent layer -> readout, built from a ModelConfig and a task's sizes."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from .cells import CELLS, Recurrent
+from .config import ModelConfig
+from .tasks.base import Task
+
+
+class OneHot(nn.Module):
+    def __init__(self, num_tokens: int):
+        super().__init__()
+        self.num_tokens = num_tokens
+
+    def forward(self, x: Tensor) -> Tensor:
+        return nn.functional.one_hot(x, self.num_tokens).float()
+
+
+class SequenceModel(nn.Module):
+    """``x`` (B, T) tokens or (B, T, I) features -> encoder -> ``Recurrent`` -> linear readout.
+
+    ``forward(x, state=None, lengths=None) -> (out, state)`` with ``out`` (B, T, O) for
+    ``readout="all"`` and (B, O) for ``"last"`` (the output at each sequence's last valid step).
+    """
+
+    def __init__(
+        self, cell: str, input_size: int, output_size: int, hidden_size: int, num_layers: int = 1,
+        readout: str = "all", num_tokens: int | None = None, embedding: int = 0,
+        dropout: float = 0.0, cell_options: dict | None = None,
+    ):
+        super().__init__()
+        if cell not in CELLS:
+            raise ValueError(f"unknown cell {cell!r}; registered cells: {sorted(CELLS)}")
+        if readout not in ("all", "last"):
+            raise ValueError(f"readout must be 'all' or 'last', got {readout!r}")
+        if num_tokens:
+            self.encoder = nn.Embedding(num_tokens, embedding) if embedding > 0 else OneHot(num_tokens)
+            input_size = embedding if embedding > 0 else num_tokens
+        else:
+            self.encoder = nn.Identity()
+        self.readout_kind = readout
+        self.rnn = Recurrent(
+            input_size, hidden_size, num_layers, batch_first=True, dropout=dropout,
+            cell=CELLS[cell], **(cell_options or {}),
+        )
+        self.drop = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
+        self.readout = nn.Linear(hidden_size, output_size)
+
+    def forward(self, x: Tensor, state=None, lengths: Tensor | None = None):
+        out, state = self.rnn(self.encoder(x), state, lengths)
+        if self.readout_kind == "last":
+            if lengths is None:
+                out = out[:, -1]
+            else:
+                out = out[torch.arange(out.shape[0]), torch.as_tensor(lengths).to(out.device) - 1]
+        return self.readout(self.drop(out)), state
+
+    def param_groups(self) -> dict[str, list[nn.Parameter]]:
+        groups = self.rnn.param_groups()
+        inner = {id(p) for ps in groups.values() for p in ps}
+        rest = [p for p in self.parameters() if id(p) not in inner]
+        groups.setdefault("default", []).extend(rest)
+        return groups
+
+    def regularization(self):
+        return self.rnn.regularization()
+
+    def parameter_counts(self) -> dict[str, int]:
+        """``free``: as the papers count (n(n-1)/2 per orthogonal matrix); ``elements``: tensor
+        elements of all parameters."""
+        elements = sum(p.numel() for p in self.parameters())
+        rnn_elements = sum(p.numel() for p in self.rnn.parameters())
+        return {"free": elements - rnn_elements + self.rnn.free_parameter_count(), "elements": elements}
+
+
+def build_model(cfg: ModelConfig, task: Task) -> nn.Module:
+    """The model a task needs: tasks with ``model_kind = "seq2seq"`` get an encoder-decoder."""
+    if getattr(task, "model_kind", "sequence") == "seq2seq":
+        from .seq2seq import Seq2Seq
+
+        return Seq2Seq.from_config(cfg, task)
+    return SequenceModel(
+        cfg.cell, task.input_size, task.output_size, cfg.hidden_size, cfg.num_layers,
+        readout=task.readout, num_tokens=task.num_tokens, embedding=cfg.embedding,
+        dropout=cfg.dropout, cell_options=cfg.cell_options,
+    )

@@ -1,0 +1,77 @@
+"""Tables from run directories (``result.json`` files), mean +- std over seeds, next to the
+memoryless baseline and the paper's published number."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+
+
+def find_results(runs_dir: str | Path) -> list[dict]:
+    """Every ``result.json`` below ``runs_dir`` (with its directory under ``"run_dir"``)."""
+    root = Path(runs_dir)
+    if not root.exists():
+        raise FileNotFoundError(f"no such runs directory: {root}")
+    out = []
+    for p in sorted(root.rglob("result.json")):
+        r = json.loads(p.read_text())
+        r["run_dir"] = str(p.parent)
+        out.append(r)
+    return out
+
+
+def _mean_std(values: list[float]) -> tuple[float, float]:
+    m = sum(values) / len(values)
+    s = math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0
+    return m, s
+
+
+def _fmt(x) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if isinstance(x, (int,)) and not isinstance(x, bool):
+        return f"{x:,}"
+    ax = abs(x)
+    return f"{x:.4f}" if 1e-3 <= ax < 1e4 or ax == 0 else f"{x:.3e}"
+
+
+def summarize(results: list[dict], metrics: list[str] | None = None) -> list[dict]:
+    """One row per (run name, metric): mean, std, seeds, baseline and paper values."""
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for r in results:
+        groups[r["name"]].append(r)
+    rows = []
+    for name, rs in groups.items():
+        scores = [{**r.get("final", {}), **r.get("test", {})} for r in rs]
+        keys = metrics or sorted(rs[0].get("test") or rs[0].get("final", {}))
+        for key in keys:
+            vals = [s[key] for s in scores if key in s and s[key] is not None]
+            if not vals:
+                continue
+            mean, std = _mean_std(vals)
+            metric = key.split("/")[-1]
+            rows.append({
+                "name": name, "cell": rs[0]["cell"], "task": rs[0]["task"], "seeds": len(vals),
+                "params": rs[0].get("params", {}).get("free"), "steps": rs[0].get("steps"),
+                "s_per_step": rs[0].get("time_per_step_s"), "metric": key, "mean": mean, "std": std,
+                "baseline": rs[0].get("baseline", {}).get(metric), "paper": rs[0].get("paper", {}).get(key),
+            })
+    return rows
+
+
+def table(runs_dir: str | Path, metrics: list[str] | None = None) -> str:
+    """A Markdown table of every run below ``runs_dir``."""
+    rows = summarize(find_results(runs_dir), metrics)
+    if not rows:
+        return f"(no finished runs with result.json below {runs_dir})"
+    head = "| run | cell | params | steps | s/step | metric | ours (mean +- std, seeds) | memoryless baseline | paper |"
+    lines = [head, "|" + "---|" * 9]
+    for r in rows:
+        ours = f"{_fmt(r['mean'])} +- {_fmt(r['std'])} ({r['seeds']})"
+        lines.append(
+            f"| {r['name']} | {r['cell']} | {_fmt(r['params'])} | {_fmt(r['steps'])} | {_fmt(r['s_per_step'])} "
+            f"| {r['metric']} | {ours} | {_fmt(r['baseline'])} | {_fmt(r['paper'])} |"
+        )
+    return "\n".join(lines)

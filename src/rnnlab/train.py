@@ -1,0 +1,371 @@
+"""The one training loop for every task and cell.
+
+``train(cfg, run_dir)`` writes ``run_dir/``: ``config.json`` (resolved config),
+``metrics.jsonl`` (one JSON object per logged step / evaluation), ``checkpoint.pt`` (written
+atomically at every evaluation: model, optimizer, scheduler, RNG and carried state),
+``best.pt`` (weights of the best validation score) and ``result.json``. ``resume=True``
+continues from ``checkpoint.pt`` and reproduces the uninterrupted run exactly (the training
+data stream is re-created from ``data_seed`` and fast-forwarded).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from . import parametrize as par
+from .config import ConfigError, OptimConfig, RunConfig, TaskConfig, load_json
+from .model import build_model
+from .tasks import TASKS
+from .tasks.base import Batch, Task
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite; the last good checkpoint is kept."""
+
+
+class RunExists(RuntimeError):
+    """The run directory already holds a checkpoint and ``resume`` was not asked for."""
+
+
+def atomic_save(obj, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def higher_is_better(metric: str) -> bool:
+    name = metric.split("/")[-1]
+    return any(k in name for k in ("accuracy", "bleu"))
+
+
+def build_task(cfg: TaskConfig, data_dir: str | None = None) -> Task:
+    import inspect
+
+    cls = TASKS[cfg.name]
+    kwargs = dict(cfg.options)
+    if data_dir is not None and "data_dir" in inspect.signature(cls.__init__).parameters:
+        kwargs.setdefault("data_dir", data_dir)
+    return cls(**kwargs)
+
+
+def build_optimizer(cfg: OptimConfig, model: nn.Module) -> tuple[torch.optim.Optimizer, dict]:
+    """One parameter group per tag of ``model.param_groups()``; ``group_lr`` and
+    ``group_weight_decay`` override ``lr`` and ``weight_decay`` per tag."""
+    tagged = model.param_groups() if hasattr(model, "param_groups") else {"default": list(model.parameters())}
+    groups, summary = [], {}
+    for tag, params in tagged.items():
+        if not params:
+            continue
+        lr = float(cfg.group_lr.get(tag, cfg.lr))
+        wd = float(cfg.group_weight_decay.get(tag, cfg.weight_decay))
+        groups.append({"params": params, "lr": lr, "weight_decay": wd, "tag": tag})
+        summary[tag] = {"lr": lr, "weight_decay": wd, "elements": sum(p.numel() for p in params)}
+    unused = sorted((set(cfg.group_lr) | set(cfg.group_weight_decay)) - set(summary))
+    if unused:
+        print(f"note: parameter group(s) {unused} named in [optim] do not exist in this model "
+              f"(its groups: {sorted(summary)}); ignored", file=sys.stderr)
+    if cfg.name == "rmsprop":
+        opt = torch.optim.RMSprop(groups, lr=cfg.lr, alpha=cfg.alpha, eps=cfg.eps, momentum=cfg.momentum)
+    elif cfg.name == "adam":
+        opt = torch.optim.Adam(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps)
+    else:
+        opt = torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum)
+    return opt, summary
+
+
+def _detach(state):
+    if state is None:
+        return None
+    return state.detach() if isinstance(state, torch.Tensor) else tuple(s.detach() for s in state)
+
+
+def model_forward(model: nn.Module, batch: Batch, state=None):
+    """Call a model on a batch: sequence models take (x, state, lengths); models that need more
+    of the batch (encoder-decoders) define ``forward_batch``."""
+    if hasattr(model, "forward_batch"):
+        return model.forward_batch(batch, state)
+    return model(batch.x, state, batch.lengths)
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, task: Task, split: str, batch_size: int = 256, max_batches: int = 0) -> dict:
+    """Metrics of ``model`` over the whole ``split`` (or its first ``max_batches`` batches),
+    keyed ``"<split>/<metric>"``."""
+    was_training = model.training
+    model.eval()
+    sums: dict[str, list[float]] = {}
+    carry = None
+    try:
+        for i, batch in enumerate(task.eval_batches(split, batch_size)):
+            if max_batches and i >= max_batches:
+                break
+            out, carry = model_forward(model, batch, carry if batch.carry_state else None)
+            for k, (s, n) in task.metric_sums(out, batch).items():
+                acc = sums.setdefault(k, [0.0, 0.0])
+                acc[0] += s
+                acc[1] += n
+    finally:
+        model.train(was_training)
+    means = task.finalize({k: s / n for k, (s, n) in sums.items() if n > 0})
+    return {f"{split}/{k}": float(v) for k, v in means.items()}
+
+
+def versions() -> dict:
+    import numpy
+
+    from . import __version__
+
+    return {
+        "rnnlab": __version__, "torch": torch.__version__, "numpy": numpy.__version__,
+        "python": platform.python_version(), "platform": platform.platform(),
+    }
+
+
+def runtime_conditions(threads: int) -> dict:
+    return {
+        "threads": threads,
+        "MALLOC_MMAP_MAX_": os.environ.get("MALLOC_MMAP_MAX_"),
+        "MALLOC_TRIM_THRESHOLD_": os.environ.get("MALLOC_TRIM_THRESHOLD_"),
+    }
+
+
+@dataclass
+class _Progress:
+    step: int = 0
+    best_value: float = float("nan")
+    best_step: int = 0
+    elapsed: float = 0.0
+    stopped: str = ""
+
+
+def _improved(value: float, best: float, higher: bool) -> bool:
+    if math.isnan(best):
+        return not math.isnan(value)
+    return value > best if higher else value < best
+
+
+def _reached(value: float, target: float, higher: bool) -> bool:
+    return value >= target if higher else value <= target
+
+
+def _same_except_steps(a: dict, b: dict) -> list[str]:
+    diffs = []
+    for section in sorted(set(a) | set(b)):
+        va, vb = a.get(section), b.get(section)
+        if isinstance(va, dict) and isinstance(vb, dict):
+            for k in sorted(set(va) | set(vb)):
+                if (section, k) != ("train", "steps") and va.get(k) != vb.get(k):
+                    diffs.append(f"{section}.{k}: {va.get(k)!r} -> {vb.get(k)!r}")
+        elif va != vb:
+            diffs.append(f"{section}: {va!r} -> {vb!r}")
+    return diffs
+
+
+def train(
+    cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: bool | None = None,
+    data_dir: str | None = None, task: Task | None = None,
+) -> dict:
+    """Train ``cfg`` into ``run_dir``; return the result dict (also written to result.json).
+
+    ``progress=None`` shows a progress bar only on a terminal. Raises ``TrainingDiverged`` on a
+    NaN/inf loss (the last good checkpoint stays) and ``RunExists`` when ``run_dir`` already has
+    a checkpoint and ``resume`` is False.
+    """
+    run_dir = Path(run_dir)
+    ckpt_path, best_path = run_dir / "checkpoint.pt", run_dir / "best.pt"
+    metrics_path, config_path = run_dir / "metrics.jsonl", run_dir / "config.json"
+    if resume:
+        if not ckpt_path.exists():
+            raise FileNotFoundError(
+                f"cannot resume: {ckpt_path} does not exist (nothing was checkpointed yet); "
+                f"start the run without --resume"
+            )
+        saved = json.loads(config_path.read_text())
+        diffs = _same_except_steps(saved, cfg.to_dict())
+        if diffs:
+            raise ConfigError(
+                "cannot resume with a different configuration (only train.steps may change): "
+                + "; ".join(diffs)
+            )
+    elif ckpt_path.exists():
+        raise RunExists(
+            f"{run_dir} already holds a run (checkpoint.pt). Pass --resume to continue it, or "
+            f"choose another directory (--out) / delete it."
+        )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(config_path, cfg.to_json() + "\n")
+
+    tc = cfg.train
+    torch.set_num_threads(tc.threads)
+    task = task or build_task(cfg.task, data_dir)
+    torch.manual_seed(tc.seed)
+    model = build_model(cfg.model, task)
+    opt, groups = build_optimizer(cfg.optim, model)
+    higher_select = task.higher_is_better if not tc.select_metric else higher_is_better(tc.select_metric)
+    select = tc.select_metric or f"val/{task.primary_metric}"
+    sched = None
+    if tc.schedule == "plateau":
+        sched = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            opt, mode="max" if higher_select else "min", factor=tc.plateau_factor,
+            patience=tc.plateau_patience,
+        )
+    params = [p for g in opt.param_groups for p in g["params"]]
+
+    prog = _Progress()
+    carry = None
+    if resume:
+        ck = torch.load(ckpt_path, weights_only=False)
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optimizer"])
+        if sched is not None and ck.get("scheduler") is not None:
+            sched.load_state_dict(ck["scheduler"])
+        torch.set_rng_state(ck["rng"])
+        prog = _Progress(**ck["progress"])
+        carry = ck.get("carry")
+        keep = []
+        if metrics_path.exists():
+            keep = [ln for ln in metrics_path.read_text().splitlines() if ln and json.loads(ln)["step"] <= prog.step]
+        atomic_write_text(metrics_path, "".join(ln + "\n" for ln in keep))
+    else:
+        metrics_path.write_text("")
+
+    gen = torch.Generator().manual_seed(cfg.data_seed)
+    stream = task.train_batches(tc.batch_size, gen)
+    for _ in range(prog.step):  # fast-forward the data stream to where the checkpoint was taken
+        next(stream)
+
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=tc.steps, initial=prog.step, disable=(None if progress is None else not progress),
+               desc=cfg.name, dynamic_ncols=True, leave=False)
+    log = metrics_path.open("a")
+    last_eval: dict = {}
+    t_start = time.perf_counter() - prog.elapsed
+    stopped = prog.stopped
+    saved_step = prog.step if resume else None
+
+    def checkpoint():
+        nonlocal saved_step
+        saved_step = prog.step
+        prog.elapsed = time.perf_counter() - t_start
+        atomic_save({
+            "model": model.state_dict(), "optimizer": opt.state_dict(),
+            "scheduler": sched.state_dict() if sched is not None else None,
+            "rng": torch.get_rng_state(), "progress": vars(prog).copy(), "carry": carry,
+            "config": cfg.to_dict(),
+        }, ckpt_path)
+
+    try:
+        model.train()
+        while prog.step < tc.steps and not stopped:
+            batch = next(stream)
+            state = carry if (batch.carry_state and carry is not None) else None
+            out, new_state = model_forward(model, batch, state)
+            loss = task.loss(out, batch)
+            reg = model.regularization() if hasattr(model, "regularization") else None
+            total = loss if reg is None else loss + reg
+            step = prog.step + 1
+            if not torch.isfinite(total):
+                log.write(json.dumps({"step": step, "train/loss": loss.item()}) + "\n")
+                log.flush()
+                kept = f"the last good checkpoint ({ckpt_path}, step {saved_step}) is kept" \
+                    if saved_step is not None else "no checkpoint was written yet"
+                raise TrainingDiverged(
+                    f"{cfg.name}: the training loss became {total.item()} at step {step}; {kept}. "
+                    f"Lower optim.lr, set optim.clip (e.g. --set optim.clip=1.0) or check the data."
+                )
+            opt.zero_grad(set_to_none=True)
+            total.backward()
+            gnorm = nn.utils.clip_grad_norm_(params, cfg.optim.clip) if cfg.optim.clip > 0 else None
+            opt.step()
+            par.after_optimizer_step(model)
+            carry = _detach(new_state) if batch.carry_state else None
+            prog.step = step
+            bar.update(1)
+            if step % tc.log_every == 0 or step == tc.steps:
+                row = {"step": step, "time": round(time.perf_counter() - t_start, 3), "train/loss": loss.item()}
+                if reg is not None:
+                    row["train/reg"] = reg.item()
+                if gnorm is not None:
+                    row["train/grad_norm"] = float(gnorm)
+                row["lr"] = opt.param_groups[0]["lr"]
+                log.write(json.dumps(row) + "\n")
+                bar.set_postfix(loss=f"{loss.item():.4g}")
+            if step % tc.eval_every == 0 or step == tc.steps:
+                last_eval = evaluate(model, task, "val", tc.eval_batch_size, tc.eval_max_batches)
+                value = last_eval.get(select, float("nan"))
+                if _improved(value, prog.best_value, higher_select):
+                    prog.best_value, prog.best_step = value, step
+                    atomic_save(model.state_dict(), best_path)
+                if sched is not None:
+                    sched.step(value)
+                if tc.target_metric and tc.target_metric in last_eval:
+                    if _reached(last_eval[tc.target_metric], tc.target_value, higher_is_better(tc.target_metric)):
+                        stopped = prog.stopped = "target"
+                log.write(json.dumps({"step": step, "time": round(time.perf_counter() - t_start, 3), **last_eval}) + "\n")
+                log.flush()
+                checkpoint()
+    finally:
+        bar.close()
+        log.close()
+
+    if not last_eval:  # resumed a run that had already finished
+        last_eval = evaluate(model, task, "val", tc.eval_batch_size, tc.eval_max_batches)
+    result = {
+        "name": cfg.name, "task": cfg.task.name, "cell": cfg.model.cell, "seed": tc.seed,
+        "data_seed": cfg.data_seed, "steps": prog.step, "stopped": stopped or "completed",
+        "final": last_eval, "best": {"step": prog.best_step, select: prog.best_value},
+        "select_metric": select, "baseline": task.baseline(), "paper": cfg.paper,
+        "params": model.parameter_counts() if hasattr(model, "parameter_counts")
+        else {"elements": sum(p.numel() for p in model.parameters())},
+        "param_groups": groups, "wall_time_s": round(time.perf_counter() - t_start, 2),
+        "conditions": runtime_conditions(tc.threads), "versions": versions(),
+    }
+    result["time_per_step_s"] = round(result["wall_time_s"] / max(prog.step, 1), 4)
+    if tc.test:
+        if best_path.exists():
+            model.load_state_dict(torch.load(best_path, weights_only=False))
+        result["test"] = evaluate(model, task, "test", tc.eval_batch_size, tc.eval_max_batches)
+    atomic_write_text(run_dir / "result.json", json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def load_run(path: str | Path, which: str = "best", data_dir: str | None = None):
+    """Load a run directory (or a checkpoint file inside one): returns ``(cfg, task, model)``
+    with the ``best`` (best.pt) or ``last`` (checkpoint.pt) weights, in eval mode."""
+    path = Path(path)
+    run_dir = path if path.is_dir() else path.parent
+    config_path = run_dir / "config.json"
+    if not config_path.exists():
+        raise FileNotFoundError(f"{run_dir} is not a run directory: config.json is missing")
+    cfg = load_json(config_path)
+    task = build_task(cfg.task, data_dir)
+    model = build_model(cfg.model, task)
+    if path.is_file():
+        ck_file = path
+    else:
+        ck_file = run_dir / ("best.pt" if which == "best" else "checkpoint.pt")
+        if not ck_file.exists():
+            ck_file = run_dir / "checkpoint.pt"
+    if not ck_file.exists():
+        raise FileNotFoundError(f"no weights in {run_dir}: neither best.pt nor checkpoint.pt exists")
+    state = torch.load(ck_file, weights_only=False)
+    model.load_state_dict(state["model"] if "model" in state else state)
+    model.eval()
+    return cfg, task, model

@@ -1,0 +1,66 @@
+"""The command line, end to end in a temporary directory."""
+
+import json
+import subprocess
+import sys
+
+from rnnlab.cli import main
+
+FAST = ["--set", "task.L=8", "--set", "task.val_size=32", "--set", "task.test_size=32",
+        "--set", "train.eval_every=5", "--quiet"]
+
+
+def test_list(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for word in ("exprnn", "lstm", "copy", "adding", "demo/exprnn", "init='henaff'"):
+        assert word in out
+
+
+def test_train_table_plot_resume(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    argv = ["train", "demo/exprnn", "--set", "train.steps=10", "--runs-dir", str(runs), "--seeds", "0,1"] + FAST
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "memoryless baseline" in out
+    r0 = json.loads((runs / "demo-exprnn" / "seed0" / "result.json").read_text())
+    r1 = json.loads((runs / "demo-exprnn" / "seed1" / "result.json").read_text())
+    assert r0["seed"] == 0 and r1["seed"] == 1 and r0["final"] != r1["final"]
+
+    assert main(["table", str(runs)]) == 0
+    table = capsys.readouterr().out
+    assert "| demo-exprnn | exprnn |" in table and "(2)" in table
+
+    png = tmp_path / "c.png"
+    assert main(["plot", str(runs), "-o", str(png), "--metric", "val/loss"]) == 0
+    assert png.stat().st_size > 1000
+
+    # the same run again without --resume is refused; with --resume and more steps it continues
+    one = ["train", "demo/exprnn", "--out", str(runs / "demo-exprnn" / "seed0"), "--set", "train.seed=0"] + FAST
+    assert main(one + ["--set", "train.steps=10"]) == 2
+    assert "--resume" in capsys.readouterr().err
+    assert main(one + ["--set", "train.steps=15", "--resume"]) == 0
+    r = json.loads((runs / "demo-exprnn" / "seed0" / "result.json").read_text())
+    assert r["steps"] == 15
+
+
+def test_bad_input_exits_with_a_message(tmp_path, capsys):
+    assert main(["train", "demo/lstm", "--set", "train.stepz=3", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "stepz" in err and "valid keys" in err
+    assert main(["train", "nope", "--out", str(tmp_path)]) == 2
+    assert "rnnlab list presets" in capsys.readouterr().err
+    assert main(["table", str(tmp_path / "missing")]) == 1
+
+
+def test_demo_end_to_end(tmp_path, capsys):
+    assert main(["demo", "--out", str(tmp_path), "--steps", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "memoryless baseline" in out and "demo-lstm" in out and "demo-exprnn" in out
+    assert (tmp_path / "loss.png").stat().st_size > 1000
+    assert "test/recall_accuracy" in (tmp_path / "table.md").read_text()
+
+
+def test_console_entry_point():
+    r = subprocess.run([sys.executable, "-m", "rnnlab.cli", "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and "rnnlab" in r.stdout

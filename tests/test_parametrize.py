@@ -1,0 +1,165 @@
+"""Orthogonal maps, dynamic trivialization, positive diagonal and the initialisers."""
+
+import math
+
+import pytest
+import torch
+from torch.nn.utils import parametrize as P
+
+from rnnlab import parametrize as par
+
+
+class Holder(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.W = torch.nn.Parameter(torch.empty(n, n))
+
+
+def expm_skew_numpy(A):
+    """Second route to exp(A - A^T): scipy's Pade approximant."""
+    import numpy as np
+    from scipy.linalg import expm
+
+    U = np.triu(A, 1)
+    return expm(U - U.T)
+
+
+@pytest.mark.parametrize("map,K,M", [("expm", None, None), ("cayley", None, None), ("expm", 10, 3)])
+def test_orthogonal_after_1000_optimizer_steps(map, K, M):
+    torch.manual_seed(0)
+    m = Holder(16)
+    par.orthogonal_(m, "W", map=map, init="henaff", K=K, M=M)
+    opt = torch.optim.RMSprop(m.parameters(), lr=1e-2)
+    target = torch.randn(16, 16)
+    x = torch.randn(32, 16)
+    for _ in range(1000):
+        loss = ((x @ m.W.T - x @ target.T) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        par.after_optimizer_step(m)
+    assert par.orthogonality_error(m.W.detach()) < 1e-5
+    if K:
+        p = m.parametrizations.W[0]
+        assert int(p.steps) == 1000 and int(p.rebases) == 100
+
+
+def test_expm_map_matches_an_independent_matrix_exponential():
+    torch.manual_seed(1)
+    A = torch.randn(7, 7, dtype=torch.float64)
+    ours = par.Orthogonal(7, "expm").double()(A)
+    torch.testing.assert_close(ours, torch.from_numpy(expm_skew_numpy(A.numpy())))
+
+
+def test_cayley_map_definition():
+    torch.manual_seed(2)
+    A = torch.randn(6, 6, dtype=torch.float64)
+    X = par.skew(A)
+    eye = torch.eye(6, dtype=torch.float64)
+    ours = par.Orthogonal(6, "cayley").double()(A)
+    torch.testing.assert_close(ours, torch.inverse(eye + X) @ (eye - X))
+
+
+@pytest.mark.parametrize("map", ["expm", "cayley"])
+def test_gradcheck_orthogonal_maps_float64(map):
+    torch.manual_seed(3)
+    p = par.Orthogonal(5, map).double()
+    p.base.copy_(par.random_orthogonal(5).double())
+    p.d.copy_(torch.tensor([1.0, 1, -1, 1, -1]))
+    A = torch.randn(5, 5, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(p, (A,))
+
+
+def test_gradcheck_positive_diagonal():
+    s = torch.tensor([0.3, -0.7, 1.2], dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(par.PositiveDiagonal(1e-3), (s,))
+    assert torch.all(par.PositiveDiagonal(0.1)(torch.tensor([0.0, -2.0])) == torch.tensor([0.1, 2.1]))
+
+
+def test_rebase_keeps_the_matrix_and_resets_the_parameter():
+    torch.manual_seed(4)
+    m = Holder(8)
+    p = par.orthogonal_(m, "W", init="haar", K=1, M=1)
+    with torch.no_grad():
+        m.parametrizations.W.original.add_(0.1 * torch.randn(8, 8))
+    before = m.W.detach().clone()
+    par.after_optimizer_step(m)
+    torch.testing.assert_close(m.W.detach(), before, atol=1e-5, rtol=0)
+    assert m.parametrizations.W.original.abs().max() == 0
+    assert int(p.rebases) == 1 and par.orthogonality_error(p.base) < 1e-6
+
+
+def _blocks(A):
+    n = A.shape[0]
+    k = torch.arange(n // 2)
+    return A[2 * k, 2 * k + 1], A[2 * k + 1, 2 * k]
+
+
+def _off_block_zero(A):
+    mask = torch.ones_like(A, dtype=torch.bool)
+    k = torch.arange(A.shape[0] // 2)
+    mask[2 * k, 2 * k + 1] = mask[2 * k + 1, 2 * k] = False
+    return A[mask].abs().max().item() == 0
+
+
+def test_henaff_init_blocks_and_range():
+    g = torch.Generator().manual_seed(5)
+    A = par.henaff_skew(400, g)
+    upper, lower = _blocks(A)
+    assert _off_block_zero(A) and torch.equal(upper, -lower)
+    assert upper.min() >= -math.pi and upper.max() <= math.pi
+    assert upper.min() < -2.5 and upper.max() > 2.5  # spans the range
+    assert par.henaff_skew(400, g, high=0.0)[0::2, 1::2].max() <= 0
+
+
+def test_cayley_init_blocks_and_range():
+    g = torch.Generator().manual_seed(6)
+    A = par.cayley_skew(400, g)
+    upper, lower = _blocks(A)
+    assert _off_block_zero(A) and torch.equal(upper, -lower)
+    # s = -sqrt((1 - cos u)/(1 + cos u)) = -tan(u/2) with u in (0, pi/2): s in (-1, 0)
+    assert upper.max() <= 0 and upper.min() >= -1.0 and upper.min() < -0.9
+
+
+def test_haar_init_is_special_orthogonal_through_the_log():
+    g = torch.Generator().manual_seed(7)
+    for map in ("expm", "cayley"):
+        A, base = par.initial_skew("haar", 12, map, g)
+        torch.testing.assert_close(A, -A.T)
+        W = par.Orthogonal(12, map)(A)
+        assert par.orthogonality_error(W) < 1e-5
+        assert abs(torch.linalg.det(W.double()).item() - 1) < 1e-5
+        torch.testing.assert_close(base, torch.eye(12))
+    Q = par.random_orthogonal(12, g, special=True)
+    torch.testing.assert_close(torch.linalg.matrix_exp(par.orthogonal_log(Q).double()), Q.double(), atol=1e-5, rtol=0)
+
+
+def test_random_and_identity_inits():
+    g = torch.Generator().manual_seed(8)
+    A, base = par.initial_skew("random", 9, "expm", g)
+    assert A.abs().max() == 0 and par.orthogonality_error(base) < 1e-5
+    A, base = par.initial_skew("identity", 9, "expm", g)
+    assert A.abs().max() == 0 and torch.equal(base, torch.eye(9))
+    with pytest.raises(ValueError, match="initialiser"):
+        par.initial_skew("glorot", 9, "expm")
+    S = par.semi_orthogonal(4, 10, g)
+    torch.testing.assert_close(S @ S.T, torch.eye(4), atol=1e-5, rtol=0)
+
+
+def test_map_is_evaluated_once_per_sequence(monkeypatch):
+    from rnnlab import ExpRNNCell, unroll
+
+    calls = []
+    real = torch.linalg.matrix_exp
+    monkeypatch.setattr(torch.linalg, "matrix_exp", lambda X: calls.append(1) or real(X))
+    cell = ExpRNNCell(3, 6, backend="reference")
+    calls.clear()  # registering the parametrization evaluates it once
+    unroll(cell, torch.randn(50, 2, 3))
+    assert len(calls) == 1
+
+
+def test_orthogonal_needs_square_matrix():
+    m = torch.nn.Linear(3, 4)
+    with pytest.raises(ValueError, match="square"):
+        par.orthogonal_(m, "weight")
+    assert not P.is_parametrized(m)

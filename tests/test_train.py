@@ -1,0 +1,170 @@
+"""The trainer, configs and presets."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from rnnlab import config, parametrize as par
+from rnnlab.config import ConfigError
+from rnnlab.tasks import CopyTask
+from rnnlab.train import RunExists, TrainingDiverged, build_optimizer, build_task, load_run, train
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+
+
+def small(cell="exprnn", steps=40, **extra):
+    over = [
+        "task.K=3", "task.L=8", "task.val_size=64", "task.test_size=64", f"model.cell=\"{cell}\"",
+        "model.hidden_size=24", f"train.steps={steps}", "train.eval_every=10", "train.batch_size=32",
+        "train.log_every=5",
+    ] + [f"{k}={v}" for k, v in extra.items()]
+    if cell != "exprnn":
+        over.append("optim.group_lr={}")
+    return config.load("demo/exprnn", over)
+
+
+def test_loss_falls_on_a_small_copy_task(tmp_path):
+    cfg = small(steps=200, **{"optim.lr": 3e-3})
+    r = train(cfg, tmp_path / "run", progress=False)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    first = next(row["val/loss"] for row in rows if "val/loss" in row)
+    assert r["final"]["val/loss"] < 0.5 * first
+    assert r["final"]["val/loss"] < 0.5 * r["baseline"]["loss"]
+    for name in ("config.json", "metrics.jsonl", "result.json", "checkpoint.pt", "best.pt"):
+        assert (tmp_path / "run" / name).exists()
+    assert r["params"]["free"] < r["params"]["elements"]
+    assert r["conditions"]["threads"] == 1 and "torch" in r["versions"]
+    assert set(r["test"]) == {"test/loss", "test/accuracy", "test/recall_accuracy"}
+
+
+def test_resume_equals_uninterrupted(tmp_path):
+    full = train(small(steps=30), tmp_path / "full", progress=False)
+    train(small(steps=20), tmp_path / "part", progress=False)
+    resumed = train(small(steps=30), tmp_path / "part", resume=True, progress=False)
+    assert resumed["final"] == full["final"] and resumed["test"] == full["test"]
+    a = torch.load(tmp_path / "full" / "checkpoint.pt", weights_only=False)["model"]
+    b = torch.load(tmp_path / "part" / "checkpoint.pt", weights_only=False)["model"]
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
+    lines_full = [json.loads(x) for x in (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()]
+    lines_part = [json.loads(x) for x in (tmp_path / "part" / "metrics.jsonl").read_text().splitlines()]
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "time"} for r in rows]  # noqa: E731
+    assert strip(lines_full) == strip(lines_part)
+
+
+def test_resume_refuses_a_changed_config_and_existing_runs_are_protected(tmp_path):
+    train(small(steps=10), tmp_path / "r", progress=False)
+    with pytest.raises(RunExists, match="--resume"):
+        train(small(steps=10), tmp_path / "r", progress=False)
+    with pytest.raises(ConfigError, match="optim.lr"):
+        train(small(steps=20, **{"optim.lr": 0.5}), tmp_path / "r", resume=True, progress=False)
+    with pytest.raises(FileNotFoundError, match="nothing was checkpointed"):
+        train(small(steps=10), tmp_path / "new", resume=True, progress=False)
+
+
+class NaNAfter(CopyTask):
+    """A copy task whose loss turns NaN at a given step (counted in loss calls)."""
+
+    def __init__(self, bad_step, **kw):
+        super().__init__(**kw)
+        self.bad_step, self.calls = bad_step, 0
+
+    def loss(self, out, batch):
+        self.calls += 1
+        loss = super().loss(out, batch)
+        return loss * float("nan") if self.calls >= self.bad_step else loss
+
+
+def test_nan_loss_stops_with_the_step_and_keeps_the_last_good_checkpoint(tmp_path):
+    cfg = small(steps=40)
+    task = NaNAfter(17, K=3, L=8, val_size=64, test_size=64)
+    with pytest.raises(TrainingDiverged, match="step 17.*step 10"):
+        train(cfg, tmp_path / "r", progress=False, task=task)
+    ck = torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=False)
+    assert ck["progress"]["step"] == 10
+    assert all(torch.isfinite(v).all() for v in ck["model"].values() if v.is_floating_point())
+
+
+def test_dynamic_trivialization_through_the_trainer(tmp_path):
+    cfg = small(steps=30, **{"model.cell_options.K": 7, "model.cell_options.M": 2})
+    train(cfg, tmp_path / "r", progress=False, task=None)
+    _, _, model = load_run(tmp_path / "r", which="last")
+    p, A = next(par.orthogonal_parametrizations(model))
+    assert int(p.steps) == 30 and int(p.rebases) == 4
+    assert par.orthogonality_error(model.rnn.cells[0].weight_hh.detach()) < 1e-5
+
+
+def test_per_tag_learning_rates():
+    cfg = small()
+    task = build_task(cfg.task)
+    from rnnlab.model import build_model
+
+    opt, groups = build_optimizer(cfg.optim, build_model(cfg.model, task))
+    assert groups["orthogonal"]["lr"] == 1e-4 and groups["default"]["lr"] == 1e-3
+    assert {g["tag"] for g in opt.param_groups} == {"orthogonal", "default"}
+
+
+def test_config_errors_name_the_problem():
+    with pytest.raises(ConfigError, match="valid keys.*steps"):
+        config.load("demo/lstm", ["train.stepz=3"])
+    with pytest.raises(ConfigError, match="train.steps must be of type int"):
+        config.load("demo/lstm", ["train.steps='many'"])
+    with pytest.raises(ConfigError, match="unknown option.*'Lx'.*valid"):
+        config.load("demo/lstm", ["task.Lx=3"])
+    with pytest.raises(ConfigError, match="unknown option.*'init'"):
+        config.load("demo/lstm", ["model.cell_options.init='henaff'"])
+    with pytest.raises(ConfigError, match="registered cells"):
+        config.load("demo/lstm", ["model.cell='transformer'"])
+    with pytest.raises(ConfigError, match="no preset"):
+        config.load("demo/nonexistent")
+    with pytest.raises(ConfigError, match="section.key=value"):
+        config.load("demo/lstm", ["steps"])
+    cfg = config.load("demo/lstm", ["optim.lr=3", "task.L=12"])
+    assert cfg.optim.lr == 3.0 and isinstance(cfg.optim.lr, float) and cfg.task.options["L"] == 12
+
+
+def test_resolved_config_round_trips(tmp_path):
+    cfg = config.load("exprnn/copy-L100")
+    p = tmp_path / "c.json"
+    p.write_text(cfg.to_json())
+    assert config.load_json(p) == cfg
+
+
+def _shared_data_env():
+    return str(SHARED_DATA) if SHARED_DATA.exists() else None
+
+
+@pytest.mark.parametrize("preset", config.list_presets())
+def test_every_preset_loads_and_runs_one_step(preset, tmp_path):
+    cfg = config.load(preset, [
+        "train.steps=1", "train.eval_every=1", "train.eval_max_batches=1", "train.eval_batch_size=8",
+        "train.batch_size=4", "train.test=false",
+    ])
+    try:
+        task = build_task(cfg.task, _shared_data_env())
+    except FileNotFoundError as e:  # a real-data preset without its files here
+        pytest.skip(f"data for {preset} not available: {e}")
+    r = train(cfg, tmp_path / "run", progress=False, task=task)
+    assert r["steps"] == 1 and r["final"]
+
+
+def test_target_metric_stops_early(tmp_path):
+    r = train(small(steps=100, **{"train.target_metric": '"val/loss"', "train.target_value": 100.0}),
+              tmp_path / "r", progress=False)
+    assert r["stopped"] == "target" and r["steps"] == 10
+
+
+def test_plateau_schedule_halves_the_learning_rate(tmp_path):
+    # with a negligible lr the validation loss cannot improve (by the scheduler's 1e-4 relative
+    # threshold), so with patience 0 every evaluation after the first halves the lr
+    cfg = small(steps=40, **{"optim.name": '"sgd"', "optim.lr": 1e-7, "optim.group_lr": "{orthogonal = 1e-7}",
+                             "train.schedule": '"plateau"', "train.plateau_patience": 0})
+    train(cfg, tmp_path / "r", progress=False)
+    lrs = [json.loads(x)["lr"] for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()
+           if "lr" in json.loads(x)]
+    # evaluations at 10, 20, 30, 40: halved after 20 and 30 (the row at 40 is logged before its eval)
+    assert lrs[0] == 1e-7 and lrs[-1] == pytest.approx(1e-7 / 4)
+    assert all(b == pytest.approx(a) or b == pytest.approx(a / 2) for a, b in zip(lrs, lrs[1:]))
