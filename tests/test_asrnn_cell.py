@@ -289,3 +289,15 @@ def test_layer_has_the_nn_rnn_interface():
         c.backend = "reference"
     out_ref, _ = layer(x)
     torch.testing.assert_close(out, out_ref, rtol=1e-10, atol=1e-12)
+
+
+def test_s_initialised_at_zero_gets_no_gradient():
+    """The copy setting a = b = 0 starts s at exactly 0, where d|s|/ds = 0 in PyTorch, so s
+    (and D_f = eps I) never moves; with a > 0 it trains. Recorded in docs/asrnn.md."""
+    x = torch.randn(6, 2, 3)
+    for a, moves in ((0.0, False), (1e-3, True)):
+        torch.manual_seed(0)
+        cell = ASRNNCell(3, 5, a=a, b=a)
+        cell.sequence(x)[0].pow(2).sum().backward()
+        g = cell.parametrizations.diag_f.original.grad
+        assert bool(g.abs().max() > 0) is moves

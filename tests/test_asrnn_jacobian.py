@@ -174,3 +174,23 @@ def test_analyze_model_and_plot(tmp_path):
     path = tmp_path / "jac.png"
     plot_lag_spectra({"asRNN": res["spectrum"], "RNN": spec_rnn}, path, title="test")
     assert path.stat().st_size > 1000
+
+
+def test_cli_analyze_jacobian(tmp_path, capsys):
+    import json
+
+    from rnnlab.cli import main
+
+    run = tmp_path / "run"
+    small = ["--set", "task.L=12", "--set", "task.val_size=4", "--set", "task.test_size=4",
+             "--set", "train.eval_every=2", "--set", "train.steps=2", "--quiet"]
+    assert main(["train", "asrnn/copy-L1000", "--out", str(run)] + small) == 0
+    png, js = tmp_path / "j.png", tmp_path / "j.json"
+    assert main(["analyze", "jacobian", str(run), "--compare", "exprnn,rnn", "-o", str(png), "--json", str(js)]) == 0
+    digest = json.loads(js.read_text())
+    assert list(digest) == ["asrnn (trained: asrnn-copy-L1000)", "exprnn (at init, n=138)", "rnn (at init, n=138)"]
+    first = digest["asrnn (trained: asrnn-copy-L1000)"]
+    assert first["cell"] == "ASRNNCell" and first["T"] == 32 and "theorem21" in first
+    assert png.stat().st_size > 1000
+    assert main(["analyze", "jacobian", str(tmp_path / "nope")]) == 1  # a clear error, not a traceback
+    assert "config.json is missing" in capsys.readouterr().err

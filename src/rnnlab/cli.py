@@ -128,6 +128,25 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def cmd_analyze_jacobian(args) -> int:
+    import json
+
+    from .analysis.jacobian import analyze_run, plot_lag_spectra, summarize
+
+    cells = tuple(c for c in (args.compare or "").split(",") if c)
+    res = analyze_run(args.run, split=args.split, index=args.index, max_lag=args.max_lag, which=args.which,
+                      data_dir=args.data_dir, init_cells=cells)
+    digest = {label: summarize(r) for label, r in res.items()}
+    text = json.dumps(digest, indent=2, default=float)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    print(text)
+    plot_lag_spectra({k: r["spectrum"] for k, r in res.items()}, args.output,
+                     title=f"singular values of J(t1 + lag, t1) along {args.split} sequence {args.index}")
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
@@ -169,6 +188,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--steps", type=int, default=0, help="override the steps per model")
     s.add_argument("--fresh", action="store_true", help="rerun models already done in --out")
     s.set_defaults(func=cmd_demo)
+
+    s = sub.add_parser("analyze", help="analyses of a trained run")
+    asub = s.add_subparsers(dest="analysis", required=True)
+    a = asub.add_parser("jacobian", help="temporal Jacobian spectra vs lag (and Theorem 2.1 for asRNN)")
+    a.add_argument("run", help="run directory or a checkpoint file inside one")
+    a.add_argument("--split", default="val")
+    a.add_argument("--index", type=int, default=0, help="which sequence of the split's first batch")
+    a.add_argument("--max-lag", type=int, default=None)
+    a.add_argument("--which", default="best", choices=["best", "last"], help="best.pt or checkpoint.pt")
+    a.add_argument("--compare", help="comma-separated cells to add at initialisation, e.g. exprnn,rnn")
+    a.add_argument("--data-dir", help="data root for real-data tasks")
+    a.add_argument("-o", "--output", default="jacobian.png")
+    a.add_argument("--json", help="also write the digest (sigma at lags 1/10/100/T, Theorem 2.1) here")
+    a.set_defaults(func=cmd_analyze_jacobian)
     return p
 
 

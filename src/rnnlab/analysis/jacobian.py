@@ -280,7 +280,7 @@ def analyze_model(model, x: Tensor, max_lag: int | None = None, method: str = "a
     feats = feats.to(F64)
     states, J = step_jacobians(cell, feats, method=method)
     spec = lag_spectrum(J, 0, max_lag)
-    out = {"cell": type(cell).__name__, "T": int(feats.shape[0]), "spectrum": spec}
+    out = {"cell": type(cell).__name__.removeprefix("Parametrized"), "T": int(feats.shape[0]), "spectrum": spec}
     if isinstance(cell, ASRNNCell):
         cx = float(feats.abs().max()) if C_x is None else C_x
         out["theorem21"] = {f"t={t}": theorem21(cell, cx, t) for t in (1, 10, int(feats.shape[0]))}
@@ -297,7 +297,7 @@ def plot_lag_spectra(spectra: dict, path, title: str | None = None) -> None:
     import matplotlib.pyplot as plt
 
     n = len(spectra)
-    fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.6), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.6), squeeze=False)
     for ax, (label, s) in zip(axes[0], spectra.items()):
         ax.plot(s.lags, s.log10_sigma_max, color="C3", label=r"$\sigma_{\max}$")
         smin = np.where(s.resolved, s.log10_sigma_min, np.nan)
@@ -305,14 +305,67 @@ def plot_lag_spectra(spectra: dict, path, title: str | None = None) -> None:
         if not s.resolved.all():
             q = np.where(~s.resolved, s.log10_qr_min, np.nan)
             ax.plot(s.lags, q, color="C0", ls="--", label=r"$\sigma_{\min}$ (QR bound)")
+        zero = np.isneginf(s.log10_qr_min)
+        if zero.any():  # a rank-deficient product (e.g. modReLU units switched off): sigma_min = 0
+            k0 = int(s.lags[np.argmax(zero)])
+            ax.text(0.98, 0.04, rf"$\sigma_{{\min}} = 0$ from lag {k0}", transform=ax.transAxes,
+                    ha="right", va="bottom", fontsize=8, color="C0")
         ax.axhline(0.0, color="0.6", lw=0.8)
         ax.set_title(label, fontsize=10)
         ax.set_xlabel("lag $t_2 - t_1$")
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel(r"$\log_{10}\,\sigma(J(t_2, t_1))$")
+    for ax in axes[0]:
+        ax.set_ylabel(r"$\log_{10}\,\sigma(J(t_2, t_1))$")
     axes[0][0].legend(fontsize=8, loc="lower left")
     if title:
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+# --- runs (the `rnnlab analyze jacobian` command) --------------------------------------------
+
+
+def summarize(res: dict, lags=(1, 10, 100, 1000)) -> dict:
+    """A JSON-ready digest of :func:`analyze_model`'s result: log10 sigma at a few lags."""
+    s = res["spectrum"]
+    pick = [k for k in lags if k <= len(s.lags)] + ([int(s.lags[-1])] if int(s.lags[-1]) not in lags else [])
+    out = {"cell": res["cell"], "T": res["T"], "lags": {}}
+    for k in pick:
+        i = k - 1
+        out["lags"][str(k)] = {
+            "log10_sigma_max": float(s.log10_sigma_max[i]),
+            "log10_sigma_min": float(s.log10_sigma_min[i]) if s.resolved[i] else None,
+            "log10_sigma_min_qr_bound": float(s.log10_qr_min[i]),
+        }
+    if "theorem21" in res:
+        out["theorem21"] = res["theorem21"]
+    return out
+
+
+def analyze_run(path, split: str = "val", index: int = 0, max_lag: int | None = None, which: str = "best",
+                data_dir: str | None = None, init_cells: tuple[str, ...] = (), init_seed: int = 0) -> dict:
+    """Analyse a trained run (a run directory or a checkpoint file inside one) on sequence
+    ``index`` of its task's ``split``; ``init_cells`` adds untrained models of other cells
+    (same task and hidden size, initialised with ``init_seed``) for comparison.
+    Returns ``{label: analyze_model result}``."""
+    import dataclasses
+
+    from ..model import build_model
+    from ..train import load_run
+
+    cfg, task, model = load_run(path, which=which, data_dir=data_dir)
+    batch = next(iter(task.eval_batches(split, index + 1)))
+    if index >= batch.size:
+        raise ValueError(f"index {index} is past the first evaluation batch of {split!r} ({batch.size} sequences)")
+    x = batch.x[index]
+    if batch.lengths is not None:
+        x = x[: int(batch.lengths[index])]
+    results = {f"{cfg.model.cell} (trained: {cfg.name})": analyze_model(model, x, max_lag)}
+    for cell in init_cells:
+        torch.manual_seed(init_seed)
+        mcfg = dataclasses.replace(cfg.model, cell=cell, cell_options={})
+        other = build_model(mcfg, task)
+        results[f"{cell} (at init, n={mcfg.hidden_size})"] = analyze_model(other, x, max_lag)
+    return results
