@@ -164,3 +164,22 @@ def test_every_preset_loads_and_runs_one_step(preset, tmp_path):
 @pytest.mark.parametrize("preset", [p for p in config.list_presets() if config.load(p).model.hidden_size > BIG])
 def test_every_large_preset_runs_one_step_at_full_size(preset, tmp_path):
     _one_step(preset, tmp_path)
+
+
+def test_target_metric_stops_early(tmp_path):
+    r = train(small(steps=100, **{"train.target_metric": '"val/loss"', "train.target_value": 100.0}),
+              tmp_path / "r", progress=False)
+    assert r["stopped"] == "target" and r["steps"] == 10
+
+
+def test_plateau_schedule_halves_the_learning_rate(tmp_path):
+    # with a negligible lr the validation loss cannot improve (by the scheduler's 1e-4 relative
+    # threshold), so with patience 0 every evaluation after the first halves the lr
+    cfg = small(steps=40, **{"optim.name": '"sgd"', "optim.lr": 1e-7, "optim.group_lr": "{orthogonal = 1e-7}",
+                             "train.schedule": '"plateau"', "train.plateau_patience": 0})
+    train(cfg, tmp_path / "r", progress=False)
+    lrs = [json.loads(x)["lr"] for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()
+           if "lr" in json.loads(x)]
+    # evaluations at 10, 20, 30, 40: halved after 20 and 30 (the row at 40 is logged before its eval)
+    assert lrs[0] == 1e-7 and lrs[-1] == pytest.approx(1e-7 / 4)
+    assert all(b == pytest.approx(a) or b == pytest.approx(a / 2) for a, b in zip(lrs, lrs[1:]))
