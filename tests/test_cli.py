@@ -64,3 +64,16 @@ def test_demo_end_to_end(tmp_path, capsys):
 def test_console_entry_point():
     r = subprocess.run([sys.executable, "-m", "rnnlab.cli", "--version"], capture_output=True, text=True)
     assert r.returncode == 0 and "rnnlab" in r.stdout
+
+
+def test_thresholds_summary(tmp_path, capsys):
+    from rnnlab.results import threshold_counts
+
+    runs = tmp_path / "runs"
+    assert main(["train", "dmu/adding-dmu", "--runs-dir", str(runs), "--seeds", "0,1", "--quiet",
+                 "--set", "train.steps=30", "--set", "task.val_size=50", "--set", "task.test_size=50"]) == 0
+    counts = threshold_counts(runs, "val/loss", (1.0, 1e-9), steps_per_epoch=10)["dmu-adding-dmu"]
+    assert counts[1.0] == [2, 2, 2]  # every run is below 1.0 from the first epoch on
+    assert counts[1e-9] == [0, 0, 0]
+    assert main(["thresholds", str(runs)]) == 0
+    assert "ep 3" in capsys.readouterr().out

@@ -85,6 +85,21 @@ def cmd_table(args) -> int:
     return 0
 
 
+def cmd_thresholds(args) -> int:
+    from .results import threshold_counts
+
+    ths = tuple(float(t) for t in args.thresholds.split(","))
+    counts = threshold_counts(args.runs_dir, args.metric, ths, args.steps_per_epoch)
+    for name, per in counts.items():
+        epochs = len(next(iter(per.values()), []))
+        print(f"{name}: runs that reached {args.metric} <= threshold by epoch (of {epochs} epochs)")
+        marks = sorted({1, epochs} | {e for e in (5, 10, 20, 50, 100) if e <= epochs})
+        print("  threshold | " + " | ".join(f"ep {e}" for e in marks))
+        for th, row in per.items():
+            print(f"  {th:9.0e} | " + " | ".join(str(row[e - 1]) for e in marks))
+    return 0
+
+
 def cmd_plot(args) -> int:
     from .plots import plot_curves
 
@@ -216,6 +231,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("runs_dir")
     s.add_argument("--metrics", help="comma-separated metric keys (default: all test metrics)")
     s.set_defaults(func=cmd_table)
+
+    s = sub.add_parser("thresholds", help="DMU-style summary: how many seeds reached each loss threshold by each epoch")
+    s.add_argument("runs_dir")
+    s.add_argument("--metric", default="val/loss")
+    s.add_argument("--thresholds", default="1e-1,1e-2,1e-3,1e-4,1e-5,1e-6")
+    s.add_argument("--steps-per-epoch", type=int, default=10, help="optimizer steps per epoch (DMU presets: 10)")
+    s.set_defaults(func=cmd_thresholds)
 
     s = sub.add_parser("plot", help="loss curves of the runs below the given directories")
     s.add_argument("runs", nargs="+")
