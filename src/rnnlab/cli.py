@@ -85,6 +85,17 @@ def cmd_table(args) -> int:
     return 0
 
 
+def cmd_suite(args) -> int:
+    from .suite import list_suites, load_suite, main_suite
+
+    if args.name == "list":
+        for name in list_suites():
+            s = load_suite(name)
+            print(f"  {name:22s} {len(s.presets)} presets x {len(s.seeds)} seeds: {s.description}")
+        return 0
+    return main_suite(args.name, args.runs_dir, args.jobs, list(args.set or []), args.data_dir)
+
+
 def cmd_thresholds(args) -> int:
     from .results import threshold_counts
 
@@ -231,6 +242,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("runs_dir")
     s.add_argument("--metrics", help="comma-separated metric keys (default: all test metrics)")
     s.set_defaults(func=cmd_table)
+
+    s = sub.add_parser("suite", help="run a benchmark suite (presets x seeds, parallel) and print its table")
+    s.add_argument("name", help="suite name (`rnnlab suite list`) or path to a suite .toml")
+    s.add_argument("--runs-dir", default="runs")
+    s.add_argument("--jobs", type=int, default=1, help="parallel runs (each one thread; default 1)")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override for every run")
+    s.add_argument("--data-dir", help="data root for real-data tasks")
+    s.set_defaults(func=cmd_suite)
 
     s = sub.add_parser("thresholds", help="DMU-style summary: how many seeds reached each loss threshold by each epoch")
     s.add_argument("runs_dir")
