@@ -146,6 +146,40 @@ def cmd_data(args) -> int:
     return 0
 
 
+def cmd_analyze_schur(args) -> int:
+    from .analysis.schur import analyze_run
+
+    for s in analyze_run(args.run, args.out, args.which, args.data_dir):
+        print(
+            f"{s['name']}: n={s['n']}  mean |eigenvalue| = {s['mean_eigenvalue_modulus']:.4f} "
+            f"(min {s['min_eigenvalue_modulus']:.4f}, max {s['max_eigenvalue_modulus']:.4f})  "
+            f"complex pairs = {s['complex_pairs']}  departure from normality = "
+            f"{s['departure_from_normality']:.4g}  mean |T| on sub-diagonal 1 = {s['mean_abs_T_subdiag_1']:.3g}, "
+            f"elsewhere = {s['mean_abs_T_all']:.3g}"
+        )
+        print(f"  wrote {s['figure']}")
+    return 0
+
+
+def cmd_analyze_jacobian(args) -> int:
+    import json
+
+    from .analysis.jacobian import analyze_run, plot_lag_spectra, summarize
+
+    cells = tuple(c for c in (args.compare or "").split(",") if c)
+    res = analyze_run(args.run, split=args.split, index=args.index, max_lag=args.max_lag, which=args.which,
+                      data_dir=args.data_dir, init_cells=cells)
+    digest = {label: summarize(r) for label, r in res.items()}
+    text = json.dumps(digest, indent=2, default=float)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    print(text)
+    plot_lag_spectra({k: r["spectrum"] for k, r in res.items()}, args.output,
+                     title=f"singular values of J(t1 + lag, t1) along {args.split} sequence {args.index}")
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
@@ -189,6 +223,30 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--metric", default="train/loss")
     s.add_argument("--linear", action="store_true", help="linear instead of log y axis")
     s.set_defaults(func=cmd_plot)
+
+    s = sub.add_parser("analyze", help="analyses of a trained run (jacobian: temporal Jacobian spectra; "
+                       "schur: real Schur form views)")
+    asub = s.add_subparsers(dest="analysis", required=True)
+    a = asub.add_parser("schur", help="real Schur form of each recurrent matrix of a run: |Theta| heat "
+                        "map, mean |T| per sub-diagonal, block angles, eigenvalue moduli")
+    a.add_argument("run", help="run directory, or a checkpoint file (best.pt / checkpoint.pt) inside one")
+    a.add_argument("--out", help="output directory (default: RUN/schur)")
+    a.add_argument("--which", default="best", choices=["best", "last"], help="weights of a run directory")
+    a.add_argument("--data-dir", help="data root for real-data tasks (else $RNNLAB_DATA)")
+    a.set_defaults(func=cmd_analyze_schur)
+
+
+    a = asub.add_parser("jacobian", help="temporal Jacobian spectra vs lag (and Theorem 2.1 for asRNN)")
+    a.add_argument("run", help="run directory or a checkpoint file inside one")
+    a.add_argument("--split", default="val")
+    a.add_argument("--index", type=int, default=0, help="which sequence of the split's first batch")
+    a.add_argument("--max-lag", type=int, default=None)
+    a.add_argument("--which", default="best", choices=["best", "last"], help="best.pt or checkpoint.pt")
+    a.add_argument("--compare", help="comma-separated cells to add at initialisation, e.g. exprnn,rnn")
+    a.add_argument("--data-dir", help="data root for real-data tasks")
+    a.add_argument("-o", "--output", default="jacobian.png")
+    a.add_argument("--json", help="also write the digest (sigma at lags 1/10/100/T, Theorem 2.1) here")
+    a.set_defaults(func=cmd_analyze_jacobian)
 
     s = sub.add_parser("demo", help="small copy-task benchmark (no downloads): table + loss plot")
     s.add_argument("--out", default="demo-out", help="output directory (default: demo-out)")
