@@ -85,6 +85,32 @@ def cmd_table(args) -> int:
     return 0
 
 
+def cmd_suite(args) -> int:
+    from .suite import list_suites, load_suite, main_suite
+
+    if args.name == "list":
+        for name in list_suites():
+            s = load_suite(name)
+            print(f"  {name:22s} {len(s.presets)} presets x {len(s.seeds)} seeds: {s.description}")
+        return 0
+    return main_suite(args.name, args.runs_dir, args.jobs, list(args.set or []), args.data_dir)
+
+
+def cmd_thresholds(args) -> int:
+    from .results import threshold_counts
+
+    ths = tuple(float(t) for t in args.thresholds.split(","))
+    counts = threshold_counts(args.runs_dir, args.metric, ths, args.steps_per_epoch)
+    for name, per in counts.items():
+        epochs = len(next(iter(per.values()), []))
+        print(f"{name}: runs that reached {args.metric} <= threshold by epoch (of {epochs} epochs)")
+        marks = sorted({1, epochs} | {e for e in (5, 10, 20, 50, 100) if e <= epochs})
+        print("  threshold | " + " | ".join(f"ep {e}" for e in marks))
+        for th, row in per.items():
+            print(f"  {th:9.0e} | " + " | ".join(str(row[e - 1]) for e in marks))
+    return 0
+
+
 def cmd_plot(args) -> int:
     from .plots import plot_curves
 
@@ -128,6 +154,24 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def cmd_data(args) -> int:
+    from .tasks import data
+
+    if args.action == "list":
+        text, _ = data.status_report(args.names or None, args.data_dir)
+        print(text)
+        return 0
+    if args.action == "verify":
+        text, ok = data.status_report(args.names or None, args.data_dir)
+        print(text)
+        return 0 if ok else 1
+    if not args.names:
+        raise ValueError(f"rnnlab data download needs dataset names; known: {sorted(data.DATASETS)}")
+    for name in args.names:
+        data.download(name, args.data_dir, force=args.force, progress=not args.quiet)
+    return 0
+
+
 def cmd_analyze_schur(args) -> int:
     from .analysis.schur import analyze_run
 
@@ -140,6 +184,25 @@ def cmd_analyze_schur(args) -> int:
             f"elsewhere = {s['mean_abs_T_all']:.3g}"
         )
         print(f"  wrote {s['figure']}")
+    return 0
+
+
+def cmd_analyze_jacobian(args) -> int:
+    import json
+
+    from .analysis.jacobian import analyze_run, plot_lag_spectra, summarize
+
+    cells = tuple(c for c in (args.compare or "").split(",") if c)
+    res = analyze_run(args.run, split=args.split, index=args.index, max_lag=args.max_lag, which=args.which,
+                      data_dir=args.data_dir, init_cells=cells)
+    digest = {label: summarize(r) for label, r in res.items()}
+    text = json.dumps(digest, indent=2, default=float)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    print(text)
+    plot_lag_spectra({k: r["spectrum"] for k, r in res.items()}, args.output,
+                     title=f"singular values of J(t1 + lag, t1) along {args.split} sequence {args.index}")
+    print(f"wrote {args.output}", file=sys.stderr)
     return 0
 
 
@@ -167,10 +230,33 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_train)
 
+    s = sub.add_parser("data", help="real-data files: list, verify (sha256) or download them")
+    s.add_argument("action", choices=["list", "verify", "download"])
+    s.add_argument("names", nargs="*", help="datasets (default for list/verify: all)")
+    s.add_argument("--data-dir", help="data root (else $RNNLAB_DATA, else ~/.cache/rnnlab/data)")
+    s.add_argument("--force", action="store_true", help="download again even when verified")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_data)
+
     s = sub.add_parser("table", help="mean +- std over seeds of every run below RUNS_DIR")
     s.add_argument("runs_dir")
     s.add_argument("--metrics", help="comma-separated metric keys (default: all test metrics)")
     s.set_defaults(func=cmd_table)
+
+    s = sub.add_parser("suite", help="run a benchmark suite (presets x seeds, parallel) and print its table")
+    s.add_argument("name", help="suite name (`rnnlab suite list`) or path to a suite .toml")
+    s.add_argument("--runs-dir", default="runs")
+    s.add_argument("--jobs", type=int, default=1, help="parallel runs (each one thread; default 1)")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override for every run")
+    s.add_argument("--data-dir", help="data root for real-data tasks")
+    s.set_defaults(func=cmd_suite)
+
+    s = sub.add_parser("thresholds", help="DMU-style summary: how many seeds reached each loss threshold by each epoch")
+    s.add_argument("runs_dir")
+    s.add_argument("--metric", default="val/loss")
+    s.add_argument("--thresholds", default="1e-1,1e-2,1e-3,1e-4,1e-5,1e-6")
+    s.add_argument("--steps-per-epoch", type=int, default=10, help="optimizer steps per epoch (DMU presets: 10)")
+    s.set_defaults(func=cmd_thresholds)
 
     s = sub.add_parser("plot", help="loss curves of the runs below the given directories")
     s.add_argument("runs", nargs="+")
@@ -179,7 +265,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--linear", action="store_true", help="linear instead of log y axis")
     s.set_defaults(func=cmd_plot)
 
-    s = sub.add_parser("analyze", help="analyses of a trained run (schur: real Schur form views)")
+    s = sub.add_parser("analyze", help="analyses of a trained run (jacobian: temporal Jacobian spectra; "
+                       "schur: real Schur form views)")
     asub = s.add_subparsers(dest="analysis", required=True)
     a = asub.add_parser("schur", help="real Schur form of each recurrent matrix of a run: |Theta| heat "
                         "map, mean |T| per sub-diagonal, block angles, eigenvalue moduli")
@@ -188,6 +275,19 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--which", default="best", choices=["best", "last"], help="weights of a run directory")
     a.add_argument("--data-dir", help="data root for real-data tasks (else $RNNLAB_DATA)")
     a.set_defaults(func=cmd_analyze_schur)
+
+
+    a = asub.add_parser("jacobian", help="temporal Jacobian spectra vs lag (and Theorem 2.1 for asRNN)")
+    a.add_argument("run", help="run directory or a checkpoint file inside one")
+    a.add_argument("--split", default="val")
+    a.add_argument("--index", type=int, default=0, help="which sequence of the split's first batch")
+    a.add_argument("--max-lag", type=int, default=None)
+    a.add_argument("--which", default="best", choices=["best", "last"], help="best.pt or checkpoint.pt")
+    a.add_argument("--compare", help="comma-separated cells to add at initialisation, e.g. exprnn,rnn")
+    a.add_argument("--data-dir", help="data root for real-data tasks")
+    a.add_argument("-o", "--output", default="jacobian.png")
+    a.add_argument("--json", help="also write the digest (sigma at lags 1/10/100/T, Theorem 2.1) here")
+    a.set_defaults(func=cmd_analyze_jacobian)
 
     s = sub.add_parser("demo", help="small copy-task benchmark (no downloads): table + loss plot")
     s.add_argument("--out", default="demo-out", help="output directory (default: demo-out)")
@@ -199,12 +299,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from .config import ConfigError
+    from .tasks.data import DataError
     from .train import RunExists, TrainingDiverged
 
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ConfigError, RunExists, TrainingDiverged, FileNotFoundError, ValueError) as e:
+    except (ConfigError, RunExists, TrainingDiverged, FileNotFoundError, ValueError, DataError) as e:
         print(f"rnnlab: error: {e}", file=sys.stderr)
         return 2 if isinstance(e, (ConfigError, RunExists, ValueError)) else 1
     except KeyboardInterrupt:

@@ -1,4 +1,5 @@
-"""Analysis tools: Fisher memory curves and Schur views of recurrent matrices."""
+"""Analysis tools: temporal Jacobians and their spectra (jacobian), Fisher memory curves
+(fisher) and Schur views of recurrent matrices (schur)."""
 
 from .fisher import (
     delay_line_fmc, feedforward_matrix, fisher_memory_curve, noise_covariance, noise_factor,

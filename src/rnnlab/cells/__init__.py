@@ -1,7 +1,10 @@
 """Recurrent cells (one time step each) and their ``torch.nn.RNN``-style layers."""
 
+from .asrnn import ASRNNCell, saturating
 from .base import Cell, Recurrent, State, unroll
 from .classic import GRUCell, IRNNCell, LSTMCell, RNNCell
+from .dmu import DMUCell, RHNCell
+from .ltrnn import LTRNNCell
 from .nnrnn import NNRNNCell
 from .orthogonal import ExpRNNCell, OrthogonalRNNCell, SCORNNCell
 
@@ -13,7 +16,11 @@ CELLS: dict[str, type[Cell]] = {
     "gru": GRUCell,
     "exprnn": ExpRNNCell,
     "scornn": SCORNNCell,
+    "asrnn": ASRNNCell,
     "nnrnn": NNRNNCell,
+    "dmu": DMUCell,
+    "rhn": RHNCell,
+    "ltrnn": LTRNNCell,
 }
 
 
@@ -27,10 +34,15 @@ LSTM = _layer(LSTMCell, "LSTM")
 GRU = _layer(GRUCell, "GRU")
 ExpRNN = _layer(ExpRNNCell, "ExpRNN")
 SCORNN = _layer(SCORNNCell, "SCORNN")
+ASRNN = _layer(ASRNNCell, "ASRNN")
 NNRNN = _layer(NNRNNCell, "NNRNN")
+DMU = _layer(DMUCell, "DMU")
+RHN = _layer(RHNCell, "RHN")
+LTRNN = _layer(LTRNNCell, "LTRNN")
 
 __all__ = [
-    "CELLS", "Cell", "Recurrent", "State", "unroll",
-    "RNNCell", "IRNNCell", "LSTMCell", "GRUCell", "ExpRNNCell", "SCORNNCell", "OrthogonalRNNCell", "NNRNNCell",
-    "RNN", "IRNN", "LSTM", "GRU", "ExpRNN", "SCORNN", "NNRNN",
+    "CELLS", "Cell", "Recurrent", "State", "unroll", "saturating",
+    "RNNCell", "IRNNCell", "LSTMCell", "GRUCell", "ExpRNNCell", "SCORNNCell", "OrthogonalRNNCell",
+    "ASRNNCell", "NNRNNCell", "DMUCell", "RHNCell", "LTRNNCell",
+    "RNN", "IRNN", "LSTM", "GRU", "ExpRNN", "SCORNN", "ASRNN", "NNRNN", "DMU", "RHN", "LTRNN",
 ]
