@@ -1,7 +1,7 @@
 """Copy T=200 comparison figure from run directories: validation loss, mean over seeds with
 the min-max band, and the memoryless baseline.
 
-    PYTHONPATH=src python benchmarks/nnrnn_copy_figure.py RUNS_DIR OUT.png
+    PYTHONPATH=src python benchmarks/nnrnn_copy_figure.py OUT.png RUNS_DIR [RUNS_DIR ...]
 """
 
 import json
@@ -15,6 +15,7 @@ from rnnlab.plots import read_metrics
 MODELS = [
     ("nnrnn-copy-T200", "nnRNN, n=128 (theta_init=uniform)"),
     ("nnrnn-copy-T200-theta-init", "nnRNN, n=128 (theta_init=init)"),
+    
     ("nnrnn-copy-T200-exprnn", "expRNN, n=176"),
     ("nnrnn-copy-T200-lstm", "LSTM, n=62"),
     ("nnrnn-copy-T200-rnn-orth", "RNN-orth, n=128"),
@@ -22,7 +23,7 @@ MODELS = [
 ]
 
 
-def main(runs_dir: str, out: str, metric: str = "val/loss") -> None:
+def main(out: str, runs_dirs: list[str], metric: str = "val/loss") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -31,7 +32,7 @@ def main(runs_dir: str, out: str, metric: str = "val/loss") -> None:
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     baseline = None
     for key, label in MODELS:
-        dirs = sorted(Path(runs_dir, key).glob("seed*"))
+        dirs = sorted(d for r in runs_dirs for d in Path(r, key).glob("seed*"))
         curves = []
         for d in dirs:
             if not (d / "result.json").exists():
@@ -60,4 +61,4 @@ def main(runs_dir: str, out: str, metric: str = "val/loss") -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], *(sys.argv[3:4]))
+    main(sys.argv[1], sys.argv[2:])
