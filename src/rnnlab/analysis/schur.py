@@ -170,7 +170,7 @@ def cell_schur_views(model) -> list[SchurView]:
             W = cell.recurrent_matrix()
             if W is None:
                 continue
-            name = f"{type(cell).__name__}[{i}]"
+            name = f"{type(cell).__name__.removeprefix('Parametrized')}[{i}]"
             if hasattr(cell, "schur_form"):
                 view = schur_view(cell.schur_form(), name)
                 view.extra["gamma_mean"] = float(cell.gamma.abs().mean())
