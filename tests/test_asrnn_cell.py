@@ -137,10 +137,14 @@ def test_vanishing_D_f_approaches_the_linear_rnn(backend):
 
 def test_tanh_recurrence_gradcheck():
     torch.manual_seed(0)
-    U = torch.randn(6, 3, 5, dtype=D, requires_grad=True)
+    x = torch.randn(6, 3, 4, dtype=D, requires_grad=True)
+    w_ih = torch.randn(5, 4, dtype=D, requires_grad=True)
+    b = torch.randn(5, dtype=D, requires_grad=True)
     g0 = torch.randn(3, 5, dtype=D, requires_grad=True)
     W = torch.randn(5, 5, dtype=D, requires_grad=True)
-    assert torch.autograd.gradcheck(TanhRecurrence.apply, (U, g0, W))
+    assert torch.autograd.gradcheck(TanhRecurrence.apply, (x, w_ih, b, g0, W))
+    x.requires_grad_(False)  # the path that skips dx (one-hot inputs)
+    assert torch.autograd.gradcheck(TanhRecurrence.apply, (x, w_ih, b, g0, W))
 
 
 @pytest.mark.parametrize("a,b,uf_scale", [(0.0, 0.0, 0.0), (0.5, 1.5, 0.3), (0.02, 0.02, 1.0)])
