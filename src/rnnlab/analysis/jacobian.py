@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from torch import Tensor
+from torch.nn.utils import parametrize as P
 
 from ..cells.asrnn import ASRNNCell
 from ..cells.base import Cell
@@ -57,9 +58,10 @@ def trajectory(cell: Cell, x: Tensor, state=None) -> list:
     if state is None:
         state = cell.init_state(1, dtype=x.dtype, device=x.device)
     states = [state]
-    for x_t in x:
-        _, state = cell(x_t[None], state)
-        states.append(state)
+    with P.cached():  # parametrized weights (matrix exponentials) once, not once per step
+        for x_t in x:
+            _, state = cell(x_t[None], state)
+            states.append(state)
     return states
 
 
@@ -87,19 +89,20 @@ def step_jacobians(cell: Cell, x: Tensor, state=None, method: str = "auto") -> t
         raise ValueError(f"no closed-form Jacobian for {type(cell).__name__}; use method='autograd'")
     Js = []
     if closed:
-        with torch.no_grad(), torch.nn.utils.parametrize.cached():
+        with torch.no_grad(), P.cached():
             for s in states[1:]:
                 Js.append(asrnn_step_jacobian(cell, s[0]))
         return states, torch.stack(Js)
-    for x_t, s_prev in zip(x, states[:-1]):
-        like = s_prev
+    with P.cached():
+        for x_t, s_prev in zip(x, states[:-1]):
+            like = s_prev
 
-        def step(v, x_t=x_t, like=like):
-            _, s = cell(x_t[None], _unflat(v[None], like))
-            return _flat(s)[0]
+            def step(v, x_t=x_t, like=like):
+                _, s = cell(x_t[None], _unflat(v[None], like))
+                return _flat(s)[0]
 
-        Js.append(torch.autograd.functional.jacobian(step, _flat(s_prev)[0].detach(), vectorize=True))
-    return states, torch.stack(Js).detach()
+            Js.append(torch.autograd.functional.jacobian(step, _flat(s_prev)[0].detach(), vectorize=True).detach())
+    return states, torch.stack(Js)
 
 
 # --- singular values of products over growing lags -------------------------------------------
