@@ -1,8 +1,9 @@
 """rnnlab: long-memory recurrent neural networks in PyTorch."""
 
 from .cells import (
-    ASRNN, ASRNNCell, CELLS, GRU, IRNN, LSTM, RNN, SCORNN, Cell, ExpRNN, ExpRNNCell, GRUCell, IRNNCell,
-    LSTMCell, Recurrent, RNNCell, SCORNNCell, unroll,
+    ASRNN, CELLS, DMU, GRU, IRNN, LSTM, LTRNN, NNRNN, RHN, RNN, SCORNN, ASRNNCell, Cell, DMUCell,
+    ExpRNN, ExpRNNCell, GRUCell, IRNNCell, LSTMCell, LTRNNCell, NNRNNCell, Recurrent, RHNCell,
+    RNNCell, SCORNNCell, unroll,
 )
 from .tasks import TASKS, AddingTask, Batch, CopyTask, Task
 

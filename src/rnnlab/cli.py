@@ -89,6 +89,32 @@ def cmd_table(args) -> int:
     return 0
 
 
+def cmd_suite(args) -> int:
+    from .suite import list_suites, load_suite, main_suite
+
+    if args.name == "list":
+        for name in list_suites():
+            s = load_suite(name)
+            print(f"  {name:22s} {len(s.presets)} presets x {len(s.seeds)} seeds: {s.description}")
+        return 0
+    return main_suite(args.name, args.runs_dir, args.jobs, list(args.set or []), args.data_dir)
+
+
+def cmd_thresholds(args) -> int:
+    from .results import threshold_counts
+
+    ths = tuple(float(t) for t in args.thresholds.split(","))
+    counts = threshold_counts(args.runs_dir, args.metric, ths, args.steps_per_epoch)
+    for name, per in counts.items():
+        epochs = len(next(iter(per.values()), []))
+        print(f"{name}: runs that reached {args.metric} <= threshold by epoch (of {epochs} epochs)")
+        marks = sorted({1, epochs} | {e for e in (5, 10, 20, 50, 100) if e <= epochs})
+        print("  threshold | " + " | ".join(f"ep {e}" for e in marks))
+        for th, row in per.items():
+            print(f"  {th:9.0e} | " + " | ".join(str(row[e - 1]) for e in marks))
+    return 0
+
+
 def cmd_plot(args) -> int:
     from .plots import plot_curves
 
@@ -129,6 +155,39 @@ def cmd_demo(args) -> int:
     print()
     print(md)
     print(f"\nwrote {png} and {out / 'table.md'}")
+    return 0
+
+
+def cmd_data(args) -> int:
+    from .tasks import data
+
+    if args.action == "list":
+        text, _ = data.status_report(args.names or None, args.data_dir)
+        print(text)
+        return 0
+    if args.action == "verify":
+        text, ok = data.status_report(args.names or None, args.data_dir)
+        print(text)
+        return 0 if ok else 1
+    if not args.names:
+        raise ValueError(f"rnnlab data download needs dataset names; known: {sorted(data.DATASETS)}")
+    for name in args.names:
+        data.download(name, args.data_dir, force=args.force, progress=not args.quiet)
+    return 0
+
+
+def cmd_analyze_schur(args) -> int:
+    from .analysis.schur import analyze_run
+
+    for s in analyze_run(args.run, args.out, args.which, args.data_dir):
+        print(
+            f"{s['name']}: n={s['n']}  mean |eigenvalue| = {s['mean_eigenvalue_modulus']:.4f} "
+            f"(min {s['min_eigenvalue_modulus']:.4f}, max {s['max_eigenvalue_modulus']:.4f})  "
+            f"complex pairs = {s['complex_pairs']}  departure from normality = "
+            f"{s['departure_from_normality']:.4g}  mean |T| on sub-diagonal 1 = {s['mean_abs_T_subdiag_1']:.3g}, "
+            f"elsewhere = {s['mean_abs_T_all']:.3g}"
+        )
+        print(f"  wrote {s['figure']}")
     return 0
 
 
@@ -175,10 +234,33 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_train)
 
+    s = sub.add_parser("data", help="real-data files: list, verify (sha256) or download them")
+    s.add_argument("action", choices=["list", "verify", "download"])
+    s.add_argument("names", nargs="*", help="datasets (default for list/verify: all)")
+    s.add_argument("--data-dir", help="data root (else $RNNLAB_DATA, else ~/.cache/rnnlab/data)")
+    s.add_argument("--force", action="store_true", help="download again even when verified")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_data)
+
     s = sub.add_parser("table", help="mean +- std over seeds of every run below RUNS_DIR")
     s.add_argument("runs_dir")
     s.add_argument("--metrics", help="comma-separated metric keys (default: all test metrics)")
     s.set_defaults(func=cmd_table)
+
+    s = sub.add_parser("suite", help="run a benchmark suite (presets x seeds, parallel) and print its table")
+    s.add_argument("name", help="suite name (`rnnlab suite list`) or path to a suite .toml")
+    s.add_argument("--runs-dir", default="runs")
+    s.add_argument("--jobs", type=int, default=1, help="parallel runs (each one thread; default 1)")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override for every run")
+    s.add_argument("--data-dir", help="data root for real-data tasks")
+    s.set_defaults(func=cmd_suite)
+
+    s = sub.add_parser("thresholds", help="DMU-style summary: how many seeds reached each loss threshold by each epoch")
+    s.add_argument("runs_dir")
+    s.add_argument("--metric", default="val/loss")
+    s.add_argument("--thresholds", default="1e-1,1e-2,1e-3,1e-4,1e-5,1e-6")
+    s.add_argument("--steps-per-epoch", type=int, default=10, help="optimizer steps per epoch (DMU presets: 10)")
+    s.set_defaults(func=cmd_thresholds)
 
     s = sub.add_parser("plot", help="loss curves of the runs below the given directories")
     s.add_argument("runs", nargs="+")
@@ -187,14 +269,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--linear", action="store_true", help="linear instead of log y axis")
     s.set_defaults(func=cmd_plot)
 
-    s = sub.add_parser("demo", help="small copy-task benchmark (no downloads): table + loss plot")
-    s.add_argument("--out", default="demo-out", help="output directory (default: demo-out)")
-    s.add_argument("--steps", type=int, default=0, help="override the steps per model")
-    s.add_argument("--fresh", action="store_true", help="rerun models already done in --out")
-    s.set_defaults(func=cmd_demo)
-
-    s = sub.add_parser("analyze", help="analyses of a trained run")
+    s = sub.add_parser("analyze", help="analyses of a trained run (jacobian: temporal Jacobian spectra; "
+                       "schur: real Schur form views)")
     asub = s.add_subparsers(dest="analysis", required=True)
+    a = asub.add_parser("schur", help="real Schur form of each recurrent matrix of a run: |Theta| heat "
+                        "map, mean |T| per sub-diagonal, block angles, eigenvalue moduli")
+    a.add_argument("run", help="run directory, or a checkpoint file (best.pt / checkpoint.pt) inside one")
+    a.add_argument("--out", help="output directory (default: RUN/schur)")
+    a.add_argument("--which", default="best", choices=["best", "last"], help="weights of a run directory")
+    a.add_argument("--data-dir", help="data root for real-data tasks (else $RNNLAB_DATA)")
+    a.set_defaults(func=cmd_analyze_schur)
+
+
     a = asub.add_parser("jacobian", help="temporal Jacobian spectra vs lag (and Theorem 2.1 for asRNN)")
     a.add_argument("run", help="run directory or a checkpoint file inside one")
     a.add_argument("--split", default="val")
@@ -206,17 +292,24 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("-o", "--output", default="jacobian.png")
     a.add_argument("--json", help="also write the digest (sigma at lags 1/10/100/T, Theorem 2.1) here")
     a.set_defaults(func=cmd_analyze_jacobian)
+
+    s = sub.add_parser("demo", help="small copy-task benchmark (no downloads): table + loss plot")
+    s.add_argument("--out", default="demo-out", help="output directory (default: demo-out)")
+    s.add_argument("--steps", type=int, default=0, help="override the steps per model")
+    s.add_argument("--fresh", action="store_true", help="rerun models already done in --out")
+    s.set_defaults(func=cmd_demo)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     from .config import ConfigError
+    from .tasks.data import DataError
     from .train import RunExists, TrainingDiverged
 
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ConfigError, RunExists, TrainingDiverged, FileNotFoundError, ValueError) as e:
+    except (ConfigError, RunExists, TrainingDiverged, FileNotFoundError, ValueError, DataError) as e:
         print(f"rnnlab: error: {e}", file=sys.stderr)
         return 2 if isinstance(e, (ConfigError, RunExists, ValueError)) else 1
     except KeyboardInterrupt:

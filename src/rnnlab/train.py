@@ -66,14 +66,18 @@ def build_task(cfg: TaskConfig, data_dir: str | None = None) -> Task:
 
 def build_optimizer(cfg: OptimConfig, model: nn.Module) -> tuple[torch.optim.Optimizer, dict]:
     """One parameter group per tag of ``model.param_groups()``; ``group_lr`` and
-    ``group_weight_decay`` override ``lr`` and ``weight_decay`` per tag."""
+    ``group_weight_decay`` override ``lr`` and ``weight_decay`` per tag. A tag the model
+    scales (``model.group_scales()``, e.g. DMU's 1 / (2 n)) gets ``lr * scale`` and
+    ``weight_decay * scale`` unless named explicitly."""
     tagged = model.param_groups() if hasattr(model, "param_groups") else {"default": list(model.parameters())}
+    scales = model.group_scales() if hasattr(model, "group_scales") else {}
     groups, summary = [], {}
     for tag, params in tagged.items():
         if not params:
             continue
-        lr = float(cfg.group_lr.get(tag, cfg.lr))
-        wd = float(cfg.group_weight_decay.get(tag, cfg.weight_decay))
+        scale = scales.get(tag, 1.0)
+        lr = float(cfg.group_lr.get(tag, cfg.lr * scale))
+        wd = float(cfg.group_weight_decay.get(tag, cfg.weight_decay * scale))
         groups.append({"params": params, "lr": lr, "weight_decay": wd, "tag": tag})
         summary[tag] = {"lr": lr, "weight_decay": wd, "elements": sum(p.numel() for p in params)}
     unused = sorted((set(cfg.group_lr) | set(cfg.group_weight_decay)) - set(summary))
@@ -123,6 +127,8 @@ def evaluate(model: nn.Module, task: Task, split: str, batch_size: int = 256, ma
     finally:
         model.train(was_training)
     means = task.finalize({k: s / n for k, (s, n) in sums.items() if n > 0})
+    if hasattr(task, "model_metrics"):  # metrics that need the model itself (translation BLEU)
+        means.update(task.model_metrics(model, split, batch_size))
     return {f"{split}/{k}": float(v) for k, v in means.items()}
 
 
@@ -295,7 +301,7 @@ def train(
             gnorm = nn.utils.clip_grad_norm_(params, cfg.optim.clip) if cfg.optim.clip > 0 else None
             opt.step()
             par.after_optimizer_step(model)
-            carry = _detach(new_state) if batch.carry_state else None
+            carry = _detach(new_state)
             prog.step = step
             bar.update(1)
             if step % tc.log_every == 0 or step == tc.steps:

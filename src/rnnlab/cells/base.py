@@ -93,9 +93,23 @@ class Cell(nn.Module):
         """An extra loss term the cell asks for (e.g. nnRNN's eigenvalue-modulus penalty)."""
         return None
 
+    def group_scales(self) -> dict[str, float]:
+        """Factors for the learning rate and weight decay of tagged groups (DMU: 1 / (2 n))."""
+        return {}
+
     def free_parameter_count(self) -> int:
         """Free parameters as the papers count them (n(n-1)/2 per orthogonal matrix)."""
         return sum(p.numel() for p in self.parameters())
+
+    def recurrent_matrix(self) -> Tensor | None:
+        """The (H, H) matrix W with ``h_t = f(W h_{t-1} + ...)``, for analysis (Schur views,
+        spectra); None when the cell has none. Default: ``weight_hh`` when it is square
+        (vanilla RNN, expRNN, scoRNN, asRNN's orthogonal W_hh); gated cells stack several
+        matrices in weight_hh and return None."""
+        W = getattr(self, "weight_hh", None)
+        if isinstance(W, Tensor) and W.dim() == 2 and W.shape[0] == W.shape[1] == self.hidden_size:
+            return W
+        return None
 
     # --- time --------------------------------------------------------------------------
     def check_input(self, x: Tensor) -> None:
@@ -148,6 +162,9 @@ class Recurrent(nn.Module):
     ``batch_first``) or a ``PackedSequence``. ``h_n`` is (num_layers, B, H), or a tuple of
     such tensors for cells with tuple states (LSTM: ``(h_n, c_n)``), exactly as torch returns.
     Family layers (``rnnlab.LSTM``, ``rnnlab.ASRNN``, ...) fix ``cell``.
+    ``checkpoint_chunk``: if set, each layer runs in chunks of that many time steps with
+    recomputation in backward (:func:`rnnlab.kernels.checkpointed_sequence`) while training:
+    same values and gradients, less memory, one extra forward pass.
     """
 
     cell_class: type[Cell] | None = None
@@ -160,6 +177,7 @@ class Recurrent(nn.Module):
         batch_first: bool = False,
         dropout: float = 0.0,
         cell: type[Cell] | None = None,
+        checkpoint_chunk: int | None = None,
         **cell_kwargs,
     ):
         super().__init__()
@@ -172,6 +190,9 @@ class Recurrent(nn.Module):
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.input_size, self.hidden_size = int(input_size), int(hidden_size)
         self.num_layers, self.batch_first, self.dropout = int(num_layers), bool(batch_first), dropout
+        if checkpoint_chunk is not None and int(checkpoint_chunk) < 1:
+            raise ValueError(f"checkpoint_chunk must be a positive number of steps or None, got {checkpoint_chunk}")
+        self.checkpoint_chunk = None if checkpoint_chunk is None else int(checkpoint_chunk)
         self.cells = nn.ModuleList(
             cell(input_size if i == 0 else hidden_size, hidden_size, **cell_kwargs)
             for i in range(num_layers)
@@ -187,6 +208,12 @@ class Recurrent(nn.Module):
     def regularization(self) -> Tensor | None:
         terms = [r for r in (c.regularization() for c in self.cells) if r is not None]
         return sum(terms) if terms else None
+
+    def group_scales(self) -> dict[str, float]:
+        scales: dict[str, float] = {}
+        for c in self.cells:
+            scales.update(c.group_scales())
+        return scales
 
     def free_parameter_count(self) -> int:
         return sum(c.free_parameter_count() for c in self.cells)
@@ -225,7 +252,12 @@ class Recurrent(nn.Module):
         for i, cell in enumerate(self.cells):
             if i > 0 and self.dropout > 0 and self.training:
                 x = nn.functional.dropout(x, self.dropout, True)
-            x, s = cell.sequence(x, self._layer_state(h0, i), lengths)
+            if self.checkpoint_chunk is not None and self.training:
+                from ..kernels.checkpoint import checkpointed_sequence
+
+                x, s = checkpointed_sequence(cell, x, self._layer_state(h0, i), lengths, self.checkpoint_chunk)
+            else:
+                x, s = cell.sequence(x, self._layer_state(h0, i), lengths)
             finals.append(s)
         h_n = map_state(lambda *s: torch.stack(s), *finals)
         if packed:

@@ -2,8 +2,9 @@
 
 Weights use ``torch.nn.RNN``'s names and shapes, so a state dict moves between these cells
 and ``torch.nn.RNN``/``LSTM``/``GRU`` layers. The ``sequence`` fast path runs ATen's native
-kernels (``torch.rnn_tanh``, ``torch.rnn_relu``, ``torch.lstm``, ``torch.gru``); the step
-``forward`` is the reference and the two are tested equal.
+kernels (``torch.rnn_tanh``, ``torch.rnn_relu``, ``torch.lstm``, ``torch.gru``), and for the
+modReLU RNN the fused recurrence :func:`rnnlab.kernels.elementwise_rnn`; the step ``forward``
+is the reference and the two are tested equal.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .. import parametrize as par
+from ..kernels.recurrence import elementwise_rnn
 from .base import Cell, State, map_state
 
 
@@ -65,6 +67,17 @@ class _Affine(Cell):
             z = self.weight_ih.new_zeros(self.weight_ih.shape[0])
             return [self.weight_ih, self.weight_hh, z, z]
         return [self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh]
+
+    #: the ATen kernel of this cell's whole-sequence fast path (``torch.lstm``, ...), if any
+    native = None
+
+    def sequence(self, x, state=None, lengths=None):
+        if self.backend == "reference" or self.native is None:
+            return super().sequence(x, state, lengths)
+        self.check_input(x)
+        if state is None:
+            state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
+        return run_native(self.native, x, state, self._weights(), lengths, self.training)
 
     def _affine(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
         gi = nn.functional.linear(x, self.weight_ih, self.bias_ih)
@@ -120,13 +133,20 @@ class RNNCell(_Affine):
         return h, h
 
     def sequence(self, x, state=None, lengths=None):
-        if self.backend == "reference" or self.nonlinearity == "modrelu":
+        if self.backend == "reference":
             return super().sequence(x, state, lengths)
         self.check_input(x)
-        if state is None:
-            state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
-        fn = torch.rnn_tanh if self.nonlinearity == "tanh" else torch.rnn_relu
-        return run_native(fn, x, state, self._weights(), lengths, self.training)
+        if self.nonlinearity == "modrelu":
+            # fused modReLU recurrence; both biases fold into the input term
+            u = nn.functional.linear(x, self.weight_ih, self.bias_ih)
+            if self.bias_hh is not None:
+                u = u + self.bias_hh
+            return elementwise_rnn(u, self.weight_hh, state, "modrelu", self.modrelu_bias, lengths)
+        return super().sequence(x, state, lengths)
+
+    @property
+    def native(self):
+        return torch.rnn_tanh if self.nonlinearity == "tanh" else torch.rnn_relu
 
 
 class IRNNCell(RNNCell):
@@ -173,13 +193,7 @@ class LSTMCell(_Affine):
         h = torch.sigmoid(o) * torch.tanh(c)
         return h, (h, c)
 
-    def sequence(self, x, state=None, lengths=None):
-        if self.backend == "reference":
-            return super().sequence(x, state, lengths)
-        self.check_input(x)
-        if state is None:
-            state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
-        return run_native(torch.lstm, x, state, self._weights(), lengths, self.training)
+    native = staticmethod(torch.lstm)
 
 
 class GRUCell(_Affine):
@@ -199,10 +213,4 @@ class GRUCell(_Affine):
         h = (1 - z) * n + z * h
         return h, h
 
-    def sequence(self, x, state=None, lengths=None):
-        if self.backend == "reference":
-            return super().sequence(x, state, lengths)
-        self.check_input(x)
-        if state is None:
-            state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
-        return run_native(torch.gru, x, state, self._weights(), lengths, self.training)
+    native = staticmethod(torch.gru)

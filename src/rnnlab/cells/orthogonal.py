@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import parametrize as par
+from ..kernels.recurrence import elementwise_rnn
 from .base import Cell
 from .classic import modrelu
 
@@ -39,6 +40,16 @@ class OrthogonalRNNCell(Cell):
         z = nn.functional.linear(x_t, self.weight_ih) + nn.functional.linear(h, self.weight_hh)
         h = modrelu(z, self.bias)
         return h, h
+
+    def sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
+        """Fast path: one product for all input terms ``x @ W_ih.T``, the orthogonal map
+        evaluated once, then the fused modReLU recurrence (:func:`rnnlab.kernels.elementwise_rnn`).
+        ``backend="reference"`` runs :func:`rnnlab.unroll` instead."""
+        if self.backend == "reference":
+            return super().sequence(x, state, lengths)
+        self.check_input(x)
+        u = nn.functional.linear(x, self.weight_ih)
+        return elementwise_rnn(u, self.weight_hh, state, "modrelu", self.bias, lengths)
 
     def free_parameter_count(self) -> int:
         n = self.hidden_size

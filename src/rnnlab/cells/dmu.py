@@ -1,0 +1,110 @@
+"""Deep Memory Update (DMU) and the Recurrent Highway Network (RHN) it is compared with.
+
+DMU (Kamiński et al., "Deep Memory Update"): with ``u = [x_t; h_{t-1}]``,
+``[z_t; hhat_t] = FNN(u)`` where the FNN has hidden layers ``a <- LeakyReLU_0.01(W a + b)``
+and a linear output layer with 2H outputs, and
+``h_t = sigmoid(z_t) * h_{t-1} + (1 - sigmoid(z_t)) * f(hhat_t)`` (f = tanh by default).
+Init: Xavier uniform (gain for leaky ReLU on hidden layers, 1 on the output layer), zero
+biases, then ``z_bias`` (the paper's "positive scalar", 3) added to the z half of the output
+bias. The learning-rate rule of the paper, ``beta_DMU = beta / (2 n)`` with n the number of
+FNN layers (hidden layers + the linear output layer), and weight decay divided by the same
+factor, is exposed through ``group_scales()``: every DMU parameter is tagged ``"memory"`` and
+the trainer scales that group's lr and weight decay by ``1 / (2 n)`` (an explicit
+``[optim.group_lr] memory = ...`` overrides it).
+
+RHN (Zilly et al. 2017), coupled carry gate, ``depth`` micro-layers per time step:
+``s_0 = h_{t-1}``; for l = 1..depth: ``[a; b] = R_l s_{l-1} + b_l (+ W x_t if l == 1)``,
+``hh = tanh(a)``, ``t = sigmoid(b)``, ``s_l = hh * t + s_{l-1} * (1 - t)``; ``h_t = s_depth``.
+Shapes: x_t (B, I), h (B, H).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from .base import Cell
+
+
+class DMUCell(Cell):
+    """DMU with FNN hidden layer widths ``layers`` (default one layer of ``hidden_size``)."""
+
+    def __init__(
+        self, input_size: int, hidden_size: int, layers: list[int] | tuple[int, ...] | None = None,
+        z_bias: float = 3.0, activation: str = "tanh", backend: str = "auto",
+    ):
+        super().__init__(input_size, hidden_size, backend)
+        layers = [hidden_size] if layers is None else [int(w) for w in layers]
+        if any(w < 1 for w in layers):
+            raise ValueError(f"DMU hidden layer widths must be positive, got {layers}")
+        if activation not in ("tanh", "identity"):
+            raise ValueError(f"DMU activation must be 'tanh' or 'identity', got {activation!r}")
+        self.layers, self.z_bias, self.activation = layers, float(z_bias), activation
+        sizes = [input_size + hidden_size] + layers + [2 * hidden_size]
+        self.fnn = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+        self.depth = len(self.fnn)
+        self.reset_parameters()
+        self.tag_parameters("fnn", "memory")
+
+    def reset_parameters(self) -> None:
+        gain = nn.init.calculate_gain("leaky_relu", 0.01)
+        for i, lin in enumerate(self.fnn):
+            nn.init.xavier_uniform_(lin.weight, gain=gain if i < len(self.fnn) - 1 else 1.0)
+            nn.init.zeros_(lin.bias)
+        with torch.no_grad():
+            self.fnn[-1].bias[: self.hidden_size] += self.z_bias
+
+    def group_scales(self) -> dict[str, float]:
+        return {"memory": 1.0 / (2 * self.depth)}
+
+    def forward(self, x_t: Tensor, h: Tensor):
+        a = torch.cat([x_t, h], dim=1)
+        for lin in self.fnn[:-1]:
+            a = nn.functional.leaky_relu(lin(a), 0.01)
+        z, hh = self.fnn[-1](a).chunk(2, dim=1)
+        if self.activation == "tanh":
+            hh = torch.tanh(hh)
+        g = torch.sigmoid(z)
+        h = g * h + (1 - g) * hh
+        return h, h
+
+
+class RHNCell(Cell):
+    """Recurrent Highway Network with coupled carry gate (see the module docstring).
+    ``transform_bias`` initialises the transform-gate biases (negative: carry by default)."""
+
+    def __init__(
+        self, input_size: int, hidden_size: int, depth: int = 2, transform_bias: float = -2.0,
+        backend: str = "auto",
+    ):
+        super().__init__(input_size, hidden_size, backend)
+        if depth < 1:
+            raise ValueError(f"RHN depth must be >= 1, got {depth}")
+        self.depth, self.transform_bias = int(depth), float(transform_bias)
+        H = hidden_size
+        self.weight_ih = nn.Parameter(torch.empty(2 * H, input_size))
+        self.weight_hh = nn.Parameter(torch.empty(self.depth, 2 * H, H))
+        self.bias = nn.Parameter(torch.empty(self.depth, 2 * H))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        k = 1.0 / math.sqrt(self.hidden_size)
+        for p in (self.weight_ih, self.weight_hh):
+            nn.init.uniform_(p, -k, k)
+        with torch.no_grad():
+            self.bias.zero_()
+            self.bias[:, self.hidden_size :] = self.transform_bias
+
+    def forward(self, x_t: Tensor, h: Tensor):
+        s = h
+        inp = nn.functional.linear(x_t, self.weight_ih)
+        for l in range(self.depth):
+            pre = nn.functional.linear(s, self.weight_hh[l], self.bias[l])
+            if l == 0:
+                pre = pre + inp
+            a, b = pre.chunk(2, dim=1)
+            t = torch.sigmoid(b)
+            s = torch.tanh(a) * t + s * (1 - t)
+        return s, s

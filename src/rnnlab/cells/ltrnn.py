@@ -1,0 +1,82 @@
+"""Linear-transition RNN (Henaff, Szlam & LeCun 2016).
+
+``h_t = W_hh h_{t-1} + sigma(W_ih x_t + b)``: the nonlinearity acts on the input path only, so
+the transition is linear and the whole sequence is a linear recurrence over the precomputed
+``v_t = sigma(W_ih x_t + b)``. ``init``: "identity" (LT-IRNN, suits adding), "orthogonal"
+(random orthogonal, LT-ORNN, suits copy), "default" (uniform +-1/sqrt(H)).
+``activation``: "relu" (the paper's), "tanh" or "identity". Shapes: x_t (B, I), h (B, H).
+
+Fast paths over the precomputed ``v`` (:mod:`rnnlab.kernels.scan`): ``backend="scan"`` (chunked
+scan), ``"loop"`` (loop of fused matrix products), ``"auto"`` (the scan for small steps where
+it is faster, else the loop; a given ``chunk`` forces the scan); ``"reference"`` is the step loop.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from .. import parametrize as par
+from ..kernels.scan import linear_recurrence, linear_recurrence_loop, linear_recurrence_scan
+from .base import Cell
+
+
+class LTRNNCell(Cell):
+    def __init__(
+        self, input_size: int, hidden_size: int, activation: str = "relu", init: str = "identity",
+        bias: bool = True, chunk: int = 0, backend: str = "auto",
+    ):
+        super().__init__(input_size, hidden_size, backend)
+        if activation not in ("relu", "tanh", "identity"):
+            raise ValueError(f"LT-RNN activation must be 'relu', 'tanh' or 'identity', got {activation!r}")
+        if init not in ("identity", "orthogonal", "default"):
+            raise ValueError(f"LT-RNN init must be 'identity', 'orthogonal' or 'default', got {init!r}")
+        self.activation, self.init, self.chunk = activation, init, int(chunk)
+        self.weight_ih = nn.Parameter(torch.empty(hidden_size, input_size))
+        self.weight_hh = nn.Parameter(torch.empty(hidden_size, hidden_size))
+        self.bias = nn.Parameter(torch.zeros(hidden_size)) if bias else None
+        self.reset_parameters()
+
+    @classmethod
+    def extra_backends(cls):
+        return ("loop", "scan")
+
+    def reset_parameters(self) -> None:
+        k = 1.0 / math.sqrt(self.hidden_size)
+        nn.init.uniform_(self.weight_ih, -k, k)
+        with torch.no_grad():
+            if self.init == "identity":
+                self.weight_hh.copy_(torch.eye(self.hidden_size))
+            elif self.init == "orthogonal":
+                self.weight_hh.copy_(par.random_orthogonal(self.hidden_size))
+            else:
+                self.weight_hh.uniform_(-k, k)
+            if self.bias is not None:
+                self.bias.zero_()
+
+    def input_path(self, x: Tensor) -> Tensor:
+        v = nn.functional.linear(x, self.weight_ih, self.bias)
+        if self.activation == "relu":
+            return torch.relu(v)
+        return torch.tanh(v) if self.activation == "tanh" else v
+
+    def forward(self, x_t: Tensor, h: Tensor):
+        h = nn.functional.linear(h, self.weight_hh) + self.input_path(x_t)
+        return h, h
+
+    def sequence(self, x, state=None, lengths=None):
+        if self.backend == "reference" or lengths is not None:
+            return super().sequence(x, state, lengths)
+        self.check_input(x)
+        if state is None:
+            state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
+        v = self.input_path(x)
+        if self.backend == "loop":
+            out = linear_recurrence_loop(v, self.weight_hh, state)
+        elif self.backend == "scan":
+            out = linear_recurrence_scan(v, self.weight_hh, state, self.chunk or None)
+        else:
+            out = linear_recurrence(v, self.weight_hh, state, self.chunk or None)
+        return out, out[-1]

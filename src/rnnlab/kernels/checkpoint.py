@@ -1,0 +1,70 @@
+"""Time-chunked recomputation: trade compute for memory on long sequences.
+
+:func:`checkpointed_sequence` runs ``cell.sequence`` over consecutive chunks of ``chunk``
+time steps, each under :func:`torch.utils.checkpoint.checkpoint` (non-reentrant). For
+backward it keeps only each chunk's input slice and first state; the chunk's forward (and
+so its activations) is recomputed when its gradient is needed. The result is the same
+function with the same gradients (tested against the unchunked sequence in float64); the
+cost is one extra forward pass over the sequence.
+
+What it saves depends on the cell's path: the reference loop keeps several (B, H) tensors
+per step for backward, the fused recurrence (:func:`rnnlab.kernels.elementwise_rnn`) keeps
+one, and with a readout over all steps the (T, B, H) outputs are kept by the readout anyway.
+So the gain is largest with a readout at the last step (sequential MNIST, adding) or with
+the reference loop; BENCHMARKS.md records measured peaks at T=10,000.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch.utils.checkpoint import checkpoint
+
+from ..cells.base import map_state
+
+
+def checkpointed_sequence(cell, x: Tensor, state=None, lengths: Tensor | None = None, chunk: int = 256):
+    """``cell.sequence(x, state, lengths)`` computed chunk by chunk with recomputation.
+
+    Args:
+        cell: a :class:`rnnlab.cells.Cell`.
+        x: (T, B, I) time-major input.
+        state: initial state (None: the cell's zero state).
+        lengths: optional (B,) lengths; steps at or past a sequence's length leave its state
+            unchanged and give zero outputs (as in :func:`rnnlab.unroll`).
+        chunk: time steps per recomputed chunk (memory ~ T/chunk states + one chunk's
+            activations; chunk ~ sqrt(T) balances the two).
+
+    Returns:
+        ``(outputs (T, B, H), state)`` as ``cell.sequence`` does.
+    """
+    chunk = int(chunk)
+    if chunk < 1:
+        raise ValueError(f"chunk must be a positive number of time steps, got {chunk}")
+    cell.check_input(x)
+    T, B = x.shape[0], x.shape[1]
+    if state is None:
+        state = cell.init_state(B, device=x.device, dtype=x.dtype)
+    if not torch.is_grad_enabled() or T <= chunk:
+        return cell.sequence(x, state, lengths)
+    if lengths is not None:
+        lengths = torch.as_tensor(lengths, dtype=torch.long, device=x.device)
+    outs = []
+    for s in range(0, T, chunk):
+        xs = x[s : s + chunk]
+        ls = None if lengths is None else (lengths - s).clamp(0, xs.shape[0])
+
+        def run(xs, state, ls=ls):
+            if ls is None or int(ls.min()) > 0:
+                return cell.sequence(xs, state, ls)
+            # sequences that ended before this chunk: native kernels reject length 0, so run
+            # them one step and then put back their frozen state and zero outputs
+            done = (ls == 0).unsqueeze(1)
+            out, new = cell.sequence(xs, state, ls.clamp(min=1))
+            out = out.masked_fill(done.unsqueeze(0), 0.0)
+            new = map_state(lambda n, o: torch.where(done, o, n), new, state)
+            return out, new
+
+        out, state = checkpoint(run, xs, state, use_reentrant=False)
+        outs.append(out)
+    return torch.cat(outs), state

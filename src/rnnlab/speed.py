@@ -1,0 +1,432 @@
+"""The speed benchmark: training-iteration time, inference throughput and peak memory of every
+registered cell, side by side with ``torch.nn.LSTM`` and with the cell's own reference loop.
+
+One row per (configuration, cell). Each row runs in its own worker process (so peak memory
+and allocator state are the row's own) and measures, in that one process,
+
+* the training iteration (forward + backward + RMSprop step, a linear readout and the task's
+  cross-entropy) of the cell's default backend ("fast"), of the same model with
+  ``backend="reference"`` (the :func:`rnnlab.unroll` loop) and of a ``torch.nn.LSTM`` of
+  matched parameter count, interleaved repeat by repeat so that a change in the load of a
+  shared machine hits all three alike; medians after warm-up, both in process CPU time and in
+  wall time (with one thread, CPU time is the cost of our own code; wall time adds the waits
+  for a core when other processes compete for it);
+* inference throughput (sequences per second of the fast forward under ``torch.no_grad``);
+* peak memory: the rise of the process's peak resident set size (``ru_maxrss``) over its
+  resident size just before the first training iteration of the fast path, which runs first
+  (so this is the fast path's training peak: activations saved for backward, gradients,
+  optimizer state, allocator slack);
+* minor page faults per training iteration (``ru_minflt``), which show the allocator's cost;
+* the matrix-product floor: the time the iteration's matrix products alone take at this
+  machine's measured rate, each product shape timed with ``torch.mm`` in the same process
+  (recurrence forward and backward per step, the weight gradients as one product each, input
+  projection, readout). It excludes the orthogonal map's own O(n^3) work (under 1% here).
+
+Configurations: ``copy`` (T = L + 2K = 1020, K=10, batch 128, about 22K parameters),
+``mnist`` (sequential MNIST: T=784, one pixel per step, readout at the last step, about 16K
+parameters), ``ptb`` (character level: T=150, batch 128, 50 one-hot symbols, expRNN n=1024
+and every other cell matched to its parameter count), ``long`` (copy-style input at
+T=10,000, for memory). Data are random tokens/pixels of the right shapes: speed does not
+depend on the values.
+
+Entry points: :func:`run` (returns rows), :func:`format_table` (markdown), and
+``benchmarks/speed.py`` / ``rnnlab bench speed`` for the command line. Nothing runs at import.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+
+#: cells whose iteration is "G matrices of (H, H) per step" (for the matrix-product floor):
+#: key -> G. Cells not listed get no floor (their structure is not assumed here).
+FLOOR_GATES = {"rnn": 1, "irnn": 1, "exprnn": 1, "scornn": 1, "asrnn": 1, "nnrnn": 1, "gru": 3, "lstm": 4, "nn.LSTM": 4}
+
+BASELINE = "nn.LSTM"
+
+
+@dataclass
+class BenchConfig:
+    name: str
+    T: int
+    batch: int
+    input_size: int
+    output_size: int
+    tokens: bool  # one-hot token inputs (else real-valued pixels)
+    readout: str  # "all" or "last"
+    size_cell: str  # the cell whose size fixes the parameter budget
+    size_hidden: int
+    fixed: dict = field(default_factory=dict)  # cell label -> hidden size fixed by the papers
+    cells: tuple | None = None  # restrict to these cell labels (None: every registered cell)
+    note: str = ""
+
+
+CONFIGS = {
+    "copy": BenchConfig(
+        "copy", 1020, 128, 10, 9, True, "all", "exprnn", 190,
+        {"exprnn": 190, "scornn": 190, "asrnn": 138, "nnrnn": 128, BASELINE: 68, "lstm": 68},
+        note="copy task L=1000, K=10 (T=1020), batch 128, ~22K parameters",
+    ),
+    "mnist": BenchConfig(
+        "mnist", 784, 128, 1, 10, False, "last", "exprnn", 170, {"asrnn": 122},
+        note="sequential MNIST (T=784, 1 pixel/step), batch 128, ~16K parameters",
+    ),
+    "ptb": BenchConfig(
+        "ptb", 150, 128, 50, 50, True, "all", "exprnn", 1024, {"asrnn": 1024},
+        note="PTB-char shapes (T=150, 50 symbols one-hot), batch 128, expRNN n=1024 budget",
+    ),
+    "long": BenchConfig(
+        "long", 10_000, 128, 10, 9, True, "all", "exprnn", 190,
+        {"exprnn": 190, "scornn": 190, "asrnn": 138, "nnrnn": 128, BASELINE: 68},
+        cells=("exprnn", "scornn", "asrnn", "nnrnn", BASELINE),
+        note="copy-style input at T=10,000, batch 128, ~22K parameters (memory row)",
+    ),
+}
+
+
+# --- the cells: registered ones plus labelled variants ----------------------------------
+
+
+def cell_variants() -> dict[str, tuple[str, dict]]:
+    """label -> (CELLS key, constructor options), looked up at run time so cells merged
+    later (asRNN, nnRNN, ...) get rows without changes here."""
+    from .cells import CELLS
+
+    out = {BASELINE: ("nn.LSTM", {})}
+    for key in CELLS:
+        out[key] = (key, {})
+        if key == "rnn":
+            out["rnn-modrelu"] = ("rnn", {"nonlinearity": "modrelu"})
+    return out
+
+
+def _count(key: str, options: dict, cfg: BenchConfig, n: int) -> int:
+    """Free parameters (as the papers count them) of cell + linear readout at hidden size n."""
+    if key == "nn.LSTM":
+        core = 4 * n * (cfg.input_size + n + 2)
+    else:
+        from .cells import CELLS
+
+        core = CELLS[key](cfg.input_size, n, **options).free_parameter_count()
+    return core + n * cfg.output_size + cfg.output_size
+
+
+def match_hidden(key: str, options: dict, cfg: BenchConfig, target: int) -> int:
+    """The hidden size whose parameter count is closest to ``target`` (counts are quadratic
+    in n for every cell here: fit at n = 4, 6, 8, solve, then check the neighbours)."""
+    ys = [_count(key, options, cfg, n) for n in (4, 6, 8)]
+    a = (ys[2] - 2 * ys[1] + ys[0]) / 8.0
+    b = (ys[1] - ys[0]) / 2.0 - a * 10
+    c = ys[0] - 16 * a - 4 * b
+    if a > 0:
+        n0 = (-b + math.sqrt(max(b * b - 4 * a * (c - target), 0.0))) / (2 * a)
+    else:
+        n0 = (target - c) / b
+    cands = {max(1, int(math.floor(n0)) + d) for d in (-1, 0, 1, 2)}
+    return min(cands, key=lambda n: (abs(_count(key, options, cfg, n) - target), n))
+
+
+# --- the worker (one process per row) ---------------------------------------------------
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _maxrss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # kB on Linux
+
+
+def _minflt() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def _worker(spec: dict) -> dict:
+    from . import runtime
+
+    if spec["malloc"] == "tuned":
+        runtime.tune_malloc()
+    import torch
+
+    torch.set_num_threads(spec["threads"])
+    from . import parametrize as par
+    from .cells import CELLS, Recurrent
+
+    cfg = BenchConfig(**spec["config"])
+    T, B, I, O = cfg.T, cfg.batch, cfg.input_size, cfg.output_size
+    g = torch.Generator().manual_seed(0)
+    if cfg.tokens:
+        x = torch.nn.functional.one_hot(torch.randint(0, I, (T, B), generator=g), I).float()
+    else:
+        x = torch.rand(T, B, I, generator=g)
+    y = torch.randint(0, O, (T, B) if cfg.readout == "all" else (B,), generator=g)
+
+    def build(key, options, hidden):
+        torch.manual_seed(0)
+        if key == "nn.LSTM":
+            layer = torch.nn.LSTM(I, hidden)
+        else:
+            layer = Recurrent(I, hidden, cell=CELLS[key], **options)
+        readout = torch.nn.Linear(hidden, O)
+        model = torch.nn.ModuleDict({"rnn": layer, "readout": readout})
+        opt = torch.optim.RMSprop(model.parameters(), lr=1e-5, alpha=0.9)
+
+        def forward():
+            out = layer(x)[0]
+            if cfg.readout == "last":
+                out = out[-1]
+            return readout(out)
+
+        def train_step():
+            logits = forward()
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, O), y.reshape(-1))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            par.after_optimizer_step(model)
+
+        def infer():
+            with torch.no_grad():
+                forward()
+
+        return model, train_step, infer
+
+    def timed(fn):
+        f0, c0, w0 = _minflt(), time.process_time(), time.perf_counter()
+        fn()
+        return time.perf_counter() - w0, time.process_time() - c0, _minflt() - f0
+
+    key, options, hidden = spec["key"], spec["options"], spec["hidden"]
+    res: dict = {"pid": os.getpid()}
+    model, fast_step, fast_infer = build(key, options, hidden)
+    variants = {"fast": fast_step}
+    rss0 = _rss_mb()
+    warm = [timed(fast_step) for _ in range(spec["warmup"])]  # the fast path runs first:
+    res["peak_mb"] = _maxrss_mb() - rss0  # this peak is its own
+    res["first_iteration_s"] = warm[0][0] if warm else None
+    if spec["reference"] and key != "nn.LSTM":
+        cells = [m for m in model.modules() if hasattr(m, "backend")]
+
+        def ref_step():
+            for c in cells:
+                c.backend = "reference"
+            try:
+                fast_step()
+            finally:
+                for c in cells:
+                    c.backend = "auto"
+
+        variants["reference"] = ref_step
+    if spec["baseline_hidden"] and key != "nn.LSTM":
+        _, base_step, _ = build("nn.LSTM", {}, spec["baseline_hidden"])
+        variants["baseline"] = base_step
+    for name, fn in variants.items():
+        if name != "fast":
+            for _ in range(spec["warmup"]):
+                fn()
+    samples = {name: [] for name in variants}
+    for _ in range(spec["repeats"]):
+        for name, fn in variants.items():
+            samples[name].append(timed(fn))
+    for name, s in samples.items():
+        res[name] = {
+            "wall": statistics.median(v[0] for v in s),
+            "cpu": statistics.median(v[1] for v in s),
+            "faults": statistics.median(v[2] for v in s),
+            "wall_all": [round(v[0], 4) for v in s],
+            "cpu_all": [round(v[1], 4) for v in s],
+        }
+    fast_infer()
+    inf = [timed(fast_infer) for _ in range(max(1, spec["repeats"]))]
+    res["infer"] = {"wall": statistics.median(v[0] for v in inf), "cpu": statistics.median(v[1] for v in inf)}
+    res["floor"] = _floor(torch, cfg, spec["gates"], hidden) if spec["gates"] else None
+    if spec["baseline_hidden"] and key != "nn.LSTM":
+        res["baseline_floor"] = _floor(torch, cfg, 4, spec["baseline_hidden"])
+    res["torch"] = torch.__version__
+    res["threads"] = torch.get_num_threads()
+    res["malloc"] = runtime.malloc_conditions()
+    return res
+
+
+def _mm_time(torch, m: int, k: int, n: int, cap_rows: int = 1 << 17) -> float:
+    """Median seconds of an (m, k) x (k, n) product; products with more than ``cap_rows`` in
+    their long dimension are timed at ``cap_rows`` and scaled linearly (same rate)."""
+    scale = 1.0
+    big = max(m, k, n)
+    if big > cap_rows:
+        scale = big / cap_rows
+        m, k, n = (cap_rows if d == big else d for d in (m, k, n))
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    reps = max(3, min(200, int(2e8 / max(1, 2 * m * k * n))))
+    torch.mm(a, b)
+    ts = []
+    for _ in range(5):
+        t = time.process_time()
+        for _ in range(reps):
+            torch.mm(a, b)
+        ts.append((time.process_time() - t) / reps)
+    return statistics.median(ts) * scale
+
+
+def _floor(torch, cfg: BenchConfig, G: int, H: int) -> dict:
+    """Seconds the matrix products of one training iteration take at the measured rates."""
+    T, B, I, O = cfg.T, cfg.batch, cfg.input_size, cfg.output_size
+    N = T * B if cfg.readout == "all" else B
+    step_fwd = _mm_time(torch, B, H, G * H)
+    step_bwd = _mm_time(torch, B, G * H, H)
+    parts = {
+        "recurrence": T * (step_fwd + step_bwd) + _mm_time(torch, G * H, T * B, H),
+        "input": _mm_time(torch, T * B, I, G * H) + _mm_time(torch, G * H, T * B, I),
+        "readout": _mm_time(torch, N, H, O) + _mm_time(torch, N, O, H) + _mm_time(torch, O, N, H),
+    }
+    flops = 2 * (3 * T * B * H * G * H + 2 * T * B * I * G * H + 3 * N * H * O)
+    total = sum(parts.values())
+    return {"s": total, "parts": parts, "gflop": flops / 1e9, "gflops_rate": flops / total / 1e9}
+
+
+def _worker_main() -> None:
+    """Worker entry: reads a JSON spec on stdin, writes a JSON result on stdout."""
+    spec = json.loads(sys.stdin.read())
+    try:
+        out = _worker(spec)
+    except Exception as e:  # report, do not hide: the row shows the error
+        out = {"error": f"{type(e).__name__}: {e}"}
+    sys.stdout.write("\n@@RESULT@@" + json.dumps(out) + "\n")
+
+
+def _spawn(spec: dict, timeout: float) -> dict:
+    env = dict(os.environ)
+    for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[k] = str(spec["threads"])
+    src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    try:
+        p = subprocess.run(
+            [sys.executable, "-c", "import rnnlab.speed as s; s._worker_main()"],
+            input=json.dumps(spec), capture_output=True, text=True, env=env, timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    if "@@RESULT@@" not in p.stdout:
+        return {"error": f"worker exited with {p.returncode}: {p.stderr.strip()[-300:]}"}
+    return json.loads(p.stdout.split("@@RESULT@@")[-1])
+
+
+# --- the driver ---------------------------------------------------------------------------
+
+
+def plan(configs=("copy", "mnist", "ptb", "long"), cells=None, quick=False) -> list[dict]:
+    """The rows to run: one spec per (configuration, cell label)."""
+    variants = cell_variants()
+    specs = []
+    for cname in configs:
+        if cname not in CONFIGS:
+            raise ValueError(f"unknown speed configuration {cname!r}; expected one of {tuple(CONFIGS)}")
+        cfg = CONFIGS[cname]
+        size_key, size_opts = variants[cfg.size_cell]
+        target = _count(size_key, size_opts, cfg, cfg.size_hidden)
+        base_hidden = cfg.fixed.get(BASELINE) or match_hidden("nn.LSTM", {}, cfg, target)
+        labels = [l for l in variants if (cfg.cells is None or l in cfg.cells)]
+        if cells:
+            labels = [l for l in labels if l in cells or l == BASELINE]
+        if quick and cname == "long":
+            labels = [l for l in labels if l in ("exprnn", BASELINE)]
+        for label in labels:
+            key, opts = variants[label]
+            hidden = cfg.fixed.get(label) or match_hidden(key, opts, cfg, target)
+            long = cfg.T > 2000
+            specs.append({
+                "config": asdict(cfg), "label": label, "key": key, "options": opts, "hidden": hidden,
+                "params": _count(key, opts, cfg, hidden), "target_params": target,
+                "gates": FLOOR_GATES.get(key),
+                "baseline_hidden": None if label == BASELINE else base_hidden,
+                "reference": not long,
+                "warmup": 1,
+                "repeats": (1 if long else 2) if quick else (2 if long else (3 if cname == "ptb" else 5)),
+            })
+    return specs
+
+
+def run(configs=("copy", "mnist", "ptb", "long"), cells=None, quick=False, threads=1, malloc="tuned",
+        timeout=1800.0, log=print) -> dict:
+    """Run the benchmark; returns ``{"conditions": ..., "rows": [...]}``."""
+    if malloc not in ("tuned", "default"):
+        raise ValueError(f"malloc must be 'tuned' or 'default', got {malloc!r}")
+    if int(threads) < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    rows = []
+    for spec in plan(configs, cells, quick):
+        spec.update(threads=int(threads), malloc=malloc)
+        t0 = time.time()
+        res = _spawn(spec, timeout)
+        row = {k: spec[k] for k in ("label", "hidden", "params", "target_params", "baseline_hidden")}
+        row["config"] = spec["config"]["name"]
+        row.update(res)
+        rows.append(row)
+        if log:
+            log(_row_line(row) + f"  [{time.time() - t0:.0f} s]")
+    import torch
+
+    conditions = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+        "torch": torch.__version__, "python": platform.python_version(),
+        "threads": int(threads), "malloc": malloc, "quick": quick,
+        "loadavg_end": os.getloadavg(),
+    }
+    return {"conditions": conditions, "rows": rows}
+
+
+def _fmt(v, spec="{:.2f}"):
+    return "-" if v is None else spec.format(v)
+
+
+def _row_line(row: dict) -> str:
+    if "error" in row:
+        return f"{row['config']:6s} {row['label']:12s} n={row['hidden']:<5d} ERROR {row['error']}"
+    f = row["fast"]
+    extra = ""
+    if row.get("reference"):
+        extra += f" ref {row['reference']['cpu']:.3f}"
+    if row.get("baseline"):
+        extra += f" lstm {row['baseline']['cpu']:.3f}"
+    fl = row.get("floor")
+    return (f"{row['config']:6s} {row['label']:12s} n={row['hidden']:<5d} cpu {f['cpu']:.3f} wall {f['wall']:.3f}"
+            f"{extra} floor {_fmt(fl and fl['s'], '{:.3f}')} peak {row['peak_mb']:.0f} MB faults {f['faults']:.0f}")
+
+
+def format_table(result: dict) -> str:
+    """Markdown table of a :func:`run` result (CPU-time medians; see the module docstring)."""
+    head = ("| config | cell | n | params | train s/it CPU (wall) | vs nn.LSTM CPU (wall) | vs reference loop "
+            "| matmul floor s | vs floor | inference seq/s | peak MB | minor faults/it |")
+    lines = [head, "|" + "|".join(["---"] * 12) + "|"]
+    for row in result["rows"]:
+        if "error" in row:
+            lines.append(f"| {row['config']} | {row['label']} | {row['hidden']} | {row['params']} | error: {row['error'][:80]} |" + " |" * 7)
+            continue
+        f = row["fast"]
+        B = CONFIGS[row["config"]].batch
+        b = row.get("baseline")
+        vs_l = "1 (baseline)" if row["label"] == BASELINE else (
+            f"{f['cpu'] / b['cpu']:.2f} ({f['wall'] / b['wall']:.2f})" if b else "-")
+        r = row.get("reference")
+        vs_r = f"{f['cpu'] / r['cpu']:.2f}" if r else "-"
+        fl = row.get("floor")
+        lines.append(
+            f"| {row['config']} | {row['label']} | {row['hidden']} | {row['params']:,} | {f['cpu']:.3f} ({f['wall']:.3f}) "
+            f"| {vs_l} | {vs_r} | {_fmt(fl and fl['s'], '{:.3f}')} | {_fmt(fl and f['cpu'] / fl['s'])} "
+            f"| {B / row['infer']['cpu']:.0f} | {row['peak_mb']:.0f} | {f['faults']:.0f} |"
+        )
+    return "\n".join(lines)

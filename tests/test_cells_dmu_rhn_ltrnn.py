@@ -1,0 +1,125 @@
+"""DMU, RHN and LT-RNN: equations computed a second way, inits, the DMU lr rule, Henaff's
+exact adding solution and the chunked scan against its loop."""
+
+import math
+
+import pytest
+import torch
+
+from rnnlab import DMUCell, LTRNNCell, RHNCell, config
+from rnnlab.kernels.scan import linear_recurrence, linear_recurrence_loop, linear_recurrence_scan
+from rnnlab.tasks import AddingTask
+from rnnlab.train import build_optimizer
+
+
+def test_dmu_update_equation():
+    torch.manual_seed(0)
+    cell = DMUCell(3, 4, layers=[5, 6]).double()
+    x, h = torch.randn(2, 3, dtype=torch.float64), torch.randn(2, 4, dtype=torch.float64)
+    W = [(l.weight, l.bias) for l in cell.fnn]
+    a = torch.cat([x, h], 1)
+    for Wk, bk in W[:-1]:
+        pre = a @ Wk.T + bk
+        a = torch.where(pre > 0, pre, 0.01 * pre)
+    out = a @ W[-1][0].T + W[-1][1]
+    z, hh = out[:, :4], out[:, 4:]
+    s = 1 / (1 + torch.exp(-z))
+    expected = s * h + (1 - s) * torch.tanh(hh)
+    torch.testing.assert_close(cell(x, h)[0], expected)
+
+
+def test_dmu_init_and_learning_rate_rule():
+    torch.manual_seed(1)
+    cell = DMUCell(3, 4, layers=[8])
+    assert torch.all(cell.fnn[-1].bias[:4] == 3.0) and torch.all(cell.fnn[-1].bias[4:] == 0.0)
+    assert torch.all(cell.fnn[0].bias == 0.0)
+    gain = math.sqrt(2.0 / (1 + 0.01**2))
+    bound = gain * math.sqrt(6.0 / (7 + 8))
+    assert cell.fnn[0].weight.abs().max() <= bound
+    assert cell.depth == 2 and cell.group_scales() == {"memory": 0.25}
+    cfg = config.load("demo/lstm", ['model.cell="dmu"', "model.hidden_size=4", "optim.lr=0.02",
+                                    "optim.weight_decay=0.1", "model.cell_options.layers=[8, 8]"])
+    from rnnlab.model import build_model
+    from rnnlab.train import build_task
+
+    model = build_model(cfg.model, build_task(cfg.task))
+    _, groups = build_optimizer(cfg.optim, model)
+    # three FNN layers: lr and weight decay of the module divided by 2 n = 6
+    assert groups["memory"]["lr"] == pytest.approx(0.02 / 6)
+    assert groups["memory"]["weight_decay"] == pytest.approx(0.1 / 6)
+    assert groups["default"]["lr"] == 0.02
+
+
+def test_rhn_coupled_carry_equation():
+    torch.manual_seed(2)
+    cell = RHNCell(3, 4, depth=2).double()
+    assert torch.all(cell.bias[:, 4:] == -2.0)
+    x, h = torch.randn(2, 3, dtype=torch.float64), torch.randn(2, 4, dtype=torch.float64)
+    s = h
+    for l in range(2):
+        pre = s @ cell.weight_hh[l].T + cell.bias[l] + (x @ cell.weight_ih.T if l == 0 else 0)
+        hh, t = torch.tanh(pre[:, :4]), torch.sigmoid(pre[:, 4:])
+        s = hh * t + s * (1 - t)
+    torch.testing.assert_close(cell(x, h)[0], s)
+
+
+def test_henaff_adding_solution_is_exact():
+    """A one-unit ReLU LT-RNN with U = [1, 1], b = -1, W = 1 (readout V = 1) adds the two
+    marked values exactly (Henaff et al. 2016, section 3.2.1)."""
+    cell = LTRNNCell(2, 1, activation="relu", init="identity").double()
+    with torch.no_grad():
+        cell.weight_ih.copy_(torch.tensor([[1.0, 1.0]]))
+        cell.bias.fill_(-1.0)
+    task = AddingTask(T=300)
+    batch = task.make(64, torch.Generator().manual_seed(3))
+    x = batch.x.double()
+    out, h = cell.sequence(x.transpose(0, 1))
+    torch.testing.assert_close(h[:, 0], (x[..., 0] * x[..., 1]).sum(1), rtol=0, atol=1e-12)
+    assert task.loss(h.float(), batch).item() < 1e-12
+
+
+@pytest.mark.parametrize("T,chunk", [(1, None), (7, None), (50, None), (50, 7), (64, 8), (30, 29)])
+def test_scan_equals_loop_float64(T, chunk):
+    torch.manual_seed(4)
+    B, H = 3, 5
+    v = torch.randn(T, B, H, dtype=torch.float64, requires_grad=True)
+    W = (0.3 * torch.randn(H, H, dtype=torch.float64) + torch.eye(H, dtype=torch.float64)).requires_grad_()
+    h0 = torch.randn(B, H, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(T, B, H, dtype=torch.float64)
+    a = linear_recurrence_loop(v, W, h0)
+    b = linear_recurrence_scan(v, W, h0, chunk)
+    torch.testing.assert_close(a, b)
+    ga = torch.autograd.grad((a * w).sum(), (v, W, h0))
+    gb = torch.autograd.grad((b * w).sum(), (v, W, h0))
+    for x, y in zip(ga, gb):
+        torch.testing.assert_close(x, y)
+
+
+def test_scan_gradcheck():
+    torch.manual_seed(5)
+    v = torch.randn(9, 2, 3, dtype=torch.float64, requires_grad=True)
+    W = torch.randn(3, 3, dtype=torch.float64, requires_grad=True)
+    h0 = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda *a: linear_recurrence_scan(*a, chunk=3), (v, 0.5 * W, h0))
+
+
+@pytest.mark.parametrize("backend", ["loop", "scan", "auto"])
+def test_ltrnn_backends_equal_reference(backend):
+    torch.manual_seed(6)
+    ref = LTRNNCell(4, 6, activation="tanh", init="orthogonal", backend="reference").double()
+    fast = LTRNNCell(4, 6, activation="tanh", init="orthogonal", backend=backend).double()
+    fast.load_state_dict(ref.state_dict())
+    x = torch.randn(40, 3, 4, dtype=torch.float64)
+    torch.testing.assert_close(fast.sequence(x)[0], ref.sequence(x)[0])
+    W = ref.weight_hh.detach()
+    torch.testing.assert_close(W.T @ W, torch.eye(6, dtype=torch.float64))
+    assert linear_recurrence(torch.zeros(5, 2, 3), torch.eye(3), torch.ones(2, 3)).shape == (5, 2, 3)
+
+
+def test_bad_options():
+    with pytest.raises(ValueError, match="layer widths"):
+        DMUCell(3, 4, layers=[0])
+    with pytest.raises(ValueError, match="depth"):
+        RHNCell(3, 4, depth=0)
+    with pytest.raises(ValueError, match="activation"):
+        LTRNNCell(3, 4, activation="sigmoid")
