@@ -305,3 +305,10 @@ def test_s_initialised_at_zero_gets_no_gradient():
         cell.sequence(x)[0].pow(2).sum().backward()
         g = cell.parametrizations.diag_f.original.grad
         assert bool(g.abs().max() > 0) is moves
+
+
+def test_cayley_maps_fast_path_equals_step_loop():
+    cell = make_cell(H=12, I=4, map="cayley", init="cayley", uf_map="cayley", uf_scale=0.3, a=0.3, b=1.0)
+    assert par.orthogonality_error(cell.weight_uf) < 1e-12 and par.orthogonality_error(cell.weight_hh) < 1e-6
+    x, h0 = torch.randn(25, 3, 4, dtype=D), torch.randn(3, 12, dtype=D)
+    assert_same(run(cell, x, h0, "auto"), run(cell, x, h0, "reference"), rtol=1e-10)

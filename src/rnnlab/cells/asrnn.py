@@ -21,9 +21,10 @@ plain tanh RNN::
 
     g_t = tanh(W_f W_xh x_t + (W_f W_hh W_f^{-1}) g_{t-1} + W_f b),   h_t = W_f^{-1} g_t,
 
-which runs on ATen's ``torch.rnn_tanh`` (input projections of all steps in one matrix
-product, one (H, H) product per step, as a vanilla RNN) and maps back to h with one product
-over all steps. It equals the step loop in exact arithmetic; in floating point the change of
+which :class:`TanhRecurrence` runs with a hand-written BPTT (input projections of all steps in
+one matrix product, one (H, H) product per step forward and one backward, as a vanilla RNN;
+ATen's ``torch.rnn_tanh`` when ``lengths`` are given) and maps back to h with one product over
+all steps. It equals the step loop in exact arithmetic; in floating point the change of
 basis amplifies rounding by ``kappa = max_i (D_f^{-1} |U_f|^T |U_f| D_f 1)_i``, which is 1
 when ``U_f`` is a signed permutation (any ``D_f``) and about ``cond(D_f)`` for a dense ``U_f``;
 when ``kappa`` exceeds :data:`FAST_PATH_MAX_KAPPA` for the dtype the cell falls back to the
@@ -177,23 +178,32 @@ class ASRNNCell(Cell):
         d = self.diag_f.detach()
         return float(d.max() / d.min())
 
+    @staticmethod
     @torch.no_grad()
+    def _kappa(U: Tensor, d: Tensor) -> float:
+        U = U.detach().double().abs()
+        d = d.detach().double()
+        return float(((U.T @ U) @ d / d).max())
+
     def amplification(self) -> float:
         """``kappa = max_i (D_f^{-1} |U_f|^T |U_f| D_f 1)_i >= 1``: how much the fast path's
         change of basis magnifies rounding. Forming ``W_f W_hh W_f^{-1}`` and applying it to
         ``g = W_f h`` commits errors of size ``u |U| D |W| D^{-1} |U|^T |U| D |h|`` where the
         step loop commits ``u |U| D |W| |h|``; the ratio of the two is bounded by kappa."""
-        U = self.weight_uf.detach().double().abs()
-        d = self.diag_f.detach().double()
-        return float(((U.T @ U) @ d / d).max())
+        with torch.no_grad():
+            return self._kappa(self.weight_uf, self.diag_f)
 
-    def uses_fast_path(self, dtype: torch.dtype) -> bool:
+    def _fast_ok(self, dtype: torch.dtype, U: Tensor, d: Tensor) -> bool:
         if self.backend == "reference":
             return False
         if self.backend == "fast":
             return True
-        limit = FAST_PATH_MAX_KAPPA.get(dtype, FAST_PATH_MAX_KAPPA[torch.float32])
-        return self.amplification() <= limit
+        return self._kappa(U, d) <= FAST_PATH_MAX_KAPPA.get(dtype, FAST_PATH_MAX_KAPPA[torch.float32])
+
+    def uses_fast_path(self, dtype: torch.dtype) -> bool:
+        """Whether :meth:`sequence` takes the fast path for inputs of ``dtype`` now."""
+        with torch.no_grad():
+            return self._fast_ok(dtype, self.weight_uf, self.diag_f)
 
     def transformed_weights(self) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         """``(W_f W_xh, W_f W_hh W_f^{-1}, W_f b, W_f, W_f^{-1})``: the g-coordinates RNN."""
@@ -204,24 +214,28 @@ class ASRNNCell(Cell):
             return W_f @ self.weight_ih, W_f @ W @ W_f_inv, W_f @ self.bias, W_f, W_f_inv
 
     def sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
-        if not self.uses_fast_path(x.dtype):
+        if self.backend == "reference":
             return unroll(self, x, state, lengths)
-        self.check_input(x)
-        if state is None:
-            state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
-        w_ih, w_hh, bias, W_f, W_f_inv = self.transformed_weights()
-        g0 = nn.functional.linear(state, W_f)
-        if lengths is None:
-            # input projections of all steps in one product, then the hand-written BPTT loop
-            # x may be a transposed (batch-first) view; time-major memory makes each step's
-            # (B, H) block contiguous
-            g = TanhRecurrence.apply(x.contiguous(), w_ih, bias, g0, w_hh)
-            g_n = g[-1]
-        else:
-            weights = [w_ih, w_hh, bias, torch.zeros_like(bias)]
-            g, g_n = run_native(torch.rnn_tanh, x, g0, weights, lengths, self.training)
-        # h = W_f^{-1} g for all steps in one product; zero (padded) g maps to zero h
-        return nn.functional.linear(g, W_f_inv), nn.functional.linear(g_n, W_f_inv)
+        # one evaluation of the parametrized weights serves the precision test and the run
+        # (first accessed with autograd on, so the cached tensors carry the graph)
+        with P.cached():
+            if not self._fast_ok(x.dtype, self.weight_uf, self.diag_f):
+                return unroll(self, x, state, lengths)
+            self.check_input(x)
+            if state is None:
+                state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
+            w_ih, w_hh, bias, W_f, W_f_inv = self.transformed_weights()
+            g0 = nn.functional.linear(state, W_f)
+            if lengths is None:
+                # x may be a transposed (batch-first) view; time-major memory makes each step's
+                # (B, H) block contiguous
+                g = TanhRecurrence.apply(x.contiguous(), w_ih, bias, g0, w_hh)
+                g_n = g[-1]
+            else:
+                weights = [w_ih, w_hh, bias, torch.zeros_like(bias)]
+                g, g_n = run_native(torch.rnn_tanh, x, g0, weights, lengths, self.training)
+            # h = W_f^{-1} g for all steps in one product; zero (padded) g maps to zero h
+            return nn.functional.linear(g, W_f_inv), nn.functional.linear(g_n, W_f_inv)
 
     # --- bookkeeping -----------------------------------------------------------------------
     def free_parameter_count(self) -> int:
