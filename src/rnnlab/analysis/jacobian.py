@@ -101,7 +101,8 @@ def step_jacobians(cell: Cell, x: Tensor, state=None, method: str = "auto") -> t
                 _, s = cell(x_t[None], _unflat(v[None], like))
                 return _flat(s)[0]
 
-            Js.append(torch.autograd.functional.jacobian(step, _flat(s_prev)[0].detach(), vectorize=True).detach())
+            h_prev = _flat(s_prev)[0].detach()
+            Js.append(torch.autograd.functional.jacobian(step, h_prev, vectorize=True).detach())
     return states, torch.stack(Js)
 
 
@@ -141,20 +142,20 @@ def lag_spectrum(J: Tensor, start: int = 0, max_lag: int | None = None, rtol: fl
         raise ValueError(f"start must be in [0, {T - 1}], got {start}")
     K = T - start if max_lag is None else min(int(max_lag), T - start)
     J = J.detach().to(F64)
-    P = torch.eye(S, dtype=F64)
+    prod = torch.eye(S, dtype=F64)
     Q = torch.eye(S, dtype=F64)
     log_scale = 0.0
     log_r = torch.zeros(S, dtype=F64)
     out = {k: np.empty(K) for k in ("smax", "smin", "res", "qmax", "qmin")}
     for k in range(K):
         Jt = J[start + k]
-        P = Jt @ P
-        m = P.abs().max().item()
+        prod = Jt @ prod
+        m = prod.abs().max().item()
         if m == 0.0 or not math.isfinite(m):
             raise FloatingPointError(f"the product of Jacobians became {m} at lag {k + 1}")
-        P = P / m
+        prod = prod / m
         log_scale += math.log(m)
-        s = torch.linalg.svdvals(P)
+        s = torch.linalg.svdvals(prod)
         out["smax"][k] = math.log10(s[0].item()) + log_scale / math.log(10)
         ratio = (s[-1] / s[0]).item()
         out["res"][k] = ratio > rtol
