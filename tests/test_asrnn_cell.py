@@ -204,6 +204,14 @@ def test_fallback_threshold_is_per_dtype():
     assert cell.uses_fast_path(D) and not cell.float().uses_fast_path(torch.float32)
 
 
+def test_amplification_is_one_for_scalar_D_f_and_the_fast_path_matches():
+    """D_f = c I: W_f W_hh W_f^{-1} = U_f W_hh U_f^T is an orthogonal similarity, no loss."""
+    cell = make_cell(H=16, I=5, d=torch.full((16,), 0.7, dtype=D), uf_scale=1.0)
+    assert cell.amplification() == pytest.approx(1.0)
+    x, h0 = torch.randn(30, 4, 5, dtype=D), torch.randn(4, 16, dtype=D)
+    assert_same(run(cell, x, h0, "auto"), run(cell, x, h0, "reference"), rtol=1e-10)
+
+
 def test_amplification_is_one_for_signed_permutation_U_f():
     cell = make_cell(H=8, I=2, d=spread(8))
     assert cell.amplification() == pytest.approx(1.0)
