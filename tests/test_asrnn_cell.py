@@ -137,10 +137,14 @@ def test_vanishing_D_f_approaches_the_linear_rnn(backend):
 
 def test_tanh_recurrence_gradcheck():
     torch.manual_seed(0)
-    U = torch.randn(6, 3, 5, dtype=D, requires_grad=True)
+    x = torch.randn(6, 3, 4, dtype=D, requires_grad=True)
+    w_ih = torch.randn(5, 4, dtype=D, requires_grad=True)
+    b = torch.randn(5, dtype=D, requires_grad=True)
     g0 = torch.randn(3, 5, dtype=D, requires_grad=True)
     W = torch.randn(5, 5, dtype=D, requires_grad=True)
-    assert torch.autograd.gradcheck(TanhRecurrence.apply, (U, g0, W))
+    assert torch.autograd.gradcheck(TanhRecurrence.apply, (x, w_ih, b, g0, W))
+    x.requires_grad_(False)  # the path that skips dx (one-hot inputs)
+    assert torch.autograd.gradcheck(TanhRecurrence.apply, (x, w_ih, b, g0, W))
 
 
 @pytest.mark.parametrize("a,b,uf_scale", [(0.0, 0.0, 0.0), (0.5, 1.5, 0.3), (0.02, 0.02, 1.0)])
@@ -198,6 +202,14 @@ def test_fallback_threshold_is_per_dtype():
     kappa = cell.amplification()
     assert FAST_PATH_MAX_KAPPA[torch.float32] < kappa < FAST_PATH_MAX_KAPPA[D], kappa
     assert cell.uses_fast_path(D) and not cell.float().uses_fast_path(torch.float32)
+
+
+def test_amplification_is_one_for_scalar_D_f_and_the_fast_path_matches():
+    """D_f = c I: W_f W_hh W_f^{-1} = U_f W_hh U_f^T is an orthogonal similarity, no loss."""
+    cell = make_cell(H=16, I=5, d=torch.full((16,), 0.7, dtype=D), uf_scale=1.0)
+    assert cell.amplification() == pytest.approx(1.0)
+    x, h0 = torch.randn(30, 4, 5, dtype=D), torch.randn(4, 16, dtype=D)
+    assert_same(run(cell, x, h0, "auto"), run(cell, x, h0, "reference"), rtol=1e-10)
 
 
 def test_amplification_is_one_for_signed_permutation_U_f():
@@ -301,3 +313,10 @@ def test_s_initialised_at_zero_gets_no_gradient():
         cell.sequence(x)[0].pow(2).sum().backward()
         g = cell.parametrizations.diag_f.original.grad
         assert bool(g.abs().max() > 0) is moves
+
+
+def test_cayley_maps_fast_path_equals_step_loop():
+    cell = make_cell(H=12, I=4, map="cayley", init="cayley", uf_map="cayley", uf_scale=0.3, a=0.3, b=1.0)
+    assert par.orthogonality_error(cell.weight_uf) < 1e-12 and par.orthogonality_error(cell.weight_hh) < 1e-6
+    x, h0 = torch.randn(25, 3, 4, dtype=D), torch.randn(3, 12, dtype=D)
+    assert_same(run(cell, x, h0, "auto"), run(cell, x, h0, "reference"), rtol=1e-10)

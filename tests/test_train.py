@@ -9,6 +9,7 @@ import torch
 
 from rnnlab import config, parametrize as par
 from rnnlab.config import ConfigError
+from rnnlab.tasks.data import DataError
 from rnnlab.tasks import TASKS, CopyTask
 from rnnlab.train import RunExists, TrainingDiverged, build_optimizer, build_task, load_run, train
 
@@ -147,7 +148,7 @@ def _one_step(preset, tmp_path, extra=()):
     ])
     try:
         task = build_task(cfg.task, _shared_data_env())
-    except FileNotFoundError as e:  # a real-data preset without its files here
+    except (FileNotFoundError, DataError) as e:  # a real-data preset without its files here
         pytest.skip(f"data for {preset} not available: {e}")
     r = train(cfg, tmp_path / "run", progress=False, task=task)
     assert r["steps"] == 1 and r["final"]

@@ -36,7 +36,11 @@ def cmd_list(args) -> int:
     if what in ("all", "presets"):
         print("presets (rnnlab train NAME):")
         for name in config.list_presets():
-            cfg = config.load(name)
+            try:
+                cfg = config.load(name)
+            except config.ConfigError as e:  # e.g. a preset whose task is not registered yet
+                print(f"  {name:28s} (unavailable: {str(e).split(': ', 1)[-1]})")
+                continue
             print(f"  {name:28s} {cfg.model.cell} on {cfg.task.name}, {cfg.train.steps} steps")
     return 0
 
