@@ -64,3 +64,36 @@ def test_demo_end_to_end(tmp_path, capsys):
 def test_console_entry_point():
     r = subprocess.run([sys.executable, "-m", "rnnlab.cli", "--version"], capture_output=True, text=True)
     assert r.returncode == 0 and "rnnlab" in r.stdout
+
+
+def test_thresholds_summary(tmp_path, capsys):
+    from rnnlab.results import threshold_counts
+
+    runs = tmp_path / "runs"
+    assert main(["train", "dmu/adding-dmu", "--runs-dir", str(runs), "--seeds", "0,1", "--quiet",
+                 "--set", "train.steps=30", "--set", "task.val_size=50", "--set", "task.test_size=50"]) == 0
+    counts = threshold_counts(runs, "val/loss", (1.0, 1e-9), steps_per_epoch=10)["dmu-adding-dmu"]
+    assert counts[1.0] == [2, 2, 2]  # every run is below 1.0 from the first epoch on
+    assert counts[1e-9] == [0, 0, 0]
+    assert main(["thresholds", str(runs)]) == 0
+    assert "ep 3" in capsys.readouterr().out
+
+
+def test_suite_runs_in_parallel_skips_done_runs_and_tabulates(tmp_path, capsys):
+    from rnnlab.suite import list_suites, load_suite
+
+    assert {"demo", "dmu-adding", "henaff", "asrnn-copy"} <= set(list_suites())
+    for name in list_suites():  # every shipped suite names real presets
+        from rnnlab.suite import _jobs
+
+        assert list(_jobs(load_suite(name), tmp_path, []))
+    argv = ["suite", "demo", "--runs-dir", str(tmp_path), "--jobs", "2", "--set", "train.steps=4",
+            "--set", "task.val_size=16", "--set", "task.test_size=16", "--set", "train.eval_every=2"]
+    assert main(argv) == 0
+    out = capsys.readouterr()
+    assert "| demo-exprnn | exprnn |" in out.out and "(3)" in out.out
+    assert out.err.count("[trained]") == 12
+    assert main(argv) == 0
+    assert capsys.readouterr().err.count("[done]") == 12
+    assert (tmp_path / "demo" / "table.md").exists()
+    assert main(["suite", "nope"]) == 2

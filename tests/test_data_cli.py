@@ -187,3 +187,34 @@ def test_trainer_carries_state_into_every_tbptt_chunk(tmp_path, monkeypatch):
     assert len(seen) == 12 and seen[0] == (False, False)
     assert any(c for c, _ in seen[1:]) and any(not c for c, _ in seen[1:])  # several passes
     assert all(c == s for c, s in seen), seen
+
+
+def test_cli_data_download_from_local_server(tmp_path, monkeypatch, capsys):
+    import functools
+    import hashlib
+    import http.server
+    import threading
+
+    from rnnlab.tasks import data
+
+    served = tmp_path / "www"
+    served.mkdir()
+    payload = b"0123456789" * 1000
+    (served / "f.bin").write_bytes(payload)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    handler.log_message = lambda *a: None
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}/f.bin"
+        ds = data.Dataset("local", "local", (data.DataFile("f.bin", hashlib.sha256(payload).hexdigest(), len(payload), (url,)),))
+        monkeypatch.setitem(data.DATASETS, "local", ds)
+        root = tmp_path / "root"
+        assert cli.main(["data", "verify", "local", "--data-dir", str(root)]) == 1
+        assert cli.main(["data", "download", "local", "--data-dir", str(root), "--quiet"]) == 0
+        assert (root / "local" / "f.bin").read_bytes() == payload
+        assert cli.main(["data", "verify", "local", "--data-dir", str(root)]) == 0
+        assert "verified" in capsys.readouterr().out
+    finally:
+        srv.shutdown()
+        srv.server_close()

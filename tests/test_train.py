@@ -9,7 +9,8 @@ import torch
 
 from rnnlab import config, parametrize as par
 from rnnlab.config import ConfigError
-from rnnlab.tasks import CopyTask
+from rnnlab.tasks.data import DataError
+from rnnlab.tasks import TASKS, CopyTask
 from rnnlab.train import RunExists, TrainingDiverged, build_optimizer, build_task, load_run, train
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
@@ -137,18 +138,33 @@ def _shared_data_env():
     return str(SHARED_DATA) if SHARED_DATA.exists() else None
 
 
-@pytest.mark.parametrize("preset", config.list_presets())
-def test_every_preset_loads_and_runs_one_step(preset, tmp_path):
+BIG = 256  # presets with a wider model run one step at hidden size 64 by default, full size under -m slow
+
+
+def _one_step(preset, tmp_path, extra=()):
     cfg = config.load(preset, [
         "train.steps=1", "train.eval_every=1", "train.eval_max_batches=1", "train.eval_batch_size=8",
-        "train.batch_size=4", "train.test=false",
+        "train.batch_size=4", "train.test=false", *extra,
     ])
     try:
         task = build_task(cfg.task, _shared_data_env())
-    except FileNotFoundError as e:  # a real-data preset without its files here
+    except (FileNotFoundError, DataError) as e:  # a real-data preset without its files here
         pytest.skip(f"data for {preset} not available: {e}")
     r = train(cfg, tmp_path / "run", progress=False, task=task)
     assert r["steps"] == 1 and r["final"]
+    assert all(v == v for v in r["final"].values())  # no NaN
+
+
+@pytest.mark.parametrize("preset", config.list_presets())
+def test_every_preset_loads_and_runs_one_step(preset, tmp_path):
+    big = config.load(preset).model.hidden_size > BIG
+    _one_step(preset, tmp_path, ["model.hidden_size=64"] if big else [])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", [p for p in config.list_presets() if config.load(p).model.hidden_size > BIG])
+def test_every_large_preset_runs_one_step_at_full_size(preset, tmp_path):
+    _one_step(preset, tmp_path)
 
 
 def test_target_metric_stops_early(tmp_path):

@@ -1,8 +1,9 @@
 """rnnlab: long-memory recurrent neural networks in PyTorch."""
 
 from .cells import (
-    CELLS, DMU, GRU, IRNN, LSTM, LTRNN, RHN, RNN, SCORNN, Cell, DMUCell, ExpRNN, ExpRNNCell,
-    GRUCell, IRNNCell, LSTMCell, LTRNNCell, Recurrent, RHNCell, RNNCell, SCORNNCell, unroll,
+    ASRNN, CELLS, DMU, GRU, IRNN, LSTM, LTRNN, NNRNN, RHN, RNN, SCORNN, ASRNNCell, Cell, DMUCell,
+    ExpRNN, ExpRNNCell, GRUCell, IRNNCell, LSTMCell, LTRNNCell, NNRNNCell, Recurrent, RHNCell,
+    RNNCell, SCORNNCell, unroll,
 )
 from .tasks import TASKS, AddingTask, Batch, CopyTask, Task
 

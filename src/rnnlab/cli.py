@@ -36,7 +36,11 @@ def cmd_list(args) -> int:
     if what in ("all", "presets"):
         print("presets (rnnlab train NAME):")
         for name in config.list_presets():
-            cfg = config.load(name)
+            try:
+                cfg = config.load(name)
+            except config.ConfigError as e:  # e.g. a preset whose task is not registered yet
+                print(f"  {name:28s} (unavailable: {str(e).split(': ', 1)[-1]})")
+                continue
             print(f"  {name:28s} {cfg.model.cell} on {cfg.task.name}, {cfg.train.steps} steps")
     return 0
 
@@ -82,6 +86,32 @@ def cmd_table(args) -> int:
     from .results import table
 
     print(table(args.runs_dir, args.metrics.split(",") if args.metrics else None))
+    return 0
+
+
+def cmd_suite(args) -> int:
+    from .suite import list_suites, load_suite, main_suite
+
+    if args.name == "list":
+        for name in list_suites():
+            s = load_suite(name)
+            print(f"  {name:22s} {len(s.presets)} presets x {len(s.seeds)} seeds: {s.description}")
+        return 0
+    return main_suite(args.name, args.runs_dir, args.jobs, list(args.set or []), args.data_dir)
+
+
+def cmd_thresholds(args) -> int:
+    from .results import threshold_counts
+
+    ths = tuple(float(t) for t in args.thresholds.split(","))
+    counts = threshold_counts(args.runs_dir, args.metric, ths, args.steps_per_epoch)
+    for name, per in counts.items():
+        epochs = len(next(iter(per.values()), []))
+        print(f"{name}: runs that reached {args.metric} <= threshold by epoch (of {epochs} epochs)")
+        marks = sorted({1, epochs} | {e for e in (5, 10, 20, 50, 100) if e <= epochs})
+        print("  threshold | " + " | ".join(f"ep {e}" for e in marks))
+        for th, row in per.items():
+            print(f"  {th:9.0e} | " + " | ".join(str(row[e - 1]) for e in marks))
     return 0
 
 
@@ -146,6 +176,40 @@ def cmd_data(args) -> int:
     return 0
 
 
+def cmd_analyze_schur(args) -> int:
+    from .analysis.schur import analyze_run
+
+    for s in analyze_run(args.run, args.out, args.which, args.data_dir):
+        print(
+            f"{s['name']}: n={s['n']}  mean |eigenvalue| = {s['mean_eigenvalue_modulus']:.4f} "
+            f"(min {s['min_eigenvalue_modulus']:.4f}, max {s['max_eigenvalue_modulus']:.4f})  "
+            f"complex pairs = {s['complex_pairs']}  departure from normality = "
+            f"{s['departure_from_normality']:.4g}  mean |T| on sub-diagonal 1 = {s['mean_abs_T_subdiag_1']:.3g}, "
+            f"elsewhere = {s['mean_abs_T_all']:.3g}"
+        )
+        print(f"  wrote {s['figure']}")
+    return 0
+
+
+def cmd_analyze_jacobian(args) -> int:
+    import json
+
+    from .analysis.jacobian import analyze_run, plot_lag_spectra, summarize
+
+    cells = tuple(c for c in (args.compare or "").split(",") if c)
+    res = analyze_run(args.run, split=args.split, index=args.index, max_lag=args.max_lag, which=args.which,
+                      data_dir=args.data_dir, init_cells=cells)
+    digest = {label: summarize(r) for label, r in res.items()}
+    text = json.dumps(digest, indent=2, default=float)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    print(text)
+    plot_lag_spectra({k: r["spectrum"] for k, r in res.items()}, args.output,
+                     title=f"singular values of J(t1 + lag, t1) along {args.split} sequence {args.index}")
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
@@ -183,12 +247,51 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--metrics", help="comma-separated metric keys (default: all test metrics)")
     s.set_defaults(func=cmd_table)
 
+    s = sub.add_parser("suite", help="run a benchmark suite (presets x seeds, parallel) and print its table")
+    s.add_argument("name", help="suite name (`rnnlab suite list`) or path to a suite .toml")
+    s.add_argument("--runs-dir", default="runs")
+    s.add_argument("--jobs", type=int, default=1, help="parallel runs (each one thread; default 1)")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override for every run")
+    s.add_argument("--data-dir", help="data root for real-data tasks")
+    s.set_defaults(func=cmd_suite)
+
+    s = sub.add_parser("thresholds", help="DMU-style summary: how many seeds reached each loss threshold by each epoch")
+    s.add_argument("runs_dir")
+    s.add_argument("--metric", default="val/loss")
+    s.add_argument("--thresholds", default="1e-1,1e-2,1e-3,1e-4,1e-5,1e-6")
+    s.add_argument("--steps-per-epoch", type=int, default=10, help="optimizer steps per epoch (DMU presets: 10)")
+    s.set_defaults(func=cmd_thresholds)
+
     s = sub.add_parser("plot", help="loss curves of the runs below the given directories")
     s.add_argument("runs", nargs="+")
     s.add_argument("-o", "--output", default="curves.png")
     s.add_argument("--metric", default="train/loss")
     s.add_argument("--linear", action="store_true", help="linear instead of log y axis")
     s.set_defaults(func=cmd_plot)
+
+    s = sub.add_parser("analyze", help="analyses of a trained run (jacobian: temporal Jacobian spectra; "
+                       "schur: real Schur form views)")
+    asub = s.add_subparsers(dest="analysis", required=True)
+    a = asub.add_parser("schur", help="real Schur form of each recurrent matrix of a run: |Theta| heat "
+                        "map, mean |T| per sub-diagonal, block angles, eigenvalue moduli")
+    a.add_argument("run", help="run directory, or a checkpoint file (best.pt / checkpoint.pt) inside one")
+    a.add_argument("--out", help="output directory (default: RUN/schur)")
+    a.add_argument("--which", default="best", choices=["best", "last"], help="weights of a run directory")
+    a.add_argument("--data-dir", help="data root for real-data tasks (else $RNNLAB_DATA)")
+    a.set_defaults(func=cmd_analyze_schur)
+
+
+    a = asub.add_parser("jacobian", help="temporal Jacobian spectra vs lag (and Theorem 2.1 for asRNN)")
+    a.add_argument("run", help="run directory or a checkpoint file inside one")
+    a.add_argument("--split", default="val")
+    a.add_argument("--index", type=int, default=0, help="which sequence of the split's first batch")
+    a.add_argument("--max-lag", type=int, default=None)
+    a.add_argument("--which", default="best", choices=["best", "last"], help="best.pt or checkpoint.pt")
+    a.add_argument("--compare", help="comma-separated cells to add at initialisation, e.g. exprnn,rnn")
+    a.add_argument("--data-dir", help="data root for real-data tasks")
+    a.add_argument("-o", "--output", default="jacobian.png")
+    a.add_argument("--json", help="also write the digest (sigma at lags 1/10/100/T, Theorem 2.1) here")
+    a.set_defaults(func=cmd_analyze_jacobian)
 
     s = sub.add_parser("demo", help="small copy-task benchmark (no downloads): table + loss plot")
     s.add_argument("--out", default="demo-out", help="output directory (default: demo-out)")

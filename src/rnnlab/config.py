@@ -40,6 +40,7 @@ class ModelConfig:
     num_layers: int = 1
     embedding: int = 0
     dropout: float = 0.0
+    pool: int = 0
     cell_options: dict = field(default_factory=dict)
 
 
@@ -183,6 +184,11 @@ def validate(cfg: RunConfig) -> None:
             raise ConfigError(f"train.{key} must be >= 1, got {getattr(cfg.train, key)}")
     if cfg.model.hidden_size < 1 or cfg.model.num_layers < 1:
         raise ConfigError("model.hidden_size and model.num_layers must be >= 1")
+    if cfg.model.pool < 0 or (cfg.model.pool and cfg.model.hidden_size % cfg.model.pool):
+        raise ConfigError(
+            f"model.pool must be 0 (off) or a divisor of model.hidden_size={cfg.model.hidden_size}, "
+            f"got {cfg.model.pool}"
+        )
 
 
 def parse_override(item: str) -> tuple[list[str], Any]:

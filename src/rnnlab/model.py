@@ -19,6 +19,20 @@ class OneHot(nn.Module):
         return nn.functional.one_hot(x, self.num_tokens).float()
 
 
+class L2Pool(nn.Module):
+    """Henaff et al.'s l2 pooling: ``P(h)_i = sqrt(sum_{j in pool i} h_j^2)`` over consecutive
+    pools of size k; the readout sees ``[h; P(h)]``. (A tiny constant inside the root keeps its
+    gradient finite at h = 0.)"""
+
+    def __init__(self, k: int):
+        super().__init__()
+        self.k = k
+
+    def forward(self, h: Tensor) -> Tensor:
+        pooled = h.unflatten(-1, (-1, self.k)).pow(2).sum(-1).add(1e-12).sqrt()
+        return torch.cat([h, pooled], -1)
+
+
 class SequenceModel(nn.Module):
     """``x`` (B, T) tokens or (B, T, I) features -> encoder -> ``Recurrent`` -> linear readout.
 
@@ -29,9 +43,11 @@ class SequenceModel(nn.Module):
     def __init__(
         self, cell: str, input_size: int, output_size: int, hidden_size: int, num_layers: int = 1,
         readout: str = "all", num_tokens: int | None = None, embedding: int = 0,
-        dropout: float = 0.0, cell_options: dict | None = None,
+        dropout: float = 0.0, cell_options: dict | None = None, pool: int = 0,
     ):
         super().__init__()
+        if pool < 0 or (pool and hidden_size % pool):
+            raise ValueError(f"pool must be 0 (off) or divide hidden_size={hidden_size}, got {pool}")
         if cell not in CELLS:
             raise ValueError(f"unknown cell {cell!r}; registered cells: {sorted(CELLS)}")
         if readout not in ("all", "last"):
@@ -47,7 +63,8 @@ class SequenceModel(nn.Module):
             cell=CELLS[cell], **(cell_options or {}),
         )
         self.drop = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
-        self.readout = nn.Linear(hidden_size, output_size)
+        self.pool = L2Pool(pool) if pool else nn.Identity()
+        self.readout = nn.Linear(hidden_size + (hidden_size // pool if pool else 0), output_size)
 
     def forward(self, x: Tensor, state=None, lengths: Tensor | None = None):
         out, state = self.rnn(self.encoder(x), state, lengths)
@@ -56,7 +73,7 @@ class SequenceModel(nn.Module):
                 out = out[:, -1]
             else:
                 out = out[torch.arange(out.shape[0]), torch.as_tensor(lengths).to(out.device) - 1]
-        return self.readout(self.drop(out)), state
+        return self.readout(self.pool(self.drop(out))), state
 
     def param_groups(self) -> dict[str, list[nn.Parameter]]:
         groups = self.rnn.param_groups()
@@ -88,5 +105,5 @@ def build_model(cfg: ModelConfig, task: Task) -> nn.Module:
     return SequenceModel(
         cfg.cell, task.input_size, task.output_size, cfg.hidden_size, cfg.num_layers,
         readout=task.readout, num_tokens=task.num_tokens, embedding=cfg.embedding,
-        dropout=cfg.dropout, cell_options=cfg.cell_options,
+        dropout=cfg.dropout, cell_options=cfg.cell_options, pool=cfg.pool,
     )

@@ -75,3 +75,35 @@ def table(runs_dir: str | Path, metrics: list[str] | None = None) -> str:
             f"| {r['metric']} | {ours} | {_fmt(r['baseline'])} | {_fmt(r['paper'])} |"
         )
     return "\n".join(lines)
+
+
+def threshold_counts(
+    runs_dir: str | Path, metric: str = "val/loss", thresholds: tuple[float, ...] = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6),
+    steps_per_epoch: int = 1,
+) -> dict[str, dict[float, list[int]]]:
+    """The DMU paper's summary of synthetic runs: for each run name and loss threshold, how many
+    of its runs (seeds) had reached ``metric <= threshold`` by each epoch (evaluation points of
+    ``metrics.jsonl``; ``epoch = step // steps_per_epoch``). Returns
+    ``{name: {threshold: [count at epoch 1, 2, ...]}}`` up to the last evaluated epoch."""
+    from collections import defaultdict
+
+    firsts: dict[str, list[float | None]] = defaultdict(list)
+    horizon: dict[str, int] = defaultdict(int)
+    for r in find_results(runs_dir):
+        rows = [json.loads(x) for x in (Path(r["run_dir"]) / "metrics.jsonl").read_text().splitlines() if x.strip()]
+        evals = [(row["step"] // steps_per_epoch, row[metric]) for row in rows if metric in row]
+        best, reached = float("inf"), {}
+        for epoch, value in evals:
+            best = min(best, value)
+            for th in thresholds:
+                if best <= th and th not in reached:
+                    reached[th] = epoch
+        firsts[r["name"]].append(reached)
+        horizon[r["name"]] = max(horizon[r["name"]], max((e for e, _ in evals), default=0))
+    out = {}
+    for name, runs in firsts.items():
+        out[name] = {
+            th: [sum(1 for rc in runs if th in rc and rc[th] <= e) for e in range(1, horizon[name] + 1)]
+            for th in thresholds
+        }
+    return out

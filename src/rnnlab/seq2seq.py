@@ -19,21 +19,13 @@ import torch
 from torch import Tensor, nn
 
 from .cells import CELLS, Recurrent
-
-
-class _OneHot(nn.Module):
-    def __init__(self, num_tokens: int):
-        super().__init__()
-        self.num_tokens = num_tokens
-
-    def forward(self, x: Tensor) -> Tensor:
-        return nn.functional.one_hot(x, self.num_tokens).float()
+from .model import OneHot
 
 
 def _encoder(num_tokens: int, embedding: int) -> tuple[nn.Module, int]:
     if embedding > 0:
         return nn.Embedding(num_tokens, embedding), embedding
-    return _OneHot(num_tokens), num_tokens
+    return OneHot(num_tokens), num_tokens
 
 
 class Seq2Seq(nn.Module):

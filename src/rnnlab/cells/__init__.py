@@ -1,9 +1,11 @@
 """Recurrent cells (one time step each) and their ``torch.nn.RNN``-style layers."""
 
+from .asrnn import ASRNNCell, saturating
 from .base import Cell, Recurrent, State, unroll
 from .classic import GRUCell, IRNNCell, LSTMCell, RNNCell
 from .dmu import DMUCell, RHNCell
 from .ltrnn import LTRNNCell
+from .nnrnn import NNRNNCell
 from .orthogonal import ExpRNNCell, OrthogonalRNNCell, SCORNNCell
 
 #: registry: lowercase key -> cell class (used by configs, the CLI and run directories)
@@ -14,6 +16,8 @@ CELLS: dict[str, type[Cell]] = {
     "gru": GRUCell,
     "exprnn": ExpRNNCell,
     "scornn": SCORNNCell,
+    "asrnn": ASRNNCell,
+    "nnrnn": NNRNNCell,
     "dmu": DMUCell,
     "rhn": RHNCell,
     "ltrnn": LTRNNCell,
@@ -30,13 +34,15 @@ LSTM = _layer(LSTMCell, "LSTM")
 GRU = _layer(GRUCell, "GRU")
 ExpRNN = _layer(ExpRNNCell, "ExpRNN")
 SCORNN = _layer(SCORNNCell, "SCORNN")
+ASRNN = _layer(ASRNNCell, "ASRNN")
+NNRNN = _layer(NNRNNCell, "NNRNN")
 DMU = _layer(DMUCell, "DMU")
 RHN = _layer(RHNCell, "RHN")
 LTRNN = _layer(LTRNNCell, "LTRNN")
 
 __all__ = [
-    "CELLS", "Cell", "Recurrent", "State", "unroll",
+    "CELLS", "Cell", "Recurrent", "State", "unroll", "saturating",
     "RNNCell", "IRNNCell", "LSTMCell", "GRUCell", "ExpRNNCell", "SCORNNCell", "OrthogonalRNNCell",
-    "DMUCell", "RHNCell", "LTRNNCell",
-    "RNN", "IRNN", "LSTM", "GRU", "ExpRNN", "SCORNN", "DMU", "RHN", "LTRNN",
+    "ASRNNCell", "NNRNNCell", "DMUCell", "RHNCell", "LTRNNCell",
+    "RNN", "IRNN", "LSTM", "GRU", "ExpRNN", "SCORNN", "ASRNN", "NNRNN", "DMU", "RHN", "LTRNN",
 ]

@@ -101,6 +101,16 @@ class Cell(nn.Module):
         """Free parameters as the papers count them (n(n-1)/2 per orthogonal matrix)."""
         return sum(p.numel() for p in self.parameters())
 
+    def recurrent_matrix(self) -> Tensor | None:
+        """The (H, H) matrix W with ``h_t = f(W h_{t-1} + ...)``, for analysis (Schur views,
+        spectra); None when the cell has none. Default: ``weight_hh`` when it is square
+        (vanilla RNN, expRNN, scoRNN, asRNN's orthogonal W_hh); gated cells stack several
+        matrices in weight_hh and return None."""
+        W = getattr(self, "weight_hh", None)
+        if isinstance(W, Tensor) and W.dim() == 2 and W.shape[0] == W.shape[1] == self.hidden_size:
+            return W
+        return None
+
     # --- time --------------------------------------------------------------------------
     def check_input(self, x: Tensor) -> None:
         if x.dim() != 3 or x.shape[-1] != self.input_size:

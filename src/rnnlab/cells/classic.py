@@ -68,6 +68,17 @@ class _Affine(Cell):
             return [self.weight_ih, self.weight_hh, z, z]
         return [self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh]
 
+    #: the ATen kernel of this cell's whole-sequence fast path (``torch.lstm``, ...), if any
+    native = None
+
+    def sequence(self, x, state=None, lengths=None):
+        if self.backend == "reference" or self.native is None:
+            return super().sequence(x, state, lengths)
+        self.check_input(x)
+        if state is None:
+            state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
+        return run_native(self.native, x, state, self._weights(), lengths, self.training)
+
     def _affine(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
         gi = nn.functional.linear(x, self.weight_ih, self.bias_ih)
         gh = nn.functional.linear(h, self.weight_hh, self.bias_hh)
@@ -138,10 +149,11 @@ class RNNCell(_Affine):
             if self.bias_hh is not None:
                 u = u + self.bias_hh
             return elementwise_rnn(u, self.weight_hh, state, self.nonlinearity, self.modrelu_bias, lengths)
-        if state is None:
-            state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
-        fn = torch.rnn_tanh if self.nonlinearity == "tanh" else torch.rnn_relu
-        return run_native(fn, x, state, self._weights(), lengths, self.training)
+        return super().sequence(x, state, lengths)
+
+    @property
+    def native(self):
+        return torch.rnn_tanh if self.nonlinearity == "tanh" else torch.rnn_relu
 
 
 class IRNNCell(RNNCell):
@@ -188,13 +200,7 @@ class LSTMCell(_Affine):
         h = torch.sigmoid(o) * torch.tanh(c)
         return h, (h, c)
 
-    def sequence(self, x, state=None, lengths=None):
-        if self.backend == "reference":
-            return super().sequence(x, state, lengths)
-        self.check_input(x)
-        if state is None:
-            state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
-        return run_native(torch.lstm, x, state, self._weights(), lengths, self.training)
+    native = staticmethod(torch.lstm)
 
 
 class GRUCell(_Affine):
@@ -214,10 +220,4 @@ class GRUCell(_Affine):
         h = (1 - z) * n + z * h
         return h, h
 
-    def sequence(self, x, state=None, lengths=None):
-        if self.backend == "reference":
-            return super().sequence(x, state, lengths)
-        self.check_input(x)
-        if state is None:
-            state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
-        return run_native(torch.gru, x, state, self._weights(), lengths, self.training)
+    native = staticmethod(torch.gru)

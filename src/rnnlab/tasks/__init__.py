@@ -1,6 +1,7 @@
 """Benchmark tasks. ``TASKS`` maps registry keys to task classes."""
 
 from .base import Batch, Task
+from .hochreiter import HSAddingTask, NoisySequenceTask, TemporalOrderTask
 from .mnist import PermutedMNIST, SequentialMNIST
 from .music import MusicTask
 from .synthetic import AddingTask, CopyTask
@@ -11,6 +12,9 @@ from .translation import TranslationTask
 TASKS: dict[str, type[Task]] = {
     "copy": CopyTask,
     "adding": AddingTask,
+    "hs_adding": HSAddingTask,
+    "temporal_order": TemporalOrderTask,
+    "noisy_sequence": NoisySequenceTask,
     "smnist": SequentialMNIST,
     "psmnist": PermutedMNIST,
     "ptb_char": PTBCharTask,
@@ -23,4 +27,5 @@ TASKS: dict[str, type[Task]] = {
 __all__ = [
     "TASKS", "Task", "Batch", "CopyTask", "AddingTask", "SequentialMNIST", "PermutedMNIST",
     "PTBCharTask", "PTBWordTask", "TextCharTask", "MusicTask", "TranslationTask",
+    "HSAddingTask", "TemporalOrderTask", "NoisySequenceTask",
 ]

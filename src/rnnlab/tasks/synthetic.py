@@ -43,7 +43,9 @@ class _GeneratedTask(Task):
     def eval_batches(self, split: str, batch_size: int) -> Iterable[Batch]:
         full = self.eval_set(split)
         for i in range(0, full.size, batch_size):
-            yield Batch(full.x[i : i + batch_size], full.y[i : i + batch_size])
+            part = slice(i, i + batch_size)
+            lengths = None if full.lengths is None else full.lengths[part]
+            yield Batch(full.x[part], full.y[part], lengths)
 
 
 class CopyTask(_GeneratedTask):

@@ -1,0 +1,116 @@
+"""Benchmark suites: presets x seeds, run in parallel processes, summarised side by side.
+
+A suite is a TOML file (shipped ones live in ``rnnlab/suites/``)::
+
+    name = "dmu-adding"
+    description = "..."
+    presets = ["dmu/adding-dmu", "dmu/adding-gru", ...]
+    seeds = [0, 1, 2, 3, 4]
+    set = ["train.steps=1000"]          # optional overrides for every run
+    metrics = ["test/loss"]              # columns of the summary table
+
+``run_suite`` trains every (preset, seed) into ``RUNS_DIR/<suite>/<run name>/seed<seed>``,
+skipping runs whose ``result.json`` exists and resuming those with only a checkpoint, so an
+interrupted suite continues where it stopped. Each worker process uses one torch thread.
+A run that fails (diverges, missing data) is reported and the suite goes on.
+"""
+
+from __future__ import annotations
+
+import sys
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import ConfigError, tomllib
+
+SUITE_DIR = Path(__file__).parent / "suites"
+
+
+@dataclass
+class Suite:
+    name: str
+    presets: list[str]
+    seeds: list[int] = field(default_factory=lambda: [0])
+    set: list[str] = field(default_factory=list)
+    metrics: list[str] = field(default_factory=list)
+    description: str = ""
+
+
+def list_suites() -> list[str]:
+    return sorted(p.stem for p in SUITE_DIR.glob("*.toml"))
+
+
+def load_suite(name_or_path: str) -> Suite:
+    p = Path(name_or_path)
+    if not (p.suffix == ".toml" and p.exists()):
+        p = SUITE_DIR / f"{name_or_path}.toml"
+    if not p.exists():
+        raise ConfigError(f"no suite named {name_or_path!r}; shipped suites: {list_suites()}")
+    data = tomllib.loads(p.read_text())
+    valid = set(Suite.__dataclass_fields__)
+    unknown = sorted(set(data) - valid)
+    if unknown:
+        raise ConfigError(f"{p}: unknown key(s) {unknown}; valid keys: {sorted(valid)}")
+    if "name" not in data or "presets" not in data:
+        raise ConfigError(f"{p}: a suite needs 'name' and 'presets'")
+    return Suite(**data)
+
+
+def _jobs(suite: Suite, runs_dir: Path, extra: list[str]):
+    from . import config
+
+    for preset in suite.presets:
+        for seed in suite.seeds:
+            overrides = [*suite.set, *extra, f"train.seed={seed}"]
+            cfg = config.load(preset, overrides)  # fails early, before anything runs, on a bad suite
+            yield preset, overrides, runs_dir / suite.name / cfg.name / f"seed{seed}"
+
+
+def _run_one(preset: str, overrides: list[str], run_dir: str, data_dir: str | None) -> tuple[str, str]:
+    from . import config
+    from .train import train
+
+    run_dir = Path(run_dir)
+    if (run_dir / "result.json").exists():
+        return "done", ""
+    resume = (run_dir / "checkpoint.pt").exists()
+    try:
+        train(config.load(preset, overrides), run_dir, resume=resume, progress=False, data_dir=data_dir)
+        return ("resumed" if resume else "trained"), ""
+    except Exception as e:  # reported per run; the suite goes on
+        return "failed", f"{type(e).__name__}: {e}"
+
+
+def run_suite(
+    suite: Suite, runs_dir: str | Path = "runs", jobs: int = 1, overrides: list[str] | None = None,
+    data_dir: str | None = None, log=print,
+) -> Path:
+    """Run (or continue) every run of ``suite``; returns the suite's run directory."""
+    runs_dir = Path(runs_dir)
+    todo = list(_jobs(suite, runs_dir, overrides or []))
+    log(f"suite {suite.name}: {len(todo)} runs ({len(suite.presets)} presets x {len(suite.seeds)} seeds), "
+        f"{jobs} parallel job(s), one thread each")
+    if jobs <= 1:
+        for preset, ov, rd in todo:
+            status, err = _run_one(preset, ov, str(rd), data_dir)
+            log(f"  [{status}] {rd}" + (f": {err}" if err else ""))
+    else:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futures = {pool.submit(_run_one, p, ov, str(rd), data_dir): rd for p, ov, rd in todo}
+            for fut in as_completed(futures):
+                status, err = fut.result()
+                log(f"  [{status}] {futures[fut]}" + (f": {err}" if err else ""))
+    return runs_dir / suite.name
+
+
+def main_suite(name: str, runs_dir: str, jobs: int, overrides: list[str], data_dir: str | None) -> int:
+    from .results import table
+
+    suite = load_suite(name)
+    out = run_suite(suite, runs_dir, jobs, overrides, data_dir, log=lambda m: print(m, file=sys.stderr))
+    md = table(out, suite.metrics or None)
+    (out / "table.md").write_text(md + "\n")
+    print(md)
+    print(f"\nwrote {out / 'table.md'}", file=sys.stderr)
+    return 0
