@@ -109,7 +109,6 @@ class SchurView:
         return np.where(self.block_mask(), 0.0, self.Theta)
 
     def _free_count(self) -> int:
-        n = self.Theta.shape[0]
         return int(np.tril(~self.block_mask(), -1).sum())
 
 

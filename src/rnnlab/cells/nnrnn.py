@@ -49,7 +49,8 @@ from torch import Tensor, nn
 from torch.nn.utils import parametrize as P
 
 from .. import parametrize as par
-from .base import Cell, map_state
+from ..kernels.recurrence import elementwise_rnn
+from .base import Cell
 from .classic import modrelu
 
 T_MASKS = ("paper", "reference")
@@ -214,27 +215,16 @@ class NNRNNCell(Cell):
         return h, h
 
     def sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
-        """Fast path: all input projections in one matmul, V assembled once."""
+        """Fast path: V assembled once, all input projections in one matmul, and the recurrence
+        ``h_t = modReLU(V h_{t-1} + U x_t)`` through the fused kernel
+        :func:`rnnlab.kernels.elementwise_rnn` (forward without a graph, one product per step
+        backward)."""
         if self.backend == "reference":
             return super().sequence(x, state, lengths)
         self.check_input(x)
-        T, B = x.shape[0], x.shape[1]
-        if T == 0:
+        if x.shape[0] == 0:
             raise ValueError("cannot unroll over an empty sequence (T = 0)")
-        h = self.init_state(B, device=x.device, dtype=x.dtype) if state is None else state
         with P.cached():
-            Vt = self.recurrent_matrix().transpose(0, 1)
+            V = self.recurrent_matrix()
         xw = nn.functional.linear(x, self.weight_ih)  # (T, B, H)
-        outputs = []
-        if lengths is None:
-            for xw_t in xw.unbind(0):
-                h = modrelu(torch.addmm(xw_t, h, Vt), self.bias)
-                outputs.append(h)
-        else:
-            lengths = lengths.to(x.device)
-            for t, xw_t in enumerate(xw.unbind(0)):
-                new = modrelu(torch.addmm(xw_t, h, Vt), self.bias)
-                keep = (lengths > t).unsqueeze(1)
-                outputs.append(new * keep.to(new.dtype))
-                h = map_state(lambda n_, o: torch.where(keep, n_, o), new, h)
-        return torch.stack(outputs), h
+        return elementwise_rnn(xw, V, state, "modrelu", self.bias, lengths)
