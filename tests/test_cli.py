@@ -97,3 +97,15 @@ def test_suite_runs_in_parallel_skips_done_runs_and_tabulates(tmp_path, capsys):
     assert capsys.readouterr().err.count("[done]") == 12
     assert (tmp_path / "demo" / "table.md").exists()
     assert main(["suite", "nope"]) == 2
+
+
+def test_bench_speed_is_wired_and_train_records_the_allocator(tmp_path):
+    from rnnlab.cli import build_parser, cmd_bench
+
+    args = build_parser().parse_args(["bench", "speed", "--quick", "--configs", "copy", "--cells", "lstm"])
+    assert args.func is cmd_bench and args.quick and args.configs == ["copy"]
+    out = tmp_path / "r"
+    assert main(["train", "demo/lstm", "--out", str(out), "--quiet", "--set", "train.steps=2",
+                 "--set", "task.val_size=8", "--set", "task.test_size=8"]) == 0
+    r = json.loads((out / "result.json").read_text())
+    assert r["conditions"]["malloc"].startswith(("glibc mallopt", "default"))

@@ -16,7 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from rnnlab.tasks import TASKS, Batch
+from rnnlab.tasks import TASKS
 from rnnlab.tasks.data import ptb_chars_from_words
 from rnnlab.tasks.mnist import mnist_permutation, read_idx
 from rnnlab.tasks.text import eval_rows, read_ptb_chars, read_ptb_words

@@ -156,7 +156,7 @@ def test_initial_V_is_the_orthogonal_initialiser(init):
     """The init takes effect: V starts equal to the initialiser's orthogonal matrix, computed
     here through rnnlab.parametrize as the expRNN cell would (not through the nnRNN code)."""
     n = 16
-    cell = NNRNNCell(4, n, init=init, seed=11)
+    cell = NNRNNCell(4, n, init=init, seed=11, theta_init="init")
     V = cell.recurrent_matrix().detach().double()
     g = torch.Generator().manual_seed(11)
     if init in ("haar", "random"):
@@ -169,8 +169,29 @@ def test_initial_V_is_the_orthogonal_initialiser(init):
     if init != "identity":
         assert (Q0 - torch.eye(n, dtype=torch.float64)).abs().max() > 0.1
     # seeds are honoured
-    V2 = NNRNNCell(4, n, init=init, seed=12).recurrent_matrix().detach().double()
+    V2 = NNRNNCell(4, n, init=init, seed=12, theta_init="init").recurrent_matrix().detach().double()
     assert init == "identity" or not torch.allclose(V, V2)
+
+
+@pytest.mark.parametrize("init", ["henaff", "cayley", "haar", "random"])
+def test_uniform_theta_init_puts_the_initialiser_into_P(init):
+    """The default (the nnRNN code's design): P0 is the initialiser's orthogonal matrix and the
+    block angles are uniform on (-pi, pi); V0 = P0 Lambda0 P0^T is orthogonal."""
+    n = 64
+    cell = NNRNNCell(4, n, init=init, seed=3)
+    g = torch.Generator().manual_seed(3)
+    A, base = par.initial_skew(init, n, "expm", g)
+    P0 = base.double() @ torch.linalg.matrix_exp(par.skew(A.double()))
+    assert torch.allclose(cell.P.detach().double(), P0, atol=1e-5)
+    assert (P0 - torch.eye(n, dtype=torch.float64)).abs().max() > 0.1
+    theta = cell.theta.detach()
+    assert theta.min() > -math.pi and theta.max() < math.pi and theta.min() < -2 and theta.max() > 2
+    V = cell.recurrent_matrix().detach().double()
+    assert par.orthogonality_error(V) < 1e-5
+    phases = np.sort(np.abs(np.angle(np.linalg.eigvals(V.numpy()))))
+    assert np.allclose(phases[::2], np.sort(np.abs(theta.double().numpy())), atol=1e-5)
+    with pytest.raises(ValueError, match="theta_init"):
+        NNRNNCell(4, 8, theta_init="zeros")
 
 
 def test_orthogonal_schur_of_haar_matrix():
@@ -238,3 +259,26 @@ def test_recurrent_matrix_of_other_cells():
     W = ExpRNNCell(3, 6).recurrent_matrix()
     assert par.orthogonality_error(W.detach()) < 1e-5
     assert LSTMCell(3, 5).recurrent_matrix() is None
+
+
+def test_structure_survives_optimizer_steps():
+    """After RMSprop steps with weight decay on T: P stays orthogonal, the eigenvalue moduli of V
+    stay exactly the gammas, and the masked entries of T stay out of V."""
+    torch.manual_seed(1)
+    cell = NNRNNCell(3, 8, init="henaff").double()
+    groups = cell.param_groups()
+    opt = torch.optim.RMSprop([
+        {"params": groups["default"]}, {"params": groups["orthogonal"], "lr": 1e-2},
+        {"params": groups["nonnormal"], "weight_decay": 1e-2},
+    ], lr=1e-2)
+    for _ in range(5):
+        out, _ = cell.sequence(torch.randn(6, 4, 3, dtype=torch.float64))
+        loss = out.pow(2).mean() + cell.regularization()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert par.orthogonality_error(cell.P.detach()) < 1e-12
+    assert cell.T.detach().abs().sum() > 0 and not torch.allclose(cell.gamma.detach(), torch.ones(4, dtype=torch.float64))
+    moduli = np.sort(np.abs(np.linalg.eigvals(cell.recurrent_matrix().detach().numpy())))
+    assert np.allclose(moduli, np.sort(np.repeat(np.abs(cell.gamma.detach().numpy()), 2)), atol=1e-10)
+    assert torch.allclose(cell.recurrent_matrix().detach(), dense_V(cell), atol=1e-12)

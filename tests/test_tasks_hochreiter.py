@@ -5,7 +5,6 @@ import math
 import pytest
 import torch
 
-from rnnlab.cells import CELLS
 from rnnlab.model import SequenceModel
 from rnnlab.tasks import HSAddingTask, NoisySequenceTask, TemporalOrderTask
 

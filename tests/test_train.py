@@ -1,7 +1,6 @@
 """The trainer, configs and presets."""
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -10,7 +9,7 @@ import torch
 from rnnlab import config, parametrize as par
 from rnnlab.config import ConfigError
 from rnnlab.tasks.data import DataError
-from rnnlab.tasks import TASKS, CopyTask
+from rnnlab.tasks import CopyTask
 from rnnlab.train import RunExists, TrainingDiverged, build_optimizer, build_task, load_run, train
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"

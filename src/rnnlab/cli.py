@@ -210,6 +210,12 @@ def cmd_analyze_jacobian(args) -> int:
     return 0
 
 
+def cmd_bench(args) -> int:
+    from .speed import main_from_args
+
+    return main_from_args(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
@@ -254,6 +260,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override for every run")
     s.add_argument("--data-dir", help="data root for real-data tasks")
     s.set_defaults(func=cmd_suite)
+
+    s = sub.add_parser("bench", help="benchmarks (speed: training-iteration time, throughput, memory vs nn.LSTM)")
+    bsub = s.add_subparsers(dest="bench", required=True)
+    b = bsub.add_parser("speed", help="the speed table of BENCHMARKS.md (add --quick for a short run)")
+    from .speed import add_arguments
+
+    add_arguments(b)
+    b.set_defaults(func=cmd_bench)
 
     s = sub.add_parser("thresholds", help="DMU-style summary: how many seeds reached each loss threshold by each epoch")
     s.add_argument("runs_dir")
@@ -307,6 +321,13 @@ def main(argv: list[str] | None = None) -> int:
     from .train import RunExists, TrainingDiverged
 
     args = build_parser().parse_args(argv)
+    if args.command in ("train", "demo", "suite"):
+        # glibc's default allocator returns freed tensor memory to the OS and page-faults it back
+        # every iteration (about 40% of an nn.LSTM copy-task iteration here, BENCHMARKS.md);
+        # keep it instead. RNNLAB_MALLOC=default opts out. The benchmark sets it per its --malloc.
+        from .runtime import tune_malloc
+
+        tune_malloc()
     try:
         return args.func(args)
     except (ConfigError, RunExists, TrainingDiverged, FileNotFoundError, ValueError, DataError) as e:

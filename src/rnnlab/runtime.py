@@ -14,7 +14,7 @@ large step), which is what a training process does anyway.
 Nothing here runs at import. :func:`tune_malloc` is for the CLI's entry point (and the
 benchmark's worker processes); library users may call it themselves, or set the equivalent
 environment variables before starting Python: ``MALLOC_MMAP_MAX_=0
-MALLOC_TRIM_THRESHOLD_=2147483647`` (measurements in docs/speed.md).
+MALLOC_TRIM_THRESHOLD_=1099511627776`` (1 TiB; measurements in docs/speed.md).
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ import platform
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_MAX = -4
 
-#: trim threshold used by :func:`tune_malloc` (mallopt takes an int): 2 GiB, far above the
-#: heap tops a training step frees, so in practice "never trim"
-NO_TRIM = 2**31 - 1
+#: trim threshold passed to mallopt by :func:`tune_malloc`: -1 disables trimming completely
+#: (mallopt(3)); a finite int caps at 2 GiB, which a T=10,000 step exceeds (measured: the
+#: faults came back there with 2^31-1)
+NO_TRIM = -1
 
 _state = {"malloc": None}
 
@@ -65,7 +66,7 @@ def tune_malloc() -> bool:
     libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     ok = bool(libc.mallopt(_M_MMAP_MAX, 0))
     ok = bool(libc.mallopt(_M_TRIM_THRESHOLD, NO_TRIM)) and ok
-    _state["malloc"] = "glibc mallopt: M_MMAP_MAX=0, M_TRIM_THRESHOLD=2^31-1" if ok else "default (mallopt refused)"
+    _state["malloc"] = "glibc mallopt: M_MMAP_MAX=0, M_TRIM_THRESHOLD=-1 (never)" if ok else "default (mallopt refused)"
     return ok
 
 

@@ -20,13 +20,14 @@ and allocator state are the row's own) and measures, in that one process,
 * the matrix-product floor: the time the iteration's matrix products alone take at this
   machine's measured rate, each product shape timed with ``torch.mm`` in the same process
   (recurrence forward and backward per step, the weight gradients as one product each, input
-  projection, readout). It excludes the orthogonal map's own O(n^3) work (under 1% here).
+  projection, readout). It excludes the orthogonal map's own O(n^3) work (matrix exponential
+  or Cayley solve and their backward): negligible at n=190 but not at n=1024 (PTB rows).
 
 Configurations: ``copy`` (T = L + 2K = 1020, K=10, batch 128, about 22K parameters),
 ``mnist`` (sequential MNIST: T=784, one pixel per step, readout at the last step, about 16K
 parameters), ``ptb`` (character level: T=150, batch 128, 50 one-hot symbols, expRNN n=1024
 and every other cell matched to its parameter count), ``long`` (copy-style input at
-T=10,000, for memory). Data are random tokens/pixels of the right shapes: speed does not
+T=10,000, for memory) and ``long-last`` (the same with the readout at the last step only). Data are random tokens/pixels of the right shapes: speed does not
 depend on the values.
 
 Entry points: :func:`run` (returns rows), :func:`format_table` (markdown), and
@@ -65,13 +66,15 @@ class BenchConfig:
     size_hidden: int
     fixed: dict = field(default_factory=dict)  # cell label -> hidden size fixed by the papers
     cells: tuple | None = None  # restrict to these cell labels (None: every registered cell)
+    extras: dict = field(default_factory=dict)  # extra rows: label -> (CELLS key, options)
+    compare: bool = True  # time the reference loop and nn.LSTM in the same process
     note: str = ""
 
 
 CONFIGS = {
     "copy": BenchConfig(
         "copy", 1020, 128, 10, 9, True, "all", "exprnn", 190,
-        {"exprnn": 190, "scornn": 190, "asrnn": 138, "nnrnn": 128, BASELINE: 68, "lstm": 68},
+        {"exprnn": 190, "scornn": 190, "asrnn": 138, BASELINE: 68, "lstm": 68},
         note="copy task L=1000, K=10 (T=1020), batch 128, ~22K parameters",
     ),
     "mnist": BenchConfig(
@@ -84,9 +87,27 @@ CONFIGS = {
     ),
     "long": BenchConfig(
         "long", 10_000, 128, 10, 9, True, "all", "exprnn", 190,
-        {"exprnn": 190, "scornn": 190, "asrnn": 138, "nnrnn": 128, BASELINE: 68},
+        {"exprnn": 190, "scornn": 190, "asrnn": 138, BASELINE: 68},
         cells=("exprnn", "scornn", "asrnn", "nnrnn", BASELINE),
+        extras={
+            "exprnn reference loop": ("exprnn", {"backend": "reference"}),
+            "exprnn chunk=100": ("exprnn", {"checkpoint_chunk": 100}),
+            "exprnn reference chunk=100": ("exprnn", {"backend": "reference", "checkpoint_chunk": 100}),
+        },
+        compare=False,
         note="copy-style input at T=10,000, batch 128, ~22K parameters (memory row)",
+    ),
+    "long-last": BenchConfig(
+        "long-last", 10_000, 128, 10, 10, True, "last", "exprnn", 190,
+        {"exprnn": 190, BASELINE: 68},
+        cells=("exprnn", BASELINE),
+        extras={
+            "exprnn reference loop": ("exprnn", {"backend": "reference"}),
+            "exprnn chunk=100": ("exprnn", {"checkpoint_chunk": 100}),
+            "exprnn reference chunk=100": ("exprnn", {"backend": "reference", "checkpoint_chunk": 100}),
+        },
+        compare=False,
+        note="T=10,000 with a readout at the last step only (adding-style), batch 128 (memory row)",
     ),
 }
 
@@ -103,7 +124,10 @@ def cell_variants() -> dict[str, tuple[str, dict]]:
     for key in CELLS:
         out[key] = (key, {})
         if key == "rnn":
+            out["rnn fused"] = ("rnn", {"backend": "fused"})
             out["rnn-modrelu"] = ("rnn", {"nonlinearity": "modrelu"})
+        if key == "irnn":
+            out["irnn fused"] = ("irnn", {"backend": "fused"})
     return out
 
 
@@ -114,7 +138,8 @@ def _count(key: str, options: dict, cfg: BenchConfig, n: int) -> int:
     else:
         from .cells import CELLS
 
-        core = CELLS[key](cfg.input_size, n, **options).free_parameter_count()
+        cell_opts = {k: v for k, v in options.items() if k != "checkpoint_chunk"}  # a layer option
+        core = CELLS[key](cfg.input_size, n, **cell_opts).free_parameter_count()
     return core + n * cfg.output_size + cfg.output_size
 
 
@@ -129,8 +154,14 @@ def match_hidden(key: str, options: dict, cfg: BenchConfig, target: int) -> int:
         n0 = (-b + math.sqrt(max(b * b - 4 * a * (c - target), 0.0))) / (2 * a)
     else:
         n0 = (target - c) / b
-    cands = {max(1, int(math.floor(n0)) + d) for d in (-1, 0, 1, 2)}
-    return min(cands, key=lambda n: (abs(_count(key, options, cfg, n) - target), n))
+    def distance(n):
+        try:
+            return (abs(_count(key, options, cfg, n) - target), n)
+        except ValueError:  # sizes a cell rejects (nnRNN: odd n)
+            return (math.inf, n)
+
+    cands = {max(1, int(math.floor(n0)) + d) for d in (-2, -1, 0, 1, 2, 3)}
+    return min(cands, key=distance)
 
 
 # --- the worker (one process per row) ---------------------------------------------------
@@ -219,14 +250,16 @@ def _worker(spec: dict) -> dict:
     if spec["reference"] and key != "nn.LSTM":
         cells = [m for m in model.modules() if hasattr(m, "backend")]
 
+        own = [c.backend for c in cells]
+
         def ref_step():
             for c in cells:
                 c.backend = "reference"
             try:
                 fast_step()
             finally:
-                for c in cells:
-                    c.backend = "auto"
+                for c, b in zip(cells, own):
+                    c.backend = b
 
         variants["reference"] = ref_step
     if spec["baseline_hidden"] and key != "nn.LSTM":
@@ -339,20 +372,22 @@ def plan(configs=("copy", "mnist", "ptb", "long"), cells=None, quick=False) -> l
         target = _count(size_key, size_opts, cfg, cfg.size_hidden)
         base_hidden = cfg.fixed.get(BASELINE) or match_hidden("nn.LSTM", {}, cfg, target)
         labels = [l for l in variants if (cfg.cells is None or l in cfg.cells)]
+        variants_c = {**variants, **cfg.extras}
+        labels += list(cfg.extras)
         if cells:
             labels = [l for l in labels if l in cells or l == BASELINE]
-        if quick and cname == "long":
-            labels = [l for l in labels if l in ("exprnn", BASELINE)]
+        if quick and cname.startswith("long"):
+            labels = [l for l in labels if l in ("exprnn", BASELINE, "exprnn chunk=100")]
         for label in labels:
-            key, opts = variants[label]
-            hidden = cfg.fixed.get(label) or match_hidden(key, opts, cfg, target)
+            key, opts = variants_c[label]
+            hidden = cfg.fixed.get(label) or cfg.fixed.get(key) or match_hidden(key, opts, cfg, target)
             long = cfg.T > 2000
             specs.append({
                 "config": asdict(cfg), "label": label, "key": key, "options": opts, "hidden": hidden,
                 "params": _count(key, opts, cfg, hidden), "target_params": target,
                 "gates": FLOOR_GATES.get(key),
-                "baseline_hidden": None if label == BASELINE else base_hidden,
-                "reference": not long,
+                "baseline_hidden": None if label == BASELINE or not cfg.compare else base_hidden,
+                "reference": cfg.compare and opts.get("backend") != "reference",
                 "warmup": 1,
                 "repeats": (1 if long else 2) if quick else (2 if long else (3 if cname == "ptb" else 5)),
             })
@@ -430,3 +465,30 @@ def format_table(result: dict) -> str:
             f"| {B / row['infer']['cpu']:.0f} | {row['peak_mb']:.0f} | {f['faults']:.0f} |"
         )
     return "\n".join(lines)
+
+
+# --- command line (argparse wiring for benchmarks/speed.py and ``rnnlab bench speed``) ---
+
+
+def add_arguments(parser) -> None:
+    """Add the benchmark's options to an ``argparse`` parser (does not read argv)."""
+    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    parser.add_argument("--cells", nargs="+", default=None, help="cell labels (default: every registered cell)")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats; the long row for expRNN/LSTM only")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--malloc", choices=("tuned", "default"), default="tuned",
+                        help="tuned: glibc told not to mmap or trim (rnnlab.runtime.tune_malloc); default: glibc as is")
+    parser.add_argument("--json", default=None, help="also write the raw results here")
+
+
+def main_from_args(a) -> int:
+    """Run with parsed arguments: progress lines to stderr, the markdown table to stdout."""
+    result = run(a.configs, a.cells, a.quick, a.threads, a.malloc, log=lambda s: print(s, file=sys.stderr, flush=True))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(result, f, indent=1)
+    c = result["conditions"]
+    print(f"\n{c['date']}; {c['machine']}; torch {c['torch']}; threads {c['threads']}; malloc {c['malloc']}; "
+          f"load average at the end {c['loadavg_end'][0]:.2f}\n")
+    print(format_table(result))
+    return 0

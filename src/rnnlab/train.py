@@ -144,11 +144,9 @@ def versions() -> dict:
 
 
 def runtime_conditions(threads: int) -> dict:
-    return {
-        "threads": threads,
-        "MALLOC_MMAP_MAX_": os.environ.get("MALLOC_MMAP_MAX_"),
-        "MALLOC_TRIM_THRESHOLD_": os.environ.get("MALLOC_TRIM_THRESHOLD_"),
-    }
+    from .runtime import malloc_conditions
+
+    return {"threads": threads, "malloc": malloc_conditions()}
 
 
 @dataclass

@@ -109,7 +109,6 @@ class SchurView:
         return np.where(self.block_mask(), 0.0, self.Theta)
 
     def _free_count(self) -> int:
-        n = self.Theta.shape[0]
         return int(np.tril(~self.block_mask(), -1).sum())
 
 
@@ -170,7 +169,7 @@ def cell_schur_views(model) -> list[SchurView]:
             W = cell.recurrent_matrix()
             if W is None:
                 continue
-            name = f"{type(cell).__name__}[{i}]"
+            name = f"{type(cell).__name__.removeprefix('Parametrized')}[{i}]"
             if hasattr(cell, "schur_form"):
                 view = schur_view(cell.schur_form(), name)
                 view.extra["gamma_mean"] = float(cell.gamma.abs().mean())

@@ -132,7 +132,7 @@ def unroll(cell: Cell, x: Tensor, state: State | None = None, lengths: Tensor | 
     give zero outputs, so the returned state is each sequence's state at its own last step.
     """
     cell.check_input(x)
-    T, B = x.shape[0], x.shape[1]
+    B = x.shape[1]
     if state is None:
         state = cell.init_state(B, device=x.device, dtype=x.dtype)
     outputs = []

@@ -89,6 +89,9 @@ class RNNCell(_Affine):
     """Vanilla RNN: ``h_t = f(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh)``.
 
     ``nonlinearity``: "tanh", "relu" or "modrelu" (bias ~ U(-0.01, 0.01), as in expRNN).
+    ``backend``: "auto" (ATen's ``torch.rnn_tanh``/``rnn_relu``; the fused
+    :func:`rnnlab.kernels.elementwise_rnn` for modReLU), "fused" (the fused recurrence for
+    every nonlinearity) or "reference" (:func:`rnnlab.unroll`).
     ``init``: "default" (torch's uniform), "identity" (IRNN, Le et al. 2015: W_hh = I,
     zero biases), "orthogonal" (random orthogonal W_hh, "RNN-orth"), "glorot" (Xavier
     normal W_hh). Shapes: x_t (B, I), h (B, H). The registry key "irnn" is this cell with
@@ -108,6 +111,10 @@ class RNNCell(_Affine):
         super().__init__(input_size, hidden_size, bias, backend)
         if nonlinearity == "modrelu":
             self.modrelu_bias = nn.Parameter(torch.empty(hidden_size).uniform_(-0.01, 0.01))
+
+    @classmethod
+    def extra_backends(cls) -> tuple[str, ...]:
+        return ("fused",)
 
     def reset_parameters(self) -> None:
         super().reset_parameters()
@@ -136,12 +143,12 @@ class RNNCell(_Affine):
         if self.backend == "reference":
             return super().sequence(x, state, lengths)
         self.check_input(x)
-        if self.nonlinearity == "modrelu":
-            # fused modReLU recurrence; both biases fold into the input term
+        if self.nonlinearity == "modrelu" or self.backend == "fused":
+            # fused recurrence; both biases fold into the input term
             u = nn.functional.linear(x, self.weight_ih, self.bias_ih)
             if self.bias_hh is not None:
                 u = u + self.bias_hh
-            return elementwise_rnn(u, self.weight_hh, state, "modrelu", self.modrelu_bias, lengths)
+            return elementwise_rnn(u, self.weight_hh, state, self.nonlinearity, self.modrelu_bias, lengths)
         return super().sequence(x, state, lengths)
 
     @property

@@ -18,14 +18,22 @@ Column form, one step::
 ``regularization()`` returns ``delta * sum_k (gamma_k - 1)^2``, the paper's penalty that keeps
 the eigenvalue moduli near 1.
 
-Initialisation: V starts *equal* to the orthogonal matrix ``Q0`` of the chosen initialiser
-("henaff", "cayley", "haar", "identity", "random"; see :mod:`rnnlab.parametrize`), gamma = 1,
-T = 0. We take the real Schur form of Q0, ``Q0 = Z S Z^T`` with S block diagonal (Q0 is
-normal): P starts at Z and theta at the block angles of S. For the block-diagonal
-initialisers (Henaff, Cayley, identity) Z = I and theta are exactly the initialiser's
-rotation angles; for Haar/random Z is Q0's Schur basis ("random" is drawn with det +1: a
-reflection has no gamma R(theta) form). The reference code exponentiated P from an
-uninitialised tensor, so its init flags did nothing; here the test suite checks V == Q0.
+Initialisation (gamma = 1, T = 0 in both modes; ``init`` is one of the orthogonal
+initialisers of :mod:`rnnlab.parametrize`: "henaff", "cayley", "haar", "identity", "random"):
+
+* ``theta_init="uniform"`` (default, the nnRNN code's design): P starts at the initialiser's
+  orthogonal matrix and theta_k ~ U(-pi, pi), so the eigenvalue phases of V are spread
+  uniformly over the circle (what copy needs: Henaff et al.'s explicit solution is such a
+  "clock"). For the block-diagonal initialisers P0 commutes with Lambda0, so V0 = Lambda0.
+* ``theta_init="init"``: V starts *equal* to the initialiser's matrix Q0. We take the real
+  Schur form ``Q0 = Z S Z^T`` (S block diagonal, Q0 is normal): P starts at Z and theta at the
+  block angles of S (Z = I for Henaff/Cayley/identity; "haar"/"random" are drawn with det +1,
+  as a reflection has no gamma R(theta) form). Note that with the matrix exponential the
+  Cayley initialiser's angles are tan(u/2), u ~ U(0, pi/2), i.e. all phases in (0, 1) rad:
+  on copy T=200 this learns much more slowly than "uniform" (docs/nnrnn.md).
+
+The reference code at HEAD exponentiated P from an uninitialised tensor, so its init flags
+did nothing; here the tests check that P0 (resp. V0) is the initialiser's matrix.
 
 Shapes: x_t (B, I), h (B, H), H even. ``sequence`` (the fast path) projects the inputs of all
 steps in one matmul and assembles V once per sequence; it is tested equal to the reference
@@ -41,7 +49,8 @@ from torch import Tensor, nn
 from torch.nn.utils import parametrize as P
 
 from .. import parametrize as par
-from .base import Cell, map_state
+from ..kernels.recurrence import elementwise_rnn
+from .base import Cell
 from .classic import modrelu
 
 T_MASKS = ("paper", "reference")
@@ -123,7 +132,8 @@ class NNRNNCell(Cell):
     ``T`` (H, H) masked to its free entries (tag "nonnormal"); ``bias`` the modReLU bias
     (H,), ~ U(-0.01, 0.01).
 
-    Options: ``init`` (orthogonal initialiser of V), ``delta`` (weight of the gamma penalty),
+    Options: ``init`` (orthogonal initialiser), ``theta_init`` ("uniform" | "init", see the
+    module docstring), ``delta`` (weight of the gamma penalty),
     ``t_mask`` ("paper" | "reference"), ``K``/``M`` (dynamic trivialization of P),
     ``seed`` (an explicit generator seed for the orthogonal init; None uses torch's global
     generator), ``input_init`` ("xavier": Glorot normal, the nnRNN code's default;
@@ -133,7 +143,8 @@ class NNRNNCell(Cell):
     def __init__(
         self, input_size: int, hidden_size: int, init: str = "cayley", delta: float = 1e-4,
         t_mask: str = "paper", K: int | None = None, M: int | None = None,
-        seed: int | None = None, input_init: str = "xavier", backend: str = "auto",
+        seed: int | None = None, input_init: str = "xavier", theta_init: str = "uniform",
+        backend: str = "auto",
     ):
         if int(hidden_size) % 2 != 0:
             raise ValueError(
@@ -143,10 +154,12 @@ class NNRNNCell(Cell):
         super().__init__(input_size, hidden_size, backend)
         if delta < 0:
             raise ValueError(f"delta must be >= 0, got {delta}")
+        if theta_init not in ("uniform", "init"):
+            raise ValueError(f"theta_init must be 'uniform' or 'init', got {theta_init!r}")
         if input_init not in ("xavier", "kaiming"):
             raise ValueError(f"input_init must be 'xavier' or 'kaiming', got {input_init!r}")
         n = self.hidden_size
-        self.init, self.delta, self.t_mask = init, float(delta), t_mask
+        self.init, self.delta, self.t_mask, self.theta_init = init, float(delta), t_mask, theta_init
         self.register_buffer("mask", nonnormal_mask(n, t_mask), persistent=False)
         self.weight_ih = nn.Parameter(torch.empty(n, input_size))
         # the nnRNN code draws U Glorot-normal by default (expRNN's code: Kaiming); with
@@ -160,11 +173,17 @@ class NNRNNCell(Cell):
         self.gamma = nn.Parameter(torch.ones(n // 2))
         self.T = nn.Parameter(torch.zeros(n, n))
         generator = torch.Generator().manual_seed(seed) if seed is not None else None
-        _, Z, theta = initial_orthogonal(init, n, generator)
-        self.theta = nn.Parameter(theta.float())
         self.P = nn.Parameter(torch.empty(n, n))
-        self.orthogonal = par.orthogonal_(self, "P", "expm", "identity", K, M)
-        self.orthogonal.base.copy_(Z.float())
+        if theta_init == "uniform":
+            if init not in par.INITS:
+                raise ValueError(f"unknown nnRNN initialiser {init!r}; expected one of {par.INITS}")
+            self.orthogonal = par.orthogonal_(self, "P", "expm", init, K, M, generator=generator)
+            theta = torch.rand(n // 2, generator=generator, dtype=torch.float64) * (2 * math.pi) - math.pi
+        else:
+            _, Z, theta = initial_orthogonal(init, n, generator)
+            self.orthogonal = par.orthogonal_(self, "P", "expm", "identity", K, M)
+            self.orthogonal.base.copy_(Z.float())
+        self.theta = nn.Parameter(theta.float())
         self.tag_parameters("parametrizations.P", "orthogonal")
         self.tag_parameters("T", "nonnormal")
 
@@ -196,27 +215,16 @@ class NNRNNCell(Cell):
         return h, h
 
     def sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
-        """Fast path: all input projections in one matmul, V assembled once."""
+        """Fast path: V assembled once, all input projections in one matmul, and the recurrence
+        ``h_t = modReLU(V h_{t-1} + U x_t)`` through the fused kernel
+        :func:`rnnlab.kernels.elementwise_rnn` (forward without a graph, one product per step
+        backward)."""
         if self.backend == "reference":
             return super().sequence(x, state, lengths)
         self.check_input(x)
-        T, B = x.shape[0], x.shape[1]
-        if T == 0:
+        if x.shape[0] == 0:
             raise ValueError("cannot unroll over an empty sequence (T = 0)")
-        h = self.init_state(B, device=x.device, dtype=x.dtype) if state is None else state
         with P.cached():
-            Vt = self.recurrent_matrix().transpose(0, 1)
+            V = self.recurrent_matrix()
         xw = nn.functional.linear(x, self.weight_ih)  # (T, B, H)
-        outputs = []
-        if lengths is None:
-            for xw_t in xw.unbind(0):
-                h = modrelu(torch.addmm(xw_t, h, Vt), self.bias)
-                outputs.append(h)
-        else:
-            lengths = lengths.to(x.device)
-            for t, xw_t in enumerate(xw.unbind(0)):
-                new = modrelu(torch.addmm(xw_t, h, Vt), self.bias)
-                keep = (lengths > t).unsqueeze(1)
-                outputs.append(new * keep.to(new.dtype))
-                h = map_state(lambda n_, o: torch.where(keep, n_, o), new, h)
-        return torch.stack(outputs), h
+        return elementwise_rnn(xw, V, state, "modrelu", self.bias, lengths)
