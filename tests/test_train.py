@@ -183,3 +183,13 @@ def test_plateau_schedule_halves_the_learning_rate(tmp_path):
     # evaluations at 10, 20, 30, 40: halved after 20 and 30 (the row at 40 is logged before its eval)
     assert lrs[0] == 1e-7 and lrs[-1] == pytest.approx(1e-7 / 4)
     assert all(b == pytest.approx(a) or b == pytest.approx(a / 2) for a, b in zip(lrs, lrs[1:]))
+
+
+def test_resume_accepts_a_run_saved_before_a_config_key_was_added(tmp_path):
+    train(small(steps=10), tmp_path / "r", progress=False)
+    path = tmp_path / "r" / "config.json"
+    saved = json.loads(path.read_text())
+    del saved["model"]["pool"]  # as written by an older rnnlab
+    path.write_text(json.dumps(saved))
+    r = train(small(steps=20), tmp_path / "r", resume=True, progress=False)
+    assert r["steps"] == 20

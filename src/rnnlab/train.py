@@ -200,7 +200,9 @@ def train(
                 f"cannot resume: {ckpt_path} does not exist (nothing was checkpointed yet); "
                 f"start the run without --resume"
             )
-        saved = json.loads(config_path.read_text())
+        # re-resolved through today's dataclasses, so keys added since the run started compare
+        # at their defaults instead of counting as a change
+        saved = load_json(config_path).to_dict()
         diffs = _same_except_steps(saved, cfg.to_dict())
         if diffs:
             raise ConfigError(
