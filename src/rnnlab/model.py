@@ -67,12 +67,21 @@ class SequenceModel(nn.Module):
         self.readout = nn.Linear(hidden_size + (hidden_size // pool if pool else 0), output_size)
 
     def forward(self, x: Tensor, state=None, lengths: Tensor | None = None):
-        out, state = self.rnn(self.encoder(x), state, lengths)
+        # With nothing between the recurrent layer and the linear readout (no dropout while
+        # training, no pooling), cells that compute in other coordinates (asRNN: g = W_f h)
+        # hand their map M over and the readout uses W_o M (Recurrent.forward_mapped).
+        direct = isinstance(self.pool, nn.Identity) and (isinstance(self.drop, nn.Identity) or not self.training)
+        if direct:
+            out, state, M = self.rnn.forward_mapped(self.encoder(x), state, lengths)
+        else:
+            (out, state), M = self.rnn(self.encoder(x), state, lengths), None
         if self.readout_kind == "last":
             if lengths is None:
                 out = out[:, -1]
             else:
                 out = out[torch.arange(out.shape[0]), torch.as_tensor(lengths).to(out.device) - 1]
+        if M is not None:
+            return nn.functional.linear(out, self.readout.weight @ M, self.readout.bias), state
         return self.readout(self.pool(self.drop(out))), state
 
     def param_groups(self) -> dict[str, list[nn.Parameter]]:

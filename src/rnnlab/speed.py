@@ -193,7 +193,7 @@ def _worker(spec: dict) -> dict:
 
     torch.set_num_threads(spec["threads"])
     from . import parametrize as par
-    from .cells import CELLS, Recurrent
+    from .model import SequenceModel
 
     cfg = BenchConfig(**spec["config"])
     T, B, I, O = cfg.T, cfg.batch, cfg.input_size, cfg.output_size
@@ -204,25 +204,32 @@ def _worker(spec: dict) -> dict:
         x = torch.rand(T, B, I, generator=g)
     y = torch.randint(0, O, (T, B) if cfg.readout == "all" else (B,), generator=g)
 
+    x_bf, y_bf = x.transpose(0, 1), (y.t() if cfg.readout == "all" else y)
+
     def build(key, options, hidden):
         torch.manual_seed(0)
         if key == "nn.LSTM":
             layer = torch.nn.LSTM(I, hidden)
+            readout = torch.nn.Linear(hidden, O)
+            model = torch.nn.ModuleDict({"rnn": layer, "readout": readout})
+
+            def forward():
+                out = layer(x)[0]
+                if cfg.readout == "last":
+                    out = out[-1]
+                return readout(out), y
         else:
-            layer = Recurrent(I, hidden, cell=CELLS[key], **options)
-        readout = torch.nn.Linear(hidden, O)
-        model = torch.nn.ModuleDict({"rnn": layer, "readout": readout})
+            # the library's model (readout folding included), fed batch-first views
+            model = SequenceModel(key, I, O, hidden, readout=cfg.readout, cell_options=options)
+
+            def forward():
+                return model(x_bf)[0], y_bf
+
         opt = torch.optim.RMSprop(model.parameters(), lr=1e-5, alpha=0.9)
 
-        def forward():
-            out = layer(x)[0]
-            if cfg.readout == "last":
-                out = out[-1]
-            return readout(out)
-
         def train_step():
-            logits = forward()
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, O), y.reshape(-1))
+            logits, target = forward()
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, O), target.reshape(-1))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()

@@ -219,13 +219,26 @@ class ASRNNCell(Cell):
             return W_f @ self.weight_ih, W_f @ W @ W_f_inv, W_f @ self.bias, W_f, W_f_inv
 
     def sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
+        g, h_n, W_f_inv = self.sequence_mapped(x, state, lengths)
+        if W_f_inv is None:
+            return g, h_n
+        # h = W_f^{-1} g for all steps in one product; zero (padded) g maps to zero h
+        return nn.functional.linear(g, W_f_inv), h_n
+
+    def sequence_mapped(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
+        """The fast path's ``g_t = W_f h_t`` with ``M = W_f^{-1}`` (``h_t = M g_t``), so that
+        a linear readout can use ``W_o W_f^{-1}`` on g and skip mapping every step back
+        (:meth:`rnnlab.cells.Cell.sequence_mapped`); the reference loop's h with ``M = None``
+        when the fast path is off or falls back."""
         if self.backend == "reference":
-            return unroll(self, x, state, lengths)
+            out, h_n = unroll(self, x, state, lengths)
+            return out, h_n, None
         # one evaluation of the parametrized weights serves the precision test and the run
         # (first accessed with autograd on, so the cached tensors carry the graph)
         with P.cached():
             if not self._fast_ok(x.dtype, self.weight_uf, self.diag_f):
-                return unroll(self, x, state, lengths)
+                out, h_n = unroll(self, x, state, lengths)
+                return out, h_n, None
             self.check_input(x)
             if state is None:
                 state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
@@ -239,8 +252,7 @@ class ASRNNCell(Cell):
             else:
                 weights = [w_ih, w_hh, bias, torch.zeros_like(bias)]
                 g, g_n = run_native(torch.rnn_tanh, x, g0, weights, lengths, self.training)
-            # h = W_f^{-1} g for all steps in one product; zero (padded) g maps to zero h
-            return nn.functional.linear(g, W_f_inv), nn.functional.linear(g_n, W_f_inv)
+            return g, nn.functional.linear(g_n, W_f_inv), W_f_inv
 
     # --- bookkeeping -----------------------------------------------------------------------
     def free_parameter_count(self) -> int:

@@ -123,6 +123,16 @@ class Cell(nn.Module):
         """Run a whole time-major sequence ``x`` (T, B, I) -> (outputs (T, B, H), state)."""
         return unroll(self, x, state, lengths)
 
+    def sequence_mapped(self, x: Tensor, state: State | None = None, lengths: Tensor | None = None):
+        """Like :meth:`sequence`, but the outputs may come in other coordinates:
+        ``(z (T, B, H'), state, M)`` with ``h_t = z_t @ M.T`` (``M`` (H, H')), or ``M = None``
+        when ``z`` is h itself (the default). A linear readout can then absorb ``M`` into its
+        weight (``W_o h_t = (W_o M) z_t``) and skip a (T B, H') x (H', H) product and its
+        backward (asRNN: ``M = W_f^{-1}``; see :meth:`Recurrent.forward_mapped`). ``state`` is
+        always in h coordinates."""
+        out, state = self.sequence(x, state, lengths)
+        return out, state, None
+
 
 def unroll(cell: Cell, x: Tensor, state: State | None = None, lengths: Tensor | None = None):
     """The reference loop over time: ``x`` is (T, B, I); returns ``(outputs (T, B, H), state)``.
@@ -224,6 +234,20 @@ class Recurrent(nn.Module):
         return map_state(lambda s: s[i], h0)
 
     def forward(self, input, h0: State | None = None, lengths: Tensor | None = None):
+        out, h_n, _ = self._run(input, h0, lengths, mapped=False)
+        return out, h_n
+
+    def forward_mapped(self, input: Tensor, h0: State | None = None, lengths: Tensor | None = None):
+        """``forward`` for a caller that applies a linear map next (a readout): returns
+        ``(z, h_n, M)`` with the last layer's outputs ``h = z @ M.T`` (``M = None``: ``z`` is
+        h). Cells that compute in transformed coordinates (asRNN) then skip mapping every
+        step back to h; ``h_n`` is in h coordinates as in ``forward``. Tensor input only (no
+        PackedSequence); with ``checkpoint_chunk`` set while training, ``M`` is None."""
+        if isinstance(input, PackedSequence):
+            raise ValueError("forward_mapped takes a padded tensor and lengths, not a PackedSequence")
+        return self._run(input, h0, lengths, mapped=True)
+
+    def _run(self, input, h0: State | None, lengths: Tensor | None, mapped: bool):
         packed = isinstance(input, PackedSequence)
         if packed:
             if lengths is not None:
@@ -249,6 +273,8 @@ class Recurrent(nn.Module):
                     f"({x.shape[1]}), got {lengths.tolist()}"
                 )
         finals = []
+        M = None
+        last = len(self.cells) - 1
         for i, cell in enumerate(self.cells):
             if i > 0 and self.dropout > 0 and self.training:
                 x = nn.functional.dropout(x, self.dropout, True)
@@ -256,13 +282,15 @@ class Recurrent(nn.Module):
                 from ..kernels.checkpoint import checkpointed_sequence
 
                 x, s = checkpointed_sequence(cell, x, self._layer_state(h0, i), lengths, self.checkpoint_chunk)
+            elif mapped and i == last:
+                x, s, M = cell.sequence_mapped(x, self._layer_state(h0, i), lengths)
             else:
                 x, s = cell.sequence(x, self._layer_state(h0, i), lengths)
             finals.append(s)
         h_n = map_state(lambda *s: torch.stack(s), *finals)
         if packed:
-            return pack_padded_sequence(x, lengths, enforce_sorted=False), h_n
-        return (x.transpose(0, 1) if self.batch_first else x), h_n
+            return pack_padded_sequence(x, lengths, enforce_sorted=False), h_n, M
+        return (x.transpose(0, 1) if self.batch_first else x), h_n, M
 
 
 def iter_cells(module: nn.Module) -> Iterator[Cell]:
