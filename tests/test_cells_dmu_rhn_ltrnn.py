@@ -116,6 +116,43 @@ def test_ltrnn_backends_equal_reference(backend):
     assert linear_recurrence(torch.zeros(5, 2, 3), torch.eye(3), torch.ones(2, 3)).shape == (5, 2, 3)
 
 
+def _ltrnn_grads(cell, x, h0, lengths=None):
+    cell.zero_grad()
+    x, h0 = x.clone().requires_grad_(), h0.clone().requires_grad_()
+    out, h_n = cell.sequence(x, h0, lengths)
+    g = torch.Generator().manual_seed(1)
+    loss = (out * torch.randn(out.shape, generator=g, dtype=out.dtype)).sum()
+    loss = loss + (h_n * torch.randn(h_n.shape, generator=g, dtype=out.dtype)).sum()
+    loss.backward()
+    return [out, h_n, x.grad, h0.grad] + [p.grad for p in cell.parameters()]
+
+
+@pytest.mark.parametrize("backend,lengths", [("loop", None), ("scan", None), ("auto", [40, 7, 23])])
+def test_ltrnn_backends_gradients_equal_reference_float64(backend, lengths):
+    """Outputs, final state and every gradient of the fused loop / scan against the step loop."""
+    torch.manual_seed(7)
+    ref = LTRNNCell(4, 6, activation="relu", init="orthogonal", backend="reference").double()
+    fast = LTRNNCell(4, 6, activation="relu", init="orthogonal", backend=backend, chunk=6 if backend == "scan" else 0).double()
+    fast.load_state_dict(ref.state_dict())
+    x, h0 = torch.randn(40, 3, 4, dtype=torch.float64), torch.randn(3, 6, dtype=torch.float64)
+    lengths = None if lengths is None else torch.tensor(lengths)
+    for a, b in zip(_ltrnn_grads(fast, x, h0, lengths), _ltrnn_grads(ref, x, h0, lengths)):
+        assert b.abs().max() > 0
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_fused_linear_recurrence_gradcheck():
+    from rnnlab.kernels import elementwise_rnn
+
+    torch.manual_seed(8)
+    v = torch.randn(7, 2, 3, dtype=torch.float64, requires_grad=True)
+    W = (0.5 * torch.randn(3, 3, dtype=torch.float64)).requires_grad_()
+    h0 = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda *a: elementwise_rnn(*a, activation="identity")[0], (v, W, h0))
+    lengths = torch.tensor([7, 3])
+    assert torch.autograd.gradcheck(lambda *a: elementwise_rnn(*a, activation="identity", lengths=lengths)[0], (v, W, h0))
+
+
 def test_bad_options():
     with pytest.raises(ValueError, match="layer widths"):
         DMUCell(3, 4, layers=[0])

@@ -7,8 +7,10 @@ the transition is linear and the whole sequence is a linear recurrence over the 
 ``activation``: "relu" (the paper's), "tanh" or "identity". Shapes: x_t (B, I), h (B, H).
 
 Fast paths over the precomputed ``v`` (:mod:`rnnlab.kernels.scan`): ``backend="scan"`` (chunked
-scan), ``"loop"`` (loop of fused matrix products), ``"auto"`` (the scan for small steps where
-it is faster, else the loop; a given ``chunk`` forces the scan); ``"reference"`` is the step loop.
+scan), ``"loop"`` (the loop inside the fused kernel: one product per step forward and one
+backward), ``"auto"`` (the scan for small steps where it is faster, else the fused loop; a
+given ``chunk`` forces the scan); ``"reference"`` is the step loop. With ``lengths`` the fused
+loop runs (frozen state and zero outputs past each length, as the step loop).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import parametrize as par
-from ..kernels.scan import linear_recurrence, linear_recurrence_loop, linear_recurrence_scan
+from ..kernels.scan import linear_recurrence, linear_recurrence_fused, linear_recurrence_scan
 from .base import Cell
 
 
@@ -67,14 +69,17 @@ class LTRNNCell(Cell):
         return h, h
 
     def sequence(self, x, state=None, lengths=None):
-        if self.backend == "reference" or lengths is not None:
+        if self.backend == "reference":
             return super().sequence(x, state, lengths)
         self.check_input(x)
         if state is None:
             state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
         v = self.input_path(x)
+        if lengths is not None:
+            out = linear_recurrence_fused(v, self.weight_hh, state, lengths)
+            return out, out[torch.as_tensor(lengths).to(out.device) - 1, torch.arange(out.shape[1], device=out.device)]
         if self.backend == "loop":
-            out = linear_recurrence_loop(v, self.weight_hh, state)
+            out = linear_recurrence_fused(v, self.weight_hh, state)
         elif self.backend == "scan":
             out = linear_recurrence_scan(v, self.weight_hh, state, self.chunk or None)
         else:

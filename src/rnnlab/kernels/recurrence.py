@@ -9,13 +9,14 @@ input term ``W_ih x_t + b`` of every step, computed outside by one large matrix 
   :data:`TANH_VIA_SIGMOID` and docs/speed.md),
 * ``"relu"``,
 * ``"modrelu"``: ``sign(z) * relu(|z| + b)`` with a per-unit bias b (H,) (Arjovsky et al.
-  2016; the expRNN/scoRNN/nnRNN activation), sign(0) = 0.
+  2016; the expRNN/scoRNN/nnRNN activation), sign(0) = 0,
+* ``"identity"``: the linear recurrence ``h_t = W h_{t-1} + u_t`` (the LT-RNN's transition).
 
 Why a custom ``torch.autograd.Function``: the reference loop (:func:`rnnlab.unroll`) builds an
 autograd graph of several nodes per step and frees/reallocates every intermediate. Here the
 forward loop runs without a graph and writes each state into one preallocated (T, B, H)
-buffer, which is all the backward needs (phi' is a function of phi's output for all three
-activations: ``1 - h^2``, ``h > 0``, ``h != 0``). The backward loop does one (B, H) x (H, H)
+buffer, which is all the backward needs (phi' is a function of phi's output for all four
+activations: ``1 - h^2``, ``h > 0``, ``h != 0``, 1). The backward loop does one (B, H) x (H, H)
 matrix product per step; the weight gradient ``sum_t delta_t^T h_{t-1}`` and the bias gradient
 are single large products/reductions at the end.
 
@@ -32,7 +33,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-ACTIVATIONS = ("tanh", "relu", "modrelu")
+ACTIVATIONS = ("tanh", "relu", "modrelu", "identity")
 
 #: compute tanh as 2 sigmoid(2z) - 1 in the fused loop (same values to a few ulps; measured
 #: ~2x faster than ``tanh_`` on (128, 190) float32 with one thread in torch 2.13 CPU).
@@ -48,6 +49,8 @@ def _activate_(z: Tensor, activation: str, bias: Tensor | None, scratch: Tensor)
             z.tanh_()
     elif activation == "relu":
         z.relu_()
+    elif activation == "identity":
+        pass
     else:
         torch.sign(z, out=scratch)
         z.abs_().add_(bias).relu_().mul_(scratch)
@@ -63,6 +66,8 @@ def _times_derivative_(g: Tensor, h: Tensor, activation: str, scratch: Tensor, g
         g.sub_(scratch)
     elif activation == "relu":
         g.mul_(torch.sign(h, out=scratch))  # h >= 0, so sign(h) = [h > 0]
+    elif activation == "identity":
+        pass
     else:
         # modReLU: dh/dz = [|z| + b > 0] = [h != 0] = sign(h)^2 and dh/db = sign(z) [h != 0]
         # = sign(h) (sign(0) = 0 on both sides)
@@ -141,7 +146,7 @@ def elementwise_rnn(
         u: (T, B, H) input terms of all steps (``x @ W_ih.T + biases``).
         weight: (H, H) recurrent matrix W in column form (applied as ``h @ W.T``).
         h0: (B, H) initial state (zeros if None).
-        activation: "tanh", "relu" or "modrelu".
+        activation: "tanh", "relu", "modrelu" or "identity".
         bias: (H,) modReLU bias (required for, and only for, "modrelu").
         lengths: optional (B,) sequence lengths in [0, T]; steps at or past a sequence's
             length leave its state unchanged and give zero outputs (0: the whole chunk is
@@ -199,7 +204,14 @@ def reference_elementwise_rnn(
     outs = []
     for t, u_t in enumerate(u.unbind(0)):
         z = u_t + h @ weight.t()
-        new = torch.tanh(z) if activation == "tanh" else torch.relu(z) if activation == "relu" else modrelu(z, bias)
+        if activation == "tanh":
+            new = torch.tanh(z)
+        elif activation == "relu":
+            new = torch.relu(z)
+        elif activation == "identity":
+            new = z
+        else:
+            new = modrelu(z, bias)
         if lengths is not None:
             keep = (torch.as_tensor(lengths, device=u.device) > t).unsqueeze(1)
             new = torch.where(keep, new, h)

@@ -5,7 +5,8 @@ The reference is a loop of T dependent matrix products. The scan splits time int
 of C steps (C ~ sqrt(T)) and needs only about ``2 C + N`` dependent steps:
 
 1. local pass, all chunks at once from a zero state: ``s_{n,j} = s_{n,j-1} W^T + v_{n,j}``
-   (C steps, each one (N B, H) x (H, H) product);
+   (C steps, each one (N B, H) x (H, H) product, through the fused kernel
+   :func:`rnnlab.kernels.elementwise_rnn` with the identity activation);
 2. carries across chunks: ``e_n = s_{n,C-1} + e_{n-1} (W^C)^T``, ``e_{-1} = h_0`` (N steps);
 3. correction, one batched product: ``h_{n,j} = s_{n,j} + e_{n-1} (W^{j+1})^T`` with the
    powers W^1..W^C (C small H x H products).
@@ -13,7 +14,14 @@ of C steps (C ~ sqrt(T)) and needs only about ``2 C + N`` dependent steps:
 It does about twice the arithmetic of the loop in far fewer, larger operations, so it wins
 where the loop is bound by per-step overhead (small H or B, long T) and loses where the loop is
 already bound by matrix-product throughput; `benchmarks/` measures both. Plain autograd
-operations, so gradients are exact; tested against the loop in float64.
+operations plus the fused kernel (itself gradchecked), so gradients are exact; tested against
+the loop in float64.
+
+Three ways to run the recurrence, measured side by side by ``benchmarks/scan.py``:
+:func:`linear_recurrence_loop` (an autograd loop of T products, the reference twin),
+:func:`linear_recurrence_fused` (the same loop inside the fused kernel: one product per step
+forward and one backward, the weight gradient as one product at the end) and
+:func:`linear_recurrence_scan`; :func:`linear_recurrence` picks the scan or the fused loop.
 """
 
 from __future__ import annotations
@@ -34,6 +42,14 @@ def linear_recurrence_loop(v: Tensor, W: Tensor, h0: Tensor) -> Tensor:
     return torch.stack(out)
 
 
+def linear_recurrence_fused(v: Tensor, W: Tensor, h0: Tensor, lengths: Tensor | None = None) -> Tensor:
+    """The loop inside the fused kernel (:func:`rnnlab.kernels.elementwise_rnn`, identity
+    activation); ``lengths`` as there (frozen state and zero outputs past each length)."""
+    from .recurrence import elementwise_rnn
+
+    return elementwise_rnn(v, W, h0, "identity", lengths=lengths)[0]
+
+
 def matrix_powers(W: Tensor, C: int) -> Tensor:
     """``[W^1, ..., W^C]`` stacked (C, H, H)."""
     P = [W]
@@ -42,18 +58,19 @@ def matrix_powers(W: Tensor, C: int) -> Tensor:
     return torch.stack(P)
 
 
-#: ``auto`` uses the scan when one step's product is at most this many multiply-adds (B H^2):
-#: measured on the project's 2-core CPU (one thread, T=1000, forward + backward), the scan was
-#: 4.8x faster at B=8, H=8, 1.3x at B=16, H=64 (65,536), and slower from B=128, H=32 (131,072) on.
-SCAN_MAX_STEP_MACS = 65_536
+#: ``auto`` uses the scan when one step's product is at most this many multiply-adds (B H^2),
+#: else the fused loop. Measured with ``benchmarks/scan.py`` (one thread, T=1000, forward +
+#: backward, against the fused loop): scan faster at B=8, H=8 (4.3x) and B=32, H=32 (1.1x),
+#: slower at B=16, H=64 (0.88x) and from B=64, H=64 on (0.5-0.7x).
+SCAN_MAX_STEP_MACS = 32_768
 
 
 def linear_recurrence(v: Tensor, W: Tensor, h0: Tensor, chunk: int | None = None) -> Tensor:
-    """Scan where it pays (see ``SCAN_MAX_STEP_MACS``), else the loop over precomputed inputs."""
+    """Scan where it pays (see ``SCAN_MAX_STEP_MACS``), else the fused loop."""
     T, B, H = v.shape
     if chunk or B * H * H <= SCAN_MAX_STEP_MACS:
         return linear_recurrence_scan(v, W, h0, chunk)
-    return linear_recurrence_loop(v, W, h0)
+    return linear_recurrence_fused(v, W, h0)
 
 
 def linear_recurrence_scan(v: Tensor, W: Tensor, h0: Tensor, chunk: int | None = None) -> Tensor:
@@ -66,24 +83,17 @@ def linear_recurrence_scan(v: Tensor, W: Tensor, h0: Tensor, chunk: int | None =
     pad = N * C - T
     if pad:
         v = torch.cat([v, v.new_zeros(pad, B, H)])
-    # (unbind, not indexing: each indexed slice's backward would fill a full-size gradient)
-    cols = v.view(N, C, B * H).unbind(1)  # C tensors (N, B*H): step j of every chunk
-    Wt = W.transpose(0, 1)
     # 1. local pass from zero states, all chunks together: one (N B, H) x (H, H) product a step
-    s = cols[0].reshape(N * B, H)
-    local = [s]
-    for j in range(1, C):
-        s = torch.addmm(cols[j].reshape(N * B, H), s, Wt)
-        local.append(s)
-    S = torch.stack(local, 1).view(N, B, C, H).transpose(1, 2)  # (N, C, B, H)
+    cols = v.view(N, C, B, H).transpose(0, 1).reshape(C, N * B, H)  # step j of every chunk
+    local = linear_recurrence_fused(cols, W, v.new_zeros(N * B, H)).view(C, N, B, H)
     # 2. carries: the true state at the end of each chunk
     P = matrix_powers(W, C)  # (C, H, H): P[j] = W^{j+1}
     WCt = P[-1].transpose(0, 1)
     e, starts = h0, []
-    for last in local[-1].view(N, B, H).unbind(0):
+    for last in local[-1].unbind(0):  # (B, H) per chunk
         starts.append(e)
         e = torch.addmm(last, e, WCt)
     E = torch.stack(starts)  # (N, B, H): state entering chunk n
     # 3. correction: h_{n,j} = s_{n,j} + e_{n-1} (W^{j+1})^T
-    out = S + torch.einsum("nbk,cjk->ncbj", E, P)
-    return out.reshape(N * C, B, H)[:T]
+    out = local + torch.einsum("nbk,cjk->cnbj", E, P)  # (C, N, B, H)
+    return out.transpose(0, 1).reshape(N * C, B, H)[:T]
