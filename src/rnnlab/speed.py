@@ -4,13 +4,16 @@ registered cell, side by side with ``torch.nn.LSTM`` and with the cell's own ref
 One row per (configuration, cell). Each row runs in its own worker process (so peak memory
 and allocator state are the row's own) and measures, in that one process,
 
-* the training iteration (forward + backward + RMSprop step, a linear readout and the task's
+* the training iteration (forward + backward + RMSprop step, the library's
+  :class:`rnnlab.model.SequenceModel` with its linear readout (folding included) and the task's
   cross-entropy) of the cell's default backend ("fast"), of the same model with
   ``backend="reference"`` (the :func:`rnnlab.unroll` loop) and of a ``torch.nn.LSTM`` of
   matched parameter count, interleaved repeat by repeat so that a change in the load of a
   shared machine hits all three alike; medians after warm-up, both in process CPU time and in
   wall time (with one thread, CPU time is the cost of our own code; wall time adds the waits
   for a core when other processes compete for it);
+* for cells with a recurrence depth d > 1 (sequential layers per time step: DMU's FNN, RHN's
+  micro-layers) the ratio to ``nn.LSTM`` is also given divided by d ("per unit of depth");
 * inference throughput (sequences per second of the fast forward under ``torch.no_grad``);
 * peak memory: the rise of the process's peak resident set size (``ru_maxrss``) over its
   resident size just before the first training iteration of the fast path, which runs first
@@ -249,6 +252,8 @@ def _worker(spec: dict) -> dict:
     key, options, hidden = spec["key"], spec["options"], spec["hidden"]
     res: dict = {"pid": os.getpid()}
     model, fast_step, fast_infer = build(key, options, hidden)
+    # recurrence depth: sequential layers per time step (DMU: FNN layers; RHN: micro-layers)
+    res["depth"] = max((int(getattr(m, "depth", 1)) for m in model.modules() if hasattr(m, "backend")), default=1)
     variants = {"fast": fast_step}
     rss0 = _rss_mb()
     warm = [timed(fast_step) for _ in range(spec["warmup"])]  # the fast path runs first:
@@ -463,6 +468,9 @@ def format_table(result: dict) -> str:
         b = row.get("baseline")
         vs_l = "1 (baseline)" if row["label"] == BASELINE else (
             f"{f['cpu'] / b['cpu']:.2f} ({f['wall'] / b['wall']:.2f})" if b else "-")
+        depth = row.get("depth", 1)
+        if b and depth > 1:
+            vs_l += f"; per unit of depth ({depth}) {f['cpu'] / b['cpu'] / depth:.2f}"
         r = row.get("reference")
         vs_r = f"{f['cpu'] / r['cpu']:.2f}" if r else "-"
         fl = row.get("floor")
