@@ -39,6 +39,8 @@ from torch import Tensor, nn
 from torch.nn.utils import parametrize as P
 
 from .. import parametrize as par
+from ..kernels.linear import blocked_mm, column_sum, gram_t
+from ..kernels.linear import tall_linear
 from .base import Cell, unroll
 from .classic import run_native
 
@@ -58,8 +60,8 @@ class TanhRecurrence(torch.autograd.Function):
 
     Backpropagation through time by hand: the input projections of all steps are one product;
     the backward loop does one (B, H) x (H, H) product per step, and the weight gradients are
-    one product each at the end (``dW_ih`` as ``(x^T dZ)^T``, an orientation several times
-    faster on CPU than ``dZ^T x`` for small I), where autograd over a step loop would do three
+    one product each at the end (in the faster orientation, :func:`rnnlab.kernels.linear.gram_t`;
+    tall products in row blocks, :func:`rnnlab.kernels.linear.blocked_mm`), where autograd over a step loop would do three
     products per step. Checked with ``torch.autograd.gradcheck`` in tests/test_asrnn_cell.py.
     Not twice differentiable.
     """
@@ -68,7 +70,7 @@ class TanhRecurrence(torch.autograd.Function):
     def forward(ctx, x: Tensor, w_ih: Tensor, b: Tensor, g0: Tensor, W: Tensor) -> Tensor:
         T, B, _ = x.shape
         x2 = x.reshape(T * B, -1)
-        G = torch.addmm(b, x2, w_ih.t()).view(T, B, -1)  # input projections, then in place
+        G = blocked_mm(x2, w_ih.t(), b).view(T, B, -1)  # input projections, then in place
         Wt = W.t()
         g = g0
         for t in range(T):
@@ -94,9 +96,9 @@ class TanhRecurrence(torch.autograd.Function):
         # dW = sum_t dz_t^T g_{t-1}, without concatenating g0 to G (a full copy)
         dW = (G[:-1].reshape(-1, H).t() @ dZ[1:].reshape(-1, H)).t() + dZ[0].t() @ g0
         x2 = x.reshape(T * B, -1)
-        dw_ih = (x2.t() @ dZ2).t()
-        dx = (dZ2 @ w_ih).view_as(x) if ctx.needs_input_grad[0] else None
-        return dx, dw_ih, dZ2.sum(0), carry, dW
+        dw_ih = gram_t(dZ2, x2)
+        dx = blocked_mm(dZ2, w_ih).view_as(x) if ctx.needs_input_grad[0] else None
+        return dx, dw_ih, column_sum(dZ2), carry, dW
 
 
 def saturating(x: Tensor, a) -> Tensor:
@@ -223,7 +225,7 @@ class ASRNNCell(Cell):
         if W_f_inv is None:
             return g, h_n
         # h = W_f^{-1} g for all steps in one product; zero (padded) g maps to zero h
-        return nn.functional.linear(g, W_f_inv), h_n
+        return tall_linear(g, W_f_inv), h_n
 
     def sequence_mapped(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
         """The fast path's ``g_t = W_f h_t`` with ``M = W_f^{-1}`` (``h_t = M g_t``), so that

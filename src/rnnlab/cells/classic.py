@@ -17,6 +17,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .. import parametrize as par
 from ..kernels.recurrence import elementwise_rnn
+from ..kernels.linear import tall_linear
 from .base import Cell, State, map_state
 
 
@@ -145,7 +146,7 @@ class RNNCell(_Affine):
         self.check_input(x)
         if self.nonlinearity == "modrelu" or self.backend == "fused":
             # fused recurrence; both biases fold into the input term
-            u = nn.functional.linear(x, self.weight_ih, self.bias_ih)
+            u = tall_linear(x, self.weight_ih, self.bias_ih)
             if self.bias_hh is not None:
                 u = u + self.bias_hh
             return elementwise_rnn(u, self.weight_hh, state, self.nonlinearity, self.modrelu_bias, lengths)

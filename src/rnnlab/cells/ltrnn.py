@@ -22,6 +22,7 @@ from torch import Tensor, nn
 
 from .. import parametrize as par
 from ..kernels.scan import linear_recurrence, linear_recurrence_fused, linear_recurrence_scan
+from ..kernels.linear import tall_linear
 from .base import Cell
 
 
@@ -59,7 +60,7 @@ class LTRNNCell(Cell):
                 self.bias.zero_()
 
     def input_path(self, x: Tensor) -> Tensor:
-        v = nn.functional.linear(x, self.weight_ih, self.bias)
+        v = tall_linear(x, self.weight_ih, self.bias) if x.dim() == 3 else nn.functional.linear(x, self.weight_ih, self.bias)
         if self.activation == "relu":
             return torch.relu(v)
         return torch.tanh(v) if self.activation == "tanh" else v

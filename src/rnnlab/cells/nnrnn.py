@@ -50,6 +50,7 @@ from torch.nn.utils import parametrize as P
 
 from .. import parametrize as par
 from ..kernels.recurrence import elementwise_rnn
+from ..kernels.linear import tall_linear
 from .base import Cell
 from .classic import modrelu
 
@@ -226,5 +227,5 @@ class NNRNNCell(Cell):
             raise ValueError("cannot unroll over an empty sequence (T = 0)")
         with P.cached():
             V = self.recurrent_matrix()
-        xw = nn.functional.linear(x, self.weight_ih)  # (T, B, H)
+        xw = tall_linear(x, self.weight_ih)  # (T, B, H)
         return elementwise_rnn(xw, V, state, "modrelu", self.bias, lengths)

@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from .. import parametrize as par
 from ..kernels.recurrence import elementwise_rnn
+from ..kernels.linear import tall_linear
 from .base import Cell
 from .classic import modrelu
 
@@ -48,7 +49,7 @@ class OrthogonalRNNCell(Cell):
         if self.backend == "reference":
             return super().sequence(x, state, lengths)
         self.check_input(x)
-        u = nn.functional.linear(x, self.weight_ih)
+        u = tall_linear(x, self.weight_ih)
         return elementwise_rnn(u, self.weight_hh, state, "modrelu", self.bias, lengths)
 
     def free_parameter_count(self) -> int:
