@@ -74,6 +74,17 @@ def test_tanh_through_sigmoid_has_tanh_values(dtype, atol, monkeypatch):
         torch.testing.assert_close(out, torch.tanh(z), rtol=0, atol=atol)
 
 
+def test_default_tanh_keeps_relative_accuracy_near_zero():
+    """The default fused tanh is torch.tanh: exact to the ulp for tiny pre-activations, where
+    2 sigmoid(2z) - 1 loses relative accuracy (1e-3 at 1e-5 in float32)."""
+    assert rec.TANH_VIA_SIGMOID is False
+    z = torch.logspace(-8, -1, 50).reshape(1, 1, -1)
+    W = torch.zeros(50, 50)
+    out, _ = elementwise_rnn(z, W, None, "tanh")
+    exact = torch.tanh(z.double())
+    assert ((out.double() - exact).abs() / exact).max() < 1e-6
+
+
 def test_errors_name_the_offending_value():
     u = torch.zeros(3, 2, 4)
     with pytest.raises(ValueError, match="'gelu'"):
@@ -96,6 +107,9 @@ CELL_CASES = [
     ("rnn", {"backend": "fused"}),
     ("rnn", {"nonlinearity": "relu", "backend": "fused"}),
     ("irnn", {"backend": "fused"}),
+    ("rnn", {}),  # auto: the fused recurrence
+    ("rnn", {"backend": "native"}),  # ATen's rnn_tanh
+    ("irnn", {"backend": "native"}),
 ]
 
 

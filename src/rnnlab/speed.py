@@ -128,10 +128,10 @@ def cell_variants() -> dict[str, tuple[str, dict]]:
     for key in CELLS:
         out[key] = (key, {})
         if key == "rnn":
-            out["rnn fused"] = ("rnn", {"backend": "fused"})
+            out["rnn native"] = ("rnn", {"backend": "native"})  # ATen's rnn_tanh
             out["rnn-modrelu"] = ("rnn", {"nonlinearity": "modrelu"})
         if key == "irnn":
-            out["irnn fused"] = ("irnn", {"backend": "fused"})
+            out["irnn native"] = ("irnn", {"backend": "native"})  # ATen's rnn_relu
     return out
 
 

@@ -2,9 +2,10 @@
 
 Weights use ``torch.nn.RNN``'s names and shapes, so a state dict moves between these cells
 and ``torch.nn.RNN``/``LSTM``/``GRU`` layers. The ``sequence`` fast path runs ATen's native
-kernels (``torch.rnn_tanh``, ``torch.rnn_relu``, ``torch.lstm``, ``torch.gru``), and for the
-modReLU RNN the fused recurrence :func:`rnnlab.kernels.elementwise_rnn`; the step ``forward``
-is the reference and the two are tested equal.
+kernels for the LSTM and GRU (``torch.lstm``, ``torch.gru``) and the fused recurrence
+:func:`rnnlab.kernels.elementwise_rnn` for the vanilla RNN (tanh, relu, modReLU; measured
+faster here than ATen's ``torch.rnn_tanh``/``rnn_relu``, which remain available as
+``backend="native"``); the step ``forward`` is the reference and the paths are tested equal.
 """
 
 from __future__ import annotations
@@ -90,9 +91,9 @@ class RNNCell(_Affine):
     """Vanilla RNN: ``h_t = f(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh)``.
 
     ``nonlinearity``: "tanh", "relu" or "modrelu" (bias ~ U(-0.01, 0.01), as in expRNN).
-    ``backend``: "auto" (ATen's ``torch.rnn_tanh``/``rnn_relu``; the fused
-    :func:`rnnlab.kernels.elementwise_rnn` for modReLU), "fused" (the fused recurrence for
-    every nonlinearity) or "reference" (:func:`rnnlab.unroll`).
+    ``backend``: "auto" or "fused" (the fused recurrence :func:`rnnlab.kernels.elementwise_rnn`),
+    "native" (ATen's ``torch.rnn_tanh``/``rnn_relu``; not for modReLU) or "reference"
+    (:func:`rnnlab.unroll`).
     ``init``: "default" (torch's uniform), "identity" (IRNN, Le et al. 2015: W_hh = I,
     zero biases), "orthogonal" (random orthogonal W_hh, "RNN-orth"), "glorot" (Xavier
     normal W_hh). Shapes: x_t (B, I), h (B, H). The registry key "irnn" is this cell with
@@ -107,6 +108,8 @@ class RNNCell(_Affine):
             raise ValueError(f"nonlinearity must be 'tanh', 'relu' or 'modrelu', got {nonlinearity!r}")
         if init not in ("default", "identity", "orthogonal", "glorot"):
             raise ValueError(f"init must be 'default', 'identity', 'orthogonal' or 'glorot', got {init!r}")
+        if nonlinearity == "modrelu" and backend == "native":
+            raise ValueError("backend='native' (ATen's rnn_tanh/rnn_relu) has no modReLU; use 'auto' or 'reference'")
         self.nonlinearity, self.init = nonlinearity, init
         self.modrelu_bias = None
         super().__init__(input_size, hidden_size, bias, backend)
@@ -115,7 +118,7 @@ class RNNCell(_Affine):
 
     @classmethod
     def extra_backends(cls) -> tuple[str, ...]:
-        return ("fused",)
+        return ("fused", "native")
 
     def reset_parameters(self) -> None:
         super().reset_parameters()
@@ -144,7 +147,7 @@ class RNNCell(_Affine):
         if self.backend == "reference":
             return super().sequence(x, state, lengths)
         self.check_input(x)
-        if self.nonlinearity == "modrelu" or self.backend == "fused":
+        if self.backend != "native":
             # fused recurrence; both biases fold into the input term
             u = tall_linear(x, self.weight_ih, self.bias_ih)
             if self.bias_hh is not None:

@@ -4,9 +4,7 @@ Column form (DESIGN.md): ``W`` is (H, H) and applied as ``h @ W.T``; ``u`` (T, B
 input term ``W_ih x_t + b`` of every step, computed outside by one large matrix product;
 ``h0`` is (B, H). ``phi`` is one of
 
-* ``"tanh"``: computed as ``2 sigmoid(2 z) - 1`` (the same function; in this CPU build of
-  torch, ``sigmoid`` plus two scalings is about twice as fast as ``tanh``; see
-  :data:`TANH_VIA_SIGMOID` and docs/speed.md),
+* ``"tanh"``: ``torch.tanh``; optionally as ``2 sigmoid(2 z) - 1`` (:data:`TANH_VIA_SIGMOID`),
 * ``"relu"``,
 * ``"modrelu"``: ``sign(z) * relu(|z| + b)`` with a per-unit bias b (H,) (Arjovsky et al.
   2016; the expRNN/scoRNN/nnRNN activation), sign(0) = 0,
@@ -35,9 +33,12 @@ from torch.autograd.function import once_differentiable
 
 ACTIVATIONS = ("tanh", "relu", "modrelu", "identity")
 
-#: compute tanh as 2 sigmoid(2z) - 1 in the fused loop (same values to a few ulps; measured
-#: ~2x faster than ``tanh_`` on (128, 190) float32 with one thread in torch 2.13 CPU).
-TANH_VIA_SIGMOID = True
+#: compute tanh as 2 sigmoid(2z) - 1 in the fused loop: measured ~2x faster than ``tanh_`` on
+#: (128, 138) float32 with one thread in torch 2.13 CPU (32 us against 58 us), but accurate only
+#: in absolute terms (a few 1e-8): near 0 its relative error in float32 is 1e-3 at |z| = 1e-5
+#: and 7e-2 at 1e-6, where torch.tanh is exact to the ulp. Off by default (long-memory models
+#: can carry information in small states); set it to True to trade that accuracy for speed.
+TANH_VIA_SIGMOID = False
 
 
 def _activate_(z: Tensor, activation: str, bias: Tensor | None, scratch: Tensor) -> None:
