@@ -24,6 +24,8 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+#: set to False to make :func:`tall_linear` plain ``F.linear`` everywhere (e.g. to compare)
+ENABLED = True
 #: rows per block of a blocked product (measured best between 512 and 2048 here).
 BLOCK_ROWS = 1024
 #: use the custom path from this many rows on (below, one ``F.linear`` costs little anyway).
@@ -88,7 +90,7 @@ def tall_linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor
     """``torch.nn.functional.linear(x, weight, bias)`` (same values and gradients) with the
     blocked forward and fast weight gradient for inputs of many rows."""
     rows = x.numel() // x.shape[-1] if x.numel() else 0
-    if rows < MIN_ROWS or x.dtype not in (torch.float32, torch.float64) or x.device.type != "cpu":
+    if not ENABLED or rows < MIN_ROWS or x.dtype not in (torch.float32, torch.float64) or x.device.type != "cpu":
         return torch.nn.functional.linear(x, weight, bias)
     if x.dim() == 3 and not x.is_contiguous() and x.transpose(0, 1).is_contiguous():
         # a batch-first view of time-major memory: compute in that memory, hand back a view
