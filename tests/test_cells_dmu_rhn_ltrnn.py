@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from rnnlab import DMUCell, LTRNNCell, RHNCell, config
+from rnnlab import CELLS, DMUCell, LTRNNCell, RHNCell, config
 from rnnlab.kernels.scan import linear_recurrence, linear_recurrence_loop, linear_recurrence_scan
 from rnnlab.tasks import AddingTask
 from rnnlab.train import build_optimizer
@@ -160,3 +160,57 @@ def test_bad_options():
         RHNCell(3, 4, depth=0)
     with pytest.raises(ValueError, match="activation"):
         LTRNNCell(3, 4, activation="sigmoid")
+
+
+# --- DMU and RHN fused loops (rnnlab.kernels.gated) against their step loops -----------------
+
+
+def _cell_grads(cell, x, h0, backend):
+    cell.backend = backend
+    cell.zero_grad()
+    x, h0 = x.clone().requires_grad_(), h0.clone().requires_grad_()
+    out, h_n = cell.sequence(x, h0)
+    r = torch.randn(out.shape, generator=torch.Generator().manual_seed(1), dtype=out.dtype)
+    ((out * r).sum() + (h_n * h_n).sum()).backward()
+    return [out.detach(), x.grad, h0.grad] + [p.grad.clone() for p in cell.parameters()]
+
+
+@pytest.mark.parametrize("key,kw", [
+    ("dmu", {"layers": [7]}),
+    ("dmu", {"layers": [5, 6], "activation": "identity"}),
+    ("dmu", {"layers": [4, 3, 5]}),
+    ("rhn", {"depth": 1}),
+    ("rhn", {"depth": 3}),
+])
+def test_fused_gated_loops_equal_the_step_loop_float64(key, kw):
+    torch.manual_seed(0)
+    cell = CELLS[key](3, 4, **kw).double()
+    with torch.no_grad():  # move away from the init (zero biases, +3 z bias) so every path matters
+        for p in cell.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    x, h0 = torch.randn(13, 2, 3, dtype=torch.float64), torch.randn(2, 4, dtype=torch.float64)
+    fast, ref = _cell_grads(cell, x, h0, "auto"), _cell_grads(cell, x, h0, "reference")
+    for a, b in zip(fast, ref):
+        assert b.abs().max() > 0
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_fused_gated_loops_gradcheck():
+    from rnnlab.kernels.gated import dmu_recurrence, rhn_recurrence
+
+    torch.manual_seed(9)
+    D = torch.float64
+    u1, h0 = torch.randn(5, 2, 4, dtype=D, requires_grad=True), torch.randn(2, 3, dtype=D, requires_grad=True)
+    w1h, W2 = torch.randn(4, 3, dtype=D, requires_grad=True), torch.randn(5, 4, dtype=D, requires_grad=True)
+    b2, wo = torch.randn(5, dtype=D, requires_grad=True), torch.randn(6, 5, dtype=D, requires_grad=True)
+    bo = torch.randn(6, dtype=D, requires_grad=True)
+    assert torch.autograd.gradcheck(
+        lambda u1, h0, w1h, W2, b2, wo, bo: dmu_recurrence(u1, h0, w1h, [(W2, b2)], wo, bo),
+        (u1, h0, w1h, W2, b2, wo, bo))
+    u = torch.randn(5, 2, 6, dtype=D, requires_grad=True)
+    R, b = torch.randn(2, 6, 3, dtype=D, requires_grad=True), torch.randn(2, 6, dtype=D, requires_grad=True)
+    assert torch.autograd.gradcheck(rhn_recurrence, (u, h0, R, b))
+    with pytest.raises(ValueError, match="inconsistent RHN shapes"):
+        rhn_recurrence(u, h0, R[:, :4], b)
+    with pytest.raises(ValueError, match="slope"):
+        dmu_recurrence(u1, h0, w1h, [], wo[:, :4], bo, slope=0.0)

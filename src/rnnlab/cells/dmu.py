@@ -16,6 +16,11 @@ RHN (Zilly et al. 2017), coupled carry gate, ``depth`` micro-layers per time ste
 ``s_0 = h_{t-1}``; for l = 1..depth: ``[a; b] = R_l s_{l-1} + b_l (+ W x_t if l == 1)``,
 ``hh = tanh(a)``, ``t = sigmoid(b)``, ``s_l = hh * t + s_{l-1} * (1 - t)``; ``h_t = s_depth``.
 Shapes: x_t (B, I), h (B, H).
+
+Fast paths (``backend="auto"``): both cells compute the input terms of all steps in one
+product and run the recurrence through a hand-written BPTT (:mod:`rnnlab.kernels.gated`),
+tested equal to the step loop in float64; ``backend="reference"`` (and input with
+``lengths``) runs the step loop.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from ..kernels.gated import dmu_recurrence, rhn_recurrence
+from ..kernels.linear import tall_linear
 from .base import Cell
 
 
@@ -70,6 +77,23 @@ class DMUCell(Cell):
         h = g * h + (1 - g) * hh
         return h, h
 
+    def sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
+        """Fast path: the first layer's input terms of all steps in one product, then the
+        fused loop :func:`rnnlab.kernels.gated.dmu_recurrence` (hand-written BPTT). With
+        ``lengths``, or ``backend="reference"``, the step loop :func:`rnnlab.unroll` runs."""
+        if self.backend == "reference" or lengths is not None:
+            return super().sequence(x, state, lengths)
+        self.check_input(x)
+        if state is None:
+            state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
+        I = self.input_size
+        first, out = self.fnn[0], self.fnn[-1]
+        u1 = tall_linear(x, first.weight[:, :I], first.bias)
+        hidden = [(lin.weight, lin.bias) for lin in self.fnn[1:-1]]
+        hs = dmu_recurrence(u1, state, first.weight[:, I:].contiguous(), hidden, out.weight, out.bias,
+                            self.activation, 0.01)
+        return hs, hs[-1]
+
 
 class RHNCell(Cell):
     """Recurrent Highway Network with coupled carry gate (see the module docstring).
@@ -108,3 +132,16 @@ class RHNCell(Cell):
             t = torch.sigmoid(b)
             s = torch.tanh(a) * t + s * (1 - t)
         return s, s
+
+    def sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
+        """Fast path: the input terms of all steps in one product, then the fused loop
+        :func:`rnnlab.kernels.gated.rhn_recurrence`. With ``lengths``, or
+        ``backend="reference"``, the step loop :func:`rnnlab.unroll` runs."""
+        if self.backend == "reference" or lengths is not None:
+            return super().sequence(x, state, lengths)
+        self.check_input(x)
+        if state is None:
+            state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
+        u = tall_linear(x, self.weight_ih, self.bias[0])
+        hs = rhn_recurrence(u, state, self.weight_hh, self.bias)
+        return hs, hs[-1]
