@@ -88,10 +88,9 @@ class TanhRecurrence(torch.autograd.Function):
         carry = torch.zeros_like(g0)
         for t in range(T - 1, -1, -1):
             # dL/dz_t = (dL/dG_t + W^T dL/dz_{t+1}) * (1 - G_t^2), on cache-resident slices
-            a = dG[t] + carry
-            g = G[t]
-            torch.addcmul(a, a * g, g, value=-1.0, out=dZ[t])
-            carry = dZ[t] @ W
+            dz = torch.add(dG[t], carry, out=dZ[t])
+            torch.ops.aten.tanh_backward.grad_input(dz, G[t], grad_input=dz)  # * (1 - G_t^2)
+            carry = dz @ W
         dZ2 = dZ.view(T * B, H)
         # dW = sum_t dz_t^T g_{t-1}, without concatenating g0 to G (a full copy)
         dW = (G[:-1].reshape(-1, H).t() @ dZ[1:].reshape(-1, H)).t() + dZ[0].t() @ g0

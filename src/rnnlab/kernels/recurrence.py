@@ -60,13 +60,12 @@ def _activate_(z: Tensor, activation: str, bias: Tensor | None, scratch: Tensor)
 def _times_derivative_(g: Tensor, h: Tensor, activation: str, scratch: Tensor, grad_b: Tensor | None) -> None:
     """``g *= phi'(z)`` in place, written through phi's output ``h``; for modReLU also
     ``grad_b += sum_batch g * sign(h)``. (Boolean masks cost ~5x more than these float
-    passes on CPU, hence sign() instead of ``h != 0``.)"""
+    passes on CPU, hence sign() instead of ``h != 0``; tanh and relu use ATen's fused
+    ``tanh_backward`` / ``threshold_backward``.)"""
     if activation == "tanh":
-        torch.mul(h, h, out=scratch)  # g (1 - h^2) = g - g h^2
-        scratch.mul_(g)
-        g.sub_(scratch)
+        torch.ops.aten.tanh_backward.grad_input(g, h, grad_input=g)  # g (1 - h^2), one pass
     elif activation == "relu":
-        g.mul_(torch.sign(h, out=scratch))  # h >= 0, so sign(h) = [h > 0]
+        torch.ops.aten.threshold_backward.grad_input(g, h, 0, grad_input=g)  # g [h > 0]
     elif activation == "identity":
         pass
     else:
