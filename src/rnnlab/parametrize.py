@@ -32,6 +32,56 @@ def skew(A: Tensor) -> Tensor:
     return U - U.transpose(-2, -1)
 
 
+#: ``expm_skew`` takes its eigendecomposition backward from this size on (below it the
+#: block-matrix backward of ``torch.linalg.matrix_exp`` is cheap anyway).
+EIG_BACKWARD_MIN_N = 64
+
+
+class _ExpmSkew(torch.autograd.Function):
+    """``matrix_exp(X)`` for a skew-symmetric X with a cheaper backward.
+
+    torch's backward of ``matrix_exp`` exponentiates a 2n x 2n block matrix (3.5 s of CPU at
+    n = 1024 against 0.24 s for the forward). For a skew-symmetric (hence normal) X, ``iX`` is
+    Hermitian: ``X = V diag(i theta) V^H`` with V unitary (``torch.linalg.eigh``), and the
+    gradient of ``<G, exp(X)>`` is ``Re(V [(V^H G V) * conj(Phi)] V^H)`` with the divided
+    differences ``Phi_jk = (e^{i theta_j} - e^{i theta_k}) / (i theta_j - i theta_k)``
+    (``e^{i theta_k}`` when they coincide), written as
+    ``e^{i theta_k} (sinc(delta) + i sin(delta / 2) sinc(delta / 2))``, ``delta = theta_j - theta_k``,
+    which is stable for close eigenvalues. The forward is ``torch.linalg.matrix_exp`` itself.
+    Tested against torch's backward in float64 and with gradcheck."""
+
+    @staticmethod
+    def forward(ctx, X: Tensor) -> Tensor:
+        Q = torch.linalg.matrix_exp(X)
+        ctx.save_for_backward(X)
+        return Q
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, G: Tensor) -> Tensor:
+        (X,) = ctx.saved_tensors
+        cdtype = torch.complex128 if X.dtype == torch.float64 else torch.complex64
+        theta, V = torch.linalg.eigh(1j * X.to(cdtype))  # iX = V diag(theta) V^H: X = V diag(-i theta) V^H
+        theta = -theta
+        delta = theta[:, None] - theta[None, :]
+        half = 0.5 * delta
+        phi = torch.polar(torch.ones_like(theta), theta)[None, :] * torch.complex(
+            torch.sinc(delta / math.pi), torch.sin(half) * torch.sinc(half / math.pi)
+        )
+        Vh = V.mH
+        inner = (Vh @ G.to(cdtype) @ V) * phi.conj()
+        return (V @ inner @ Vh).real.to(X.dtype)
+
+
+def expm_skew(X: Tensor) -> Tensor:
+    """``torch.linalg.matrix_exp(X)`` for skew-symmetric X (what :func:`skew` returns), with the
+    eigendecomposition backward of :class:`_ExpmSkew` for n >= :data:`EIG_BACKWARD_MIN_N`
+    (same values; gradients equal torch's to rounding)."""
+    if X.shape[-1] < EIG_BACKWARD_MIN_N or X.dim() != 2 or not X.requires_grad:
+        return torch.linalg.matrix_exp(X)
+    return _ExpmSkew.apply(X)
+
+
 def cayley_map(X: Tensor) -> Tensor:
     """``(I + X)^{-1} (I - X)``: orthogonal for skew-symmetric X."""
     eye = torch.eye(X.shape[-1], dtype=X.dtype, device=X.device)
@@ -57,7 +107,7 @@ class Orthogonal(nn.Module):
 
     def forward(self, A: Tensor) -> Tensor:
         X = skew(A)
-        Q = torch.linalg.matrix_exp(X) if self.map == "expm" else cayley_map(X)
+        Q = expm_skew(X) if self.map == "expm" else cayley_map(X)
         return (self.base.to(Q.dtype) @ Q) * self.d.to(Q.dtype)
 
     @torch.no_grad()
