@@ -5,8 +5,8 @@ process, interleaved round-robin so that all models see the same machine load.
     PYTHONPATH=src python benchmarks/asrnn_speed.py [--L 1000] [--reps 5] [--threads 1]
 
 An iteration is what the trainer does: forward, cross-entropy over all L + 2K steps, backward,
-gradient clipping, RMSprop step and the dynamic-trivialization hook. Prints the median and
-the minimum per model.
+gradient clipping, RMSprop step and the dynamic-trivialization hook, with the allocator tuned
+as the CLI does (``rnnlab.runtime.tune_malloc``). Prints the median and the minimum per model.
 """
 
 import argparse
@@ -16,7 +16,7 @@ import time
 import torch
 from torch import nn
 
-from rnnlab import config, parametrize
+from rnnlab import config, parametrize, runtime
 from rnnlab.model import build_model
 from rnnlab.train import build_optimizer, build_task
 
@@ -38,6 +38,7 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
+    runtime.tune_malloc()  # as the CLI's trainer does
     torch.set_num_threads(args.threads)
     cfg = config.load("asrnn/copy-L1000", [f"task.L={args.L}"])
     task = build_task(cfg.task)
