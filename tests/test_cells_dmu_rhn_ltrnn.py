@@ -181,6 +181,8 @@ def _cell_grads(cell, x, h0, backend):
     ("dmu", {"layers": [4, 3, 5]}),
     ("rhn", {"depth": 1}),
     ("rhn", {"depth": 3}),
+    ("gru", {}),
+    ("gru", {"bias": False}),
 ])
 def test_fused_gated_loops_equal_the_step_loop_float64(key, kw):
     torch.manual_seed(0)
@@ -210,6 +212,13 @@ def test_fused_gated_loops_gradcheck():
     u = torch.randn(5, 2, 6, dtype=D, requires_grad=True)
     R, b = torch.randn(2, 6, 3, dtype=D, requires_grad=True), torch.randn(2, 6, dtype=D, requires_grad=True)
     assert torch.autograd.gradcheck(rhn_recurrence, (u, h0, R, b))
+    from rnnlab.kernels.gated import gru_recurrence
+
+    gi = torch.randn(5, 2, 9, dtype=D, requires_grad=True)
+    W, bh = torch.randn(9, 3, dtype=D, requires_grad=True), torch.randn(9, dtype=D, requires_grad=True)
+    assert torch.autograd.gradcheck(gru_recurrence, (gi, h0, W, bh))
+    with pytest.raises(ValueError, match="inconsistent GRU shapes"):
+        gru_recurrence(gi, h0, W[:6], bh)
     with pytest.raises(ValueError, match="inconsistent RHN shapes"):
         rhn_recurrence(u, h0, R[:, :4], b)
     with pytest.raises(ValueError, match="slope"):

@@ -110,6 +110,7 @@ CELL_CASES = [
     ("rnn", {}),  # auto: the fused recurrence
     ("rnn", {"backend": "native"}),  # ATen's rnn_tanh
     ("irnn", {"backend": "native"}),
+    ("gru", {"backend": "native"}),
 ]
 
 
@@ -120,7 +121,7 @@ def _cell_pair(key, kw, I=3, H=6):
     ref.load_state_dict(fast.state_dict())
     with torch.no_grad():  # make modReLU's bias matter (some units inactive)
         for c in (fast, ref):
-            b = c.bias if key in ("exprnn", "scornn") else c.modrelu_bias
+            b = c.bias if key in ("exprnn", "scornn") else getattr(c, "modrelu_bias", None)
             if b is not None:
                 b.copy_(torch.linspace(-0.8, 0.4, H, dtype=torch.float64))
         if key == "irnn":  # move IRNN off its identity init so relu cuts some units

@@ -132,6 +132,8 @@ def cell_variants() -> dict[str, tuple[str, dict]]:
             out["rnn-modrelu"] = ("rnn", {"nonlinearity": "modrelu"})
         if key == "irnn":
             out["irnn native"] = ("irnn", {"backend": "native"})  # ATen's rnn_relu
+        if key == "gru":
+            out["gru native"] = ("gru", {"backend": "native"})  # ATen's gru
     return out
 
 

@@ -2,10 +2,11 @@
 
 Weights use ``torch.nn.RNN``'s names and shapes, so a state dict moves between these cells
 and ``torch.nn.RNN``/``LSTM``/``GRU`` layers. The ``sequence`` fast path runs ATen's native
-kernels for the LSTM and GRU (``torch.lstm``, ``torch.gru``) and the fused recurrence
-:func:`rnnlab.kernels.elementwise_rnn` for the vanilla RNN (tanh, relu, modReLU; measured
-faster here than ATen's ``torch.rnn_tanh``/``rnn_relu``, which remain available as
-``backend="native"``); the step ``forward`` is the reference and the paths are tested equal.
+kernel for the LSTM (``torch.lstm``), the fused recurrence :func:`rnnlab.kernels.elementwise_rnn`
+for the vanilla RNN (tanh, relu, modReLU) and :func:`rnnlab.kernels.gated.gru_recurrence` for
+the GRU (both measured faster here than ATen's ``torch.rnn_tanh``/``rnn_relu``/``gru``, which
+remain available as ``backend="native"``); the step ``forward`` is the reference and the
+paths are tested equal.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .. import parametrize as par
+from ..kernels.gated import gru_recurrence
 from ..kernels.recurrence import elementwise_rnn
 from ..kernels.linear import tall_linear
 from .base import Cell, State, map_state
@@ -225,3 +227,21 @@ class GRUCell(_Affine):
         return h, h
 
     native = staticmethod(torch.gru)
+
+    @classmethod
+    def extra_backends(cls) -> tuple[str, ...]:
+        return ("fused", "native")
+
+    def sequence(self, x, state=None, lengths=None):
+        """``backend="fused"`` (and "auto"): input terms of all steps in one product, then
+        :func:`rnnlab.kernels.gated.gru_recurrence` (hand-written BPTT); "native": ATen's
+        ``torch.gru`` (also used for ``lengths``); "reference": the step loop."""
+        if self.backend in ("reference", "native") or lengths is not None:
+            return super().sequence(x, state, lengths)
+        self.check_input(x)
+        if state is None:
+            state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
+        gi = tall_linear(x, self.weight_ih, self.bias_ih)
+        b_hh = self.bias_hh if self.bias_hh is not None else x.new_zeros(self.weight_hh.shape[0])
+        hs = gru_recurrence(gi, state, self.weight_hh, b_hh)
+        return hs, hs[-1]

@@ -214,3 +214,77 @@ def rhn_recurrence(u: Tensor, h0: Tensor, R: Tensor, bias: Tensor) -> Tensor:
             f"bias {tuple(bias.shape)} (expected u (T, B, 2H), h0 (B, H), R (L, 2H, H), bias (L, 2H))"
         )
     return _RHNRecurrence.apply(u.contiguous(), h0.contiguous(), R.contiguous(), bias)
+
+
+class _GRURecurrence(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, gi: Tensor, h0: Tensor, w_hh: Tensor, b_hh: Tensor):
+        T, B, H3 = gi.shape
+        H = H3 // 3
+        Hs, R, Z, N, HN = (gi.new_empty(T, B, H) for _ in range(5))
+        gh = gi.new_empty(B, H3)
+        a = gi.new_empty(B, H)
+        w_t = w_hh.t()
+        h = h0
+        for t in range(T):
+            torch.addmm(b_hh, h, w_t, out=gh)
+            g = gi[t]
+            r, z, n, hn, hnew = R[t], Z[t], N[t], HN[t], Hs[t]
+            hn.copy_(gh[:, 2 * H:])
+            torch.add(g[:, :H], gh[:, :H], out=r).sigmoid_()
+            torch.add(g[:, H:2 * H], gh[:, H:2 * H], out=z).sigmoid_()
+            torch.addcmul(g[:, 2 * H:], r, hn, out=n).tanh_()
+            torch.sub(h, n, out=a)
+            torch.addcmul(n, z, a, out=hnew)  # n + z (h - n) = (1 - z) n + z h
+            h = hnew
+        ctx.save_for_backward(h0, w_hh, Hs, R, Z, N, HN)
+        return Hs
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dHs: Tensor):
+        h0, w_hh, Hs, R, Z, N, HN = ctx.saved_tensors
+        T, B, H = Hs.shape
+        dHs = dHs.contiguous()
+        dGI = Hs.new_empty(T, B, 3 * H)  # dL/d(input terms) = dL/d(gate pre-activations)
+        dGH = Hs.new_empty(T, B, 3 * H)  # dL/d(W_hh h + b_hh)
+        carry = Hs.new_zeros(B, H)
+        dh, t1 = Hs.new_empty(B, H), Hs.new_empty(B, H)
+        for t in range(T - 1, -1, -1):
+            h_prev = Hs[t - 1] if t > 0 else h0
+            r, z, n, hn = R[t], Z[t], N[t], HN[t]
+            gi, gh = dGI[t], dGH[t]
+            torch.add(dHs[t], carry, out=dh)
+            # h = n + z (h_prev - n): dn = dh (1 - z), dz = dh (h_prev - n), dh_prev = dh z
+            torch.addcmul(dh, dh, z, value=-1.0, out=t1)
+            _aten.tanh_backward.grad_input(t1, n, grad_input=gi[:, 2 * H:])  # d pre_n
+            torch.mul(gi[:, 2 * H:], r, out=gh[:, 2 * H:])  # d(W_hn h + b_hn) = d pre_n * r
+            torch.mul(gi[:, 2 * H:], hn, out=t1)  # dr
+            _aten.sigmoid_backward.grad_input(t1, r, grad_input=gi[:, :H])
+            torch.sub(h_prev, n, out=t1).mul_(dh)  # dz
+            _aten.sigmoid_backward.grad_input(t1, z, grad_input=gi[:, H:2 * H])
+            gh[:, :2 * H].copy_(gi[:, :2 * H])
+            torch.mul(dh, z, out=carry)
+            carry.addmm_(gh, w_hh)
+        n_rows = T * B
+        dGH2 = dGH.view(n_rows, 3 * H)
+        dw = dGH[0].t() @ h0
+        if T > 1:
+            dw += gram_t(dGH[1:].reshape(-1, 3 * H), Hs[:-1].reshape(-1, H))
+        return dGI, carry, dw, column_sum(dGH2)
+
+
+def gru_recurrence(gi: Tensor, h0: Tensor, w_hh: Tensor, b_hh: Tensor) -> Tensor:
+    """torch's GRU (gate order r, z, n) over time with a hand-written BPTT; returns all states
+    (T, B, H). ``gi`` (T, B, 3H): the input terms ``x_t @ W_ih.T + b_ih`` of all steps;
+    ``w_hh`` (3H, H), ``b_hh`` (3H,)."""
+    T, B, H3 = gi.shape
+    if T == 0:
+        raise ValueError("cannot run a recurrence over an empty sequence (T = 0)")
+    H = H3 // 3
+    if H3 != 3 * H or h0.shape != (B, H) or w_hh.shape != (3 * H, H) or b_hh.shape != (3 * H,):
+        raise ValueError(
+            f"inconsistent GRU shapes: gi {tuple(gi.shape)}, h0 {tuple(h0.shape)}, w_hh {tuple(w_hh.shape)}, "
+            f"b_hh {tuple(b_hh.shape)} (expected gi (T, B, 3H), h0 (B, H), w_hh (3H, H), b_hh (3H,))"
+        )
+    return _GRURecurrence.apply(gi.contiguous(), h0.contiguous(), w_hh.contiguous(), b_hh)
