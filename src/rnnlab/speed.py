@@ -75,6 +75,13 @@ class BenchConfig:
     note: str = ""
 
 
+#: the memory rows' extra variants of expRNN (reference loop, time-chunked recomputation)
+MEMORY_EXTRAS = {
+    "exprnn reference loop": ("exprnn", {"backend": "reference"}),
+    "exprnn chunk=100": ("exprnn", {"checkpoint_chunk": 100}),
+    "exprnn reference chunk=100": ("exprnn", {"backend": "reference", "checkpoint_chunk": 100}),
+}
+
 CONFIGS = {
     "copy": BenchConfig(
         "copy", 1020, 128, 10, 9, True, "all", "exprnn", 190,
@@ -93,11 +100,7 @@ CONFIGS = {
         "long", 10_000, 128, 10, 9, True, "all", "exprnn", 190,
         {"exprnn": 190, "scornn": 190, "asrnn": 138, BASELINE: 68},
         cells=("exprnn", "scornn", "asrnn", "nnrnn", BASELINE),
-        extras={
-            "exprnn reference loop": ("exprnn", {"backend": "reference"}),
-            "exprnn chunk=100": ("exprnn", {"checkpoint_chunk": 100}),
-            "exprnn reference chunk=100": ("exprnn", {"backend": "reference", "checkpoint_chunk": 100}),
-        },
+        extras=MEMORY_EXTRAS,
         compare=False,
         note="copy-style input at T=10,000, batch 128, ~22K parameters (memory row)",
     ),
@@ -105,11 +108,7 @@ CONFIGS = {
         "long-last", 10_000, 128, 10, 10, True, "last", "exprnn", 190,
         {"exprnn": 190, BASELINE: 68},
         cells=("exprnn", BASELINE),
-        extras={
-            "exprnn reference loop": ("exprnn", {"backend": "reference"}),
-            "exprnn chunk=100": ("exprnn", {"checkpoint_chunk": 100}),
-            "exprnn reference chunk=100": ("exprnn", {"backend": "reference", "checkpoint_chunk": 100}),
-        },
+        extras=MEMORY_EXTRAS,
         compare=False,
         note="T=10,000 with a readout at the last step only (adding-style), batch 128 (memory row)",
     ),

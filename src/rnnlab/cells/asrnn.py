@@ -39,8 +39,7 @@ from torch import Tensor, nn
 from torch.nn.utils import parametrize as P
 
 from .. import parametrize as par
-from ..kernels.linear import blocked_mm, column_sum, gram_t
-from ..kernels.linear import tall_linear
+from ..kernels.linear import blocked_mm, column_sum, gram_t, tall_linear
 from .base import Cell, unroll
 from .classic import run_native
 

@@ -150,10 +150,9 @@ class RNNCell(_Affine):
             return super().sequence(x, state, lengths)
         self.check_input(x)
         if self.backend != "native":
-            # fused recurrence; both biases fold into the input term
-            u = tall_linear(x, self.weight_ih, self.bias_ih)
-            if self.bias_hh is not None:
-                u = u + self.bias_hh
+            # fused recurrence; both biases fold into the input term's bias (no extra pass)
+            bias = None if self.bias_ih is None else self.bias_ih + self.bias_hh
+            u = tall_linear(x, self.weight_ih, bias)
             return elementwise_rnn(u, self.weight_hh, state, self.nonlinearity, self.modrelu_bias, lengths)
         return super().sequence(x, state, lengths)
 

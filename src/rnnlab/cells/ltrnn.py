@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from .. import parametrize as par
 from ..kernels.scan import linear_recurrence, linear_recurrence_fused, linear_recurrence_scan
 from ..kernels.linear import tall_linear
+from ..kernels.recurrence import elementwise_rnn
 from .base import Cell
 
 
@@ -60,7 +61,7 @@ class LTRNNCell(Cell):
                 self.bias.zero_()
 
     def input_path(self, x: Tensor) -> Tensor:
-        v = tall_linear(x, self.weight_ih, self.bias) if x.dim() == 3 else nn.functional.linear(x, self.weight_ih, self.bias)
+        v = tall_linear(x, self.weight_ih, self.bias)  # F.linear itself for a single step
         if self.activation == "relu":
             return torch.relu(v)
         return torch.tanh(v) if self.activation == "tanh" else v
@@ -76,9 +77,8 @@ class LTRNNCell(Cell):
         if state is None:
             state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
         v = self.input_path(x)
-        if lengths is not None:
-            out = linear_recurrence_fused(v, self.weight_hh, state, lengths)
-            return out, out[torch.as_tensor(lengths).to(out.device) - 1, torch.arange(out.shape[1], device=out.device)]
+        if lengths is not None:  # the fused loop also returns each sequence's own final state
+            return elementwise_rnn(v, self.weight_hh, state, "identity", lengths=lengths)
         if self.backend == "loop":
             out = linear_recurrence_fused(v, self.weight_hh, state)
         elif self.backend == "scan":

@@ -31,6 +31,8 @@ import math
 import torch
 from torch import Tensor
 
+from .recurrence import elementwise_rnn
+
 
 def linear_recurrence_loop(v: Tensor, W: Tensor, h0: Tensor) -> Tensor:
     """Reference: ``h_t = h_{t-1} @ W.T + v_t`` for v (T, B, H); returns all h (T, B, H)."""
@@ -45,8 +47,6 @@ def linear_recurrence_loop(v: Tensor, W: Tensor, h0: Tensor) -> Tensor:
 def linear_recurrence_fused(v: Tensor, W: Tensor, h0: Tensor, lengths: Tensor | None = None) -> Tensor:
     """The loop inside the fused kernel (:func:`rnnlab.kernels.elementwise_rnn`, identity
     activation); ``lengths`` as there (frozen state and zero outputs past each length)."""
-    from .recurrence import elementwise_rnn
-
     return elementwise_rnn(v, W, h0, "identity", lengths=lengths)[0]
 
 
