@@ -239,9 +239,7 @@ class ASRNNCell(Cell):
             if not self._fast_ok(x.dtype, self.weight_uf, self.diag_f):
                 out, h_n = unroll(self, x, state, lengths)
                 return out, h_n, None
-            self.check_input(x)
-            if state is None:
-                state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
+            state = self.start_sequence(x, state)
             w_ih, w_hh, bias, W_f, W_f_inv = self.transformed_weights()
             g0 = nn.functional.linear(state, W_f)
             if lengths is None:

@@ -119,6 +119,14 @@ class Cell(nn.Module):
                 f"{self.input_size}), got {tuple(x.shape)}"
             )
 
+    def start_sequence(self, x: Tensor, state: State | None) -> State:
+        """Check a time-major input for a fast path and return the initial state (zeros when
+        ``state`` is None)."""
+        self.check_input(x)
+        if state is None:
+            state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
+        return state
+
     def sequence(self, x: Tensor, state: State | None = None, lengths: Tensor | None = None):
         """Run a whole time-major sequence ``x`` (T, B, I) -> (outputs (T, B, H), state)."""
         return unroll(self, x, state, lengths)
@@ -141,10 +149,7 @@ def unroll(cell: Cell, x: Tensor, state: State | None = None, lengths: Tensor | 
     With ``lengths`` (B,), steps at or past a sequence's length leave its state unchanged and
     give zero outputs, so the returned state is each sequence's state at its own last step.
     """
-    cell.check_input(x)
-    B = x.shape[1]
-    if state is None:
-        state = cell.init_state(B, device=x.device, dtype=x.dtype)
+    state = cell.start_sequence(x, state)
     outputs = []
     with P.cached():
         if lengths is None:

@@ -78,9 +78,7 @@ class _Affine(Cell):
     def sequence(self, x, state=None, lengths=None):
         if self.backend == "reference" or self.native is None:
             return super().sequence(x, state, lengths)
-        self.check_input(x)
-        if state is None:
-            state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
+        state = self.start_sequence(x, state)
         return run_native(self.native, x, state, self._weights(), lengths, self.training)
 
     def _affine(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
@@ -237,9 +235,7 @@ class GRUCell(_Affine):
         ``torch.gru`` (also used for ``lengths``); "reference": the step loop."""
         if self.backend in ("reference", "native") or lengths is not None:
             return super().sequence(x, state, lengths)
-        self.check_input(x)
-        if state is None:
-            state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
+        state = self.start_sequence(x, state)
         gi = tall_linear(x, self.weight_ih, self.bias_ih)
         b_hh = self.bias_hh if self.bias_hh is not None else x.new_zeros(self.weight_hh.shape[0])
         hs = gru_recurrence(gi, state, self.weight_hh, b_hh)

@@ -83,9 +83,7 @@ class DMUCell(Cell):
         ``lengths``, or ``backend="reference"``, the step loop :func:`rnnlab.unroll` runs."""
         if self.backend == "reference" or lengths is not None:
             return super().sequence(x, state, lengths)
-        self.check_input(x)
-        if state is None:
-            state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
+        state = self.start_sequence(x, state)
         I = self.input_size
         first, out = self.fnn[0], self.fnn[-1]
         u1 = tall_linear(x, first.weight[:, :I], first.bias)
@@ -139,9 +137,7 @@ class RHNCell(Cell):
         ``backend="reference"``, the step loop :func:`rnnlab.unroll` runs."""
         if self.backend == "reference" or lengths is not None:
             return super().sequence(x, state, lengths)
-        self.check_input(x)
-        if state is None:
-            state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
+        state = self.start_sequence(x, state)
         u = tall_linear(x, self.weight_ih, self.bias[0])
         hs = rhn_recurrence(u, state, self.weight_hh, self.bias)
         return hs, hs[-1]

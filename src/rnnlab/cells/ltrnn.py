@@ -73,9 +73,7 @@ class LTRNNCell(Cell):
     def sequence(self, x, state=None, lengths=None):
         if self.backend == "reference":
             return super().sequence(x, state, lengths)
-        self.check_input(x)
-        if state is None:
-            state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
+        state = self.start_sequence(x, state)
         v = self.input_path(x)
         if lengths is not None:  # the fused loop also returns each sequence's own final state
             return elementwise_rnn(v, self.weight_hh, state, "identity", lengths=lengths)

@@ -41,10 +41,8 @@ def checkpointed_sequence(cell, x: Tensor, state=None, lengths: Tensor | None = 
     chunk = int(chunk)
     if chunk < 1:
         raise ValueError(f"chunk must be a positive number of time steps, got {chunk}")
-    cell.check_input(x)
-    T, B = x.shape[0], x.shape[1]
-    if state is None:
-        state = cell.init_state(B, device=x.device, dtype=x.dtype)
+    state = cell.start_sequence(x, state)
+    T = x.shape[0]
     if not torch.is_grad_enabled() or T <= chunk:
         return cell.sequence(x, state, lengths)
     if lengths is not None:
