@@ -7,7 +7,11 @@ import inspect
 import sys
 from pathlib import Path
 
-DEMO_PRESETS = ["demo/lstm", "demo/gru", "demo/rnn", "demo/exprnn"]
+#: the demo: the papers' models (asRNN, nnRNN, DMU, LT-RNN) beside an LSTM, about 7K parameters each
+DEMO_PRESETS = ["demo/lstm", "demo/asrnn", "demo/nnrnn", "demo/dmu", "demo/ltrnn"]
+DEMO_METRICS = ["test/loss", "test/recall_accuracy"]
+#: files of a demo run copied into a record (``rnnlab demo --record``): no weights
+RECORD_FILES = ("config.json", "task.json", "metrics.jsonl", "result.json")
 
 
 def _signature(cls, skip=("self", "input_size", "hidden_size")) -> str:
@@ -73,6 +77,8 @@ def cmd_train(args) -> int:
             overrides.append(f"train.seed={seed}")
         if args.threads:
             overrides.append(f"train.threads={args.threads}")
+        if args.tensorboard:
+            overrides.append("train.tensorboard=true")
         cfg = config.load(args.preset, overrides)
         run_dir = _run_dir(args, cfg)
         print(f"run {cfg.name} -> {run_dir}", file=sys.stderr)
@@ -86,6 +92,25 @@ def cmd_table(args) -> int:
     from .results import table
 
     print(table(args.runs_dir, args.metrics.split(",") if args.metrics else None))
+    return 0
+
+
+def cmd_export(args) -> int:
+    from .results import export_csv
+
+    print(f"wrote {export_csv(args.run, args.output)}")
+    return 0
+
+
+def cmd_evaluate(args) -> int:
+    import json
+
+    from .train import evaluate, load_run
+
+    cfg, task, model = load_run(args.run, which=args.which, data_dir=args.data_dir, device=args.device,
+                                data=True)
+    metrics = evaluate(model, task, args.split, cfg.train.eval_batch_size, cfg.train.eval_max_batches)
+    print(json.dumps(metrics, indent=2))
     return 0
 
 
@@ -150,11 +175,22 @@ def cmd_demo(args) -> int:
             _print_result(r)
         dirs.append(run_dir)
     png = plot_curves(dirs, out / "loss.png", "val/loss", title="copy task (K=10, L=40): validation loss")
-    md = table(out, ["test/loss", "test/recall_accuracy"])
+    md = table(out, DEMO_METRICS)
     (out / "table.md").write_text(md + "\n")
     print()
     print(md)
     print(f"\nwrote {png} and {out / 'table.md'}")
+    if args.record:
+        import shutil
+
+        rec = Path(args.record)
+        for d in dirs:
+            (rec / d.name).mkdir(parents=True, exist_ok=True)
+            for f in RECORD_FILES:
+                shutil.copyfile(d / f, rec / d.name / f)
+        shutil.copyfile(png, rec / "loss.png")
+        (rec / "table.md").write_text(table(rec, DEMO_METRICS) + "\n")
+        print(f"recorded in {rec} (update the README block: python -m rnnlab.docsync README.md)")
     return 0
 
 
@@ -238,7 +274,26 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--resume", action="store_true", help="continue from the run's checkpoint.pt")
     s.add_argument("--data-dir", help="data root for real-data tasks (else $RNNLAB_DATA)")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.add_argument("--tensorboard", action="store_true",
+                   help="also write TensorBoard events to RUN/tensorboard (needs rnnlab[tensorboard]; "
+                        "same as --set train.tensorboard=true)")
     s.set_defaults(func=cmd_train)
+
+    s = sub.add_parser("evaluate", help="re-score a trained run on a split, e.g. "
+                       "`rnnlab evaluate runs/demo-lstm/seed1 --split test`")
+    s.add_argument("run", help="run directory, or a checkpoint file inside one")
+    s.add_argument("--split", default="test", choices=["val", "test"], help="split to score (default: test)")
+    s.add_argument("--which", default="best", choices=["best", "last"],
+                   help="best.pt (best validation score) or checkpoint.pt (default: best)")
+    s.add_argument("--device", default=None, help="torch device, e.g. cuda (default: cpu)")
+    s.add_argument("--data-dir", help="data root for real-data tasks (else $RNNLAB_DATA)")
+    s.set_defaults(func=cmd_evaluate)
+
+    s = sub.add_parser("export", help="a run's metrics.jsonl as CSV, e.g. `rnnlab export runs/x/seed1 --csv`")
+    s.add_argument("run", help="run directory")
+    s.add_argument("--csv", action="store_true", default=True, help="CSV (the only format; default)")
+    s.add_argument("-o", "--output", help="output file (default: RUN/metrics.csv)")
+    s.set_defaults(func=cmd_export)
 
     s = sub.add_parser("data", help="real-data files: list, verify (sha256) or download them")
     s.add_argument("action", choices=["list", "verify", "download"])
@@ -311,6 +366,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default="demo-out", help="output directory (default: demo-out)")
     s.add_argument("--steps", type=int, default=0, help="override the steps per model")
     s.add_argument("--fresh", action="store_true", help="rerun models already done in --out")
+    s.add_argument("--record", metavar="DIR",
+                   help="also copy the runs' records (no weights), table and figure to DIR, "
+                        "e.g. --record docs/demo (what the README's demo table is made from)")
     s.set_defaults(func=cmd_demo)
     return p
 

@@ -77,6 +77,7 @@ class TrainConfig:
     target_metric: str = ""
     target_value: float = 0.0
     test: bool = True
+    tensorboard: bool = False
 
 
 @dataclass

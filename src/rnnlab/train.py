@@ -143,6 +143,51 @@ def versions() -> dict:
     }
 
 
+def config_hash(cfg: RunConfig) -> str:
+    """sha256 (first 16 hex digits) of the resolved configuration as written to config.json:
+    two runs share it exactly when every setting, the seed included, is the same."""
+    import hashlib
+
+    return hashlib.sha256(cfg.to_json().encode()).hexdigest()[:16]
+
+
+def git_state(path: str | Path | None = None) -> dict | None:
+    """``{"commit": sha, "dirty": bool}`` of the git checkout holding ``path`` (default: this
+    package's source), or None where there is no git or no checkout (an installed wheel)."""
+    import subprocess
+
+    where = Path(path) if path is not None else Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True,
+                             timeout=10)
+        if sha.returncode != 0:
+            return None
+        st = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
+                            capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": sha.stdout.strip(), "dirty": bool(st.stdout.strip()) if st.returncode == 0 else None}
+
+
+def _eval_line(name: str, step: int, steps: int, train_loss: float, metrics: dict, lr: float,
+               s_per_step: float) -> str:
+    parts = [f"{name} step {step}/{steps}", f"train/loss {train_loss:.4g}"]
+    parts += [f"{k} {v:.4g}" for k, v in metrics.items()]
+    parts += [f"lr {lr:.3g}", f"{s_per_step:.4f} s/step (training)"]
+    return "  ".join(parts)
+
+
+def _tensorboard_writer(run_dir: Path):
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        raise ConfigError(
+            "train.tensorboard = true needs the tensorboard package, which is not installed; "
+            "install it with `pip install 'rnnlab[tensorboard]'` or set train.tensorboard = false"
+        ) from None
+    return SummaryWriter(log_dir=str(run_dir / "tensorboard"))
+
+
 def runtime_conditions(threads: int) -> dict:
     from .runtime import malloc_conditions
 
@@ -155,6 +200,7 @@ class _Progress:
     best_value: float = float("nan")
     best_step: int = 0
     elapsed: float = 0.0
+    eval_elapsed: float = 0.0  # of ``elapsed``: evaluation and checkpointing, not training
     stopped: str = ""
 
 
@@ -214,12 +260,15 @@ def train(
             f"{run_dir} already holds a run (checkpoint.pt). Pass --resume to continue it, or "
             f"choose another directory (--out) / delete it."
         )
+    tc = cfg.train
+    writer = _tensorboard_writer(run_dir) if tc.tensorboard else None
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(config_path, cfg.to_json() + "\n")
 
-    tc = cfg.train
     torch.set_num_threads(tc.threads)
     task = task or build_task(cfg.task, data_dir)
+    # what rebuilding the model needs without the dataset (sizes, vocabularies): load_run reads it
+    atomic_write_text(run_dir / "task.json", json.dumps(task.metadata(), indent=2) + "\n")
     torch.manual_seed(tc.seed)
     model = build_model(cfg.model, task)
     opt, groups = build_optimizer(cfg.optim, model)
@@ -236,7 +285,7 @@ def train(
     prog = _Progress()
     carry = None
     if resume:
-        ck = torch.load(ckpt_path, weights_only=False)
+        ck = torch.load(ckpt_path, weights_only=True)
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
         if sched is not None and ck.get("scheduler") is not None:
@@ -261,8 +310,11 @@ def train(
     bar = tqdm(total=tc.steps, initial=prog.step, disable=(None if progress is None else not progress),
                desc=cfg.name, dynamic_ncols=True, leave=False)
     log = metrics_path.open("a")
+    # off a terminal (batch jobs, CI), one line per evaluation instead of the progress bar
+    lines = progress is None and not sys.stderr.isatty()
     last_eval: dict = {}
     t_start = time.perf_counter() - prog.elapsed
+    window = {"start": time.perf_counter(), "step": prog.step, "loss": 0.0, "n": 0}
     stopped = prog.stopped
     saved_step = prog.step if resume else None
 
@@ -304,6 +356,8 @@ def train(
             carry = _detach(new_state)
             prog.step = step
             bar.update(1)
+            window["loss"] += loss.item()
+            window["n"] += 1
             if step % tc.log_every == 0 or step == tc.steps:
                 row = {"step": step, "time": round(time.perf_counter() - t_start, 3), "train/loss": loss.item()}
                 if reg is not None:
@@ -312,8 +366,14 @@ def train(
                     row["train/grad_norm"] = float(gnorm)
                 row["lr"] = opt.param_groups[0]["lr"]
                 log.write(json.dumps(row) + "\n")
+                if writer is not None:
+                    for k, v in row.items():
+                        if k not in ("step", "time"):
+                            writer.add_scalar(k, v, step)
                 bar.set_postfix(loss=f"{loss.item():.4g}")
             if step % tc.eval_every == 0 or step == tc.steps:
+                t_eval = time.perf_counter()
+                s_per_step = (t_eval - window["start"]) / max(step - window["step"], 1)
                 last_eval = evaluate(model, task, "val", tc.eval_batch_size, tc.eval_max_batches)
                 value = last_eval.get(select, float("nan"))
                 if _improved(value, prog.best_value, higher_select):
@@ -324,12 +384,28 @@ def train(
                 if tc.target_metric and tc.target_metric in last_eval:
                     if _reached(last_eval[tc.target_metric], tc.target_value, higher_is_better(tc.target_metric)):
                         stopped = prog.stopped = "target"
-                log.write(json.dumps({"step": step, "time": round(time.perf_counter() - t_start, 3), **last_eval}) + "\n")
+                log.write(json.dumps({"step": step, "time": round(time.perf_counter() - t_start, 3),
+                                      **last_eval, "train_s_per_step": round(s_per_step, 5)}) + "\n")
                 log.flush()
+                if writer is not None:
+                    for k, v in last_eval.items():
+                        writer.add_scalar(k, v, step)
+                    writer.add_scalar("train_s_per_step", s_per_step, step)
+                    writer.flush()
+                if lines:
+                    print(_eval_line(cfg.name, step, tc.steps, window["loss"] / max(window["n"], 1), last_eval,
+                                     opt.param_groups[0]["lr"], s_per_step), file=sys.stderr, flush=True)
+                t_ck = time.perf_counter()
+                prog.eval_elapsed += t_ck - t_eval
                 checkpoint()
+                now = time.perf_counter()
+                prog.eval_elapsed += now - t_ck  # (this part is not in the checkpoint it times)
+                window.update(start=now, step=step, loss=0.0, n=0)
     finally:
         bar.close()
         log.close()
+        if writer is not None:
+            writer.close()
 
     if not last_eval:  # resumed a run that had already finished
         last_eval = evaluate(model, task, "val", tc.eval_batch_size, tc.eval_max_batches)
@@ -342,26 +418,58 @@ def train(
         else {"elements": sum(p.numel() for p in model.parameters())},
         "param_groups": groups, "wall_time_s": round(time.perf_counter() - t_start, 2),
         "conditions": runtime_conditions(tc.threads), "versions": versions(),
+        "config_hash": config_hash(cfg), "git": git_state(),
     }
-    result["time_per_step_s"] = round(result["wall_time_s"] / max(prog.step, 1), 4)
+    # training alone: evaluation and checkpoint writing are timed apart (eval_time_s)
+    result["eval_time_s"] = round(prog.eval_elapsed, 2)
+    result["train_time_s"] = round(result["wall_time_s"] - prog.eval_elapsed, 2)
+    result["time_per_step_s"] = round(result["train_time_s"] / max(prog.step, 1), 4)
     if tc.test:
         if best_path.exists():
-            model.load_state_dict(torch.load(best_path, weights_only=False))
+            model.load_state_dict(torch.load(best_path, weights_only=True))
         result["test"] = evaluate(model, task, "test", tc.eval_batch_size, tc.eval_max_batches)
     atomic_write_text(run_dir / "result.json", json.dumps(result, indent=2) + "\n")
     return result
 
 
-def load_run(path: str | Path, which: str = "best", data_dir: str | None = None):
-    """Load a run directory (or a checkpoint file inside one): returns ``(cfg, task, model)``
-    with the ``best`` (best.pt) or ``last`` (checkpoint.pt) weights, in eval mode."""
+def load_run(path: str | Path, which: str = "best", data_dir: str | None = None, device=None,
+             data: bool | None = None):
+    """Load a trained run for inference or re-scoring: returns ``(cfg, task, model)``.
+
+    ``path``: a run directory or a checkpoint file inside one. ``which``: ``"best"`` (best.pt,
+    the best validation score) or ``"last"`` (checkpoint.pt). ``device``: where the model goes
+    (``"cpu"``, ``"cuda"``, ...; default CPU). ``data``: None loads the task's data when it is
+    available and otherwise rebuilds the task from the run's ``task.json`` (sizes, vocabularies:
+    enough to run the model, no batches); True requires the data; False never reads it.
+    Weights are read with ``torch.load(weights_only=True)``: no code in the file runs. The
+    model is returned in eval mode.
+    """
+    from .tasks.base import TaskInfo
+    from .tasks.data import DataError
+
     path = Path(path)
     run_dir = path if path.is_dir() else path.parent
-    config_path = run_dir / "config.json"
+    config_path, meta_path = run_dir / "config.json", run_dir / "task.json"
     if not config_path.exists():
         raise FileNotFoundError(f"{run_dir} is not a run directory: config.json is missing")
+    if which not in ("best", "last"):
+        raise ValueError(f"which must be 'best' or 'last', got {which!r}")
     cfg = load_json(config_path)
-    task = build_task(cfg.task, data_dir)
+    task: Task | None = None
+    if data is not False:
+        try:
+            task = build_task(cfg.task, data_dir)
+        except (DataError, FileNotFoundError) as e:
+            if data or not meta_path.exists():
+                raise
+            print(f"note: {e.__class__.__name__}: data of task {cfg.task.name!r} unavailable; "
+                  f"model rebuilt from {meta_path}", file=sys.stderr)
+    if task is None:
+        if not meta_path.exists():
+            raise FileNotFoundError(
+                f"{meta_path} is missing (runs trained before rnnlab 0.2 lack it): load the run "
+                f"with its data (data=None or True)")
+        task = TaskInfo(json.loads(meta_path.read_text()))
     model = build_model(cfg.model, task)
     if path.is_file():
         ck_file = path
@@ -371,7 +479,9 @@ def load_run(path: str | Path, which: str = "best", data_dir: str | None = None)
             ck_file = run_dir / "checkpoint.pt"
     if not ck_file.exists():
         raise FileNotFoundError(f"no weights in {run_dir}: neither best.pt nor checkpoint.pt exists")
-    state = torch.load(ck_file, weights_only=False)
+    state = torch.load(ck_file, weights_only=True, map_location="cpu")
     model.load_state_dict(state["model"] if "model" in state else state)
+    if device is not None:
+        model.to(device)
     model.eval()
     return cfg, task, model
