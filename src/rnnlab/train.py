@@ -393,8 +393,10 @@ def train(
                     writer.add_scalar("train_s_per_step", s_per_step, step)
                     writer.flush()
                 if lines:
+                    lr = next((g["lr"] for g in opt.param_groups if g.get("tag") == "default"),
+                              opt.param_groups[0]["lr"])
                     print(_eval_line(cfg.name, step, tc.steps, window["loss"] / max(window["n"], 1), last_eval,
-                                     opt.param_groups[0]["lr"], s_per_step), file=sys.stderr, flush=True)
+                                     lr, s_per_step), file=sys.stderr, flush=True)
                 t_ck = time.perf_counter()
                 prog.eval_elapsed += t_ck - t_eval
                 checkpoint()
