@@ -7,4 +7,4 @@ from .cells import (
 )
 from .tasks import TASKS, AddingTask, Batch, CopyTask, Task
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

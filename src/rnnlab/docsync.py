@@ -7,7 +7,8 @@ A block in a Markdown file is marked::
     <!-- /table -->
 
 The first word after ``table:`` is a directory of run records (``result.json`` files), relative
-to the Markdown file; the optional second names the metrics. ``python -m rnnlab.docsync
+to the Markdown file; the optional second names the metrics; a last word ``notiming`` leaves
+out the timing columns (for tables whose every number a rerun reproduces). ``python -m rnnlab.docsync
 README.md`` rewrites every block from its records; ``--check`` only reports the blocks that
 differ (exit status 1), which is what the test suite runs.
 """
@@ -25,12 +26,15 @@ BLOCK = re.compile(r"(<!-- table: (?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /tab
 
 
 def render(args: str, base: Path) -> str:
-    """The generated text of one block: ``args`` = 'DIR [METRIC,METRIC...]'."""
+    """The generated text of one block: ``args`` = 'DIR [METRIC,METRIC...] [notiming]'."""
     parts = args.split()
+    timing = not (parts and parts[-1] == "notiming")
+    if not timing:
+        parts = parts[:-1]
     if not parts or len(parts) > 2:
-        raise ValueError(f"table block arguments {args!r}: expected 'DIR [METRIC,METRIC...]'")
+        raise ValueError(f"table block arguments {args!r}: expected 'DIR [METRIC,METRIC...] [notiming]'")
     metrics = parts[1].split(",") if len(parts) == 2 else None
-    return table(base / parts[0], metrics) + "\n"
+    return table(base / parts[0], metrics, timing=timing) + "\n"
 
 
 def sync(path: str | Path, check: bool = False) -> list[str]:

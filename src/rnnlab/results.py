@@ -62,20 +62,22 @@ def summarize(results: list[dict], metrics: list[str] | None = None) -> list[dic
     return rows
 
 
-def table(runs_dir: str | Path, metrics: list[str] | None = None) -> str:
+def table(runs_dir: str | Path, metrics: list[str] | None = None, timing: bool = True) -> str:
     """A Markdown table of every run below ``runs_dir``. ``s/step``: training alone (of the
-    first seed); ``eval s``: its evaluation and checkpointing time in all."""
+    first seed); ``eval s``: its evaluation and checkpointing time in all. ``timing=False``
+    leaves both out (only what a rerun reproduces exactly)."""
     rows = summarize(find_results(runs_dir), metrics)
     if not rows:
         return f"(no finished runs with result.json below {runs_dir})"
-    head = ("| run | cell | params | steps | s/step | eval s | metric | ours (mean +- std, seeds) "
-            "| memoryless baseline | paper |")
-    lines = [head, "|" + "---|" * 10]
+    times = "s/step | eval s | " if timing else ""
+    head = f"| run | cell | params | steps | {times}metric | ours (mean +- std, seeds) | memoryless baseline | paper |"
+    lines = [head, "|" + "---|" * (10 if timing else 8)]
     for r in rows:
         ours = f"{_fmt(r['mean'])} +- {_fmt(r['std'])} ({r['seeds']})"
+        t = f"{_fmt(r['s_per_step'])} | {_fmt(r['eval_s'])} | " if timing else ""
         lines.append(
-            f"| {r['name']} | {r['cell']} | {_fmt(r['params'])} | {_fmt(r['steps'])} | {_fmt(r['s_per_step'])} "
-            f"| {_fmt(r['eval_s'])} | {r['metric']} | {ours} | {_fmt(r['baseline'])} | {_fmt(r['paper'])} |"
+            f"| {r['name']} | {r['cell']} | {_fmt(r['params'])} | {_fmt(r['steps'])} | {t}"
+            f"{r['metric']} | {ours} | {_fmt(r['baseline'])} | {_fmt(r['paper'])} |"
         )
     return "\n".join(lines)
 
