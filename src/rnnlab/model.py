@@ -50,7 +50,9 @@ class SequenceModel(nn.Module):
         if pool < 0 or (pool and hidden_size % pool):
             raise ValueError(f"pool must be 0 (off) or divide hidden_size={hidden_size}, got {pool}")
         if cell not in CELLS:
-            raise ValueError(f"unknown cell {cell!r}; registered cells: {sorted(CELLS)}")
+            from .config import did_you_mean
+
+            raise ValueError(f"unknown cell {cell!r}; registered cells: {sorted(CELLS)}." + did_you_mean(cell, CELLS))
         if readout not in ("all", "last"):
             raise ValueError(f"readout must be 'all' or 'last', got {readout!r}")
         if num_tokens:

@@ -66,7 +66,16 @@ def table(runs_dir: str | Path, metrics: list[str] | None = None, timing: bool =
     """A Markdown table of every run below ``runs_dir``. ``s/step``: training alone (of the
     first seed); ``eval s``: its evaluation and checkpointing time in all. ``timing=False``
     leaves both out (only what a rerun reproduces exactly)."""
-    rows = summarize(find_results(runs_dir), metrics)
+    results = find_results(runs_dir)
+    if metrics and results:
+        known = {k for r in results for k in (*r.get("final", {}), *r.get("test", {}))}
+        unknown = [m for m in metrics if m not in known]
+        if unknown:
+            from .config import did_you_mean
+
+            raise ValueError(f"unknown metric {unknown[0]!r} for the runs below {runs_dir}; they have "
+                             f"{sorted(known)}." + did_you_mean(unknown[0], known))
+    rows = summarize(results, metrics)
     if not rows:
         return f"(no finished runs with result.json below {runs_dir})"
     times = "s/step | eval s | " if timing else ""
