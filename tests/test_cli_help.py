@@ -37,3 +37,33 @@ def test_misspelt_preset_and_metric(tmp_path, capsys):
 
 def test_no_suggestion_for_a_far_name():
     assert config.did_you_mean("zzzz", ["asrnn", "lstm"]) == ""
+
+
+def _parsers(parser, path=("rnnlab",)):
+    import argparse
+
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, path + (name,))
+
+
+def test_every_command_and_argument_has_help_with_an_example():
+    import argparse
+
+    from rnnlab.cli import build_parser
+
+    seen = 0
+    for path, parser in _parsers(build_parser()):
+        assert parser.epilog and "rnnlab" in parser.epilog, f"{' '.join(path)}: no example"
+        for action in parser._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+                continue
+            seen += 1
+            where = f"{' '.join(path)} {action.dest}"
+            assert action.help and "e.g." in action.help, f"{where}: help without an example"
+            shown = parser._get_formatter()._get_help_string(action)
+            if action.default not in (None, False, [], argparse.SUPPRESS) and action.option_strings:
+                assert "default" in shown, f"{where}: default {action.default!r} not shown"
+    assert seen > 60
