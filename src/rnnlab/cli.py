@@ -358,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except (ConfigError, RunExists, RunLocked, TrainingDiverged, FileNotFoundError, ValueError, DataError) as e:
         print(f"rnnlab: error: {e}", file=sys.stderr)
-        return 2 if isinstance(e, (ConfigError, RunExists, ValueError)) else 1
+        return 2 if isinstance(e, (ConfigError, RunExists, RunLocked, ValueError)) else 1
     except KeyboardInterrupt:
         print("rnnlab: interrupted; `rnnlab train ... --resume` continues from the last checkpoint",
               file=sys.stderr)

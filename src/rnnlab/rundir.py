@@ -249,7 +249,7 @@ class RunLock:
             print(f"note: {self.took_over}", file=sys.stderr)
         record = {
             "pid": os.getpid(), "host": socket.gethostname(),
-            "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": " ".join(sys.argv),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": _command(),
         }
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
@@ -264,6 +264,13 @@ class RunLock:
             pass
         os.close(self.fd)  # closing the last descriptor drops the flock
         self.fd = None
+
+
+def _command() -> str:
+    argv = list(sys.argv) or ["python"]
+    if argv[0].endswith(("rnnlab/cli.py", "/rnnlab")) or argv[0] == "rnnlab":
+        argv[0] = "rnnlab"
+    return " ".join(argv)
 
 
 def describe_holder(lock_path: Path) -> str:
