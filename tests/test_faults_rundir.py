@@ -204,7 +204,7 @@ def _gone(pid: int) -> bool:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to find the workers")
 def test_killed_suite_driver_takes_its_workers_along_and_a_restart_finishes_each_run_once(tmp_path, capsys):
     suite = tmp_path / "s.toml"
-    suite.write_text('name = "k"\npresets = ["demo/lstm", "demo/gru"]\nseeds = [0, 1]\n'
+    suite.write_text('name = "k"\npresets = ["demo/lstm"]\nseeds = [0, 1]\n'
                      f'set = {json.dumps(TINY + ["train.steps=60"])}\n')
     runs = tmp_path / "runs"
     argv = ["suite", str(suite), "--runs-dir", str(runs), "--jobs", "2"]
@@ -227,11 +227,11 @@ def test_killed_suite_driver_takes_its_workers_along_and_a_restart_finishes_each
         driver.stderr.close()
     finished = [d for d in runs.glob("k/*/seed*") if (d / "result.json").exists()]
     started = [d for d in runs.glob("k/*/seed*") if (d / "checkpoint.pt").exists() and d not in finished]
-    assert len(finished) < 4  # the kill interrupted something
+    assert len(finished) < 2  # the kill interrupted something
     assert main(argv) == 0  # the restart: no stranger holds a lock, nothing is redone
     err = capsys.readouterr().err
     statuses = [ln.split("]")[0].strip(" [") for ln in err.splitlines() if ln.startswith("  [")]
-    assert len(statuses) == 4 and set(statuses) <= {"done", "resumed", "trained"}
+    assert len(statuses) == 2 and set(statuses) <= {"done", "resumed", "trained"}
     assert statuses.count("done") == len(finished) and statuses.count("resumed") == len(started)
     for d in runs.glob("k/*/seed*"):
         assert _train_steps(d) == list(range(1, 61))  # no step lost or trained twice
