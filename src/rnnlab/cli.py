@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import json
 import sys
 from pathlib import Path
 
@@ -58,8 +57,7 @@ def _run_dir(args, cfg) -> Path:
     if args.resume and not (d / "checkpoint.pt").exists():
         # resuming with another train.steps: the run lives under the name it started with
         same = [p.parent for p in Path(args.runs_dir).glob(f"{cfg.name}*/seed{cfg.train.seed}/checkpoint.pt")
-                if set(rundir.differences(json.loads((p.parent / "config.json").read_text()), cfg))
-                <= {"train.steps"}] if Path(args.runs_dir).is_dir() else []
+                if set(rundir.differences(rundir.saved_config(p.parent) or {}, cfg)) <= {"train.steps"}]
         if len(same) == 1:
             return same[0]
         if same:

@@ -15,7 +15,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from .rundir import differences, read_jsonl, saved_key
+from .rundir import differences, read_jsonl, saved_config, saved_key
 
 
 class UnknownMetric(ValueError):
@@ -48,10 +48,7 @@ def find_results(runs_dir: str | Path | list, notes: list[str] | None = None) ->
             notes.append(msg) if notes is not None else _note(msg)
             continue
         r["run_dir"] = str(p.parent)
-        try:
-            r["config"] = json.loads((p.parent / "config.json").read_text())
-        except (OSError, ValueError):
-            r["config"] = None
+        r["config"] = saved_config(p.parent)
         r["config_key"] = saved_key(p.parent)
         out.append(r)
     return out
@@ -83,9 +80,13 @@ def _labels(groups: dict[tuple, list[dict]]) -> dict[tuple, str]:
         if len(gs) == 1:
             labels[gs[0]] = name
             continue
-        cfgs = {g: groups[g][0].get("config") or {} for g in gs}
-        keys = sorted({k for a in gs for b in gs for k in differences(cfgs[a], cfgs[b])})
+        cfgs = {g: groups[g][0].get("config") for g in gs}
+        known = [g for g in gs if cfgs[g] is not None]
+        keys = sorted({k for a in known for b in known for k in differences(cfgs[a], cfgs[b])})
         for g in gs:
+            if cfgs[g] is None:
+                labels[g] = f"{name} [no config.json]"
+                continue
             flat = differences({}, cfgs[g])  # every key of g: ({} side, g side)
             parts = [f"{k}={flat[k][1]}" for k in keys if k in flat] or [f"config {g[1]}"]
             labels[g] = f"{name} [{', '.join(parts)}]"

@@ -154,11 +154,21 @@ def dir_name(cfg, base=None, readable_max: int = 40) -> str:
     return f"{name}-{key6}"
 
 
+def saved_config(run_dir: Path) -> dict | None:
+    """``run_dir/config.json`` as a dict (None if missing or unreadable)."""
+    try:
+        d = json.loads((Path(run_dir) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return d if isinstance(d, dict) and isinstance(d.get("train"), dict) else None
+
+
 def saved_key(run_dir: Path) -> str | None:
     """The configuration key of the run saved in ``run_dir`` (None if it has no readable config)."""
+    d = saved_config(run_dir)
     try:
-        return config_key(json.loads((Path(run_dir) / "config.json").read_text()))
-    except (OSError, ValueError, AttributeError, TypeError):
+        return config_key(d) if d is not None else None
+    except (ValueError, AttributeError, TypeError):
         return None
 
 
