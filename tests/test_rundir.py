@@ -287,3 +287,36 @@ def test_a_suite_with_a_failed_run_finishes_the_others_and_exits_nonzero(tmp_pat
     assert "[failed]" in cap.err and "[trained]" in cap.err and "| demo-lstm |" in cap.out
     assert "1 of 2 runs" in cap.err
     assert len(list((tmp_path / "r").rglob("result.json"))) == 1
+
+
+def test_resume_drops_a_partial_last_metrics_line(tmp_path, capsys):
+    def rows(out):
+        return [{k: v for k, v in json.loads(ln).items() if k != "time"}
+                for ln in (out / "metrics.jsonl").read_text().splitlines()]
+
+    argv = ["train", "demo/lstm", "--quiet", "--set", "train.log_every=1"] + TINY_SET
+    assert main(argv + ["--out", str(tmp_path / "a"), "--set", "train.steps=6"]) == 0
+    b = tmp_path / "b"
+    assert main(argv + ["--out", str(b), "--set", "train.steps=4"]) == 0
+    with (b / "metrics.jsonl").open("a") as f:
+        f.write('{"step": 5, "train/lo')  # a write interrupted by a kill
+    capsys.readouterr()
+    assert main(argv + ["--out", str(b), "--set", "train.steps=6", "--resume"]) == 0
+    assert "dropped unreadable line" in capsys.readouterr().err
+    assert rows(b) == rows(tmp_path / "a")  # as if never interrupted
+
+
+def test_demo_reuses_a_finished_run_only_when_its_configuration_matches(tmp_path, capsys, monkeypatch):
+    from rnnlab import cli
+
+    monkeypatch.setattr(cli, "DEMO_PRESETS", ["demo/lstm"])
+    assert main(["demo", "--out", str(tmp_path), "--steps", "2"]) == 0
+    assert "training demo-lstm" in capsys.readouterr().err
+    assert main(["demo", "--out", str(tmp_path), "--steps", "2"]) == 0
+    assert "already done" in capsys.readouterr().err
+    assert main(["demo", "--out", str(tmp_path), "--steps", "3"]) == 0  # other steps: a new run
+    cap = capsys.readouterr()
+    assert "training demo-lstm" in cap.err and "already done" not in cap.err
+    steps = sorted(json.loads(p.read_text())["steps"] for p in tmp_path.rglob("result.json"))
+    assert steps == [2, 3]  # the old run is kept beside the new one
+    assert "| demo-lstm |" in cap.out and "(1)" in cap.out  # the table shows this invocation's run
