@@ -17,7 +17,11 @@ def read_metrics(run_dir: str | Path, key: str) -> tuple[list[int], list[float]]
     path = Path(run_dir) / "metrics.jsonl"
     if not path.exists():
         raise FileNotFoundError(f"{run_dir} has no metrics.jsonl (is it a run directory?)")
-    rows, bad = read_jsonl(path)
+    try:
+        rows, bad = read_jsonl(path)
+    except OSError as e:  # unreadable (permissions): this run is left out, the others are drawn
+        print(f"note: skipped {path}: {e.strerror or e}", file=sys.stderr)
+        return steps, values
     if bad:
         print(f"note: {path}: skipped unreadable line(s) {bad}", file=sys.stderr)
     for row in rows:
