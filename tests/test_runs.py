@@ -4,6 +4,7 @@ git commit, and reloading a trained model without its dataset."""
 
 import csv
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -19,7 +20,8 @@ from rnnlab.cli import main
 from rnnlab.results import export_csv
 from rnnlab.tasks.base import TaskInfo
 from rnnlab.tasks.data import DataError
-from rnnlab.train import config_hash, evaluate, git_state, load_run, train
+from rnnlab.rundir import config_key
+from rnnlab.train import evaluate, git_state, load_run, train
 
 
 def small(steps=6, **extra):
@@ -40,12 +42,12 @@ def test_one_log_line_per_evaluation_off_a_terminal(tmp_path, capsys):
     for ln, r in zip(lines, evals):
         assert ln.startswith(f"demo-lstm step {r['step']}/6 ")
         assert f"val/loss {r['val/loss']:.4g}" in ln and "train/loss " in ln and "lr 0.001" in ln
-        assert f"{r['train_s_per_step']:.4f} s/step (training)" in ln
+        assert re.search(r"  \d+\.\d{4} s/step \(training\)$", ln)
     train(small(steps=2), tmp_path / "q", progress=False)  # quiet: neither bar nor lines
     assert " step " not in capsys.readouterr().err
 
 
-def test_time_per_step_excludes_evaluation(tmp_path, monkeypatch):
+def test_time_per_step_excludes_evaluation(tmp_path, monkeypatch, capsys):
     slow = 0.15
 
     def slow_evaluate(*a, **k):
@@ -53,13 +55,14 @@ def test_time_per_step_excludes_evaluation(tmp_path, monkeypatch):
         return evaluate(*a, **k)
 
     monkeypatch.setattr(train_mod, "evaluate", slow_evaluate)
-    r = train(small(steps=4, **{"train.eval_every": 1, "train.test": "false"}), tmp_path / "r", progress=False)
+    r = train(small(steps=4, **{"train.eval_every": 1, "train.test": "false"}), tmp_path / "r")
     assert r["eval_time_s"] >= 4 * slow
     assert r["train_time_s"] == pytest.approx(r["wall_time_s"] - r["eval_time_s"], abs=0.02)
     assert r["time_per_step_s"] == pytest.approx(r["train_time_s"] / 4, abs=1e-3)
     assert r["time_per_step_s"] * 4 < r["wall_time_s"] - 4 * slow + 0.05
-    # the per-evaluation figure is training alone as well
-    assert all(row["train_s_per_step"] < slow for row in rows(tmp_path / "r") if "train_s_per_step" in row)
+    # the per-evaluation figure of the log lines is training alone as well
+    per_eval = [float(x) for x in re.findall(r"(\d+\.\d+) s/step", capsys.readouterr().err)]
+    assert len(per_eval) == 4 and max(per_eval) < slow
 
 
 def test_csv_export_round_trip(tmp_path, capsys):
@@ -106,12 +109,13 @@ def test_tensorboard_missing_is_a_one_line_config_error(tmp_path, monkeypatch):
         train(small(**{"train.tensorboard": "true"}), tmp_path / "r", progress=False)
 
 
-def test_result_records_config_hash_and_git_commit(tmp_path):
+def test_result_records_config_key_and_git_commit(tmp_path):
     r = train(small(steps=2), tmp_path / "r", progress=False)
     saved = config.load_json(tmp_path / "r" / "config.json")
-    assert r["config_hash"] == config_hash(saved) and len(r["config_hash"]) == 16
-    assert config_hash(small(steps=3)) != r["config_hash"]
-    assert config_hash(small(steps=2)) == r["config_hash"]
+    assert r["config_key"] == config_key(saved) and len(r["config_key"]) == 12
+    assert config_key(small(steps=3)) != r["config_key"]  # another experiment
+    assert config_key(small(steps=2, **{"train.seed": 7})) == r["config_key"]  # another seed of it
+    assert config_key(small(steps=2, **{"train.tensorboard": "true"})) == r["config_key"]  # output only
     src = Path(rnnlab.__file__).parent
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=src, capture_output=True, text=True)
     if head.returncode == 0:

@@ -25,6 +25,7 @@ from torch import nn
 from . import parametrize as par
 from .config import ConfigError, OptimConfig, RunConfig, TaskConfig, load_json
 from .model import build_model
+from .rundir import config_key
 from .tasks import TASKS
 from .tasks.base import Batch, Task
 
@@ -143,14 +144,6 @@ def versions() -> dict:
     }
 
 
-def config_hash(cfg: RunConfig) -> str:
-    """sha256 (first 16 hex digits) of the resolved configuration as written to config.json:
-    two runs share it exactly when every setting, the seed included, is the same."""
-    import hashlib
-
-    return hashlib.sha256(cfg.to_json().encode()).hexdigest()[:16]
-
-
 def git_state(path: str | Path | None = None) -> dict | None:
     """``{"commit": sha, "dirty": bool}`` of the git checkout holding ``path`` (default: this
     package's source), or None where there is no git or no checkout (an installed wheel)."""
@@ -237,7 +230,17 @@ def train(
     NaN/inf loss (the last good checkpoint stays) and ``RunExists`` when ``run_dir`` already has
     a checkpoint and ``resume`` is False.
     """
+    from .rundir import claim
+
     run_dir = Path(run_dir)
+    with claim(run_dir):  # one writer per run directory; a failed start leaves no stub behind
+        return _train(cfg, run_dir, resume, progress, data_dir, task)
+
+
+def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, data_dir: str | None,
+           task: Task | None) -> dict:
+    from .rundir import read_jsonl
+
     ckpt_path, best_path = run_dir / "checkpoint.pt", run_dir / "best.pt"
     metrics_path, config_path = run_dir / "metrics.jsonl", run_dir / "config.json"
     if resume:
@@ -262,8 +265,6 @@ def train(
         )
     tc = cfg.train
     writer = _tensorboard_writer(run_dir) if tc.tensorboard else None
-    run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(config_path, cfg.to_json() + "\n")
 
     torch.set_num_threads(tc.threads)
     task = task or build_task(cfg.task, data_dir)
@@ -293,11 +294,27 @@ def train(
         torch.set_rng_state(ck["rng"])
         prog = _Progress(**ck["progress"])
         carry = ck.get("carry")
+        if prog.step > tc.steps:
+            raise ConfigError(
+                f"cannot resume {run_dir} with train.steps={tc.steps}: it has already trained "
+                f"{prog.step} steps; resume with train.steps >= {prog.step}, or start a shorter run "
+                f"in another directory"
+            )
         keep = []
         if metrics_path.exists():
-            keep = [ln for ln in metrics_path.read_text().splitlines() if ln and json.loads(ln)["step"] <= prog.step]
+            # an interrupted write can leave a partial last line: drop it (and any garbage line)
+            rows, bad = read_jsonl(metrics_path)
+            if bad:
+                print(f"note: {metrics_path}: dropped unreadable line(s) {bad} (an interrupted write)",
+                      file=sys.stderr)
+            keep = [json.dumps(r) for r in rows if r["step"] <= prog.step]
+        if tc.steps != saved["train"]["steps"]:
+            # the old result belongs to the old step budget: the run is unfinished until the new one
+            (run_dir / "result.json").unlink(missing_ok=True)
+        atomic_write_text(config_path, cfg.to_json() + "\n")
         atomic_write_text(metrics_path, "".join(ln + "\n" for ln in keep))
     else:
+        atomic_write_text(config_path, cfg.to_json() + "\n")
         metrics_path.write_text("")
 
     gen = torch.Generator().manual_seed(cfg.data_seed)
@@ -384,13 +401,15 @@ def train(
                 if tc.target_metric and tc.target_metric in last_eval:
                     if _reached(last_eval[tc.target_metric], tc.target_value, higher_is_better(tc.target_metric)):
                         stopped = prog.stopped = "target"
+                # (the s/step of this window goes to the log line and TensorBoard, not to
+                # metrics.jsonl, whose rows only "time" keeps machine-dependent)
                 log.write(json.dumps({"step": step, "time": round(time.perf_counter() - t_start, 3),
-                                      **last_eval, "train_s_per_step": round(s_per_step, 5)}) + "\n")
+                                      **last_eval}) + "\n")
                 log.flush()
                 if writer is not None:
                     for k, v in last_eval.items():
                         writer.add_scalar(k, v, step)
-                    writer.add_scalar("train_s_per_step", s_per_step, step)
+                    writer.add_scalar("time/train_s_per_step", s_per_step, step)
                     writer.flush()
                 if lines:
                     lr = next((g["lr"] for g in opt.param_groups if g.get("tag") == "default"),
@@ -420,7 +439,7 @@ def train(
         else {"elements": sum(p.numel() for p in model.parameters())},
         "param_groups": groups, "wall_time_s": round(time.perf_counter() - t_start, 2),
         "conditions": runtime_conditions(tc.threads), "versions": versions(),
-        "config_hash": config_hash(cfg), "git": git_state(),
+        "config_key": config_key(cfg), "git": git_state(),
     }
     # training alone: evaluation and checkpoint writing are timed apart (eval_time_s)
     result["eval_time_s"] = round(prog.eval_elapsed, 2)
