@@ -127,12 +127,16 @@ class Cell(nn.Module):
             object.__setattr__(self, "_state_shapes_cache", shapes)
         return shapes
 
-    def check_dtype_device(self, x: Tensor, what: str = "input") -> None:
+    def _name(self) -> str:
+        # torch's parametrize swaps the class for "Parametrized<Name>"
+        return type(self).__name__.removeprefix("Parametrized")
+
+    def check_dtype_device(self, x: Tensor, what: str = "input", name: str | None = None) -> None:
         """``x`` must have the model's dtype and device (no silent casts, no kernel errors)."""
         p = self._reference_parameter()
         if p is None:
             return
-        name = type(self).__name__
+        name = name or self._name()
         if x.dtype != p.dtype:
             raise ValueError(
                 f"{name} {what} dtype ({x.dtype}) does not match the model's dtype ({p.dtype}); "
@@ -148,7 +152,7 @@ class Cell(nn.Module):
         """Check a state against the cell: a single (B, H) tensor, or for tuple states (LSTM's
         ``(h, c)``) a tuple of that many (B, H) tensors; dtype and device of the model."""
         shapes = self._state_shapes()
-        name = type(self).__name__
+        name = self._name()
         if shapes[0][0] == "tensor":
             if not isinstance(state, Tensor):
                 raise ValueError(f"{name} expects its state as one tensor of shape ({batch}, {self.hidden_size}), "
@@ -172,7 +176,7 @@ class Cell(nn.Module):
     def check_input(self, x: Tensor) -> None:
         """A time-major input (T, B, I): 3-D, width ``input_size``, T >= 1, B >= 1, and the
         model's dtype and device."""
-        name = type(self).__name__
+        name = self._name()
         if x.dim() != 3 or x.shape[-1] != self.input_size:
             raise ValueError(
                 f"{name} expects a time-major input of shape (T, B, {self.input_size}), got {tuple(x.shape)}"
@@ -203,7 +207,7 @@ class Cell(nn.Module):
         dtype, device) before the step runs."""
         if not isinstance(x_t, Tensor) or x_t.dim() not in (1, 2) or x_t.shape[-1] != self.input_size:
             shape = tuple(x_t.shape) if isinstance(x_t, Tensor) else type(x_t).__name__
-            raise ValueError(f"{type(self).__name__} expects one step of shape (B, {self.input_size}) "
+            raise ValueError(f"{self._name()} expects one step of shape (B, {self.input_size}) "
                              f"or ({self.input_size},), got {shape}")
         unbatched = x_t.dim() == 1
         if unbatched:
@@ -449,7 +453,7 @@ class Recurrent(nn.Module):
         if x.shape[0] == 0:
             raise ValueError(f"{name} got an empty sequence (T = 0, input shape {tuple(input.shape)}); "
                              f"a recurrence needs at least one time step")
-        self.cells[0].check_dtype_device(x)
+        self.cells[0].check_dtype_device(x, name=name)
         if h0 is not None:
             self.check_h0(h0, x)
         if lengths is not None:
