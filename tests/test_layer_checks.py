@@ -148,3 +148,20 @@ def test_rnncell_without_state_equals_torch_rnncell():
     x = torch.randn(3, 5)
     torch.testing.assert_close(ours(x)[0], theirs(x))
     torch.testing.assert_close(ours(x[0])[0], theirs(x[0]))
+
+
+def test_checks_leave_tracing_and_export_working():
+    """The step checks are skipped while torch.jit.trace / torch.export trace (symbolic shapes);
+    the traced step still computes the cell's step."""
+    import warnings
+
+    torch.manual_seed(0)
+    cell = rnnlab.LSTMCell(3, 4)
+    x, state = torch.randn(2, 3), (torch.randn(2, 4), torch.randn(2, 4))
+    expected = cell(x, state)[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = torch.jit.trace(cell, (x, state))
+    torch.testing.assert_close(traced(x, state)[0], expected)
+    exported = torch.export.export(cell, (x, state))
+    torch.testing.assert_close(exported.module()(x, state)[0], expected)

@@ -26,6 +26,12 @@ def map_state(fn, *states: State) -> State:
     return tuple(fn(*leaves) for leaves in zip(*states))
 
 
+def _tracing() -> bool:
+    """Whether torch.jit.trace, torch.export or torch.compile is tracing this call."""
+    compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return torch.jit.is_tracing() or bool(compiling and compiling())
+
+
 class Cell(nn.Module):
     """One recurrent time step: ``forward(x_t, state) -> (h_t, state)``.
 
@@ -209,6 +215,12 @@ class Cell(nn.Module):
             shape = tuple(x_t.shape) if isinstance(x_t, Tensor) else type(x_t).__name__
             raise ValueError(f"{self._name()} expects one step of shape (B, {self.input_size}) "
                              f"or ({self.input_size},), got {shape}")
+        if _tracing():
+            # torch.jit.trace / torch.export / torch.compile: shapes are symbolic; the checks
+            # ran when the model was called eagerly
+            if state is None:
+                state = self.init_state(x_t.shape[0], device=x_t.device, dtype=x_t.dtype)
+            return super().__call__(x_t, state, *args, **kwargs)
         unbatched = x_t.dim() == 1
         if unbatched:
             x_t = x_t.unsqueeze(0)
