@@ -87,3 +87,16 @@ def test_bidirectional_layer_shapes_and_second_layer_width():
     assert out.shape == (5, 2, 8) and h.shape == (6, 2, 4)
     with pytest.raises(ValueError, match=r"Expected hidden size \(6, 2, 4\), got \[3, 2, 4\]"):
         layer(torch.randn(5, 2, 3), torch.zeros(3, 2, 4))
+
+
+def test_sequence_model_with_a_bidirectional_layer_and_seq2seq_refusal():
+    from rnnlab.model import SequenceModel
+    from rnnlab.seq2seq import Seq2Seq
+
+    torch.manual_seed(0)
+    model = SequenceModel("gru", 3, 7, 4, num_layers=2, cell_options={"bidirectional": True}, pool=2)
+    assert model.readout.in_features == 8 + 4
+    out, h = model(torch.randn(2, 5, 3))
+    assert out.shape == (2, 5, 7) and h.shape == (4, 2, 4)
+    with pytest.raises(ValueError, match="bidirectional"):
+        Seq2Seq("gru", 10, 10, 4, cell_options={"bidirectional": True})
