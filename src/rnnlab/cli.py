@@ -144,10 +144,9 @@ def cmd_plot(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from . import config, train
     import shutil
 
-    from . import rundir
+    from . import config, rundir, train
     from .plots import plot_curves
     from .results import table
 
