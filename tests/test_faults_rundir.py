@@ -139,7 +139,8 @@ def test_sigkill_loop_including_checkpoint_writes(tmp_path, reference, capsys, d
     kills = sum(_kill_during_training(out, steps, rng, during_checkpoint) for _ in range(5))
     assert kills >= 3  # most attempts hit a running training
     if during_checkpoint:
-        print(f"\n{kills} kills, {_kill_during_training.mid_write} with checkpoint.pt.tmp on disk")
+        with capsys.disabled():
+            print(f"\n{kills} kills, {_kill_during_training.mid_write} with checkpoint.pt.tmp on disk")
     _finish(out, steps, capsys)
     assert _record(out) == reference(steps)
 
