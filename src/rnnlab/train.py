@@ -265,6 +265,7 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
         )
     tc = cfg.train
     writer = _tensorboard_writer(run_dir) if tc.tensorboard else None
+    git = git_state()  # the code this run starts with (a checkout can move while it trains)
 
     torch.set_num_threads(tc.threads)
     task = task or build_task(cfg.task, data_dir)
@@ -439,7 +440,7 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
         else {"elements": sum(p.numel() for p in model.parameters())},
         "param_groups": groups, "wall_time_s": round(time.perf_counter() - t_start, 2),
         "conditions": runtime_conditions(tc.threads), "versions": versions(),
-        "config_key": config_key(cfg), "git": git_state(),
+        "config_key": config_key(cfg), "git": git,
     }
     # training alone: evaluation and checkpoint writing are timed apart (eval_time_s)
     result["eval_time_s"] = round(prog.eval_elapsed, 2)
