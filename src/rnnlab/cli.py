@@ -115,6 +115,18 @@ def cmd_thresholds(args) -> int:
     return 0
 
 
+def cmd_reproduce(args) -> int:
+    from .reproduce import collect, main_ledger
+
+    if args.action == "ledger":
+        return main_ledger(args.runs, args.output)
+    if len(args.runs) != 1 or not args.output:
+        raise ValueError("usage: rnnlab reproduce collect RUNS_DIR -o RECORDS_DIR (one runs directory)")
+    copied = collect(args.runs[0], args.output)
+    print(f"copied the small files of {len(copied)} runs to {args.output}")
+    return 0
+
+
 def cmd_plot(args) -> int:
     from .plots import plot_curves
 
@@ -275,6 +287,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--thresholds", default="1e-1,1e-2,1e-3,1e-4,1e-5,1e-6")
     s.add_argument("--steps-per-epoch", type=int, default=10, help="optimizer steps per epoch (DMU presets: 10)")
     s.set_defaults(func=cmd_thresholds)
+
+    s = sub.add_parser("reproduce", help="the reproduction ledger: REPRODUCTION.md from the papers' values and "
+                       "run records (ledger), or copy runs' small files into a records folder (collect)")
+    s.add_argument("action", choices=["ledger", "collect"])
+    s.add_argument("runs", nargs="+", help="directories holding run records (ledger) / one runs directory (collect)")
+    s.add_argument("-o", "--output", help="ledger: output file (default: stdout); collect: the records folder")
+    s.set_defaults(func=cmd_reproduce)
 
     s = sub.add_parser("plot", help="loss curves of the runs below the given directories")
     s.add_argument("runs", nargs="+")

@@ -231,6 +231,9 @@ def train(
             opt, mode="max" if higher_select else "min", factor=tc.plateau_factor,
             patience=tc.plateau_patience,
         )
+    elif tc.schedule == "exponential":  # lr <- lr * lr_gamma every lr_step_every steps (an "epoch")
+        sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=tc.lr_gamma)
+    lr_every = tc.lr_step_every or tc.eval_every
     params = [p for g in opt.param_groups for p in g["params"]]
 
     prog = _Progress()
@@ -303,6 +306,8 @@ def train(
             par.after_optimizer_step(model)
             carry = _detach(new_state)
             prog.step = step
+            if tc.schedule == "exponential" and step % lr_every == 0:
+                sched.step()
             bar.update(1)
             if step % tc.log_every == 0 or step == tc.steps:
                 row = {"step": step, "time": round(time.perf_counter() - t_start, 3), "train/loss": loss.item()}
@@ -319,7 +324,7 @@ def train(
                 if _improved(value, prog.best_value, higher_select):
                     prog.best_value, prog.best_step = value, step
                     atomic_save(model.state_dict(), best_path)
-                if sched is not None:
+                if tc.schedule == "plateau":
                     sched.step(value)
                 if tc.target_metric and tc.target_metric in last_eval:
                     if _reached(last_eval[tc.target_metric], tc.target_value, higher_is_better(tc.target_metric)):

@@ -120,7 +120,11 @@ class ASRNNCell(Cell):
     map, init, K, M: map ("expm" | "cayley"), initialiser ("henaff", "cayley", "haar",
         "identity", "random") and dynamic trivialization of ``W_hh``.
     a, b, eps: ``s ~ U(a, b)``, ``D_f = diag(|s| + eps)``. ``eps = 0`` is allowed (the paper's
-        PTB setting) but then ``s_i -> 0`` makes ``W_f`` singular.
+        PTB setting, Table 5) when the init range excludes 0 (``a > 0`` or ``b < 0``): then
+        ``D_f = diag(|s|)`` exactly. At ``s_i = 0`` with ``eps = 0``, ``W_f`` is singular and
+        ``W_f^{-1} tanh(W_f z)`` is 0/0 (and ``d|s|/ds = 0`` there, so ``s_i`` would stay stuck):
+        the constructor refuses an init range containing 0, and a forward pass that meets a
+        zero entry of ``D_f`` raises ``FloatingPointError`` instead of returning NaN.
     uf_map: map of ``U_f`` ("expm" | "cayley"); it shares ``K``/``M`` with ``W_hh``.
     uf_group: optimizer group of ``U_f``'s skew parameter and of ``s``. ``"orthogonal"``
         follows the paper (A.4.1: ``U_f`` parametrized like ``W_hh``); ``"default"`` follows
@@ -145,6 +149,11 @@ class ASRNNCell(Cell):
             raise ValueError(f"uf_group must be a group tag such as 'orthogonal' or 'default', got {uf_group!r}")
         if eps < 0:
             raise ValueError(f"eps must be >= 0, got {eps}")
+        if eps == 0 and a <= 0 <= b:
+            raise ValueError(
+                f"eps=0 with the init range s ~ U({a}, {b}) containing 0 makes D_f = diag(|s|) singular; "
+                f"use eps > 0 (e.g. 1e-5) or a range away from 0 (the paper's PTB: a=0.8, b=3)"
+            )
         H = hidden_size
         self.init, self.a, self.b, self.eps = init, float(a), float(b), float(eps)
         self.weight_ih = nn.Parameter(par.semi_orthogonal(H, input_size))
@@ -167,11 +176,21 @@ class ASRNNCell(Cell):
     # --- the paper's step (the reference) ------------------------------------------------
     def forward(self, x_t: Tensor, h: Tensor):
         U, d = self.weight_uf, self.diag_f
+        self._check_invertible(d)
         z = nn.functional.linear(x_t, self.weight_ih, self.bias) + nn.functional.linear(h, self.weight_hh)
         # row form of W_f z = U (d * z) and W_f^{-1} y = (U^T y) / d
         y = torch.tanh((z * d) @ U.T)
         h = (y @ U) / d
         return h, h
+
+    def _check_invertible(self, d: Tensor) -> None:
+        # only eps = 0 can reach d_i = 0 (|s| + eps >= eps otherwise)
+        if self.eps == 0 and not bool((d != 0).all()):
+            k = int((d == 0).sum())
+            raise FloatingPointError(
+                f"asRNN with eps=0: {k} entries of D_f = diag(|s|) are 0, so W_f is singular and "
+                f"W_f^{{-1}} tanh(W_f z) is 0/0; train with eps > 0 (--set model.cell_options.eps=1e-5)"
+            )
 
     # --- fast path -------------------------------------------------------------------------
     def condition_number(self) -> float:
@@ -236,6 +255,7 @@ class ASRNNCell(Cell):
         # one evaluation of the parametrized weights serves the precision test and the run
         # (first accessed with autograd on, so the cached tensors carry the graph)
         with P.cached():
+            self._check_invertible(self.diag_f)
             if not self._fast_ok(x.dtype, self.weight_uf, self.diag_f):
                 out, h_n = unroll(self, x, state, lengths)
                 return out, h_n, None
