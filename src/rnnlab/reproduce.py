@@ -284,7 +284,7 @@ def _tolerance(row: Published, ours_std: float) -> float:
 
 def _row_lines(row: Published, ev: Evidence) -> list[list[str]]:
     """Table lines ``[row, metric, paper, ours, steps, hardware, wall, diff, status, preset]``."""
-    label = f"{row.model} ({row.size})" if row.size else row.model
+    label = f"{row.model}, {row.task}" + (f" ({row.size})" if row.size else "")
     paper = "curves" if row.value is None and row.metric not in ("settings",) else _num(row.value, row.metric)
     if row.value is not None and row.spread is not None:
         paper += f" +- {_num(row.spread)}"
@@ -298,6 +298,11 @@ def _row_lines(row: Published, ev: Evidence) -> list[list[str]]:
     for i, preset in enumerate(row.presets):
         tag = f"`{preset}`" + (" (variant)" if i else "")
         groups = ev.by_preset.get(preset, [])
+        found = [a for a in ev.analyses.get(preset, []) if row.metric in a.data.get("values", {})]
+        for a in found:
+            lines.append(_analysis_line(row, label, paper, tag, a))
+        if not groups and found:
+            continue
         if not groups:
             if i == 0 or len(row.presets) == 1:
                 pend = " (the preset comes with the EURNN/uRNN/copy_variable work)" if preset in PENDING else ""
@@ -306,6 +311,16 @@ def _row_lines(row: Published, ev: Evidence) -> list[list[str]]:
         for g in groups:
             lines.append(_group_line(row, label, paper, tag, g, ev))
     return lines
+
+
+def _analysis_line(row: Published, label: str, paper: str, tag: str, a: Analysis) -> list[str]:
+    v = a.data["values"][row.metric]
+    seeds = a.data.get("seeds", [])
+    ours = f"{_num(v)} ({len(seeds)} seed{'s' if len(seeds) != 1 else ''}; analysis record)"
+    diff = f"{v - row.value:+.4g}" if row.value is not None else "-"
+    verdict = ("reproduced" if abs(v - row.value) <= _tolerance(row, 0.0) else "not reproduced") \
+        if row.value is not None else "run (curves only; see claims)"
+    return [label, row.metric, paper, ours, f"{a.data.get('steps', 0):,}", "-", "-", diff, verdict, tag]
 
 
 def _group_line(row: Published, label: str, paper: str, tag: str, g: Group, ev: Evidence) -> list[str]:
