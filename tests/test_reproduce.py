@@ -242,3 +242,14 @@ def test_committed_reproduction_md_is_what_the_command_produces():
     committed = (ROOT / "REPRODUCTION.md").read_text()
     assert reproduce.ledger([ROOT / "records"]) == committed, (
         "REPRODUCTION.md is stale: run `rnnlab reproduce ledger records -o REPRODUCTION.md`")
+
+
+def test_a_record_written_by_other_code_is_attributed_with_its_differences(tmp_path):
+    """A config.json this checkout cannot load (a key from a newer rnnlab) is read as plain
+    JSON, attributed to its preset and reported as another configuration, not dropped."""
+    d = write_record(tmp_path, "asrnn/smnist-n122", 0, {"test/accuracy": 0.9889})
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["model"]["future_option"] = 3
+    (d / "config.json").write_text(json.dumps(cfg))
+    (st,) = status_of(tmp_path, smnist_row())
+    assert st == "another configuration (model.future_option 3 (preset None)); reproduced"

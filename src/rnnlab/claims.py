@@ -69,7 +69,8 @@ def _fmt_profile(name: str, p: dict) -> str:
 
 
 def _dmu_groups(ev, task: str, modules) -> dict:
-    return {m: ev.best(f"dmu/{task}-{m}") for m in modules}
+    # every run of the protocol counts, whatever the size of its evaluation sets
+    return {m: ev.pooled(f"dmu/{task}-{m}") for m in modules}
 
 
 def dmu_outperforms(task: str, winner: str, losers: tuple[str, ...]):

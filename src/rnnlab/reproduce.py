@@ -272,6 +272,17 @@ class Evidence:
         """Groups of runs of ``preset``; ``same_config``: only those that differ at most in budget."""
         return [g for g in self.by_preset.get(preset, []) if not (same_config and g.other)]
 
+    def pooled(self, preset: str) -> Group | None:
+        """All runs of ``preset`` that differ from it at most in budget, as one group (its
+        ``diffs``: every budget difference among them)."""
+        gs = self.groups(preset)
+        if not gs:
+            return None
+        n = sum(len(g.records) for g in gs)
+        diffs = tuple(f"{sum(len(g.records) for g in gs if d in g.diffs)} of {n} with {d}"
+                      for d in sorted({d for g in gs for d in g.diffs}))
+        return Group(preset, diffs, [r for g in gs for r in g.records])
+
     def best(self, preset: str) -> Group | None:
         gs = self.groups(preset)
         return gs[0] if gs else None
