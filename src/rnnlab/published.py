@@ -280,14 +280,16 @@ for _task, _models in _DMU_T8.items():
 _DMU_T9 = {"PolyMusic": ("polymusic", (46.7e3, 66.9e3, 127e3, 228e3)), "NatLang": ("natlang", (1.7e6, 1.7e6, 1.8e6, 1.9e6))}
 for _exp, (_stem, _ws) in _DMU_T9.items():
     for _N, _w in zip((1, 2, 5, 10), _ws):
-        _add(Published("dmu", "Table IX", "RHN / DMU", _exp, f"N={_N}", "params", _w,
-                       presets=(f"dmu/{_stem}-N{_N}-rhn", f"dmu/{_stem}-N{_N}-dmu"), note="rounded as printed"))
+        for _m in ("RHN", "DMU"):  # one count per depth: the architectures are matched to it
+            _add(Published("dmu", "Table IX", _m, _exp, f"N={_N}", "params", _w,
+                           presets=(f"dmu/{_stem}-N{_N}-{_m.lower()}",), note="rounded as printed"))
 for _N, _ws in zip((1, 2, 5, 10), ((27.8e6, 36.6e6, 24.5e6), (28.0e6, 36.8e6, 24.7e6), (28.4e6, 37.3e6, 25.2e6),
                                     (29.2e6, 38.1e6, 26.0e6))):
     for _exp, _stem, _w in (("Spa2Eng", "spa2eng", _ws[0]), ("Ger2Eng", "ger2eng", _ws[1]), ("Por2Eng", "", _ws[2])):
-        _kw = dict(presets=(f"dmu/{_stem}-N{_N}-rhn", f"dmu/{_stem}-N{_N}-dmu")) if _stem else dict(
-            reason="no por-eng preset (see Table III)")
-        _add(Published("dmu", "Table IX", "RHN / DMU", _exp, f"N={_N}", "params", _w, note="rounded as printed", **_kw))
+        for _m in ("RHN", "DMU"):
+            _kw = dict(presets=(f"dmu/{_stem}-N{_N}-{_m.lower()}",)) if _stem else dict(
+                reason="no por-eng preset (see Table III)")
+            _add(Published("dmu", "Table IX", _m, _exp, f"N={_N}", "params", _w, note="rounded as printed", **_kw))
 
 # Table X: learning rates of the synthetic presets (Adam; 200 sequences per epoch, L_min 100, 100 epochs)
 _DMU_T10 = {"noisy_sequence": (0.01, 0.002, 0.05, 0.05, 0.02), "adding": (0.01, 0.001, 0.05, 0.02, 0.02),
