@@ -18,6 +18,7 @@ from rnnlab.cells.asrnn import ASRNNCell
 from rnnlab.cells.nnrnn import NNRNNCell
 from rnnlab.config import ConfigError
 from rnnlab.model import SequenceModel
+from rnnlab.tasks.data import ptb_chars_from_words
 from rnnlab.train import train
 
 torch.set_num_threads(1)
@@ -219,6 +220,7 @@ def _fixtures(root):
     for split, n in (("train", 900), ("valid", 450), ("test", 450)):
         text = "\n".join(" ".join(rng.choice(words, 9)) for _ in range(n // 9))
         (root / "ptb" / f"ptb.{split}.txt").write_text(text + "\n")
+        (root / "ptb" / f"ptb.char.{split}.txt").write_text(ptb_chars_from_words(text + "\n"))
     (root / "tatoeba").mkdir()
     pairs = [("Hi.", "Hola."), ("Run!", "Corre!"), ("I am here.", "Estoy aqui."), ("Go away.", "Vete.")] * 4
     for pair in ("spa-eng", "deu-eng"):
@@ -253,6 +255,15 @@ def _one_step(name, tmp_path):
     r = train(cfg, tmp_path / "run", progress=False, data_dir=str(root))
     assert r["steps"] == 2 and all(np.isfinite(v) for v in r["final"].values())
     return r
+
+
+@pytest.mark.parametrize("name", ["nnrnn/ptb-bptt150-fixed-gamma", "nnrnn/ptb-bptt150-lstm-n1024"])
+def test_new_nnrnn_presets_train_a_step(name, tmp_path):
+    root = _fixtures(tmp_path / "data")
+    cfg = config.load(name, ["task.verify=false", "task.bptt=8", "model.hidden_size=16", "train.steps=1",
+                             "train.eval_every=1", "train.batch_size=2", "train.eval_max_batches=1"])
+    r = train(cfg, tmp_path / "run", progress=False, data_dir=str(root))
+    assert r["steps"] == 1 and np.isfinite(r["final"]["val/bpc"])
 
 
 def test_new_presets_all_load():
