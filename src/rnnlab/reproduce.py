@@ -296,7 +296,14 @@ def _tolerance(row: Published, ours_std: float) -> float:
 def _row_lines(row: Published, ev: Evidence) -> list[list[str]]:
     """Table lines ``[row, metric, paper, ours, steps, hardware, wall, diff, status, preset]``."""
     label = f"{row.model}, {row.task}" + (f" ({row.size})" if row.size else "")
-    paper = "curves" if row.value is None and row.metric not in ("settings",) else _num(row.value, row.metric)
+    if row.value is not None:
+        paper = _num(row.value, row.metric)
+    elif row.metric == "settings":
+        paper = "hyperparameters"
+    elif row.table.startswith("Table"):
+        paper = "nan (as printed)"
+    else:
+        paper = "curves"
     if row.value is not None and row.spread is not None:
         paper += f" +- {_num(row.spread)}"
     if row.best is not None:
