@@ -65,7 +65,8 @@ class SequenceModel(nn.Module):
         )
         self.drop = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.pool = L2Pool(pool) if pool else nn.Identity()
-        features = hidden_size + (hidden_size // pool if pool else 0)
+        width = self.rnn.num_directions * hidden_size  # 2H for cell_options bidirectional=true
+        features = width + (width // pool if pool else 0)
         if dense < 0:
             raise ValueError(f"dense must be >= 0 (0 = no dense layer), got {dense}")
         # DMU's NatLang: a dense layer of 100 units between the recurrent block and the softmax;
