@@ -106,13 +106,26 @@ def load_records(roots) -> tuple[list[Record], list[Analysis]]:
         for p in sorted(root.rglob("result.json")):
             try:
                 cfg = load_json(p.parent / "config.json").to_dict()
-            except (ConfigError, TypeError, ValueError):  # a cell or task this checkout lacks
-                cfg = json.loads((p.parent / "config.json").read_text())
+            except (ConfigError, TypeError, ValueError):  # written by other code (keys, types, cells)
+                cfg = _over_defaults(json.loads((p.parent / "config.json").read_text()))
             records.append(Record(p.parent, cfg, json.loads(p.read_text())))
         for p in sorted(root.rglob("analysis.json")):
             data = json.loads(p.read_text())
             analyses.append(Analysis(p.parent, data["preset"], data))
     return records, analyses
+
+
+def _over_defaults(raw: dict) -> dict:
+    """``raw`` laid over today's defaults, so that keys it lacks compare at their defaults."""
+    from .config import RunConfig
+
+    out = RunConfig().to_dict()
+    for k, v in raw.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict) and k != "paper":
+            out[k] = {**out[k], **v}
+        else:
+            out[k] = v
+    return out
 
 
 _PRESETS: dict[str, dict] | None = None
