@@ -52,9 +52,11 @@ def check_spelling(spec: str, precision: str = "fp32") -> None:
         raise ConfigError(f"train.precision must be one of {', '.join(PRECISIONS)}; got {precision!r}")
 
 
-def resolve_device(spec: str = "auto") -> torch.device:
-    """The ``torch.device`` for ``spec``; :class:`DeviceError` if this machine lacks it."""
-    check_spelling(spec)
+def resolve_device(spec: str = "auto", what: str = "train.device") -> torch.device:
+    """The ``torch.device`` for ``spec``; :class:`DeviceError` if this machine lacks it
+    (``what`` names the setting in the message, e.g. ``"--device"``)."""
+    if not isinstance(spec, str) or not _PATTERN.match(spec):
+        raise DeviceError(f"{what} must be one of {DEVICE_CHOICES}; got {spec!r}")
     found = ", ".join(available())
     if spec == "auto":
         if torch.cuda.is_available():
@@ -66,17 +68,17 @@ def resolve_device(spec: str = "auto") -> torch.device:
         if not _mps_available():
             why = "this is not an Apple machine" if platform.system() != "Darwin" else \
                 "torch.backends.mps.is_available() is False (macOS 12.3+ and an MPS build of torch are needed)"
-            raise DeviceError(f"train.device='mps' is not available: {why}; devices found: {found}; "
+            raise DeviceError(f"{what}='mps' is not available: {why}; devices found: {found}; "
                               f"choices: {DEVICE_CHOICES} (e.g. --device cpu)")
         return torch.device("mps")
     if not torch.cuda.is_available():
         build = f"CUDA {torch.version.cuda} build" if torch.version.cuda else "a CPU-only build of torch"
-        raise DeviceError(f"train.device={spec!r} is not available: no CUDA GPU found ({build}, "
+        raise DeviceError(f"{what}={spec!r} is not available: no CUDA GPU found ({build}, "
                           f"torch.cuda.is_available() is False); devices found: {found}; "
                           f"choices: {DEVICE_CHOICES} (e.g. --device cpu)")
     index = int(spec.split(":")[1]) if ":" in spec else torch.cuda.current_device()
     if index >= torch.cuda.device_count():
-        raise DeviceError(f"train.device={spec!r} is not available: {torch.cuda.device_count()} CUDA "
+        raise DeviceError(f"{what}={spec!r} is not available: {torch.cuda.device_count()} CUDA "
                           f"device(s); devices found: {found}; choices: {DEVICE_CHOICES}")
     return torch.device("cuda", index)
 

@@ -183,9 +183,10 @@ def elementwise_rnn(
     bias = None if bias is None else bias.to(dtype)
     mask = None
     if lengths is not None:
-        lengths = torch.as_tensor(lengths, device=u.device)
+        lengths = torch.as_tensor(lengths)  # checked where it lives (the CPU for the layers)
         if lengths.shape != (B,) or int(lengths.min()) < 0 or int(lengths.max()) > T:
             raise ValueError(f"lengths must hold one length in [0, {T}] per batch element ({B}), got {lengths.tolist()}")
+        lengths = lengths.to(u.device)
         mask = (torch.arange(T, device=u.device).unsqueeze(1) < lengths.unsqueeze(0)).unsqueeze(2)  # (T, B, 1)
     with float32_region(u):
         S = _ElementwiseRNN.apply(u.contiguous(), weight.contiguous(), h0.contiguous(), bias, mask, activation)
