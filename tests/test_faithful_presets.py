@@ -174,8 +174,8 @@ def test_dmu_polymusic_and_natlang_presets_have_table_ix_sizes(N):
 
 
 def test_dmu_without_hidden_layers_is_one_linear_map_of_x_and_h():
-    """The paper's depth 1 (layers=[]): [z; hhat] = W [x; h] + b; both backends agree with it
-    (the fused loop needs a hidden layer, so this depth runs the step loop)."""
+    """The paper's depth 1 (layers=[]), as the DMU MNIST presets use it: [z; hhat] = W [x; h] + b;
+    the fast path and the step loop both agree with this direct computation."""
     from rnnlab.cells.dmu import DMUCell
 
     torch.manual_seed(0)

@@ -29,7 +29,7 @@ from pathlib import Path
 from .published import PAPERS, PENDING, ROWS, Published
 
 IGNORED = ("name", "description", "paper", "train.seed", "train.data_seed", "train.threads", "train.log_every",
-           "train.eval_batch_size", "train.test")
+           "train.eval_batch_size", "train.test", "train.device")  # the device is the hardware column
 BUDGET = ("train.steps", "task.L", "task.T", "task.val_size", "task.test_size", "task.max_pairs",
           "train.eval_every", "train.eval_max_batches")
 REL_TOL = {"params": 0.005}
@@ -247,10 +247,12 @@ class Group:
 
     def hardware(self) -> str:
         r = self.records[0]
-        threads = (r.result.get("conditions") or {}).get("threads", r.config.get("train", {}).get("threads", 1))
-        device = r.config.get("train", {}).get("device", "cpu")
-        device = "CPU" if device in ("cpu", None) else str(device).upper()
-        return f"{device}, {threads} thread{'s' if threads != 1 else ''}"
+        cond = r.result.get("conditions") or {}
+        threads = cond.get("threads", r.config.get("train", {}).get("threads", 1))
+        device = str(cond.get("device", "cpu"))
+        if device.startswith("cpu"):
+            return f"CPU, {threads} thread{'s' if threads != 1 else ''}"
+        return f"{device} ({cond['device_name']})" if cond.get("device_name") else device
 
     def steps(self) -> str:
         s = sorted({r.result.get("steps", 0) for r in self.records})

@@ -82,10 +82,8 @@ class DMUCell(Cell):
     def sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
         """Fast path: the first layer's input terms of all steps in one product, then the
         fused loop :func:`rnnlab.kernels.gated.dmu_recurrence` (hand-written BPTT). With
-        ``lengths``, or ``backend="reference"``, or without hidden FNN layers (``layers=[]``,
-        the paper's depth 1, whose single linear layer the fused loop does not handle), the step
-        loop :func:`rnnlab.unroll` runs."""
-        if self.backend == "reference" or lengths is not None or not self.layers:
+        ``lengths``, or ``backend="reference"``, the step loop :func:`rnnlab.unroll` runs."""
+        if self.backend == "reference" or lengths is not None:
             return super().sequence(x, state, lengths)
         state = self.start_sequence(x, state)
         I = self.input_size
