@@ -11,14 +11,14 @@ A suite is a TOML file (shipped ones live in ``rnnlab/suites/``)::
 
 ``run_suite`` trains every (preset, seed) into ``RUNS_DIR/<suite>/<run name>/seed<seed>``,
 skipping runs whose ``result.json`` exists and resuming those with only a checkpoint, so an
-interrupted suite continues where it stopped. Each worker process uses one torch thread.
+interrupted suite continues where it stopped. Runs execute on a backend (``rnnlab.backends``:
+a local process pool, or Ray with ``--backend ray``), each holding its run directory's lock.
 A run that fails (diverges, missing data) is reported and the suite goes on.
 """
 
 from __future__ import annotations
 
 import sys
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,48 +67,35 @@ def _jobs(suite: Suite, runs_dir: Path, extra: list[str]):
             yield preset, overrides, runs_dir / suite.name / cfg.name / f"seed{seed}"
 
 
-def _run_one(preset: str, overrides: list[str], run_dir: str, data_dir: str | None) -> tuple[str, str]:
-    from . import config
-    from .train import train
-
-    run_dir = Path(run_dir)
-    if (run_dir / "result.json").exists():
-        return "done", ""
-    resume = (run_dir / "checkpoint.pt").exists()
-    try:
-        train(config.load(preset, overrides), run_dir, resume=resume, progress=False, data_dir=data_dir)
-        return ("resumed" if resume else "trained"), ""
-    except Exception as e:  # reported per run; the suite goes on
-        return "failed", f"{type(e).__name__}: {e}"
-
-
 def run_suite(
     suite: Suite, runs_dir: str | Path = "runs", jobs: int = 1, overrides: list[str] | None = None,
-    data_dir: str | None = None, log=print,
+    data_dir: str | None = None, log=print, backend: str = "local", address: str | None = None,
 ) -> Path:
-    """Run (or continue) every run of ``suite``; returns the suite's run directory."""
+    """Run (or continue) every run of ``suite`` on ``backend`` (``local``: a pool of ``jobs``
+    processes; ``ray``: one Ray task per run on the cluster at ``address``, default a local
+    instance); returns the suite's run directory."""
+    from .backends import job_for, run_jobs
+
     runs_dir = Path(runs_dir)
-    todo = list(_jobs(suite, runs_dir, overrides or []))
-    log(f"suite {suite.name}: {len(todo)} runs ({len(suite.presets)} presets x {len(suite.seeds)} seeds), "
-        f"{jobs} parallel job(s), one thread each")
-    if jobs <= 1:
-        for preset, ov, rd in todo:
-            status, err = _run_one(preset, ov, str(rd), data_dir)
-            log(f"  [{status}] {rd}" + (f": {err}" if err else ""))
-    else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = {pool.submit(_run_one, p, ov, str(rd), data_dir): rd for p, ov, rd in todo}
-            for fut in as_completed(futures):
-                status, err = fut.result()
-                log(f"  [{status}] {futures[fut]}" + (f": {err}" if err else ""))
+    todo = [job_for(p, ov, rd, data_dir) for p, ov, rd in _jobs(suite, runs_dir, overrides or [])]
+    where = f"{jobs} parallel job(s), one thread each" if backend == "local" else \
+        f"backend {backend}" + (f" at {address}" if address else " (local instance)")
+    log(f"suite {suite.name}: {len(todo)} runs ({len(suite.presets)} presets x {len(suite.seeds)} seeds), {where}")
+    results = run_jobs(todo, backend, parallel=jobs, address=address, log=log)
+    failed = [j for j, status, _ in results if status == "failed"]
+    if failed:
+        log(f"suite {suite.name}: {len(failed)} of {len(todo)} runs failed (see above); "
+            f"rerun the same command to retry them (finished runs are skipped)")
     return runs_dir / suite.name
 
 
-def main_suite(name: str, runs_dir: str, jobs: int, overrides: list[str], data_dir: str | None) -> int:
+def main_suite(name: str, runs_dir: str, jobs: int, overrides: list[str], data_dir: str | None,
+               backend: str = "local", address: str | None = None) -> int:
     from .results import table
 
     suite = load_suite(name)
-    out = run_suite(suite, runs_dir, jobs, overrides, data_dir, log=lambda m: print(m, file=sys.stderr))
+    out = run_suite(suite, runs_dir, jobs, overrides, data_dir, log=lambda m: print(m, file=sys.stderr),
+                    backend=backend, address=address)
     md = table(out, suite.metrics or None)
     (out / "table.md").write_text(md + "\n")
     print(md)

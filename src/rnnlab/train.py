@@ -183,9 +183,14 @@ def _same_except_steps(a: dict, b: dict) -> list[str]:
 
 def train(
     cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: bool | None = None,
-    data_dir: str | None = None, task: Task | None = None,
+    data_dir: str | None = None, task: Task | None = None, on_eval=None,
 ) -> dict:
     """Train ``cfg`` into ``run_dir``; return the result dict (also written to result.json).
+
+    ``on_eval(step, metrics) -> bool``, if given, is called after every evaluation with the
+    validation metrics (before that step's checkpoint, which then records the stop); a true
+    return value stops training there with ``result["stopped"] == "on_eval"`` (a sweep's pruner
+    uses it). Evaluations from before a resumed run's checkpoint are not replayed.
 
     ``progress=None`` shows a progress bar only on a terminal. Raises ``TrainingDiverged`` on a
     NaN/inf loss (the last good checkpoint stays) and ``RunExists`` when ``run_dir`` already has
@@ -326,6 +331,8 @@ def train(
                         stopped = prog.stopped = "target"
                 log.write(json.dumps({"step": step, "time": round(time.perf_counter() - t_start, 3), **last_eval}) + "\n")
                 log.flush()
+                if on_eval is not None and on_eval(step, dict(last_eval)) and not stopped and step < tc.steps:
+                    stopped = prog.stopped = "on_eval"
                 checkpoint()
     finally:
         bar.close()
