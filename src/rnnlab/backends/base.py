@@ -101,6 +101,7 @@ def run_one(job: Job, on_eval=None) -> tuple[str, str]:
             train(cfg, run_dir, resume=resume, progress=False, data_dir=job.data_dir, on_eval=on_eval)
             status, err = ("resumed" if resume else "trained"), ""
         except Exception as e:  # reported per run; the others go on
-            status, err = "failed", f"{type(e).__name__}: {e}"
+            msg = " ".join(line.strip() for line in str(e).splitlines())
+            status, err = "failed", f"{type(e).__name__}: {msg}"
         _record(run_dir, event="end", status=status, error=err)
         return status, err
