@@ -97,6 +97,13 @@ def test_bad_sweep_fields(tmp_path):
 "optim.name" = { type = "categorical", choices = ["adam", "rmsprop"] }
 "model.hidden_size" = { type = "int", low = 4, high = 8, step = 4 }"""))
     assert sw.trials == 4 and sw.metric == "val/loss" and sw.direction == "minimize"
+    # every shipped sweep names a real preset and keys that fit it
+    from rnnlab.sweep import SWEEP_DIR
+
+    for p in SWEEP_DIR.glob("*.toml"):
+        assert load_sweep(p.stem).preset
+    with pytest.raises(ConfigError, match="demo-lstm"):
+        load_sweep("no-such-sweep")
 
 
 # --------------------------------------------------------------------------- a real sweep

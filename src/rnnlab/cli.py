@@ -273,10 +273,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("sweep", help="hyperparameter sweep of a preset with Optuna (rnnlab[sweep]); "
                        "rerun to continue a killed sweep")
-    s.add_argument("spec", help="sweep TOML file (preset, [space], metric, trials; see docs/sweeps.md)")
+    s.add_argument("spec", help="sweep TOML file (preset, [space], metric, trials; see docs/sweeps.md) "
+                   "or a shipped sweep name (demo-lstm)")
     s.add_argument("--out", help="sweep directory (default: RUNS_DIR/sweep-<name>)")
     s.add_argument("--runs-dir", default="runs")
     s.add_argument("--trials", type=int, help="finished trials to reach (default: the file's)")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="fixed override for every trial")
     s.add_argument("--storage", help="Optuna RDB URL (default: sqlite:///OUT/study.db)")
     s.add_argument("--workers", type=int, default=1, help="Optuna workers feeding the study (default 1)")
     s.add_argument("--backend", default="local", choices=["local", "ray"],

@@ -44,6 +44,7 @@ from .config import ConfigError, tomllib
 
 SAMPLERS = ("tpe", "random", "grid")
 PRUNERS = ("median", "none")
+SWEEP_DIR = Path(__file__).parent / "sweeps"
 PARAM_TYPES = {
     "loguniform": ("low", "high"), "uniform": ("low", "high"), "int": ("low", "high", "step", "log"),
     "categorical": ("choices",),
@@ -152,15 +153,19 @@ def _representatives(spec: dict) -> list:
     return [spec["low"], spec["high"]]
 
 
-def load_sweep(path: str | Path) -> Sweep:
+def load_sweep(path: str | Path, extra_set: list[str] | None = None) -> Sweep:
     """Read and check a sweep TOML: known fields, a valid space whose every key is a config key
     the preset accepts (each value tried against the real configuration), sampler, direction."""
     from . import config
     from .train import higher_is_better
 
     p = Path(path)
+    if not p.exists() and (SWEEP_DIR / f"{path}.toml").exists():
+        p = SWEEP_DIR / f"{path}.toml"
     if not p.exists():
-        raise ConfigError(f"no sweep file {str(path)!r}; a sweep is a TOML file (see docs/sweeps.md)")
+        shipped = sorted(q.stem for q in SWEEP_DIR.glob("*.toml"))
+        raise ConfigError(f"no sweep file {str(path)!r}; give a sweep TOML file (see docs/sweeps.md) "
+                          f"or a shipped sweep: {shipped}")
     try:
         data = tomllib.loads(p.read_text())
     except tomllib.TOMLDecodeError as e:
@@ -173,6 +178,7 @@ def load_sweep(path: str | Path) -> Sweep:
     if missing:
         raise ConfigError(f"{p}: a sweep needs {missing} (see docs/sweeps.md)")
     sw = Sweep(**data)
+    sw.set = [*sw.set, *(extra_set or [])]
     if not isinstance(sw.space, dict) or not sw.space:
         raise ConfigError(f"{p}: [space] is empty; give at least one key, e.g. \"optim.lr\" = "
                           f"{{ type = \"loguniform\", low = 1e-4, high = 1e-2 }}")
@@ -604,7 +610,7 @@ def _plots(study, out: Path, log) -> list[Path]:
 
 
 def main_sweep(args) -> int:
-    sw = load_sweep(args.spec)
+    sw = load_sweep(args.spec, list(args.set or []))
     if args.trials:
         sw.trials = args.trials
     out = Path(args.out) if args.out else Path(args.runs_dir) / f"sweep-{sw.name}"
