@@ -37,12 +37,26 @@ def measure(backend: str, runs: int, parallel: int, root: Path, address=None) ->
             "in_train_s": round(inside, 2), "overhead_per_run_s": round((wall * parallel - inside) / runs, 3)}
 
 
+def render(rows: list[dict]) -> str:
+    """The Markdown table of docs/sweeps.md from the recorded rows (docs/backend-overhead.json)."""
+    lines = ["| backend | runs | parallel | driver wall (s) | inside train (s) | overhead per run (s) |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['backend']} | {r['runs']} | {r['parallel']} | {r['wall_s']} | {r['in_train_s']} "
+                     f"| {r['overhead_per_run_s']} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=8)
     ap.add_argument("--parallel", type=int, default=2, help="pool size / Ray CPUs")
     ap.add_argument("--out", help="also write the rows as JSON here")
+    ap.add_argument("--table", metavar="JSON", help="only print the table of recorded rows (no runs)")
     args = ap.parse_args(argv)
+    if args.table:
+        print(render(json.loads(Path(args.table).read_text())))
+        return 0
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         cold = measure("local", args.runs, args.parallel, Path(tmp) / "cold")  # workers import torch, rnnlab
@@ -61,10 +75,7 @@ def main(argv=None) -> int:
             ray.shutdown()
         rows += [{**cold, "backend": "ray (fresh workers)", "ray_init_s": round(start, 2)},
                  {**warm, "backend": "ray (warm workers)"}]
-    print("| backend | runs | parallel | driver wall (s) | inside train (s) | overhead per run (s) |")
-    print("|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['backend']} | {r['runs']} | {r['parallel']} | {r['wall_s']} | {r['in_train_s']} | {r['overhead_per_run_s']} |")
+    print(render(rows))
     print(f"\nray.init (local instance, {args.parallel} CPUs): {rows[2]['ray_init_s']} s", file=sys.stderr)
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=2) + "\n")

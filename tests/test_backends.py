@@ -172,3 +172,15 @@ def test_ray_cluster_survives_a_killed_driver(tmp_path):
         assert [e["status"] for e in ends] in (["trained"], ["resumed"]), (rd, events(rd))
     assert main(["suite", str(suite), "--runs-dir", str(tmp_path / "local"), "--jobs", "2"]) == 0
     assert results(runs) == results(tmp_path / "local")
+
+
+def test_docs_overhead_table_is_the_recorded_one():
+    import importlib.util
+
+    root = Path(__file__).parents[1]
+    spec = importlib.util.spec_from_file_location("backend_overhead", root / "benchmarks" / "backend_overhead.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rows = json.loads((root / "docs" / "backend-overhead.json").read_text())
+    assert {r["backend"] for r in rows} >= {"local pool (fresh processes)", "ray (warm workers)"}
+    assert mod.render(rows) in (root / "docs" / "sweeps.md").read_text()
