@@ -236,3 +236,23 @@ def test_killed_worker_mid_trial_is_retried_in_its_run_directory(tmp_path):
     ref = train(cfg, tmp_path / "ref", progress=False)
     got = json.loads((run_dir / "result.json").read_text())
     assert got["final"] == ref["final"] and got["test"] == ref["test"]
+
+
+@pytest.mark.parametrize("backend", ["local", pytest.param("ray", marks=pytest.mark.slow)])
+def test_two_workers_feed_one_study_without_duplicates(tmp_path, capsys, backend):
+    optuna = pytest.importorskip("optuna")
+    if backend == "ray":
+        pytest.importorskip("ray")
+    out = tmp_path / "sw"
+    spec = write_sweep(tmp_path / "s.toml", trials=4, extra='pruner = "none"',
+                       set_=[s.replace("train.steps=20", "train.steps=10") for s in TINY])
+    assert main(["sweep", str(spec), "--out", str(out), "--workers", "2", "--backend", backend]) == 0
+    capsys.readouterr()
+    trials = optuna.load_study(study_name="tiny", storage=f"sqlite:///{out / 'study.db'}").get_trials()
+    finished = [t for t in trials if t.state.name == "COMPLETE"]
+    assert 4 <= len(finished) <= 5 and len(finished) == len(trials)  # at most workers - 1 beyond the target
+    assert len({tuple(sorted(t.params.items())) for t in trials}) == len(trials)  # workers proposed different points
+    dirs = sorted((out / "trials").iterdir())
+    assert [d.name for d in dirs] == [f"trial-{t.number:04d}" for t in trials]
+    for d in dirs:  # every trial trained exactly once
+        assert [e["event"] for e in map(json.loads, (d / "attempts.jsonl").read_text().splitlines())] == ["start", "end"]

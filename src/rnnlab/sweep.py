@@ -257,13 +257,16 @@ def _db_error(url: str, e: Exception) -> str:
     return f"study database {url!r}: {msg}; {hint}"
 
 
-def _sampler(sw: Sweep):
+def _sampler(sw: Sweep, worker_index: int = 0):
+    """Worker ``i`` seeds its sampler with ``seed + i``: workers with one seed would propose the
+    same parameters at the same time."""
     optuna = import_optuna()
+    seed = sw.seed + worker_index
     if sw.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=sw.seed)
+        return optuna.samplers.RandomSampler(seed=seed)
     if sw.sampler == "grid":
-        return optuna.samplers.GridSampler({k: grid_values(k, s) for k, s in sw.space.items()}, seed=sw.seed)
-    return optuna.samplers.TPESampler(seed=sw.seed)
+        return optuna.samplers.GridSampler({k: grid_values(k, s) for k, s in sw.space.items()}, seed=seed)
+    return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
 
 
 def _pruner(sw: Sweep):
@@ -273,14 +276,14 @@ def _pruner(sw: Sweep):
     return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0)
 
 
-def open_study(sw: Sweep, storage):
+def open_study(sw: Sweep, storage, worker_index: int = 0):
     """Create the sweep's study, or load it and check that it was made from the same sweep."""
     optuna = import_optuna()
     import sqlalchemy.exc
 
     url = getattr(storage, "url", str(storage))
     try:
-        study = optuna.create_study(study_name=sw.name, storage=storage, sampler=_sampler(sw),
+        study = optuna.create_study(study_name=sw.name, storage=storage, sampler=_sampler(sw, worker_index),
                                     pruner=_pruner(sw), direction=sw.direction, load_if_exists=True)
         spec = {k: v for k, v in sw.to_dict().items() if k not in ("trials", "description")}
         saved = study.user_attrs.get("sweep")
@@ -380,7 +383,7 @@ def _suggest(trial, key: str, spec: dict):
 
 
 def worker(sw: Sweep, out: str | Path, storage_url: str, data_dir: str | None = None, heartbeat: int = 10,
-           db_timeout: float = 60.0) -> int:
+           db_timeout: float = 60.0, index: int = 0) -> int:
     """One Optuna worker: run trials of the study until ``sw.trials`` are finished or taken by
     running trials, and none is waiting (re-queued). Returns the number of trials it ran.
     Any number of workers, on any machines that reach ``storage_url``, may run at once."""
@@ -390,7 +393,7 @@ def worker(sw: Sweep, out: str | Path, storage_url: str, data_dir: str | None = 
 
     out = Path(out)
     storage = make_storage(storage_url, heartbeat, db_timeout)
-    study = open_study(sw, storage)
+    study = open_study(sw, storage, index)
     objective = _objective(sw, out, data_dir)
     ran = 0
     try:
@@ -406,11 +409,11 @@ def worker(sw: Sweep, out: str | Path, storage_url: str, data_dir: str | None = 
 
 
 def _worker_entry(sweep: dict, out: str, storage_url: str, data_dir: str | None, heartbeat: int,
-                  db_timeout: float) -> int:
+                  db_timeout: float, index: int = 0) -> int:
     from .runtime import tune_malloc
 
     tune_malloc()
-    return worker(Sweep(**sweep), out, storage_url, data_dir, heartbeat, db_timeout)
+    return worker(Sweep(**sweep), out, storage_url, data_dir, heartbeat, db_timeout, index)
 
 
 # --------------------------------------------------------------------------- the driver
@@ -440,7 +443,7 @@ def run_sweep(
             from concurrent.futures import ProcessPoolExecutor
 
             with ProcessPoolExecutor(max_workers=workers) as pool:
-                for f in [pool.submit(_worker_entry, *args) for _ in range(workers)]:
+                for f in [pool.submit(_worker_entry, *args, i) for i in range(workers)]:
                     f.result()
         elif backend == "ray":
             _ray_workers(sw, args, workers, address, log)
@@ -475,7 +478,7 @@ def _ray_workers(sw: Sweep, args: tuple, workers: int, address: str | None, log)
         task = ray.remote(_worker_entry).options(
             num_cpus=cfg.train.threads, num_gpus=1 if device.startswith("cuda") else 0,
             max_retries=MAX_RETRIES, name=f"rnnlab-sweep:{sw.name}")
-        refs = [task.remote(*args) for _ in range(workers)]
+        refs = [task.remote(*args, i) for i in range(workers)]
         log(f"  ray: {workers} sweep worker task(s) on {len(ray.nodes())} node(s)")
         for i, ref in enumerate(refs):
             try:
