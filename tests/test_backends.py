@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rnnlab.backends import Job, RunLocked, job_for, run_jobs, run_lock
+from rnnlab.backends import job_for, run_jobs, run_one
 from rnnlab.cli import main
 
 SRC = str(Path(__file__).parents[1] / "src")
@@ -44,28 +44,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_run_lock_excludes_and_dies_with_its_holder(tmp_path):
+def test_a_busy_run_is_reported_or_waited_for(tmp_path):
+    """Another process holds the run's lock: run_one reports it busy at once, or with a wait
+    (what a Ray task of a restarted driver does) trains it as soon as the holder lets go."""
     d = tmp_path / "run"
-    with run_lock(d):
-        with pytest.raises(RunLocked, match=f"pid {os.getpid()}"):
-            with run_lock(d, wait=False):
-                pass
-    with run_lock(d, wait=False):  # released on exit
-        pass
-    # a holder killed with SIGKILL leaves no stale lock behind
-    code = f"import sys, time; sys.path.insert(0, {SRC!r}); from rnnlab.backends.base import run_lock\n" \
-           f"with run_lock({str(d)!r}):\n    print('held', flush=True); time.sleep(600)"
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    code = f"import sys, time; sys.path.insert(0, {SRC!r}); from rnnlab.rundir import claim\n" \
+           f"with claim({str(d)!r}):\n    print('held', flush=True); time.sleep(float(sys.stdin.readline()))"
+    job = job_for("demo/lstm", TINY, d)
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "held"
-        with pytest.raises(RunLocked, match=f"pid {p.pid}"):
-            with run_lock(d, wait=False):
-                pass
+        status, err = run_one(job)
+        assert status == "busy" and f"pid {p.pid}" in err
+        assert not (d / "config.json").exists()
+        p.stdin.write("1.5\n")
+        p.stdin.flush()
+        t0 = time.time()
+        assert run_one(job, wait=60) == ("trained", "")
+        assert time.time() - t0 >= 1.0  # it waited for the holder
     finally:
         p.kill()
         p.wait()
-    with run_lock(d, wait=False):
-        pass
+    assert [e["event"] for e in events(d)] == ["start", "end"]
 
 
 def test_local_backend_reports_a_failed_run_and_finishes_the_others(tmp_path):
@@ -79,7 +79,7 @@ def test_local_backend_reports_a_failed_run_and_finishes_the_others(tmp_path):
     assert status["psmnist"][0] == "failed" and "not found" in status["psmnist"][1]
     assert "\n" not in status["psmnist"][1]
     assert any("[failed]" in ln and "psmnist" in ln for ln in lines)
-    assert [e["status"] for e in events(tmp_path / "psmnist") if e["event"] == "end"] == ["failed"]
+    assert not (tmp_path / "psmnist").exists()  # a start that failed before writing anything leaves no stub
     # a second pass skips what is finished (no new attempt) and tries the failed run again
     out2 = run_jobs([good[0], bad, good[1]], "local", parallel=1, log=lines.append)
     assert sorted(s for _, s, _ in out2) == ["done", "done", "failed"]

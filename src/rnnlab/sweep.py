@@ -356,9 +356,10 @@ def _objective(sw: Sweep, out: Path, data_dir: str | None):
                 return True
             return False
 
-        status, err = run_one(job, on_eval=on_eval)
+        # a directory still locked (a retry whose first worker is alive after all) is waited for
+        status, err = run_one(job, on_eval=on_eval, wait=300.0)
         trial.set_user_attr("status", status)
-        if status == "failed":
+        if status in ("failed", "busy"):
             trial.set_user_attr("error", err)
             raise TrialFailed(err)
         value = objective_value(run_dir, sw.metric, sw.direction)

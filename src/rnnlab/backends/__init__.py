@@ -2,14 +2,14 @@
 optional extra ``rnnlab[ray]``).
 
 Both take the same list of :class:`Job` and run each through :func:`run_one`, which holds the
-run directory's lock while it trains, so two drivers (or a restarted driver and a task of the
-killed one that is still running) never train the same run at the same time, and a finished
-run is never trained again.
+run directory's lock (``rundir.claim``) while it trains, so two drivers (or a restarted driver
+and a task of the killed one that is still running) never train the same run at the same time,
+and a finished run of the same configuration is never trained again.
 """
 
 from __future__ import annotations
 
-from .base import Job, RunLocked, job_for, run_lock, run_one
+from .base import Job, job_for, run_one
 
 BACKENDS = ("local", "ray")
 
@@ -28,4 +28,4 @@ def run_jobs(jobs: list[Job], backend: str = "local", parallel: int = 1, address
     raise ConfigError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
 
 
-__all__ = ["BACKENDS", "Job", "RunLocked", "job_for", "run_jobs", "run_lock", "run_one"]
+__all__ = ["BACKENDS", "Job", "job_for", "run_jobs", "run_one"]

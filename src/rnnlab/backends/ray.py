@@ -6,7 +6,8 @@ their run directories themselves: the run directory must be on a filesystem ever
 at the same path (NFS, a cluster filesystem); the driver only collects statuses. A task whose
 worker process dies is retried by Ray (it resumes from the run's checkpoint); a run that fails
 is reported and the others go on; a restarted driver skips finished runs and waits for the lock
-of a run that a task of the old driver still trains, so no run is trained twice.
+of a run that a task of the old driver still trains (up to ``LOCK_WAIT`` s, then reports it
+busy), so no run is trained twice.
 """
 
 from __future__ import annotations
@@ -19,6 +20,13 @@ from .base import Job, run_one
 
 #: how often Ray retries a task whose worker process died (each retry resumes the checkpoint)
 MAX_RETRIES = 2
+#: seconds a task waits for a run's lock held by another process (a task of a killed driver
+#: that Ray has not stopped yet) before it reports the run busy
+LOCK_WAIT = 120.0
+
+
+def _run_task(job: Job) -> tuple[str, str]:
+    return run_one(job, wait=LOCK_WAIT)
 
 
 def import_ray():
@@ -78,7 +86,7 @@ def remote_options(job: Job) -> dict:
 def run_jobs(jobs: list[Job], address: str | None = None, log=print) -> list[tuple[Job, str, str]]:
     out, n = [], len(jobs)
     with session(address) as ray:
-        task = ray.remote(run_one)
+        task = ray.remote(_run_task)
         pending = {task.options(**remote_options(j)).remote(j): j for j in jobs}
         nodes = len(ray.nodes())
         log(f"  ray: {n} tasks on {nodes} node(s), {ray.cluster_resources().get('CPU', 0):g} CPUs")
