@@ -625,6 +625,6 @@ def main_sweep(args) -> int:
         run_sweep(sw, out, args.storage, args.workers, args.backend, args.address, args.data_dir,
                   heartbeat=args.heartbeat, db_timeout=args.db_timeout, log=log)
     print((out / "trials.md").read_text(), end="")
-    print(f"\nwrote {out}/trials.md" + (", best.toml" if (out / "best.toml").exists() else "")
-          + ", history.png, importance.png", file=sys.stderr)
+    written = [n for n in ("trials.md", "best.toml", "history.png", "importance.png") if (out / n).exists()]
+    print(f"\nin {out}: {', '.join(written)}", file=sys.stderr)
     return 0
