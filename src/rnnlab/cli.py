@@ -151,11 +151,11 @@ def cmd_plot(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from . import config, train
+    import shutil
+
+    from . import config, rundir, train
     from .plots import plot_curves
     from .results import table
-
-    from . import rundir
 
     out = Path(args.out)
     dirs = []
@@ -171,8 +171,6 @@ def cmd_demo(args) -> int:
             else:
                 for f in run_dir.iterdir():  # under the lock: clear a stale or --fresh run
                     if f.name != rundir.LOCK_NAME:
-                        import shutil
-
                         shutil.rmtree(f) if f.is_dir() else f.unlink()
                 print(f"training {cfg.name} ({cfg.model.cell}, hidden {cfg.model.hidden_size}) "
                       f"on {cfg.task.name} L={cfg.task.options.get('L')} ...", file=sys.stderr)

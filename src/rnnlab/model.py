@@ -65,7 +65,8 @@ class SequenceModel(nn.Module):
         )
         self.drop = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.pool = L2Pool(pool) if pool else nn.Identity()
-        self.readout = nn.Linear(hidden_size + (hidden_size // pool if pool else 0), output_size)
+        width = self.rnn.num_directions * hidden_size  # 2H for cell_options bidirectional=true
+        self.readout = nn.Linear(width + (width // pool if pool else 0), output_size)
 
     def forward(self, x: Tensor, state=None, lengths: Tensor | None = None):
         # With nothing between the recurrent layer and the linear readout (no dropout while
