@@ -92,8 +92,12 @@ def test_job_resources_follow_the_config(tmp_path):
     from rnnlab.backends.ray import remote_options
 
     assert remote_options(j)["num_cpus"] == 3 and remote_options(j)["num_gpus"] == 0
-    if hasattr(__import__("rnnlab.config").config.TrainConfig, "device"):
-        assert job_for("demo/lstm", TINY + ['train.device="cuda"'], tmp_path).gpus == 1
+    # device auto (the default): a GPU only where the cluster has one; cuda: always one
+    assert remote_options(j, cluster_gpus=4)["num_gpus"] == 1
+    cpu = job_for("demo/lstm", TINY + ['train.device="cpu"'], tmp_path)
+    assert remote_options(cpu, cluster_gpus=4)["num_gpus"] == 0
+    cuda = job_for("demo/lstm", TINY + ['train.device="cuda"'], tmp_path)
+    assert cuda.gpus == 1 and remote_options(cuda)["num_gpus"] == 1
 
 
 def test_unreachable_or_malformed_ray_address_is_a_one_line_error(tmp_path, capsys):

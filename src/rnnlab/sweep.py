@@ -476,8 +476,9 @@ def _ray_workers(sw: Sweep, args: tuple, workers: int, address: str | None, log)
     cfg = config.load(sw.preset, sw.set)
     device = str(getattr(cfg.train, "device", "cpu") or "cpu")
     with session(address) as ray:
+        gpu = device.startswith("cuda") or (device == "auto" and ray.cluster_resources().get("GPU", 0) > 0)
         task = ray.remote(_worker_entry).options(
-            num_cpus=cfg.train.threads, num_gpus=1 if device.startswith("cuda") else 0,
+            num_cpus=cfg.train.threads, num_gpus=1 if gpu else 0,
             max_retries=MAX_RETRIES, name=f"rnnlab-sweep:{sw.name}")
         refs = [task.remote(*args, i) for i in range(workers)]
         log(f"  ray: {workers} sweep worker task(s) on {len(ray.nodes())} node(s)")

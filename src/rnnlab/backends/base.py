@@ -29,13 +29,14 @@ class Job:
 
 def job_for(preset: str, overrides: list[str], run_dir: str | Path, data_dir: str | None = None) -> Job:
     """Resolve the configuration now (a bad preset or override fails before anything runs) and
-    read the resources the run needs: ``train.threads`` CPUs, one GPU if ``train.device`` is CUDA."""
+    read the resources the run needs: ``train.threads`` CPUs, one GPU if ``train.device`` is CUDA
+    (``auto`` is decided by the backend: Ray gives such a run a GPU when the cluster has any)."""
     from .. import config
 
     cfg = config.load(preset, overrides)
     device = str(getattr(cfg.train, "device", "cpu") or "cpu")
     return Job(preset, list(overrides), str(run_dir), data_dir, threads=cfg.train.threads,
-               gpus=1 if device.startswith("cuda") else 0, label=cfg.name)
+               gpus=1 if device.startswith("cuda") else 0, label=cfg.name, extra={"device": device})
 
 
 def _record(run_dir: Path, **event) -> None:

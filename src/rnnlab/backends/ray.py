@@ -1,7 +1,7 @@
 """The Ray backend (optional extra ``rnnlab[ray]``): one Ray task per run.
 
 Each task declares its resources (``num_cpus`` = the run's ``train.threads``, ``num_gpus=1``
-when ``train.device`` is CUDA), so Ray packs runs onto the cluster's machines. Workers write
+when ``train.device`` is CUDA, or ``auto`` on a cluster with GPUs), so Ray packs runs onto the cluster's machines. Workers write
 their run directories themselves: the run directory must be on a filesystem every node mounts
 at the same path (NFS, a cluster filesystem); the driver only collects statuses. A task whose
 worker process dies is retried by Ray (it resumes from the run's checkpoint); a run that fails
@@ -78,8 +78,11 @@ def session(address: str | None = None, num_cpus: int | None = None):
         ray.shutdown()
 
 
-def remote_options(job: Job) -> dict:
-    return {"num_cpus": job.threads, "num_gpus": job.gpus, "max_retries": MAX_RETRIES,
+def remote_options(job: Job, cluster_gpus: float = 0) -> dict:
+    """Ray resources of one run: its threads as CPUs; one GPU for ``train.device`` CUDA, and for
+    ``auto`` on a cluster that has GPUs (a task without GPUs sees none, so ``auto`` means CPU)."""
+    gpus = job.gpus or (1 if job.extra.get("device") == "auto" and cluster_gpus > 0 else 0)
+    return {"num_cpus": job.threads, "num_gpus": gpus, "max_retries": MAX_RETRIES,
             "name": f"rnnlab:{job.label or job.run_dir}"}
 
 
@@ -87,7 +90,8 @@ def run_jobs(jobs: list[Job], address: str | None = None, log=print) -> list[tup
     out, n = [], len(jobs)
     with session(address) as ray:
         task = ray.remote(_run_task)
-        pending = {task.options(**remote_options(j)).remote(j): j for j in jobs}
+        gpus = ray.cluster_resources().get("GPU", 0)
+        pending = {task.options(**remote_options(j, gpus)).remote(j): j for j in jobs}
         nodes = len(ray.nodes())
         log(f"  ray: {n} tasks on {nodes} node(s), {ray.cluster_resources().get('CPU', 0):g} CPUs")
         while pending:
