@@ -138,7 +138,15 @@ def cmd_suite(args) -> int:
             s = load_suite(name)
             print(f"  {name:22s} {len(s.presets)} presets x {len(s.seeds)} seeds: {s.description}")
         return 0
-    return main_suite(args.name, args.runs_dir, args.jobs, list(args.set or []) + _device_overrides(args), args.data_dir)
+    return main_suite(args.name, args.runs_dir, args.jobs, list(args.set or []) + _device_overrides(args), args.data_dir,
+                      backend=args.backend, address=args.address)
+
+
+def cmd_sweep(args) -> int:
+    from .sweep import main_sweep
+
+    args.set = list(args.set or []) + _device_overrides(args)
+    return main_sweep(args)
 
 
 def cmd_thresholds(args) -> int:
@@ -319,7 +327,31 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override for every run")
     s.add_argument("--data-dir", help="data root for real-data tasks")
     _add_device_arguments(s)
+    s.add_argument("--backend", default="local", choices=["local", "ray"],
+                   help="where runs execute: local process pool (default) or Ray (rnnlab[ray])")
+    s.add_argument("--address", help="Ray cluster address HOST:PORT or 'auto' (default: a local Ray instance)")
     s.set_defaults(func=cmd_suite)
+
+    s = sub.add_parser("sweep", help="hyperparameter sweep of a preset with Optuna (rnnlab[sweep]); "
+                       "rerun to continue a killed sweep")
+    s.add_argument("spec", help="sweep TOML file (preset, [space], metric, trials; see docs/sweeps.md) "
+                   "or a shipped sweep name (demo-lstm)")
+    s.add_argument("--out", help="sweep directory (default: RUNS_DIR/sweep-<name>)")
+    s.add_argument("--runs-dir", default="runs")
+    s.add_argument("--trials", type=int, help="finished trials to reach (default: the file's)")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="fixed override for every trial")
+    s.add_argument("--storage", help="Optuna RDB URL (default: sqlite:///OUT/study.db)")
+    s.add_argument("--workers", type=int, default=1, help="Optuna workers feeding the study (default 1)")
+    s.add_argument("--backend", default="local", choices=["local", "ray"],
+                   help="where workers run: local processes (default) or Ray tasks (rnnlab[ray])")
+    s.add_argument("--address", help="Ray cluster address HOST:PORT or 'auto' (default: a local Ray instance)")
+    s.add_argument("--heartbeat", type=int, default=10,
+                   help="seconds between trial heartbeats; a trial silent for 3x this is retried (default 10)")
+    s.add_argument("--db-timeout", type=float, default=60.0, help="seconds to wait for a locked SQLite study")
+    s.add_argument("--report-only", action="store_true", help="write best.toml, trials.md and plots; run nothing")
+    s.add_argument("--data-dir", help="data root for real-data tasks")
+    _add_device_arguments(s)
+    s.set_defaults(func=cmd_sweep)
 
     s = sub.add_parser("bench", help="benchmarks (speed: training-iteration time, throughput, memory vs nn.LSTM)")
     bsub = s.add_subparsers(dest="bench", required=True)
@@ -392,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     from .train import RunExists, TrainingDiverged
 
     args = build_parser().parse_args(argv)
-    if args.command in ("train", "demo", "suite"):
+    if args.command in ("train", "demo", "suite", "sweep"):
         # glibc's default allocator returns freed tensor memory to the OS and page-faults it back
         # every iteration (about 40% of an nn.LSTM copy-task iteration here, BENCHMARKS.md);
         # keep it instead. RNNLAB_MALLOC=default opts out. The benchmark sets it per its --malloc.

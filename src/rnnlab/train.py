@@ -221,9 +221,14 @@ def _same_except_steps(a: dict, b: dict) -> list[str]:
 
 def train(
     cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: bool | None = None,
-    data_dir: str | None = None, task: Task | None = None,
+    data_dir: str | None = None, task: Task | None = None, on_eval=None,
 ) -> dict:
     """Train ``cfg`` into ``run_dir``; return the result dict (also written to result.json).
+
+    ``on_eval(step, metrics) -> bool``, if given, is called after every evaluation with the
+    validation metrics (before that step's checkpoint, which then records the stop); a true
+    return value stops training there with ``result["stopped"] == "on_eval"`` (a sweep's pruner
+    uses it). Evaluations from before a resumed run's checkpoint are not replayed.
 
     ``progress=None`` shows a progress bar only on a terminal. Raises ``TrainingDiverged`` on a
     NaN/inf loss (the last good checkpoint stays) and ``RunExists`` when ``run_dir`` already has
@@ -234,11 +239,11 @@ def train(
     run_dir = Path(run_dir)
     dev.resolve(cfg.train.device, cfg.train.precision)  # a device this machine lacks: before anything is written
     with claim(run_dir):  # one writer per run directory; a failed start leaves no stub behind
-        return _train(cfg, run_dir, resume, progress, data_dir, task)
+        return _train(cfg, run_dir, resume, progress, data_dir, task, on_eval)
 
 
 def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, data_dir: str | None,
-           task: Task | None) -> dict:
+           task: Task | None, on_eval=None) -> dict:
     from .rundir import read_jsonl
 
     ckpt_path, best_path = run_dir / "checkpoint.pt", run_dir / "best.pt"
@@ -414,6 +419,8 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
                         stopped = prog.stopped = "target"
                 log.write(json.dumps({"step": step, "time": round(time.perf_counter() - t_start, 3), **last_eval}) + "\n")
                 log.flush()
+                if on_eval is not None and on_eval(step, dict(last_eval)) and not stopped and step < tc.steps:
+                    stopped = prog.stopped = "on_eval"
                 checkpoint()
     finally:
         bar.close()
