@@ -77,6 +77,8 @@ class TrainConfig:
     target_metric: str = ""
     target_value: float = 0.0
     test: bool = True
+    device: str = "auto"  # auto (CUDA, else MPS, else CPU), cpu, cuda, cuda:N, mps
+    precision: str = "fp32"  # fp32, bf16, fp16 (torch.autocast; see docs/device.md)
 
 
 @dataclass
@@ -177,6 +179,9 @@ def validate(cfg: RunConfig) -> None:
     )
     if cfg.optim.name not in OPTIMIZERS:
         raise ConfigError(f"unknown optimizer {cfg.optim.name!r}; expected one of {OPTIMIZERS}")
+    from .device import check_spelling
+
+    check_spelling(cfg.train.device, cfg.train.precision)
     if cfg.train.schedule not in SCHEDULES:
         raise ConfigError(f"unknown schedule {cfg.train.schedule!r}; expected one of {SCHEDULES}")
     for key in ("steps", "batch_size", "eval_every", "eval_batch_size", "threads", "log_every"):

@@ -39,6 +39,7 @@ from torch import Tensor, nn
 from torch.nn.utils import parametrize as P
 
 from .. import parametrize as par
+from ..kernels.amp import float32_region, full_precision, recurrence_dtype
 from ..kernels.linear import blocked_mm, column_sum, gram_t, tall_linear
 from .base import Cell, unroll
 from .classic import run_native
@@ -168,9 +169,12 @@ class ASRNNCell(Cell):
     def forward(self, x_t: Tensor, h: Tensor):
         U, d = self.weight_uf, self.diag_f
         z = nn.functional.linear(x_t, self.weight_ih, self.bias) + nn.functional.linear(h, self.weight_hh)
-        # row form of W_f z = U (d * z) and W_f^{-1} y = (U^T y) / d
-        y = torch.tanh((z * d) @ U.T)
-        h = (y @ U) / d
+        # row form of W_f z = U (d * z) and W_f^{-1} y = (U^T y) / d; W_f and W_f^{-1} are applied
+        # in float32 even under autocast (D_f^{-1} amplifies rounding)
+        with float32_region(z):
+            z = z.to(full_precision(z))
+            y = torch.tanh((z * d) @ U.T)
+            h = (y @ U) / d
         return h, h
 
     # --- fast path -------------------------------------------------------------------------
@@ -212,7 +216,7 @@ class ASRNNCell(Cell):
 
     def transformed_weights(self) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         """``(W_f W_xh, W_f W_hh W_f^{-1}, W_f b, W_f, W_f^{-1})``: the g-coordinates RNN."""
-        with P.cached():
+        with P.cached(), float32_region(self.weight_hh):  # float32 under autocast
             U, d, W = self.weight_uf, self.diag_f, self.weight_hh
             W_f = U * d  # U diag(d)
             W_f_inv = U.T / d[:, None]  # diag(1/d) U^T, no matrix inverse needed
@@ -222,8 +226,10 @@ class ASRNNCell(Cell):
         g, h_n, W_f_inv = self.sequence_mapped(x, state, lengths)
         if W_f_inv is None:
             return g, h_n
-        # h = W_f^{-1} g for all steps in one product; zero (padded) g maps to zero h
-        return tall_linear(g, W_f_inv), h_n
+        # h = W_f^{-1} g for all steps in one product; zero (padded) g maps to zero h; in
+        # float32 under autocast, as every application of W_f^{-1}
+        with float32_region(g):
+            return tall_linear(g, W_f_inv), h_n
 
     def sequence_mapped(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
         """The fast path's ``g_t = W_f h_t`` with ``M = W_f^{-1}`` (``h_t = M g_t``), so that
@@ -236,16 +242,19 @@ class ASRNNCell(Cell):
         # one evaluation of the parametrized weights serves the precision test and the run
         # (first accessed with autograd on, so the cached tensors carry the graph)
         with P.cached():
+            x = x.to(recurrence_dtype(x))  # float32 under autocast (see rnnlab.kernels.amp)
             if not self._fast_ok(x.dtype, self.weight_uf, self.diag_f):
                 out, h_n = unroll(self, x, state, lengths)
                 return out, h_n, None
             state = self.start_sequence(x, state)
             w_ih, w_hh, bias, W_f, W_f_inv = self.transformed_weights()
-            g0 = nn.functional.linear(state, W_f)
+            with float32_region(x):
+                g0 = nn.functional.linear(state.to(W_f.dtype), W_f)
             if lengths is None:
                 # x may be a transposed (batch-first) view; time-major memory makes each step's
                 # (B, H) block contiguous
-                g = TanhRecurrence.apply(x.contiguous(), w_ih, bias, g0, w_hh)
+                with float32_region(x):
+                    g = TanhRecurrence.apply(x.contiguous(), w_ih, bias, g0, w_hh)
                 g_n = g[-1]
             else:
                 weights = [w_ih, w_hh, bias, torch.zeros_like(bias)]

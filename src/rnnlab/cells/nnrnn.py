@@ -49,6 +49,7 @@ from torch import Tensor, nn
 from torch.nn.utils import parametrize as P
 
 from .. import parametrize as par
+from ..kernels.amp import float32_region
 from ..kernels.recurrence import elementwise_rnn
 from ..kernels.linear import tall_linear
 from .base import Cell
@@ -195,8 +196,9 @@ class NNRNNCell(Cell):
 
     def recurrent_matrix(self) -> Tensor:
         """``V = P (Lambda + T) P^T`` (H, H), applied as ``h @ V.T``."""
-        Pm = self.P
-        return Pm @ self.schur_form() @ Pm.transpose(0, 1)
+        with float32_region(self.theta):  # assembled in float32 even under autocast
+            Pm = self.P
+            return Pm @ self.schur_form() @ Pm.transpose(0, 1)
 
     def regularization(self) -> Tensor:
         """``delta * sum_k (gamma_k - 1)^2``."""
