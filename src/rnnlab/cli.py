@@ -59,15 +59,17 @@ def _run_dir(args, cfg) -> Path:
     base = config.load(args.preset, [f"train.seed={cfg.train.seed}"])
     d = rundir.run_dir(args.runs_dir, cfg, base, resume=args.resume)
     if args.resume and not (d / "checkpoint.pt").exists():
-        # resuming with another train.steps: the run lives under the name it started with
+        # resuming with another train.steps (or train.precision, which a resume may change):
+        # the run lives under the name it started with
+        may_change = {"train.steps", "train.precision"}
         same = [p.parent for p in Path(args.runs_dir).glob(f"{cfg.name}*/seed{cfg.train.seed}/checkpoint.pt")
-                if set(rundir.differences(rundir.saved_config(p.parent) or {}, cfg)) <= {"train.steps"}]
+                if set(rundir.differences(rundir.saved_config(p.parent) or {}, cfg)) <= may_change]
         if len(same) == 1:
             return same[0]
         if same:
             raise config.ConfigError(
                 f"cannot resume: {d} holds no checkpoint and several runs differ from this "
-                f"configuration only in train.steps: {', '.join(map(str, same))}; pick one with --out"
+                f"configuration only in train.steps/train.precision: {', '.join(map(str, same))}; pick one with --out"
             )
     return d
 
@@ -80,6 +82,29 @@ def _print_result(r: dict) -> None:
     print("  " + "  ".join(parts))
     if base:
         print(f"  memoryless baseline: {base}")
+
+
+def _device_overrides(args) -> list[str]:
+    """``--device`` / ``--precision`` as ``train.*`` overrides, checked against this machine
+    first (one-line error before anything is written)."""
+    out = []
+    if getattr(args, "device", None):
+        out.append(f"train.device={args.device}")
+    if getattr(args, "precision", None):
+        out.append(f"train.precision={args.precision}")
+    if out:
+        from . import device
+
+        device.resolve(args.device or "auto", args.precision or "fp32")
+    return out
+
+
+def _add_device_arguments(s, precision: bool = True) -> None:
+    s.add_argument("--device", help="auto (CUDA, else MPS, else CPU; the default), cpu, cuda, cuda:N, mps; "
+                   "e.g. --device cuda")
+    if precision:
+        s.add_argument("--precision", help="fp32 (default), bf16 or fp16 (torch.autocast; fp16 with a gradient "
+                       "scaler), e.g. --precision bf16")
 
 
 def cmd_train(args) -> int:
@@ -96,6 +121,7 @@ def cmd_train(args) -> int:
             overrides.append(f"train.threads={args.threads}")
         if args.tensorboard:
             overrides.append("train.tensorboard=true")
+        overrides += _device_overrides(args)
         cfg = config.load(args.preset, overrides)
         run_dir = _run_dir(args, cfg)
         print(f"run {cfg.name} -> {run_dir}", file=sys.stderr)
@@ -139,7 +165,15 @@ def cmd_suite(args) -> int:
             s = load_suite(name)
             print(f"  {name:22s} {len(s.presets)} presets x {len(s.seeds)} seeds: {s.description}")
         return 0
-    return main_suite(args.name, args.runs_dir, args.jobs, list(args.set or []), args.data_dir)
+    return main_suite(args.name, args.runs_dir, args.jobs, list(args.set or []) + _device_overrides(args), args.data_dir,
+                      backend=args.backend, address=args.address)
+
+
+def cmd_sweep(args) -> int:
+    from .sweep import main_sweep
+
+    args.set = list(args.set or []) + _device_overrides(args)
+    return main_sweep(args)
 
 
 def cmd_thresholds(args) -> int:
@@ -154,6 +188,18 @@ def cmd_thresholds(args) -> int:
         print("  threshold | " + " | ".join(f"ep {e}" for e in marks))
         for th, row in per.items():
             print(f"  {th:9.0e} | " + " | ".join(str(row[e - 1]) for e in marks))
+    return 0
+
+
+def cmd_reproduce(args) -> int:
+    from .reproduce import collect, main_ledger
+
+    if args.action == "ledger":
+        return main_ledger(args.runs, args.output)
+    if len(args.runs) != 1 or not args.output:
+        raise ValueError("usage: rnnlab reproduce collect RUNS_DIR -o RECORDS_DIR (one runs directory)")
+    copied = collect(args.runs[0], args.output)
+    print(f"copied the small files of {len(copied)} runs to {args.output}")
     return 0
 
 
@@ -177,8 +223,9 @@ def cmd_demo(args) -> int:
 
     out = Path(args.out)
     dirs = []
+    extra = _device_overrides(args)
     for name in DEMO_PRESETS:
-        overrides = [f"train.steps={args.steps}"] if args.steps else []
+        overrides = ([f"train.steps={args.steps}"] if args.steps else []) + extra
         cfg = config.load(name, overrides)
         # a run with other steps gets its own directory; one is reused only if its config matches
         run_dir = rundir.run_dir(out, cfg, config.load(name)).parent
@@ -236,7 +283,7 @@ def cmd_data(args) -> int:
 def cmd_analyze_schur(args) -> int:
     from .analysis.schur import analyze_run
 
-    for s in analyze_run(args.run, args.out, args.which, args.data_dir):
+    for s in analyze_run(args.run, args.out, args.which, args.data_dir, device=args.device or "cpu"):
         print(
             f"{s['name']}: n={s['n']}  mean |eigenvalue| = {s['mean_eigenvalue_modulus']:.4f} "
             f"(min {s['min_eigenvalue_modulus']:.4f}, max {s['max_eigenvalue_modulus']:.4f})  "
@@ -255,7 +302,7 @@ def cmd_analyze_jacobian(args) -> int:
 
     cells = tuple(c for c in (args.compare or "").split(",") if c)
     res = analyze_run(args.run, split=args.split, index=args.index, max_lag=args.max_lag, which=args.which,
-                      data_dir=args.data_dir, init_cells=cells)
+                      data_dir=args.data_dir, init_cells=cells, device=args.device or "cpu")
     digest = {label: summarize(r) for label, r in res.items()}
     text = json.dumps(digest, indent=2, default=float)
     if args.json:
@@ -327,6 +374,7 @@ def build_parser(bench_arguments: bool = True) -> argparse.ArgumentParser:
     s.add_argument("--tensorboard", action="store_true",
                    help="also write TensorBoard events to RUN/tensorboard (needs rnnlab[tensorboard]; "
                         "same as --set train.tensorboard=true), e.g. then tensorboard --logdir runs")
+    _add_device_arguments(s)
     s.set_defaults(func=cmd_train)
 
     s = _sub(sub, "evaluate", "re-score a trained run on a split (needs the task's data)",
@@ -369,7 +417,38 @@ def build_parser(bench_arguments: bool = True) -> argparse.ArgumentParser:
     s.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override for every run (repeatable), e.g. --set train.steps=50")
     s.add_argument("--data-dir", help="data root for real-data tasks, e.g. --data-dir ~/data")
+    _add_device_arguments(s)
+    s.add_argument("--backend", default="local", choices=["local", "ray"],
+                   help="where runs execute: local process pool or Ray (rnnlab[ray]), e.g. --backend ray")
+    s.add_argument("--address", help="Ray cluster address HOST:PORT or 'auto' (default: a local Ray instance), "
+                   "e.g. --address auto")
     s.set_defaults(func=cmd_suite)
+
+    s = _sub(sub, "sweep", "hyperparameter sweep of a preset with Optuna (rnnlab[sweep]); rerun to continue a "
+             "killed sweep", "rnnlab sweep demo-lstm --trials 20 --workers 2")
+    s.add_argument("spec", help="sweep TOML file (preset, [space], metric, trials; see docs/sweeps.md) "
+                   "or a shipped sweep name, e.g. demo-lstm")
+    s.add_argument("--out", help="sweep directory (default: RUNS_DIR/sweep-<name>), e.g. --out runs/sweep1")
+    s.add_argument("--runs-dir", default="runs", help="parent of the sweep directory, e.g. --runs-dir runs")
+    s.add_argument("--trials", type=int, help="finished trials to reach (default: the file's), e.g. --trials 20")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="fixed override for every trial, e.g. --set train.steps=200")
+    s.add_argument("--storage", help="Optuna RDB URL (default: sqlite:///OUT/study.db), "
+                   "e.g. --storage postgresql://host/db")
+    s.add_argument("--workers", type=int, default=1, help="Optuna workers feeding the study, e.g. --workers 2")
+    s.add_argument("--backend", default="local", choices=["local", "ray"],
+                   help="where workers run: local processes or Ray tasks (rnnlab[ray]), e.g. --backend ray")
+    s.add_argument("--address", help="Ray cluster address HOST:PORT or 'auto' (default: a local Ray instance), "
+                   "e.g. --address auto")
+    s.add_argument("--heartbeat", type=int, default=10,
+                   help="seconds between trial heartbeats; a trial silent for 3x this is retried, e.g. --heartbeat 30")
+    s.add_argument("--db-timeout", type=float, default=60.0,
+                   help="seconds to wait for a locked SQLite study, e.g. --db-timeout 120")
+    s.add_argument("--report-only", action="store_true",
+                   help="write best.toml, trials.md and plots; run nothing, e.g. after a killed sweep")
+    s.add_argument("--data-dir", help="data root for real-data tasks, e.g. --data-dir ~/data")
+    _add_device_arguments(s)
+    s.set_defaults(func=cmd_sweep)
 
     s = _sub(sub, "bench", "benchmarks (speed: training-iteration time, throughput, memory vs nn.LSTM)",
              "rnnlab bench speed --quick")
@@ -392,6 +471,16 @@ def build_parser(bench_arguments: bool = True) -> argparse.ArgumentParser:
                    help="optimizer steps per epoch (DMU presets: 10), e.g. --steps-per-epoch 10")
     s.set_defaults(func=cmd_thresholds)
 
+    s = _sub(sub, "reproduce", "the reproduction ledger: REPRODUCTION.md from the papers' values and run "
+             "records (ledger), or copy runs' small files into a records folder (collect)",
+             "rnnlab reproduce ledger records/ -o REPRODUCTION.md")
+    s.add_argument("action", choices=["ledger", "collect"], help="what to do, e.g. ledger")
+    s.add_argument("runs", nargs="+", help="directories holding run records (ledger) / one runs directory "
+                   "(collect), e.g. records/")
+    s.add_argument("-o", "--output", help="ledger: output file (default: stdout); collect: the records folder, "
+                   "e.g. -o REPRODUCTION.md")
+    s.set_defaults(func=cmd_reproduce)
+
     s = _sub(sub, "plot", "curves of a metric for the runs below the given directories",
              "rnnlab plot runs/demo-lstm runs/demo-asrnn -o curves.png --metric val/loss")
     s.add_argument("runs", nargs="+", help="directories searched for runs, e.g. runs/")
@@ -411,6 +500,7 @@ def build_parser(bench_arguments: bool = True) -> argparse.ArgumentParser:
     a.add_argument("--which", default="best", choices=["best", "last"],
                    help="weights of a run directory, e.g. --which last")
     a.add_argument("--data-dir", help="data root for real-data tasks (default: $RNNLAB_DATA), e.g. --data-dir ~/data")
+    _add_device_arguments(a, precision=False)
     a.set_defaults(func=cmd_analyze_schur)
 
     a = _sub(asub, "jacobian", "temporal Jacobian spectra vs lag (and Theorem 2.1 for asRNN)",
@@ -427,6 +517,7 @@ def build_parser(bench_arguments: bool = True) -> argparse.ArgumentParser:
     a.add_argument("-o", "--output", default="jacobian.png", help="figure file, e.g. -o spectra.png")
     a.add_argument("--json", help="also write the digest (sigma at lags 1/10/100/T, Theorem 2.1) here, "
                    "e.g. --json digest.json")
+    _add_device_arguments(a, precision=False)
     a.set_defaults(func=cmd_analyze_jacobian)
 
     s = _sub(sub, "demo", "the papers' models beside an LSTM on the copy task (no downloads): table + loss plot",
@@ -439,6 +530,7 @@ def build_parser(bench_arguments: bool = True) -> argparse.ArgumentParser:
     s.add_argument("--record", metavar="DIR",
                    help="also copy the runs' records (no weights), table and figure to DIR, "
                         "e.g. --record docs/demo (what the README's demo table is made from)")
+    _add_device_arguments(s)
     s.set_defaults(func=cmd_demo)
     return p
 
@@ -451,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(bench_arguments="bench" in argv).parse_args(argv)
-    if args.command in ("train", "demo", "suite"):
+    if args.command in ("train", "demo", "suite", "sweep"):
         # glibc's default allocator returns freed tensor memory to the OS and page-faults it back
         # every iteration (about 40% of an nn.LSTM copy-task iteration here, BENCHMARKS.md);
         # keep it instead. RNNLAB_MALLOC=default opts out. The benchmark sets it per its --malloc.
