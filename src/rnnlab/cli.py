@@ -23,12 +23,32 @@ def _signature(cls, skip=("self", "input_size", "hidden_size")) -> str:
     return ", ".join(parts)
 
 
+def _preset_line(name: str) -> str:
+    """What ``rnnlab list presets`` shows of a preset, read from its TOML alone (no torch)."""
+    from . import config
+
+    try:
+        data = config.tomllib.loads(config.preset_path(name).read_text())
+    except (config.tomllib.TOMLDecodeError, OSError) as e:
+        return f"  {name:28s} (unavailable: {e})"
+    cell = data.get("model", {}).get("cell", config.ModelConfig.cell)
+    task = data.get("task", {}).get("name", config.TaskConfig.name)
+    steps = data.get("train", {}).get("steps", config.TrainConfig.steps)
+    return f"  {name:28s} {cell} on {task}, {steps} steps"
+
+
 def cmd_list(args) -> int:
     from . import config
+
+    what = args.what
+    if what == "presets":  # only the preset files: no torch, starts at once
+        print("presets (rnnlab train NAME):")
+        for name in config.list_presets():
+            print(_preset_line(name))
+        return 0
     from .cells import CELLS
     from .tasks import TASKS
 
-    what = args.what
     if what in ("all", "cells"):
         print("cells (model.cell; options go under [model.cell_options]):")
         for k, c in CELLS.items():
@@ -535,12 +555,23 @@ def build_parser(bench_arguments: bool = True) -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def _expected_errors() -> tuple[tuple, tuple]:
+    """(errors reported in one line, those of them that are usage errors: exit 2). The
+    trainer's own errors count only once it is imported, so light commands never import torch."""
     from .config import ConfigError
-    from .tasks.data import DataError
     from .rundir import RunLocked
-    from .train import RunExists, TrainingDiverged
+    from .tasks.data import DataError
 
+    usage: list = [ConfigError, RunLocked, ValueError]
+    other: list = [FileNotFoundError, DataError]
+    train = sys.modules.get(f"{__package__}.train")
+    if train is not None:
+        usage.append(train.RunExists)
+        other.append(train.TrainingDiverged)
+    return tuple(usage + other), tuple(usage)
+
+
+def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(bench_arguments="bench" in argv).parse_args(argv)
     if args.command in ("train", "demo", "suite", "sweep"):
@@ -552,9 +583,12 @@ def main(argv: list[str] | None = None) -> int:
         tune_malloc()
     try:
         return args.func(args)
-    except (ConfigError, RunExists, RunLocked, TrainingDiverged, FileNotFoundError, ValueError, DataError) as e:
+    except Exception as e:
+        expected, usage = _expected_errors()
+        if not isinstance(e, expected):
+            raise
         print(f"rnnlab: error: {e}", file=sys.stderr)
-        return 2 if isinstance(e, (ConfigError, RunExists, RunLocked, ValueError)) else 1
+        return 2 if isinstance(e, usage) else 1
     except KeyboardInterrupt:
         print("rnnlab: interrupted; `rnnlab train ... --resume` continues from the last checkpoint",
               file=sys.stderr)
