@@ -14,7 +14,15 @@ _CELLS = (
 _TASKS = ("TASKS", "AddingTask", "Batch", "CopyTask", "Task")
 _TRAIN = ("load_run",)
 
-__all__ = [*_CELLS, *_TASKS, *_TRAIN, "__version__"]
+
+def _submodules() -> tuple[str, ...]:
+    import pkgutil
+
+    return tuple(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+
+
+#: the public names, then the modules (listed so that documentation tools walk them all)
+__all__ = [*_CELLS, *_TASKS, *_TRAIN, "__version__", *_submodules()]
 
 
 def __getattr__(name: str):
@@ -24,6 +32,10 @@ def __getattr__(name: str):
         from . import tasks as module
     elif name in _TRAIN:
         from . import train as module
+    elif name in _submodules():
+        from importlib import import_module
+
+        return import_module(f".{name}", __name__)
     else:
         raise AttributeError(f"module 'rnnlab' has no attribute {name!r}")
     value = getattr(module, name)
