@@ -10,6 +10,8 @@ data stream is re-created from ``data_seed`` and fast-forwarded).
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import math
 import os
@@ -23,7 +25,7 @@ import torch
 from torch import nn
 
 from . import parametrize as par
-from .config import ConfigError, OptimConfig, RunConfig, TaskConfig, load_json
+from .config import ConfigError, OptimConfig, RunConfig, TaskConfig, from_dict, load_json
 from .model import build_model
 from .tasks import TASKS
 from .tasks.base import Batch, Task
@@ -37,16 +39,106 @@ class RunExists(RuntimeError):
     """The run directory already holds a checkpoint and ``resume`` was not asked for."""
 
 
-def atomic_save(obj, path: Path) -> None:
+class RunWriteError(RuntimeError):
+    """A file of the run directory cannot be written (a full disk, a file-size limit, a path
+    that is a file, a read-only directory); the message names the file and the fix."""
+
+
+class CheckpointError(RuntimeError):
+    """checkpoint.pt / best.pt is damaged, truncated, non-finite or from another run."""
+
+
+def _write_fix(e: OSError) -> str:
+    if e.errno in (errno.EFBIG, errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        return ("the disk is full or a file-size limit was reached: free space (or choose another --out) "
+                "and continue with `rnnlab train ... --resume`; the files written before are intact")
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "the directory is not writable: choose another --out / --runs-dir or fix its permissions"
+    if e.errno in (errno.ENOTDIR, errno.EEXIST, errno.EISDIR):
+        return "a part of the path is a file, not a directory: choose another --out / --runs-dir"
+    return "check the run directory (--out / --runs-dir)"
+
+
+def write_error(path: Path, e: OSError) -> RunWriteError:
+    return RunWriteError(f"cannot write {path}: {e.strerror or e}; {_write_fix(e)}")
+
+
+def _write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write to ``path.tmp`` then rename over ``path``: a failed write leaves ``path`` as it was
+    (and removes the partial ``.tmp``)."""
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise write_error(path, e) from None
+
+
+def atomic_save(obj, path: Path) -> None:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    _write_bytes_atomic(path, buf.getvalue())
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    _write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def all_finite(state_dict: dict) -> bool:
+    """True when every floating-point (or complex) tensor of ``state_dict`` is finite."""
+    return all(
+        bool(torch.isfinite(v).all()) for v in state_dict.values()
+        if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())
+    )
+
+
+_CKPT_KEYS = ("model", "optimizer", "rng", "progress")
+
+
+def load_checkpoint(path: Path, *, full: bool) -> dict:
+    """Read ``checkpoint.pt`` (``full=True``: the trainer's dict) or a weights file (best.pt:
+    a state dict, or a checkpoint's ``"model"``); anything unreadable is a
+    :class:`CheckpointError` naming the file and the fix."""
+    fix = (f"delete {path.name} (the run then starts over without --resume) or restore it from a copy"
+           if full else f"delete {path.name} or restore it from a copy; checkpoint.pt holds the last weights")
+    try:
+        obj = torch.load(path, weights_only=False, map_location="cpu")
+    except FileNotFoundError:
+        raise
+    except Exception as e:  # torch raises RuntimeError, UnpicklingError, EOFError, ... on damage
+        why = (getattr(e, "strerror", None) or str(e) or type(e).__name__).splitlines()[0][:160]
+        raise CheckpointError(f"{path} is damaged or truncated ({why}); {fix}") from None
+    if full:
+        missing = [k for k in _CKPT_KEYS if not isinstance(obj, dict) or k not in obj]
+        if missing:
+            raise CheckpointError(
+                f"{path} is not a checkpoint written by `rnnlab train` (missing {missing}); {fix}"
+            )
+        weights = obj["model"]
+    else:
+        weights = obj["model"] if isinstance(obj, dict) and "model" in obj else obj
+    if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
+        raise CheckpointError(f"{path} does not hold model weights (a state dict of tensors); {fix}")
+    if not all_finite(weights):
+        raise CheckpointError(f"{path} holds non-finite (NaN/inf) weights; {fix}")
+    return obj
+
+
+def load_weights(model: nn.Module, weights: dict, path: Path) -> None:
+    try:
+        model.load_state_dict(weights)
+    except RuntimeError as e:
+        first = str(e).splitlines()[0] if str(e) else "mismatch"
+        raise CheckpointError(
+            f"{path} holds weights of another model ({first}...); it does not belong to this run's "
+            f"config.json: delete it or move it back to its own run directory"
+        ) from None
 
 
 def higher_is_better(metric: str) -> bool:
@@ -159,8 +251,10 @@ class _Progress:
 
 
 def _improved(value: float, best: float, higher: bool) -> bool:
+    if not math.isfinite(value):
+        return False  # a NaN/inf score is never "best" (best.pt only ever holds a finite one)
     if math.isnan(best):
-        return not math.isnan(value)
+        return True
     return value > best if higher else value < best
 
 
@@ -194,6 +288,14 @@ def train(
     run_dir = Path(run_dir)
     ckpt_path, best_path = run_dir / "checkpoint.pt", run_dir / "best.pt"
     metrics_path, config_path = run_dir / "metrics.jsonl", run_dir / "config.json"
+    for parent in (run_dir, *run_dir.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                raise RunWriteError(
+                    f"cannot use {run_dir} as the run directory: {parent} is a file, not a directory; "
+                    f"choose another --out / --runs-dir"
+                )
+            break
     if resume:
         if not ckpt_path.exists():
             raise FileNotFoundError(
@@ -214,7 +316,10 @@ def train(
             f"{run_dir} already holds a run (checkpoint.pt). Pass --resume to continue it, or "
             f"choose another directory (--out) / delete it."
         )
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise write_error(run_dir, e) from None
     atomic_write_text(config_path, cfg.to_json() + "\n")
 
     tc = cfg.train
@@ -236,8 +341,15 @@ def train(
     prog = _Progress()
     carry = None
     if resume:
-        ck = torch.load(ckpt_path, weights_only=False)
-        model.load_state_dict(ck["model"])
+        ck = load_checkpoint(ckpt_path, full=True)
+        if isinstance(ck.get("config"), dict):
+            diffs = _same_except_steps(from_dict(ck["config"]).to_dict(), cfg.to_dict())
+            if diffs:
+                raise CheckpointError(
+                    f"{ckpt_path} belongs to another configuration than {config_path} ({'; '.join(diffs[:3])}); "
+                    f"put it back in its own run directory, or delete it to start this run over"
+                )
+        load_weights(model, ck["model"], ckpt_path)
         opt.load_state_dict(ck["optimizer"])
         if sched is not None and ck.get("scheduler") is not None:
             sched.load_state_dict(ck["scheduler"])
@@ -249,7 +361,7 @@ def train(
             keep = [ln for ln in metrics_path.read_text().splitlines() if ln and json.loads(ln)["step"] <= prog.step]
         atomic_write_text(metrics_path, "".join(ln + "\n" for ln in keep))
     else:
-        metrics_path.write_text("")
+        atomic_write_text(metrics_path, "")
 
     gen = torch.Generator().manual_seed(cfg.data_seed)
     stream = task.train_batches(tc.batch_size, gen)
@@ -260,22 +372,39 @@ def train(
 
     bar = tqdm(total=tc.steps, initial=prog.step, disable=(None if progress is None else not progress),
                desc=cfg.name, dynamic_ncols=True, leave=False)
-    log = metrics_path.open("a")
+    try:
+        log = metrics_path.open("a")
+    except OSError as e:
+        raise write_error(metrics_path, e) from None
     last_eval: dict = {}
     t_start = time.perf_counter() - prog.elapsed
     stopped = prog.stopped
-    saved_step = prog.step if resume else None
+    # (step, selection metric) of the checkpoint on disk: only finite weights and metrics get there
+    saved = (prog.step, ck.get("select_value")) if resume else None
 
-    def checkpoint():
-        nonlocal saved_step
-        saved_step = prog.step
+    def emit(row: dict) -> None:
+        try:
+            log.write(json.dumps(row) + "\n")
+            log.flush()
+        except OSError as e:
+            raise write_error(metrics_path, e) from None
+
+    def kept() -> str:
+        if saved is None:
+            return "no good checkpoint exists (none was written before this point)"
+        value = f", {select}={saved[1]:.6g}" if isinstance(saved[1], float) else ""
+        return f"the last good checkpoint ({ckpt_path}, step {saved[0]}{value}) is kept"
+
+    def checkpoint(value: float):
+        nonlocal saved
         prog.elapsed = time.perf_counter() - t_start
         atomic_save({
             "model": model.state_dict(), "optimizer": opt.state_dict(),
             "scheduler": sched.state_dict() if sched is not None else None,
             "rng": torch.get_rng_state(), "progress": vars(prog).copy(), "carry": carry,
-            "config": cfg.to_dict(),
+            "config": cfg.to_dict(), "select_value": value,
         }, ckpt_path)
+        saved = (prog.step, value)
 
     try:
         model.train()
@@ -288,12 +417,9 @@ def train(
             total = loss if reg is None else loss + reg
             step = prog.step + 1
             if not torch.isfinite(total):
-                log.write(json.dumps({"step": step, "train/loss": loss.item()}) + "\n")
-                log.flush()
-                kept = f"the last good checkpoint ({ckpt_path}, step {saved_step}) is kept" \
-                    if saved_step is not None else "no checkpoint was written yet"
+                emit({"step": step, "train/loss": loss.item()})
                 raise TrainingDiverged(
-                    f"{cfg.name}: the training loss became {total.item()} at step {step}; {kept}. "
+                    f"{cfg.name}: the training loss became {total.item()} at step {step}; {kept()}. "
                     f"Lower optim.lr, set optim.clip (e.g. --set optim.clip=1.0) or check the data."
                 )
             opt.zero_grad(set_to_none=True)
@@ -311,11 +437,20 @@ def train(
                 if gnorm is not None:
                     row["train/grad_norm"] = float(gnorm)
                 row["lr"] = opt.param_groups[0]["lr"]
-                log.write(json.dumps(row) + "\n")
+                emit(row)
                 bar.set_postfix(loss=f"{loss.item():.4g}")
             if step % tc.eval_every == 0 or step == tc.steps:
                 last_eval = evaluate(model, task, "val", tc.eval_batch_size, tc.eval_max_batches)
                 value = last_eval.get(select, float("nan"))
+                bad = "" if all_finite(model.state_dict()) else "the weights"
+                if not bad and select in last_eval and not math.isfinite(value):
+                    bad = f"the selection metric {select} (= {value})"
+                if bad:
+                    emit({"step": step, "time": round(time.perf_counter() - t_start, 3), **last_eval})
+                    raise TrainingDiverged(
+                        f"{cfg.name}: {bad} became non-finite at step {step} (nothing saved at "
+                        f"this step); {kept()}. Lower optim.lr or set optim.clip (e.g. --set optim.clip=1.0)."
+                    )
                 if _improved(value, prog.best_value, higher_select):
                     prog.best_value, prog.best_step = value, step
                     atomic_save(model.state_dict(), best_path)
@@ -324,12 +459,14 @@ def train(
                 if tc.target_metric and tc.target_metric in last_eval:
                     if _reached(last_eval[tc.target_metric], tc.target_value, higher_is_better(tc.target_metric)):
                         stopped = prog.stopped = "target"
-                log.write(json.dumps({"step": step, "time": round(time.perf_counter() - t_start, 3), **last_eval}) + "\n")
-                log.flush()
-                checkpoint()
+                emit({"step": step, "time": round(time.perf_counter() - t_start, 3), **last_eval})
+                checkpoint(value if math.isfinite(value) else None)
     finally:
         bar.close()
-        log.close()
+        try:
+            log.close()
+        except OSError:  # a failed flush already raised the error that matters
+            pass
 
     if not last_eval:  # resumed a run that had already finished
         last_eval = evaluate(model, task, "val", tc.eval_batch_size, tc.eval_max_batches)
@@ -346,7 +483,7 @@ def train(
     result["time_per_step_s"] = round(result["wall_time_s"] / max(prog.step, 1), 4)
     if tc.test:
         if best_path.exists():
-            model.load_state_dict(torch.load(best_path, weights_only=False))
+            load_weights(model, load_checkpoint(best_path, full=False), best_path)
         result["test"] = evaluate(model, task, "test", tc.eval_batch_size, tc.eval_max_batches)
     atomic_write_text(run_dir / "result.json", json.dumps(result, indent=2) + "\n")
     return result
@@ -371,7 +508,7 @@ def load_run(path: str | Path, which: str = "best", data_dir: str | None = None)
             ck_file = run_dir / "checkpoint.pt"
     if not ck_file.exists():
         raise FileNotFoundError(f"no weights in {run_dir}: neither best.pt nor checkpoint.pt exists")
-    state = torch.load(ck_file, weights_only=False)
-    model.load_state_dict(state["model"] if "model" in state else state)
+    state = load_checkpoint(ck_file, full=False)
+    load_weights(model, state["model"] if "model" in state else state, ck_file)
     model.eval()
     return cfg, task, model
