@@ -320,7 +320,6 @@ def train(
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise write_error(run_dir, e) from None
-    atomic_write_text(config_path, cfg.to_json() + "\n")
 
     tc = cfg.train
     torch.set_num_threads(tc.threads)
@@ -342,19 +341,29 @@ def train(
     carry = None
     if resume:
         ck = load_checkpoint(ckpt_path, full=True)
-        if isinstance(ck.get("config"), dict):
-            diffs = _same_except_steps(from_dict(ck["config"]).to_dict(), cfg.to_dict())
-            if diffs:
-                raise CheckpointError(
-                    f"{ckpt_path} belongs to another configuration than {config_path} ({'; '.join(diffs[:3])}); "
-                    f"put it back in its own run directory, or delete it to start this run over"
-                )
+        try:
+            saved_cfg = from_dict(ck["config"]).to_dict() if isinstance(ck.get("config"), dict) else None
+        except ConfigError:  # written by a version whose keys differ: config.json was checked above
+            saved_cfg = None
+        diffs = _same_except_steps(saved_cfg, cfg.to_dict()) if saved_cfg is not None else []
+        if diffs:
+            raise CheckpointError(
+                f"{ckpt_path} belongs to another configuration than {config_path} ({'; '.join(diffs[:3])}); "
+                f"put it back in its own run directory, or delete it to start this run over"
+            )
         load_weights(model, ck["model"], ckpt_path)
-        opt.load_state_dict(ck["optimizer"])
-        if sched is not None and ck.get("scheduler") is not None:
-            sched.load_state_dict(ck["scheduler"])
-        torch.set_rng_state(ck["rng"])
-        prog = _Progress(**ck["progress"])
+        try:
+            opt.load_state_dict(ck["optimizer"])
+            if sched is not None and ck.get("scheduler") is not None:
+                sched.load_state_dict(ck["scheduler"])
+            torch.set_rng_state(ck["rng"])
+            prog = _Progress(**ck["progress"])
+        except (ValueError, TypeError, KeyError, RuntimeError) as e:
+            raise CheckpointError(
+                f"{ckpt_path} holds an optimizer/RNG/progress state that does not fit this run "
+                f"({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}); delete it "
+                f"(the run then starts over without --resume) or restore it from a copy"
+            ) from None
         carry = ck.get("carry")
         keep = []
         if metrics_path.exists():
@@ -362,6 +371,8 @@ def train(
         atomic_write_text(metrics_path, "".join(ln + "\n" for ln in keep))
     else:
         atomic_write_text(metrics_path, "")
+    # written once the checkpoint (on resume) has loaded: a refused resume changes no file
+    atomic_write_text(config_path, cfg.to_json() + "\n")
 
     gen = torch.Generator().manual_seed(cfg.data_seed)
     stream = task.train_batches(tc.batch_size, gen)
