@@ -285,9 +285,9 @@ def train(
     NaN/inf loss (the last good checkpoint stays) and ``RunExists`` when ``run_dir`` already has
     a checkpoint and ``resume`` is False.
     """
+    from .rundir import claim
+
     run_dir = Path(run_dir)
-    ckpt_path, best_path = run_dir / "checkpoint.pt", run_dir / "best.pt"
-    metrics_path, config_path = run_dir / "metrics.jsonl", run_dir / "config.json"
     for parent in (run_dir, *run_dir.parents):
         if parent.exists():
             if not parent.is_dir():
@@ -296,6 +296,16 @@ def train(
                     f"choose another --out / --runs-dir"
                 )
             break
+    with claim(run_dir):  # one writer per run directory; a failed start leaves no stub behind
+        return _train(cfg, run_dir, resume, progress, data_dir, task)
+
+
+def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, data_dir: str | None,
+           task: Task | None) -> dict:
+    from .rundir import read_jsonl
+
+    ckpt_path, best_path = run_dir / "checkpoint.pt", run_dir / "best.pt"
+    metrics_path, config_path = run_dir / "metrics.jsonl", run_dir / "config.json"
     if resume:
         if not ckpt_path.exists():
             raise FileNotFoundError(
@@ -316,10 +326,6 @@ def train(
             f"{run_dir} already holds a run (checkpoint.pt). Pass --resume to continue it, or "
             f"choose another directory (--out) / delete it."
         )
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise write_error(run_dir, e) from None
 
     tc = cfg.train
     torch.set_num_threads(tc.threads)
@@ -365,14 +371,28 @@ def train(
                 f"(the run then starts over without --resume) or restore it from a copy"
             ) from None
         carry = ck.get("carry")
+        if prog.step > tc.steps:
+            raise ConfigError(
+                f"cannot resume {run_dir} with train.steps={tc.steps}: it has already trained "
+                f"{prog.step} steps; resume with train.steps >= {prog.step}, or start a shorter run "
+                f"in another directory"
+            )
         keep = []
         if metrics_path.exists():
-            keep = [ln for ln in metrics_path.read_text().splitlines() if ln and json.loads(ln)["step"] <= prog.step]
+            # an interrupted write can leave a partial last line: drop it (and any garbage line)
+            rows, bad = read_jsonl(metrics_path)
+            if bad:
+                print(f"note: {metrics_path}: dropped unreadable line(s) {bad} (an interrupted write)",
+                      file=sys.stderr)
+            keep = [json.dumps(r) for r in rows if r["step"] <= prog.step]
+        if tc.steps != saved["train"]["steps"]:
+            # the old result belongs to the old step budget: the run is unfinished until the new one
+            (run_dir / "result.json").unlink(missing_ok=True)
+        atomic_write_text(config_path, cfg.to_json() + "\n")
         atomic_write_text(metrics_path, "".join(ln + "\n" for ln in keep))
     else:
+        atomic_write_text(config_path, cfg.to_json() + "\n")
         atomic_write_text(metrics_path, "")
-    # written once the checkpoint (on resume) has loaded: a refused resume changes no file
-    atomic_write_text(config_path, cfg.to_json() + "\n")
 
     gen = torch.Generator().manual_seed(cfg.data_seed)
     stream = task.train_batches(tc.batch_size, gen)
@@ -391,7 +411,7 @@ def train(
     t_start = time.perf_counter() - prog.elapsed
     stopped = prog.stopped
     # (step, selection metric) of the checkpoint on disk: only finite weights and metrics get there
-    saved = (prog.step, ck.get("select_value")) if resume else None
+    good = (prog.step, ck.get("select_value")) if resume else None
 
     def emit(row: dict) -> None:
         try:
@@ -401,13 +421,13 @@ def train(
             raise write_error(metrics_path, e) from None
 
     def kept() -> str:
-        if saved is None:
+        if good is None:
             return "no good checkpoint exists (none was written before this point)"
-        value = f", {select}={saved[1]:.6g}" if isinstance(saved[1], float) else ""
-        return f"the last good checkpoint ({ckpt_path}, step {saved[0]}{value}) is kept"
+        value = f", {select}={good[1]:.6g}" if isinstance(good[1], float) else ""
+        return f"the last good checkpoint ({ckpt_path}, step {good[0]}{value}) is kept"
 
     def checkpoint(value: float):
-        nonlocal saved
+        nonlocal good
         prog.elapsed = time.perf_counter() - t_start
         atomic_save({
             "model": model.state_dict(), "optimizer": opt.state_dict(),
@@ -415,7 +435,7 @@ def train(
             "rng": torch.get_rng_state(), "progress": vars(prog).copy(), "carry": carry,
             "config": cfg.to_dict(), "select_value": value,
         }, ckpt_path)
-        saved = (prog.step, value)
+        good = (prog.step, value)
 
     try:
         model.train()
