@@ -110,3 +110,18 @@ def test_best_pt_keeps_the_best_evaluation_when_later_ones_are_worse(tmp_path):
     last = torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=False)["model"]
     assert all(torch.equal(best[k], at10[k]) for k in at10)
     assert not all(torch.equal(best[k], last[k]) for k in last)
+
+
+def test_the_logged_regularizer_is_the_one_of_the_weights_it_was_computed_from(tmp_path):
+    """nnRNN's delta * sum (gamma - 1)^2 is added to the loss and logged as train/reg: the value
+    logged at step 3 is the penalty of the weights after step 2 (from a run stopped there)."""
+    delta = 0.5
+    extra = ['model.cell="nnrnn"', f"model.cell_options.delta={delta}", "train.log_every=1", "train.eval_every=1"]
+    train(cfg_(*extra, steps=2), tmp_path / "two", progress=False)
+    train(cfg_(*extra, steps=3), tmp_path / "three", progress=False)
+    w = torch.load(tmp_path / "two" / "checkpoint.pt", weights_only=False)["model"]
+    gammas = [v for k, v in w.items() if k.endswith("gamma")]
+    assert gammas
+    expected = delta * sum(float((g.double() - 1).pow(2).sum()) for g in gammas)
+    logged = next(r for r in rows(tmp_path / "three") if r["step"] == 3 and "train/reg" in r)["train/reg"]
+    assert expected > 0 and math.isclose(logged, expected, rel_tol=1e-5)
