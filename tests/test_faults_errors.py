@@ -90,6 +90,16 @@ def _foreign_same_config(run):
     return buf.getvalue()
 
 
+def _no_weights(run):
+    ck = torch.load(run / "checkpoint.pt", weights_only=False)
+    ck["model"] = "not a state dict"
+    import io
+
+    buf = io.BytesIO()
+    torch.save(ck, buf)
+    return buf.getvalue()
+
+
 DAMAGE = {
     "truncated": (lambda run, tmp: (run / "checkpoint.pt").read_bytes()[:700], "damaged or truncated"),
     "garbage": (lambda run, tmp: os.urandom(4096), "damaged or truncated"),
@@ -97,6 +107,7 @@ DAMAGE = {
     "weights-only (a best.pt)": (lambda run, tmp: (run / "best.pt").read_bytes(), "not a checkpoint written by"),
     "another run's checkpoint": (lambda run, tmp: _other_model_checkpoint(tmp), "belongs to another configuration"),
     "foreign weights": (lambda run, tmp: _foreign_same_config(run), "weights of another model"),
+    "no weights inside": (lambda run, tmp: _no_weights(run), "does not hold model weights"),
 }
 
 
@@ -277,6 +288,8 @@ BAD_ARGS = {
     "train.eval_every=-5": (["--set", "train.eval_every=-5"], "train.eval_every must be >= 1"),
     "model.dropout=1.5": (["--set", "model.dropout=1.5"], "model.dropout must be in [0, 1)"),
     "model.embedding=-1": (["--set", "model.embedding=-1"], "model.embedding must be >= 0"),
+    "optim.momentum=-0.5": (["--set", "optim.momentum=-0.5"], "optim.momentum must be a finite number >= 0"),
+    "train.schedule=cosine": (["--set", 'train.schedule="cosine"'], "unknown schedule 'cosine'"),
     "train.plateau_patience=-1": (["--set", "train.plateau_patience=-1"], "train.plateau_patience must be >= 0"),
     "train.seed=-3": (["--set", "train.seed=-3"], "train.seed must be >= 0"),
     "optim.weight_decay=-1": (["--set", "optim.weight_decay=-1"], "optim.weight_decay must be"),

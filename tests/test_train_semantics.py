@@ -126,3 +126,14 @@ def test_the_logged_regularizer_is_the_one_of_the_weights_it_was_computed_from(t
     expected = delta * sum(float((g.double() - 1).pow(2).sum()) for g in gammas)
     logged = next(r for r in rows(tmp_path / "three") if r["step"] == 3 and "train/reg" in r)["train/reg"]
     assert expected > 0 and math.isclose(logged, expected, rel_tol=1e-5)
+
+
+def test_a_fresh_run_starts_a_fresh_metrics_log(tmp_path):
+    """A directory left by a start that died before its first checkpoint may hold a
+    metrics.jsonl; the new run must not append to those rows."""
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 999, "train/loss": 1.0}) + "\n")
+    train(cfg_(steps=5), run, progress=False)
+    steps = [r["step"] for r in rows(run)]
+    assert 999 not in steps and steps[0] == 5
