@@ -100,12 +100,15 @@ def _finish(out: Path, steps: int, capsys) -> str:
 def _kill_during_training(out: Path, steps: int, rng: random.Random, during_checkpoint: bool = False) -> bool:
     """Start `rnnlab train`, SIGKILL it at a random moment of training (or while checkpoint.pt.tmp
     exists); return whether it was killed before it finished."""
+    if during_checkpoint:  # a temp file left by the previous kill must not count as this write
+        (out / "checkpoint.pt.tmp").unlink(missing_ok=True)
     p = _spawn(_train_argv(out, steps) + (["--resume"] if (out / "checkpoint.pt").exists() else []))
     try:
         start = _rows(out)
         _wait_for(lambda: p.poll() is not None or _rows(out) > start + 2)
         if during_checkpoint:
             _wait_for(lambda: p.poll() is not None or (out / "checkpoint.pt.tmp").exists(), timeout=30, poll=0)
+            _kill_during_training.mid_write += (out / "checkpoint.pt.tmp").exists()
         else:
             time.sleep(rng.uniform(0, 0.4))
         p.kill()
@@ -114,6 +117,9 @@ def _kill_during_training(out: Path, steps: int, rng: random.Random, during_chec
         p.stdout.close()
         p.stderr.close()
     return p.returncode == -signal.SIGKILL
+
+
+_kill_during_training.mid_write = 0  # kills that found checkpoint.pt.tmp on disk (reported)
 
 
 def test_sigkill_of_train_then_resume_equals_an_uninterrupted_run(tmp_path, reference, capsys):
@@ -134,6 +140,9 @@ def test_sigkill_loop_including_checkpoint_writes(tmp_path, reference, capsys, d
     out = tmp_path / "run"
     kills = sum(_kill_during_training(out, steps, rng, during_checkpoint) for _ in range(5))
     assert kills >= 3  # most attempts hit a running training
+    if during_checkpoint:
+        with capsys.disabled():
+            print(f"\n{kills} kills, {_kill_during_training.mid_write} with checkpoint.pt.tmp on disk")
     _finish(out, steps, capsys)
     assert _record(out) == reference(steps)
 
