@@ -96,7 +96,9 @@ def build_optimizer(cfg: OptimConfig, model: nn.Module) -> tuple[torch.optim.Opt
 def _detach(state):
     if state is None:
         return None
-    return state.detach() if isinstance(state, torch.Tensor) else tuple(s.detach() for s in state)
+    if isinstance(state, torch.Tensor):
+        return state.detach()
+    return type(state)(_detach(s) for s in state)  # tuple states; lists of per-layer states
 
 
 def model_forward(model: nn.Module, batch: Batch, state=None):

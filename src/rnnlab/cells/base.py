@@ -177,6 +177,11 @@ class Recurrent(nn.Module):
     ``batch_first``) or a ``PackedSequence``. ``h_n`` is (num_layers, B, H), or a tuple of
     such tensors for cells with tuple states (LSTM: ``(h_n, c_n)``), exactly as torch returns.
     Family layers (``rnnlab.LSTM``, ``rnnlab.ASRNN``, ...) fix ``cell``.
+    ``hidden_size`` may be a list of per-layer widths (``[2, 3]``: a stack of two layers, the
+    second reading the first's 2 outputs); ``num_layers`` is then its length (or left at 1).
+    ``self.hidden_size`` is the output width (the last layer's), ``self.hidden_sizes`` the
+    list. With layers of different widths ``h0``/``h_n`` are lists of per-layer states, since
+    they do not stack; with one width they are stacked as in torch.
     ``checkpoint_chunk``: if set, each layer runs in chunks of that many time steps with
     recomputation in backward (:func:`rnnlab.kernels.checkpointed_sequence`) while training:
     same values and gradients, less memory, one extra forward pass.
@@ -187,7 +192,7 @@ class Recurrent(nn.Module):
     def __init__(
         self,
         input_size: int,
-        hidden_size: int,
+        hidden_size: int | list[int],
         num_layers: int = 1,
         batch_first: bool = False,
         dropout: float = 0.0,
@@ -199,17 +204,27 @@ class Recurrent(nn.Module):
         cell = cell or self.cell_class
         if cell is None:
             raise TypeError("Recurrent needs a cell class: Recurrent(..., cell=RNNCell)")
+        if isinstance(hidden_size, (list, tuple)):
+            widths = [int(w) for w in hidden_size]
+            if not widths or num_layers not in (1, len(widths)):
+                raise ValueError(
+                    f"hidden_size={list(hidden_size)} gives one width per layer, so num_layers must be "
+                    f"{max(len(widths), 1)} (or left at 1), got num_layers={num_layers}"
+                )
+            num_layers = len(widths)
+        else:
+            widths = [int(hidden_size)] * max(int(num_layers), 1)
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
-        self.input_size, self.hidden_size = int(input_size), int(hidden_size)
+        self.input_size, self.hidden_size, self.hidden_sizes = int(input_size), widths[-1], widths
         self.num_layers, self.batch_first, self.dropout = int(num_layers), bool(batch_first), dropout
         if checkpoint_chunk is not None and int(checkpoint_chunk) < 1:
             raise ValueError(f"checkpoint_chunk must be a positive number of steps or None, got {checkpoint_chunk}")
         self.checkpoint_chunk = None if checkpoint_chunk is None else int(checkpoint_chunk)
         self.cells = nn.ModuleList(
-            cell(input_size if i == 0 else hidden_size, hidden_size, **cell_kwargs)
+            cell(input_size if i == 0 else widths[i - 1], widths[i], **cell_kwargs)
             for i in range(num_layers)
         )
 
@@ -236,6 +251,10 @@ class Recurrent(nn.Module):
     def _layer_state(self, h0: State | None, i: int) -> State | None:
         if h0 is None:
             return None
+        if isinstance(h0, list):
+            if len(h0) != self.num_layers:
+                raise ValueError(f"h0 has {len(h0)} per-layer states, expected num_layers={self.num_layers}")
+            return h0[i]
         return map_state(lambda s: s[i], h0)
 
     def forward(self, input, h0: State | None = None, lengths: Tensor | None = None):
@@ -292,7 +311,10 @@ class Recurrent(nn.Module):
             else:
                 x, s = cell.sequence(x, self._layer_state(h0, i), lengths)
             finals.append(s)
-        h_n = map_state(lambda *s: torch.stack(s), *finals)
+        if len(set(self.hidden_sizes)) > 1:
+            h_n = finals  # layers of different widths: one state per layer, not stacked
+        else:
+            h_n = map_state(lambda *s: torch.stack(s), *finals)
         if packed:
             return pack_padded_sequence(x, lengths, enforce_sorted=False), h_n, M
         return (x.transpose(0, 1) if self.batch_first else x), h_n, M
