@@ -188,6 +188,13 @@ class _Op(torch.nn.Module):
         return self.cell.unitary_matrix()
 
 
+def test_param_groups_put_the_unitary_factors_in_their_own_group():
+    for cell, names in ((URNNCell(2, 8), {"theta", "reflection"}), (EURNNCell(2, 8), {"angle", "phase", "omega"})):
+        groups = cell.param_groups()
+        assert {id(p) for p in groups["unitary"]} == {id(getattr(cell, n)) for n in names}
+        assert {id(p) for p in groups["default"]} == {id(cell.weight_ih), id(cell.bias)}
+
+
 def test_options_fail_with_one_clear_line():
     with pytest.raises(ValueError, match="hidden_size must be even, got 7"):
         URNNCell(2, 7)
@@ -237,3 +244,27 @@ def test_copy_task_beats_the_memoryless_baseline(cell, opts):
 def test_copy_task_longer_delay(cell, opts):
     loss, baseline = _train_copy(cell, 600, L=100, K=10, alphabet=8, lr=1e-3, **opts)
     assert loss < 0.5 * baseline
+
+
+UNITARY_PRESETS = {
+    # preset: (task input size, output size, tokens, the paper's parameter budget)
+    "asrnn/ptb_char-bptt150-eurnn": (50, 50, 50, 1_320_000),
+    "asrnn/ptb_char-bptt300-eurnn": (50, 50, 50, 1_320_000),
+    "nnrnn/ptb-bptt150-eurnn": (50, 50, 50, 1_320_000),
+    "nnrnn/ptb-bptt300-eurnn": (50, 50, 50, 1_320_000),
+    "asrnn/smnist-n122-urnn": (1, 10, None, 16_000),
+    "asrnn/psmnist-n122-urnn": (1, 10, None, 16_000),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNITARY_PRESETS))
+def test_unitary_presets_load_and_meet_the_papers_budgets(name):
+    from rnnlab import config
+
+    cfg = config.load(name)
+    assert cfg.model.cell in ("eurnn", "urnn")
+    I, O, tokens, budget = UNITARY_PRESETS[name]
+    model = SequenceModel(cfg.model.cell, I, O, cfg.model.hidden_size, num_tokens=tokens,
+                          embedding=cfg.model.embedding, cell_options=cfg.model.cell_options)
+    free = model.parameter_counts()["free"]
+    assert abs(free - budget) / budget < 0.001, free

@@ -40,7 +40,8 @@ pairing i with i + N / 2^(k+1), each with N/2 rotations: N log2(N) + N free para
 Initialisation: phases, angles and theta_j ~ U(-pi, pi), reflection vectors with real and
 imaginary parts ~ U(-1, 1), the Pi permutation from the global torch RNG (a buffer, saved with
 the model), V ~ U(-sqrt(6/(I + 2N)), +sqrt(6/(I + 2N))) (Glorot on the real (2N, I) form),
-b ~ U(-0.01, 0.01).
+b ~ U(-0.01, 0.01). The parameters of W are tagged ``"unitary"`` (``optim.group_lr.unitary``
+sets their own learning rate; by default they share the others').
 """
 
 from __future__ import annotations
@@ -155,6 +156,8 @@ class URNNCell(UnitaryCell):
         self.theta = nn.Parameter(torch.empty(3, n).uniform_(-math.pi, math.pi))
         self.reflection = nn.Parameter(torch.empty(2, 2, n).uniform_(-1.0, 1.0))  # (j, re/im, N)
         self.register_buffer("permutation", torch.randperm(n))
+        for name in ("theta", "reflection"):
+            self.tag_parameters(name, "unitary")
 
     def unitary_parameter_count(self) -> int:
         return self.theta.numel() + self.reflection.numel()
@@ -228,6 +231,8 @@ class EURNNCell(UnitaryCell):
         self.angle = nn.Parameter(torch.empty(len(rows)).uniform_(-math.pi, math.pi))
         self.phase = nn.Parameter(torch.empty(len(rows)).uniform_(-math.pi, math.pi))
         self.omega = nn.Parameter(torch.empty(n).uniform_(-math.pi, math.pi))
+        for name in ("angle", "phase", "omega"):
+            self.tag_parameters(name, "unitary")
 
     def unitary_parameter_count(self) -> int:
         return self.angle.numel() + self.phase.numel() + self.omega.numel()
