@@ -97,3 +97,21 @@ def test_dmu_synthetic_presets_match_table_viii(preset):
     assert n == weights
     if preset.startswith("dmu/noisy_sequence"):
         assert model.rnn.input_size == 100
+
+
+def test_per_layer_h0_of_the_wrong_length_is_one_clear_error():
+    layer = GRU(3, [2, 4])
+    x = torch.randn(5, 2, 3)
+    with pytest.raises(ValueError, match=r"h0 has 1 per-layer states, expected num_layers=2"):
+        layer(x, [torch.zeros(2, 2)])
+    out, h = layer(x, [torch.zeros(2, 2), torch.zeros(2, 4)])
+    assert [s.shape for s in h] == [(2, 2), (2, 4)]
+
+
+def test_seq2seq_with_per_layer_widths():
+    from rnnlab.seq2seq import Seq2Seq
+
+    m = Seq2Seq("gru", 7, 9, [4, 6])
+    x, tgt = torch.randint(0, 7, (3, 5)), torch.randint(0, 9, (3, 4))
+    logits, state = m(x, tgt_in=tgt)
+    assert logits.shape == (3, 4, 9) and [s.shape[-1] for s in state] == [4, 6]
