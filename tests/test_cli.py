@@ -23,8 +23,9 @@ def test_train_table_plot_resume(tmp_path, capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "memoryless baseline" in out
-    r0 = json.loads((runs / "demo-exprnn" / "seed0" / "result.json").read_text())
-    r1 = json.loads((runs / "demo-exprnn" / "seed1" / "result.json").read_text())
+    (run,) = runs.glob("demo-exprnn-*")  # the name carries the key of the overridden config
+    r0 = json.loads((run / "seed0" / "result.json").read_text())
+    r1 = json.loads((run / "seed1" / "result.json").read_text())
     assert r0["seed"] == 0 and r1["seed"] == 1 and r0["final"] != r1["final"]
 
     assert main(["table", str(runs)]) == 0
@@ -36,11 +37,11 @@ def test_train_table_plot_resume(tmp_path, capsys):
     assert png.stat().st_size > 1000
 
     # the same run again without --resume is refused; with --resume and more steps it continues
-    one = ["train", "demo/exprnn", "--out", str(runs / "demo-exprnn" / "seed0"), "--set", "train.seed=0"] + FAST
+    one = ["train", "demo/exprnn", "--out", str(run / "seed0"), "--set", "train.seed=0"] + FAST
     assert main(one + ["--set", "train.steps=10"]) == 2
     assert "--resume" in capsys.readouterr().err
     assert main(one + ["--set", "train.steps=15", "--resume"]) == 0
-    r = json.loads((runs / "demo-exprnn" / "seed0" / "result.json").read_text())
+    r = json.loads((run / "seed0" / "result.json").read_text())
     assert r["steps"] == 15
 
 

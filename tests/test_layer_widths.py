@@ -102,7 +102,7 @@ def test_dmu_synthetic_presets_match_table_viii(preset):
 def test_per_layer_h0_of_the_wrong_length_is_one_clear_error():
     layer = GRU(3, [2, 4])
     x = torch.randn(5, 2, 3)
-    with pytest.raises(ValueError, match=r"h0 has 1 per-layer states, expected num_layers=2"):
+    with pytest.raises(ValueError, match=r"h0 must be a list of 2 per-layer states .* got a list of 1"):
         layer(x, [torch.zeros(2, 2)])
     out, h = layer(x, [torch.zeros(2, 2), torch.zeros(2, 4)])
     assert [s.shape for s in h] == [(2, 2), (2, 4)]
@@ -115,3 +115,17 @@ def test_seq2seq_with_per_layer_widths():
     x, tgt = torch.randint(0, 7, (3, 5)), torch.randint(0, 9, (3, 4))
     logits, state = m(x, tgt_in=tgt)
     assert logits.shape == (3, 4, 9) and [s.shape[-1] for s in state] == [4, 6]
+
+
+def test_per_layer_widths_with_bidirectional_layers():
+    """Layer l reads 2 H_{l-1} features; h_n lists forward and backward states per layer."""
+    torch.manual_seed(4)
+    layer = GRU(3, [2, 4], bidirectional=True).double()
+    assert [(c.input_size, c.hidden_size) for c in layer.cells] == [(3, 2), (3, 2), (4, 4), (4, 4)]
+    x = torch.randn(6, 2, 3, dtype=torch.float64)
+    out, h_n = layer(x)
+    assert out.shape == (6, 2, 8) and [s.shape for s in h_n] == [(2, 2), (2, 2), (2, 4), (2, 4)]
+    torch.testing.assert_close(h_n[2], out[-1, :, :4])  # forward direction of the last layer
+    torch.testing.assert_close(h_n[3], out[0, :, 4:])  # backward direction ends at t = 0
+    out2, _ = layer(x, h_n)  # a returned state is a valid h0
+    assert out2.shape == out.shape

@@ -46,9 +46,26 @@ def cmd_list(args) -> int:
 
 
 def _run_dir(args, cfg) -> Path:
+    """``--out``, else RUNS_DIR/<name>[-<changes>-<hash>]/seed<k> (rundir.run_dir: the directory
+    name carries the configuration key when the run differs from its preset)."""
+    from . import config, rundir
+
     if args.out:
         return Path(args.out)
-    return Path(args.runs_dir) / cfg.name / f"seed{cfg.train.seed}"
+    base = config.load(args.preset, [f"train.seed={cfg.train.seed}"])
+    d = rundir.run_dir(args.runs_dir, cfg, base, resume=args.resume)
+    if args.resume and not (d / "checkpoint.pt").exists():
+        # resuming with another train.steps: the run lives under the name it started with
+        same = [p.parent for p in Path(args.runs_dir).glob(f"{cfg.name}*/seed{cfg.train.seed}/checkpoint.pt")
+                if set(rundir.differences(rundir.saved_config(p.parent) or {}, cfg)) <= {"train.steps"}]
+        if len(same) == 1:
+            return same[0]
+        if same:
+            raise config.ConfigError(
+                f"cannot resume: {d} holds no checkpoint and several runs differ from this "
+                f"configuration only in train.steps: {', '.join(map(str, same))}; pick one with --out"
+            )
+    return d
 
 
 def _print_result(r: dict) -> None:
@@ -127,7 +144,9 @@ def cmd_plot(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from . import config, train
+    import shutil
+
+    from . import config, rundir, train
     from .plots import plot_curves
     from .results import table
 
@@ -136,21 +155,23 @@ def cmd_demo(args) -> int:
     for name in DEMO_PRESETS:
         overrides = [f"train.steps={args.steps}"] if args.steps else []
         cfg = config.load(name, overrides)
-        run_dir = out / cfg.name
-        if (run_dir / "result.json").exists() and not args.fresh:
-            print(f"{cfg.name}: already done in {run_dir} (use --fresh to rerun)", file=sys.stderr)
-        else:
-            if run_dir.exists():
-                import shutil
-
-                shutil.rmtree(run_dir)
-            print(f"training {cfg.name} ({cfg.model.cell}, hidden {cfg.model.hidden_size}) "
-                  f"on {cfg.task.name} L={cfg.task.options.get('L')} ...", file=sys.stderr)
-            r = train.train(cfg, run_dir, progress=None)
-            _print_result(r)
+        # a run with other steps gets its own directory; one is reused only if its config matches
+        run_dir = rundir.run_dir(out, cfg, config.load(name)).parent
+        with rundir.claim(run_dir):
+            if (not args.fresh and (run_dir / "result.json").exists()
+                    and rundir.resolved_saved_key(run_dir) == rundir.config_key(cfg)):
+                print(f"{cfg.name}: already done in {run_dir} (use --fresh to rerun)", file=sys.stderr)
+            else:
+                for f in run_dir.iterdir():  # under the lock: clear a stale or --fresh run
+                    if f.name != rundir.LOCK_NAME:
+                        shutil.rmtree(f) if f.is_dir() else f.unlink()
+                print(f"training {cfg.name} ({cfg.model.cell}, hidden {cfg.model.hidden_size}) "
+                      f"on {cfg.task.name} L={cfg.task.options.get('L')} ...", file=sys.stderr)
+                r = train.train(cfg, run_dir, progress=None)
+                _print_result(r)
         dirs.append(run_dir)
     png = plot_curves(dirs, out / "loss.png", "val/loss", title="copy task (K=10, L=40): validation loss")
-    md = table(out, ["test/loss", "test/recall_accuracy"])
+    md = table(dirs, ["test/loss", "test/recall_accuracy"])
     (out / "table.md").write_text(md + "\n")
     print()
     print(md)
@@ -318,6 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from .config import ConfigError
     from .tasks.data import DataError
+    from .rundir import RunLocked
     from .train import RunExists, TrainingDiverged
 
     args = build_parser().parse_args(argv)
@@ -330,9 +352,9 @@ def main(argv: list[str] | None = None) -> int:
         tune_malloc()
     try:
         return args.func(args)
-    except (ConfigError, RunExists, TrainingDiverged, FileNotFoundError, ValueError, DataError) as e:
+    except (ConfigError, RunExists, RunLocked, TrainingDiverged, FileNotFoundError, ValueError, DataError) as e:
         print(f"rnnlab: error: {e}", file=sys.stderr)
-        return 2 if isinstance(e, (ConfigError, RunExists, ValueError)) else 1
+        return 2 if isinstance(e, (ConfigError, RunExists, RunLocked, ValueError)) else 1
     except KeyboardInterrupt:
         print("rnnlab: interrupted; `rnnlab train ... --resume` continues from the last checkpoint",
               file=sys.stderr)

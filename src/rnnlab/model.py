@@ -66,7 +66,8 @@ class SequenceModel(nn.Module):
         )
         self.drop = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.pool = L2Pool(pool) if pool else nn.Identity()
-        width = self.rnn.hidden_size  # the last layer's width when widths differ per layer
+        # the last layer's width (per-layer widths), doubled for cell_options bidirectional=true
+        width = self.rnn.num_directions * self.rnn.hidden_size
         self.readout = nn.Linear(width + (width // pool if pool else 0), output_size)
 
     def forward(self, x: Tensor, state=None, lengths: Tensor | None = None):

@@ -7,18 +7,38 @@ from pathlib import Path
 
 
 def read_metrics(run_dir: str | Path, key: str) -> tuple[list[int], list[float]]:
+    """Steps and values of ``key`` in ``run_dir/metrics.jsonl``; unreadable lines (a partial
+    last line from an interrupted write, garbage) are skipped with a note on stderr."""
+    import sys
+
+    from .rundir import read_jsonl
+
     steps, values = [], []
     path = Path(run_dir) / "metrics.jsonl"
     if not path.exists():
         raise FileNotFoundError(f"{run_dir} has no metrics.jsonl (is it a run directory?)")
-    for line in path.read_text().splitlines():
-        if not line.strip():
-            continue
-        row = json.loads(line)
-        if key in row:
+    try:
+        rows, bad = read_jsonl(path)
+    except OSError as e:  # unreadable (permissions): this run is left out, the others are drawn
+        print(f"note: skipped {path}: {e.strerror or e}", file=sys.stderr)
+        return steps, values
+    if bad:
+        print(f"note: {path}: skipped unreadable line(s) {bad}", file=sys.stderr)
+    for row in rows:
+        if isinstance(row.get(key), (int, float)):
             steps.append(row["step"])
             values.append(row[key])
     return steps, values
+
+
+def metric_names(run_dir: str | Path) -> set[str]:
+    from .rundir import read_jsonl
+
+    try:
+        rows, _ = read_jsonl(Path(run_dir) / "metrics.jsonl")
+    except OSError:
+        return set()
+    return {k for row in rows for k in row if "/" in k}
 
 
 def plot_curves(
@@ -26,6 +46,13 @@ def plot_curves(
     title: str | None = None, labels: list[str] | None = None,
 ) -> Path:
     """One curve of ``metric`` per run, with each task's memoryless baseline as a dashed line."""
+    from .results import UnknownMetric
+
+    curves = [read_metrics(rd, metric) for rd in run_dirs]
+    if not any(steps for steps, _ in curves):
+        have = sorted(set().union(*(metric_names(rd) for rd in run_dirs)))
+        raise UnknownMetric(f"no run logged metric {metric!r}; the runs have: {', '.join(have) or 'none'} "
+                            f"(choose one with --metric)")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -34,11 +61,15 @@ def plot_curves(
     fig, ax = plt.subplots(figsize=(7, 4.2))
     baselines = {}
     for i, rd in enumerate(run_dirs):
-        steps, values = read_metrics(rd, metric)
+        steps, values = curves[i]
         label = labels[i] if labels else Path(rd).name
         result = Path(rd) / "result.json"
-        if result.exists():
-            r = json.loads(result.read_text())
+        try:
+            r = json.loads(result.read_text()) if result.exists() else None
+            r = r if isinstance(r, dict) and "name" in r else None
+        except (OSError, ValueError):
+            r = None  # a broken result.json costs the legend its name, not the plot
+        if r is not None:
             label = labels[i] if labels else r["name"]
             b = r.get("baseline", {}).get(metric.split("/")[-1])
             if b is not None:

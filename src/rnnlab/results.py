@@ -1,25 +1,96 @@
 """Tables from run directories (``result.json`` files), mean +- std over seeds, next to the
-memoryless baseline and the paper's published number."""
+memoryless baseline and the paper's published number.
+
+Runs are grouped by run name *and* configuration key (``rundir.config_key``: the resolved
+configuration, seed aside), so runs that differ in anything but the seed never share a row;
+rows of one name with different keys are labelled with the keys that differ. A seed that
+appears twice in one group counts once. Unreadable files are skipped with a note naming them.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 from collections import defaultdict
 from pathlib import Path
 
+from .rundir import differences, read_jsonl, saved_config, saved_key
 
-def find_results(runs_dir: str | Path) -> list[dict]:
-    """Every ``result.json`` below ``runs_dir`` (with its directory under ``"run_dir"``)."""
-    root = Path(runs_dir)
-    if not root.exists():
-        raise FileNotFoundError(f"no such runs directory: {root}")
+
+class UnknownMetric(ValueError):
+    """A metric no run has; the message lists the ones that exist."""
+
+
+def _note(msg: str) -> None:
+    print(f"note: {msg}", file=sys.stderr)
+
+
+def find_results(runs_dir: str | Path | list, notes: list[str] | None = None) -> list[dict]:
+    """Every ``result.json`` below ``runs_dir`` (a folder or a list of run folders), with its
+    directory under ``"run_dir"``, its configuration under ``"config"`` and the configuration
+    key under ``"config_key"`` (None without a readable ``config.json``). Unreadable
+    ``result.json`` files are skipped and named in ``notes`` (else on stderr)."""
+    roots = [Path(r) for r in runs_dir] if isinstance(runs_dir, (list, tuple)) else [Path(runs_dir)]
+    paths = []
+    for root in roots:
+        if not root.exists():
+            raise FileNotFoundError(f"no such runs directory: {root}")
+        paths += sorted(root.rglob("result.json"))
     out = []
-    for p in sorted(root.rglob("result.json")):
-        r = json.loads(p.read_text())
+    for p in paths:
+        try:
+            r = json.loads(p.read_text())
+            if not isinstance(r, dict) or "name" not in r:
+                raise ValueError("not a result record")
+        except (OSError, ValueError) as e:
+            msg = f"skipped {p}: unreadable ({type(e).__name__}: {str(e)[:80]})"
+            notes.append(msg) if notes is not None else _note(msg)
+            continue
         r["run_dir"] = str(p.parent)
+        r["config"] = saved_config(p.parent)
+        r["config_key"] = saved_key(p.parent)
         out.append(r)
     return out
+
+
+def _groups(results: list[dict], notes: list[str]) -> dict[tuple, list[dict]]:
+    """Runs grouped by (name, configuration key), one run per seed (the first directory)."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    seen: dict[tuple, dict] = {}
+    for r in results:
+        g = (r["name"], r.get("config_key"))
+        s = (g, r.get("seed"))
+        if s in seen:
+            notes.append(f"{r['run_dir']} repeats seed {r.get('seed')} of {seen[s]['run_dir']} "
+                         f"(same configuration); counted once")
+            continue
+        seen[s] = r
+        groups[g].append(r)
+    return groups
+
+
+def _labels(groups: dict[tuple, list[dict]]) -> dict[tuple, str]:
+    """Row labels: the run name, plus the differing keys when one name has several configurations."""
+    by_name: dict[str, list[tuple]] = defaultdict(list)
+    for g in groups:
+        by_name[g[0]].append(g)
+    labels = {}
+    for name, gs in by_name.items():
+        if len(gs) == 1:
+            labels[gs[0]] = name
+            continue
+        cfgs = {g: groups[g][0].get("config") for g in gs}
+        known = [g for g in gs if cfgs[g] is not None]
+        keys = sorted({k for a in known for b in known for k in differences(cfgs[a], cfgs[b])})
+        for g in gs:
+            if cfgs[g] is None:
+                labels[g] = f"{name} [no config.json]"
+                continue
+            flat = differences({}, cfgs[g])  # every key of g: ({} side, g side)
+            parts = [f"{k}={flat[k][1]}" for k in keys if k in flat] or [f"config {g[1]}"]
+            labels[g] = f"{name} [{', '.join(parts)}]"
+    return labels
 
 
 def _mean_std(values: list[float]) -> tuple[float, float]:
@@ -37,13 +108,20 @@ def _fmt(x) -> str:
     return f"{x:.4f}" if 1e-3 <= ax < 1e4 or ax == 0 else f"{x:.3e}"
 
 
-def summarize(results: list[dict], metrics: list[str] | None = None) -> list[dict]:
-    """One row per (run name, metric): mean, std, seeds, baseline and paper values."""
-    groups: dict[str, list[dict]] = defaultdict(list)
-    for r in results:
-        groups[r["name"]].append(r)
+def summarize(results: list[dict], metrics: list[str] | None = None, notes: list[str] | None = None) -> list[dict]:
+    """One row per (run name, configuration, metric): mean, std, seeds, baseline and paper
+    values. Raises ``UnknownMetric`` when a metric of ``metrics`` is in no run."""
+    notes = [] if notes is None else notes
+    groups = _groups(results, notes)
+    labels = _labels(groups)
+    if metrics:
+        have = sorted({k for r in results for k in (*r.get("final", {}), *r.get("test", {}))})
+        missing = [m for m in metrics if m not in have]
+        if missing and results:
+            raise UnknownMetric(f"no run has metric(s) {missing}; the runs have: {', '.join(have)}")
     rows = []
-    for name, rs in groups.items():
+    for g, rs in groups.items():
+        name = labels[g]
         scores = [{**r.get("final", {}), **r.get("test", {})} for r in rs]
         keys = metrics or sorted(rs[0].get("test") or rs[0].get("final", {}))
         for key in keys:
@@ -61,11 +139,13 @@ def summarize(results: list[dict], metrics: list[str] | None = None) -> list[dic
     return rows
 
 
-def table(runs_dir: str | Path, metrics: list[str] | None = None) -> str:
-    """A Markdown table of every run below ``runs_dir``."""
-    rows = summarize(find_results(runs_dir), metrics)
+def table(runs_dir: str | Path | list, metrics: list[str] | None = None) -> str:
+    """A Markdown table of every run below ``runs_dir`` (a folder or a list of run folders),
+    followed by notes on skipped files and repeated seeds, if any."""
+    notes: list[str] = []
+    rows = summarize(find_results(runs_dir, notes), metrics, notes)
     if not rows:
-        return f"(no finished runs with result.json below {runs_dir})"
+        return "\n".join([f"(no finished runs with result.json below {runs_dir})", *notes])
     head = "| run | cell | params | steps | s/step | metric | ours (mean +- std, seeds) | memoryless baseline | paper |"
     lines = [head, "|" + "---|" * 9]
     for r in rows:
@@ -74,6 +154,8 @@ def table(runs_dir: str | Path, metrics: list[str] | None = None) -> str:
             f"| {r['name']} | {r['cell']} | {_fmt(r['params'])} | {_fmt(r['steps'])} | {_fmt(r['s_per_step'])} "
             f"| {r['metric']} | {ours} | {_fmt(r['baseline'])} | {_fmt(r['paper'])} |"
         )
+    if notes:
+        lines += [""] + [f"note: {n}" for n in notes]
     return "\n".join(lines)
 
 
@@ -85,21 +167,42 @@ def threshold_counts(
     of its runs (seeds) had reached ``metric <= threshold`` by each epoch (evaluation points of
     ``metrics.jsonl``; ``epoch = step // steps_per_epoch``). Returns
     ``{name: {threshold: [count at epoch 1, 2, ...]}}`` up to the last evaluated epoch."""
-    from collections import defaultdict
-
+    notes: list[str] = []
+    results = find_results(runs_dir, notes)
+    if not results:
+        raise FileNotFoundError(f"no finished runs (result.json) below {runs_dir}; train some first "
+                                f"(rnnlab train / rnnlab suite)")
+    groups = _groups(results, notes)
+    labels = _labels(groups)
     firsts: dict[str, list[float | None]] = defaultdict(list)
     horizon: dict[str, int] = defaultdict(int)
-    for r in find_results(runs_dir):
-        rows = [json.loads(x) for x in (Path(r["run_dir"]) / "metrics.jsonl").read_text().splitlines() if x.strip()]
-        evals = [(row["step"] // steps_per_epoch, row[metric]) for row in rows if metric in row]
+    seen_metrics: set[str] = set()
+    for g, r in ((g, r) for g, rs in groups.items() for r in rs):
+        name = labels[g]
+        path = Path(r["run_dir"]) / "metrics.jsonl"
+        try:
+            rows, bad = read_jsonl(path)
+        except OSError as e:
+            notes.append(f"skipped {path}: {e.strerror or e}")
+            continue
+        if bad:
+            notes.append(f"{path}: skipped unreadable line(s) {bad}")
+        seen_metrics.update(k for row in rows for k in row if "/" in k)
+        evals = [(row["step"] // steps_per_epoch, row[metric]) for row in rows
+                 if isinstance(row.get(metric), (int, float))]
         best, reached = float("inf"), {}
         for epoch, value in evals:
             best = min(best, value)
             for th in thresholds:
                 if best <= th and th not in reached:
                     reached[th] = epoch
-        firsts[r["name"]].append(reached)
-        horizon[r["name"]] = max(horizon[r["name"]], max((e for e, _ in evals), default=0))
+        firsts[name].append(reached)
+        horizon[name] = max(horizon[name], max((e for e, _ in evals), default=0))
+    for n in notes:
+        _note(n)
+    if metric not in seen_metrics:
+        raise UnknownMetric(f"no run below {runs_dir} logged metric {metric!r}; the runs have: "
+                            f"{', '.join(sorted(seen_metrics)) or 'none'}")
     out = {}
     for name, runs in firsts.items():
         out[name] = {

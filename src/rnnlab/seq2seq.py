@@ -49,6 +49,9 @@ class Seq2Seq(nn.Module):
         self.src_embed, e_src = _encoder(src_vocab, embedding)
         self.tgt_embed, e_tgt = _encoder(tgt_vocab, embedding)
         opts = dict(cell_options or {})
+        if opts.get("bidirectional"):
+            raise ValueError("bidirectional=True is not supported by the encoder-decoder (a backward "
+                             "decoder would read the targets it predicts); remove it from model.cell_options")
         self.encoder = Recurrent(e_src, hidden_size, num_layers, batch_first=True, dropout=dropout, cell=CELLS[cell], **opts)
         self.decoder = Recurrent(e_tgt, hidden_size, num_layers, batch_first=True, dropout=dropout, cell=CELLS[cell], **opts)
         self.drop = nn.Dropout(dropout) if dropout > 0 else nn.Identity()

@@ -9,20 +9,35 @@ A suite is a TOML file (shipped ones live in ``rnnlab/suites/``)::
     set = ["train.steps=1000"]          # optional overrides for every run
     metrics = ["test/loss"]              # columns of the summary table
 
-``run_suite`` trains every (preset, seed) into ``RUNS_DIR/<suite>/<run name>/seed<seed>``,
-skipping runs whose ``result.json`` exists and resuming those with only a checkpoint, so an
-interrupted suite continues where it stopped. Each worker process uses one torch thread.
-A run that fails (diverges, missing data) is reported and the suite goes on.
+    [grid]                               # optional: every combination, x presets x seeds
+    "optim.lr" = [1e-3, 3e-4]
+    size = [{"model.hidden_size" = 64, "optim.lr" = 1e-3},   # a tied axis: a list of tables,
+            {"model.hidden_size" = 128, "optim.lr" = 5e-4}]  # the keys of one entry move together
+
+``run_suite`` trains every (preset, grid point, seed) into
+``RUNS_DIR/<suite>/<dir name>/seed<seed>``, where the directory name is the run name, plus the
+changed keys and the configuration key when the run differs from its preset + the suite's
+``set`` (``rundir.run_dir``). A run whose ``result.json`` exists *and* whose saved configuration
+matches is skipped; one with only a checkpoint is resumed, so an interrupted suite continues
+where it stopped. Every run holds its directory's lock while it trains: a second driver (or a
+stray worker) cannot train the same run at the same time; such a run is reported busy. Each
+worker process uses one torch thread and dies with the driver. A run that fails (diverges,
+missing data, busy) is reported, the others go on, and the suite exits non-zero at the end.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
+import os
 import sys
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import ConfigError, tomllib
+from .config import SECTIONS, ConfigError, tomllib
 
 SUITE_DIR = Path(__file__).parent / "suites"
 
@@ -35,6 +50,7 @@ class Suite:
     set: list[str] = field(default_factory=list)
     metrics: list[str] = field(default_factory=list)
     description: str = ""
+    grid: dict = field(default_factory=dict)
 
 
 def list_suites() -> list[str]:
@@ -54,52 +70,183 @@ def load_suite(name_or_path: str) -> Suite:
         raise ConfigError(f"{p}: unknown key(s) {unknown}; valid keys: {sorted(valid)}")
     if "name" not in data or "presets" not in data:
         raise ConfigError(f"{p}: a suite needs 'name' and 'presets'")
-    return Suite(**data)
+    suite = Suite(**data)
+    grid_points(suite.grid, str(p))  # shape errors now; key errors when the runs are resolved
+    return suite
+
+
+def _toml_literal(v) -> str:
+    """A value as the TOML literal a ``--set key=value`` override parses back to it."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v) if not isinstance(v, float) or v == v and abs(v) != float("inf") else \
+            ("nan" if v != v else ("inf" if v > 0 else "-inf"))
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_literal(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {_toml_literal(x)}" for k, x in v.items()) + "}"
+    raise ConfigError(f"grid value {v!r} ({type(v).__name__}) cannot be a config value")
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _check_grid_key(key: str, where: str) -> None:
+    parts = key.split(".")
+    if len(parts) < 2 or parts[0] not in SECTIONS or not all(parts):
+        raise ConfigError(f"{where}: grid key {key!r} names no config key; expected section.key with "
+                          f"section one of {sorted(SECTIONS)} (e.g. \"optim.lr\")")
+    if key == "train.seed":
+        raise ConfigError(f"{where}: grid key 'train.seed': list seeds under seeds = [...], not in [grid]")
+
+
+def grid_points(grid: dict, where: str = "suite") -> list[list[str]]:
+    """The ``[grid]`` table as a list of override lists, one per grid point (the product of the
+    axes; a tied axis, a list of tables, moves its keys together). ``[[]]`` without a grid."""
+    if not isinstance(grid, dict):
+        raise ConfigError(f"{where}: [grid] must be a table of axes, got {grid!r}")
+    axes = []
+    # an unquoted dotted key (optim.lr = [...]) arrives as nested tables: flatten those
+    flat = {}
+    for axis, values in grid.items():
+        flat.update(_flatten({axis: values}) if isinstance(values, dict) else {axis: values})
+    for axis, values in flat.items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{where}: grid axis {axis!r} must be a non-empty list of values, got {values!r}")
+        if all(isinstance(v, dict) for v in values):  # tied axis
+            points = []
+            for v in values:
+                entry = _flatten(v)
+                if not entry:
+                    raise ConfigError(f"{where}: tied grid axis {axis!r} has an empty entry")
+                for k in entry:
+                    _check_grid_key(k, where)
+                points.append([f"{k}={_toml_literal(x)}" for k, x in entry.items()])
+        elif any(isinstance(v, dict) for v in values):
+            raise ConfigError(f"{where}: grid axis {axis!r} mixes tables and values; a tied axis is a "
+                              f"list of tables only")
+        else:
+            _check_grid_key(axis, where)
+            points = [[f"{axis}={_toml_literal(v)}"] for v in values]
+        axes.append(points)
+    return [sum(combo, []) for combo in itertools.product(*axes)]
 
 
 def _jobs(suite: Suite, runs_dir: Path, extra: list[str]):
-    from . import config
+    """(preset, overrides, run directory) for every run of the suite, each run once."""
+    from . import config, rundir
 
+    seen = set()
     for preset in suite.presets:
-        for seed in suite.seeds:
-            overrides = [*suite.set, *extra, f"train.seed={seed}"]
-            cfg = config.load(preset, overrides)  # fails early, before anything runs, on a bad suite
-            yield preset, overrides, runs_dir / suite.name / cfg.name / f"seed{seed}"
+        for point in grid_points(suite.grid, f"suite {suite.name}"):
+            for seed in suite.seeds:
+                overrides = [*suite.set, *point, *extra, f"train.seed={seed}"]
+                try:  # fails early, before anything runs, on a bad suite
+                    cfg = config.load(preset, overrides)
+                except ConfigError as e:
+                    where = f" at grid point {point}" if point else ""
+                    raise ConfigError(f"suite {suite.name}, preset {preset}{where}: {e}") from None
+                base = config.load(preset, [*suite.set, f"train.seed={seed}"])
+                rd = rundir.run_dir(Path(runs_dir) / suite.name, cfg, base)
+                if rd not in seen:  # two grid points that resolve to one configuration run once
+                    seen.add(rd)
+                    yield preset, overrides, rd
 
 
 def _run_one(preset: str, overrides: list[str], run_dir: str, data_dir: str | None) -> tuple[str, str]:
-    from . import config
+    from . import config, rundir
     from .train import train
 
     run_dir = Path(run_dir)
-    if (run_dir / "result.json").exists():
-        return "done", ""
-    resume = (run_dir / "checkpoint.pt").exists()
     try:
-        train(config.load(preset, overrides), run_dir, resume=resume, progress=False, data_dir=data_dir)
-        return ("resumed" if resume else "trained"), ""
+        cfg = config.load(preset, overrides)
+        with rundir.claim(run_dir):  # the run's lock, held from the check to the end of training
+            if (run_dir / "result.json").exists():
+                if rundir.resolved_saved_key(run_dir) == rundir.config_key(cfg):
+                    return "done", ""
+                return "failed", (f"{run_dir} holds a finished run of another configuration "
+                                  f"(config.json); move it away or use another --runs-dir")
+            resume = (run_dir / "checkpoint.pt").exists()
+            train(cfg, run_dir, resume=resume, progress=False, data_dir=data_dir)
+            return ("resumed" if resume else "trained"), ""
+    except rundir.RunLocked as e:
+        return "busy", str(e)
     except Exception as e:  # reported per run; the suite goes on
         return "failed", f"{type(e).__name__}: {e}"
 
 
+def _worker_init(driver_pid: int) -> None:
+    """Make a pool worker die with the suite driver, even when the driver is SIGKILLed: the
+    kernel's parent-death signal on Linux, plus a watchdog thread anywhere (the parent changed
+    or the driver is gone), so no orphan keeps training into a run directory or hangs on a pipe."""
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            PR_SET_PDEATHSIG = 1
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent or not alive(driver_pid):
+                os._exit(70)
+            time.sleep(0.5)
+
+    if os.getppid() != parent or not alive(driver_pid):  # the driver died while we started
+        os._exit(70)
+    threading.Thread(target=watch, name="rnnlab-driver-watch", daemon=True).start()
+
+
 def run_suite(
     suite: Suite, runs_dir: str | Path = "runs", jobs: int = 1, overrides: list[str] | None = None,
-    data_dir: str | None = None, log=print,
+    data_dir: str | None = None, log=print, statuses: dict | None = None,
 ) -> Path:
-    """Run (or continue) every run of ``suite``; returns the suite's run directory."""
+    """Run (or continue) every run of ``suite``; returns the suite's run directory. ``statuses``
+    (a dict) receives {run directory: "done" | "trained" | "resumed" | "failed" | "busy"}."""
     runs_dir = Path(runs_dir)
     todo = list(_jobs(suite, runs_dir, overrides or []))
-    log(f"suite {suite.name}: {len(todo)} runs ({len(suite.presets)} presets x {len(suite.seeds)} seeds), "
+    npoints = len(grid_points(suite.grid))
+    grid = f" x {npoints} grid points" if suite.grid else ""
+    log(f"suite {suite.name}: {len(todo)} runs ({len(suite.presets)} presets{grid} x {len(suite.seeds)} seeds), "
         f"{jobs} parallel job(s), one thread each")
+    statuses = {} if statuses is None else statuses
     if jobs <= 1:
         for preset, ov, rd in todo:
             status, err = _run_one(preset, ov, str(rd), data_dir)
+            statuses[rd] = status
             log(f"  [{status}] {rd}" + (f": {err}" if err else ""))
     else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        with ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init, initargs=(os.getpid(),)) as pool:
             futures = {pool.submit(_run_one, p, ov, str(rd), data_dir): rd for p, ov, rd in todo}
             for fut in as_completed(futures):
-                status, err = fut.result()
+                try:
+                    status, err = fut.result()
+                except Exception as e:  # a worker that died (killed, out of memory)
+                    status, err = "failed", f"worker died: {type(e).__name__}: {e}"
+                statuses[futures[fut]] = status
                 log(f"  [{status}] {futures[fut]}" + (f": {err}" if err else ""))
     return runs_dir / suite.name
 
@@ -108,9 +255,18 @@ def main_suite(name: str, runs_dir: str, jobs: int, overrides: list[str], data_d
     from .results import table
 
     suite = load_suite(name)
-    out = run_suite(suite, runs_dir, jobs, overrides, data_dir, log=lambda m: print(m, file=sys.stderr))
-    md = table(out, suite.metrics or None)
+    statuses: dict[Path, str] = {}
+    out = run_suite(suite, runs_dir, jobs, overrides, data_dir, log=lambda m: print(m, file=sys.stderr),
+                    statuses=statuses)
+    finished = [rd for rd in statuses if (rd / "result.json").exists()]  # this suite's runs only
+    md = table(finished, suite.metrics or None) if finished else f"(no finished runs in {out})"
+    out.mkdir(parents=True, exist_ok=True)
     (out / "table.md").write_text(md + "\n")
     print(md)
     print(f"\nwrote {out / 'table.md'}", file=sys.stderr)
+    failed = sorted(str(rd) for rd, st in statuses.items() if st in ("failed", "busy"))
+    if failed:
+        print(f"rnnlab: error: {len(failed)} of {len(statuses)} runs of suite {suite.name} failed or were "
+              f"busy (see above): {', '.join(failed)}; rerun the suite to retry them", file=sys.stderr)
+        return 1
     return 0

@@ -193,7 +193,17 @@ def train(
     NaN/inf loss (the last good checkpoint stays) and ``RunExists`` when ``run_dir`` already has
     a checkpoint and ``resume`` is False.
     """
+    from .rundir import claim
+
     run_dir = Path(run_dir)
+    with claim(run_dir):  # one writer per run directory; a failed start leaves no stub behind
+        return _train(cfg, run_dir, resume, progress, data_dir, task)
+
+
+def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, data_dir: str | None,
+           task: Task | None) -> dict:
+    from .rundir import read_jsonl
+
     ckpt_path, best_path = run_dir / "checkpoint.pt", run_dir / "best.pt"
     metrics_path, config_path = run_dir / "metrics.jsonl", run_dir / "config.json"
     if resume:
@@ -216,8 +226,6 @@ def train(
             f"{run_dir} already holds a run (checkpoint.pt). Pass --resume to continue it, or "
             f"choose another directory (--out) / delete it."
         )
-    run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(config_path, cfg.to_json() + "\n")
 
     tc = cfg.train
     torch.set_num_threads(tc.threads)
@@ -246,11 +254,27 @@ def train(
         torch.set_rng_state(ck["rng"])
         prog = _Progress(**ck["progress"])
         carry = ck.get("carry")
+        if prog.step > tc.steps:
+            raise ConfigError(
+                f"cannot resume {run_dir} with train.steps={tc.steps}: it has already trained "
+                f"{prog.step} steps; resume with train.steps >= {prog.step}, or start a shorter run "
+                f"in another directory"
+            )
         keep = []
         if metrics_path.exists():
-            keep = [ln for ln in metrics_path.read_text().splitlines() if ln and json.loads(ln)["step"] <= prog.step]
+            # an interrupted write can leave a partial last line: drop it (and any garbage line)
+            rows, bad = read_jsonl(metrics_path)
+            if bad:
+                print(f"note: {metrics_path}: dropped unreadable line(s) {bad} (an interrupted write)",
+                      file=sys.stderr)
+            keep = [json.dumps(r) for r in rows if r["step"] <= prog.step]
+        if tc.steps != saved["train"]["steps"]:
+            # the old result belongs to the old step budget: the run is unfinished until the new one
+            (run_dir / "result.json").unlink(missing_ok=True)
+        atomic_write_text(config_path, cfg.to_json() + "\n")
         atomic_write_text(metrics_path, "".join(ln + "\n" for ln in keep))
     else:
+        atomic_write_text(config_path, cfg.to_json() + "\n")
         metrics_path.write_text("")
 
     gen = torch.Generator().manual_seed(cfg.data_seed)

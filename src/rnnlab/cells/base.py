@@ -26,6 +26,12 @@ def map_state(fn, *states: State) -> State:
     return tuple(fn(*leaves) for leaves in zip(*states))
 
 
+def _tracing() -> bool:
+    """Whether torch.jit.trace, torch.export or torch.compile is tracing this call."""
+    compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return torch.jit.is_tracing() or bool(compiling and compiling())
+
+
 class Cell(nn.Module):
     """One recurrent time step: ``forward(x_t, state) -> (h_t, state)``.
 
@@ -111,21 +117,124 @@ class Cell(nn.Module):
             return W
         return None
 
-    # --- time --------------------------------------------------------------------------
-    def check_input(self, x: Tensor) -> None:
-        if x.dim() != 3 or x.shape[-1] != self.input_size:
+    # --- checks ------------------------------------------------------------------------
+    def _reference_parameter(self) -> Tensor | None:
+        """A parameter whose dtype and device the inputs must match (None without any)."""
+        return next(self.parameters(), None)
+
+    def _state_shapes(self) -> tuple[tuple[int, ...], ...] | None:
+        """The per-example shapes of the state's leaves; None for a single-tensor state."""
+        shapes = getattr(self, "_state_shapes_cache", None)
+        if shapes is None:
+            empty = self.init_state(0)
+            shapes = (("tensor", tuple(empty.shape[1:])),) if isinstance(empty, Tensor) else tuple(
+                ("tuple", tuple(s.shape[1:])) for s in empty
+            )
+            object.__setattr__(self, "_state_shapes_cache", shapes)
+        return shapes
+
+    def _name(self) -> str:
+        # torch's parametrize swaps the class for "Parametrized<Name>"
+        return type(self).__name__.removeprefix("Parametrized")
+
+    def check_dtype_device(self, x: Tensor, what: str = "input", name: str | None = None) -> None:
+        """``x`` must have the model's dtype and device (no silent casts, no kernel errors)."""
+        p = self._reference_parameter()
+        if p is None:
+            return
+        name = name or self._name()
+        if x.dtype != p.dtype:
             raise ValueError(
-                f"{type(self).__name__} expects a time-major input of shape (T, B, "
-                f"{self.input_size}), got {tuple(x.shape)}"
+                f"{name} {what} dtype ({x.dtype}) does not match the model's dtype ({p.dtype}); "
+                f"convert the {what} with .to({p.dtype}) or the model with model.to({x.dtype})"
+            )
+        if x.device != p.device:
+            raise ValueError(
+                f"{name} {what} is on device {x.device} but the model is on {p.device}; move the "
+                f"{what} with .to({str(p.device)!r}) or the model with model.to({str(x.device)!r})"
             )
 
+    def check_state(self, state: State, batch: int, x: Tensor | None = None) -> None:
+        """Check a state against the cell: a single (B, H) tensor, or for tuple states (LSTM's
+        ``(h, c)``) a tuple of that many (B, H) tensors; dtype and device of the model."""
+        shapes = self._state_shapes()
+        name = self._name()
+        if shapes[0][0] == "tensor":
+            if not isinstance(state, Tensor):
+                raise ValueError(f"{name} expects its state as one tensor of shape ({batch}, {self.hidden_size}), "
+                                 f"got a {type(state).__name__}")
+            leaves = [state]
+        else:
+            if not isinstance(state, (tuple, list)) or len(state) != len(shapes) or not all(
+                isinstance(s, Tensor) for s in state
+            ):
+                got = type(state).__name__ + ("" if not isinstance(state, (tuple, list)) else f" of {len(state)}")
+                raise ValueError(f"{name} expects its state as a tuple of {len(shapes)} tensors (e.g. LSTM's "
+                                 f"(h, c)), each of shape ({batch}, {self.hidden_size}); got a {got}")
+            leaves = list(state)
+        for i, (leaf, (_, per_example)) in enumerate(zip(leaves, shapes)):
+            expected = (batch,) + per_example
+            if tuple(leaf.shape) != expected:
+                where = "state" if len(leaves) == 1 else f"state[{i}]"
+                raise ValueError(f"{name}: expected {where} of size {expected}, got {list(leaf.shape)}")
+            self.check_dtype_device(leaf, "state")
+
+    def check_input(self, x: Tensor) -> None:
+        """A time-major input (T, B, I): 3-D, width ``input_size``, T >= 1, B >= 1, and the
+        model's dtype and device."""
+        name = self._name()
+        if x.dim() != 3 or x.shape[-1] != self.input_size:
+            raise ValueError(
+                f"{name} expects a time-major input of shape (T, B, {self.input_size}), got {tuple(x.shape)}"
+            )
+        if x.shape[0] == 0:
+            raise ValueError(f"{name} got an empty sequence (T = 0, input shape {tuple(x.shape)}); "
+                             f"a recurrence needs at least one time step")
+        if x.shape[1] == 0:
+            raise ValueError(f"{name}.sequence got an empty batch (B = 0, input shape {tuple(x.shape)}); "
+                             f"the layers (rnnlab.Recurrent) return an empty result for it")
+        self.check_dtype_device(x)
+
     def start_sequence(self, x: Tensor, state: State | None) -> State:
-        """Check a time-major input for a fast path and return the initial state (zeros when
-        ``state`` is None)."""
+        """Check a time-major input and the state for a fast path and return the initial state
+        (zeros when ``state`` is None). Every ``sequence`` (fast path or :func:`unroll`) calls
+        this before any kernel runs."""
         self.check_input(x)
         if state is None:
             state = self.init_state(x.shape[1], device=x.device, dtype=x.dtype)
+        else:
+            self.check_state(state, x.shape[1])
         return state
+
+    # --- time --------------------------------------------------------------------------
+    def __call__(self, x_t: Tensor, state: State | None = None, *args, **kwargs):
+        """One step. Like ``torch.nn.RNNCell``, ``state`` may be omitted (zeros) and ``x_t``
+        may be unbatched (I,) with an unbatched state; the state is checked (structure, size,
+        dtype, device) before the step runs."""
+        if not isinstance(x_t, Tensor) or x_t.dim() not in (1, 2) or x_t.shape[-1] != self.input_size:
+            shape = tuple(x_t.shape) if isinstance(x_t, Tensor) else type(x_t).__name__
+            raise ValueError(f"{self._name()} expects one step of shape (B, {self.input_size}) "
+                             f"or ({self.input_size},), got {shape}")
+        if _tracing():
+            # torch.jit.trace / torch.export / torch.compile: shapes are symbolic; the checks
+            # ran when the model was called eagerly
+            if state is None:
+                state = self.init_state(x_t.shape[0], device=x_t.device, dtype=x_t.dtype)
+            return super().__call__(x_t, state, *args, **kwargs)
+        unbatched = x_t.dim() == 1
+        if unbatched:
+            x_t = x_t.unsqueeze(0)
+            if state is not None:
+                state = map_state(lambda s: s.unsqueeze(0), state)
+        if state is None:
+            self.check_dtype_device(x_t)
+            state = self.init_state(x_t.shape[0], device=x_t.device, dtype=x_t.dtype)
+        else:
+            self.check_state(state, x_t.shape[0])
+        h, state = super().__call__(x_t, state, *args, **kwargs)
+        if unbatched:
+            h, state = h.squeeze(0), map_state(lambda s: s.squeeze(0), state)
+        return h, state
 
     def sequence(self, x: Tensor, state: State | None = None, lengths: Tensor | None = None):
         """Run a whole time-major sequence ``x`` (T, B, I) -> (outputs (T, B, H), state)."""
@@ -172,16 +281,34 @@ class Recurrent(nn.Module):
     """A stack of cells with the ``torch.nn.RNN`` interface.
 
     ``Recurrent(input_size, hidden_size, num_layers=1, batch_first=False, dropout=0.0,
-    cell=CellClass, **cell_kwargs)``; ``forward(input, h0=None, lengths=None) ->
-    (output, h_n)``. ``input`` may be a tensor ((T, B, I), or (B, T, I) with
-    ``batch_first``) or a ``PackedSequence``. ``h_n`` is (num_layers, B, H), or a tuple of
-    such tensors for cells with tuple states (LSTM: ``(h_n, c_n)``), exactly as torch returns.
-    Family layers (``rnnlab.LSTM``, ``rnnlab.ASRNN``, ...) fix ``cell``.
+    bidirectional=False, cell=CellClass, **cell_kwargs)``; ``forward(input, h0=None,
+    lengths=None) -> (output, h_n)``. ``input`` may be a tensor ((T, B, I), or (B, T, I) with
+    ``batch_first``) or a ``PackedSequence``. ``h_n`` is (D * num_layers, B, H) (D = 2 when
+    bidirectional, else 1), or a tuple of such tensors for cells with tuple states (LSTM:
+    ``(h_n, c_n)``), exactly as torch returns. Family layers (``rnnlab.LSTM``,
+    ``rnnlab.ASRNN``, ...) fix ``cell``.
+
+    ``bidirectional=True``: as ``torch.nn.RNN``, every layer has a second cell that reads the
+    sequence backwards (each sequence reversed within its own length when ``lengths`` or a
+    PackedSequence is given); the layer's output is ``[forward; backward]`` (2H wide) and
+    ``h_n`` holds the forward and backward final states of layer 0, then layer 1, ...
+    (``self.cells`` is in that order: ``cells[2 * l + d]``).
+
+    Checks before any kernel runs (one-line ``ValueError`` naming the value, as torch.nn's
+    messages): the input is 3-D with ``input_size`` features, T >= 1, and has the model's dtype
+    and device; ``h0`` has the cell's structure (a tensor, or a tuple such as LSTM's
+    ``(h0, c0)``), each leaf of size (D * num_layers, B, H) ("Expected hidden size (2, 3, 20),
+    got [1, 3, 20]"), and the input's dtype and device; ``lengths`` hold one length in [1, T]
+    per sequence. A batch of size 0 gives an empty result (output (T, 0, D H), h_n
+    (D * num_layers, 0, H)), as ``torch.nn.LSTM`` does.
+
     ``hidden_size`` may be a list of per-layer widths (``[2, 3]``: a stack of two layers, the
-    second reading the first's 2 outputs); ``num_layers`` is then its length (or left at 1).
-    ``self.hidden_size`` is the output width (the last layer's), ``self.hidden_sizes`` the
-    list. With layers of different widths ``h0``/``h_n`` are lists of per-layer states, since
-    they do not stack; with one width they are stacked as in torch.
+    second reading the first's 2 (or 2 D) outputs); ``num_layers`` is then its length (or left
+    at 1). ``self.hidden_size`` is the output width (the last layer's), ``self.hidden_sizes``
+    the list. With layers of different widths ``h0``/``h_n`` are lists of D * num_layers
+    per-cell states (in ``self.cells`` order; each (B, H_l) or a tuple of such), since they do
+    not stack; with one width they are stacked as in torch.
+
     ``checkpoint_chunk``: if set, each layer runs in chunks of that many time steps with
     recomputation in backward (:func:`rnnlab.kernels.checkpointed_sequence`) while training:
     same values and gradients, less memory, one extra forward pass.
@@ -198,6 +325,7 @@ class Recurrent(nn.Module):
         dropout: float = 0.0,
         cell: type[Cell] | None = None,
         checkpoint_chunk: int | None = None,
+        bidirectional: bool = False,
         **cell_kwargs,
     ):
         super().__init__()
@@ -219,13 +347,18 @@ class Recurrent(nn.Module):
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.input_size, self.hidden_size, self.hidden_sizes = int(input_size), widths[-1], widths
+        self._mixed = len(set(widths)) > 1  # per-layer states then travel as a list
         self.num_layers, self.batch_first, self.dropout = int(num_layers), bool(batch_first), dropout
+        self.bidirectional = bool(bidirectional)
+        self.num_directions = 2 if self.bidirectional else 1
         if checkpoint_chunk is not None and int(checkpoint_chunk) < 1:
             raise ValueError(f"checkpoint_chunk must be a positive number of steps or None, got {checkpoint_chunk}")
         self.checkpoint_chunk = None if checkpoint_chunk is None else int(checkpoint_chunk)
+        D = self.num_directions
         self.cells = nn.ModuleList(
-            cell(input_size if i == 0 else widths[i - 1], widths[i], **cell_kwargs)
+            cell(input_size if i == 0 else D * widths[i - 1], widths[i], **cell_kwargs)
             for i in range(num_layers)
+            for _ in range(D)
         )
 
     def param_groups(self) -> dict[str, list[nn.Parameter]]:
@@ -251,9 +384,7 @@ class Recurrent(nn.Module):
     def _layer_state(self, h0: State | None, i: int) -> State | None:
         if h0 is None:
             return None
-        if isinstance(h0, list):
-            if len(h0) != self.num_layers:
-                raise ValueError(f"h0 has {len(h0)} per-layer states, expected num_layers={self.num_layers}")
+        if self._mixed:
             return h0[i]
         return map_state(lambda s: s[i], h0)
 
@@ -266,52 +397,151 @@ class Recurrent(nn.Module):
         ``(z, h_n, M)`` with the last layer's outputs ``h = z @ M.T`` (``M = None``: ``z`` is
         h). Cells that compute in transformed coordinates (asRNN) then skip mapping every
         step back to h; ``h_n`` is in h coordinates as in ``forward``. Tensor input only (no
-        PackedSequence); with ``checkpoint_chunk`` set while training, ``M`` is None."""
+        PackedSequence); with ``checkpoint_chunk`` set while training, or bidirectional, ``M``
+        is None."""
         if isinstance(input, PackedSequence):
             raise ValueError("forward_mapped takes a padded tensor and lengths, not a PackedSequence")
         return self._run(input, h0, lengths, mapped=True)
 
+    def check_h0(self, h0: State, x: Tensor) -> None:
+        """Validate ``h0`` against the model and the time-major input ``x`` (see the class
+        docstring); raises ``ValueError`` with torch.nn's kind of message."""
+        name = type(self).__name__
+        if self._mixed:
+            return self._check_h0_per_layer(h0, x)
+        shapes = self.cells[0]._state_shapes()
+        expected = (self.num_directions * self.num_layers, x.shape[1], self.hidden_size)
+        if shapes[0][0] == "tensor":
+            if not isinstance(h0, Tensor):
+                raise ValueError(f"{name} expects h0 as one tensor of size {expected}, got a {type(h0).__name__}")
+            leaves = [h0]
+        else:
+            if not isinstance(h0, (tuple, list)) or len(h0) != len(shapes) or not all(
+                isinstance(s, Tensor) for s in h0
+            ):
+                got = (f"a tensor of size {list(h0.shape)}" if isinstance(h0, Tensor)
+                       else f"a {type(h0).__name__}" + (f" of {len(h0)}" if isinstance(h0, (tuple, list)) else ""))
+                raise ValueError(f"{name} expects h0 as a tuple of {len(shapes)} tensors (e.g. (h0, c0)), each of "
+                                 f"size {expected}; got {got}")
+            leaves = list(h0)
+        for i, leaf in enumerate(leaves):
+            what = "hidden" if len(leaves) == 1 else f"hidden[{i}]"
+            if tuple(leaf.shape) != expected:
+                raise ValueError(f"{name}: Expected {what} size {expected}, got {list(leaf.shape)}")
+            if leaf.dtype != x.dtype:
+                raise ValueError(f"{name}: {what} dtype ({leaf.dtype}) does not match the input dtype ({x.dtype}); "
+                                 f"convert it with .to({x.dtype})")
+            if leaf.device != x.device:
+                raise ValueError(f"{name}: {what} is on device {leaf.device} but the input is on {x.device}; "
+                                 f"move it with .to({str(x.device)!r})")
+
+    def _check_h0_per_layer(self, h0, x: Tensor) -> None:
+        """``check_h0`` for layers of different widths: a list of one state per cell."""
+        name, n = type(self).__name__, len(self.cells)
+        if not isinstance(h0, list) or len(h0) != n:
+            got = f"a list of {len(h0)}" if isinstance(h0, list) else f"a {type(h0).__name__}"
+            raise ValueError(
+                f"{name} has layers of widths {self.hidden_sizes}, so h0 must be a list of {n} per-layer states "
+                f"(one per layer and direction, as h_n returns them); got {got}"
+            )
+        for i, (cell, state) in enumerate(zip(self.cells, h0)):
+            leaves = [state] if isinstance(state, Tensor) else list(state)
+            expected = (x.shape[1], cell.hidden_size)
+            for leaf in leaves:
+                if not isinstance(leaf, Tensor) or tuple(leaf.shape) != expected:
+                    got = list(leaf.shape) if isinstance(leaf, Tensor) else type(leaf).__name__
+                    raise ValueError(f"{name}: Expected h0[{i}] of size {expected}, got {got}")
+                if leaf.dtype != x.dtype or leaf.device != x.device:
+                    raise ValueError(
+                        f"{name}: h0[{i}] is {leaf.dtype} on {leaf.device} but the input is {x.dtype} on "
+                        f"{x.device}; convert it with .to(input)"
+                    )
+
+    def _empty_result(self, x: Tensor):
+        """The result for a batch of size 0: output (T, 0, D H), h_n (D L, 0, H)."""
+        T = x.shape[0]
+        out = x.new_zeros(T, 0, self.num_directions * self.hidden_size)
+        if self._mixed:
+            return out, [c.init_state(0, device=x.device, dtype=x.dtype) for c in self.cells]
+        zero = self.cells[0].init_state(0, device=x.device, dtype=x.dtype)
+        n = self.num_directions * self.num_layers
+        h_n = map_state(lambda s: s.unsqueeze(0).expand(n, *s.shape).contiguous(), zero)
+        return out, h_n
+
+    @staticmethod
+    def _reverse_index(T: int, lengths: Tensor | None, B: int, device) -> Tensor | None:
+        """(T, B) time indices that reverse each sequence within its own length (positions past
+        a length stay in place); an involution. None: a plain flip."""
+        if lengths is None:
+            return None
+        t = torch.arange(T).unsqueeze(1)
+        L = lengths.unsqueeze(0)
+        return torch.where(t < L, L - 1 - t, t).to(device)
+
+    def _run_cell(self, cell: Cell, x: Tensor, state, lengths, mapped: bool):
+        if self.checkpoint_chunk is not None and self.training:
+            from ..kernels.checkpoint import checkpointed_sequence
+
+            out, s = checkpointed_sequence(cell, x, state, lengths, self.checkpoint_chunk)
+            return out, s, None
+        if mapped:
+            return cell.sequence_mapped(x, state, lengths)
+        out, s = cell.sequence(x, state, lengths)
+        return out, s, None
+
     def _run(self, input, h0: State | None, lengths: Tensor | None, mapped: bool):
         packed = isinstance(input, PackedSequence)
+        name = type(self).__name__
         if packed:
             if lengths is not None:
                 raise ValueError("pass either a PackedSequence or lengths, not both")
             x, lengths = pad_packed_sequence(input)  # (T, B, I), original batch order
         else:
-            if input.dim() != 3:
+            if not isinstance(input, Tensor) or input.dim() != 3:
+                shape = tuple(input.shape) if isinstance(input, Tensor) else type(input).__name__
                 raise ValueError(
-                    f"{type(self).__name__} expects a 3-D input ((T, B, I), or (B, T, I) with "
-                    f"batch_first=True), got shape {tuple(input.shape)}"
+                    f"{name} expects a 3-D input ((T, B, I), or (B, T, I) with batch_first=True), got shape {shape}"
                 )
             x = input.transpose(0, 1) if self.batch_first else input
         if x.shape[-1] != self.input_size:
             raise ValueError(
-                f"{type(self).__name__} was built with input_size={self.input_size} but got "
+                f"{name} was built with input_size={self.input_size} but got "
                 f"input features of size {x.shape[-1]}"
             )
+        if x.shape[0] == 0:
+            raise ValueError(f"{name} got an empty sequence (T = 0, input shape {tuple(input.shape)}); "
+                             f"a recurrence needs at least one time step")
+        self.cells[0].check_dtype_device(x, name=name)
+        if h0 is not None:
+            self.check_h0(h0, x)
         if lengths is not None:
             lengths = torch.as_tensor(lengths, dtype=torch.long).cpu()
-            if lengths.shape != (x.shape[1],) or lengths.min() < 1 or lengths.max() > x.shape[0]:
+            if lengths.shape != (x.shape[1],) or (x.shape[1] > 0 and (lengths.min() < 1 or lengths.max() > x.shape[0])):
                 raise ValueError(
                     f"lengths must hold one length in [1, {x.shape[0]}] per batch element "
                     f"({x.shape[1]}), got {lengths.tolist()}"
                 )
+        if x.shape[1] == 0:
+            out, h_n = self._empty_result(x)
+            return (out.transpose(0, 1) if self.batch_first else out), h_n, None
         finals = []
         M = None
-        last = len(self.cells) - 1
-        for i, cell in enumerate(self.cells):
+        D = self.num_directions
+        rev = self._reverse_index(x.shape[0], lengths, x.shape[1], x.device) if D == 2 else None
+        for i in range(self.num_layers):
             if i > 0 and self.dropout > 0 and self.training:
                 x = nn.functional.dropout(x, self.dropout, True)
-            if self.checkpoint_chunk is not None and self.training:
-                from ..kernels.checkpoint import checkpointed_sequence
-
-                x, s = checkpointed_sequence(cell, x, self._layer_state(h0, i), lengths, self.checkpoint_chunk)
-            elif mapped and i == last:
-                x, s, M = cell.sequence_mapped(x, self._layer_state(h0, i), lengths)
-            else:
-                x, s = cell.sequence(x, self._layer_state(h0, i), lengths)
+            last_mapped = mapped and D == 1 and i == self.num_layers - 1
+            out, s, M = self._run_cell(self.cells[i * D], x, self._layer_state(h0, i * D), lengths, last_mapped)
             finals.append(s)
-        if len(set(self.hidden_sizes)) > 1:
+            if D == 2:
+                xr = x.flip(0) if rev is None else x.gather(0, rev.unsqueeze(2).expand_as(x))
+                outr, sr, _ = self._run_cell(self.cells[i * D + 1], xr, self._layer_state(h0, i * D + 1), lengths, False)
+                outr = outr.flip(0) if rev is None else outr.gather(0, rev.unsqueeze(2).expand_as(outr))
+                out = torch.cat([out, outr], dim=2)
+                finals.append(sr)
+            x = out
+        if self._mixed:
             h_n = finals  # layers of different widths: one state per layer, not stacked
         else:
             h_n = map_state(lambda *s: torch.stack(s), *finals)

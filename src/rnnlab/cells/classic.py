@@ -146,7 +146,7 @@ class RNNCell(_Affine):
     def sequence(self, x, state=None, lengths=None):
         if self.backend == "reference":
             return super().sequence(x, state, lengths)
-        self.check_input(x)
+        state = self.start_sequence(x, state)
         if self.backend != "native":
             # fused recurrence; both biases fold into the input term's bias (no extra pass)
             bias = None if self.bias_ih is None else self.bias_ih + self.bias_hh

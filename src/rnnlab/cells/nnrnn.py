@@ -222,9 +222,7 @@ class NNRNNCell(Cell):
         backward)."""
         if self.backend == "reference":
             return super().sequence(x, state, lengths)
-        self.check_input(x)
-        if x.shape[0] == 0:
-            raise ValueError("cannot unroll over an empty sequence (T = 0)")
+        state = self.start_sequence(x, state)
         with P.cached():
             V = self.recurrent_matrix()
         xw = tall_linear(x, self.weight_ih)  # (T, B, H)

@@ -48,7 +48,7 @@ class OrthogonalRNNCell(Cell):
         ``backend="reference"`` runs :func:`rnnlab.unroll` instead."""
         if self.backend == "reference":
             return super().sequence(x, state, lengths)
-        self.check_input(x)
+        state = self.start_sequence(x, state)
         u = tall_linear(x, self.weight_ih)
         return elementwise_rnn(u, self.weight_hh, state, "modrelu", self.bias, lengths)
 

@@ -9,7 +9,10 @@ One step (column form; row form in the code, ``a @ W.T``)::
     h_t = g * h_{t-1} + (1 - g) * c  =  c + g * (h_{t-1} - c)
 
 The first layer's input term ``u1_t = W_1x x_t + b_1`` is computed for all steps outside, by
-one large product. :func:`dmu_recurrence` then runs the loop as a ``torch.autograd.Function``:
+one large product. With no hidden layer (``DMUCell(layers=[])``, the paper's single linear
+layer) the FNN is the output layer alone, ``[z; hh] = W_ox x_t + b_o + W_oh h_{t-1}``:
+:func:`dmu_recurrence` is then called with ``hidden=[]`` and ``w_out = b_out = None``, ``u1``
+holds the output layer's input terms (T, B, 2H) and ``w1h`` is ``W_oh`` (2H, H). :func:`dmu_recurrence` then runs the loop as a ``torch.autograd.Function``:
 the forward builds no graph and keeps, per step, the hidden activations, g, c and h (all its
 backward needs: each derivative is a function of an output, ``LeakyReLU'`` of its output's
 sign, ``sigmoid' = g (1 - g)``, ``tanh' = 1 - c^2``, through ATen's fused ``*_backward``
@@ -108,9 +111,63 @@ class _DMURecurrence(torch.autograd.Function):
         return (None, None, dP0, carry, dw1h, dw_out, db_out, *grads)
 
 
+class _DMULinearRecurrence(torch.autograd.Function):
+    """The DMU whose FNN is a single linear layer: ``[z; hh] = u_t + W_h h_{t-1}``."""
+
+    @staticmethod
+    def forward(ctx, activation: str, u: Tensor, h0: Tensor, w_h: Tensor):
+        T, B, H2 = u.shape
+        H = H2 // 2
+        Hs, Gs, Cs = (u.new_empty(T, B, H) for _ in range(3))
+        o = u.new_empty(B, H2)
+        wt = w_h.t()
+        h = h0
+        for t in range(T):
+            torch.addmm(u[t], h, wt, out=o)
+            g, c, hn = Gs[t], Cs[t], Hs[t]
+            torch.sigmoid(o[:, :H], out=g)
+            if activation == "tanh":
+                torch.tanh(o[:, H:], out=c)
+            else:
+                c.copy_(o[:, H:])
+            torch.sub(h, c, out=hn)
+            hn.mul_(g).add_(c)
+            h = hn
+        ctx.activation = activation
+        ctx.save_for_backward(h0, w_h, Hs, Gs, Cs)
+        return Hs
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dHs: Tensor):
+        h0, w_h, Hs, Gs, Cs = ctx.saved_tensors
+        T, B, H = Hs.shape
+        dHs = dHs.contiguous()
+        dO = Hs.new_empty(T, B, 2 * H)  # dL/d[z; hh] = dL/du of every step
+        carry = Hs.new_zeros(B, H)
+        dh, t1, t2 = (Hs.new_empty(B, H) for _ in range(3))
+        for t in range(T - 1, -1, -1):
+            h_prev = Hs[t - 1] if t > 0 else h0
+            g, c, o = Gs[t], Cs[t], dO[t]
+            torch.add(dHs[t], carry, out=dh)
+            torch.sub(h_prev, c, out=t1).mul_(dh)
+            _aten.sigmoid_backward.grad_input(t1, g, grad_input=o[:, :H])
+            torch.addcmul(dh, dh, g, value=-1.0, out=t2)
+            if ctx.activation == "tanh":
+                _aten.tanh_backward.grad_input(t2, c, grad_input=o[:, H:])
+            else:
+                o[:, H:].copy_(t2)
+            torch.mul(dh, g, out=carry)
+            carry.addmm_(o, w_h)
+        dw_h = dO[0].t() @ h0
+        if T > 1:
+            dw_h += gram_t(dO[1:].reshape(-1, 2 * H), Hs[:-1].reshape(-1, H))
+        return None, dO, carry, dw_h
+
+
 def dmu_recurrence(
-    u1: Tensor, h0: Tensor, w1h: Tensor, hidden: list[tuple[Tensor, Tensor]], w_out: Tensor,
-    b_out: Tensor, activation: str = "tanh", slope: float = 0.01,
+    u1: Tensor, h0: Tensor, w1h: Tensor, hidden: list[tuple[Tensor, Tensor]], w_out: Tensor | None,
+    b_out: Tensor | None, activation: str = "tanh", slope: float = 0.01,
 ) -> Tensor:
     """Run the DMU over time (see the module docstring) and return all states (T, B, H).
 
@@ -119,7 +176,9 @@ def dmu_recurrence(
         h0: (B, H) initial state.
         w1h: (W1, H) the first layer's weight on h.
         hidden: ``[(W_k, b_k), ...]`` of the further hidden layers (W_k: (W_k, W_{k-1})).
-        w_out, b_out: (2H, W_L), (2H,) the linear output layer (z first, then hh).
+        w_out, b_out: (2H, W_L), (2H,) the linear output layer (z first, then hh); both None
+            when the FNN has no hidden layer: ``u1`` (T, B, 2H) is then the output layer's input
+            terms, ``w1h`` (2H, H) its weight on h, and ``hidden`` must be empty.
         activation: "tanh" or "identity" (f of the candidate).
         slope: the hidden layers' LeakyReLU slope (positive).
     """
@@ -131,11 +190,17 @@ def dmu_recurrence(
     H = h0.shape[1]
     if T == 0:
         raise ValueError("cannot run a recurrence over an empty sequence (T = 0)")
-    if h0.shape != (B, H) or w1h.shape != (W1, H) or w_out.shape[0] != 2 * H:
+    if h0.shape != (B, H) or w1h.shape != (W1, H) or (w_out is not None and w_out.shape[0] != 2 * H):
         raise ValueError(
             f"inconsistent DMU shapes: u1 {tuple(u1.shape)}, h0 {tuple(h0.shape)}, w1h {tuple(w1h.shape)} "
             f"(expected ({W1}, {H})), w_out {tuple(w_out.shape)} (expected ({2 * H}, ...))"
         )
+    if w_out is None or b_out is None:
+        if hidden or w_out is not None or b_out is not None:
+            raise ValueError("a DMU without hidden layers takes hidden=[] and w_out = b_out = None")
+        if W1 != 2 * H:
+            raise ValueError(f"without hidden layers u1 must be (T, B, 2H) = (T, {B}, {2 * H}), got {tuple(u1.shape)}")
+        return _DMULinearRecurrence.apply(activation, u1.contiguous(), h0.contiguous(), w1h)
     flat = [t for pair in hidden for t in pair]
     return _DMURecurrence.apply(activation, float(slope), u1.contiguous(), h0.contiguous(), w1h, w_out, b_out, *flat)
 
