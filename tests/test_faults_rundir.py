@@ -100,6 +100,8 @@ def _finish(out: Path, steps: int, capsys) -> str:
 def _kill_during_training(out: Path, steps: int, rng: random.Random, during_checkpoint: bool = False) -> bool:
     """Start `rnnlab train`, SIGKILL it at a random moment of training (or while checkpoint.pt.tmp
     exists); return whether it was killed before it finished."""
+    if during_checkpoint:  # a temp file left by the previous kill must not count as this write
+        (out / "checkpoint.pt.tmp").unlink(missing_ok=True)
     p = _spawn(_train_argv(out, steps) + (["--resume"] if (out / "checkpoint.pt").exists() else []))
     try:
         start = _rows(out)

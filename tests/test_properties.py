@@ -78,7 +78,7 @@ def _raises(fn):
         return True, e
 
 
-@examples(60)
+@examples(40)
 @given(layer_cases())
 def test_layers_agree_with_torch_nn(c):
     ours_cls, theirs_cls, kw = TORCH_TWINS[c["kind"]]
@@ -194,7 +194,7 @@ def _build(c):
     return layer, x, h0, lengths
 
 
-@examples(40)
+@examples(25)
 @given(cell_cases())
 def test_fast_path_equals_reference_on_random_inputs(c):
     layer, x, h0, lengths = _build(c)
@@ -214,7 +214,7 @@ def test_fast_path_equals_reference_on_random_inputs(c):
             torch.testing.assert_close(a, b, rtol=1e-7, atol=1e-9)
 
 
-@examples(30)
+@examples(20)
 @given(cell_cases())
 def test_lengths_path_equals_each_sequence_alone(c):
     c = dict(c, with_lengths=True)

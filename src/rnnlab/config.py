@@ -41,6 +41,7 @@ class ModelConfig:
     embedding: int = 0
     dropout: float = 0.0
     pool: int = 0
+    dense: int = 0
     cell_options: dict = field(default_factory=dict)
 
 
@@ -73,10 +74,14 @@ class TrainConfig:
     schedule: str = "none"
     plateau_factor: float = 0.5
     plateau_patience: int = 0
+    lr_gamma: float = 1.0
+    lr_step_every: int = 0
     select_metric: str = ""
     target_metric: str = ""
     target_value: float = 0.0
     test: bool = True
+    device: str = "auto"  # auto (CUDA, else MPS, else CPU), cpu, cuda, cuda:N, mps
+    precision: str = "fp32"  # fp32, bf16, fp16 (torch.autocast; see docs/device.md)
 
 
 @dataclass
@@ -102,7 +107,7 @@ class RunConfig:
 
 SECTIONS = {"task": TaskConfig, "model": ModelConfig, "optim": OptimConfig, "train": TrainConfig}
 OPTIMIZERS = ("rmsprop", "adam", "sgd")
-SCHEDULES = ("none", "plateau")
+SCHEDULES = ("none", "plateau", "exponential")
 
 
 def _check_type(where: str, value: Any, hint) -> Any:
@@ -177,11 +182,23 @@ def validate(cfg: RunConfig) -> None:
     )
     if cfg.optim.name not in OPTIMIZERS:
         raise ConfigError(f"unknown optimizer {cfg.optim.name!r}; expected one of {OPTIMIZERS}")
+    from .device import check_spelling
+
+    check_spelling(cfg.train.device, cfg.train.precision)
     if cfg.train.schedule not in SCHEDULES:
         raise ConfigError(f"unknown schedule {cfg.train.schedule!r}; expected one of {SCHEDULES}")
     for key in ("steps", "batch_size", "eval_every", "eval_batch_size", "threads", "log_every"):
         if getattr(cfg.train, key) < 1:
             raise ConfigError(f"train.{key} must be >= 1, got {getattr(cfg.train, key)}")
+    if cfg.train.schedule == "exponential" and not 0.0 < cfg.train.lr_gamma <= 1.0:
+        raise ConfigError(
+            f"train.lr_gamma must be in (0, 1] for schedule = 'exponential' (the lr is multiplied by it "
+            f"every train.lr_step_every steps), got {cfg.train.lr_gamma}"
+        )
+    if cfg.train.lr_step_every < 0:
+        raise ConfigError(f"train.lr_step_every must be >= 0 (0 = every train.eval_every steps), got {cfg.train.lr_step_every}")
+    if cfg.model.dense < 0:
+        raise ConfigError(f"model.dense must be >= 0 (0 = no dense layer before the readout), got {cfg.model.dense}")
     hs = cfg.model.hidden_size
     widths = hs if isinstance(hs, list) else [hs]
     if not widths or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths):

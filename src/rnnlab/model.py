@@ -44,7 +44,7 @@ class SequenceModel(nn.Module):
     def __init__(
         self, cell: str, input_size: int, output_size: int, hidden_size: int | list[int], num_layers: int = 1,
         readout: str = "all", num_tokens: int | None = None, embedding: int = 0,
-        dropout: float = 0.0, cell_options: dict | None = None, pool: int = 0,
+        dropout: float = 0.0, cell_options: dict | None = None, pool: int = 0, dense: int = 0,
     ):
         super().__init__()
         width = hidden_size[-1] if isinstance(hidden_size, (list, tuple)) and hidden_size else hidden_size
@@ -68,13 +68,19 @@ class SequenceModel(nn.Module):
         self.pool = L2Pool(pool) if pool else nn.Identity()
         # the last layer's width (per-layer widths), doubled for cell_options bidirectional=true
         width = self.rnn.num_directions * self.rnn.hidden_size
-        self.readout = nn.Linear(width + (width // pool if pool else 0), output_size)
+        features = width + (width // pool if pool else 0)
+        if dense < 0:
+            raise ValueError(f"dense must be >= 0 (0 = no dense layer), got {dense}")
+        # DMU's NatLang: a dense layer of 100 units between the recurrent block and the softmax;
+        # the paper names no activation, so it is linear (a low-rank factor of the readout)
+        self.dense = nn.Linear(features, dense) if dense else nn.Identity()
+        self.readout = nn.Linear(dense or features, output_size)
 
     def forward(self, x: Tensor, state=None, lengths: Tensor | None = None):
         # With nothing between the recurrent layer and the linear readout (no dropout while
         # training, no pooling), cells that compute in other coordinates (asRNN: g = W_f h)
         # hand their map M over and the readout uses W_o M (Recurrent.forward_mapped).
-        direct = isinstance(self.pool, nn.Identity) and (isinstance(self.drop, nn.Identity) or not self.training)
+        direct = isinstance(self.pool, nn.Identity) and isinstance(self.dense, nn.Identity) and (isinstance(self.drop, nn.Identity) or not self.training)
         if direct:
             out, state, M = self.rnn.forward_mapped(self.encoder(x), state, lengths)
         else:
@@ -87,7 +93,7 @@ class SequenceModel(nn.Module):
         # (tall_linear: the same product as nn.Linear, faster over T * B rows on CPU)
         if M is not None:
             return tall_linear(out, self.readout.weight @ M, self.readout.bias), state
-        return tall_linear(self.pool(self.drop(out)), self.readout.weight, self.readout.bias), state
+        return tall_linear(self.dense(self.pool(self.drop(out))), self.readout.weight, self.readout.bias), state
 
     def param_groups(self) -> dict[str, list[nn.Parameter]]:
         groups = self.rnn.param_groups()
@@ -115,9 +121,13 @@ def build_model(cfg: ModelConfig, task: Task) -> nn.Module:
     if getattr(task, "model_kind", "sequence") == "seq2seq":
         from .seq2seq import Seq2Seq
 
+        if cfg.dense:
+            raise ValueError(f"model.dense={cfg.dense} applies to sequence models only; the "
+                             f"encoder-decoder of task {type(task).__name__} has no dense layer (set it to 0)")
+
         return Seq2Seq.from_config(cfg, task)
     return SequenceModel(
         cfg.cell, task.input_size, task.output_size, cfg.hidden_size, cfg.num_layers,
         readout=task.readout, num_tokens=task.num_tokens, embedding=cfg.embedding,
-        dropout=cfg.dropout, cell_options=cfg.cell_options, pool=cfg.pool,
+        dropout=cfg.dropout, cell_options=cfg.cell_options, pool=cfg.pool, dense=cfg.dense,
     )

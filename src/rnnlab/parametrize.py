@@ -22,6 +22,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils import parametrize as P
 
+from .kernels.amp import float32_region, full_precision
+
 MAPS = ("expm", "cayley")
 INITS = ("identity", "henaff", "cayley", "haar", "random")
 
@@ -106,9 +108,11 @@ class Orthogonal(nn.Module):
         self.register_buffer("rebases", torch.zeros((), dtype=torch.long))
 
     def forward(self, A: Tensor) -> Tensor:
-        X = skew(A)
-        Q = expm_skew(X) if self.map == "expm" else cayley_map(X)
-        return (self.base.to(Q.dtype) @ Q) * self.d.to(Q.dtype)
+        # never in low precision: orthogonality degrades fast (autocast off, float32 at least)
+        with float32_region(A):
+            X = skew(A.to(full_precision(A)))
+            Q = expm_skew(X) if self.map == "expm" else cayley_map(X)
+            return (self.base.to(Q.dtype) @ Q) * self.d.to(Q.dtype)
 
     @torch.no_grad()
     def rebase(self, A: Tensor) -> None:

@@ -197,9 +197,12 @@ def _worker(spec: dict) -> dict:
     import torch
 
     torch.set_num_threads(spec["threads"])
+    from . import device as dev
     from . import parametrize as par
     from .model import SequenceModel
 
+    device = dev.resolve_device(spec.get("device", "cpu"))
+    gpu = device.type == "cuda"
     cfg = BenchConfig(**spec["config"])
     T, B, I, O = cfg.T, cfg.batch, cfg.input_size, cfg.output_size
     g = torch.Generator().manual_seed(0)
@@ -208,6 +211,7 @@ def _worker(spec: dict) -> dict:
     else:
         x = torch.rand(T, B, I, generator=g)
     y = torch.randint(0, O, (T, B) if cfg.readout == "all" else (B,), generator=g)
+    x, y = x.to(device), y.to(device)
 
     x_bf, y_bf = x.transpose(0, 1), (y.t() if cfg.readout == "all" else y)
 
@@ -216,7 +220,7 @@ def _worker(spec: dict) -> dict:
         if key == "nn.LSTM":
             layer = torch.nn.LSTM(I, hidden)
             readout = torch.nn.Linear(hidden, O)
-            model = torch.nn.ModuleDict({"rnn": layer, "readout": readout})
+            model = torch.nn.ModuleDict({"rnn": layer, "readout": readout}).to(device)  # cuDNN on CUDA
 
             def forward():
                 out = layer(x)[0]
@@ -225,7 +229,7 @@ def _worker(spec: dict) -> dict:
                 return readout(out), y
         else:
             # the library's model (readout folding included), fed batch-first views
-            model = SequenceModel(key, I, O, hidden, readout=cfg.readout, cell_options=options)
+            model = SequenceModel(key, I, O, hidden, readout=cfg.readout, cell_options=options).to(device)
 
             def forward():
                 return model(x_bf)[0], y_bf
@@ -247,8 +251,10 @@ def _worker(spec: dict) -> dict:
         return model, train_step, infer
 
     def timed(fn):
+        dev.synchronize(device)  # on a GPU, time the queued work, not its launch
         f0, c0, w0 = _minflt(), time.process_time(), time.perf_counter()
         fn()
+        dev.synchronize(device)
         return time.perf_counter() - w0, time.process_time() - c0, _minflt() - f0
 
     key, options, hidden = spec["key"], spec["options"], spec["hidden"]
@@ -258,8 +264,13 @@ def _worker(spec: dict) -> dict:
     res["depth"] = max((int(getattr(m, "depth", 1)) for m in model.modules() if hasattr(m, "backend")), default=1)
     variants = {"fast": fast_step}
     rss0 = _rss_mb()
+    if gpu:
+        torch.cuda.reset_peak_memory_stats(device)
+        gpu0 = torch.cuda.memory_allocated(device)
     warm = [timed(fast_step) for _ in range(spec["warmup"])]  # the fast path runs first:
     res["peak_mb"] = _maxrss_mb() - rss0  # this peak is its own
+    if gpu:  # the rise of allocated GPU memory over the model, data and optimizer's resting state
+        res["peak_gpu_mb"] = (torch.cuda.max_memory_allocated(device) - gpu0) / 2**20
     res["first_iteration_s"] = warm[0][0] if warm else None
     if spec["reference"] and key != "nn.LSTM":
         cells = [m for m in model.modules() if hasattr(m, "backend")]
@@ -298,12 +309,14 @@ def _worker(spec: dict) -> dict:
     fast_infer()
     inf = [timed(fast_infer) for _ in range(max(1, spec["repeats"]))]
     res["infer"] = {"wall": statistics.median(v[0] for v in inf), "cpu": statistics.median(v[1] for v in inf)}
-    res["floor"] = _floor(torch, cfg, spec["gates"], hidden) if spec["gates"] else None
-    if spec["baseline_hidden"] and key != "nn.LSTM":
+    # the matrix-product floor is measured with CPU products: CPU rows only
+    res["floor"] = _floor(torch, cfg, spec["gates"], hidden) if spec["gates"] and device.type == "cpu" else None
+    if spec["baseline_hidden"] and key != "nn.LSTM" and device.type == "cpu":
         res["baseline_floor"] = _floor(torch, cfg, 4, spec["baseline_hidden"])
     res["torch"] = torch.__version__
     res["threads"] = torch.get_num_threads()
     res["malloc"] = runtime.malloc_conditions()
+    res["device"] = str(device)
     return res
 
 
@@ -421,15 +434,20 @@ def plan(configs=("copy", "mnist", "ptb", "long"), cells=None, quick=False) -> l
 
 
 def run(configs=("copy", "mnist", "ptb", "long"), cells=None, quick=False, threads=1, malloc="tuned",
-        timeout=1800.0, log=print) -> dict:
-    """Run the benchmark; returns ``{"conditions": ..., "rows": [...]}``."""
+        timeout=1800.0, log=print, device: str = "cpu") -> dict:
+    """Run the benchmark; returns ``{"conditions": ..., "rows": [...]}``. ``device`` ("cpu",
+    "cuda", "cuda:N", "mps") runs every row there; ``nn.LSTM`` is then cuDNN's LSTM, times are
+    synchronized wall times and ``peak_gpu_mb`` the rise of allocated GPU memory."""
+    from . import device as dev
+
+    resolved = dev.resolve_device(device, "--device")  # a missing GPU fails here, before any row runs
     if malloc not in ("tuned", "default"):
         raise ValueError(f"malloc must be 'tuned' or 'default', got {malloc!r}")
     if int(threads) < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
     rows = []
     for spec in plan(configs, cells, quick):
-        spec.update(threads=int(threads), malloc=malloc)
+        spec.update(threads=int(threads), malloc=malloc, device=str(resolved))
         t0 = time.time()
         res = _spawn(spec, timeout)
         row = {k: spec[k] for k in ("label", "hidden", "params", "target_params", "baseline_hidden")}
@@ -445,7 +463,7 @@ def run(configs=("copy", "mnist", "ptb", "long"), cells=None, quick=False, threa
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
         "torch": torch.__version__, "python": platform.python_version(),
         "threads": int(threads), "malloc": malloc, "quick": quick,
-        "loadavg_end": os.getloadavg(),
+        "loadavg_end": os.getloadavg(), **dev.conditions(resolved),
     }
     return {"conditions": conditions, "rows": rows}
 
@@ -458,18 +476,29 @@ def _row_line(row: dict) -> str:
     if "error" in row:
         return f"{row['config']:6s} {row['label']:12s} n={row['hidden']:<5d} ERROR {row['error']}"
     f = row["fast"]
+    k = _time_key(row)
     extra = ""
     if row.get("reference"):
-        extra += f" ref {row['reference']['cpu']:.3f}"
+        extra += f" ref {row['reference'][k]:.3f}"
     if row.get("baseline"):
-        extra += f" lstm {row['baseline']['cpu']:.3f}"
+        extra += f" lstm {row['baseline'][k]:.3f}"
     fl = row.get("floor")
+    gpu = f" gpu peak {row['peak_gpu_mb']:.0f} MB" if "peak_gpu_mb" in row else ""
     return (f"{row['config']:6s} {row['label']:12s} n={row['hidden']:<5d} cpu {f['cpu']:.3f} wall {f['wall']:.3f}"
-            f"{extra} floor {_fmt(fl and fl['s'], '{:.3f}')} peak {row['peak_mb']:.0f} MB faults {f['faults']:.0f}")
+            f"{extra} floor {_fmt(fl and fl['s'], '{:.3f}')} peak {row['peak_mb']:.0f} MB{gpu} faults {f['faults']:.0f}")
+
+
+def _time_key(row: dict) -> str:
+    """CPU rows compare process CPU time; GPU rows synchronized wall time (the CPU only
+    queues the work)."""
+    return "cpu" if row.get("device", "cpu") == "cpu" else "wall"
 
 
 def format_table(result: dict) -> str:
-    """Markdown table of a :func:`run` result (CPU-time medians; see the module docstring)."""
+    """Markdown table of a :func:`run` result (CPU-time medians; see the module docstring);
+    GPU results get :func:`format_gpu_table`."""
+    if any(row.get("device", "cpu") != "cpu" for row in result["rows"] if "error" not in row):
+        return format_gpu_table(result)
     head = ("| config | cell | n | params | train s/it CPU (wall) | vs nn.LSTM CPU (wall) | vs reference loop "
             "| matmul floor s | vs floor | inference seq/s | peak MB | minor faults/it |")
     lines = [head, "|" + "|".join(["---"] * 12) + "|"]
@@ -496,6 +525,27 @@ def format_table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def format_gpu_table(result: dict) -> str:
+    """Markdown table of a GPU :func:`run`: synchronized wall-time medians, ratios to cuDNN's
+    LSTM (``nn.LSTM`` on CUDA) of matched parameter count, peak allocated GPU memory."""
+    head = ("| config | cell | n | params | train s/it (wall) | vs cuDNN LSTM | vs reference loop "
+            "| inference seq/s | peak GPU MB |")
+    lines = [head, "|" + "|".join(["---"] * 9) + "|"]
+    for row in result["rows"]:
+        if "error" in row:
+            lines.append(f"| {row['config']} | {row['label']} | {row['hidden']} | {row['params']} | error: {row['error'][:80]} |" + " |" * 4)
+            continue
+        f, b, r = row["fast"], row.get("baseline"), row.get("reference")
+        vs_l = "1 (baseline)" if row["label"] == BASELINE else (f"{f['wall'] / b['wall']:.2f}" if b else "-")
+        vs_r = f"{f['wall'] / r['wall']:.2f}" if r else "-"
+        B = CONFIGS[row["config"]].batch
+        lines.append(
+            f"| {row['config']} | {row['label']} | {row['hidden']} | {row['params']:,} | {f['wall']:.4f} | {vs_l} "
+            f"| {vs_r} | {B / row['infer']['wall']:.0f} | {_fmt(row.get('peak_gpu_mb'), '{:.0f}')} |"
+        )
+    return "\n".join(lines)
+
+
 # --- command line (argparse wiring for benchmarks/speed.py and ``rnnlab bench speed``) ---
 
 
@@ -508,16 +558,20 @@ def add_arguments(parser) -> None:
     parser.add_argument("--malloc", choices=("tuned", "default"), default="tuned",
                         help="tuned: glibc told not to mmap or trim (rnnlab.runtime.tune_malloc); default: glibc as is")
     parser.add_argument("--json", default=None, help="also write the raw results here")
+    parser.add_argument("--device", default="cpu",
+                        help="cpu (default), cuda, cuda:N or mps: every row runs there; nn.LSTM is then cuDNN's LSTM")
 
 
 def main_from_args(a) -> int:
     """Run with parsed arguments: progress lines to stderr, the markdown table to stdout."""
-    result = run(a.configs, a.cells, a.quick, a.threads, a.malloc, log=lambda s: print(s, file=sys.stderr, flush=True))
+    result = run(a.configs, a.cells, a.quick, a.threads, a.malloc, log=lambda s: print(s, file=sys.stderr, flush=True),
+                 device=getattr(a, "device", "cpu"))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(result, f, indent=1)
     c = result["conditions"]
-    print(f"\n{c['date']}; {c['machine']}; torch {c['torch']}; threads {c['threads']}; malloc {c['malloc']}; "
+    gpu = f"; {c['device']} ({c['device_name']}, CUDA {c.get('cuda')}, cuDNN {c.get('cudnn')})" if c.get("device", "cpu") != "cpu" else ""
+    print(f"\n{c['date']}; {c['machine']}{gpu}; torch {c['torch']}; threads {c['threads']}; malloc {c['malloc']}; "
           f"load average at the end {c['loadavg_end'][0]:.2f}\n")
     print(format_table(result))
     return 0

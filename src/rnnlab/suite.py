@@ -20,7 +20,8 @@ changed keys and the configuration key when the run differs from its preset + th
 ``set`` (``rundir.run_dir``). A run whose ``result.json`` exists *and* whose saved configuration
 matches is skipped; one with only a checkpoint is resumed, so an interrupted suite continues
 where it stopped. Every run holds its directory's lock while it trains: a second driver (or a
-stray worker) cannot train the same run at the same time; such a run is reported busy. Each
+stray worker) cannot train the same run at the same time; such a run is reported busy. Runs
+execute in a local process pool, or as Ray tasks with ``backend="ray"`` (``rnnlab.backends``). Each
 worker process uses one torch thread and dies with the driver. A run that fails (diverges,
 missing data, busy) is reported, the others go on, and the suite exits non-zero at the end.
 """
@@ -164,25 +165,9 @@ def _jobs(suite: Suite, runs_dir: Path, extra: list[str]):
 
 
 def _run_one(preset: str, overrides: list[str], run_dir: str, data_dir: str | None) -> tuple[str, str]:
-    from . import config, rundir
-    from .train import train
+    from .backends import Job, run_one
 
-    run_dir = Path(run_dir)
-    try:
-        cfg = config.load(preset, overrides)
-        with rundir.claim(run_dir):  # the run's lock, held from the check to the end of training
-            if (run_dir / "result.json").exists():
-                if rundir.resolved_saved_key(run_dir) == rundir.config_key(cfg):
-                    return "done", ""
-                return "failed", (f"{run_dir} holds a finished run of another configuration "
-                                  f"(config.json); move it away or use another --runs-dir")
-            resume = (run_dir / "checkpoint.pt").exists()
-            train(cfg, run_dir, resume=resume, progress=False, data_dir=data_dir)
-            return ("resumed" if resume else "trained"), ""
-    except rundir.RunLocked as e:
-        return "busy", str(e)
-    except Exception as e:  # reported per run; the suite goes on
-        return "failed", f"{type(e).__name__}: {e}"
+    return run_one(Job(preset, overrides, run_dir, data_dir))
 
 
 def _worker_init(driver_pid: int) -> None:
@@ -222,18 +207,29 @@ def _worker_init(driver_pid: int) -> None:
 
 def run_suite(
     suite: Suite, runs_dir: str | Path = "runs", jobs: int = 1, overrides: list[str] | None = None,
-    data_dir: str | None = None, log=print, statuses: dict | None = None,
+    data_dir: str | None = None, log=print, statuses: dict | None = None, backend: str = "local",
+    address: str | None = None,
 ) -> Path:
     """Run (or continue) every run of ``suite``; returns the suite's run directory. ``statuses``
-    (a dict) receives {run directory: "done" | "trained" | "resumed" | "failed" | "busy"}."""
+    (a dict) receives {run directory: "done" | "trained" | "resumed" | "failed" | "busy"}.
+    ``backend="ray"`` runs each as a Ray task (``rnnlab.backends.ray``) on the cluster at
+    ``address`` (default: a local Ray instance) instead of the local pool of ``jobs`` processes."""
     runs_dir = Path(runs_dir)
     todo = list(_jobs(suite, runs_dir, overrides or []))
     npoints = len(grid_points(suite.grid))
     grid = f" x {npoints} grid points" if suite.grid else ""
+    where = f"{jobs} parallel job(s), one thread each" if backend == "local" else \
+        "Ray " + (f"cluster at {address}" if address else "(local instance)")
     log(f"suite {suite.name}: {len(todo)} runs ({len(suite.presets)} presets{grid} x {len(suite.seeds)} seeds), "
-        f"{jobs} parallel job(s), one thread each")
+        f"{where}")
     statuses = {} if statuses is None else statuses
-    if jobs <= 1:
+    if backend != "local":
+        from .backends import job_for, run_jobs
+
+        for job, status, _ in run_jobs([job_for(p, ov, rd, data_dir) for p, ov, rd in todo], backend,
+                                       address=address, log=log):
+            statuses[Path(job.run_dir)] = status
+    elif jobs <= 1:
         for preset, ov, rd in todo:
             status, err = _run_one(preset, ov, str(rd), data_dir)
             statuses[rd] = status
@@ -251,13 +247,14 @@ def run_suite(
     return runs_dir / suite.name
 
 
-def main_suite(name: str, runs_dir: str, jobs: int, overrides: list[str], data_dir: str | None) -> int:
+def main_suite(name: str, runs_dir: str, jobs: int, overrides: list[str], data_dir: str | None,
+               backend: str = "local", address: str | None = None) -> int:
     from .results import table
 
     suite = load_suite(name)
     statuses: dict[Path, str] = {}
     out = run_suite(suite, runs_dir, jobs, overrides, data_dir, log=lambda m: print(m, file=sys.stderr),
-                    statuses=statuses)
+                    statuses=statuses, backend=backend, address=address)
     finished = [rd for rd in statuses if (rd / "result.json").exists()]  # this suite's runs only
     md = table(finished, suite.metrics or None) if finished else f"(no finished runs in {out})"
     out.mkdir(parents=True, exist_ok=True)

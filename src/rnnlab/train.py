@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from . import device as dev
 from . import parametrize as par
 from .config import ConfigError, OptimConfig, RunConfig, TaskConfig, load_json
 from .model import build_model
@@ -93,6 +94,12 @@ def build_optimizer(cfg: OptimConfig, model: nn.Module) -> tuple[torch.optim.Opt
     return opt, summary
 
 
+def _to(state, device):
+    if state is None:
+        return None
+    return state.to(device) if isinstance(state, torch.Tensor) else tuple(s.to(device) for s in state)
+
+
 def _detach(state):
     if state is None:
         return None
@@ -109,19 +116,44 @@ def model_forward(model: nn.Module, batch: Batch, state=None):
     return model(batch.x, state, batch.lengths)
 
 
+def to_device(batch: Batch, device: torch.device) -> Batch:
+    """``batch`` on ``device`` (lengths stay on the CPU, where the layers read them); from
+    pinned memory without blocking on CUDA."""
+    if device.type == "cpu":
+        return batch
+    if device.type == "cuda":
+        pin = lambda t: t.pin_memory() if isinstance(t, torch.Tensor) and t.device.type == "cpu" else t  # noqa: E731
+        batch = Batch(pin(batch.x), pin(batch.y), batch.lengths, pin(batch.mask), batch.carry_state,
+                      {k: pin(v) for k, v in batch.extra.items()})
+        mv = lambda t: t.to(device, non_blocking=True) if isinstance(t, torch.Tensor) else t  # noqa: E731
+        return Batch(mv(batch.x), mv(batch.y), batch.lengths, mv(batch.mask), batch.carry_state,
+                     {k: mv(v) for k, v in batch.extra.items()})
+    return batch.to(device)
+
+
+def _model_device(model: nn.Module) -> torch.device:
+    p = next(iter(model.parameters()), None)
+    return p.device if p is not None else torch.device("cpu")
+
+
 @torch.no_grad()
-def evaluate(model: nn.Module, task: Task, split: str, batch_size: int = 256, max_batches: int = 0) -> dict:
+def evaluate(model: nn.Module, task: Task, split: str, batch_size: int = 256, max_batches: int = 0,
+             precision: str = "fp32") -> dict:
     """Metrics of ``model`` over the whole ``split`` (or its first ``max_batches`` batches),
-    keyed ``"<split>/<metric>"``."""
+    keyed ``"<split>/<metric>"``; batches go to the model's device, the forward pass runs
+    under ``precision``'s autocast."""
     was_training = model.training
     model.eval()
+    device = _model_device(model)
     sums: dict[str, list[float]] = {}
     carry = None
     try:
         for i, batch in enumerate(task.eval_batches(split, batch_size)):
             if max_batches and i >= max_batches:
                 break
-            out, carry = model_forward(model, batch, carry if batch.carry_state else None)
+            batch = to_device(batch, device)
+            with dev.autocast(device, precision):
+                out, carry = model_forward(model, batch, carry if batch.carry_state else None)
             for k, (s, n) in task.metric_sums(out, batch).items():
                 acc = sums.setdefault(k, [0.0, 0.0])
                 acc[0] += s
@@ -145,10 +177,11 @@ def versions() -> dict:
     }
 
 
-def runtime_conditions(threads: int) -> dict:
+def runtime_conditions(threads: int, device: torch.device | None = None, precision: str = "fp32") -> dict:
     from .runtime import malloc_conditions
 
-    return {"threads": threads, "malloc": malloc_conditions()}
+    return {"threads": threads, "malloc": malloc_conditions(),
+            **dev.conditions(device or torch.device("cpu"), precision)}
 
 
 @dataclass
@@ -170,13 +203,18 @@ def _reached(value: float, target: float, higher: bool) -> bool:
     return value >= target if higher else value <= target
 
 
+#: keys a resumed run may change: the length of the run, and where and in which precision it
+#: computes (they do not change the experiment)
+RESUME_MAY_CHANGE = (("train", "steps"), ("train", "device"), ("train", "precision"))
+
+
 def _same_except_steps(a: dict, b: dict) -> list[str]:
     diffs = []
     for section in sorted(set(a) | set(b)):
         va, vb = a.get(section), b.get(section)
         if isinstance(va, dict) and isinstance(vb, dict):
             for k in sorted(set(va) | set(vb)):
-                if (section, k) != ("train", "steps") and va.get(k) != vb.get(k):
+                if (section, k) not in RESUME_MAY_CHANGE and va.get(k) != vb.get(k):
                     diffs.append(f"{section}.{k}: {va.get(k)!r} -> {vb.get(k)!r}")
         elif va != vb:
             diffs.append(f"{section}: {va!r} -> {vb!r}")
@@ -185,9 +223,14 @@ def _same_except_steps(a: dict, b: dict) -> list[str]:
 
 def train(
     cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: bool | None = None,
-    data_dir: str | None = None, task: Task | None = None,
+    data_dir: str | None = None, task: Task | None = None, on_eval=None,
 ) -> dict:
     """Train ``cfg`` into ``run_dir``; return the result dict (also written to result.json).
+
+    ``on_eval(step, metrics) -> bool``, if given, is called after every evaluation with the
+    validation metrics (before that step's checkpoint, which then records the stop); a true
+    return value stops training there with ``result["stopped"] == "on_eval"`` (a sweep's pruner
+    uses it). Evaluations from before a resumed run's checkpoint are not replayed.
 
     ``progress=None`` shows a progress bar only on a terminal. Raises ``TrainingDiverged`` on a
     NaN/inf loss (the last good checkpoint stays) and ``RunExists`` when ``run_dir`` already has
@@ -196,16 +239,19 @@ def train(
     from .rundir import claim
 
     run_dir = Path(run_dir)
+    dev.resolve(cfg.train.device, cfg.train.precision)  # a device this machine lacks: before anything is written
     with claim(run_dir):  # one writer per run directory; a failed start leaves no stub behind
-        return _train(cfg, run_dir, resume, progress, data_dir, task)
+        return _train(cfg, run_dir, resume, progress, data_dir, task, on_eval)
 
 
 def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, data_dir: str | None,
-           task: Task | None) -> dict:
+           task: Task | None, on_eval=None) -> dict:
     from .rundir import read_jsonl
 
     ckpt_path, best_path = run_dir / "checkpoint.pt", run_dir / "best.pt"
     metrics_path, config_path = run_dir / "metrics.jsonl", run_dir / "config.json"
+    device = dev.resolve_device(cfg.train.device)  # checked in train()
+    precision = cfg.train.precision
     if resume:
         if not ckpt_path.exists():
             raise FileNotFoundError(
@@ -218,7 +264,8 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
         diffs = _same_except_steps(saved, cfg.to_dict())
         if diffs:
             raise ConfigError(
-                "cannot resume with a different configuration (only train.steps may change): "
+                "cannot resume with a different configuration (only train.steps, train.device and "
+                "train.precision may change): "
                 + "; ".join(diffs)
             )
     elif ckpt_path.exists():
@@ -231,8 +278,9 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
     torch.set_num_threads(tc.threads)
     task = task or build_task(cfg.task, data_dir)
     torch.manual_seed(tc.seed)
-    model = build_model(cfg.model, task)
+    model = build_model(cfg.model, task).to(device)
     opt, groups = build_optimizer(cfg.optim, model)
+    scaler = dev.grad_scaler(device, precision)
     higher_select = task.higher_is_better if not tc.select_metric else higher_is_better(tc.select_metric)
     select = tc.select_metric or f"val/{task.primary_metric}"
     sched = None
@@ -241,19 +289,28 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
             opt, mode="max" if higher_select else "min", factor=tc.plateau_factor,
             patience=tc.plateau_patience,
         )
+    elif tc.schedule == "exponential":  # lr <- lr * lr_gamma every lr_step_every steps (an "epoch")
+        sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=tc.lr_gamma)
+    lr_every = tc.lr_step_every or tc.eval_every
     params = [p for g in opt.param_groups for p in g["params"]]
 
     prog = _Progress()
     carry = None
     if resume:
-        ck = torch.load(ckpt_path, weights_only=False)
+        # written on any device: tensors come back on this run's device (a GPU run resumes on
+        # the CPU and the other way round)
+        ck = torch.load(ckpt_path, weights_only=False, map_location=device)
         model.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["optimizer"])
+        opt.load_state_dict(ck["optimizer"])  # moves the optimizer state to the parameters' device
         if sched is not None and ck.get("scheduler") is not None:
             sched.load_state_dict(ck["scheduler"])
-        torch.set_rng_state(ck["rng"])
+        if scaler is not None and ck.get("scaler"):
+            scaler.load_state_dict(ck["scaler"])
+        torch.set_rng_state(ck["rng"].cpu())
+        if device.type == "cuda" and ck.get("cuda_rng") is not None:
+            torch.cuda.set_rng_state(ck["cuda_rng"].cpu(), device)
         prog = _Progress(**ck["progress"])
-        carry = ck.get("carry")
+        carry = _to(ck.get("carry"), device)
         if prog.step > tc.steps:
             raise ConfigError(
                 f"cannot resume {run_dir} with train.steps={tc.steps}: it has already trained "
@@ -300,18 +357,21 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
             "model": model.state_dict(), "optimizer": opt.state_dict(),
             "scheduler": sched.state_dict() if sched is not None else None,
             "rng": torch.get_rng_state(), "progress": vars(prog).copy(), "carry": carry,
-            "config": cfg.to_dict(),
+            "config": cfg.to_dict(), "device": str(device),
+            "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+            "scaler": scaler.state_dict() if scaler is not None else None,
         }, ckpt_path)
 
     try:
         model.train()
         while prog.step < tc.steps and not stopped:
-            batch = next(stream)
+            batch = to_device(next(stream), device)
             state = carry if (batch.carry_state and carry is not None) else None
-            out, new_state = model_forward(model, batch, state)
-            loss = task.loss(out, batch)
-            reg = model.regularization() if hasattr(model, "regularization") else None
-            total = loss if reg is None else loss + reg
+            with dev.autocast(device, precision):
+                out, new_state = model_forward(model, batch, state)
+                loss = task.loss(out, batch)
+                reg = model.regularization() if hasattr(model, "regularization") else None
+                total = loss if reg is None else loss + reg
             step = prog.step + 1
             if not torch.isfinite(total):
                 log.write(json.dumps({"step": step, "train/loss": loss.item()}) + "\n")
@@ -323,12 +383,21 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
                     f"Lower optim.lr, set optim.clip (e.g. --set optim.clip=1.0) or check the data."
                 )
             opt.zero_grad(set_to_none=True)
-            total.backward()
-            gnorm = nn.utils.clip_grad_norm_(params, cfg.optim.clip) if cfg.optim.clip > 0 else None
-            opt.step()
+            if scaler is None:
+                total.backward()
+                gnorm = nn.utils.clip_grad_norm_(params, cfg.optim.clip) if cfg.optim.clip > 0 else None
+                opt.step()
+            else:  # fp16: scaled loss; gradients unscaled before clipping; overflowing steps skipped
+                scaler.scale(total).backward()
+                scaler.unscale_(opt)
+                gnorm = nn.utils.clip_grad_norm_(params, cfg.optim.clip) if cfg.optim.clip > 0 else None
+                scaler.step(opt)
+                scaler.update()
             par.after_optimizer_step(model)
             carry = _detach(new_state)
             prog.step = step
+            if tc.schedule == "exponential" and step % lr_every == 0:
+                sched.step()
             bar.update(1)
             if step % tc.log_every == 0 or step == tc.steps:
                 row = {"step": step, "time": round(time.perf_counter() - t_start, 3), "train/loss": loss.item()}
@@ -340,25 +409,27 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
                 log.write(json.dumps(row) + "\n")
                 bar.set_postfix(loss=f"{loss.item():.4g}")
             if step % tc.eval_every == 0 or step == tc.steps:
-                last_eval = evaluate(model, task, "val", tc.eval_batch_size, tc.eval_max_batches)
+                last_eval = evaluate(model, task, "val", tc.eval_batch_size, tc.eval_max_batches, precision)
                 value = last_eval.get(select, float("nan"))
                 if _improved(value, prog.best_value, higher_select):
                     prog.best_value, prog.best_step = value, step
                     atomic_save(model.state_dict(), best_path)
-                if sched is not None:
+                if tc.schedule == "plateau":
                     sched.step(value)
                 if tc.target_metric and tc.target_metric in last_eval:
                     if _reached(last_eval[tc.target_metric], tc.target_value, higher_is_better(tc.target_metric)):
                         stopped = prog.stopped = "target"
                 log.write(json.dumps({"step": step, "time": round(time.perf_counter() - t_start, 3), **last_eval}) + "\n")
                 log.flush()
+                if on_eval is not None and on_eval(step, dict(last_eval)) and not stopped and step < tc.steps:
+                    stopped = prog.stopped = "on_eval"
                 checkpoint()
     finally:
         bar.close()
         log.close()
 
     if not last_eval:  # resumed a run that had already finished
-        last_eval = evaluate(model, task, "val", tc.eval_batch_size, tc.eval_max_batches)
+        last_eval = evaluate(model, task, "val", tc.eval_batch_size, tc.eval_max_batches, precision)
     result = {
         "name": cfg.name, "task": cfg.task.name, "cell": cfg.model.cell, "seed": tc.seed,
         "data_seed": cfg.data_seed, "steps": prog.step, "stopped": stopped or "completed",
@@ -367,20 +438,23 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
         "params": model.parameter_counts() if hasattr(model, "parameter_counts")
         else {"elements": sum(p.numel() for p in model.parameters())},
         "param_groups": groups, "wall_time_s": round(time.perf_counter() - t_start, 2),
-        "conditions": runtime_conditions(tc.threads), "versions": versions(),
+        "conditions": runtime_conditions(tc.threads, device, precision), "versions": versions(),
     }
     result["time_per_step_s"] = round(result["wall_time_s"] / max(prog.step, 1), 4)
     if tc.test:
         if best_path.exists():
-            model.load_state_dict(torch.load(best_path, weights_only=False))
-        result["test"] = evaluate(model, task, "test", tc.eval_batch_size, tc.eval_max_batches)
+            model.load_state_dict(torch.load(best_path, weights_only=False, map_location=device))
+        result["test"] = evaluate(model, task, "test", tc.eval_batch_size, tc.eval_max_batches, precision)
     atomic_write_text(run_dir / "result.json", json.dumps(result, indent=2) + "\n")
     return result
 
 
-def load_run(path: str | Path, which: str = "best", data_dir: str | None = None):
+def load_run(path: str | Path, which: str = "best", data_dir: str | None = None, device: str = "cpu"):
     """Load a run directory (or a checkpoint file inside one): returns ``(cfg, task, model)``
-    with the ``best`` (best.pt) or ``last`` (checkpoint.pt) weights, in eval mode."""
+    with the ``best`` (best.pt) or ``last`` (checkpoint.pt) weights, in eval mode, on ``device``
+    (``"cpu"`` by default, whatever device wrote the weights; ``"auto"``, ``"cuda"``, ...
+    as ``train.device``)."""
+    device = dev.resolve_device(device)
     path = Path(path)
     run_dir = path if path.is_dir() else path.parent
     config_path = run_dir / "config.json"
@@ -397,7 +471,7 @@ def load_run(path: str | Path, which: str = "best", data_dir: str | None = None)
             ck_file = run_dir / "checkpoint.pt"
     if not ck_file.exists():
         raise FileNotFoundError(f"no weights in {run_dir}: neither best.pt nor checkpoint.pt exists")
-    state = torch.load(ck_file, weights_only=False)
-    model.load_state_dict(state["model"] if "model" in state else state)
+    state = torch.load(ck_file, weights_only=False, map_location=device)
+    model.to(device).load_state_dict(state["model"] if "model" in state else state)
     model.eval()
     return cfg, task, model

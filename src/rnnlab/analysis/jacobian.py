@@ -277,12 +277,14 @@ def first_layer_input(model, x: Tensor) -> tuple[Cell, Tensor]:
 
 def analyze_model(model, x: Tensor, max_lag: int | None = None, method: str = "auto", C_x: float | None = None) -> dict:
     """Step Jacobians along one sequence, the spectrum of their products against the lag and,
-    for asRNN, the Theorem 2.1 quantities. Runs on a float64 copy of the first layer."""
+    for asRNN, the Theorem 2.1 quantities. Runs on a float64 CPU copy of the first layer
+    (the model itself may live on any device)."""
     import copy
 
-    cell, feats = first_layer_input(model, x)
-    cell = copy.deepcopy(cell).to(F64).eval()
-    feats = feats.to(F64)
+    p = next(iter(model.parameters()), None)
+    cell, feats = first_layer_input(model, x.to(p.device) if p is not None else x)
+    cell = copy.deepcopy(cell).to("cpu", F64).eval()
+    feats = feats.detach().to("cpu", F64)
     states, J = step_jacobians(cell, feats, method=method)
     spec = lag_spectrum(J, 0, max_lag)
     out = {"cell": type(cell).__name__.removeprefix("Parametrized"), "T": int(feats.shape[0]), "spectrum": spec}
@@ -350,17 +352,19 @@ def summarize(res: dict, lags=(1, 10, 100, 1000)) -> dict:
 
 
 def analyze_run(path, split: str = "val", index: int = 0, max_lag: int | None = None, which: str = "best",
-                data_dir: str | None = None, init_cells: tuple[str, ...] = (), init_seed: int = 0) -> dict:
+                data_dir: str | None = None, init_cells: tuple[str, ...] = (), init_seed: int = 0,
+                device: str = "cpu") -> dict:
     """Analyse a trained run (a run directory or a checkpoint file inside one) on sequence
     ``index`` of its task's ``split``; ``init_cells`` adds untrained models of other cells
     (same task and hidden size, initialised with ``init_seed``) for comparison.
-    Returns ``{label: analyze_model result}``."""
+    ``device``: where the trained model is loaded (:func:`rnnlab.train.load_run`); the float64
+    Jacobian products run on the CPU. Returns ``{label: analyze_model result}``."""
     import dataclasses
 
     from ..model import build_model
     from ..train import load_run
 
-    cfg, task, model = load_run(path, which=which, data_dir=data_dir)
+    cfg, task, model = load_run(path, which=which, data_dir=data_dir, device=device)
     batch = next(iter(task.eval_batches(split, index + 1)))
     if index >= batch.size:
         raise ValueError(f"index {index} is past the first evaluation batch of {split!r} ({batch.size} sequences)")

@@ -215,7 +215,8 @@ def plot_schur_view(view: SchurView, path=None, title: str | None = None):
     plt.close(fig)
 
 
-def analyze_run(path, out_dir=None, which: str = "best", data_dir: str | None = None) -> list[dict]:
+def analyze_run(path, out_dir=None, which: str = "best", data_dir: str | None = None,
+                device: str = "cpu") -> list[dict]:
     """Schur views of a trained run (a run directory or a checkpoint file inside one): one
     PNG per recurrent matrix plus ``schur.json`` with the summaries, in ``out_dir`` (default
     ``<run>/schur``). Returns the summaries."""
@@ -224,7 +225,7 @@ def analyze_run(path, out_dir=None, which: str = "best", data_dir: str | None = 
     from ..train import load_run
 
     path = Path(path)
-    cfg, _task, model = load_run(path, which, data_dir)
+    cfg, _task, model = load_run(path, which, data_dir, device=device)
     views = cell_schur_views(model)
     if not views:
         raise ValueError(

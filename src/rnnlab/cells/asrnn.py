@@ -39,6 +39,7 @@ from torch import Tensor, nn
 from torch.nn.utils import parametrize as P
 
 from .. import parametrize as par
+from ..kernels.amp import float32_region, full_precision, recurrence_dtype
 from ..kernels.linear import blocked_mm, column_sum, gram_t, tall_linear
 from .base import Cell, unroll
 from .classic import run_native
@@ -120,7 +121,11 @@ class ASRNNCell(Cell):
     map, init, K, M: map ("expm" | "cayley"), initialiser ("henaff", "cayley", "haar",
         "identity", "random") and dynamic trivialization of ``W_hh``.
     a, b, eps: ``s ~ U(a, b)``, ``D_f = diag(|s| + eps)``. ``eps = 0`` is allowed (the paper's
-        PTB setting) but then ``s_i -> 0`` makes ``W_f`` singular.
+        PTB setting, Table 5) when the init range excludes 0 (``a > 0`` or ``b < 0``): then
+        ``D_f = diag(|s|)`` exactly. At ``s_i = 0`` with ``eps = 0``, ``W_f`` is singular and
+        ``W_f^{-1} tanh(W_f z)`` is 0/0 (and ``d|s|/ds = 0`` there, so ``s_i`` would stay stuck):
+        the constructor refuses an init range containing 0, and a forward pass that meets a
+        zero entry of ``D_f`` raises ``FloatingPointError`` instead of returning NaN.
     uf_map: map of ``U_f`` ("expm" | "cayley"); it shares ``K``/``M`` with ``W_hh``.
     uf_group: optimizer group of ``U_f``'s skew parameter and of ``s``. ``"orthogonal"``
         follows the paper (A.4.1: ``U_f`` parametrized like ``W_hh``); ``"default"`` follows
@@ -145,6 +150,11 @@ class ASRNNCell(Cell):
             raise ValueError(f"uf_group must be a group tag such as 'orthogonal' or 'default', got {uf_group!r}")
         if eps < 0:
             raise ValueError(f"eps must be >= 0, got {eps}")
+        if eps == 0 and a <= 0 <= b:
+            raise ValueError(
+                f"eps=0 with the init range s ~ U({a}, {b}) containing 0 makes D_f = diag(|s|) singular; "
+                f"use eps > 0 (e.g. 1e-5) or a range away from 0 (the paper's PTB: a=0.8, b=3)"
+            )
         H = hidden_size
         self.init, self.a, self.b, self.eps = init, float(a), float(b), float(eps)
         self.weight_ih = nn.Parameter(par.semi_orthogonal(H, input_size))
@@ -167,11 +177,24 @@ class ASRNNCell(Cell):
     # --- the paper's step (the reference) ------------------------------------------------
     def forward(self, x_t: Tensor, h: Tensor):
         U, d = self.weight_uf, self.diag_f
+        self._check_invertible(d)
         z = nn.functional.linear(x_t, self.weight_ih, self.bias) + nn.functional.linear(h, self.weight_hh)
-        # row form of W_f z = U (d * z) and W_f^{-1} y = (U^T y) / d
-        y = torch.tanh((z * d) @ U.T)
-        h = (y @ U) / d
+        # row form of W_f z = U (d * z) and W_f^{-1} y = (U^T y) / d; W_f and W_f^{-1} are applied
+        # in float32 even under autocast (D_f^{-1} amplifies rounding)
+        with float32_region(z):
+            z = z.to(full_precision(z))
+            y = torch.tanh((z * d) @ U.T)
+            h = (y @ U) / d
         return h, h
+
+    def _check_invertible(self, d: Tensor) -> None:
+        # only eps = 0 can reach d_i = 0 (|s| + eps >= eps otherwise)
+        if self.eps == 0 and not bool((d != 0).all()):
+            k = int((d == 0).sum())
+            raise FloatingPointError(
+                f"asRNN with eps=0: {k} entries of D_f = diag(|s|) are 0, so W_f is singular and "
+                f"W_f^{{-1}} tanh(W_f z) is 0/0; train with eps > 0 (--set model.cell_options.eps=1e-5)"
+            )
 
     # --- fast path -------------------------------------------------------------------------
     def condition_number(self) -> float:
@@ -212,7 +235,7 @@ class ASRNNCell(Cell):
 
     def transformed_weights(self) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         """``(W_f W_xh, W_f W_hh W_f^{-1}, W_f b, W_f, W_f^{-1})``: the g-coordinates RNN."""
-        with P.cached():
+        with P.cached(), float32_region(self.weight_hh):  # float32 under autocast
             U, d, W = self.weight_uf, self.diag_f, self.weight_hh
             W_f = U * d  # U diag(d)
             W_f_inv = U.T / d[:, None]  # diag(1/d) U^T, no matrix inverse needed
@@ -222,8 +245,10 @@ class ASRNNCell(Cell):
         g, h_n, W_f_inv = self.sequence_mapped(x, state, lengths)
         if W_f_inv is None:
             return g, h_n
-        # h = W_f^{-1} g for all steps in one product; zero (padded) g maps to zero h
-        return tall_linear(g, W_f_inv), h_n
+        # h = W_f^{-1} g for all steps in one product; zero (padded) g maps to zero h; in
+        # float32 under autocast, as every application of W_f^{-1}
+        with float32_region(g):
+            return tall_linear(g, W_f_inv), h_n
 
     def sequence_mapped(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
         """The fast path's ``g_t = W_f h_t`` with ``M = W_f^{-1}`` (``h_t = M g_t``), so that
@@ -236,16 +261,20 @@ class ASRNNCell(Cell):
         # one evaluation of the parametrized weights serves the precision test and the run
         # (first accessed with autograd on, so the cached tensors carry the graph)
         with P.cached():
+            self._check_invertible(self.diag_f)
+            x = x.to(recurrence_dtype(x))  # float32 under autocast (see rnnlab.kernels.amp)
             if not self._fast_ok(x.dtype, self.weight_uf, self.diag_f):
                 out, h_n = unroll(self, x, state, lengths)
                 return out, h_n, None
             state = self.start_sequence(x, state)
             w_ih, w_hh, bias, W_f, W_f_inv = self.transformed_weights()
-            g0 = nn.functional.linear(state, W_f)
+            with float32_region(x):
+                g0 = nn.functional.linear(state.to(W_f.dtype), W_f)
             if lengths is None:
                 # x may be a transposed (batch-first) view; time-major memory makes each step's
                 # (B, H) block contiguous
-                g = TanhRecurrence.apply(x.contiguous(), w_ih, bias, g0, w_hh)
+                with float32_region(x):
+                    g = TanhRecurrence.apply(x.contiguous(), w_ih, bias, g0, w_hh)
                 g_n = g[-1]
             else:
                 weights = [w_ih, w_hh, bias, torch.zeros_like(bias)]

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .. import parametrize as par
+from ..kernels.amp import autocasting, full_precision
 from ..kernels.gated import gru_recurrence
 from ..kernels.recurrence import elementwise_rnn
 from ..kernels.linear import tall_linear
@@ -30,7 +31,15 @@ def modrelu(z: Tensor, bias: Tensor) -> Tensor:
 
 
 def run_native(fn, x: Tensor, state: State, weights: list[Tensor], lengths: Tensor | None, training: bool):
-    """Run one layer of an ATen RNN kernel (``torch.lstm`` etc.) over time-major ``x``."""
+    """Run one layer of an ATen RNN kernel (``torch.lstm`` etc.) over time-major ``x``.
+
+    Under CPU autocast the kernel runs in float32 with autocast off (oneDNN's RNN primitives
+    reject bfloat16 on CPUs without native support); on CUDA autocast runs cuDNN in its dtype."""
+    if x.device.type == "cpu" and autocasting("cpu"):
+        with torch.autocast("cpu", enabled=False):
+            dt = full_precision(x)
+            return run_native(fn, x.to(dt), map_state(lambda s: s.to(dt), state), [w.to(dt) for w in weights],
+                              lengths, training)
     tuple_state = not isinstance(state, Tensor)
     hx = map_state(lambda s: s.unsqueeze(0).contiguous(), state)
     if lengths is None:

@@ -49,6 +49,7 @@ from torch import Tensor, nn
 from torch.nn.utils import parametrize as P
 
 from .. import parametrize as par
+from ..kernels.amp import float32_region
 from ..kernels.recurrence import elementwise_rnn
 from ..kernels.linear import tall_linear
 from .base import Cell
@@ -138,15 +139,19 @@ class NNRNNCell(Cell):
     ``t_mask`` ("paper" | "reference"), ``K``/``M`` (dynamic trivialization of P),
     ``seed`` (an explicit generator seed for the orthogonal init; None uses torch's global
     generator), ``input_init`` ("xavier": Glorot normal, the nnRNN code's default;
-    "kaiming": normal with relu gain, as expRNN's code).
+    "kaiming": normal with relu gain, as expRNN's code), ``fixed_gamma`` (None: the moduli
+    gamma_k are trained; a number g > 0: every gamma_k is held at g, a buffer, not a parameter:
+    the fixed-gamma variant of the paper's supplement, where the delta penalty is constant).
     """
 
     def __init__(
         self, input_size: int, hidden_size: int, init: str = "cayley", delta: float = 1e-4,
         t_mask: str = "paper", K: int | None = None, M: int | None = None,
         seed: int | None = None, input_init: str = "xavier", theta_init: str = "uniform",
-        backend: str = "auto",
+        backend: str = "auto", fixed_gamma: float | None = None,
     ):
+        if fixed_gamma is not None and not float(fixed_gamma) > 0:
+            raise ValueError(f"fixed_gamma must be None (trained) or a modulus > 0, got {fixed_gamma!r}")
         if int(hidden_size) % 2 != 0:
             raise ValueError(
                 f"nnRNN needs an even hidden_size (its Schur form has 2x2 rotation blocks), "
@@ -171,7 +176,11 @@ class NNRNNCell(Cell):
         else:
             nn.init.kaiming_normal_(self.weight_ih, nonlinearity="relu")
         self.bias = nn.Parameter(torch.empty(n).uniform_(-0.01, 0.01))
-        self.gamma = nn.Parameter(torch.ones(n // 2))
+        if fixed_gamma is None:
+            self.gamma = nn.Parameter(torch.ones(n // 2))
+        else:
+            self.register_buffer("gamma", torch.full((n // 2,), float(fixed_gamma)))
+        self.fixed_gamma = fixed_gamma
         self.T = nn.Parameter(torch.zeros(n, n))
         generator = torch.Generator().manual_seed(seed) if seed is not None else None
         self.P = nn.Parameter(torch.empty(n, n))
@@ -195,8 +204,9 @@ class NNRNNCell(Cell):
 
     def recurrent_matrix(self) -> Tensor:
         """``V = P (Lambda + T) P^T`` (H, H), applied as ``h @ V.T``."""
-        Pm = self.P
-        return Pm @ self.schur_form() @ Pm.transpose(0, 1)
+        with float32_region(self.theta):  # assembled in float32 even under autocast
+            Pm = self.P
+            return Pm @ self.schur_form() @ Pm.transpose(0, 1)
 
     def regularization(self) -> Tensor:
         """``delta * sum_k (gamma_k - 1)^2``."""
@@ -205,7 +215,8 @@ class NNRNNCell(Cell):
     def free_parameter_count(self) -> int:
         n = self.hidden_size
         return (
-            self.weight_ih.numel() + self.bias.numel() + self.gamma.numel() + self.theta.numel()
+            self.weight_ih.numel() + self.bias.numel() + self.theta.numel()
+            + (self.gamma.numel() if self.fixed_gamma is None else 0)
             + int(self.mask.sum()) + n * (n - 1) // 2
         )
 

@@ -46,7 +46,8 @@ def checkpointed_sequence(cell, x: Tensor, state=None, lengths: Tensor | None = 
     if not torch.is_grad_enabled() or T <= chunk:
         return cell.sequence(x, state, lengths)
     if lengths is not None:
-        lengths = torch.as_tensor(lengths, dtype=torch.long, device=x.device)
+        # on the CPU, as the layers keep them: reading them per chunk costs no device sync
+        lengths = torch.as_tensor(lengths, dtype=torch.long).cpu()
     outs = []
     for s in range(0, T, chunk):
         xs = x[s : s + chunk]
@@ -57,7 +58,7 @@ def checkpointed_sequence(cell, x: Tensor, state=None, lengths: Tensor | None = 
                 return cell.sequence(xs, state, ls)
             # sequences that ended before this chunk: native kernels reject length 0, so run
             # them one step and then put back their frozen state and zero outputs
-            done = (ls == 0).unsqueeze(1)
+            done = (ls == 0).unsqueeze(1).to(xs.device)
             out, new = cell.sequence(xs, state, ls.clamp(min=1))
             out = out.masked_fill(done.unsqueeze(0), 0.0)
             new = map_state(lambda n, o: torch.where(done, o, n), new, state)

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from .amp import float32_region, recurrence_dtype
 from .linear import column_sum, gram_t
 
 _aten = torch.ops.aten
@@ -195,14 +196,18 @@ def dmu_recurrence(
             f"inconsistent DMU shapes: u1 {tuple(u1.shape)}, h0 {tuple(h0.shape)}, w1h {tuple(w1h.shape)} "
             f"(expected ({W1}, {H})), w_out {tuple(w_out.shape)} (expected ({2 * H}, ...))"
         )
+    dt = recurrence_dtype(u1)  # float32 under autocast (see rnnlab.kernels.amp)
     if w_out is None or b_out is None:
         if hidden or w_out is not None or b_out is not None:
             raise ValueError("a DMU without hidden layers takes hidden=[] and w_out = b_out = None")
         if W1 != 2 * H:
             raise ValueError(f"without hidden layers u1 must be (T, B, 2H) = (T, {B}, {2 * H}), got {tuple(u1.shape)}")
-        return _DMULinearRecurrence.apply(activation, u1.contiguous(), h0.contiguous(), w1h)
-    flat = [t for pair in hidden for t in pair]
-    return _DMURecurrence.apply(activation, float(slope), u1.contiguous(), h0.contiguous(), w1h, w_out, b_out, *flat)
+        with float32_region(u1):
+            return _DMULinearRecurrence.apply(activation, u1.to(dt).contiguous(), h0.to(dt).contiguous(), w1h.to(dt))
+    flat = [t.to(dt) for pair in hidden for t in pair]
+    with float32_region(u1):
+        return _DMURecurrence.apply(activation, float(slope), u1.to(dt).contiguous(), h0.to(dt).contiguous(),
+                                    w1h.to(dt), w_out.to(dt), b_out.to(dt), *flat)
 
 
 class _RHNRecurrence(torch.autograd.Function):
@@ -278,7 +283,9 @@ def rhn_recurrence(u: Tensor, h0: Tensor, R: Tensor, bias: Tensor) -> Tensor:
             f"inconsistent RHN shapes: u {tuple(u.shape)}, h0 {tuple(h0.shape)}, R {tuple(R.shape)}, "
             f"bias {tuple(bias.shape)} (expected u (T, B, 2H), h0 (B, H), R (L, 2H, H), bias (L, 2H))"
         )
-    return _RHNRecurrence.apply(u.contiguous(), h0.contiguous(), R.contiguous(), bias)
+    dt = recurrence_dtype(u)  # float32 under autocast (see rnnlab.kernels.amp)
+    with float32_region(u):
+        return _RHNRecurrence.apply(u.to(dt).contiguous(), h0.to(dt).contiguous(), R.to(dt).contiguous(), bias.to(dt))
 
 
 class _GRURecurrence(torch.autograd.Function):
@@ -352,4 +359,6 @@ def gru_recurrence(gi: Tensor, h0: Tensor, w_hh: Tensor, b_hh: Tensor) -> Tensor
             f"inconsistent GRU shapes: gi {tuple(gi.shape)}, h0 {tuple(h0.shape)}, w_hh {tuple(w_hh.shape)}, "
             f"b_hh {tuple(b_hh.shape)} (expected gi (T, B, 3H), h0 (B, H), w_hh (3H, H), b_hh (3H,))"
         )
-    return _GRURecurrence.apply(gi.contiguous(), h0.contiguous(), w_hh.contiguous(), b_hh)
+    dt = recurrence_dtype(gi)  # float32 under autocast (see rnnlab.kernels.amp)
+    with float32_region(gi):
+        return _GRURecurrence.apply(gi.to(dt).contiguous(), h0.to(dt).contiguous(), w_hh.to(dt).contiguous(), b_hh.to(dt))

@@ -14,7 +14,7 @@ hundreds of thousands of them. Two measured facts about this torch build (MKL, o
 
 :func:`tall_linear` applies both with a hand-written backward (gradients for x, W and b as torch's
 ``F.linear`` gives them; tested in float64 and with gradcheck) and falls back to ``F.linear``
-for small inputs, other dtypes and non-CPU devices. Not twice differentiable
+for small inputs, other dtypes, non-CPU devices and under autocast. Not twice differentiable
 (``once_differentiable``).
 """
 
@@ -23,6 +23,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
+
+from .amp import autocasting
 
 #: set to False to make :func:`tall_linear` plain ``F.linear`` everywhere (e.g. to compare)
 ENABLED = True
@@ -90,7 +92,8 @@ def tall_linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor
     """``torch.nn.functional.linear(x, weight, bias)`` (same values and gradients) with the
     blocked forward and fast weight gradient for inputs of many rows."""
     rows = x.numel() // x.shape[-1] if x.numel() else 0
-    if not ENABLED or rows < MIN_ROWS or x.dtype not in (torch.float32, torch.float64) or x.device.type != "cpu":
+    if (not ENABLED or rows < MIN_ROWS or x.dtype not in (torch.float32, torch.float64) or x.device.type != "cpu"
+            or autocasting(x.device.type)):  # under autocast, F.linear runs in autocast's dtype
         return torch.nn.functional.linear(x, weight, bias)
     if x.dim() == 3 and not x.is_contiguous() and x.transpose(0, 1).is_contiguous():
         # a batch-first view of time-major memory: compute in that memory, hand back a view

@@ -31,6 +31,7 @@ import math
 import torch
 from torch import Tensor
 
+from .amp import float32_region, recurrence_dtype
 from .recurrence import elementwise_rnn
 
 
@@ -73,8 +74,20 @@ def linear_recurrence(v: Tensor, W: Tensor, h0: Tensor, chunk: int | None = None
     return linear_recurrence_fused(v, W, h0)
 
 
+def _full(v: Tensor, W: Tensor, h0: Tensor):
+    dt = recurrence_dtype(v)  # float32 under autocast (see rnnlab.kernels.amp)
+    return v.to(dt), W.to(dt), h0.to(dt)
+
+
 def linear_recurrence_scan(v: Tensor, W: Tensor, h0: Tensor, chunk: int | None = None) -> Tensor:
-    """The chunked scan of the module docstring; same result as :func:`linear_recurrence_loop`."""
+    """The chunked scan of the module docstring; same result as :func:`linear_recurrence_loop`.
+    Under autocast it runs in float32 with autocast off (powers of W compound rounding)."""
+    v, W, h0 = _full(v, W, h0)
+    with float32_region(v):
+        return _scan(v, W, h0, chunk)
+
+
+def _scan(v: Tensor, W: Tensor, h0: Tensor, chunk: int | None) -> Tensor:
     T, B, H = v.shape
     C = int(chunk) if chunk else max(1, math.isqrt(T))
     if C >= T:

@@ -1,0 +1,110 @@
+"""One run as a picklable job, and the function every backend calls to execute it."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: one JSON line per attempt at a run: who started it, how it ended (an audit trail)
+ATTEMPTS_NAME = "attempts.jsonl"
+
+
+@dataclass
+class Job:
+    """Everything a worker needs to train one run (plain data: pickles to any process or node)."""
+
+    preset: str
+    overrides: list[str]
+    run_dir: str
+    data_dir: str | None = None
+    threads: int = 1
+    gpus: int = 0
+    label: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def job_for(preset: str, overrides: list[str], run_dir: str | Path, data_dir: str | None = None) -> Job:
+    """Resolve the configuration now (a bad preset or override fails before anything runs) and
+    read the resources the run needs: ``train.threads`` CPUs, one GPU if ``train.device`` is CUDA
+    (``auto`` is decided by the backend: Ray gives such a run a GPU when the cluster has any)."""
+    from .. import config
+
+    cfg = config.load(preset, overrides)
+    device = str(getattr(cfg.train, "device", "cpu") or "cpu")
+    return Job(preset, list(overrides), str(run_dir), data_dir, threads=cfg.train.threads,
+               gpus=1 if device.startswith("cuda") else 0, label=cfg.name, extra={"device": device})
+
+
+def _record(run_dir: Path, **event) -> None:
+    event = {"time": round(time.time(), 3), "host": socket.gethostname(), "pid": os.getpid(), **event}
+    with open(run_dir / ATTEMPTS_NAME, "a") as f:
+        f.write(json.dumps(event) + "\n")
+
+
+def _claim(run_dir: Path, wait: float):
+    """The run's lock (``rundir.claim``); with ``wait > 0`` a busy run is retried for that many
+    seconds (a restarted driver waits for a task of the killed one that still holds it)."""
+    from .. import rundir
+
+    deadline = time.monotonic() + wait
+    while True:
+        c = rundir.claim(run_dir)
+        try:
+            c.__enter__()
+            return c
+        except rundir.RunLocked:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(1.0)
+
+
+def run_one(job: Job, on_eval=None, wait: float = 0.0) -> tuple[str, str]:
+    """Train ``job`` unless a finished run of the same configuration is in its directory;
+    resume it if it has a checkpoint.
+
+    Returns ``(status, error)``: ``done`` (already finished), ``trained``, ``resumed``,
+    ``busy`` (another process holds the run's lock, even after ``wait`` seconds) or ``failed``
+    (the error is one line; nothing is raised, so a failed run never stops the others). Holds
+    the run's lock throughout and appends each attempt to ``attempts.jsonl``.
+    """
+    from .. import config, rundir
+    from ..runtime import tune_malloc
+    from ..train import train
+
+    tune_malloc()
+    run_dir = Path(job.run_dir)
+    try:
+        cfg = config.load(job.preset, job.overrides)
+        lock = _claim(run_dir, wait)
+    except rundir.RunLocked as e:
+        return "busy", str(e)
+    except Exception as e:
+        return "failed", _one_line(e)
+    try:
+        if (run_dir / "result.json").exists():
+            if rundir.resolved_saved_key(run_dir) == rundir.config_key(cfg):
+                return "done", ""
+            return "failed", (f"{run_dir} holds a finished run of another configuration "
+                              f"(config.json); move it away or use another --runs-dir")
+        resume = (run_dir / "checkpoint.pt").exists()
+        _record(run_dir, event="start", resume=resume)
+        try:
+            train(cfg, run_dir, resume=resume, progress=False, data_dir=job.data_dir, on_eval=on_eval)
+            status, err = ("resumed" if resume else "trained"), ""
+        except Exception as e:  # reported per run; the others go on
+            status, err = "failed", _one_line(e)
+        if {p.name for p in run_dir.iterdir()} <= {ATTEMPTS_NAME, rundir.LOCK_NAME}:
+            (run_dir / ATTEMPTS_NAME).unlink()  # a start that failed before writing anything: no stub
+        else:
+            _record(run_dir, event="end", status=status, error=err)
+        return status, err
+    finally:
+        lock.__exit__(None, None, None)
+
+
+def _one_line(e: Exception) -> str:
+    return f"{type(e).__name__}: " + " ".join(line.strip() for line in str(e).splitlines())

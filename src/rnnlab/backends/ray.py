@@ -1,0 +1,107 @@
+"""The Ray backend (optional extra ``rnnlab[ray]``): one Ray task per run.
+
+Each task declares its resources (``num_cpus`` = the run's ``train.threads``, ``num_gpus=1``
+when ``train.device`` is CUDA, or ``auto`` on a cluster with GPUs), so Ray packs runs onto the cluster's machines. Workers write
+their run directories themselves: the run directory must be on a filesystem every node mounts
+at the same path (NFS, a cluster filesystem); the driver only collects statuses. A task whose
+worker process dies is retried by Ray (it resumes from the run's checkpoint); a run that fails
+is reported and the others go on; a restarted driver skips finished runs and waits for the lock
+of a run that a task of the old driver still trains (up to ``LOCK_WAIT`` s, then reports it
+busy), so no run is trained twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+
+from ..config import ConfigError
+from .base import Job, run_one
+
+#: how often Ray retries a task whose worker process died (each retry resumes the checkpoint)
+MAX_RETRIES = 2
+#: seconds a task waits for a run's lock held by another process (a task of a killed driver
+#: that Ray has not stopped yet) before it reports the run busy
+LOCK_WAIT = 120.0
+
+
+def _run_task(job: Job) -> tuple[str, str]:
+    return run_one(job, wait=LOCK_WAIT)
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("the Ray backend needs Ray: pip install 'rnnlab[ray]'") from None
+    return ray
+
+
+def check_address(address: str, timeout: float = 5.0) -> None:
+    """Fail fast, in one line, when nothing listens at ``address`` (``host:port`` of a Ray head's
+    GCS). ``auto`` and ``ray://`` client addresses are left to Ray."""
+    if address == "auto" or "://" in address:
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConfigError(f"Ray address {address!r} must look like HOST:PORT (e.g. 10.0.0.5:6379) or 'auto'")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise ConfigError(
+            f"cannot reach a Ray cluster at {address!r} ({e.strerror or e}); start one with "
+            f"`ray start --head --port {port}` on {host} or fix --address"
+        ) from None
+
+
+@contextlib.contextmanager
+def session(address: str | None = None, num_cpus: int | None = None):
+    """Connect to the cluster at ``address`` (None: start a local Ray instance) unless this
+    process is already connected; disconnect at the end if we connected."""
+    ray = import_ray()
+    if ray.is_initialized():
+        yield ray
+        return
+    kwargs = {"include_dashboard": False, "log_to_driver": False}
+    if address:
+        check_address(address)
+        kwargs = {"address": address, "log_to_driver": False}
+    elif num_cpus:
+        kwargs["num_cpus"] = num_cpus
+    try:
+        ray.init(**kwargs)
+    except ConnectionError as e:
+        raise ConfigError(f"cannot connect to the Ray cluster at {address!r}: {e}") from None
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def remote_options(job: Job, cluster_gpus: float = 0) -> dict:
+    """Ray resources of one run: its threads as CPUs; one GPU for ``train.device`` CUDA, and for
+    ``auto`` on a cluster that has GPUs (a task without GPUs sees none, so ``auto`` means CPU)."""
+    gpus = job.gpus or (1 if job.extra.get("device") == "auto" and cluster_gpus > 0 else 0)
+    return {"num_cpus": job.threads, "num_gpus": gpus, "max_retries": MAX_RETRIES,
+            "name": f"rnnlab:{job.label or job.run_dir}"}
+
+
+def run_jobs(jobs: list[Job], address: str | None = None, log=print) -> list[tuple[Job, str, str]]:
+    out, n = [], len(jobs)
+    with session(address) as ray:
+        task = ray.remote(_run_task)
+        gpus = ray.cluster_resources().get("GPU", 0)
+        pending = {task.options(**remote_options(j, gpus)).remote(j): j for j in jobs}
+        nodes = len(ray.nodes())
+        log(f"  ray: {n} tasks on {nodes} node(s), {ray.cluster_resources().get('CPU', 0):g} CPUs")
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                job = pending.pop(ref)
+                try:
+                    status, err = ray.get(ref)
+                except Exception as e:  # the task failed beyond its retries (worker killed each time)
+                    status, err = "failed", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                out.append((job, status, err))
+                log(f"  [{len(out)}/{n}] [{status}] {job.run_dir}" + (f": {err}" if err else ""))
+    return out
