@@ -37,7 +37,7 @@ class TaskConfig:
 @dataclass
 class ModelConfig:
     cell: str = "lstm"
-    hidden_size: int = 128
+    hidden_size: int | list = 128  # a list gives one width per stacked layer
     num_layers: int = 1
     embedding: int = 0
     dropout: float = 0.0
@@ -208,8 +208,6 @@ def validate(cfg: RunConfig) -> None:
     for key in ("steps", "batch_size", "eval_every", "eval_batch_size", "threads", "log_every"):
         if getattr(cfg.train, key) < 1:
             raise ConfigError(f"train.{key} must be >= 1, got {getattr(cfg.train, key)}")
-    if cfg.model.hidden_size < 1 or cfg.model.num_layers < 1:
-        raise ConfigError("model.hidden_size and model.num_layers must be >= 1")
     if cfg.train.schedule == "exponential" and not 0.0 < cfg.train.lr_gamma <= 1.0:
         raise ConfigError(
             f"train.lr_gamma must be in (0, 1] for schedule = 'exponential' (the lr is multiplied by it "
@@ -220,9 +218,22 @@ def validate(cfg: RunConfig) -> None:
     if cfg.model.dense < 0:
         raise ConfigError(f"model.dense must be >= 0 (0 = no dense layer before the readout), got {cfg.model.dense}")
     _check_ranges(cfg)
-    if cfg.model.pool < 0 or (cfg.model.pool and cfg.model.hidden_size % cfg.model.pool):
+    hs = cfg.model.hidden_size
+    widths = hs if isinstance(hs, list) else [hs]
+    if not widths or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths):
         raise ConfigError(
-            f"model.pool must be 0 (off) or a divisor of model.hidden_size={cfg.model.hidden_size}, "
+            f"model.hidden_size must be a positive integer or a list of them (one width per layer), got {hs!r}"
+        )
+    if cfg.model.num_layers < 1:
+        raise ConfigError(f"model.num_layers must be >= 1, got {cfg.model.num_layers}")
+    if isinstance(hs, list) and cfg.model.num_layers not in (1, len(hs)):
+        raise ConfigError(
+            f"model.hidden_size={hs} gives {len(hs)} layer widths but model.num_layers="
+            f"{cfg.model.num_layers}; set num_layers={len(hs)} or drop it"
+        )
+    if cfg.model.pool < 0 or (cfg.model.pool and widths[-1] % cfg.model.pool):
+        raise ConfigError(
+            f"model.pool must be 0 (off) or a divisor of the last layer's width {widths[-1]}, "
             f"got {cfg.model.pool}"
         )
 

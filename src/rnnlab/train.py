@@ -195,7 +195,9 @@ def _to(state, device):
 def _detach(state):
     if state is None:
         return None
-    return state.detach() if isinstance(state, torch.Tensor) else tuple(s.detach() for s in state)
+    if isinstance(state, torch.Tensor):
+        return state.detach()
+    return type(state)(_detach(s) for s in state)  # tuple states; lists of per-layer states
 
 
 def model_forward(model: nn.Module, batch: Batch, state=None):
