@@ -32,6 +32,15 @@ def _tracing() -> bool:
     return torch.jit.is_tracing() or bool(compiling and compiling())
 
 
+def _autocast_on(device: torch.device) -> bool:
+    """Whether autocast is enabled for ``device``'s type: mixed dtypes are then expected (bf16
+    input projections, float32 parameters), so the dtype checks stand aside."""
+    try:
+        return bool(torch.is_autocast_enabled(device.type))
+    except TypeError:  # torch < 2.4
+        return bool(torch.is_autocast_enabled() if device.type == "cuda" else torch.is_autocast_cpu_enabled())
+
+
 class Cell(nn.Module):
     """One recurrent time step: ``forward(x_t, state) -> (h_t, state)``.
 
@@ -143,7 +152,7 @@ class Cell(nn.Module):
         if p is None:
             return
         name = name or self._name()
-        if x.dtype != p.dtype:
+        if x.dtype != p.dtype and not (x.is_floating_point() and _autocast_on(x.device)):
             raise ValueError(
                 f"{name} {what} dtype ({x.dtype}) does not match the model's dtype ({p.dtype}); "
                 f"convert the {what} with .to({p.dtype}) or the model with model.to({x.dtype})"
@@ -296,7 +305,7 @@ class Recurrent(nn.Module):
 
     Checks before any kernel runs (one-line ``ValueError`` naming the value, as torch.nn's
     messages): the input is 3-D with ``input_size`` features, T >= 1, and has the model's dtype
-    and device; ``h0`` has the cell's structure (a tensor, or a tuple such as LSTM's
+    and device (under ``torch.autocast`` any floating dtype); ``h0`` has the cell's structure (a tensor, or a tuple such as LSTM's
     ``(h0, c0)``), each leaf of size (D * num_layers, B, H) ("Expected hidden size (2, 3, 20),
     got [1, 3, 20]"), and the input's dtype and device; ``lengths`` hold one length in [1, T]
     per sequence. A batch of size 0 gives an empty result (output (T, 0, D H), h_n
@@ -406,7 +415,7 @@ class Recurrent(nn.Module):
             what = "hidden" if len(leaves) == 1 else f"hidden[{i}]"
             if tuple(leaf.shape) != expected:
                 raise ValueError(f"{name}: Expected {what} size {expected}, got {list(leaf.shape)}")
-            if leaf.dtype != x.dtype:
+            if leaf.dtype != x.dtype and not (leaf.is_floating_point() and _autocast_on(x.device)):
                 raise ValueError(f"{name}: {what} dtype ({leaf.dtype}) does not match the input dtype ({x.dtype}); "
                                  f"convert it with .to({x.dtype})")
             if leaf.device != x.device:
