@@ -9,7 +9,7 @@ __version__ = "0.2.0"
 _CELLS = (
     "ASRNN", "CELLS", "DMU", "GRU", "IRNN", "LSTM", "LTRNN", "NNRNN", "RHN", "RNN", "SCORNN", "ASRNNCell", "Cell",
     "DMUCell", "ExpRNN", "ExpRNNCell", "GRUCell", "IRNNCell", "LSTMCell", "LTRNNCell", "NNRNNCell", "Recurrent",
-    "RHNCell", "RNNCell", "SCORNNCell", "unroll",
+    "RHNCell", "RNNCell", "SCORNNCell", "EURNN", "EURNNCell", "URNN", "URNNCell", "unroll",
 )
 _TASKS = ("TASKS", "AddingTask", "Batch", "CopyTask", "Task")
 _TRAIN = ("load_run",)

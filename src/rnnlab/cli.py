@@ -127,17 +127,30 @@ def _add_device_arguments(s, precision: bool = True) -> None:
                        "scaler), e.g. --precision bf16")
 
 
+def _parse_seeds(text: str) -> list[int]:
+    from .config import ConfigError
+
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        seeds = [int(p) for p in parts]
+    except ValueError:
+        raise ConfigError(f"--seeds must be comma-separated integers >= 0 (e.g. --seeds 0,1,2), got {text!r}") from None
+    if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise ConfigError(f"--seeds must be distinct integers >= 0 (e.g. --seeds 0,1,2), got {text!r}")
+    return seeds
+
+
 def cmd_train(args) -> int:
     from . import config, train
 
-    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [None]
+    seeds = _parse_seeds(args.seeds) if args.seeds is not None else [None]
     if args.out and len(seeds) > 1:
         raise config.ConfigError("--out names one run directory; with several --seeds use --runs-dir")
     for seed in seeds:
         overrides = list(args.set or [])
         if seed is not None:
             overrides.append(f"train.seed={seed}")
-        if args.threads:
+        if args.threads is not None:
             overrides.append(f"train.threads={args.threads}")
         if args.tensorboard:
             overrides.append("train.tensorboard=true")
@@ -567,7 +580,7 @@ def _expected_errors() -> tuple[tuple, tuple]:
     train = sys.modules.get(f"{__package__}.train")
     if train is not None:
         usage.append(train.RunExists)
-        other.append(train.TrainingDiverged)
+        other += [train.TrainingDiverged, train.CheckpointError, train.RunWriteError]
     return tuple(usage + other), tuple(usage)
 
 
@@ -585,10 +598,14 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except Exception as e:
         expected, usage = _expected_errors()
-        if not isinstance(e, expected):
-            raise
-        print(f"rnnlab: error: {e}", file=sys.stderr)
-        return 2 if isinstance(e, usage) else 1
+        if isinstance(e, expected):
+            print(f"rnnlab: error: {e}", file=sys.stderr)
+            return 2 if isinstance(e, usage) else 1
+        if isinstance(e, OSError):  # a file problem no layer above named more precisely
+            where = f"{e.filename}: " if e.filename else ""
+            print(f"rnnlab: error: {where}{e.strerror or e}; check the path and its permissions", file=sys.stderr)
+            return 1
+        raise
     except KeyboardInterrupt:
         print("rnnlab: interrupted; `rnnlab train ... --resume` continues from the last checkpoint",
               file=sys.stderr)

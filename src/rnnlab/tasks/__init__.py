@@ -12,7 +12,7 @@ _WHERE = {
     "HSAddingTask": "hochreiter", "NoisySequenceTask": "hochreiter", "TemporalOrderTask": "hochreiter",
     "PermutedMNIST": "mnist", "SequentialMNIST": "mnist",
     "MusicTask": "music",
-    "AddingTask": "synthetic", "CopyTask": "synthetic",
+    "AddingTask": "synthetic", "CopyTask": "synthetic", "VariableCopyTask": "synthetic",
     "PTBCharTask": "text", "PTBWordTask": "text", "TextCharTask": "text",
     "TranslationTask": "translation",
 }
@@ -20,6 +20,7 @@ _WHERE = {
 #: registry: lowercase key -> task class name (resolved into ``TASKS`` on first use)
 _REGISTRY = {
     "copy": "CopyTask",
+    "copy_variable": "VariableCopyTask",
     "adding": "AddingTask",
     "hs_adding": "HSAddingTask",
     "temporal_order": "TemporalOrderTask",
@@ -34,7 +35,7 @@ _REGISTRY = {
 }
 
 __all__ = [
-    "TASKS", "Task", "Batch", "CopyTask", "AddingTask", "SequentialMNIST", "PermutedMNIST",
+    "TASKS", "Task", "Batch", "CopyTask", "VariableCopyTask", "AddingTask", "SequentialMNIST", "PermutedMNIST",
     "PTBCharTask", "PTBWordTask", "TextCharTask", "MusicTask", "TranslationTask",
     "HSAddingTask", "TemporalOrderTask", "NoisySequenceTask",
 ]
