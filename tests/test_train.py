@@ -1,5 +1,6 @@
 """The trainer, configs and presets."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -140,13 +141,19 @@ def _shared_data_env():
 BIG = 256  # presets with a wider model run one step at hidden size 64 by default, full size under -m slow
 
 
+_TASKS: dict = {}
+
+
 def _one_step(preset, tmp_path, extra=()):
     cfg = config.load(preset, [
         "train.steps=1", "train.eval_every=1", "train.eval_max_batches=1", "train.eval_batch_size=8",
         "train.batch_size=4", "train.test=false", *extra,
     ])
+    key = json.dumps(dataclasses.asdict(cfg.task), sort_keys=True)
     try:
-        task = build_task(cfg.task, _shared_data_env())
+        if key not in _TASKS:  # presets sharing a dataset and its options share one loaded task
+            _TASKS[key] = build_task(cfg.task, _shared_data_env())
+        task = _TASKS[key]
     except (FileNotFoundError, DataError) as e:  # a real-data preset without its files here
         pytest.skip(f"data for {preset} not available: {e}")
     r = train(cfg, tmp_path / "run", progress=False, task=task)
@@ -159,7 +166,20 @@ def _widest(preset):
     return max(h) if isinstance(h, list) else h  # per-layer widths: the widest layer
 
 
-@pytest.mark.parametrize("preset", config.list_presets())
+def _default_or_slow(presets):
+    """Every preset, but of the translation presets (one step costs 10-25 s each on 2 cores:
+    decoding at evaluation) only the first per cell in the default suite; the rest under -m slow."""
+    seen, out = set(), []
+    for p in presets:
+        cfg = config.load(p)
+        key = (cfg.task.name, cfg.model.cell)
+        slow = cfg.task.name == "translation" and key in seen
+        seen.add(key)
+        out.append(pytest.param(p, marks=pytest.mark.slow) if slow else p)
+    return out
+
+
+@pytest.mark.parametrize("preset", _default_or_slow(config.list_presets()))
 def test_every_preset_loads_and_runs_one_step(preset, tmp_path):
     big = _widest(preset) > BIG
     _one_step(preset, tmp_path, ["model.hidden_size=64"] if big else [])
