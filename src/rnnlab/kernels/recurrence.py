@@ -27,6 +27,8 @@ Double backward through this function is not supported (``once_differentiable``)
 
 from __future__ import annotations
 
+import os
+
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
@@ -134,6 +136,18 @@ class _ElementwiseRNN(torch.autograd.Function):
         return (G if need_u else None), grad_w, (carry if need_h0 else None), (grad_b if need_b else None), None, None
 
 
+def _triton_dispatch(u: Tensor, hidden: int) -> bool:
+    """Whether this call runs the Triton kernel (:mod:`rnnlab.kernels.triton_recurrence`):
+    decided there for CUDA tensors or when ``RNNLAB_TRITON`` asks; a CPU tensor with the
+    setting unset returns False without importing Triton."""
+    setting = os.environ.get("RNNLAB_TRITON", "").strip().lower()
+    if u.device.type != "cuda" and setting in ("", "auto", "0", "off", "false", "no"):
+        return False
+    from . import triton_recurrence
+
+    return triton_recurrence.use_triton(u.device.type, u.dtype, hidden)
+
+
 def elementwise_rnn(
     u: Tensor,
     weight: Tensor,
@@ -189,7 +203,12 @@ def elementwise_rnn(
         lengths = lengths.to(u.device)
         mask = (torch.arange(T, device=u.device).unsqueeze(1) < lengths.unsqueeze(0)).unsqueeze(2)  # (T, B, 1)
     with float32_region(u):
-        S = _ElementwiseRNN.apply(u.contiguous(), weight.contiguous(), h0.contiguous(), bias, mask, activation)
+        if _triton_dispatch(u, H):
+            from .triton_recurrence import triton_elementwise_rnn
+
+            S = triton_elementwise_rnn(u, weight, h0, activation, bias, lengths)
+        else:
+            S = _ElementwiseRNN.apply(u.contiguous(), weight.contiguous(), h0.contiguous(), bias, mask, activation)
     h_n = S[-1]
     outputs = S if mask is None else S * mask.to(dtype)
     return outputs, h_n
