@@ -86,6 +86,21 @@ def _worker(path: str, slow: bool) -> None:
         S2 = recurrence._ElementwiseRNN.apply(u, W, h0, b, None, "modrelu")
         results["fused"] = {"got": [S.detach(), *torch.autograd.grad((S * r_out).sum(), ins)],
                             "want": [S2.detach(), *torch.autograd.grad((S2 * r_out).sum(), ins)]}
+        # asRNN's transformed coordinates: the fast path (Triton under force) against the step loop
+        from rnnlab.cells.asrnn import ASRNNCell
+        from rnnlab.cells.base import unroll
+
+        torch.manual_seed(0)
+        cell = ASRNNCell(3, 7, a=0.5, b=1.5).double()
+        x = torch.randn(4, 2, 3, dtype=torch.float64)
+        r = torch.randn(4, 2, 7, dtype=torch.float64)
+        params = list(cell.parameters())
+        n = len(calls)
+        runs = []
+        for fn in (cell.sequence, lambda x: unroll(cell, x)):
+            out, h_n = fn(x)
+            runs.append([out.detach(), h_n.detach(), *torch.autograd.grad((out * r).sum() + h_n.sum(), params)])
+        results["asrnn"] = {"triton_calls": len(calls) - n, "got": runs[0], "want": runs[1]}
         H = tr.MAX_HIDDEN + 1
         try:
             real(torch.zeros(1, 1, H), torch.zeros(H, H), torch.zeros(1, H), "tanh")
@@ -142,6 +157,15 @@ def test_triton_matches_fused_path_float32(interpreted):
     """The kernel's state sequence and gradients (u, W, h0, bias) against the CPU fused Function."""
     for x, y in zip(interpreted["fused"]["got"], interpreted["fused"]["want"], strict=True):
         torch.testing.assert_close(x, y, **TOL[torch.float32])
+
+
+def test_asrnn_fast_path_through_triton(interpreted):
+    """ASRNNCell.sequence takes the Triton kernel for its transformed tanh recurrence and
+    agrees with the step loop (outputs, final state, every parameter's gradient) in float64."""
+    res = interpreted["asrnn"]
+    assert res["triton_calls"] == 1
+    for x, y in zip(res["got"], res["want"], strict=True):
+        torch.testing.assert_close(x, y, atol=1e-10, rtol=1e-10)
 
 
 def test_triton_rejects_large_hidden(interpreted):
