@@ -22,6 +22,10 @@ Lengths: with ``lengths`` (B,), a sequence's state is frozen from its last step 
 or past its length leave it unchanged) and its outputs there are zero, exactly as
 :func:`rnnlab.unroll` does.
 
+On CUDA, with Triton installed and ``H <= 256``, the same recurrence runs as one persistent
+Triton kernel instead (:mod:`rnnlab.kernels.triton_recurrence`; ``RNNLAB_TRITON`` forces or
+disables it); CPU tensors always take the loop here.
+
 Double backward through this function is not supported (``once_differentiable``).
 """
 
