@@ -345,6 +345,12 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.iters < 1:
         p.error(f"--iters must be at least 1, got {a.iters}")
+    try:  # before anything changes this process (allocator, threads)
+        for m in a.models:
+            _require(a.repos, m)
+    except SetupError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     from rnnlab import runtime
 
     malloc = runtime.tune_malloc()
