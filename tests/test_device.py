@@ -395,3 +395,22 @@ def test_speed_worker_on_a_device_and_the_gpu_table():
     assert float(cells[5]) == pytest.approx(res["fast"]["wall"] / res["baseline"]["wall"], abs=0.006)
     assert float(cells[6]) == pytest.approx(res["fast"]["wall"] / res["reference"]["wall"], abs=0.006)
     assert cells[8] == "12"  # 12.5 MB rounds to even
+
+
+@pytest.mark.parametrize("key", sorted(CELLS))
+def test_every_cell_runs_under_cpu_bf16_autocast(key):
+    """Forward and backward of each cell's default path under CPU bf16 autocast (before this
+    rule ATen's LSTM failed in oneDNN, and the GRU, DMU, RHN and asRNN kernels met mixed
+    dtypes): the result stays close to the float32 run, since only the input projection is
+    rounded to bf16."""
+    torch.manual_seed(0)
+    layer = Recurrent(5, 8, cell=CELLS[key])
+    x = torch.randn(12, 3, 5)
+    ref, _ = layer(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _ = layer(x)
+        loss = out.float().pow(2).sum()
+    loss.backward()
+    assert out.dtype == torch.float32 and torch.isfinite(out).all()
+    assert all(torch.isfinite(p.grad).all() for p in layer.parameters() if p.grad is not None)
+    torch.testing.assert_close(out, ref, atol=0.05, rtol=0.05)

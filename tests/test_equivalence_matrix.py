@@ -56,6 +56,9 @@ CONFIGS = [
     ("ltrnn", dict(backend="loop", activation="relu", init="identity")),
     ("ltrnn", dict(backend="scan", chunk=2, activation="tanh", init="orthogonal")),
     ("ltrnn", dict(backend="auto", activation="identity", init="default")),
+    ("urnn", dict()),
+    ("eurnn", dict(capacity=3)),
+    ("eurnn", dict(variant="fft")),
 ]
 
 

@@ -165,3 +165,21 @@ def test_checks_leave_tracing_and_export_working():
     torch.testing.assert_close(traced(x, state)[0], expected)
     exported = torch.export.export(cell, (x, state))
     torch.testing.assert_close(exported.module()(x, state)[0], expected)
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_dtype_checks_stand_aside_under_autocast(key):
+    """Under torch.autocast the trainer's bf16 runs mix dtypes on purpose (bf16 projections,
+    float32 parameters, bf16 states from a step): every layer still runs, fast path and
+    reference loop, with an h0 from a previous call; outside autocast the same input is refused."""
+    for backend in ("auto", "reference"):
+        torch.manual_seed(0)
+        layer = Recurrent(I, H, num_layers=L, cell=CELLS[key], backend=backend)
+        x = torch.randn(T, B, I)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out, h_n = layer(x)
+            out2, _ = layer(x, h_n, lengths=torch.tensor([T, 2, 4]))
+        assert out.shape == out2.shape == (T, B, H)
+        assert torch.isfinite(out2.float()).all()
+    with pytest.raises(ValueError, match="dtype"):
+        layer(x.bfloat16())

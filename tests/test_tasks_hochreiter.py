@@ -77,22 +77,3 @@ def test_readout_at_each_sequence_end(task):
     batches = list(task.eval_batches("val", 256))
     assert all(bb.lengths is not None for bb in batches)
     assert sum(bb.size for bb in batches) == task.sizes["val"]
-
-
-# Table VIII of the DMU paper ("weights no."), for the architectures our equal-width layers
-# can express exactly
-PAPER_WEIGHTS = {
-    "dmu/adding-dmu": 106, "dmu/adding-lstm": 99, "dmu/adding-rnn": 111,
-    "dmu/temporal_order-dmu": 203, "dmu/temporal_order-rnn": 236, "dmu/temporal_order-rhn": 224,
-    "dmu/noisy_sequence-dmu": 573,
-}
-
-
-@pytest.mark.parametrize("preset,weights", sorted(PAPER_WEIGHTS.items()))
-def test_dmu_synthetic_presets_match_the_papers_weight_counts(preset, weights):
-    from rnnlab import config
-    from rnnlab.model import build_model
-    from rnnlab.train import build_task
-
-    cfg = config.load(preset)
-    assert build_model(cfg.model, build_task(cfg.task)).parameter_counts()["elements"] == weights

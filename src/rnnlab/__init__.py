@@ -3,7 +3,7 @@
 from .cells import (
     ASRNN, CELLS, DMU, GRU, IRNN, LSTM, LTRNN, NNRNN, RHN, RNN, SCORNN, ASRNNCell, Cell, DMUCell,
     ExpRNN, ExpRNNCell, GRUCell, IRNNCell, LSTMCell, LTRNNCell, NNRNNCell, Recurrent, RHNCell,
-    RNNCell, SCORNNCell, unroll,
+    RNNCell, SCORNNCell, EURNN, EURNNCell, URNN, URNNCell, unroll,
 )
 from .tasks import TASKS, AddingTask, Batch, CopyTask, Task
 

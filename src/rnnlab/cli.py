@@ -101,17 +101,30 @@ def _add_device_arguments(s, precision: bool = True) -> None:
         s.add_argument("--precision", help="fp32 (default), bf16 or fp16 (torch.autocast; fp16 with a gradient scaler)")
 
 
+def _parse_seeds(text: str) -> list[int]:
+    from .config import ConfigError
+
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        seeds = [int(p) for p in parts]
+    except ValueError:
+        raise ConfigError(f"--seeds must be comma-separated integers >= 0 (e.g. --seeds 0,1,2), got {text!r}") from None
+    if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise ConfigError(f"--seeds must be distinct integers >= 0 (e.g. --seeds 0,1,2), got {text!r}")
+    return seeds
+
+
 def cmd_train(args) -> int:
     from . import config, train
 
-    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [None]
+    seeds = _parse_seeds(args.seeds) if args.seeds is not None else [None]
     if args.out and len(seeds) > 1:
         raise config.ConfigError("--out names one run directory; with several --seeds use --runs-dir")
     for seed in seeds:
         overrides = list(args.set or [])
         if seed is not None:
             overrides.append(f"train.seed={seed}")
-        if args.threads:
+        if args.threads is not None:
             overrides.append(f"train.threads={args.threads}")
         overrides += _device_overrides(args)
         cfg = config.load(args.preset, overrides)
@@ -421,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
     from .config import ConfigError
     from .tasks.data import DataError
     from .rundir import RunLocked
-    from .train import RunExists, TrainingDiverged
+    from .train import CheckpointError, RunExists, RunWriteError, TrainingDiverged
 
     args = build_parser().parse_args(argv)
     if args.command in ("train", "demo", "suite", "sweep"):
@@ -433,9 +446,14 @@ def main(argv: list[str] | None = None) -> int:
         tune_malloc()
     try:
         return args.func(args)
-    except (ConfigError, RunExists, RunLocked, TrainingDiverged, FileNotFoundError, ValueError, DataError) as e:
+    except (ConfigError, RunExists, RunLocked, TrainingDiverged, FileNotFoundError, ValueError, DataError,
+            CheckpointError, RunWriteError) as e:
         print(f"rnnlab: error: {e}", file=sys.stderr)
         return 2 if isinstance(e, (ConfigError, RunExists, RunLocked, ValueError)) else 1
+    except OSError as e:  # a file problem no layer above named more precisely
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"rnnlab: error: {where}{e.strerror or e}; check the path and its permissions", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("rnnlab: interrupted; `rnnlab train ... --resume` continues from the last checkpoint",
               file=sys.stderr)

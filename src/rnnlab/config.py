@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import math
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +37,7 @@ class TaskConfig:
 @dataclass
 class ModelConfig:
     cell: str = "lstm"
-    hidden_size: int = 128
+    hidden_size: int | list = 128  # a list gives one width per stacked layer
     num_layers: int = 1
     embedding: int = 0
     dropout: float = 0.0
@@ -122,6 +123,7 @@ def _check_type(where: str, value: Any, hint) -> Any:
 
 
 def _build(cls, data: dict, where: str):
+    _check_section(data, where)
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(data) - set(names))
@@ -131,10 +133,26 @@ def _build(cls, data: dict, where: str):
     return cls(**kwargs)
 
 
+def _check_section(value: Any, where: str) -> None:
+    if not isinstance(value, dict):
+        raise ConfigError(
+            f"[{where}] must be a table of keys (e.g. [{where}] on its own line, then key = value lines), "
+            f"got {value!r} ({type(value).__name__})"
+        )
+
+
 def from_dict(data: dict) -> RunConfig:
     """Build a RunConfig from nested dicts (TOML layout: ``[task] name=...; other keys``)."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"a configuration must be a table of sections, got {type(data).__name__}")
     data = dict(data)
     top = {k: data.pop(k) for k in ("name", "description", "paper") if k in data}
+    for k, hint in (("name", str), ("description", str), ("paper", dict)):
+        if k in top:
+            _check_type(k, top[k], hint)
+    for section in SECTIONS:
+        if section in data:
+            _check_section(data[section], section)
     unknown = sorted(set(data) - set(SECTIONS))
     if unknown:
         raise ConfigError(
@@ -190,8 +208,6 @@ def validate(cfg: RunConfig) -> None:
     for key in ("steps", "batch_size", "eval_every", "eval_batch_size", "threads", "log_every"):
         if getattr(cfg.train, key) < 1:
             raise ConfigError(f"train.{key} must be >= 1, got {getattr(cfg.train, key)}")
-    if cfg.model.hidden_size < 1 or cfg.model.num_layers < 1:
-        raise ConfigError("model.hidden_size and model.num_layers must be >= 1")
     if cfg.train.schedule == "exponential" and not 0.0 < cfg.train.lr_gamma <= 1.0:
         raise ConfigError(
             f"train.lr_gamma must be in (0, 1] for schedule = 'exponential' (the lr is multiplied by it "
@@ -201,11 +217,59 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(f"train.lr_step_every must be >= 0 (0 = every train.eval_every steps), got {cfg.train.lr_step_every}")
     if cfg.model.dense < 0:
         raise ConfigError(f"model.dense must be >= 0 (0 = no dense layer before the readout), got {cfg.model.dense}")
-    if cfg.model.pool < 0 or (cfg.model.pool and cfg.model.hidden_size % cfg.model.pool):
+    _check_ranges(cfg)
+    hs = cfg.model.hidden_size
+    widths = hs if isinstance(hs, list) else [hs]
+    if not widths or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths):
         raise ConfigError(
-            f"model.pool must be 0 (off) or a divisor of model.hidden_size={cfg.model.hidden_size}, "
+            f"model.hidden_size must be a positive integer or a list of them (one width per layer), got {hs!r}"
+        )
+    if cfg.model.num_layers < 1:
+        raise ConfigError(f"model.num_layers must be >= 1, got {cfg.model.num_layers}")
+    if isinstance(hs, list) and cfg.model.num_layers not in (1, len(hs)):
+        raise ConfigError(
+            f"model.hidden_size={hs} gives {len(hs)} layer widths but model.num_layers="
+            f"{cfg.model.num_layers}; set num_layers={len(hs)} or drop it"
+        )
+    if cfg.model.pool < 0 or (cfg.model.pool and widths[-1] % cfg.model.pool):
+        raise ConfigError(
+            f"model.pool must be 0 (off) or a divisor of the last layer's width {widths[-1]}, "
             f"got {cfg.model.pool}"
         )
+
+
+def _need(ok: bool, key: str, value: Any, expected: str) -> None:
+    if not ok:
+        raise ConfigError(f"{key} must be {expected}, got {value!r}; fix it in the preset or with --set {key}=...")
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _check_ranges(cfg: RunConfig) -> None:
+    """Numbers that would train silently wrong (or crash deep inside torch) are refused here."""
+    o, t, m = cfg.optim, cfg.train, cfg.model
+    _need(_finite(o.lr) and o.lr > 0, "optim.lr", o.lr, "a finite number > 0")
+    _need(_finite(o.clip) and o.clip >= 0, "optim.clip", o.clip, "a finite number >= 0 (0 = no clipping)")
+    _need(_finite(o.weight_decay) and o.weight_decay >= 0, "optim.weight_decay", o.weight_decay, "a finite number >= 0")
+    _need(_finite(o.momentum) and o.momentum >= 0, "optim.momentum", o.momentum, "a finite number >= 0")
+    _need(_finite(o.eps) and o.eps > 0, "optim.eps", o.eps, "a finite number > 0")
+    for key in ("alpha", "beta1", "beta2"):
+        v = getattr(o, key)
+        _need(_finite(v) and 0 <= v < 1, f"optim.{key}", v, "in [0, 1)")
+    for key, v in o.group_lr.items():
+        _need(_finite(v) and v > 0, f"optim.group_lr.{key}", v, "a finite number > 0")
+    for key, v in o.group_weight_decay.items():
+        _need(_finite(v) and v >= 0, f"optim.group_weight_decay.{key}", v, "a finite number >= 0")
+    _need(t.eval_max_batches >= 0, "train.eval_max_batches", t.eval_max_batches, ">= 0 (0 = the whole split)")
+    _need(t.data_seed >= -1, "train.data_seed", t.data_seed, ">= 0, or -1 for seed + 1")
+    _need(t.seed >= 0, "train.seed", t.seed, ">= 0")
+    _need(_finite(t.plateau_factor) and 0 < t.plateau_factor < 1, "train.plateau_factor", t.plateau_factor, "in (0, 1)")
+    _need(t.plateau_patience >= 0, "train.plateau_patience", t.plateau_patience, ">= 0")
+    _need(_finite(t.target_value), "train.target_value", t.target_value, "a finite number")
+    _need(_finite(m.dropout) and 0 <= m.dropout < 1, "model.dropout", m.dropout, "in [0, 1)")
+    _need(m.embedding >= 0, "model.embedding", m.embedding, ">= 0 (0 = one-hot / raw inputs)")
 
 
 def parse_override(item: str) -> tuple[list[str], Any]:
@@ -253,15 +317,48 @@ def list_presets() -> list[str]:
 def load(name_or_path: str | Path, overrides: list[str] | None = None) -> RunConfig:
     path = preset_path(str(name_or_path))
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
-    data = apply_overrides(data, overrides or [])
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r}); TOML presets "
+            f"must be saved as UTF-8"
+        ) from None
+    except OSError as e:
+        raise ConfigError(f"cannot read preset {path}: {e.strerror or e}; check its permissions") from None
     try:
+        data = apply_overrides(data, overrides or [])
+        for section in ("task", "model"):
+            if section in data:
+                _check_section(data[section], section)
+        missing = [k for k, s in (("task.name", "task"), ("model.cell", "model"))
+                   if k.split(".")[1] not in data.get(s, {})]
+        if missing:
+            raise ConfigError(
+                f"a preset must name at least a task and a cell, but {' and '.join(missing)} "
+                f"{'is' if len(missing) == 1 else 'are'} not set (is the file empty?); add e.g. "
+                f"[task] name = \"copy\" and [model] cell = \"lstm\" (see `rnnlab list`)"
+            )
         return from_dict(data)
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None
 
 
 def load_json(path: str | Path) -> RunConfig:
-    return from_dict(json.loads(Path(path).read_text()))
+    """The resolved configuration of a run (its ``config.json``); a damaged file is a
+    :class:`ConfigError` naming it."""
+    path = Path(path)
+    fix = ("restore it from a copy, or start the run again in a new directory; config.json "
+           "is the resolved configuration written when the run started")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise
+    except (ValueError, OSError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        what = getattr(e, "strerror", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{path} is unreadable or not valid JSON ({what}); {fix}") from None
+    try:
+        return from_dict(data)
+    except (ConfigError, TypeError) as e:
+        raise ConfigError(f"{path} does not hold a valid run configuration ({e}); {fix}") from None

@@ -42,13 +42,14 @@ class SequenceModel(nn.Module):
     """
 
     def __init__(
-        self, cell: str, input_size: int, output_size: int, hidden_size: int, num_layers: int = 1,
+        self, cell: str, input_size: int, output_size: int, hidden_size: int | list[int], num_layers: int = 1,
         readout: str = "all", num_tokens: int | None = None, embedding: int = 0,
         dropout: float = 0.0, cell_options: dict | None = None, pool: int = 0, dense: int = 0,
     ):
         super().__init__()
-        if pool < 0 or (pool and hidden_size % pool):
-            raise ValueError(f"pool must be 0 (off) or divide hidden_size={hidden_size}, got {pool}")
+        width = hidden_size[-1] if isinstance(hidden_size, (list, tuple)) and hidden_size else hidden_size
+        if pool < 0 or (pool and width % pool):
+            raise ValueError(f"pool must be 0 (off) or divide the last layer's width {width}, got {pool}")
         if cell not in CELLS:
             raise ValueError(f"unknown cell {cell!r}; registered cells: {sorted(CELLS)}")
         if readout not in ("all", "last"):
@@ -65,7 +66,8 @@ class SequenceModel(nn.Module):
         )
         self.drop = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.pool = L2Pool(pool) if pool else nn.Identity()
-        width = self.rnn.num_directions * hidden_size  # 2H for cell_options bidirectional=true
+        # the last layer's width (per-layer widths), doubled for cell_options bidirectional=true
+        width = self.rnn.num_directions * self.rnn.hidden_size
         features = width + (width // pool if pool else 0)
         if dense < 0:
             raise ValueError(f"dense must be >= 0 (0 = no dense layer), got {dense}")

@@ -55,7 +55,7 @@ class Seq2Seq(nn.Module):
         self.encoder = Recurrent(e_src, hidden_size, num_layers, batch_first=True, dropout=dropout, cell=CELLS[cell], **opts)
         self.decoder = Recurrent(e_tgt, hidden_size, num_layers, batch_first=True, dropout=dropout, cell=CELLS[cell], **opts)
         self.drop = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
-        self.readout = nn.Linear(hidden_size, tgt_vocab)
+        self.readout = nn.Linear(self.decoder.hidden_size, tgt_vocab)
 
     @classmethod
     def from_config(cls, cfg, task) -> "Seq2Seq":

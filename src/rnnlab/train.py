@@ -10,6 +10,8 @@ data stream is re-created from ``data_seed`` and fast-forwarded).
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import math
 import os
@@ -24,7 +26,7 @@ from torch import nn
 
 from . import device as dev
 from . import parametrize as par
-from .config import ConfigError, OptimConfig, RunConfig, TaskConfig, load_json
+from .config import ConfigError, OptimConfig, RunConfig, TaskConfig, from_dict, load_json
 from .model import build_model
 from .tasks import TASKS
 from .tasks.base import Batch, Task
@@ -38,16 +40,106 @@ class RunExists(RuntimeError):
     """The run directory already holds a checkpoint and ``resume`` was not asked for."""
 
 
-def atomic_save(obj, path: Path) -> None:
+class RunWriteError(RuntimeError):
+    """A file of the run directory cannot be written (a full disk, a file-size limit, a path
+    that is a file, a read-only directory); the message names the file and the fix."""
+
+
+class CheckpointError(RuntimeError):
+    """checkpoint.pt / best.pt is damaged, truncated, non-finite or from another run."""
+
+
+def _write_fix(e: OSError) -> str:
+    if e.errno in (errno.EFBIG, errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        return ("the disk is full or a file-size limit was reached: free space (or choose another --out) "
+                "and continue with `rnnlab train ... --resume`; the files written before are intact")
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "the directory is not writable: choose another --out / --runs-dir or fix its permissions"
+    if e.errno in (errno.ENOTDIR, errno.EEXIST, errno.EISDIR):
+        return "a part of the path is a file, not a directory: choose another --out / --runs-dir"
+    return "check the run directory (--out / --runs-dir)"
+
+
+def write_error(path: Path, e: OSError) -> RunWriteError:
+    return RunWriteError(f"cannot write {path}: {e.strerror or e}; {_write_fix(e)}")
+
+
+def _write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write to ``path.tmp`` then rename over ``path``: a failed write leaves ``path`` as it was
+    (and removes the partial ``.tmp``)."""
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise write_error(path, e) from None
+
+
+def atomic_save(obj, path: Path) -> None:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    _write_bytes_atomic(path, buf.getvalue())
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    _write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def all_finite(state_dict: dict) -> bool:
+    """True when every floating-point (or complex) tensor of ``state_dict`` is finite."""
+    return all(
+        bool(torch.isfinite(v).all()) for v in state_dict.values()
+        if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())
+    )
+
+
+_CKPT_KEYS = ("model", "optimizer", "rng", "progress")
+
+
+def load_checkpoint(path: Path, *, full: bool, map_location="cpu") -> dict:
+    """Read ``checkpoint.pt`` (``full=True``: the trainer's dict) or a weights file (best.pt:
+    a state dict, or a checkpoint's ``"model"``); anything unreadable is a
+    :class:`CheckpointError` naming the file and the fix."""
+    fix = (f"delete {path.name} (the run then starts over without --resume) or restore it from a copy"
+           if full else f"delete {path.name} or restore it from a copy; checkpoint.pt holds the last weights")
+    try:
+        obj = torch.load(path, weights_only=False, map_location=map_location)
+    except FileNotFoundError:
+        raise
+    except Exception as e:  # torch raises RuntimeError, UnpicklingError, EOFError, ... on damage
+        why = (getattr(e, "strerror", None) or str(e) or type(e).__name__).splitlines()[0][:160]
+        raise CheckpointError(f"{path} is damaged or truncated ({why}); {fix}") from None
+    if full:
+        missing = [k for k in _CKPT_KEYS if not isinstance(obj, dict) or k not in obj]
+        if missing:
+            raise CheckpointError(
+                f"{path} is not a checkpoint written by `rnnlab train` (missing {missing}); {fix}"
+            )
+        weights = obj["model"]
+    else:
+        weights = obj["model"] if isinstance(obj, dict) and "model" in obj else obj
+    if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
+        raise CheckpointError(f"{path} does not hold model weights (a state dict of tensors); {fix}")
+    if not all_finite(weights):
+        raise CheckpointError(f"{path} holds non-finite (NaN/inf) weights; {fix}")
+    return obj
+
+
+def load_weights(model: nn.Module, weights: dict, path: Path) -> None:
+    try:
+        model.load_state_dict(weights)
+    except RuntimeError as e:
+        first = str(e).splitlines()[0] if str(e) else "mismatch"
+        raise CheckpointError(
+            f"{path} holds weights of another model ({first}...); it does not belong to this run's "
+            f"config.json: delete it or move it back to its own run directory"
+        ) from None
 
 
 def higher_is_better(metric: str) -> bool:
@@ -103,7 +195,9 @@ def _to(state, device):
 def _detach(state):
     if state is None:
         return None
-    return state.detach() if isinstance(state, torch.Tensor) else tuple(s.detach() for s in state)
+    if isinstance(state, torch.Tensor):
+        return state.detach()
+    return type(state)(_detach(s) for s in state)  # tuple states; lists of per-layer states
 
 
 def model_forward(model: nn.Module, batch: Batch, state=None):
@@ -192,8 +286,10 @@ class _Progress:
 
 
 def _improved(value: float, best: float, higher: bool) -> bool:
+    if not math.isfinite(value):
+        return False  # a NaN/inf score is never "best" (best.pt only ever holds a finite one)
     if math.isnan(best):
-        return not math.isnan(value)
+        return True
     return value > best if higher else value < best
 
 
@@ -237,6 +333,14 @@ def train(
     from .rundir import claim
 
     run_dir = Path(run_dir)
+    for parent in (run_dir, *run_dir.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                raise RunWriteError(
+                    f"cannot use {run_dir} as the run directory: {parent} is a file, not a directory; "
+                    f"choose another --out / --runs-dir"
+                )
+            break
     dev.resolve(cfg.train.device, cfg.train.precision)  # a device this machine lacks: before anything is written
     with claim(run_dir):  # one writer per run directory; a failed start leaves no stub behind
         return _train(cfg, run_dir, resume, progress, data_dir, task, on_eval)
@@ -297,17 +401,34 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
     if resume:
         # written on any device: tensors come back on this run's device (a GPU run resumes on
         # the CPU and the other way round)
-        ck = torch.load(ckpt_path, weights_only=False, map_location=device)
-        model.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["optimizer"])  # moves the optimizer state to the parameters' device
-        if sched is not None and ck.get("scheduler") is not None:
-            sched.load_state_dict(ck["scheduler"])
-        if scaler is not None and ck.get("scaler"):
-            scaler.load_state_dict(ck["scaler"])
-        torch.set_rng_state(ck["rng"].cpu())
-        if device.type == "cuda" and ck.get("cuda_rng") is not None:
-            torch.cuda.set_rng_state(ck["cuda_rng"].cpu(), device)
-        prog = _Progress(**ck["progress"])
+        ck = load_checkpoint(ckpt_path, full=True, map_location=device)
+        try:
+            saved_cfg = from_dict(ck["config"]).to_dict() if isinstance(ck.get("config"), dict) else None
+        except ConfigError:  # written by a version whose keys differ: config.json was checked above
+            saved_cfg = None
+        diffs = _same_except_steps(saved_cfg, cfg.to_dict()) if saved_cfg is not None else []
+        if diffs:
+            raise CheckpointError(
+                f"{ckpt_path} belongs to another configuration than {config_path} ({'; '.join(diffs[:3])}); "
+                f"put it back in its own run directory, or delete it to start this run over"
+            )
+        load_weights(model, ck["model"], ckpt_path)
+        try:
+            opt.load_state_dict(ck["optimizer"])  # moves the optimizer state to the parameters' device
+            if sched is not None and ck.get("scheduler") is not None:
+                sched.load_state_dict(ck["scheduler"])
+            if scaler is not None and ck.get("scaler"):
+                scaler.load_state_dict(ck["scaler"])
+            torch.set_rng_state(ck["rng"].cpu())
+            if device.type == "cuda" and ck.get("cuda_rng") is not None:
+                torch.cuda.set_rng_state(ck["cuda_rng"].cpu(), device)
+            prog = _Progress(**ck["progress"])
+        except (ValueError, TypeError, KeyError, RuntimeError) as e:
+            raise CheckpointError(
+                f"{ckpt_path} holds an optimizer/RNG/progress state that does not fit this run "
+                f"({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}); delete it "
+                f"(the run then starts over without --resume) or restore it from a copy"
+            ) from None
         carry = _to(ck.get("carry"), device)
         if prog.step > tc.steps:
             raise ConfigError(
@@ -330,7 +451,7 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
         atomic_write_text(metrics_path, "".join(ln + "\n" for ln in keep))
     else:
         atomic_write_text(config_path, cfg.to_json() + "\n")
-        metrics_path.write_text("")
+        atomic_write_text(metrics_path, "")
 
     gen = torch.Generator().manual_seed(cfg.data_seed)
     stream = task.train_batches(tc.batch_size, gen)
@@ -341,24 +462,41 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
 
     bar = tqdm(total=tc.steps, initial=prog.step, disable=(None if progress is None else not progress),
                desc=cfg.name, dynamic_ncols=True, leave=False)
-    log = metrics_path.open("a")
+    try:
+        log = metrics_path.open("a")
+    except OSError as e:
+        raise write_error(metrics_path, e) from None
     last_eval: dict = {}
     t_start = time.perf_counter() - prog.elapsed
     stopped = prog.stopped
-    saved_step = prog.step if resume else None
+    # (step, selection metric) of the checkpoint on disk: only finite weights and metrics get there
+    good = (prog.step, ck.get("select_value")) if resume else None
 
-    def checkpoint():
-        nonlocal saved_step
-        saved_step = prog.step
+    def emit(row: dict) -> None:
+        try:
+            log.write(json.dumps(row) + "\n")
+            log.flush()
+        except OSError as e:
+            raise write_error(metrics_path, e) from None
+
+    def kept() -> str:
+        if good is None:
+            return "no good checkpoint exists (none was written before this point)"
+        value = f", {select}={good[1]:.6g}" if isinstance(good[1], float) else ""
+        return f"the last good checkpoint ({ckpt_path}, step {good[0]}{value}) is kept"
+
+    def checkpoint(value: float):
+        nonlocal good
         prog.elapsed = time.perf_counter() - t_start
         atomic_save({
             "model": model.state_dict(), "optimizer": opt.state_dict(),
             "scheduler": sched.state_dict() if sched is not None else None,
             "rng": torch.get_rng_state(), "progress": vars(prog).copy(), "carry": carry,
-            "config": cfg.to_dict(), "device": str(device),
+            "config": cfg.to_dict(), "select_value": value, "device": str(device),
             "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
             "scaler": scaler.state_dict() if scaler is not None else None,
         }, ckpt_path)
+        good = (prog.step, value)
 
     try:
         model.train()
@@ -372,12 +510,9 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
                 total = loss if reg is None else loss + reg
             step = prog.step + 1
             if not torch.isfinite(total):
-                log.write(json.dumps({"step": step, "train/loss": loss.item()}) + "\n")
-                log.flush()
-                kept = f"the last good checkpoint ({ckpt_path}, step {saved_step}) is kept" \
-                    if saved_step is not None else "no checkpoint was written yet"
+                emit({"step": step, "train/loss": loss.item()})
                 raise TrainingDiverged(
-                    f"{cfg.name}: the training loss became {total.item()} at step {step}; {kept}. "
+                    f"{cfg.name}: the training loss became {total.item()} at step {step}; {kept()}. "
                     f"Lower optim.lr, set optim.clip (e.g. --set optim.clip=1.0) or check the data."
                 )
             opt.zero_grad(set_to_none=True)
@@ -404,11 +539,20 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
                 if gnorm is not None:
                     row["train/grad_norm"] = float(gnorm)
                 row["lr"] = opt.param_groups[0]["lr"]
-                log.write(json.dumps(row) + "\n")
+                emit(row)
                 bar.set_postfix(loss=f"{loss.item():.4g}")
             if step % tc.eval_every == 0 or step == tc.steps:
                 last_eval = evaluate(model, task, "val", tc.eval_batch_size, tc.eval_max_batches, precision)
                 value = last_eval.get(select, float("nan"))
+                bad = "" if all_finite(model.state_dict()) else "the weights"
+                if not bad and select in last_eval and not math.isfinite(value):
+                    bad = f"the selection metric {select} (= {value})"
+                if bad:
+                    emit({"step": step, "time": round(time.perf_counter() - t_start, 3), **last_eval})
+                    raise TrainingDiverged(
+                        f"{cfg.name}: {bad} became non-finite at step {step} (nothing saved at "
+                        f"this step); {kept()}. Lower optim.lr or set optim.clip (e.g. --set optim.clip=1.0)."
+                    )
                 if _improved(value, prog.best_value, higher_select):
                     prog.best_value, prog.best_step = value, step
                     atomic_save(model.state_dict(), best_path)
@@ -417,14 +561,16 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
                 if tc.target_metric and tc.target_metric in last_eval:
                     if _reached(last_eval[tc.target_metric], tc.target_value, higher_is_better(tc.target_metric)):
                         stopped = prog.stopped = "target"
-                log.write(json.dumps({"step": step, "time": round(time.perf_counter() - t_start, 3), **last_eval}) + "\n")
-                log.flush()
+                emit({"step": step, "time": round(time.perf_counter() - t_start, 3), **last_eval})
                 if on_eval is not None and on_eval(step, dict(last_eval)) and not stopped and step < tc.steps:
                     stopped = prog.stopped = "on_eval"
-                checkpoint()
+                checkpoint(value if math.isfinite(value) else None)
     finally:
         bar.close()
-        log.close()
+        try:
+            log.close()
+        except OSError:  # a failed flush already raised the error that matters
+            pass
 
     if not last_eval:  # resumed a run that had already finished
         last_eval = evaluate(model, task, "val", tc.eval_batch_size, tc.eval_max_batches, precision)
@@ -441,7 +587,7 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
     result["time_per_step_s"] = round(result["wall_time_s"] / max(prog.step, 1), 4)
     if tc.test:
         if best_path.exists():
-            model.load_state_dict(torch.load(best_path, weights_only=False, map_location=device))
+            load_weights(model, load_checkpoint(best_path, full=False, map_location=device), best_path)
         result["test"] = evaluate(model, task, "test", tc.eval_batch_size, tc.eval_max_batches, precision)
     atomic_write_text(run_dir / "result.json", json.dumps(result, indent=2) + "\n")
     return result
@@ -469,7 +615,8 @@ def load_run(path: str | Path, which: str = "best", data_dir: str | None = None,
             ck_file = run_dir / "checkpoint.pt"
     if not ck_file.exists():
         raise FileNotFoundError(f"no weights in {run_dir}: neither best.pt nor checkpoint.pt exists")
-    state = torch.load(ck_file, weights_only=False, map_location=device)
-    model.to(device).load_state_dict(state["model"] if "model" in state else state)
+    state = load_checkpoint(ck_file, full=False, map_location=device)
+    model.to(device)
+    load_weights(model, state["model"] if "model" in state else state, ck_file)
     model.eval()
     return cfg, task, model

@@ -7,6 +7,7 @@ from .dmu import DMUCell, RHNCell
 from .ltrnn import LTRNNCell
 from .nnrnn import NNRNNCell
 from .orthogonal import ExpRNNCell, OrthogonalRNNCell, SCORNNCell
+from .unitary import EURNNCell, URNNCell
 
 #: registry: lowercase key -> cell class (used by configs, the CLI and run directories)
 CELLS: dict[str, type[Cell]] = {
@@ -21,6 +22,8 @@ CELLS: dict[str, type[Cell]] = {
     "dmu": DMUCell,
     "rhn": RHNCell,
     "ltrnn": LTRNNCell,
+    "urnn": URNNCell,
+    "eurnn": EURNNCell,
 }
 
 
@@ -39,10 +42,12 @@ NNRNN = _layer(NNRNNCell, "NNRNN")
 DMU = _layer(DMUCell, "DMU")
 RHN = _layer(RHNCell, "RHN")
 LTRNN = _layer(LTRNNCell, "LTRNN")
+URNN = _layer(URNNCell, "URNN")
+EURNN = _layer(EURNNCell, "EURNN")
 
 __all__ = [
     "CELLS", "Cell", "Recurrent", "State", "unroll", "saturating",
     "RNNCell", "IRNNCell", "LSTMCell", "GRUCell", "ExpRNNCell", "SCORNNCell", "OrthogonalRNNCell",
-    "ASRNNCell", "NNRNNCell", "DMUCell", "RHNCell", "LTRNNCell",
-    "RNN", "IRNN", "LSTM", "GRU", "ExpRNN", "SCORNN", "ASRNN", "NNRNN", "DMU", "RHN", "LTRNN",
+    "ASRNNCell", "NNRNNCell", "DMUCell", "RHNCell", "LTRNNCell", "URNNCell", "EURNNCell",
+    "RNN", "IRNN", "LSTM", "GRU", "ExpRNN", "SCORNN", "ASRNN", "NNRNN", "DMU", "RHN", "LTRNN", "URNN", "EURNN",
 ]

@@ -32,6 +32,15 @@ def _tracing() -> bool:
     return torch.jit.is_tracing() or bool(compiling and compiling())
 
 
+def _autocast_on(device: torch.device) -> bool:
+    """Whether autocast is enabled for ``device``'s type: mixed dtypes are then expected (bf16
+    input projections, float32 parameters), so the dtype checks stand aside."""
+    try:
+        return bool(torch.is_autocast_enabled(device.type))
+    except TypeError:  # torch < 2.4
+        return bool(torch.is_autocast_enabled() if device.type == "cuda" else torch.is_autocast_cpu_enabled())
+
+
 class Cell(nn.Module):
     """One recurrent time step: ``forward(x_t, state) -> (h_t, state)``.
 
@@ -143,7 +152,7 @@ class Cell(nn.Module):
         if p is None:
             return
         name = name or self._name()
-        if x.dtype != p.dtype:
+        if x.dtype != p.dtype and not (x.is_floating_point() and _autocast_on(x.device)):
             raise ValueError(
                 f"{name} {what} dtype ({x.dtype}) does not match the model's dtype ({p.dtype}); "
                 f"convert the {what} with .to({p.dtype}) or the model with model.to({x.dtype})"
@@ -296,11 +305,18 @@ class Recurrent(nn.Module):
 
     Checks before any kernel runs (one-line ``ValueError`` naming the value, as torch.nn's
     messages): the input is 3-D with ``input_size`` features, T >= 1, and has the model's dtype
-    and device; ``h0`` has the cell's structure (a tensor, or a tuple such as LSTM's
+    and device (under ``torch.autocast`` any floating dtype); ``h0`` has the cell's structure (a tensor, or a tuple such as LSTM's
     ``(h0, c0)``), each leaf of size (D * num_layers, B, H) ("Expected hidden size (2, 3, 20),
     got [1, 3, 20]"), and the input's dtype and device; ``lengths`` hold one length in [1, T]
     per sequence. A batch of size 0 gives an empty result (output (T, 0, D H), h_n
     (D * num_layers, 0, H)), as ``torch.nn.LSTM`` does.
+
+    ``hidden_size`` may be a list of per-layer widths (``[2, 3]``: a stack of two layers, the
+    second reading the first's 2 (or 2 D) outputs); ``num_layers`` is then its length (or left
+    at 1). ``self.hidden_size`` is the output width (the last layer's), ``self.hidden_sizes``
+    the list. With layers of different widths ``h0``/``h_n`` are lists of D * num_layers
+    per-cell states (in ``self.cells`` order; each (B, H_l) or a tuple of such), since they do
+    not stack; with one width they are stacked as in torch.
 
     ``checkpoint_chunk``: if set, each layer runs in chunks of that many time steps with
     recomputation in backward (:func:`rnnlab.kernels.checkpointed_sequence`) while training:
@@ -312,7 +328,7 @@ class Recurrent(nn.Module):
     def __init__(
         self,
         input_size: int,
-        hidden_size: int,
+        hidden_size: int | list[int],
         num_layers: int = 1,
         batch_first: bool = False,
         dropout: float = 0.0,
@@ -325,11 +341,22 @@ class Recurrent(nn.Module):
         cell = cell or self.cell_class
         if cell is None:
             raise TypeError("Recurrent needs a cell class: Recurrent(..., cell=RNNCell)")
+        if isinstance(hidden_size, (list, tuple)):
+            widths = [int(w) for w in hidden_size]
+            if not widths or num_layers not in (1, len(widths)):
+                raise ValueError(
+                    f"hidden_size={list(hidden_size)} gives one width per layer, so num_layers must be "
+                    f"{max(len(widths), 1)} (or left at 1), got num_layers={num_layers}"
+                )
+            num_layers = len(widths)
+        else:
+            widths = [int(hidden_size)] * max(int(num_layers), 1)
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
-        self.input_size, self.hidden_size = int(input_size), int(hidden_size)
+        self.input_size, self.hidden_size, self.hidden_sizes = int(input_size), widths[-1], widths
+        self._mixed = len(set(widths)) > 1  # per-layer states then travel as a list
         self.num_layers, self.batch_first, self.dropout = int(num_layers), bool(batch_first), dropout
         self.bidirectional = bool(bidirectional)
         self.num_directions = 2 if self.bidirectional else 1
@@ -338,7 +365,7 @@ class Recurrent(nn.Module):
         self.checkpoint_chunk = None if checkpoint_chunk is None else int(checkpoint_chunk)
         D = self.num_directions
         self.cells = nn.ModuleList(
-            cell(input_size if i == 0 else D * hidden_size, hidden_size, **cell_kwargs)
+            cell(input_size if i == 0 else D * widths[i - 1], widths[i], **cell_kwargs)
             for i in range(num_layers)
             for _ in range(D)
         )
@@ -366,6 +393,8 @@ class Recurrent(nn.Module):
     def _layer_state(self, h0: State | None, i: int) -> State | None:
         if h0 is None:
             return None
+        if self._mixed:
+            return h0[i]
         return map_state(lambda s: s[i], h0)
 
     def forward(self, input, h0: State | None = None, lengths: Tensor | None = None):
@@ -387,6 +416,8 @@ class Recurrent(nn.Module):
         """Validate ``h0`` against the model and the time-major input ``x`` (see the class
         docstring); raises ``ValueError`` with torch.nn's kind of message."""
         name = type(self).__name__
+        if self._mixed:
+            return self._check_h0_per_layer(h0, x)
         shapes = self.cells[0]._state_shapes()
         expected = (self.num_directions * self.num_layers, x.shape[1], self.hidden_size)
         if shapes[0][0] == "tensor":
@@ -406,17 +437,41 @@ class Recurrent(nn.Module):
             what = "hidden" if len(leaves) == 1 else f"hidden[{i}]"
             if tuple(leaf.shape) != expected:
                 raise ValueError(f"{name}: Expected {what} size {expected}, got {list(leaf.shape)}")
-            if leaf.dtype != x.dtype:
+            if leaf.dtype != x.dtype and not (leaf.is_floating_point() and _autocast_on(x.device)):
                 raise ValueError(f"{name}: {what} dtype ({leaf.dtype}) does not match the input dtype ({x.dtype}); "
                                  f"convert it with .to({x.dtype})")
             if leaf.device != x.device:
                 raise ValueError(f"{name}: {what} is on device {leaf.device} but the input is on {x.device}; "
                                  f"move it with .to({str(x.device)!r})")
 
+    def _check_h0_per_layer(self, h0, x: Tensor) -> None:
+        """``check_h0`` for layers of different widths: a list of one state per cell."""
+        name, n = type(self).__name__, len(self.cells)
+        if not isinstance(h0, list) or len(h0) != n:
+            got = f"a list of {len(h0)}" if isinstance(h0, list) else f"a {type(h0).__name__}"
+            raise ValueError(
+                f"{name} has layers of widths {self.hidden_sizes}, so h0 must be a list of {n} per-layer states "
+                f"(one per layer and direction, as h_n returns them); got {got}"
+            )
+        for i, (cell, state) in enumerate(zip(self.cells, h0)):
+            leaves = [state] if isinstance(state, Tensor) else list(state)
+            expected = (x.shape[1], cell.hidden_size)
+            for leaf in leaves:
+                if not isinstance(leaf, Tensor) or tuple(leaf.shape) != expected:
+                    got = list(leaf.shape) if isinstance(leaf, Tensor) else type(leaf).__name__
+                    raise ValueError(f"{name}: Expected h0[{i}] of size {expected}, got {got}")
+                if leaf.dtype != x.dtype or leaf.device != x.device:
+                    raise ValueError(
+                        f"{name}: h0[{i}] is {leaf.dtype} on {leaf.device} but the input is {x.dtype} on "
+                        f"{x.device}; convert it with .to(input)"
+                    )
+
     def _empty_result(self, x: Tensor):
         """The result for a batch of size 0: output (T, 0, D H), h_n (D L, 0, H)."""
         T = x.shape[0]
         out = x.new_zeros(T, 0, self.num_directions * self.hidden_size)
+        if self._mixed:
+            return out, [c.init_state(0, device=x.device, dtype=x.dtype) for c in self.cells]
         zero = self.cells[0].init_state(0, device=x.device, dtype=x.dtype)
         n = self.num_directions * self.num_layers
         h_n = map_state(lambda s: s.unsqueeze(0).expand(n, *s.shape).contiguous(), zero)
@@ -495,7 +550,10 @@ class Recurrent(nn.Module):
                 out = torch.cat([out, outr], dim=2)
                 finals.append(sr)
             x = out
-        h_n = map_state(lambda *s: torch.stack(s), *finals)
+        if self._mixed:
+            h_n = finals  # layers of different widths: one state per layer, not stacked
+        else:
+            h_n = map_state(lambda *s: torch.stack(s), *finals)
         if packed:
             return pack_padded_sequence(x, lengths, enforce_sorted=False), h_n, M
         return (x.transpose(0, 1) if self.batch_first else x), h_n, M

@@ -4,13 +4,14 @@ from .base import Batch, Task
 from .hochreiter import HSAddingTask, NoisySequenceTask, TemporalOrderTask
 from .mnist import PermutedMNIST, SequentialMNIST
 from .music import MusicTask
-from .synthetic import AddingTask, CopyTask
+from .synthetic import AddingTask, CopyTask, VariableCopyTask
 from .text import PTBCharTask, PTBWordTask, TextCharTask
 from .translation import TranslationTask
 
 #: registry: lowercase key -> task class
 TASKS: dict[str, type[Task]] = {
     "copy": CopyTask,
+    "copy_variable": VariableCopyTask,
     "adding": AddingTask,
     "hs_adding": HSAddingTask,
     "temporal_order": TemporalOrderTask,
@@ -25,7 +26,7 @@ TASKS: dict[str, type[Task]] = {
 }
 
 __all__ = [
-    "TASKS", "Task", "Batch", "CopyTask", "AddingTask", "SequentialMNIST", "PermutedMNIST",
+    "TASKS", "Task", "Batch", "CopyTask", "VariableCopyTask", "AddingTask", "SequentialMNIST", "PermutedMNIST",
     "PTBCharTask", "PTBWordTask", "TextCharTask", "MusicTask", "TranslationTask",
     "HSAddingTask", "TemporalOrderTask", "NoisySequenceTask",
 ]

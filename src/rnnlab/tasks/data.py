@@ -25,9 +25,13 @@ files by Mikolov's rule) are rebuilt locally and checked against their pinned ha
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import hashlib
 import http.client
 import os
+import zipfile
+import zlib
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -230,14 +234,55 @@ def _fix_hint(ds: Dataset, f: DataFile, root: Path) -> str:
     return "\n  ".join(lines)
 
 
+def integrity_problem(path: str | os.PathLike) -> str | None:
+    """What is wrong with a file whose bytes are not pinned (or not checked), or None.
+
+    A sha256 match proves a file; a file accepted without one (an unpinned file, another
+    release of a ``strict=False`` file) must at least be readable in its format: a zip passes
+    ``testzip`` (every member's CRC), a gzip file decompresses to its end, a ``.mat`` file loads,
+    a text file is UTF-8.
+    """
+    p = Path(path)
+    name = p.name.lower()
+    try:
+        if name.endswith(".zip"):
+            with zipfile.ZipFile(p) as z:
+                bad = z.testzip()
+            return f"zip member {bad!r} fails its CRC check" if bad is not None else None
+        if name.endswith(".gz"):
+            with gzip.open(p, "rb") as f:
+                while f.read(1 << 20):
+                    pass
+            return None
+        if name.endswith(".mat"):
+            try:
+                from scipy.io import loadmat
+            except ImportError:
+                return None  # the loader says how to install scipy
+            try:
+                loadmat(str(p))
+            except Exception as e:  # scipy raises MatReadError, IndexError, ... on a damaged file
+                return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'unreadable .mat file'}"
+            return None
+        if name.endswith(".txt"):
+            with open(p, encoding="utf-8") as f:
+                while f.read(1 << 20):
+                    pass
+            return None
+    except (OSError, EOFError, zipfile.BadZipFile, zlib.error, ValueError, NotImplementedError, TypeError) as e:
+        return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'unreadable'}"
+    return None
+
+
 @dataclass
 class FileStatus:
     dataset: str
     file: str
     path: Path
-    state: str  # "ok" | "missing" | "mismatch" | "unpinned" | "other-release"
+    state: str  # "ok" | "missing" | "mismatch" | "unpinned" | "other-release" | "corrupt" | "unreadable"
     sha256: str | None = None
     expected: str | None = None
+    problem: str | None = None  # what the integrity check or the read found ("corrupt", "unreadable")
 
     @property
     def usable(self) -> bool:
@@ -252,14 +297,20 @@ def file_status(dataset: str, file: str, data_dir=None, *, check_hash: bool = Tr
         return FileStatus(ds.name, f.name, path, "missing", expected=f.sha256)
     if not check_hash:
         return FileStatus(ds.name, f.name, path, "ok", expected=f.sha256)
-    digest = sha256_file(path)
+    try:
+        digest = sha256_file(path)
+    except OSError as e:
+        return FileStatus(ds.name, f.name, path, "unreadable", expected=f.sha256, problem=e.strerror or str(e))
     if f.sha256 is None:
         state = "unpinned"
     elif digest == f.sha256:
         state = "ok"
     else:
         state = "mismatch" if f.strict else "other-release"
-    return FileStatus(ds.name, f.name, path, state, digest, f.sha256)
+    problem = integrity_problem(path) if state in ("unpinned", "other-release") else None
+    if problem is not None:
+        state = "corrupt"
+    return FileStatus(ds.name, f.name, path, state, digest, f.sha256, problem)
 
 
 def verify(name: str, data_dir=None, *, files: Iterable[str] | None = None) -> list[FileStatus]:
@@ -286,7 +337,46 @@ def require(dataset: str, file: str, data_dir=None, *, check_hash: bool = True) 
             f"checksum mismatch for {st.path}: sha256 {st.sha256}, expected {f.sha256} "
             f"(a truncated or different file)\n  delete it and re-fetch; {_fix_hint(ds, f, root)}"
         )
+    if st.state == "corrupt":
+        raise DataError(
+            f"{st.path} is corrupt ({st.problem}; it has no pinned sha256 and fails its format "
+            f"check): {_corrupt_fix(ds, f, root, st.path)}"
+        )
+    if st.state == "unreadable":
+        raise DataError(
+            f"cannot read {st.path} ({st.problem}); fix its permissions (chmod a+r) or point "
+            f"--data-dir / ${ENV_VAR} at a readable copy"
+        )
     return st.path
+
+
+def _corrupt_fix(ds: Dataset, f: DataFile, root: Path, path: Path) -> str:
+    return (f"delete it and re-fetch (rm {path}; rnnlab data download {ds.name} --data-dir {root}), "
+            f"or point --data-dir / ${ENV_VAR} at a good copy")
+
+
+@contextlib.contextmanager
+def reading(dataset: str, file: str, path: Path, data_dir=None):
+    """Turn a failure to read or parse a dataset file (permissions, a damaged archive, bad
+    text) into a :class:`DataError` that names the file and the fix."""
+    try:
+        yield
+    except DataError:
+        raise
+    except PermissionError as e:
+        raise DataError(
+            f"cannot read {path} ({e.strerror}); fix its permissions (chmod a+r) or point "
+            f"--data-dir / ${ENV_VAR} at a readable copy"
+        ) from None
+    except (ImportError, MemoryError):
+        raise
+    except Exception as e:  # a damaged file makes parsers raise nearly anything (scipy: IndexError)
+        ds = get_dataset(dataset)
+        why = (str(e).splitlines()[0] if str(e) else type(e).__name__)[:200]
+        raise DataError(
+            f"{path} cannot be read as {dataset}/{file} ({type(e).__name__}: {why}): "
+            f"{_corrupt_fix(ds, ds.file(file), data_root(data_dir), path)}"
+        ) from None
 
 
 # --- download --------------------------------------------------------------------------------
@@ -405,6 +495,8 @@ def download(name: str, data_dir=None, *, force: bool = False, progress: bool = 
         if st.state == "ok" and not force:
             log(f"{ds.name}/{f.name}: ok (already verified)")
             continue
+        if st.state == "corrupt":
+            log(f"{ds.name}/{f.name}: corrupt ({st.problem}), fetching it again")
         if st.state in ("unpinned", "other-release") and not force:
             log(f"{ds.name}/{f.name}: present ({st.state}), kept")
             continue
@@ -432,6 +524,11 @@ def download(name: str, data_dir=None, *, force: bool = False, progress: bool = 
                 digest = fetch_url(url, dest, expected_sha256=pin, progress=progress, timeout=timeout)
             except DataError as e:
                 errors.append(str(e))
+                continue
+            problem = integrity_problem(dest) if digest != f.sha256 else None
+            if problem is not None:
+                errors.append(f"{url} gave a corrupt file ({problem})")
+                dest.unlink()
                 continue
             if f.sha256 is not None and digest != f.sha256:
                 log(f"{ds.name}/{f.name}: WARNING fetched a different release from {url} "
@@ -473,7 +570,9 @@ def status_report(names: Iterable[str] | None = None, data_dir=None, *, check_ha
             note = {"ok": "verified" if check_hash else "present", "missing": "missing",
                     "mismatch": f"CHECKSUM MISMATCH (sha256 {s.sha256})",
                     "unpinned": "present (no pinned sha256)",
-                    "other-release": "present, a different release than the pinned one"}[s.state]
+                    "other-release": "present, a different release than the pinned one (format check ok)",
+                    "corrupt": f"CORRUPT ({s.problem}): delete it and re-fetch",
+                    "unreadable": f"UNREADABLE ({s.problem}): fix its permissions"}[s.state]
             if f.optional and s.state == "missing":
                 note = "missing (optional)"
             size = f"{f.size} B" if f.size else "size unknown"

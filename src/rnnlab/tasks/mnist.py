@@ -90,7 +90,10 @@ class SequentialMNIST(Task):
         arrays = {}
         for split, files in _FILES.items():
             paths = [data.require("mnist", f, data_dir, check_hash=verify) for f in files]
-            images, labels = read_idx(paths[0]), read_idx(paths[1])
+            with data.reading("mnist", files[0], paths[0], data_dir):
+                images = read_idx(paths[0])
+            with data.reading("mnist", files[1], paths[1], data_dir):
+                labels = read_idx(paths[1])
             if images.ndim != 3 or images.shape[1:] != (28, 28) or labels.shape != images.shape[:1]:
                 raise ValueError(
                     f"MNIST {split} files hold images {images.shape} and labels {labels.shape}; "

@@ -101,7 +101,8 @@ class MusicTask(Task):
         self.max_train_len = int(max_train_len)
         self.data_dir = data_dir
         path = data.require("polyphonic", MUSIC_FILES[dataset], data_dir, check_hash=verify)
-        rolls = load_piano_rolls(path)
+        with data.reading("polyphonic", MUSIC_FILES[dataset], path, data_dir):
+            rolls = load_piano_rolls(path)
         min_len = 1 if self.predict_first else 2
         self.pieces = {
             s: [torch.from_numpy(r) for r in rs if len(r) >= min_len] for s, rs in rolls.items()

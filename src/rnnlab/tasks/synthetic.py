@@ -109,6 +109,84 @@ class CopyTask(_GeneratedTask):
         return f"copy: K={self.K}, L={self.L}, alphabet={self.alphabet}, T={self.T}, encoding={self.encoding}"
 
 
+class VariableCopyTask(CopyTask):
+    """Variable-length copy (Henaff, Szlam & LeCun 2016, their Fig. 5): copy memory whose
+    marker comes after a random number of blanks.
+
+    Tokens as in :class:`CopyTask` (0 blank, 1..alphabet symbols, alphabet+1 the marker);
+    every sequence has length T = L + 2K: K symbols, ``l`` blanks with l ~ U{L_min..L} drawn
+    per sequence, the marker at position m = K + l, then blanks. The targets are blanks except
+    the K positions m..m+K-1, which hold the K symbols in order (the first at the marker step,
+    as in the fixed task's "exprnn" encoding; l = L is exactly that task). Cross-entropy over
+    all T positions; ``recall_accuracy`` over each sequence's own K recall positions.
+
+    Baseline: the best memoryless predictor, one that sees the current input x_t and the step
+    t but nothing earlier. On a symbol input (t < K) it says blank (loss 0), on the marker a
+    uniform guess (ln a); on a blank at t >= K it cannot tell whether a recall is running, so
+    with q_t = P(m in [t-K+1, t-1] | x_t blank) it puts 1 - q_t on blank and q_t / a on each
+    symbol, scoring H(q_t) + q_t ln a (H the binary entropy). :meth:`baseline` sums this
+    exactly over t and the law of m. (A model that remembers when the marker came but none
+    of the symbols scores the fixed task's K ln(a) / (L + 2K).)
+    """
+
+    name = "copy_variable"
+
+    def __init__(
+        self, K: int = 10, L: int = 100, alphabet: int = 8, L_min: int = 1, val_size: int = 512,
+        test_size: int = 1024, seed: int = 0,
+    ):
+        super().__init__(K, L, alphabet, "exprnn", val_size, test_size, seed)
+        if not 1 <= int(L_min) <= self.L:
+            raise ValueError(f"copy_variable needs 1 <= L_min <= L={self.L}, got L_min={L_min}")
+        self.L_min = int(L_min)
+
+    def make(self, batch_size: int, generator: torch.Generator) -> Batch:
+        K, T = self.K, self.T
+        sym = torch.randint(1, self.alphabet + 1, (batch_size, K), generator=generator)
+        marker = K + torch.randint(self.L_min, self.L + 1, (batch_size,), generator=generator)
+        rows = torch.arange(batch_size)
+        x = torch.zeros(batch_size, T, dtype=torch.long)
+        x[:, :K] = sym
+        x[rows, marker] = self.alphabet + 1
+        y = torch.zeros(batch_size, T, dtype=torch.long)
+        y[rows.unsqueeze(1), marker.unsqueeze(1) + torch.arange(K)] = sym
+        return Batch(x, y)
+
+    def recall_mask(self, batch: Batch) -> torch.Tensor:
+        """(B, T) True at each sequence's K recall positions."""
+        marker = (batch.x == self.alphabet + 1).int().argmax(1, keepdim=True)
+        t = torch.arange(self.T, device=batch.x.device)
+        return (t >= marker) & (t < marker + self.K)
+
+    def metric_sums(self, out, batch):
+        sums = Task.metric_sums(self, out, batch)
+        mask = self.recall_mask(batch).to(out.device)
+        hit = (out.argmax(-1) == batch.y.to(out.device)) & mask
+        sums["recall_accuracy"] = (hit.sum().item(), float(mask.sum().item()))
+        return sums
+
+    def baseline(self) -> dict[str, float]:
+        K, T, a = self.K, self.T, self.alphabet
+        starts = range(K + self.L_min, K + self.L + 1)
+        p = 1.0 / len(starts)  # P(m = s) for each possible marker position s
+        loss = correct = recall_hits = 0.0
+        correct += K  # symbol inputs: blank targets, known
+        for t in range(K, T):
+            pm = p if K + self.L_min <= t <= K + self.L else 0.0
+            running = sum(p for s in starts if t - K + 1 <= s <= t - 1)
+            q = running / (1.0 - pm) if pm < 1.0 else 0.0
+            h = -sum(v * math.log(v) for v in (q, 1.0 - q) if v > 0)
+            loss += pm * math.log(a) + (1.0 - pm) * (h + q * math.log(a))
+            says_symbol = q / a > 1.0 - q
+            correct += pm / a + (1.0 - pm) * (q / a if says_symbol else 1.0 - q)
+            recall_hits += pm / a + (1.0 - pm) * q * (1.0 / a if says_symbol else 0.0)
+        return {"loss": loss / T, "accuracy": correct / T, "recall_accuracy": recall_hits / K}
+
+    def describe(self) -> str:
+        return (f"copy_variable: K={self.K}, L in [{self.L_min}, {self.L}] blanks before the marker, "
+                f"alphabet={self.alphabet}, T={self.T}")
+
+
 class AddingTask(_GeneratedTask):
     """Adding problem (Le et al. 2015; Arjovsky et al. 2016; nnRNN): two input features per
     step, a value ~ U(0, 1) and a marker; one marker falls in each half of the sequence; the

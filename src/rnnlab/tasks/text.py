@@ -187,11 +187,11 @@ class TextCharTask(LanguageModelTask):
         self.data_dir = data_dir
         if self.corpus == "ptb":
             tokens = {
-                s: read_ptb_chars(data.require("ptb", f"ptb.char.{f}.txt", data_dir, check_hash=verify))
+                s: _read("ptb", f"ptb.char.{f}.txt", data_dir, verify, read_ptb_chars)
                 for s, f in _PTB_SPLITS.items()
             }
         elif self.corpus == "shakespeare":
-            text = data.require("tinyshakespeare", "input.txt", data_dir, check_hash=verify).read_text(encoding="utf-8")
+            text = _read("tinyshakespeare", "input.txt", data_dir, verify, lambda p: Path(p).read_text(encoding="utf-8"))
             a, b = int(0.9 * len(text)), int(0.95 * len(text))
             tokens = {"train": list(text[:a]), "val": list(text[a:b]), "test": list(text[b:])}
             # all splits share the whole file's alphabet: a character first seen after the
@@ -203,6 +203,13 @@ class TextCharTask(LanguageModelTask):
             raise ValueError(f"unknown corpus {self.corpus!r}; expected 'ptb' or 'shakespeare'")
         vocab = Vocabulary.from_tokens(tokens["train"])
         self._setup(vocab, {s: vocab.encode(t, f"the {s} split") for s, t in tokens.items()})
+
+
+def _read(dataset: str, file: str, data_dir, verify: bool, reader):
+    """``reader(path)`` of a verified dataset file; read errors name the file and the fix."""
+    path = data.require(dataset, file, data_dir, check_hash=verify)
+    with data.reading(dataset, file, path, data_dir):
+        return reader(path)
 
 
 class PTBCharTask(TextCharTask):
@@ -226,7 +233,7 @@ class PTBWordTask(LanguageModelTask):
         super().__init__(bptt)
         self.data_dir = data_dir
         tokens = {
-            s: read_ptb_words(data.require("ptb", f"ptb.{f}.txt", data_dir, check_hash=verify))
+            s: _read("ptb", f"ptb.{f}.txt", data_dir, verify, read_ptb_words)
             for s, f in _PTB_SPLITS.items()
         }
         vocab = Vocabulary.from_tokens(tokens["train"])

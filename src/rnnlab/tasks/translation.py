@@ -166,7 +166,9 @@ class TranslationTask(Task):
         self.data_dir = data_dir
         path = data.require("tatoeba", f"{pair}.zip", data_dir, check_hash=verify)
         pairs = []
-        for eng, other in read_pairs(path):
+        with data.reading("tatoeba", f"{pair}.zip", path, data_dir):
+            raw_pairs = read_pairs(path)
+        for eng, other in raw_pairs:
             src, tgt = (tokenize(eng), tokenize(other)) if self.reverse else (tokenize(other), tokenize(eng))
             if 0 < len(src) <= self.max_len and 0 < len(tgt) <= self.max_len:
                 pairs.append((src, tgt))
