@@ -79,6 +79,13 @@ def _worker(path: str, slow: bool) -> None:
         got = _run(elementwise_rnn, u, W, h0, b, act, lengths, r_out, r_last)
         results[name] = {"triton_calls": len(calls) - n, "got": got,
                          "want": _run(reference_elementwise_rnn, u, W, h0, b, act, lengths, r_out, r_last)}
+        if slow:  # float32 at this size: judged against the CPU path's own error from float64
+            os.environ["RNNLAB_TRITON"] = "off"
+            results[name]["fused"] = _run(elementwise_rnn, u, W, h0, b, act, lengths, r_out, r_last)
+            os.environ["RNNLAB_TRITON"] = "force"
+            d = [x.detach().double().requires_grad_() if x is not None else None for x in (u, W, h0, b)]
+            results[name]["want"] = _run(reference_elementwise_rnn, d[0], d[1], d[2], d[3], act, lengths,
+                                         r_out.double(), r_last.double())
     if not slow:  # the kernel's state sequence against the CPU fused Function directly
         u, W, h0, b, r_out, _ = _problem(5, 4, 9, "modrelu", torch.float32, True, seed=3)
         ins = [u, W, h0, b]
@@ -149,8 +156,14 @@ def test_triton_matches_reference_loop(interpreted, name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(SLOW_CASES))
 def test_triton_larger_shape(interpreted_slow, name):
-    T, B, H, with_h0, act, dt, lengths = SLOW_CASES[name]
-    _check(interpreted_slow[name], name, DTYPES[dt], with_h0, act == "modrelu")
+    """At this size float32 rounding differs between any two summation orders (modReLU's
+    threshold can flip a unit), so the kernel's float32 error from the float64 reference must
+    stay within 4x the CPU fused path's own float32 error (plus 1e-5 of the scale)."""
+    res = interpreted_slow[name]
+    assert res["triton_calls"] == 1
+    for i, (x, f, y) in enumerate(zip(res["got"], res["fused"], res["want"], strict=True)):
+        err, ref_err = (x.double() - y).abs().max().item(), (f.double() - y).abs().max().item()
+        assert err <= 4 * ref_err + 1e-5 * y.abs().max().item(), f"{name} result {i}: {err} vs CPU path {ref_err}"
 
 
 def test_triton_matches_fused_path_float32(interpreted):
