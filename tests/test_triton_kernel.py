@@ -239,3 +239,34 @@ def test_elementwise_rnn_dispatches_on_device(monkeypatch):
     monkeypatch.setattr(tr_module, "available", lambda: False)
     monkeypatch.delenv("RNNLAB_TRITON")
     assert not recurrence._triton_dispatch(cuda_like, 64)
+
+
+def test_failed_launch_falls_back_once_with_a_warning(monkeypatch):
+    """A kernel that does not compile on the user's GPU: automatic mode warns, computes with
+    the fused loop, and stops dispatching; forced mode raises."""
+    monkeypatch.delenv("RNNLAB_TRITON", raising=False)
+    monkeypatch.setattr(tr_module, "DISABLED", None)
+    monkeypatch.setattr(tr_module, "triton", tr_module.triton or object())  # as if installed
+    launches = []
+
+    def broken(*a, **k):
+        launches.append(1)
+        raise RuntimeError("PTX compilation failed\nlong log")
+
+    monkeypatch.setattr(tr_module, "triton_elementwise_rnn", broken)
+    real_dispatch = recurrence._triton_dispatch
+    monkeypatch.setattr(recurrence, "_triton_dispatch", lambda u, H: tr_module.available())  # CPU stands in for CUDA
+    u = torch.randn(3, 2, 4, dtype=torch.float64)
+    W = 0.5 * torch.eye(4, dtype=torch.float64)
+    with pytest.warns(RuntimeWarning, match=r"PTX compilation failed\); using the fused loop"):
+        out, _ = elementwise_rnn(u, W)
+    torch.testing.assert_close(out, reference_elementwise_rnn(u, W)[0])
+    assert tr_module.DISABLED and not tr_module.available()
+    elementwise_rnn(u, W)  # no second attempt
+    assert launches == [1]
+    cuda_like = SimpleNamespace(device=torch.device("cuda"), dtype=torch.float32)
+    assert not real_dispatch(cuda_like, 64)
+    monkeypatch.setenv("RNNLAB_TRITON", "force")
+    monkeypatch.setattr(recurrence, "_triton_dispatch", lambda u, H: True)
+    with pytest.raises(RuntimeError, match="PTX"):
+        elementwise_rnn(u, W)

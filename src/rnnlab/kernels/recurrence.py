@@ -32,6 +32,7 @@ Double backward through this function is not supported (``once_differentiable``)
 from __future__ import annotations
 
 import os
+import warnings
 
 import torch
 from torch import Tensor
@@ -152,6 +153,24 @@ def _triton_dispatch(u: Tensor, hidden: int) -> bool:
     return triton_recurrence.use_triton(u.device.type, u.dtype, hidden)
 
 
+def _triton_forward(u, weight, h0, activation, bias, lengths):
+    """The Triton kernel's state sequence, or None after a failed launch in automatic mode
+    (a GPU or Triton build the kernel does not compile for): one warning, and the process
+    keeps the loop below from then on. Under ``RNNLAB_TRITON=force`` the error is raised."""
+    from . import triton_recurrence
+
+    try:
+        return triton_recurrence.triton_elementwise_rnn(u, weight, h0, activation, bias, lengths)
+    except Exception as e:
+        if triton_recurrence.mode() == "force":
+            raise
+        reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        triton_recurrence.disable(reason)
+        warnings.warn(f"the Triton recurrence failed on {u.device} ({reason}); using the fused loop for the rest "
+                      "of this process (set RNNLAB_TRITON=0 to skip it)", RuntimeWarning, stacklevel=3)
+        return None
+
+
 def elementwise_rnn(
     u: Tensor,
     weight: Tensor,
@@ -207,11 +226,8 @@ def elementwise_rnn(
         lengths = lengths.to(u.device)
         mask = (torch.arange(T, device=u.device).unsqueeze(1) < lengths.unsqueeze(0)).unsqueeze(2)  # (T, B, 1)
     with float32_region(u):
-        if _triton_dispatch(u, H):
-            from .triton_recurrence import triton_elementwise_rnn
-
-            S = triton_elementwise_rnn(u, weight, h0, activation, bias, lengths)
-        else:
+        S = _triton_forward(u, weight, h0, activation, bias, lengths) if _triton_dispatch(u, H) else None
+        if S is None:
             S = _ElementwiseRNN.apply(u.contiguous(), weight.contiguous(), h0.contiguous(), bias, mask, activation)
     h_n = S[-1]
     outputs = S if mask is None else S * mask.to(dtype)

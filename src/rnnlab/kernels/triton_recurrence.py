@@ -58,9 +58,19 @@ _MODES = {"": "auto", "auto": "auto", "0": "off", "off": "off", "false": "off", 
           "1": "force", "force": "force", "on": "force", "true": "force", "yes": "force"}
 
 
+#: set by :func:`disable` after a failed launch (the reason), so automatic dispatch stops trying
+DISABLED: str | None = None
+
+
 def available() -> bool:
-    """Whether Triton could be imported."""
-    return triton is not None
+    """Whether Triton could be imported (and the kernel has not been disabled by a failure)."""
+    return triton is not None and DISABLED is None
+
+
+def disable(reason: str) -> None:
+    """Stop dispatching to the kernel for the rest of the process (automatic mode only)."""
+    global DISABLED
+    DISABLED = reason
 
 
 def mode() -> str:
@@ -86,6 +96,8 @@ def use_triton(device_type: str, dtype: torch.dtype, hidden: int, setting: str |
         have_triton: whether Triton is importable (default: :func:`available`).
     """
     setting = mode() if setting is None else setting
+    if setting == "force" and have_triton is None:
+        have_triton = triton is not None  # forced runs ignore an earlier automatic fallback
     have_triton = available() if have_triton is None else have_triton
     if setting == "off":
         return False
@@ -208,6 +220,11 @@ def _blocks(B: int, H: int) -> tuple[int, int, int]:
     return BLOCK_B, block_h, triton.cdiv(B, BLOCK_B)
 
 
+def _warps(block_h: int) -> int:
+    # more threads to hold a larger W on chip (untuned: no GPU has timed it)
+    return 4 if block_h <= 64 else 8
+
+
 class TritonElementwiseRNN(torch.autograd.Function):
     """Returns the state sequence S (T, B, H), as ``_ElementwiseRNN`` in
     :mod:`rnnlab.kernels.recurrence` does; ``lengths`` is None or an int32 (B,) tensor on
@@ -223,6 +240,7 @@ class TritonElementwiseRNN(torch.autograd.Function):
         _forward_kernel[(n_prog,)](
             u, weight, h0, dummy if bias is None else bias, dummy if lengths is None else lengths, S,
             T, B, H, ACT=act, HAS_LEN=lengths is not None, BLOCK_B=block_b, BLOCK_H=block_h,
+            num_warps=_warps(block_h),
         )
         ctx.activation = activation
         ctx.save_for_backward(S, weight, h0, bias, lengths)
@@ -243,6 +261,7 @@ class TritonElementwiseRNN(torch.autograd.Function):
         _backward_kernel[(n_prog,)](
             grad_S, S, weight, S.new_empty(1) if lengths is None else lengths, G, grad_h0, gb_parts,
             T, B, H, (T - 1) * B * H, ACT=act, HAS_LEN=lengths is not None, BLOCK_B=block_b, BLOCK_H=block_h,
+            num_warps=_warps(block_h),
         )
         grad_w = None
         if need_w:  # sum_t dz_t^T h_{t-1}: one large product, outside the kernel
