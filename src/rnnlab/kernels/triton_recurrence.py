@@ -31,6 +31,7 @@ Not measured on a GPU yet: no speed is claimed (docs/speed.md).
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch
@@ -220,6 +221,11 @@ def _blocks(B: int, H: int) -> tuple[int, int, int]:
     return BLOCK_B, block_h, triton.cdiv(B, BLOCK_B)
 
 
+def _on(device: torch.device):
+    """Triton launches on the current CUDA device: make it the tensors' own (cuda:1, ...)."""
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
+
+
 def _warps(block_h: int) -> int:
     # more threads to hold a larger W on chip (untuned: no GPU has timed it)
     return 4 if block_h <= 64 else 8
@@ -237,11 +243,12 @@ class TritonElementwiseRNN(torch.autograd.Function):
         block_b, block_h, n_prog = _blocks(B, H)
         act = _ACT_CODES[activation]
         dummy = u.new_empty(1)
-        _forward_kernel[(n_prog,)](
-            u, weight, h0, dummy if bias is None else bias, dummy if lengths is None else lengths, S,
-            T, B, H, ACT=act, HAS_LEN=lengths is not None, BLOCK_B=block_b, BLOCK_H=block_h,
-            num_warps=_warps(block_h),
-        )
+        with _on(u.device):
+            _forward_kernel[(n_prog,)](
+                u, weight, h0, dummy if bias is None else bias, dummy if lengths is None else lengths, S,
+                T, B, H, ACT=act, HAS_LEN=lengths is not None, BLOCK_B=block_b, BLOCK_H=block_h,
+                num_warps=_warps(block_h),
+            )
         ctx.activation = activation
         ctx.save_for_backward(S, weight, h0, bias, lengths)
         return S
@@ -258,11 +265,12 @@ class TritonElementwiseRNN(torch.autograd.Function):
         G = torch.empty_like(S)  # G[t] = dL/dz_t = dL/du_t
         grad_h0 = torch.empty_like(h0)
         gb_parts = S.new_zeros(n_prog, H) if act == 2 else S.new_empty(1)
-        _backward_kernel[(n_prog,)](
-            grad_S, S, weight, S.new_empty(1) if lengths is None else lengths, G, grad_h0, gb_parts,
-            T, B, H, (T - 1) * B * H, ACT=act, HAS_LEN=lengths is not None, BLOCK_B=block_b, BLOCK_H=block_h,
-            num_warps=_warps(block_h),
-        )
+        with _on(S.device):
+            _backward_kernel[(n_prog,)](
+                grad_S, S, weight, S.new_empty(1) if lengths is None else lengths, G, grad_h0, gb_parts,
+                T, B, H, (T - 1) * B * H, ACT=act, HAS_LEN=lengths is not None, BLOCK_B=block_b,
+                BLOCK_H=block_h, num_warps=_warps(block_h),
+            )
         grad_w = None
         if need_w:  # sum_t dz_t^T h_{t-1}: one large product, outside the kernel
             grad_w = G[0].t() @ h0
