@@ -57,7 +57,7 @@ def test_bad_input_exits_with_a_message(tmp_path, capsys):
 def test_demo_end_to_end(tmp_path, capsys):
     assert main(["demo", "--out", str(tmp_path), "--steps", "3"]) == 0
     out = capsys.readouterr().out
-    assert "memoryless baseline" in out and "demo-lstm" in out and "demo-exprnn" in out
+    assert "memoryless baseline" in out and "demo-lstm" in out and "demo-asrnn" in out and "demo-ltrnn" in out
     assert (tmp_path / "loss.png").stat().st_size > 1000
     assert "test/recall_accuracy" in (tmp_path / "table.md").read_text()
 

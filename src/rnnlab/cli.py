@@ -7,7 +7,11 @@ import inspect
 import sys
 from pathlib import Path
 
-DEMO_PRESETS = ["demo/lstm", "demo/gru", "demo/rnn", "demo/exprnn"]
+#: the demo: the papers' models (asRNN, nnRNN, DMU, LT-RNN) beside an LSTM, about 7K parameters each
+DEMO_PRESETS = ["demo/lstm", "demo/asrnn", "demo/nnrnn", "demo/dmu", "demo/ltrnn"]
+DEMO_METRICS = ["test/loss", "test/recall_accuracy"]
+#: files of a demo run copied into a record (``rnnlab demo --record``): no weights
+RECORD_FILES = ("config.json", "task.json", "metrics.jsonl", "result.json")
 
 
 def _signature(cls, skip=("self", "input_size", "hidden_size")) -> str:
@@ -19,12 +23,32 @@ def _signature(cls, skip=("self", "input_size", "hidden_size")) -> str:
     return ", ".join(parts)
 
 
+def _preset_line(name: str) -> str:
+    """What ``rnnlab list presets`` shows of a preset, read from its TOML alone (no torch)."""
+    from . import config
+
+    try:
+        data = config.tomllib.loads(config.preset_path(name).read_text())
+    except (config.tomllib.TOMLDecodeError, OSError) as e:
+        return f"  {name:28s} (unavailable: {e})"
+    cell = data.get("model", {}).get("cell", config.ModelConfig.cell)
+    task = data.get("task", {}).get("name", config.TaskConfig.name)
+    steps = data.get("train", {}).get("steps", config.TrainConfig.steps)
+    return f"  {name:28s} {cell} on {task}, {steps} steps"
+
+
 def cmd_list(args) -> int:
     from . import config
+
+    what = args.what
+    if what == "presets":  # only the preset files: no torch, starts at once
+        print("presets (rnnlab train NAME):")
+        for name in config.list_presets():
+            print(_preset_line(name))
+        return 0
     from .cells import CELLS
     from .tasks import TASKS
 
-    what = args.what
     if what in ("all", "cells"):
         print("cells (model.cell; options go under [model.cell_options]):")
         for k, c in CELLS.items():
@@ -96,9 +120,11 @@ def _device_overrides(args) -> list[str]:
 
 
 def _add_device_arguments(s, precision: bool = True) -> None:
-    s.add_argument("--device", help="auto (CUDA, else MPS, else CPU; the default), cpu, cuda, cuda:N, mps")
+    s.add_argument("--device", help="auto (CUDA, else MPS, else CPU; the default), cpu, cuda, cuda:N, mps; "
+                   "e.g. --device cuda")
     if precision:
-        s.add_argument("--precision", help="fp32 (default), bf16 or fp16 (torch.autocast; fp16 with a gradient scaler)")
+        s.add_argument("--precision", help="fp32 (default), bf16 or fp16 (torch.autocast; fp16 with a gradient "
+                       "scaler), e.g. --precision bf16")
 
 
 def _parse_seeds(text: str) -> list[int]:
@@ -126,6 +152,8 @@ def cmd_train(args) -> int:
             overrides.append(f"train.seed={seed}")
         if args.threads is not None:
             overrides.append(f"train.threads={args.threads}")
+        if args.tensorboard:
+            overrides.append("train.tensorboard=true")
         overrides += _device_overrides(args)
         cfg = config.load(args.preset, overrides)
         run_dir = _run_dir(args, cfg)
@@ -140,6 +168,25 @@ def cmd_table(args) -> int:
     from .results import table
 
     print(table(args.runs_dir, args.metrics.split(",") if args.metrics else None))
+    return 0
+
+
+def cmd_export(args) -> int:
+    from .results import export_csv
+
+    print(f"wrote {export_csv(args.run, args.output)}")
+    return 0
+
+
+def cmd_evaluate(args) -> int:
+    import json
+
+    from .train import evaluate, load_run
+
+    cfg, task, model = load_run(args.run, which=args.which, data_dir=args.data_dir, device=args.device,
+                                data=True)
+    metrics = evaluate(model, task, args.split, cfg.train.eval_batch_size, cfg.train.eval_max_batches)
+    print(json.dumps(metrics, indent=2))
     return 0
 
 
@@ -229,11 +276,22 @@ def cmd_demo(args) -> int:
                 _print_result(r)
         dirs.append(run_dir)
     png = plot_curves(dirs, out / "loss.png", "val/loss", title="copy task (K=10, L=40): validation loss")
-    md = table(dirs, ["test/loss", "test/recall_accuracy"])
+    md = table(dirs, DEMO_METRICS)
     (out / "table.md").write_text(md + "\n")
     print()
     print(md)
     print(f"\nwrote {png} and {out / 'table.md'}")
+    if args.record:
+        import shutil
+
+        rec = Path(args.record)
+        for d in dirs:
+            (rec / d.name).mkdir(parents=True, exist_ok=True)
+            for f in RECORD_FILES:
+                shutil.copyfile(d / f, rec / d.name / f)
+        shutil.copyfile(png, rec / "loss.png")
+        (rec / "table.md").write_text(table(rec, DEMO_METRICS) + "\n")
+        print(f"recorded in {rec} (update the README block: python -m rnnlab.docsync README.md)")
     return 0
 
 
@@ -295,148 +353,240 @@ def cmd_bench(args) -> int:
     return main_from_args(args)
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Each argument's default appended to its help (unless the help states it, or there is
+    none to state); examples (the epilog) kept as written."""
+
+    def _get_help_string(self, action):
+        h = action.help or ""
+        d = action.default
+        if "default" in h or d in (None, False, argparse.SUPPRESS) or action.option_strings == [] and d == []:
+            return h
+        return h + " (default: %(default)s)"
+
+
+def _sub(sub, name: str, help: str, example: str, **kw) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=help, description=help, epilog=f"example:\n  {example}",
+                          formatter_class=_Help, **kw)
+
+
+def build_parser(bench_arguments: bool = True) -> argparse.ArgumentParser:
+    """The ``rnnlab`` parser. ``bench_arguments=False`` leaves out the options of ``bench
+    speed`` (reading them imports torch), for commands that do not need them."""
     from . import __version__
 
-    p = argparse.ArgumentParser(prog="rnnlab", description="Long-memory RNNs: train, compare, analyse.")
-    p.add_argument("--version", action="version", version=f"rnnlab {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
+    p = argparse.ArgumentParser(
+        prog="rnnlab", description="Long-memory RNNs: train, compare, analyse.", formatter_class=_Help,
+        epilog="examples:\n  rnnlab demo\n  rnnlab list presets\n  rnnlab train demo/asrnn --seeds 0,1\n"
+               "  rnnlab table runs/\n\n`rnnlab COMMAND --help` describes each command.")
+    p.add_argument("--version", action="version", version=f"rnnlab {__version__}",
+                   help="print the version and exit, e.g. rnnlab --version")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    s = sub.add_parser("list", help="registered cells, tasks and presets with their options")
-    s.add_argument("what", nargs="?", default="all", choices=["all", "cells", "tasks", "presets"])
+    s = _sub(sub, "list", "registered cells, tasks and presets with their options", "rnnlab list presets")
+    s.add_argument("what", nargs="?", default="all", choices=["all", "cells", "tasks", "presets"],
+                   help="what to list, e.g. presets")
     s.set_defaults(func=cmd_list)
 
-    s = sub.add_parser("train", help="train a preset (configs/<paper>/<task>.toml) or a TOML file")
-    s.add_argument("preset", help="preset name (see `rnnlab list presets`) or path to a .toml")
+    s = _sub(sub, "train", "train a preset (configs/<paper>/<task>.toml) or a TOML file",
+             "rnnlab train demo/asrnn --set train.steps=100 --seeds 0,1")
+    s.add_argument("preset", help="preset name (see `rnnlab list presets`) or path to a .toml, e.g. demo/lstm")
     s.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="override a config value, e.g. --set train.steps=100 --set task.L=200")
-    s.add_argument("--out", help="run directory (default: RUNS_DIR/<name>/seed<seed>)")
-    s.add_argument("--runs-dir", default="runs", help="parent of run directories (default: runs)")
-    s.add_argument("--seeds", help="comma-separated initialisation seeds, one run each (e.g. 0,1,2)")
-    s.add_argument("--threads", type=int, help="torch threads (default: the preset's, 1)")
-    s.add_argument("--resume", action="store_true", help="continue from the run's checkpoint.pt")
-    s.add_argument("--data-dir", help="data root for real-data tasks (else $RNNLAB_DATA)")
-    s.add_argument("--quiet", action="store_true", help="no progress bar")
+                   help="override a config value (repeatable), e.g. --set train.steps=100 --set task.L=200")
+    s.add_argument("--out", help="run directory (default: RUNS_DIR/<name>/seed<seed>), e.g. --out runs/try1")
+    s.add_argument("--runs-dir", default="runs", help="parent of run directories, e.g. --runs-dir /scratch/runs")
+    s.add_argument("--seeds", help="comma-separated initialisation seeds, one run each (default: the "
+                   "preset's train.seed), e.g. --seeds 0,1,2")
+    s.add_argument("--threads", type=int, help="torch threads (default: the preset's, 1), e.g. --threads 2")
+    s.add_argument("--resume", action="store_true", help="continue from the run's checkpoint.pt, e.g. "
+                   "rnnlab train demo/lstm --resume")
+    s.add_argument("--data-dir", help="data root for real-data tasks (default: $RNNLAB_DATA, else "
+                   "~/.cache/rnnlab/data), e.g. --data-dir ~/data")
+    s.add_argument("--quiet", action="store_true", help="no progress bar and no evaluation lines, "
+                   "e.g. in scripts that only read result.json")
+    s.add_argument("--tensorboard", action="store_true",
+                   help="also write TensorBoard events to RUN/tensorboard (needs rnnlab[tensorboard]; "
+                        "same as --set train.tensorboard=true), e.g. then tensorboard --logdir runs")
     _add_device_arguments(s)
     s.set_defaults(func=cmd_train)
 
-    s = sub.add_parser("data", help="real-data files: list, verify (sha256) or download them")
-    s.add_argument("action", choices=["list", "verify", "download"])
-    s.add_argument("names", nargs="*", help="datasets (default for list/verify: all)")
-    s.add_argument("--data-dir", help="data root (else $RNNLAB_DATA, else ~/.cache/rnnlab/data)")
-    s.add_argument("--force", action="store_true", help="download again even when verified")
-    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s = _sub(sub, "evaluate", "re-score a trained run on a split (needs the task's data)",
+             "rnnlab evaluate runs/demo-lstm/seed1 --split test")
+    s.add_argument("run", help="run directory, or a checkpoint file inside one, e.g. runs/demo-lstm/seed1")
+    s.add_argument("--split", default="test", choices=["val", "test"], help="split to score, e.g. --split val")
+    s.add_argument("--which", default="best", choices=["best", "last"],
+                   help="best.pt (best validation score) or checkpoint.pt, e.g. --which last")
+    s.add_argument("--device", default=None, help="torch device (default: cpu), e.g. --device cuda")
+    s.add_argument("--data-dir", help="data root for real-data tasks (default: $RNNLAB_DATA), e.g. --data-dir ~/data")
+    s.set_defaults(func=cmd_evaluate)
+
+    s = _sub(sub, "export", "a run's metrics.jsonl as CSV", "rnnlab export runs/demo-lstm/seed1 --csv")
+    s.add_argument("run", help="run directory, e.g. runs/demo-lstm/seed1")
+    s.add_argument("--csv", action="store_true", default=True, help="CSV (the only format), e.g. --csv")
+    s.add_argument("-o", "--output", help="output file (default: RUN/metrics.csv), e.g. -o metrics.csv")
+    s.set_defaults(func=cmd_export)
+
+    s = _sub(sub, "data", "real-data files: list, verify (sha256) or download them", "rnnlab data download ptb")
+    s.add_argument("action", choices=["list", "verify", "download"], help="what to do, e.g. verify")
+    s.add_argument("names", nargs="*", help="datasets (default for list/verify: all), e.g. ptb mnist")
+    s.add_argument("--data-dir", help="data root (default: $RNNLAB_DATA, else ~/.cache/rnnlab/data), "
+                   "e.g. --data-dir ~/data")
+    s.add_argument("--force", action="store_true", help="download again even when verified, e.g. after a "
+                   "failed verify")
+    s.add_argument("--quiet", action="store_true", help="no progress bar, e.g. in batch jobs")
     s.set_defaults(func=cmd_data)
 
-    s = sub.add_parser("table", help="mean +- std over seeds of every run below RUNS_DIR")
-    s.add_argument("runs_dir")
-    s.add_argument("--metrics", help="comma-separated metric keys (default: all test metrics)")
+    s = _sub(sub, "table", "mean +- std over seeds of every run below RUNS_DIR", "rnnlab table runs/ --metrics test/loss")
+    s.add_argument("runs_dir", help="directory searched for result.json files, e.g. runs/")
+    s.add_argument("--metrics", help="comma-separated metric keys (default: all test metrics), "
+                   "e.g. --metrics test/loss,test/accuracy")
     s.set_defaults(func=cmd_table)
 
-    s = sub.add_parser("suite", help="run a benchmark suite (presets x seeds, parallel) and print its table")
-    s.add_argument("name", help="suite name (`rnnlab suite list`) or path to a suite .toml")
-    s.add_argument("--runs-dir", default="runs")
-    s.add_argument("--jobs", type=int, default=1, help="parallel runs (each one thread; default 1)")
-    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override for every run")
-    s.add_argument("--data-dir", help="data root for real-data tasks")
+    s = _sub(sub, "suite", "run a benchmark suite (presets x seeds, parallel) and print its table",
+             "rnnlab suite demo --jobs 2")
+    s.add_argument("name", help="suite name (`rnnlab suite list`) or path to a suite .toml, e.g. demo")
+    s.add_argument("--runs-dir", default="runs", help="parent of the run directories, e.g. --runs-dir runs")
+    s.add_argument("--jobs", type=int, default=1, help="parallel runs (each one thread), e.g. --jobs 2")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override for every run (repeatable), e.g. --set train.steps=50")
+    s.add_argument("--data-dir", help="data root for real-data tasks, e.g. --data-dir ~/data")
     _add_device_arguments(s)
     s.add_argument("--backend", default="local", choices=["local", "ray"],
-                   help="where runs execute: local process pool (default) or Ray (rnnlab[ray])")
-    s.add_argument("--address", help="Ray cluster address HOST:PORT or 'auto' (default: a local Ray instance)")
+                   help="where runs execute: local process pool or Ray (rnnlab[ray]), e.g. --backend ray")
+    s.add_argument("--address", help="Ray cluster address HOST:PORT or 'auto' (default: a local Ray instance), "
+                   "e.g. --address auto")
     s.set_defaults(func=cmd_suite)
 
-    s = sub.add_parser("sweep", help="hyperparameter sweep of a preset with Optuna (rnnlab[sweep]); "
-                       "rerun to continue a killed sweep")
+    s = _sub(sub, "sweep", "hyperparameter sweep of a preset with Optuna (rnnlab[sweep]); rerun to continue a "
+             "killed sweep", "rnnlab sweep demo-lstm --trials 20 --workers 2")
     s.add_argument("spec", help="sweep TOML file (preset, [space], metric, trials; see docs/sweeps.md) "
-                   "or a shipped sweep name (demo-lstm)")
-    s.add_argument("--out", help="sweep directory (default: RUNS_DIR/sweep-<name>)")
-    s.add_argument("--runs-dir", default="runs")
-    s.add_argument("--trials", type=int, help="finished trials to reach (default: the file's)")
-    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="fixed override for every trial")
-    s.add_argument("--storage", help="Optuna RDB URL (default: sqlite:///OUT/study.db)")
-    s.add_argument("--workers", type=int, default=1, help="Optuna workers feeding the study (default 1)")
+                   "or a shipped sweep name, e.g. demo-lstm")
+    s.add_argument("--out", help="sweep directory (default: RUNS_DIR/sweep-<name>), e.g. --out runs/sweep1")
+    s.add_argument("--runs-dir", default="runs", help="parent of the sweep directory, e.g. --runs-dir runs")
+    s.add_argument("--trials", type=int, help="finished trials to reach (default: the file's), e.g. --trials 20")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="fixed override for every trial, e.g. --set train.steps=200")
+    s.add_argument("--storage", help="Optuna RDB URL (default: sqlite:///OUT/study.db), "
+                   "e.g. --storage postgresql://host/db")
+    s.add_argument("--workers", type=int, default=1, help="Optuna workers feeding the study, e.g. --workers 2")
     s.add_argument("--backend", default="local", choices=["local", "ray"],
-                   help="where workers run: local processes (default) or Ray tasks (rnnlab[ray])")
-    s.add_argument("--address", help="Ray cluster address HOST:PORT or 'auto' (default: a local Ray instance)")
+                   help="where workers run: local processes or Ray tasks (rnnlab[ray]), e.g. --backend ray")
+    s.add_argument("--address", help="Ray cluster address HOST:PORT or 'auto' (default: a local Ray instance), "
+                   "e.g. --address auto")
     s.add_argument("--heartbeat", type=int, default=10,
-                   help="seconds between trial heartbeats; a trial silent for 3x this is retried (default 10)")
-    s.add_argument("--db-timeout", type=float, default=60.0, help="seconds to wait for a locked SQLite study")
-    s.add_argument("--report-only", action="store_true", help="write best.toml, trials.md and plots; run nothing")
-    s.add_argument("--data-dir", help="data root for real-data tasks")
+                   help="seconds between trial heartbeats; a trial silent for 3x this is retried, e.g. --heartbeat 30")
+    s.add_argument("--db-timeout", type=float, default=60.0,
+                   help="seconds to wait for a locked SQLite study, e.g. --db-timeout 120")
+    s.add_argument("--report-only", action="store_true",
+                   help="write best.toml, trials.md and plots; run nothing, e.g. after a killed sweep")
+    s.add_argument("--data-dir", help="data root for real-data tasks, e.g. --data-dir ~/data")
     _add_device_arguments(s)
     s.set_defaults(func=cmd_sweep)
 
-    s = sub.add_parser("bench", help="benchmarks (speed: training-iteration time, throughput, memory vs nn.LSTM)")
-    bsub = s.add_subparsers(dest="bench", required=True)
-    b = bsub.add_parser("speed", help="the speed table of BENCHMARKS.md (add --quick for a short run)")
-    from .speed import add_arguments
+    s = _sub(sub, "bench", "benchmarks (speed: training-iteration time, throughput, memory vs nn.LSTM)",
+             "rnnlab bench speed --quick")
+    bsub = s.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    b = _sub(bsub, "speed", "the speed table of BENCHMARKS.md (add --quick for a short run)",
+             "rnnlab bench speed --quick --cells lstm asrnn")
+    if bench_arguments:
+        from .speed import add_arguments
 
-    add_arguments(b)
+        add_arguments(b)
     b.set_defaults(func=cmd_bench)
 
-    s = sub.add_parser("thresholds", help="DMU-style summary: how many seeds reached each loss threshold by each epoch")
-    s.add_argument("runs_dir")
-    s.add_argument("--metric", default="val/loss")
-    s.add_argument("--thresholds", default="1e-1,1e-2,1e-3,1e-4,1e-5,1e-6")
-    s.add_argument("--steps-per-epoch", type=int, default=10, help="optimizer steps per epoch (DMU presets: 10)")
+    s = _sub(sub, "thresholds", "DMU-style summary: how many seeds reached each loss threshold by each epoch",
+             "rnnlab thresholds runs/ --metric val/loss")
+    s.add_argument("runs_dir", help="directory searched for runs, e.g. runs/")
+    s.add_argument("--metric", default="val/loss", help="metric of metrics.jsonl, e.g. --metric val/loss")
+    s.add_argument("--thresholds", default="1e-1,1e-2,1e-3,1e-4,1e-5,1e-6",
+                   help="comma-separated thresholds, e.g. --thresholds 1e-2,1e-4")
+    s.add_argument("--steps-per-epoch", type=int, default=10,
+                   help="optimizer steps per epoch (DMU presets: 10), e.g. --steps-per-epoch 10")
     s.set_defaults(func=cmd_thresholds)
 
-    s = sub.add_parser("reproduce", help="the reproduction ledger: REPRODUCTION.md from the papers' values and "
-                       "run records (ledger), or copy runs' small files into a records folder (collect)")
-    s.add_argument("action", choices=["ledger", "collect"])
-    s.add_argument("runs", nargs="+", help="directories holding run records (ledger) / one runs directory (collect)")
-    s.add_argument("-o", "--output", help="ledger: output file (default: stdout); collect: the records folder")
+    s = _sub(sub, "reproduce", "the reproduction ledger: REPRODUCTION.md from the papers' values and run "
+             "records (ledger), or copy runs' small files into a records folder (collect)",
+             "rnnlab reproduce ledger records/ -o REPRODUCTION.md")
+    s.add_argument("action", choices=["ledger", "collect"], help="what to do, e.g. ledger")
+    s.add_argument("runs", nargs="+", help="directories holding run records (ledger) / one runs directory "
+                   "(collect), e.g. records/")
+    s.add_argument("-o", "--output", help="ledger: output file (default: stdout); collect: the records folder, "
+                   "e.g. -o REPRODUCTION.md")
     s.set_defaults(func=cmd_reproduce)
 
-    s = sub.add_parser("plot", help="loss curves of the runs below the given directories")
-    s.add_argument("runs", nargs="+")
-    s.add_argument("-o", "--output", default="curves.png")
-    s.add_argument("--metric", default="train/loss")
-    s.add_argument("--linear", action="store_true", help="linear instead of log y axis")
+    s = _sub(sub, "plot", "curves of a metric for the runs below the given directories",
+             "rnnlab plot runs/demo-lstm runs/demo-asrnn -o curves.png --metric val/loss")
+    s.add_argument("runs", nargs="+", help="directories searched for runs, e.g. runs/")
+    s.add_argument("-o", "--output", default="curves.png", help="figure file, e.g. -o loss.png")
+    s.add_argument("--metric", default="train/loss", help="metric of metrics.jsonl, e.g. --metric val/loss")
+    s.add_argument("--linear", action="store_true", help="linear instead of log y axis, e.g. for accuracies")
     s.set_defaults(func=cmd_plot)
 
-    s = sub.add_parser("analyze", help="analyses of a trained run (jacobian: temporal Jacobian spectra; "
-                       "schur: real Schur form views)")
-    asub = s.add_subparsers(dest="analysis", required=True)
-    a = asub.add_parser("schur", help="real Schur form of each recurrent matrix of a run: |Theta| heat "
-                        "map, mean |T| per sub-diagonal, block angles, eigenvalue moduli")
-    a.add_argument("run", help="run directory, or a checkpoint file (best.pt / checkpoint.pt) inside one")
-    a.add_argument("--out", help="output directory (default: RUN/schur)")
-    a.add_argument("--which", default="best", choices=["best", "last"], help="weights of a run directory")
-    a.add_argument("--data-dir", help="data root for real-data tasks (else $RNNLAB_DATA)")
+    s = _sub(sub, "analyze", "analyses of a trained run (jacobian: temporal Jacobian spectra; schur: real "
+             "Schur form views)", "rnnlab analyze schur runs/nnrnn-copy-T200/seed1")
+    asub = s.add_subparsers(dest="analysis", required=True, metavar="ANALYSIS")
+    a = _sub(asub, "schur", "real Schur form of each recurrent matrix of a run: |Theta| heat map, mean |T| "
+             "per sub-diagonal, block angles, eigenvalue moduli", "rnnlab analyze schur runs/nnrnn-copy-T200/seed1")
+    a.add_argument("run", help="run directory, or a checkpoint file (best.pt / checkpoint.pt) inside one, "
+                   "e.g. runs/x/seed1")
+    a.add_argument("--out", help="output directory (default: RUN/schur), e.g. --out schur-views")
+    a.add_argument("--which", default="best", choices=["best", "last"],
+                   help="weights of a run directory, e.g. --which last")
+    a.add_argument("--data-dir", help="data root for real-data tasks (default: $RNNLAB_DATA), e.g. --data-dir ~/data")
     _add_device_arguments(a, precision=False)
     a.set_defaults(func=cmd_analyze_schur)
 
-
-    a = asub.add_parser("jacobian", help="temporal Jacobian spectra vs lag (and Theorem 2.1 for asRNN)")
-    a.add_argument("run", help="run directory or a checkpoint file inside one")
-    a.add_argument("--split", default="val")
-    a.add_argument("--index", type=int, default=0, help="which sequence of the split's first batch")
-    a.add_argument("--max-lag", type=int, default=None)
-    a.add_argument("--which", default="best", choices=["best", "last"], help="best.pt or checkpoint.pt")
+    a = _sub(asub, "jacobian", "temporal Jacobian spectra vs lag (and Theorem 2.1 for asRNN)",
+             "rnnlab analyze jacobian runs/asrnn-copy-L1000/seed5544 --compare exprnn,rnn")
+    a.add_argument("run", help="run directory or a checkpoint file inside one, e.g. runs/x/seed1")
+    a.add_argument("--split", default="val", help="split the sequence comes from, e.g. --split test")
+    a.add_argument("--index", type=int, default=0, help="which sequence of the split's first batch, e.g. --index 3")
+    a.add_argument("--max-lag", type=int, default=None, help="largest lag (default: the sequence length), "
+                   "e.g. --max-lag 200")
+    a.add_argument("--which", default="best", choices=["best", "last"], help="best.pt or checkpoint.pt, "
+                   "e.g. --which last")
     a.add_argument("--compare", help="comma-separated cells to add at initialisation, e.g. exprnn,rnn")
-    a.add_argument("--data-dir", help="data root for real-data tasks")
-    a.add_argument("-o", "--output", default="jacobian.png")
-    a.add_argument("--json", help="also write the digest (sigma at lags 1/10/100/T, Theorem 2.1) here")
+    a.add_argument("--data-dir", help="data root for real-data tasks, e.g. --data-dir ~/data")
+    a.add_argument("-o", "--output", default="jacobian.png", help="figure file, e.g. -o spectra.png")
+    a.add_argument("--json", help="also write the digest (sigma at lags 1/10/100/T, Theorem 2.1) here, "
+                   "e.g. --json digest.json")
     _add_device_arguments(a, precision=False)
     a.set_defaults(func=cmd_analyze_jacobian)
 
-    s = sub.add_parser("demo", help="small copy-task benchmark (no downloads): table + loss plot")
-    s.add_argument("--out", default="demo-out", help="output directory (default: demo-out)")
-    s.add_argument("--steps", type=int, default=0, help="override the steps per model")
-    s.add_argument("--fresh", action="store_true", help="rerun models already done in --out")
+    s = _sub(sub, "demo", "the papers' models beside an LSTM on the copy task (no downloads): table + loss plot",
+             "rnnlab demo --out demo-out")
+    s.add_argument("--out", default="demo-out", help="output directory, e.g. --out /tmp/demo")
+    s.add_argument("--steps", type=int, default=0, help="override the steps per model (0: the presets' 600), "
+                   "e.g. --steps 100")
+    s.add_argument("--fresh", action="store_true", help="rerun models already done in --out, e.g. after "
+                   "changing the code")
+    s.add_argument("--record", metavar="DIR",
+                   help="also copy the runs' records (no weights), table and figure to DIR, "
+                        "e.g. --record docs/demo (what the README's demo table is made from)")
     _add_device_arguments(s)
     s.set_defaults(func=cmd_demo)
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def _expected_errors() -> tuple[tuple, tuple]:
+    """(errors reported in one line, those of them that are usage errors: exit 2). The
+    trainer's own errors count only once it is imported, so light commands never import torch."""
     from .config import ConfigError
-    from .tasks.data import DataError
     from .rundir import RunLocked
-    from .train import CheckpointError, RunExists, RunWriteError, TrainingDiverged
+    from .tasks.data import DataError
 
-    args = build_parser().parse_args(argv)
+    usage: list = [ConfigError, RunLocked, ValueError]
+    other: list = [FileNotFoundError, DataError]
+    train = sys.modules.get(f"{__package__}.train")
+    if train is not None:
+        usage.append(train.RunExists)
+        other += [train.TrainingDiverged, train.CheckpointError, train.RunWriteError]
+    return tuple(usage + other), tuple(usage)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(bench_arguments="bench" in argv).parse_args(argv)
     if args.command in ("train", "demo", "suite", "sweep"):
         # glibc's default allocator returns freed tensor memory to the OS and page-faults it back
         # every iteration (about 40% of an nn.LSTM copy-task iteration here, BENCHMARKS.md);
@@ -446,14 +596,16 @@ def main(argv: list[str] | None = None) -> int:
         tune_malloc()
     try:
         return args.func(args)
-    except (ConfigError, RunExists, RunLocked, TrainingDiverged, FileNotFoundError, ValueError, DataError,
-            CheckpointError, RunWriteError) as e:
-        print(f"rnnlab: error: {e}", file=sys.stderr)
-        return 2 if isinstance(e, (ConfigError, RunExists, RunLocked, ValueError)) else 1
-    except OSError as e:  # a file problem no layer above named more precisely
-        where = f"{e.filename}: " if e.filename else ""
-        print(f"rnnlab: error: {where}{e.strerror or e}; check the path and its permissions", file=sys.stderr)
-        return 1
+    except Exception as e:
+        expected, usage = _expected_errors()
+        if isinstance(e, expected):
+            print(f"rnnlab: error: {e}", file=sys.stderr)
+            return 2 if isinstance(e, usage) else 1
+        if isinstance(e, OSError):  # a file problem no layer above named more precisely
+            where = f"{e.filename}: " if e.filename else ""
+            print(f"rnnlab: error: {where}{e.strerror or e}; check the path and its permissions", file=sys.stderr)
+            return 1
+        raise
     except KeyboardInterrupt:
         print("rnnlab: interrupted; `rnnlab train ... --resume` continues from the last checkpoint",
               file=sys.stderr)

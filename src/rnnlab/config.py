@@ -28,6 +28,15 @@ class ConfigError(ValueError):
     """A configuration that cannot be used; the message says what was expected."""
 
 
+def did_you_mean(name: str, choices, n: int = 3) -> str:
+    """`` Did you mean 'x'?`` for the choices closest to ``name`` by edit distance (difflib),
+    or an empty string when none is close."""
+    import difflib
+
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=n, cutoff=0.6)
+    return f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+
+
 @dataclass
 class TaskConfig:
     name: str = "copy"
@@ -81,6 +90,7 @@ class TrainConfig:
     target_metric: str = ""
     target_value: float = 0.0
     test: bool = True
+    tensorboard: bool = False
     device: str = "auto"  # auto (CUDA, else MPS, else CPU), cpu, cuda, cuda:N, mps
     precision: str = "fp32"  # fp32, bf16, fp16 (torch.autocast; see docs/device.md)
 
@@ -128,7 +138,8 @@ def _build(cls, data: dict, where: str):
     names = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(data) - set(names))
     if unknown:
-        raise ConfigError(f"unknown key(s) {unknown} in [{where}]; valid keys: {names}")
+        raise ConfigError(f"unknown key(s) {unknown} in [{where}]; valid keys: {names}."
+                          + did_you_mean(unknown[0], names))
     kwargs = {k: _check_type(f"{where}.{k}", v, hints[k]) for k, v in data.items()}
     return cls(**kwargs)
 
@@ -182,7 +193,8 @@ def check_kwargs(cls, kwargs: dict, where: str, skip: tuple[str, ...] = ()) -> N
     valid = [n for n in params if n not in ("self",) + skip]
     unknown = sorted(set(kwargs) - set(valid))
     if unknown:
-        raise ConfigError(f"unknown option(s) {unknown} for {where} ({cls.__name__}); valid: {valid}")
+        raise ConfigError(f"unknown option(s) {unknown} for {where} ({cls.__name__}); valid: {valid}."
+                          + did_you_mean(unknown[0], valid))
 
 
 def validate(cfg: RunConfig) -> None:
@@ -190,10 +202,12 @@ def validate(cfg: RunConfig) -> None:
     from .tasks import TASKS
 
     if cfg.task.name not in TASKS:
-        raise ConfigError(f"unknown task {cfg.task.name!r}; registered tasks: {sorted(TASKS)}")
+        raise ConfigError(f"unknown task {cfg.task.name!r}; registered tasks: {sorted(TASKS)}."
+                          + did_you_mean(cfg.task.name, TASKS))
     check_kwargs(TASKS[cfg.task.name], cfg.task.options, f"task {cfg.task.name!r}")
     if cfg.model.cell not in CELLS:
-        raise ConfigError(f"unknown cell {cfg.model.cell!r}; registered cells: {sorted(CELLS)}")
+        raise ConfigError(f"unknown cell {cfg.model.cell!r}; registered cells: {sorted(CELLS)}."
+                          + did_you_mean(cfg.model.cell, CELLS))
     check_kwargs(
         CELLS[cfg.model.cell], cfg.model.cell_options, f"cell {cfg.model.cell!r}",
         skip=("input_size", "hidden_size"),
@@ -305,7 +319,11 @@ def preset_path(name: str) -> Path:
     cand = PRESET_DIR / (name if name.endswith(".toml") else name + ".toml")
     if cand.exists():
         return cand
-    close = [n for n in list_presets() if name.split("/")[-1] in n]
+    import difflib
+
+    presets = list_presets()
+    close = difflib.get_close_matches(name, presets, n=5, cutoff=0.6)
+    close += [n for n in presets if name.split("/")[-1] in n and n not in close]
     hint = f" Did you mean: {', '.join(close[:5])}?" if close else " Run `rnnlab list presets`."
     raise ConfigError(f"no preset or TOML file named {name!r}.{hint}")
 

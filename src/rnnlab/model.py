@@ -51,7 +51,9 @@ class SequenceModel(nn.Module):
         if pool < 0 or (pool and width % pool):
             raise ValueError(f"pool must be 0 (off) or divide the last layer's width {width}, got {pool}")
         if cell not in CELLS:
-            raise ValueError(f"unknown cell {cell!r}; registered cells: {sorted(CELLS)}")
+            from .config import did_you_mean
+
+            raise ValueError(f"unknown cell {cell!r}; registered cells: {sorted(CELLS)}." + did_you_mean(cell, CELLS))
         if readout not in ("all", "last"):
             raise ValueError(f"readout must be 'all' or 'last', got {readout!r}")
         if num_tokens:

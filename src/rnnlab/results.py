@@ -118,7 +118,10 @@ def summarize(results: list[dict], metrics: list[str] | None = None, notes: list
         have = sorted({k for r in results for k in (*r.get("final", {}), *r.get("test", {}))})
         missing = [m for m in metrics if m not in have]
         if missing and results:
-            raise UnknownMetric(f"no run has metric(s) {missing}; the runs have: {', '.join(have)}")
+            from .config import did_you_mean
+
+            raise UnknownMetric(f"no run has metric(s) {missing}; the runs have: {', '.join(have)}."
+                                + did_you_mean(missing[0], have))
     rows = []
     for g, rs in groups.items():
         name = labels[g]
@@ -133,26 +136,31 @@ def summarize(results: list[dict], metrics: list[str] | None = None, notes: list
             rows.append({
                 "name": name, "cell": rs[0]["cell"], "task": rs[0]["task"], "seeds": len(vals),
                 "params": rs[0].get("params", {}).get("free"), "steps": rs[0].get("steps"),
-                "s_per_step": rs[0].get("time_per_step_s"), "metric": key, "mean": mean, "std": std,
+                "s_per_step": rs[0].get("time_per_step_s"),
+                "eval_s": rs[0].get("eval_time_s"), "metric": key, "mean": mean, "std": std,
                 "baseline": rs[0].get("baseline", {}).get(metric), "paper": rs[0].get("paper", {}).get(key),
             })
     return rows
 
 
-def table(runs_dir: str | Path | list, metrics: list[str] | None = None) -> str:
+def table(runs_dir: str | Path | list, metrics: list[str] | None = None, timing: bool = True) -> str:
     """A Markdown table of every run below ``runs_dir`` (a folder or a list of run folders),
-    followed by notes on skipped files and repeated seeds, if any."""
+    followed by notes on skipped files and repeated seeds, if any. ``s/step``: training alone
+    (of the first seed); ``eval s``: its evaluation and checkpointing time in all.
+    ``timing=False`` leaves both out (only what a rerun reproduces exactly)."""
     notes: list[str] = []
     rows = summarize(find_results(runs_dir, notes), metrics, notes)
     if not rows:
         return "\n".join([f"(no finished runs with result.json below {runs_dir})", *notes])
-    head = "| run | cell | params | steps | s/step | metric | ours (mean +- std, seeds) | memoryless baseline | paper |"
-    lines = [head, "|" + "---|" * 9]
+    times = "s/step | eval s | " if timing else ""
+    head = f"| run | cell | params | steps | {times}metric | ours (mean +- std, seeds) | memoryless baseline | paper |"
+    lines = [head, "|" + "---|" * (10 if timing else 8)]
     for r in rows:
         ours = f"{_fmt(r['mean'])} +- {_fmt(r['std'])} ({r['seeds']})"
+        t = f"{_fmt(r['s_per_step'])} | {_fmt(r['eval_s'])} | " if timing else ""
         lines.append(
-            f"| {r['name']} | {r['cell']} | {_fmt(r['params'])} | {_fmt(r['steps'])} | {_fmt(r['s_per_step'])} "
-            f"| {r['metric']} | {ours} | {_fmt(r['baseline'])} | {_fmt(r['paper'])} |"
+            f"| {r['name']} | {r['cell']} | {_fmt(r['params'])} | {_fmt(r['steps'])} | {t}"
+            f"{r['metric']} | {ours} | {_fmt(r['baseline'])} | {_fmt(r['paper'])} |"
         )
     if notes:
         lines += [""] + [f"note: {n}" for n in notes]
@@ -209,4 +217,26 @@ def threshold_counts(
             th: [sum(1 for rc in runs if th in rc and rc[th] <= e) for e in range(1, horizon[name] + 1)]
             for th in thresholds
         }
+    return out
+
+
+def export_csv(run_dir: str | Path, out: str | Path | None = None) -> Path:
+    """Write a run's ``metrics.jsonl`` as CSV (default ``RUN/metrics.csv``): one row per logged
+    line, one column per key in order of first appearance (``step`` first), empty where a row
+    lacks the key (training rows have no validation metrics and vice versa)."""
+    import csv
+
+    run_dir = Path(run_dir)
+    src = run_dir / "metrics.jsonl"
+    if not src.exists():
+        raise FileNotFoundError(f"{run_dir} has no metrics.jsonl (is it a run directory?)")
+    rows = [json.loads(x) for x in src.read_text().splitlines() if x.strip()]
+    columns = ["step"]
+    for row in rows:
+        columns += [k for k in row if k not in columns]
+    out = Path(out) if out else run_dir / "metrics.csv"
+    with out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns, restval="")
+        w.writeheader()
+        w.writerows(rows)
     return out

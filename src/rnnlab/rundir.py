@@ -34,7 +34,7 @@ from pathlib import Path
 
 LOCK_NAME = ".lock"
 # configuration keys that do not change what a run computes, only where and how fast
-EXECUTION_KEYS = {("train", "threads"), ("train", "device")}
+EXECUTION_KEYS = {("train", "threads"), ("train", "device"), ("train", "tensorboard")}
 NOT_IDENTITY = {"name", "description", "paper"}
 
 

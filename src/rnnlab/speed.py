@@ -551,15 +551,20 @@ def format_gpu_table(result: dict) -> str:
 
 def add_arguments(parser) -> None:
     """Add the benchmark's options to an ``argparse`` parser (does not read argv)."""
-    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
-    parser.add_argument("--cells", nargs="+", default=None, help="cell labels (default: every registered cell)")
-    parser.add_argument("--quick", action="store_true", help="fewer repeats; the long row for expRNN/LSTM only")
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS),
+                        help="benchmark shapes to run, e.g. --configs copy")
+    parser.add_argument("--cells", nargs="+", default=None,
+                        help="cell labels (default: every registered cell), e.g. --cells lstm asrnn")
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer repeats; the long row for expRNN/LSTM only, e.g. for a first look")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads, e.g. --threads 2")
     parser.add_argument("--malloc", choices=("tuned", "default"), default="tuned",
-                        help="tuned: glibc told not to mmap or trim (rnnlab.runtime.tune_malloc); default: glibc as is")
-    parser.add_argument("--json", default=None, help="also write the raw results here")
+                        help="tuned: glibc told not to mmap or trim (rnnlab.runtime.tune_malloc); default: glibc "
+                             "as is; e.g. --malloc default")
+    parser.add_argument("--json", default=None, help="also write the raw results here, e.g. --json speed.json")
     parser.add_argument("--device", default="cpu",
-                        help="cpu (default), cuda, cuda:N or mps: every row runs there; nn.LSTM is then cuDNN's LSTM")
+                        help="cpu (default), cuda, cuda:N or mps: every row runs there; nn.LSTM is then cuDNN's "
+                             "LSTM; e.g. --device cuda")
 
 
 def main_from_args(a) -> int:

@@ -28,6 +28,7 @@ from . import device as dev
 from . import parametrize as par
 from .config import ConfigError, OptimConfig, RunConfig, TaskConfig, from_dict, load_json
 from .model import build_model
+from .rundir import config_key
 from .tasks import TASKS
 from .tasks.base import Batch, Task
 
@@ -109,7 +110,7 @@ def load_checkpoint(path: Path, *, full: bool, map_location="cpu") -> dict:
     fix = (f"delete {path.name} (the run then starts over without --resume) or restore it from a copy"
            if full else f"delete {path.name} or restore it from a copy; checkpoint.pt holds the last weights")
     try:
-        obj = torch.load(path, weights_only=False, map_location=map_location)
+        obj = torch.load(path, weights_only=True, map_location=map_location)
     except FileNotFoundError:
         raise
     except Exception as e:  # torch raises RuntimeError, UnpicklingError, EOFError, ... on damage
@@ -269,6 +270,43 @@ def versions() -> dict:
     }
 
 
+def git_state(path: str | Path | None = None) -> dict | None:
+    """``{"commit": sha, "dirty": bool}`` of the git checkout holding ``path`` (default: this
+    package's source), or None where there is no git or no checkout (an installed wheel)."""
+    import subprocess
+
+    where = Path(path) if path is not None else Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True,
+                             timeout=10)
+        if sha.returncode != 0:
+            return None
+        st = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
+                            capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": sha.stdout.strip(), "dirty": bool(st.stdout.strip()) if st.returncode == 0 else None}
+
+
+def _eval_line(name: str, step: int, steps: int, train_loss: float, metrics: dict, lr: float,
+               s_per_step: float) -> str:
+    parts = [f"{name} step {step}/{steps}", f"train/loss {train_loss:.4g}"]
+    parts += [f"{k} {v:.4g}" for k, v in metrics.items()]
+    parts += [f"lr {lr:.3g}", f"{s_per_step:.4f} s/step (training)"]
+    return "  ".join(parts)
+
+
+def _tensorboard_writer(run_dir: Path):
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        raise ConfigError(
+            "train.tensorboard = true needs the tensorboard package, which is not installed; "
+            "install it with `pip install 'rnnlab[tensorboard]'` or set train.tensorboard = false"
+        ) from None
+    return SummaryWriter(log_dir=str(run_dir / "tensorboard"))
+
+
 def runtime_conditions(threads: int, device: torch.device | None = None, precision: str = "fp32") -> dict:
     from .runtime import malloc_conditions
 
@@ -282,6 +320,7 @@ class _Progress:
     best_value: float = float("nan")
     best_step: int = 0
     elapsed: float = 0.0
+    eval_elapsed: float = 0.0  # of ``elapsed``: evaluation and checkpointing, not training
     stopped: str = ""
 
 
@@ -375,10 +414,14 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
             f"{run_dir} already holds a run (checkpoint.pt). Pass --resume to continue it, or "
             f"choose another directory (--out) / delete it."
         )
-
     tc = cfg.train
+    writer = _tensorboard_writer(run_dir) if tc.tensorboard else None
+    git = git_state()  # the code this run starts with (a checkout can move while it trains)
+
     torch.set_num_threads(tc.threads)
     task = task or build_task(cfg.task, data_dir)
+    # what rebuilding the model needs without the dataset (sizes, vocabularies): load_run reads it
+    atomic_write_text(run_dir / "task.json", json.dumps(task.metadata(), indent=2) + "\n")
     torch.manual_seed(tc.seed)
     model = build_model(cfg.model, task).to(device)
     opt, groups = build_optimizer(cfg.optim, model)
@@ -466,8 +509,11 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
         log = metrics_path.open("a")
     except OSError as e:
         raise write_error(metrics_path, e) from None
+    # off a terminal (batch jobs, CI), one line per evaluation instead of the progress bar
+    lines = progress is None and not sys.stderr.isatty()
     last_eval: dict = {}
     t_start = time.perf_counter() - prog.elapsed
+    window = {"start": time.perf_counter(), "step": prog.step, "loss": 0.0, "n": 0}
     stopped = prog.stopped
     # (step, selection metric) of the checkpoint on disk: only finite weights and metrics get there
     good = (prog.step, ck.get("select_value")) if resume else None
@@ -532,6 +578,8 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
             if tc.schedule == "exponential" and step % lr_every == 0:
                 sched.step()
             bar.update(1)
+            window["loss"] += loss.item()
+            window["n"] += 1
             if step % tc.log_every == 0 or step == tc.steps:
                 row = {"step": step, "time": round(time.perf_counter() - t_start, 3), "train/loss": loss.item()}
                 if reg is not None:
@@ -540,8 +588,14 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
                     row["train/grad_norm"] = float(gnorm)
                 row["lr"] = opt.param_groups[0]["lr"]
                 emit(row)
+                if writer is not None:
+                    for k, v in row.items():
+                        if k not in ("step", "time"):
+                            writer.add_scalar(k, v, step)
                 bar.set_postfix(loss=f"{loss.item():.4g}")
             if step % tc.eval_every == 0 or step == tc.steps:
+                t_eval = time.perf_counter()
+                s_per_step = (t_eval - window["start"]) / max(step - window["step"], 1)
                 last_eval = evaluate(model, task, "val", tc.eval_batch_size, tc.eval_max_batches, precision)
                 value = last_eval.get(select, float("nan"))
                 bad = "" if all_finite(model.state_dict()) else "the weights"
@@ -561,16 +615,35 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
                 if tc.target_metric and tc.target_metric in last_eval:
                     if _reached(last_eval[tc.target_metric], tc.target_value, higher_is_better(tc.target_metric)):
                         stopped = prog.stopped = "target"
+                # (the s/step of this window goes to the log line and TensorBoard, not to
+                # metrics.jsonl, whose rows only "time" keeps machine-dependent)
                 emit({"step": step, "time": round(time.perf_counter() - t_start, 3), **last_eval})
+                if writer is not None:
+                    for k, v in last_eval.items():
+                        writer.add_scalar(k, v, step)
+                    writer.add_scalar("time/train_s_per_step", s_per_step, step)
+                    writer.flush()
+                if lines:
+                    lr = next((g["lr"] for g in opt.param_groups if g.get("tag") == "default"),
+                              opt.param_groups[0]["lr"])
+                    print(_eval_line(cfg.name, step, tc.steps, window["loss"] / max(window["n"], 1), last_eval,
+                                     lr, s_per_step), file=sys.stderr, flush=True)
                 if on_eval is not None and on_eval(step, dict(last_eval)) and not stopped and step < tc.steps:
                     stopped = prog.stopped = "on_eval"
+                t_ck = time.perf_counter()
+                prog.eval_elapsed += t_ck - t_eval
                 checkpoint(value if math.isfinite(value) else None)
+                now = time.perf_counter()
+                prog.eval_elapsed += now - t_ck  # (this part is not in the checkpoint it times)
+                window.update(start=now, step=step, loss=0.0, n=0)
     finally:
         bar.close()
         try:
             log.close()
         except OSError:  # a failed flush already raised the error that matters
             pass
+        if writer is not None:
+            writer.close()
 
     if not last_eval:  # resumed a run that had already finished
         last_eval = evaluate(model, task, "val", tc.eval_batch_size, tc.eval_max_batches, precision)
@@ -583,8 +656,12 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
         else {"elements": sum(p.numel() for p in model.parameters())},
         "param_groups": groups, "wall_time_s": round(time.perf_counter() - t_start, 2),
         "conditions": runtime_conditions(tc.threads, device, precision), "versions": versions(),
+        "config_key": config_key(cfg), "git": git,
     }
-    result["time_per_step_s"] = round(result["wall_time_s"] / max(prog.step, 1), 4)
+    # training alone: evaluation and checkpoint writing are timed apart (eval_time_s)
+    result["eval_time_s"] = round(prog.eval_elapsed, 2)
+    result["train_time_s"] = round(result["wall_time_s"] - prog.eval_elapsed, 2)
+    result["time_per_step_s"] = round(result["train_time_s"] / max(prog.step, 1), 4)
     if tc.test:
         if best_path.exists():
             load_weights(model, load_checkpoint(best_path, full=False, map_location=device), best_path)
@@ -593,19 +670,46 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
     return result
 
 
-def load_run(path: str | Path, which: str = "best", data_dir: str | None = None, device: str = "cpu"):
-    """Load a run directory (or a checkpoint file inside one): returns ``(cfg, task, model)``
-    with the ``best`` (best.pt) or ``last`` (checkpoint.pt) weights, in eval mode, on ``device``
-    (``"cpu"`` by default, whatever device wrote the weights; ``"auto"``, ``"cuda"``, ...
-    as ``train.device``)."""
-    device = dev.resolve_device(device)
+def load_run(path: str | Path, which: str = "best", data_dir: str | None = None, device: str | None = "cpu",
+             data: bool | None = None):
+    """Load a trained run for inference or re-scoring: returns ``(cfg, task, model)``.
+
+    ``path``: a run directory or a checkpoint file inside one. ``which``: ``"best"`` (best.pt,
+    the best validation score) or ``"last"`` (checkpoint.pt). ``device``: where the model goes
+    (``"cpu"`` by default, whatever device wrote the weights; ``"auto"``, ``"cuda"``, ... as
+    ``train.device``). ``data``: None loads the task's data when it is
+    available and otherwise rebuilds the task from the run's ``task.json`` (sizes, vocabularies:
+    enough to run the model, no batches); True requires the data; False never reads it.
+    Weights are read with ``torch.load(weights_only=True)``: no code in the file runs. The
+    model is returned in eval mode.
+    """
+    from .tasks.base import TaskInfo
+    from .tasks.data import DataError
+
+    device = dev.resolve_device(device or "cpu")
     path = Path(path)
     run_dir = path if path.is_dir() else path.parent
-    config_path = run_dir / "config.json"
+    config_path, meta_path = run_dir / "config.json", run_dir / "task.json"
     if not config_path.exists():
         raise FileNotFoundError(f"{run_dir} is not a run directory: config.json is missing")
+    if which not in ("best", "last"):
+        raise ValueError(f"which must be 'best' or 'last', got {which!r}")
     cfg = load_json(config_path)
-    task = build_task(cfg.task, data_dir)
+    task: Task | None = None
+    if data is not False:
+        try:
+            task = build_task(cfg.task, data_dir)
+        except (DataError, FileNotFoundError) as e:
+            if data or not meta_path.exists():
+                raise
+            print(f"note: {e.__class__.__name__}: data of task {cfg.task.name!r} unavailable; "
+                  f"model rebuilt from {meta_path}", file=sys.stderr)
+    if task is None:
+        if not meta_path.exists():
+            raise FileNotFoundError(
+                f"{meta_path} is missing (runs trained before rnnlab 0.2 lack it): load the run "
+                f"with its data (data=None or True)")
+        task = TaskInfo(json.loads(meta_path.read_text()))
     model = build_model(cfg.model, task)
     if path.is_file():
         ck_file = path

@@ -110,6 +110,10 @@ class UnitaryCell(Cell):
     # --- time --------------------------------------------------------------------------
     def _step(self, op, u_t: Tensor, h: Tensor) -> Tensor:
         n = self.units
+        # the unitary factors and the state stay in the parameters' precision: under autocast
+        # only the input projection is rounded (there is no bf16 complex type either)
+        dtype = self.bias.dtype
+        u_t, h = u_t.to(dtype), h.to(dtype)
         z = self.apply(op, torch.complex(h[:, :n], h[:, n:])) + torch.complex(u_t[:, :n], u_t[:, n:])
         z = complex_modrelu(z, self.bias)
         return torch.cat([z.real, z.imag], 1)

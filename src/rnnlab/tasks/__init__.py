@@ -1,28 +1,37 @@
-"""Benchmark tasks. ``TASKS`` maps registry keys to task classes."""
+"""Benchmark tasks. ``TASKS`` maps registry keys to task classes.
 
-from .base import Batch, Task
-from .hochreiter import HSAddingTask, NoisySequenceTask, TemporalOrderTask
-from .mnist import PermutedMNIST, SequentialMNIST
-from .music import MusicTask
-from .synthetic import AddingTask, CopyTask, VariableCopyTask
-from .text import PTBCharTask, PTBWordTask, TextCharTask
-from .translation import TranslationTask
+The task modules (and torch) are imported on first use of a name below, so that
+``rnnlab.tasks.data`` (data files only) imports without torch: ``rnnlab data list`` starts fast.
+"""
 
-#: registry: lowercase key -> task class
-TASKS: dict[str, type[Task]] = {
-    "copy": CopyTask,
-    "copy_variable": VariableCopyTask,
-    "adding": AddingTask,
-    "hs_adding": HSAddingTask,
-    "temporal_order": TemporalOrderTask,
-    "noisy_sequence": NoisySequenceTask,
-    "smnist": SequentialMNIST,
-    "psmnist": PermutedMNIST,
-    "ptb_char": PTBCharTask,
-    "ptb_word": PTBWordTask,
-    "text_char": TextCharTask,
-    "music": MusicTask,
-    "translation": TranslationTask,
+from importlib import import_module
+
+#: public name -> module that defines it
+_WHERE = {
+    "Batch": "base", "Task": "base",
+    "HSAddingTask": "hochreiter", "NoisySequenceTask": "hochreiter", "TemporalOrderTask": "hochreiter",
+    "PermutedMNIST": "mnist", "SequentialMNIST": "mnist",
+    "MusicTask": "music",
+    "AddingTask": "synthetic", "CopyTask": "synthetic", "VariableCopyTask": "synthetic",
+    "PTBCharTask": "text", "PTBWordTask": "text", "TextCharTask": "text",
+    "TranslationTask": "translation",
+}
+
+#: registry: lowercase key -> task class name (resolved into ``TASKS`` on first use)
+_REGISTRY = {
+    "copy": "CopyTask",
+    "copy_variable": "VariableCopyTask",
+    "adding": "AddingTask",
+    "hs_adding": "HSAddingTask",
+    "temporal_order": "TemporalOrderTask",
+    "noisy_sequence": "NoisySequenceTask",
+    "smnist": "SequentialMNIST",
+    "psmnist": "PermutedMNIST",
+    "ptb_char": "PTBCharTask",
+    "ptb_word": "PTBWordTask",
+    "text_char": "TextCharTask",
+    "music": "MusicTask",
+    "translation": "TranslationTask",
 }
 
 __all__ = [
@@ -30,3 +39,18 @@ __all__ = [
     "PTBCharTask", "PTBWordTask", "TextCharTask", "MusicTask", "TranslationTask",
     "HSAddingTask", "TemporalOrderTask", "NoisySequenceTask",
 ]
+
+
+def __getattr__(name: str):
+    if name == "TASKS":
+        value = {key: __getattr__(cls) for key, cls in _REGISTRY.items()}
+    elif name in _WHERE:
+        value = getattr(import_module(f".{_WHERE[name]}", __name__), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

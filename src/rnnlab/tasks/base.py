@@ -132,5 +132,42 @@ class Task:
     def describe(self) -> str:
         return f"{self.name}: input {self.input_size}, output {self.output_size}, readout {self.readout}"
 
+    #: attributes a model is rebuilt from (``TaskInfo``); subclasses may add vocabularies
+    METADATA = ("name", "readout", "loss_kind", "primary_metric", "higher_is_better", "num_tokens",
+                "input_size", "output_size")
+
+    def metadata(self) -> dict:
+        """JSON-able description of the task that rebuilding and running a trained model needs
+        without the dataset: sizes, readout, loss and, for token data, the vocabularies (the
+        trainer writes it to ``task.json``; :class:`TaskInfo` reads it back)."""
+        meta = {k: getattr(self, k) for k in self.METADATA}
+        meta["model_kind"] = getattr(self, "model_kind", "sequence")
+        meta["baseline"] = self.baseline()
+        return meta
+
+
+class TaskInfo(Task):
+    """A task rebuilt from :meth:`Task.metadata` alone: the sizes and vocabularies a model needs
+    for inference, and the loss and metrics, but no data (``train_batches`` / ``eval_batches``
+    raise). ``rnnlab.load_run`` returns one when the dataset is absent."""
+
+    def __init__(self, meta: dict):
+        self.meta = dict(meta)
+        for k, v in meta.items():
+            if k not in ("baseline",):
+                setattr(self, k, v)
+
+    def train_batches(self, batch_size, generator):
+        raise RuntimeError(f"task {self.name!r} was rebuilt from task.json (no dataset): it has no "
+                           f"batches; load the run with its data (rnnlab.load_run(..., data=True))")
+
+    eval_batches = train_batches  # type: ignore[assignment]
+
+    def baseline(self) -> dict[str, float]:
+        return dict(self.meta.get("baseline", {}))
+
+    def metadata(self) -> dict:
+        return dict(self.meta)
+
 
 LN2 = math.log(2.0)

@@ -168,6 +168,10 @@ class LanguageModelTask(Task):
         V = len(self.vocab)
         return self.finalize({"loss": math.log(V), "accuracy": 1.0 / V})
 
+    def metadata(self) -> dict:
+        """Adds ``vocab``: the symbols in id order (``vocab[i]`` is token id i)."""
+        return {**super().metadata(), "vocab": list(self.vocab.itos)}
+
     def describe(self) -> str:
         sizes = ", ".join(f"{k} {v.numel()}" for k, v in self.streams.items())
         return f"{self.name}: {len(self.vocab)} symbols, bptt {self.bptt}; tokens {sizes}"

@@ -267,6 +267,13 @@ class TranslationTask(Task):
         refs = [g for _, g in self.raw[split][: len(hyps)]]
         return {"bleu": 100.0 * corpus_bleu(hyps, refs)}
 
+    def metadata(self) -> dict:
+        """Adds both vocabularies in id order (``src_vocab[i]`` is source id i) and the
+        special ids the decoder needs."""
+        return {**super().metadata(), "src_vocab": list(self.src_vocab.itos),
+                "tgt_vocab": list(self.tgt_vocab.itos), "tgt_num_tokens": self.tgt_num_tokens,
+                "bos_id": self.bos_id, "eos_id": self.eos_id, "pad_id": self.pad_id}
+
     def describe(self) -> str:
         sizes = ", ".join(f"{s} {len(v)}" for s, v in self.data.items())
         d = "eng -> other" if self.reverse else "other -> eng"
