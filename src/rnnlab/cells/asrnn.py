@@ -41,6 +41,7 @@ from torch.nn.utils import parametrize as P
 from .. import parametrize as par
 from ..kernels.amp import float32_region, full_precision, recurrence_dtype
 from ..kernels.linear import blocked_mm, column_sum, gram_t, tall_linear
+from ..kernels.recurrence import _triton_dispatch, elementwise_rnn
 from .base import Cell, unroll
 from .classic import run_native
 
@@ -270,7 +271,13 @@ class ASRNNCell(Cell):
             w_ih, w_hh, bias, W_f, W_f_inv = self.transformed_weights()
             with float32_region(x):
                 g0 = nn.functional.linear(state.to(W_f.dtype), W_f)
-            if lengths is None:
+            if lengths is None and _triton_dispatch(x, self.hidden_size):
+                # on CUDA: the same tanh recurrence by the persistent Triton kernel, after one
+                # input product (rnnlab.kernels.triton_recurrence)
+                with float32_region(x):
+                    g = elementwise_rnn(tall_linear(x, w_ih, bias), w_hh, g0, "tanh")[0]
+                g_n = g[-1]
+            elif lengths is None:
                 # x may be a transposed (batch-first) view; time-major memory makes each step's
                 # (B, H) block contiguous
                 with float32_region(x):

@@ -22,10 +22,17 @@ Lengths: with ``lengths`` (B,), a sequence's state is frozen from its last step 
 or past its length leave it unchanged) and its outputs there are zero, exactly as
 :func:`rnnlab.unroll` does.
 
+On CUDA, with Triton installed and ``H <= 256``, the same recurrence runs as one persistent
+Triton kernel instead (:mod:`rnnlab.kernels.triton_recurrence`; ``RNNLAB_TRITON`` forces or
+disables it); CPU tensors always take the loop here.
+
 Double backward through this function is not supported (``once_differentiable``).
 """
 
 from __future__ import annotations
+
+import os
+import warnings
 
 import torch
 from torch import Tensor
@@ -134,6 +141,36 @@ class _ElementwiseRNN(torch.autograd.Function):
         return (G if need_u else None), grad_w, (carry if need_h0 else None), (grad_b if need_b else None), None, None
 
 
+def _triton_dispatch(u: Tensor, hidden: int) -> bool:
+    """Whether this call runs the Triton kernel (:mod:`rnnlab.kernels.triton_recurrence`):
+    decided there for CUDA tensors or when ``RNNLAB_TRITON`` asks; a CPU tensor with the
+    setting unset returns False without importing Triton."""
+    setting = os.environ.get("RNNLAB_TRITON", "").strip().lower()
+    if u.device.type != "cuda" and setting in ("", "auto", "0", "off", "false", "no"):
+        return False
+    from . import triton_recurrence
+
+    return triton_recurrence.use_triton(u.device.type, u.dtype, hidden)
+
+
+def _triton_forward(u, weight, h0, activation, bias, lengths):
+    """The Triton kernel's state sequence, or None after a failed launch in automatic mode
+    (a GPU or Triton build the kernel does not compile for): one warning, and the process
+    keeps the loop below from then on. Under ``RNNLAB_TRITON=force`` the error is raised."""
+    from . import triton_recurrence
+
+    try:
+        return triton_recurrence.triton_elementwise_rnn(u, weight, h0, activation, bias, lengths)
+    except Exception as e:
+        if triton_recurrence.mode() == "force":
+            raise
+        reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        triton_recurrence.disable(reason)
+        warnings.warn(f"the Triton recurrence failed on {u.device} ({reason}); using the fused loop for the rest "
+                      "of this process (set RNNLAB_TRITON=0 to skip it)", RuntimeWarning, stacklevel=3)
+        return None
+
+
 def elementwise_rnn(
     u: Tensor,
     weight: Tensor,
@@ -189,7 +226,9 @@ def elementwise_rnn(
         lengths = lengths.to(u.device)
         mask = (torch.arange(T, device=u.device).unsqueeze(1) < lengths.unsqueeze(0)).unsqueeze(2)  # (T, B, 1)
     with float32_region(u):
-        S = _ElementwiseRNN.apply(u.contiguous(), weight.contiguous(), h0.contiguous(), bias, mask, activation)
+        S = _triton_forward(u, weight, h0, activation, bias, lengths) if _triton_dispatch(u, H) else None
+        if S is None:
+            S = _ElementwiseRNN.apply(u.contiguous(), weight.contiguous(), h0.contiguous(), bias, mask, activation)
     h_n = S[-1]
     outputs = S if mask is None else S * mask.to(dtype)
     return outputs, h_n

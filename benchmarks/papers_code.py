@@ -1,0 +1,390 @@
+"""The papers' own code beside rnnlab's cells and ``nn.LSTM``, in one process, on one batch.
+
+    python benchmarks/papers_code.py REPOS                 # 7 timed iterations per model
+    python benchmarks/papers_code.py REPOS --iters 2       # a smoke run
+    python benchmarks/papers_code.py REPOS --models asrnn dmu --json out.json
+
+``REPOS`` is a directory holding the four reference repositories, cloned unchanged::
+
+    REPOS/asRNN           https://github.com/ndminhkhoi46/asRNN
+    REPOS/nnRNN_release   https://github.com/nnRNN/nnRNN_release
+    REPOS/expRNN          https://github.com/lezcano/expRNN
+    REPOS/dmu             https://github.com/fuine/dmu
+
+(``--models`` limits the run to the repositories you have.) Their modules are imported with
+import-time shims only, and never modified:
+
+* ``torch.solve`` (removed from torch) as ``torch.linalg.solve`` (expRNN's Cayley map and
+  Pade solve);
+* a stub ``pandas`` module when pandas is not installed (asRNN's model module imports it for
+  its training log only);
+* nnRNN's ``OrthoRNNCell.reset_parameters`` as it was before the released version's
+  regression (the release builds ``P`` from the uninitialised ``log_P`` and ignores the
+  initialiser): ``log_P`` from the initialiser, ``P = expm(log_P)``, the input weight from
+  the input initialiser.
+
+The training step of each is its copy script's (their scripts parse arguments and train at
+import, so the few lines of the loop are restated here: the same model classes, forward loop,
+loss, optimisers and learning rates, and nnRNN's ``orthogonal_step``). The task is copy with
+L=1000, K=10 (T=1020), batch 128, one-hot inputs of 10 symbols and 9 output classes, one
+batch made once and fed to every model. Sizes are the papers': asRNN n=138, expRNN n=190,
+nnRNN n=128, DMU hidden layer 82 with memory 82; rnnlab's cells at the same sizes, and
+``nn.LSTM`` at the parameter count of expRNN n=190 (the speed benchmark's match). Timing:
+one thread (``--threads``), the tuned allocator (:func:`rnnlab.runtime.tune_malloc`), one
+warm-up step per model, then ``--iters`` rounds in which every model does one training step
+(interleaved, so a load change hits all models alike); the table gives the median wall
+seconds per step and the papers' code over rnnlab's.
+
+Timings from a loaded machine are not results: run it on an idle one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+import types
+from pathlib import Path
+
+REPOS = {"asrnn": "asRNN", "nnrnn": "nnRNN_release", "exprnn": "expRNN", "dmu": "dmu"}
+SIZES = {"asrnn": 138, "exprnn": 190, "nnrnn": 128, "dmu": 82}
+L, K, N_IN, N_OUT = 1000, 10, 10, 9
+
+
+class SetupError(Exception):
+    """A missing repository or an import that failed (one line, with the fix)."""
+
+
+@contextlib.contextmanager
+def _repo_on_path(*paths: Path):
+    """Import from ``paths``; afterwards forget the modules loaded from them, so the next
+    repository's same-named modules (orthogonal, initialization, ...) load fresh. The
+    objects already taken keep their own module globals."""
+    roots = [str(p) for p in paths]
+    sys.path[:0] = roots
+    try:
+        yield
+    finally:
+        del sys.path[: len(roots)]
+        for name, mod in list(sys.modules.items()):
+            f = getattr(mod, "__file__", None) or ""
+            locs = list(getattr(getattr(mod, "__spec__", None), "submodule_search_locations", None) or [])
+            if any(str(x).startswith(r) for r in roots for x in [f, *locs] if x):
+                del sys.modules[name]
+
+
+def _shim_torch_solve(torch) -> None:
+    # torch.solve(B, A) returned (X, LU) with A X = B; today's torch keeps a stub that raises
+    torch.solve = lambda B, A, out=None: (torch.linalg.solve(A, B), None)
+
+
+def _require(root: Path, key: str) -> Path:
+    path = root / REPOS[key]
+    if not path.is_dir():
+        raise SetupError(f"{path} not found: clone the reference repository for {key} there unchanged "
+                         f"(see the docstring), or leave {key} out with --models")
+    return path
+
+
+def _copy_batch(torch, batch: int, seed: int = 0):
+    """One copy-task batch: x (B, T, 10) one-hot, y (B, T) in [0, 9) (symbols 1-8, blank 0,
+    marker 9 at step L + K, the K symbols to recall at the end)."""
+    g = torch.Generator().manual_seed(seed)
+    seq = torch.randint(1, 9, (batch, K), generator=g)
+    idx = torch.cat([seq, torch.zeros(batch, L, dtype=torch.long), torch.full((batch, 1), 9),
+                     torch.zeros(batch, K - 1, dtype=torch.long)], 1)
+    y = torch.cat([torch.zeros(batch, L + K, dtype=torch.long), seq], 1)
+    x = torch.nn.functional.one_hot(idx, N_IN).float()
+    return x, y
+
+
+# --- the papers' code ---------------------------------------------------------------------
+
+def papers_asrnn(torch, root: Path, x, y):
+    repo = _require(root, "asrnn")
+    nn = torch.nn
+    stub = None
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        stub = sys.modules["pandas"] = types.ModuleType("pandas")  # logging only
+    try:
+        with _repo_on_path(repo / "sources", repo / "sources" / "expRNN"):
+            from custom_modules import asRNN
+            from initialization import henaff_init_
+            from model_loader import Model
+            from trivializations import expm
+    finally:
+        if stub is not None:
+            del sys.modules["pandas"]
+    n = SIZES["asrnn"]
+    torch.manual_seed(5544)
+    args = argparse.Namespace(mode="dtriv", forget_bias=1, rho_rat_den=2, clip_norm=10)
+    mode = ("dynamic", 100, 100)
+    nonlinearity = asRNN(n, torch.zeros_like, mode, expm, 0.0, 0.0, 1e-5)
+    model = Model(N_IN, n, N_OUT, nonlinearity, initializer_skew=henaff_init_, mode=mode, param=expm,
+                  args=args, embed_layer=None, batch_first=True)
+    model.lin.weight.data = nn.init.kaiming_normal_(model.lin.weight.data, nonlinearity="relu")
+    model.lin.bias.data = torch.zeros_like(model.lin.bias.data)
+    constrained = [p for name, p in model.named_parameters() if "recurrent_kernel" in name]
+    free = [p for name, p in model.named_parameters() if "recurrent_kernel" not in name]
+    opt = torch.optim.RMSprop([{"params": free}, {"params": constrained, "lr": 2e-5}], lr=2e-4, alpha=0.9)
+    yv = y.reshape(-1)
+
+    def step():
+        logits, _ = model(x, model.init_state(x.shape[0]))
+        loss = model.loss(logits.view(-1, N_OUT), yv)
+        model.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 10)
+        opt.step()
+        return loss
+
+    return step
+
+
+def papers_exprnn(torch, root: Path, x, y):
+    repo = _require(root, "exprnn")
+    nn = torch.nn
+    with _repo_on_path(repo):
+        from initialization import henaff_init_
+        from orthogonal import OrthogonalRNN
+        from parametrization import get_parameters
+        from trivializations import expm
+    n = SIZES["exprnn"]
+    torch.manual_seed(5544)
+    model = nn.ModuleDict({
+        "rnn": OrthogonalRNN(N_IN, n, initializer_skew=henaff_init_, mode=("dynamic", 100, 30), param=expm),
+        "lin": nn.Linear(n, N_OUT),
+    })
+    nn.init.kaiming_normal_(model.lin.weight.data, nonlinearity="relu")
+    nn.init.constant_(model.lin.bias.data, 0)
+    non_orth, log_orth = get_parameters(model)
+    opt, opt_orth = torch.optim.RMSprop(non_orth, 2e-4), torch.optim.RMSprop(log_orth, lr=2e-5)
+    yv = y.reshape(-1)
+
+    def step():
+        state = model.rnn.default_hidden(x[:, 0, ...])
+        outs = []
+        for inp in torch.unbind(x, dim=1):
+            out, state = model.rnn(inp, state)
+            outs.append(model.lin(out))
+        logits = torch.stack(outs, dim=1)
+        loss = nn.functional.cross_entropy(logits.view(-1, N_OUT), yv)
+        opt.zero_grad()
+        opt_orth.zero_grad()
+        loss.backward()
+        opt.step()
+        opt_orth.step()
+        return loss
+
+    return step
+
+
+def _nnrnn_reset_parameters(self):
+    """OrthoRNNCell.reset_parameters before the release's regression (see the docstring)."""
+    import torch
+
+    self.i_initializer(self.U.weight.data)
+    self.log_P.data = torch.as_tensor(self.r_initializer(self.hidden_size), dtype=torch.float32)
+    self.P.data = self._B(False)
+
+
+def papers_nnrnn(torch, root: Path, x, y):
+    repo = _require(root, "nnrnn")
+    nn = torch.nn
+    with _repo_on_path(repo):
+        import RNN_Cell
+        from expRNN.initialization import henaff_init
+    RNN_Cell.OrthoRNNCell.reset_parameters = _nnrnn_reset_parameters
+    n = SIZES["nnrnn"]
+    torch.manual_seed(5544)
+    rnn = RNN_Cell.OrthoRNNCell(N_IN, n, "modrelu", bias=False, cuda=False, r_initializer=henaff_init,
+                                i_initializer=nn.init.xavier_normal_)
+    lin = nn.Linear(n, N_OUT)
+    nn.init.xavier_normal_(lin.weight)
+    net = nn.ModuleDict({"rnn": rnn, "lin": lin})
+    special = (rnn.log_P, rnn.P, rnn.UppT)
+    opt = torch.optim.RMSprop([
+        {"params": [p for p in net.parameters() if all(p is not s for s in special)]},
+        {"params": rnn.UppT, "weight_decay": 10e-6},
+    ], lr=2e-4, alpha=0.99)
+    opt_orth = torch.optim.RMSprop([rnn.log_P], lr=2e-5, alpha=0.99)
+    xs, ys = x.transpose(0, 1).contiguous(), y.t().contiguous()  # their loop is time-major
+
+    def step():
+        opt.zero_grad()
+        opt_orth.zero_grad()
+        hidden, loss = None, 0
+        for t in range(len(xs)):
+            hidden = rnn.forward(xs[t], hidden)
+            loss += nn.functional.cross_entropy(lin(hidden), ys[t])
+        loss = loss / len(xs) + rnn.alpha_loss(1e-4)
+        loss.backward()
+        rnn.orthogonal_step(opt_orth)
+        opt.step()
+        return loss
+
+    return step
+
+
+def papers_dmu(torch, root: Path, x, y):
+    repo = _require(root, "dmu")
+    nn = torch.nn
+    with _repo_on_path(repo):
+        from deep_memory_update.layers.dmu import DMULayer
+    n = SIZES["dmu"]
+    torch.manual_seed(5544)
+    layer = DMULayer(N_IN, [n, n])
+    lin = nn.Linear(n, N_OUT)
+    model = nn.ModuleDict({"rnn": layer, "lin": lin})
+    opt = torch.optim.RMSprop(model.parameters(), lr=2e-4, alpha=0.9)
+    yv = y.reshape(-1)
+
+    def step():
+        out, _ = layer(x)
+        loss = nn.functional.cross_entropy(lin(out).reshape(-1, N_OUT), yv)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+PAPERS = {"asrnn": papers_asrnn, "exprnn": papers_exprnn, "nnrnn": papers_nnrnn, "dmu": papers_dmu}
+
+
+# --- rnnlab and nn.LSTM -------------------------------------------------------------------
+
+def rnnlab_step(torch, key: str, x, y):
+    from rnnlab import parametrize as par
+    from rnnlab.model import SequenceModel
+
+    n = SIZES[key]
+    options = {"layers": [n]} if key == "dmu" else {}
+    torch.manual_seed(0)
+    model = SequenceModel(key, N_IN, N_OUT, n, readout="all", cell_options=options)
+    opt = torch.optim.RMSprop(model.parameters(), lr=2e-4, alpha=0.9)
+    yv = y.reshape(-1)
+
+    def step():
+        logits = model(x)[0]
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, N_OUT), yv)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        par.after_optimizer_step(model)
+        return loss
+
+    return step
+
+
+def lstm_step(torch, x, y):
+    from rnnlab import speed
+
+    cfg = speed.CONFIGS["copy"]
+    n = speed.match_hidden("nn.LSTM", {}, cfg, speed._count("exprnn", {}, cfg, SIZES["exprnn"]))
+    torch.manual_seed(0)
+    lstm, lin = torch.nn.LSTM(N_IN, n), torch.nn.Linear(n, N_OUT)
+    params = [*lstm.parameters(), *lin.parameters()]
+    opt = torch.optim.RMSprop(params, lr=2e-4, alpha=0.9)
+    xt, yv = x.transpose(0, 1).contiguous(), y.t().reshape(-1)
+
+    def step():
+        loss = torch.nn.functional.cross_entropy(lin(lstm(xt)[0]).reshape(-1, N_OUT), yv)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step, n
+
+
+# --- timing and the table -----------------------------------------------------------------
+
+def measure(steps: dict, iters: int, log=print) -> dict:
+    """Median wall seconds per step of each named step function (interleaved rounds)."""
+    times = {name: [] for name in steps}
+    for name, fn in steps.items():  # warm-up
+        loss = float(fn().detach())
+        if loss != loss:
+            raise SetupError(f"{name} gave a NaN loss in its first step")
+    for r in range(iters):
+        for name, fn in steps.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+        log(f"round {r + 1}/{iters}: " + ", ".join(f"{k} {v[-1]:.3f}s" for k, v in times.items()))
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
+def format_table(med: dict, models, lstm_label: str) -> str:
+    lstm = med[lstm_label]
+    lines = ["| model | papers' code s/it | rnnlab s/it | speed-up | papers' / nn.LSTM | rnnlab / nn.LSTM |",
+             "|---|---|---|---|---|---|"]
+    for m in models:
+        p, r = med[f"{m} papers"], med[f"{m} rnnlab"]
+        lines.append(f"| {m} (n={SIZES[m]}) | {p:.3f} | {r:.3f} | {p / r:.2f}x | {p / lstm:.2f} | {r / lstm:.2f} |")
+    lines.append(f"| {lstm_label} | | {lstm:.3f} | | | 1.00 |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("repos", type=Path, help="directory holding asRNN/, nnRNN_release/, expRNN/ and dmu/")
+    p.add_argument("--models", nargs="+", default=list(REPOS), choices=list(REPOS))
+    p.add_argument("--iters", type=int, default=7, help="timed rounds (median reported; default 7)")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--json", type=Path, help="also write the medians and conditions here")
+    a = p.parse_args(argv)
+    if a.iters < 1:
+        p.error(f"--iters must be at least 1, got {a.iters}")
+    try:  # before anything changes this process (allocator, threads)
+        for m in a.models:
+            _require(a.repos, m)
+    except SetupError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    from rnnlab import runtime
+
+    malloc = runtime.tune_malloc()
+    import torch
+
+    torch.set_num_threads(a.threads)
+    _shim_torch_solve(torch)
+    x, y = _copy_batch(torch, a.batch)
+    steps = {}
+    try:
+        for m in a.models:
+            steps[f"{m} papers"] = PAPERS[m](torch, a.repos, x, y)
+            steps[f"{m} rnnlab"] = rnnlab_step(torch, m, x, y)
+    except SetupError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    lstm, n_lstm = lstm_step(torch, x, y)
+    lstm_label = f"nn.LSTM (n={n_lstm})"
+    steps[lstm_label] = lstm
+    conditions = (f"copy L={L}, K={K}, batch {a.batch}, threads={a.threads}, torch {torch.__version__}, "
+                  f"allocator {'tuned' if malloc else 'default'}, median of {a.iters}, "
+                  f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print(conditions, flush=True)
+    try:
+        med = measure(steps, a.iters, log=lambda s: print(s, flush=True))
+    except SetupError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print()
+    print(format_table(med, a.models, lstm_label))
+    if a.json:
+        a.json.write_text(json.dumps({"conditions": conditions, "median_s": med}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
