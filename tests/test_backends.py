@@ -112,7 +112,7 @@ def test_unreachable_or_malformed_ray_address_is_a_one_line_error(tmp_path, caps
     assert not list((tmp_path / "r").rglob("result.json"))
 
 
-@pytest.mark.slow  # about 70 s on the busy 2-core machine (Ray's start dominates)
+# about 13 s on an idle 2-core machine (Ray's start dominates): in the default suite, so CI starts a real Ray instance
 def test_ray_local_instance_matches_local_backend(tmp_path, capsys):
     """A suite on a local Ray instance gives the same results as the process pool."""
     pytest.importorskip("ray")
