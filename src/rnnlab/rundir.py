@@ -202,7 +202,8 @@ def run_dir(parent: str | Path, cfg, base=None, resume: bool = False) -> Path:
 _held: dict[str, list] = {}  # path -> [RunLock, depth]: a claim this process holds is re-entrant
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this PID runs on this host (one we may not signal counts as running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -250,7 +251,7 @@ class RunLock:
             try:
                 info = json.loads(old)
                 pid, host = int(info.get("pid", -1)), info.get("host", "?")
-                state = ("no longer running" if host == socket.gethostname() and not _pid_alive(pid)
+                state = ("no longer running" if host == socket.gethostname() and not pid_alive(pid)
                          else "no longer holding it")
                 self.took_over = (f"took over the stale lock of {self.run_dir} left by pid {pid} on {host} "
                                   f"(started {info.get('started', '?')}, {state})")

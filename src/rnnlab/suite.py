@@ -174,6 +174,8 @@ def _worker_init(driver_pid: int) -> None:
     """Make a pool worker die with the suite driver, even when the driver is SIGKILLed: the
     kernel's parent-death signal on Linux, plus a watchdog thread anywhere (the parent changed
     or the driver is gone), so no orphan keeps training into a run directory or hangs on a pipe."""
+    from .rundir import pid_alive
+
     parent = os.getppid()
     if sys.platform.startswith("linux"):
         try:
@@ -185,22 +187,13 @@ def _worker_init(driver_pid: int) -> None:
         except (OSError, AttributeError):
             pass
 
-    def alive(pid: int) -> bool:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        return True
-
     def watch() -> None:
         while True:
-            if os.getppid() != parent or not alive(driver_pid):
+            if os.getppid() != parent or not pid_alive(driver_pid):
                 os._exit(70)
             time.sleep(0.5)
 
-    if os.getppid() != parent or not alive(driver_pid):  # the driver died while we started
+    if os.getppid() != parent or not pid_alive(driver_pid):  # the driver died while we started
         os._exit(70)
     threading.Thread(target=watch, name="rnnlab-driver-watch", daemon=True).start()
 
