@@ -44,6 +44,74 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def start_head(env: dict) -> tuple[subprocess.Popen, int]:
+    """`ray start --head` on 127.0.0.1 (its own session and temp dir); returns once its GCS port
+    accepts connections."""
+    ray_bin = str(Path(sys.executable).with_name("ray"))
+    port = free_port()
+    temp = tempfile.mkdtemp(prefix="rnnray", dir="/tmp")  # Ray's socket paths must stay short
+    head = subprocess.Popen(
+        [ray_bin, "start", "--head", "--block", "--node-ip-address", "127.0.0.1", f"--port={port}", "--num-cpus=2",
+         "--include-dashboard=false", f"--temp-dir={temp}", f"--ray-client-server-port={free_port()}",
+         f"--dashboard-agent-listen-port={free_port()}", f"--metrics-export-port={free_port()}",
+         f"--runtime-env-agent-port={free_port()}"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    t0 = time.time()
+    while time.time() - t0 < 120:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return head, port
+        except OSError:
+            time.sleep(0.5)
+    stop_head(head)
+    raise AssertionError("the Ray head did not start within 120 s")
+
+
+def stop_head(head: subprocess.Popen) -> None:
+    os.killpg(head.pid, signal.SIGTERM)
+    try:
+        head.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(head.pid, signal.SIGKILL)
+        head.wait()
+
+
+def clean_env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    return {**env, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            "RAY_USAGE_STATS_ENABLED": "0", **extra}
+
+
+# about 20 s idle (the refused driver gives up after Ray's 2 connection tries instead of 20). Ray >= 2.5x turns token authentication on in `ray start --head` whenever the
+# head holds a token (~/.ray/auth_token is written by the first local instance), while
+# ray.init(address=...) never does: before the fix every --address driver was refused.
+def test_ray_head_with_token_authentication(tmp_path):
+    """A head started with token authentication: a driver holding the token (RAY_AUTH_MODE unset)
+    runs the suite through --address; a driver with another token gets a one-line error that says
+    how to fix it, and no run starts."""
+    pytest.importorskip("ray")
+    import secrets
+
+    good, bad = secrets.token_hex(32), secrets.token_hex(32)
+    suite = write_suite(tmp_path / "s.toml", seeds=(1,), presets=("demo/rnn",))
+    head, port = start_head(clean_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=good))
+    driver = [sys.executable, "-m", "rnnlab.cli", "suite", str(suite), "--backend", "ray", "--address", f"127.0.0.1:{port}"]
+    try:
+        refused = subprocess.run(driver + ["--runs-dir", str(tmp_path / "bad")], env=clean_env(RAY_AUTH_TOKEN=bad, RAY_NUM_REDIS_GET_RETRIES="2"),
+                                 capture_output=True, text=True, timeout=300)
+        ok = subprocess.run(driver + ["--runs-dir", str(tmp_path / "ray")], env=clean_env(RAY_AUTH_TOKEN=good),
+                            capture_output=True, text=True, timeout=300)
+    finally:
+        stop_head(head)
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    last = refused.stderr.strip().splitlines()[-1]
+    assert last.startswith("rnnlab: error:") and "ray get-auth-token" in last and f"127.0.0.1:{port}" in last
+    assert "Traceback" not in refused.stderr and not list((tmp_path / "bad").rglob("result.json"))
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert main(["suite", str(suite), "--runs-dir", str(tmp_path / "local")]) == 0
+    assert results(tmp_path / "ray") == results(tmp_path / "local") and len(results(tmp_path / "ray")) == 1
+
+
 def test_a_busy_run_is_reported_or_waited_for(tmp_path):
     """Another process holds the run's lock: run_one reports it busy at once, or with a wait
     (what a Ray task of a restarted driver does) trains it as soon as the holder lets go."""
@@ -130,25 +198,11 @@ def test_ray_cluster_survives_a_killed_driver(tmp_path):
     restarted: every run ends exactly once, with results equal to the local backend's."""
     pytest.importorskip("ray")
     suite = write_suite(tmp_path / "s.toml", steps=300, seeds=(1, 2, 3))
-    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""), "RAY_USAGE_STATS_ENABLED": "0"}
-    ray_bin = str(Path(sys.executable).with_name("ray"))
-    port = free_port()
-    temp = tempfile.mkdtemp(prefix="rnnray", dir="/tmp")  # Ray's socket paths must stay short
-    head = subprocess.Popen(
-        [ray_bin, "start", "--head", "--block", "--node-ip-address", "127.0.0.1", f"--port={port}", "--num-cpus=2",
-         "--include-dashboard=false", f"--temp-dir={temp}", f"--ray-client-server-port={free_port()}",
-         f"--dashboard-agent-listen-port={free_port()}", f"--metrics-export-port={free_port()}",
-         f"--runtime-env-agent-port={free_port()}"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    env = clean_env()
+    head, port = start_head(env)
     runs = tmp_path / "ray"
     try:
         t0 = time.time()
-        while time.time() - t0 < 120:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.5)
         driver = [sys.executable, "-m", "rnnlab.cli", "suite", str(suite), "--runs-dir", str(runs),
                   "--backend", "ray", "--address", f"127.0.0.1:{port}"]
         first = subprocess.Popen(driver, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -163,12 +217,7 @@ def test_ray_cluster_survives_a_killed_driver(tmp_path):
         assert second.returncode == 0, second.stderr[-2000:]
         assert second.stderr.count("[done]") >= done_before
     finally:
-        os.killpg(head.pid, signal.SIGTERM)
-        try:
-            head.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
-            head.wait()
+        stop_head(head)
     run_dirs = sorted(p.parent for p in runs.rglob("config.json"))
     assert len(run_dirs) == 6
     for rd in run_dirs:

@@ -13,7 +13,10 @@ busy), so no run is trained twice.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
+import sys
+from pathlib import Path
 
 from ..config import ConfigError
 from .base import Job, run_one
@@ -54,6 +57,44 @@ def check_address(address: str, timeout: float = 5.0) -> None:
         ) from None
 
 
+def token_available() -> bool:
+    """Whether this machine holds a Ray authentication token (``RAY_AUTH_TOKEN``, the file named
+    by ``RAY_AUTH_TOKEN_PATH``, or ``~/.ray/auth_token``: the places Ray itself reads)."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return True
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    return Path(path).is_file() if path else (Path.home() / ".ray" / "auth_token").is_file()
+
+
+def use_token_auth_for_address() -> bool:
+    """Send the local token when connecting to a cluster by address.
+
+    ``ray start --head`` turns token authentication on whenever the head machine holds a token
+    (Ray >= 2.5x writes ``~/.ray/auth_token`` the first time a local instance starts), but
+    ``ray.init(address=...)`` never turns it on by itself, so the driver is refused with
+    "InvalidAuthToken". A client that sends a token also connects to a head without
+    authentication, so when ``RAY_AUTH_MODE`` is unset and a token is available we switch this
+    process (and its children) to token mode. An explicit ``RAY_AUTH_MODE`` is respected."""
+    if "RAY_AUTH_MODE" in os.environ or not token_available():
+        return os.environ.get("RAY_AUTH_MODE", "").lower() == "token"
+    os.environ["RAY_AUTH_MODE"] = "token"
+    if "ray" in sys.modules:  # Ray caches its configuration; re-read it from the environment
+        try:
+            from ray._raylet import Config
+
+            Config.initialize("")
+        except (ImportError, AttributeError):
+            pass
+    return True
+
+
+def _auth_hint(address: str) -> str:
+    return (f"the Ray cluster at {address!r} refused this machine's authentication token; it uses "
+            "token authentication (Ray's default when the head holds ~/.ray/auth_token). Run "
+            "`ray get-auth-token` on the head and put the token in ~/.ray/auth_token here, or set "
+            "RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) and RAY_AUTH_MODE=token")
+
+
 @contextlib.contextmanager
 def session(address: str | None = None, num_cpus: int | None = None):
     """Connect to the cluster at ``address`` (None: start a local Ray instance) unless this
@@ -65,12 +106,18 @@ def session(address: str | None = None, num_cpus: int | None = None):
     kwargs = {"include_dashboard": False, "log_to_driver": False}
     if address:
         check_address(address)
+        use_token_auth_for_address()
         kwargs = {"address": address, "log_to_driver": False}
     elif num_cpus:
         kwargs["num_cpus"] = num_cpus
     try:
         ray.init(**kwargs)
+    except ray.exceptions.AuthenticationError:
+        raise ConfigError(f"cannot connect: {_auth_hint(address)}") from None
     except ConnectionError as e:
+        cause = e.__cause__ or e
+        if "AuthToken" in str(cause) or type(cause).__name__ == "AuthenticationError":
+            raise ConfigError(f"cannot connect: {_auth_hint(address)}") from None
         raise ConfigError(f"cannot connect to the Ray cluster at {address!r}: {e}") from None
     try:
         yield ray
