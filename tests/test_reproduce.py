@@ -253,3 +253,14 @@ def test_a_record_written_by_other_code_is_attributed_with_its_differences(tmp_p
     (d / "config.json").write_text(json.dumps(cfg))
     (st,) = status_of(tmp_path, smnist_row())
     assert st == "another configuration (model.future_option 3 (preset None)); reproduced"
+
+
+def test_a_verdict_on_few_seeds_says_so():
+    from rnnlab.claims import with_seed_count
+
+    runs = "`dmu/adding-dmu` x1 (1,000 steps); `dmu/adding-gru` x4 (1,000 steps)"
+    assert with_seed_count("confirmed", runs) == "confirmed on 1 seed (fewest per model)"
+    assert with_seed_count("refuted", "`a` x2 (10 steps); `b` x2 (10 steps)") == "refuted on 2 seeds"
+    assert with_seed_count("confirmed", "`a` x3 (10 steps); `b` x5 (10 steps)") == "confirmed"
+    assert with_seed_count("untested", "-") == "untested"
+    assert with_seed_count("qualified", "analysis of `nnrnn/copy` (schur)") == "qualified"

@@ -9,6 +9,7 @@ one of "confirmed", "refuted", "qualified" (true with a stated restriction or on
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from dataclasses import dataclass
 from typing import Callable
@@ -23,7 +24,22 @@ class Claim:
     rule: Callable  # (Evidence) -> (verdict, evidence text, runs text)
 
     def judge(self, ev) -> tuple[str, str, str]:
-        return self.rule(ev)
+        verdict, text, runs = self.rule(ev)
+        return with_seed_count(verdict, runs), text, runs
+
+
+#: fewer runs per preset than this and a verdict says on how many seeds it rests
+FEW_SEEDS = 3
+
+
+def with_seed_count(verdict: str, runs: str) -> str:
+    """``confirmed`` on one run per model is weak evidence: say so in the verdict itself
+    ("confirmed on 1 seed"), from the ``x<count>`` of each preset in the runs text."""
+    counts = [int(m) for m in re.findall(r"` x(\d+) \(", runs)]
+    if verdict == UNTESTED or not counts or min(counts) >= FEW_SEEDS:
+        return verdict
+    m = min(counts)
+    return f"{verdict} on {m} seed{'s' if m > 1 else ''}" + (" (fewest per model)" if len(set(counts)) > 1 else "")
 
 
 def _runs(*groups) -> str:
