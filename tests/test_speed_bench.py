@@ -64,3 +64,42 @@ def test_tune_malloc_and_opt_out():
                          env={**env, "RNNLAB_MALLOC": "default"}).stdout
     assert on.startswith("True") and "M_MMAP_MAX=0" in on
     assert off.startswith("False") and "RNNLAB_MALLOC=default" in off
+
+
+def test_worker_times_the_orthogonal_maps_and_the_table_shows_their_share(monkeypatch):
+    """The maps column: asRNN's two maps, none for the LSTM; the timed step really runs every
+    map's forward and backward (counted through the parametrization), once per call."""
+    from rnnlab import parametrize as par
+
+    calls = []
+    real = par.Orthogonal.forward
+    monkeypatch.setattr(par.Orthogonal, "forward", lambda self, A: calls.append(self.n) or real(self, A))
+    cfg = dataclasses.replace(speed.CONFIGS["mnist"], T=5, batch=3)
+    base = {"config": dataclasses.asdict(cfg), "options": {}, "hidden": 8, "gates": 1, "baseline_hidden": None,
+            "reference": False, "warmup": 1, "repeats": 2, "threads": 1, "malloc": "default"}
+    res = speed._worker({**base, "label": "asrnn", "key": "asrnn"})
+    assert res["maps_n"] == [8, 8]
+    assert res["maps"]["cpu"] > 0 and len(res["maps"]["cpu_all"]) == 2
+    # the map step alone: two maps, each forward once, gradients reach the free parameters
+    import torch
+
+    from rnnlab.cells import CELLS
+
+    cell = CELLS["asrnn"](1, 6)
+    maps = list(par.orthogonal_parametrizations(cell))
+    calls.clear()
+    speed._map_step(torch, maps)()
+    assert calls == [6, 6]
+    lstm = speed._worker({**base, "label": "nn.LSTM", "key": "nn.LSTM", "gates": 4})
+    assert "maps" not in lstm
+    rows = [{"config": "mnist", "label": "asrnn", "hidden": 8, "params": 1, **res},
+            {"config": "mnist", "label": "nn.LSTM", "hidden": 8, "params": 1, **lstm}]
+    table = speed.format_table({"conditions": {"maps_timed": True}, "rows": rows})
+    head, rule, a, l = table.splitlines()
+    assert "maps s/it (share)" in head and rule.count("---") == 13
+    share = f"{res['maps']['cpu']:.3f} ({100 * res['maps']['cpu'] / res['fast']['cpu']:.0f}%)"
+    assert a.split(" | ")[9] == share and l.split(" | ")[9] == "-"
+    assert all(line.count("|") == 14 for line in (head, a, l))
+    # results recorded before the column existed keep their 12-column table
+    old = speed.format_table({"rows": [{k: v for k, v in rows[1].items()}]})
+    assert "maps" not in old and old.splitlines()[1].count("---") == 12

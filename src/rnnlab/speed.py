@@ -25,7 +25,12 @@ and allocator state are the row's own) and measures, in that one process,
   know (``torch.mm`` in either orientation, or in row blocks for tall products)
   (recurrence forward and backward per step, the weight gradients as one product each, input
   projection, readout). It excludes the orthogonal map's own O(n^3) work (matrix exponential
-  or Cayley solve and their backward): negligible at n=190 but not at n=1024 (PTB rows).
+  or Cayley solve and their backward): negligible at n=190 but not at n=1024 (PTB rows);
+* that O(n^3) work on its own ("maps s/it"): for every
+  :class:`rnnlab.parametrize.Orthogonal` parametrization of the model (expRNN's and scoRNN's
+  W_hh, asRNN's W_hh and U_f, nnRNN's P) the map's forward at the current parameter and a
+  backward of a fixed random cotangent, timed in the same process interleaved with the
+  training iterations, and its share of the fast iteration; cells without maps show "-".
 
 Configurations: ``copy`` (T = L + 2K = 1020, K=10, batch 128, about 22K parameters),
 ``mnist`` (sequential MNIST: T=784, one pixel per step, readout at the last step, about 16K
@@ -290,6 +295,10 @@ def _worker(spec: dict) -> dict:
     if spec["baseline_hidden"] and key != "nn.LSTM":
         _, base_step, _ = build("nn.LSTM", {}, spec["baseline_hidden"])
         variants["baseline"] = base_step
+    maps = list(par.orthogonal_parametrizations(model))
+    if maps:
+        variants["maps"] = _map_step(torch, maps)
+        res["maps_n"] = [p.n for p, _ in maps]
     for name, fn in variants.items():
         if name != "fast":
             for _ in range(spec["warmup"]):
@@ -318,6 +327,24 @@ def _worker(spec: dict) -> dict:
     res["malloc"] = runtime.malloc_conditions()
     res["device"] = str(device)
     return res
+
+
+def _map_step(torch, maps):
+    """One iteration's worth of the orthogonal maps alone: for every ``Orthogonal``
+    parametrization of the model, its forward at the free parameter's current value and a
+    backward of a fixed random cotangent (what the training iteration does once per map)."""
+    g = torch.Generator().manual_seed(1)
+    work = []
+    for p, A in maps:
+        G = torch.randn(A.shape, generator=g, dtype=A.dtype).to(A.device)
+        work.append((p, A, G))
+
+    def step():
+        for p, A, G in work:
+            leaf = A.detach().requires_grad_(True)
+            p(leaf).backward(G)
+
+    return step
 
 
 def _mm_time(torch, m: int, k: int, n: int, cap_rows: int = 1 << 17) -> float:
@@ -463,7 +490,7 @@ def run(configs=("copy", "mnist", "ptb", "long"), cells=None, quick=False, threa
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
         "torch": torch.__version__, "python": platform.python_version(),
         "threads": int(threads), "malloc": malloc, "quick": quick,
-        "loadavg_end": os.getloadavg(), **dev.conditions(resolved),
+        "loadavg_end": os.getloadavg(), "maps_timed": True, **dev.conditions(resolved),
     }
     return {"conditions": conditions, "rows": rows}
 
@@ -482,6 +509,8 @@ def _row_line(row: dict) -> str:
         extra += f" ref {row['reference'][k]:.3f}"
     if row.get("baseline"):
         extra += f" lstm {row['baseline'][k]:.3f}"
+    if row.get("maps"):
+        extra += f" maps {row['maps'][k]:.3f}"
     fl = row.get("floor")
     gpu = f" gpu peak {row['peak_gpu_mb']:.0f} MB" if "peak_gpu_mb" in row else ""
     return (f"{row['config']:6s} {row['label']:12s} n={row['hidden']:<5d} cpu {f['cpu']:.3f} wall {f['wall']:.3f}"
@@ -499,12 +528,16 @@ def format_table(result: dict) -> str:
     GPU results get :func:`format_gpu_table`."""
     if any(row.get("device", "cpu") != "cpu" for row in result["rows"] if "error" not in row):
         return format_gpu_table(result)
+    # results recorded before the maps were timed keep their table (no maps column)
+    with_maps = result.get("conditions", {}).get("maps_timed") or any("maps" in r for r in result["rows"])
+    maps_head = " maps s/it (share) |" if with_maps else ""
     head = ("| config | cell | n | params | train s/it CPU (wall) | vs nn.LSTM CPU (wall) | vs reference loop "
-            "| matmul floor s | vs floor | inference seq/s | peak MB | minor faults/it |")
-    lines = [head, "|" + "|".join(["---"] * 12) + "|"]
+            f"| matmul floor s | vs floor |{maps_head} inference seq/s | peak MB | minor faults/it |")
+    lines = [head, "|" + "|".join(["---"] * (13 if with_maps else 12)) + "|"]
     for row in result["rows"]:
         if "error" in row:
-            lines.append(f"| {row['config']} | {row['label']} | {row['hidden']} | {row['params']} | error: {row['error'][:80]} |" + " |" * 7)
+            lines.append(f"| {row['config']} | {row['label']} | {row['hidden']} | {row['params']} | error: {row['error'][:80]} |"
+                         + " |" * (8 if with_maps else 7))
             continue
         f = row["fast"]
         B = CONFIGS[row["config"]].batch
@@ -520,9 +553,19 @@ def format_table(result: dict) -> str:
         lines.append(
             f"| {row['config']} | {row['label']} | {row['hidden']} | {row['params']:,} | {f['cpu']:.3f} ({f['wall']:.3f}) "
             f"| {vs_l} | {vs_r} | {_fmt(fl and fl['s'], '{:.3f}')} | {_fmt(fl and f['cpu'] / fl['s'])} "
-            f"| {B / row['infer']['cpu']:.0f} | {row['peak_mb']:.0f} | {f['faults']:.0f} |"
+            + (f"| {_maps_cell(row)} " if with_maps else "")
+            + f"| {B / row['infer']['cpu']:.0f} | {row['peak_mb']:.0f} | {f['faults']:.0f} |"
         )
     return "\n".join(lines)
+
+
+def _maps_cell(row: dict) -> str:
+    """The orthogonal maps' own forward + backward per iteration and its share of the
+    iteration (CPU time), "-" for cells without orthogonal maps."""
+    m = row.get("maps")
+    if not m:
+        return "-"
+    return f"{m['cpu']:.3f} ({100 * m['cpu'] / row['fast']['cpu']:.0f}%)"
 
 
 def format_gpu_table(result: dict) -> str:
