@@ -39,6 +39,28 @@ def test_plan_covers_registered_cells_and_fixed_sizes():
         speed.plan(("nope",))
 
 
+def test_large_mnist_configurations_match_the_budget_of_exprnn_at_that_size():
+    specs = speed.plan(("mnist-n257", "mnist-n364", "mnist-n512"), ["exprnn", "asrnn", "nnrnn", "scornn"])
+    for n in (257, 364, 512):
+        rows = {s["label"]: s for s in specs if s["config"]["name"] == f"mnist-n{n}"}
+        assert set(rows) == {"exprnn", "asrnn", "nnrnn", "scornn", "nn.LSTM"}
+        cfg = speed.CONFIGS[f"mnist-n{n}"]
+        assert (cfg.T, cfg.batch, cfg.input_size, cfg.readout) == (784, 128, 1, "last")
+        target = n * (n - 1) // 2 + n + n + 10 * n + 10  # expRNN: skew, W_ih (n x 1), bias; readout
+        assert rows["exprnn"]["hidden"] == n and rows["exprnn"]["target_params"] == target
+        for label, s in rows.items():
+            assert s["reference"] is False and s["repeats"] == 3
+            if label in ("exprnn",) or (n == 512 and label == "asrnn"):
+                continue
+            key, opts = s["key"], s["options"]
+            err = abs(speed._count(key, opts, cfg, s["hidden"]) - target)
+            step = 2 if key == "nnrnn" else 1  # nnRNN needs an even n
+            for m in (s["hidden"] - step, s["hidden"] + step):
+                assert err <= abs(speed._count(key, opts, cfg, m) - target), (n, label)
+        assert rows["asrnn"]["hidden"] == (364 if n == 512 else rows["asrnn"]["hidden"])
+        assert all(s["baseline_hidden"] == rows["nn.LSTM"]["hidden"] for l, s in rows.items() if l != "nn.LSTM")
+
+
 def test_worker_row_on_a_tiny_configuration():
     cfg = dataclasses.replace(speed.CONFIGS["copy"], T=6, batch=3)
     spec = {
