@@ -125,3 +125,17 @@ def test_worker_times_the_orthogonal_maps_and_the_table_shows_their_share(monkey
     # results recorded before the column existed keep their 12-column table
     old = speed.format_table({"rows": [{k: v for k, v in rows[1].items()}]})
     assert "maps" not in old and old.splitlines()[1].count("---") == 12
+
+
+def test_limits_table_divides_the_recorded_times():
+    row = {"config": "ptb", "label": "exprnn", "hidden": 1024, "params": 1, "fast": {"cpu": 3.0, "wall": 3.0},
+           "baseline": {"cpu": 1.2, "wall": 1.2}, "floor": {"s": 1.8}, "baseline_floor": {"s": 0.9},
+           "maps": {"cpu": 0.6, "wall": 0.6}}
+    lstm = {"config": "ptb", "label": "nn.LSTM", "hidden": 365, "params": 1, "fast": {"cpu": 1.2, "wall": 1.2},
+            "floor": {"s": 0.9}}
+    nomaps = {**row, "label": "rnn", "maps": None}
+    lines = speed.format_limits({"rows": [row, lstm, nomaps]}).splitlines()
+    assert len(lines) == 4  # the LSTM row itself has no baseline: left out
+    assert lines[2] == "| ptb | exprnn | 1024 | 1.800 | 0.900 | 2.00 | 1.50 | 0.600 | 2.00 | 2.50 |"
+    assert lines[3] == "| ptb | rnn | 1024 | 1.800 | 0.900 | 2.00 | 1.50 | - | 1.50 | 2.50 |"
+

@@ -575,6 +575,28 @@ def format_table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def format_limits(result: dict) -> str:
+    """Markdown table of what bounds each row against its matched ``nn.LSTM`` (CPU rows with a
+    baseline and a floor): the row's matrix-product floor, the LSTM's floor measured in the same
+    process, the floor as a multiple of the LSTM's measured iteration, the orthogonal maps' own
+    time, and floor + maps as a multiple of the LSTM's iteration: a cell cannot be faster than
+    that ratio without doing less arithmetic."""
+    head = ("| config | cell | n | floor s | LSTM floor s | floor / LSTM floor | floor / LSTM time | maps s "
+            "| (floor + maps) / LSTM time | measured / LSTM time |")
+    lines = [head, "|" + "|".join(["---"] * 10) + "|"]
+    for row in result["rows"]:
+        fl, b, bf = row.get("floor"), row.get("baseline"), row.get("baseline_floor")
+        if "error" in row or not (fl and b and bf) or row.get("device", "cpu") != "cpu":
+            continue
+        maps = row["maps"]["cpu"] if row.get("maps") else 0.0
+        lines.append(
+            f"| {row['config']} | {row['label']} | {row['hidden']} | {fl['s']:.3f} | {bf['s']:.3f} "
+            f"| {fl['s'] / bf['s']:.2f} | {fl['s'] / b['cpu']:.2f} | {_fmt(row.get('maps') and maps, '{:.3f}')} "
+            f"| {(fl['s'] + maps) / b['cpu']:.2f} | {row['fast']['cpu'] / b['cpu']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
 def _maps_cell(row: dict) -> str:
     """The orthogonal maps' own forward + backward per iteration and its share of the
     iteration (CPU time), "-" for cells without orthogonal maps."""
@@ -638,4 +660,7 @@ def main_from_args(a) -> int:
     print(f"\n{c['date']}; {c['machine']}{gpu}; torch {c['torch']}; threads {c['threads']}; malloc {c['malloc']}; "
           f"load average at the end {c['loadavg_end'][0]:.2f}\n")
     print(format_table(result))
+    if any(r.get("baseline_floor") for r in result["rows"]):
+        print("\nWhat bounds each cell against its matched nn.LSTM (CPU seconds):\n")
+        print(format_limits(result))
     return 0
