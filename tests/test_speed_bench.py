@@ -139,3 +139,19 @@ def test_limits_table_divides_the_recorded_times():
     assert lines[2] == "| ptb | exprnn | 1024 | 1.800 | 0.900 | 2.00 | 1.50 | 0.600 | 2.00 | 2.50 |"
     assert lines[3] == "| ptb | rnn | 1024 | 1.800 | 0.900 | 2.00 | 1.50 | - | 1.50 | 2.50 |"
 
+
+
+@pytest.mark.parametrize("record", ["main", "gru", "ptb-expm", "copy-2threads", "long-last-default-malloc", "large"])
+def test_benchmarks_tables_are_the_recorded_ones(record):
+    """Every speed table in BENCHMARKS.md is what format_table makes of its committed JSON
+    record (and the large-size run's limits table too)."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).parents[1]
+    result = json.loads((root / "docs" / f"speed-results-{record}.json").read_text())
+    text = (root / "BENCHMARKS.md").read_text()
+    assert speed.format_table(result) in text
+    if record == "large":
+        assert speed.format_limits(result) in text
+        assert all("maps" in r for r in result["rows"] if r["label"] in ("exprnn", "scornn", "asrnn", "nnrnn"))
