@@ -20,16 +20,6 @@ PAPERS = {
     "henaff": "Henaff, Szlam and LeCun, Recurrent orthogonal networks and long-memory tasks (ICML 2016)",
 }
 
-# presets that the models branch (EURNN / uRNN cells, the copy_variable task) adds; a row that
-# names one is "not run yet" until the preset exists
-PENDING = {
-    "asrnn/ptb_char-bptt150-eurnn", "asrnn/ptb_char-bptt300-eurnn",
-    "nnrnn/ptb-bptt150-eurnn", "nnrnn/ptb-bptt300-eurnn",
-    "asrnn/smnist-n122-urnn", "asrnn/smnist-n257-urnn", "asrnn/smnist-n364-urnn",
-    "asrnn/psmnist-n122-urnn", "asrnn/psmnist-n257-urnn", "asrnn/psmnist-n364-urnn",
-    "henaff/copy_variable-ltornn", "henaff/copy_variable-ltirnn", "henaff/copy_variable-lstm",
-}
-
 
 @dataclass(frozen=True)
 class Published:
