@@ -342,7 +342,14 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--json", type=Path, help="also write the medians and conditions here")
+    p.add_argument("--note", default="", help="added to the recorded conditions (e.g. the repositories' commits)")
+    p.add_argument("--table", action="store_true",
+                   help="print the table of a recorded JSON (REPOS is then that file) and exit")
     a = p.parse_args(argv)
+    if a.table:
+        rec = json.loads(Path(a.repos).read_text())
+        print(render(rec))
+        return 0
     if a.iters < 1:
         p.error(f"--iters must be at least 1, got {a.iters}")
     try:  # before anything changes this process (allocator, threads)
@@ -379,11 +386,20 @@ def main(argv=None) -> int:
     except SetupError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    rec = {"conditions": conditions + (f"; {a.note}" if a.note else ""), "median_s": med}
     print()
-    print(format_table(med, a.models, lstm_label))
+    print(render(rec))
     if a.json:
-        a.json.write_text(json.dumps({"conditions": conditions, "median_s": med}, indent=1) + "\n")
+        a.json.write_text(json.dumps(rec, indent=1) + "\n")
     return 0
+
+
+def render(rec: dict) -> str:
+    """The table of a record (``{"conditions", "median_s"}``), as BENCHMARKS.md shows it."""
+    med = rec["median_s"]
+    models = [m for m in REPOS if f"{m} papers" in med]
+    lstm_label = next(k for k in med if k.startswith("nn.LSTM"))
+    return format_table(med, models, lstm_label)
 
 
 if __name__ == "__main__":

@@ -20,16 +20,6 @@ PAPERS = {
     "henaff": "Henaff, Szlam and LeCun, Recurrent orthogonal networks and long-memory tasks (ICML 2016)",
 }
 
-# presets that the models branch (EURNN / uRNN cells, the copy_variable task) adds; a row that
-# names one is "not run yet" until the preset exists
-PENDING = {
-    "asrnn/ptb_char-bptt150-eurnn", "asrnn/ptb_char-bptt300-eurnn",
-    "nnrnn/ptb-bptt150-eurnn", "nnrnn/ptb-bptt300-eurnn",
-    "asrnn/smnist-n122-urnn", "asrnn/smnist-n257-urnn", "asrnn/smnist-n364-urnn",
-    "asrnn/psmnist-n122-urnn", "asrnn/psmnist-n257-urnn", "asrnn/psmnist-n364-urnn",
-    "henaff/copy_variable-ltornn", "henaff/copy_variable-ltirnn", "henaff/copy_variable-lstm",
-}
-
 
 @dataclass(frozen=True)
 class Published:
@@ -245,7 +235,7 @@ _DMU_KEY = {"RHN": "rhn", "DMU": "dmu", "DMU-C": "dmuc"}
 for (_table, _exp, _stem, _metric), _vals in _DMU_REAL.items():
     for (_N, _m), (_trb, _trm, _trs, _teb, _tem, _tes) in _vals.items():
         _kw = dict(presets=(f"{_stem}-N{_N}-{_DMU_KEY[_m]}",), runs=5) if _stem else dict(
-            reason="no preset: the por-eng pair's size (hence an epoch) is not recorded in rnnlab; "
+            reason="the por-eng pair's size (hence an epoch) is not recorded in rnnlab; "
                    "copy a dmu/spa2eng-* preset with task.pair = 'por-eng'", runs=5)
         _add(Published("dmu", _table, _m, _exp, f"N={_N}", f"test/{_metric}", _tem, _tes, _teb, **_kw))
         _add(Published("dmu", _table, _m, _exp, f"N={_N}", f"train/{_metric}", _trm, _trs, _trb, **_kw,

@@ -26,7 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .published import PAPERS, PENDING, ROWS, Published
+from .published import PAPERS, ROWS, Published
 
 IGNORED = ("name", "description", "paper", "train.seed", "train.data_seed", "train.threads", "train.log_every",
            "train.eval_batch_size", "train.test", "train.device")  # the device is the hardware column
@@ -338,8 +338,7 @@ def _row_lines(row: Published, ev: Evidence) -> list[list[str]]:
             continue
         if not groups:
             if i == 0 or len(row.presets) == 1:
-                pend = " (the preset comes with the EURNN/uRNN/copy_variable work)" if preset in PENDING else ""
-                lines.append([label, row.metric, paper, "-", "-", "-", "-", "-", "not run yet" + pend, tag])
+                lines.append([label, row.metric, paper, "-", "-", "-", "-", "-", "not run yet", tag])
             continue
         for g in groups:
             lines.append(_group_line(row, label, paper, tag, g, ev))

@@ -33,6 +33,36 @@ from .linear import column_sum, gram_t
 _aten = torch.ops.aten
 
 
+def _gate_step(activation: str, o: Tensor, h: Tensor, g: Tensor, c: Tensor, hn: Tensor) -> Tensor:
+    """The gated update of one step, in place: from the FNN's output ``o = [z; hh]`` (B, 2H)
+    write ``g = sigmoid(z)``, ``c = f(hh)`` and ``hn = c + g (h - c)``; return ``hn``."""
+    H = g.shape[1]
+    torch.sigmoid(o[:, :H], out=g)
+    if activation == "tanh":
+        torch.tanh(o[:, H:], out=c)
+    else:
+        c.copy_(o[:, H:])
+    torch.sub(h, c, out=hn)
+    return hn.mul_(g).add_(c)
+
+
+def _gate_step_backward(activation: str, dh: Tensor, h_prev: Tensor, g: Tensor, c: Tensor, o: Tensor,
+                        carry: Tensor, t1: Tensor, t2: Tensor) -> None:
+    """Backward of :func:`_gate_step` for ``dh = dL/dh_t``: write ``dL/d[z; hh]`` into ``o``
+    (B, 2H) and the gate's share of ``dL/dh_{t-1}`` (``dh * g``) into ``carry``; ``t1``, ``t2``
+    are (B, H) scratch. ``h = c + g (h_prev - c)``: ``dg = dh (h_prev - c)``,
+    ``dc = dh (1 - g)``, ``dh_prev = dh g``."""
+    H = g.shape[1]
+    torch.sub(h_prev, c, out=t1).mul_(dh)
+    _aten.sigmoid_backward.grad_input(t1, g, grad_input=o[:, :H])
+    torch.addcmul(dh, dh, g, value=-1.0, out=t2)
+    if activation == "tanh":
+        _aten.tanh_backward.grad_input(t2, c, grad_input=o[:, H:])
+    else:
+        o[:, H:].copy_(t2)
+    torch.mul(dh, g, out=carry)
+
+
 class _DMURecurrence(torch.autograd.Function):
     @staticmethod
     def forward(ctx, activation: str, slope: float, u1: Tensor, h0: Tensor, w1h: Tensor, w_out: Tensor,
@@ -52,15 +82,7 @@ class _DMURecurrence(torch.autograd.Function):
                 a = torch.addmm(b, a, Wt, out=A[k + 1][t])
                 torch.nn.functional.leaky_relu_(a, slope)
             torch.addmm(b_out, a, wot, out=o)
-            g, c, hn = Gs[t], Cs[t], Hs[t]
-            torch.sigmoid(o[:, :H], out=g)
-            if activation == "tanh":
-                torch.tanh(o[:, H:], out=c)
-            else:
-                c.copy_(o[:, H:])
-            torch.sub(h, c, out=hn)
-            hn.mul_(g).add_(c)
-            h = hn
+            h = _gate_step(activation, o, h, Gs[t], Cs[t], Hs[t])
         ctx.activation, ctx.slope, ctx.n_hidden = activation, slope, len(A)
         ctx.save_for_backward(h0, w1h, w_out, Hs, Gs, Cs, *A, *Ws)
         return Hs
@@ -79,17 +101,9 @@ class _DMURecurrence(torch.autograd.Function):
         dh, t1, t2 = (Hs.new_empty(B, H) for _ in range(3))
         for t in range(T - 1, -1, -1):
             h_prev = Hs[t - 1] if t > 0 else h0
-            g, c, o = Gs[t], Cs[t], dO[t]
+            o = dO[t]
             torch.add(dHs[t], carry, out=dh)
-            # h = c + g (h_prev - c): dg = dh (h_prev - c), dc = dh (1 - g), dh_prev = dh g
-            torch.sub(h_prev, c, out=t1).mul_(dh)
-            _aten.sigmoid_backward.grad_input(t1, g, grad_input=o[:, :H])
-            torch.addcmul(dh, dh, g, value=-1.0, out=t2)
-            if ctx.activation == "tanh":
-                _aten.tanh_backward.grad_input(t2, c, grad_input=o[:, H:])
-            else:
-                o[:, H:].copy_(t2)
-            torch.mul(dh, g, out=carry)
+            _gate_step_backward(ctx.activation, dh, h_prev, Gs[t], Cs[t], o, carry, t1, t2)
             da = o @ w_out
             for k in range(len(A) - 1, -1, -1):
                 dp = dP[k][t]
@@ -125,15 +139,7 @@ class _DMULinearRecurrence(torch.autograd.Function):
         h = h0
         for t in range(T):
             torch.addmm(u[t], h, wt, out=o)
-            g, c, hn = Gs[t], Cs[t], Hs[t]
-            torch.sigmoid(o[:, :H], out=g)
-            if activation == "tanh":
-                torch.tanh(o[:, H:], out=c)
-            else:
-                c.copy_(o[:, H:])
-            torch.sub(h, c, out=hn)
-            hn.mul_(g).add_(c)
-            h = hn
+            h = _gate_step(activation, o, h, Gs[t], Cs[t], Hs[t])
         ctx.activation = activation
         ctx.save_for_backward(h0, w_h, Hs, Gs, Cs)
         return Hs
@@ -149,16 +155,9 @@ class _DMULinearRecurrence(torch.autograd.Function):
         dh, t1, t2 = (Hs.new_empty(B, H) for _ in range(3))
         for t in range(T - 1, -1, -1):
             h_prev = Hs[t - 1] if t > 0 else h0
-            g, c, o = Gs[t], Cs[t], dO[t]
+            o = dO[t]
             torch.add(dHs[t], carry, out=dh)
-            torch.sub(h_prev, c, out=t1).mul_(dh)
-            _aten.sigmoid_backward.grad_input(t1, g, grad_input=o[:, :H])
-            torch.addcmul(dh, dh, g, value=-1.0, out=t2)
-            if ctx.activation == "tanh":
-                _aten.tanh_backward.grad_input(t2, c, grad_input=o[:, H:])
-            else:
-                o[:, H:].copy_(t2)
-            torch.mul(dh, g, out=carry)
+            _gate_step_backward(ctx.activation, dh, h_prev, Gs[t], Cs[t], o, carry, t1, t2)
             carry.addmm_(o, w_h)
         dw_h = dO[0].t() @ h0
         if T > 1:
