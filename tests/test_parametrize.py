@@ -340,3 +340,24 @@ def test_expm_skew_dispatch(monkeypatch):
     assert calls == [par.TAYLOR_MIN_N]
     with pytest.raises(ValueError, match="'pade'"):
         par.expm_skew(_skew_case("unit", 4), "pade")
+
+
+def test_expm_taylor_non_finite_and_huge_arguments():
+    """A diverged parameter (NaN or inf in X) gives a non-finite W as torch's matrix_exp does,
+    never an exception (the trainer reports the non-finite loss as divergence); a finite X
+    whose square overflows float32 still gives an orthogonal result."""
+    n = par.TAYLOR_MIN_N
+    for bad in (float("nan"), float("inf")):
+        X = _skew_case("unit", n, torch.float32)
+        X[0, 1], X[1, 0] = bad, -bad
+        X.requires_grad_()
+        Q = par.expm_skew(X, "taylor")
+        assert not torch.isfinite(Q).all()
+        Q.sum().backward()  # no exception on the way back either
+    # large norms in float32: 1e3 (17 squarings) stays orthogonal to 1e-4 (torch's matrix_exp:
+    # 1.5e-4 here); at 1e20 (past the cap) it is torch's result, whatever that is
+    X = (_skew_case("unit", n) * 1e3).float()
+    Q = par.expm_skew(X.requires_grad_(), "taylor")
+    assert par.orthogonality_error(Q.detach().double()) < 1e-4
+    X = (_skew_case("unit", n) * 1e20).float()
+    torch.testing.assert_close(par.expm_skew(X.requires_grad_(), "taylor"), torch.linalg.matrix_exp(X), equal_nan=True)

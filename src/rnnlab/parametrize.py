@@ -107,6 +107,8 @@ EXPM_METHODS = ("auto", "taylor", "eig", "torch")
 TAYLOR_MIN_N = 80
 
 _UNIT_ROUNDOFF = {torch.float64: 2.0**-53, torch.float32: 2.0**-24}
+#: above this 1-norm (or for NaN/inf entries) expm_skew_taylor hands X to torch.linalg.matrix_exp
+_TAYLOR_MAX_NORM = 2.0**40
 
 
 def _ps_products(m: int, q: int) -> int:
@@ -215,7 +217,9 @@ def expm_skew_taylor(X: Tensor) -> Tensor:
     with torch.no_grad():
         n1 = torch.linalg.matrix_norm(X, 1).item()
         n2 = torch.linalg.matrix_norm(X2, 1).item()
-    rho = min(n1, math.sqrt(n2))
+    if not n1 <= _TAYLOR_MAX_NORM:  # NaN, inf or meaningless: torch's result (NaN/inf propagates
+        return torch.linalg.matrix_exp(X)  # to the loss, where the trainer reports divergence)
+    rho = min(n1, math.sqrt(n2))  # n2 <= n1^2 is finite below the cap, in float32 too
     m, s, q, _ = taylor_plan(rho, u)
     scale = 2.0**-s  # exact in floating point
     W, W2 = X * scale, X2 * (scale * scale)
