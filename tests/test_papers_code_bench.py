@@ -59,3 +59,15 @@ def test_copy_batch_layout(bench):
     assert torch.all(idx[:, L + K] == 9) and torch.all(idx[:, K:L + K] == 0)
     assert torch.equal(y[:, -K:], idx[:, :K]) and torch.all(y[:, :-K] == 0)
     assert int(idx[:, :K].min()) >= 1 and int(idx[:, :K].max()) <= 8
+
+
+def test_benchmarks_table_is_the_recorded_one(bench):
+    """BENCHMARKS.md's table of the papers' code is the render of docs/papers-code.json."""
+    import json
+
+    rec = json.loads((ROOT / "docs" / "papers-code.json").read_text())
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    assert bench.render(rec) in text and rec["conditions"] in text
+    med = rec["median_s"]
+    for m in ("asrnn", "nnrnn", "exprnn", "dmu"):  # the speed-ups quoted in the text
+        assert f"{med[f'{m} papers'] / med[f'{m} rnnlab']:.2f}x" in text
