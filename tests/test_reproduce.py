@@ -262,3 +262,40 @@ def test_a_verdict_on_few_seeds_says_so():
     assert with_seed_count("confirmed", "`a` x3 (10 steps); `b` x5 (10 steps)") == "confirmed"
     assert with_seed_count("untested", "-") == "untested"
     assert with_seed_count("qualified", "analysis of `nnrnn/copy` (schur)") == "qualified"
+
+
+def test_claim_verdicts_say_when_runs_are_smaller_than_the_preset(tmp_path):
+    """A claim judged on runs with fewer steps than the preset says "at reduced budget"; a copy
+    run stopped before solving the task does not refute "solves copy" (only a full run can)."""
+    from rnnlab import claims as cl
+
+    class G:
+        def __init__(self, preset, diffs, loss, rec):
+            self.preset, self.diffs, self.records = preset, diffs, [self]
+            self._v = {"test/loss": loss, "test/recall_accuracy": rec, "baseline/loss": 0.02}
+
+        def stat(self, m):
+            return self._v[m], 0.0
+
+        def value(self, m):
+            return self._v[m]
+
+        def steps(self):
+            return "1,000" if self.diffs else "4,000"
+
+    class Ev:
+        def __init__(self, groups):
+            self.g = groups
+
+        def best(self, p):
+            return self.g.get(p)
+
+    short = ("train.steps 1000 (preset 4000)",)
+    rule = cl._copy_solved(["a", "b"], 1000)
+    assert rule(Ev({"a": G("a", short, 0.01, 0.8)}))[0] == "qualified"  # stopped early: not a refutation
+    assert rule(Ev({"a": G("a", (), 0.01, 0.8)}))[0] == "refuted"  # a full run that fails
+    assert rule(Ev({"a": G("a", short, 0.01, 0.8), "b": G("b", (), 1e-6, 1.0)}))[0] == "confirmed"
+    claim = cl.Claim("x", "x solves copy", rule)
+    assert claim.judge(Ev({"a": G("a", short, 0.01, 0.8)}))[0] == "qualified at reduced budget on 1 seed"
+    assert cl._reduced(G("a", ("3 of 3 with task.L 100 (preset 500)",), 0, 0))
+    assert not cl._reduced(G("a", ("optim.lr 0.1 (preset 0.01)",), 0, 0))
