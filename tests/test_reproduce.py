@@ -299,3 +299,30 @@ def test_claim_verdicts_say_when_runs_are_smaller_than_the_preset(tmp_path):
     assert claim.judge(Ev({"a": G("a", short, 0.01, 0.8)}))[0] == "qualified at reduced budget on 1 seed"
     assert cl._reduced(G("a", ("3 of 3 with task.L 100 (preset 500)",), 0, 0))
     assert not cl._reduced(G("a", ("optim.lr 0.1 (preset 0.01)",), 0, 0))
+
+
+def test_beats_within_the_seeds_spread_is_only_qualified():
+    from rnnlab import claims as cl
+
+    class G:
+        def __init__(self, preset, mean, std, n):
+            self.preset, self.diffs, self.records, self.s = preset, (), [None] * n, (mean, std, n)
+
+        def stat(self, m):
+            return self.s
+
+        def steps(self):
+            return "100"
+
+    class Ev:
+        def __init__(self, **g):
+            self.g = g
+
+        def best(self, p):
+            return self.g.get(p)
+
+    rule = cl._beats("a", "b", "test/accuracy", higher=True)
+    assert rule(Ev(a=G("a", 0.91, 0.01, 3), b=G("b", 0.90, 0.01, 3)))[0] == "qualified"  # 0.01 <= 2 x 0.01
+    assert rule(Ev(a=G("a", 0.95, 0.01, 3), b=G("b", 0.90, 0.01, 3)))[0] == "confirmed"
+    assert rule(Ev(a=G("a", 0.85, 0.01, 3), b=G("b", 0.90, 0.01, 3)))[0] == "refuted"
+    assert rule(Ev(a=G("a", 0.91, 0.0, 1), b=G("b", 0.90, 0.0, 1)))[0] == "confirmed"  # one seed: no spread to judge by

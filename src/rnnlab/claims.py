@@ -253,9 +253,12 @@ def _beats(a: str, b: str, metric: str, higher: bool):
         ga, gb = ev.best(a), ev.best(b)
         if ga is None or gb is None:
             return _missing(a, b)
-        va, vb = ga.stat(metric)[0], gb.stat(metric)[0]
+        (va, sa, na), (vb, sb, nb) = ga.stat(metric), gb.stat(metric)
         ok = va > vb if higher else va < vb
-        return ("confirmed" if ok else "refuted"), f"{metric}: `{a}` {va:.4g}, `{b}` {vb:.4g}", _runs(ga, gb)
+        text = f"{metric}: `{a}` {va:.4g}, `{b}` {vb:.4g} (difference {va - vb:+.3g})"
+        if min(na, nb) >= 2 and abs(va - vb) <= 2 * max(sa, sb):
+            return "qualified", text + f"; within twice the seeds' spread (std {max(sa, sb):.3g})", _runs(ga, gb)
+        return ("confirmed" if ok else "refuted"), text, _runs(ga, gb)
     return rule
 
 
