@@ -349,6 +349,9 @@ CLAIMS: list[Claim] = [
           _beats("asrnn/psmnist-n122", "asrnn/psmnist-n122-exprnn", "test/accuracy", higher=True)),
     Claim("asrnn", "On PTB-c asRNN beats every non-gated baseline and is second only to LSTM (Table 1, T=150)",
           _ranking(["asrnn/ptb_char-bptt150-lstm"], ["asrnn/ptb_char-bptt150"], "test/bpc")),
+    Claim("asrnn", "Finding: on copy L=1000, at equal steps, expRNN and scoRNN reach a lower test loss than asRNN "
+          "with the paper's Table 5 values", _ranking(["asrnn/copy-L1000-exprnn", "asrnn/copy-L1000-scornn"],
+                                                      ["asrnn/copy-L1000"], "test/loss")),
     Claim("asrnn", "Finding: the copy setting a = b = 0 leaves s at 0, so D_f stays eps I", asrnn_s_stuck),
     Claim("asrnn", "Theorem 2.1: under its conditions sigma_min(J(t2, t1)) >= 1", asrnn_theorem),
     # nnRNN
