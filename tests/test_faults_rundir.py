@@ -35,8 +35,14 @@ def _train_argv(out: Path, steps: int) -> list[str]:
     return ["train", "demo/lstm", "--out", str(out), "--quiet", *_sets(TINY + [f"train.steps={steps}"])]
 
 
+def _default_sigint() -> None:
+    # an ignored SIGINT is inherited through exec, and an in-process Ray session of an earlier
+    # test leaves it ignored in this process: the child would then never see our SIGINT
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _spawn(argv: list[str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "rnnlab.cli", *argv], env=_env(),
+    return subprocess.Popen([sys.executable, "-m", "rnnlab.cli", *argv], env=_env(), preexec_fn=_default_sigint,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
