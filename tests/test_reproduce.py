@@ -272,6 +272,7 @@ def test_claim_verdicts_say_when_runs_are_smaller_than_the_preset(tmp_path):
     class G:
         def __init__(self, preset, diffs, loss, rec):
             self.preset, self.diffs, self.records = preset, diffs, [self]
+            self.budget = [d for d in diffs if reproduce._is_budget(d)]  # as reproduce.Group
             self._v = {"test/loss": loss, "test/recall_accuracy": rec, "baseline/loss": 0.02}
 
         def stat(self, m):
@@ -297,6 +298,7 @@ def test_claim_verdicts_say_when_runs_are_smaller_than_the_preset(tmp_path):
     assert rule(Ev({"a": G("a", short, 0.01, 0.8), "b": G("b", (), 1e-6, 1.0)}))[0] == "confirmed"
     claim = cl.Claim("x", "x solves copy", rule)
     assert claim.judge(Ev({"a": G("a", short, 0.01, 0.8)}))[0] == "qualified at reduced budget on 1 seed"
+    assert reproduce._is_budget("3 of 3 with task.L 100 (preset 500)")  # a pooled group's wording
     assert cl._reduced(G("a", ("3 of 3 with task.L 100 (preset 500)",), 0, 0))
     assert not cl._reduced(G("a", ("optim.lr 0.1 (preset 0.01)",), 0, 0))
 
@@ -306,7 +308,7 @@ def test_beats_within_the_seeds_spread_is_only_qualified():
 
     class G:
         def __init__(self, preset, mean, std, n):
-            self.preset, self.diffs, self.records, self.s = preset, (), [None] * n, (mean, std, n)
+            self.preset, self.diffs, self.budget, self.records, self.s = preset, (), [], [None] * n, (mean, std, n)
 
         def stat(self, m):
             return self.s

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -180,7 +181,9 @@ def attribute(records: list[Record]) -> None:
 
 
 def _is_budget(diff: str) -> bool:
-    return diff.split(" ", 1)[0] in BUDGET
+    """Whether a difference from the preset is one of budget (a pooled group words it
+    "k of n with KEY ...", see :meth:`Evidence.pooled`)."""
+    return re.sub(r"^\d+ of \d+ with ", "", diff).split(" ", 1)[0] in BUDGET
 
 
 # --- statistics ------------------------------------------------------------------------------
