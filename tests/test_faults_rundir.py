@@ -211,11 +211,20 @@ def _children(pid: int) -> set[int]:
 
 
 def _gone(pid: int) -> bool:
+    """Exited, every thread of it: the leader of a killed multi-threaded process reads as a zombie
+    while its other threads are still exiting (and still hold its files, and so its locks)."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except OSError:
         return True
-    return state in ("Z", "X")  # exited (a zombie waiting for init to reap it)
+    for task in tasks:
+        try:
+            state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state not in ("Z", "X"):
+            return False
+    return True
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to find the workers")

@@ -320,3 +320,52 @@ def test_demo_reuses_a_finished_run_only_when_its_configuration_matches(tmp_path
     steps = sorted(json.loads(p.read_text())["steps"] for p in tmp_path.rglob("result.json"))
     assert steps == [2, 3]  # the old run is kept beside the new one
     assert "| demo-lstm |" in cap.out and "(1)" in cap.out  # the table shows this invocation's run
+
+
+# A holder that forks a child which keeps the lock's file open a moment after the holder exits:
+# the lock is still held although its recorded PID is gone, as while a killed multi-threaded
+# worker is still exiting.
+HOLD_THEN_DIE = (
+    "import importlib.util, os, sys, time\n"
+    "spec = importlib.util.spec_from_file_location('m', sys.argv[2]); m = importlib.util.module_from_spec(spec)\n"
+    "spec.loader.exec_module(m)\n"
+    "lock = m.RunLock(m.Path(sys.argv[1])); m.Path(sys.argv[1]).mkdir(parents=True); lock.acquire()\n"
+    "if os.fork() == 0:\n    time.sleep(float(sys.argv[3])); os._exit(0)\n"
+    "print('held', flush=True); os._exit(0)\n")
+
+
+def test_pid_alive_counts_a_zombie_as_exited():
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:  # exited but not yet reaped: a zombie
+        if Path(f"/proc/{p.pid}/stat").exists() and not rundir.pid_alive(p.pid):
+            break
+        time.sleep(0.02)
+    if sys.platform.startswith("linux"):
+        assert not rundir.pid_alive(p.pid)
+        assert Path(f"/proc/{p.pid}").exists()  # still there, as a zombie
+    p.wait()
+    assert not rundir.pid_alive(p.pid)
+    assert rundir.pid_alive(os.getpid())
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.parametrize("linger, waits", [(1.0, True), (4.0, False)])
+def test_a_lock_whose_recorded_holder_is_dead_is_awaited_a_moment(tmp_path, monkeypatch, linger, waits):
+    monkeypatch.setattr(rundir, "DYING_HOLDER_WAIT_S", 2.0)
+    d = tmp_path / "run"
+    p = subprocess.Popen([sys.executable, "-c", HOLD_THEN_DIE, str(d), rundir.__file__, str(linger)],
+                         stdout=subprocess.PIPE, text=True, env=_env())
+    assert p.stdout.readline().strip() == "held"
+    p.wait()
+    p.stdout.close()
+    t0 = time.monotonic()
+    if waits:  # released within the wait: taken over, after about `linger` seconds
+        with rundir.claim(d) as lock:
+            assert "no longer running" in lock.took_over
+        assert 0.3 < time.monotonic() - t0 < rundir.DYING_HOLDER_WAIT_S
+    else:  # still held after the wait: a process we cannot see holds it; refuse, naming the record
+        with pytest.raises(rundir.RunLocked, match=f"pid {p.pid} on "):
+            with rundir.claim(d):
+                pass
+        assert time.monotonic() - t0 >= rundir.DYING_HOLDER_WAIT_S - 0.5

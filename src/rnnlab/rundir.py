@@ -203,14 +203,32 @@ _held: dict[str, list] = {}  # path -> [RunLock, depth]: a claim this process ho
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether a process with this PID runs on this host (one we may not signal counts as running)."""
+    """Whether a process with this PID runs on this host (one we may not signal counts as running;
+    on Linux a zombie, which has exited and waits to be reaped, does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc (not Linux) or it went meanwhile: kill(0) said it was there
+    return state not in ("Z", "X")
+
+
+# A holder that is dying (SIGKILL to a multi-threaded process) keeps its lock until its last
+# thread has exited, a moment after its PID already reads as gone: so wait that long for it.
+DYING_HOLDER_WAIT_S = 10.0
+
+
+def _holder_is_dead(lock_path: Path) -> bool:
+    try:
+        info = json.loads(Path(lock_path).read_text())
+        return info.get("host") == socket.gethostname() and not pid_alive(int(info.get("pid", -1)))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return False
 
 
 class RunLock:
@@ -225,7 +243,8 @@ class RunLock:
     def acquire(self) -> "RunLock":
         import fcntl
 
-        for _ in range(50):
+        dying_since, replaced = None, 0
+        while True:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -233,6 +252,11 @@ class RunLock:
                 os.close(fd)
                 if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
                     raise
+                if _holder_is_dead(self.path):  # its exit is still releasing the lock
+                    dying_since = dying_since or time.monotonic()
+                    if time.monotonic() - dying_since < DYING_HOLDER_WAIT_S:
+                        time.sleep(0.05)
+                        continue
                 raise RunLocked(f"{self.run_dir} is in use: {describe_holder(self.path)}; wait for it "
                                 f"to finish or stop it (kill PID), or choose another directory") from None
             # the previous holder may have unlinked the file between our open and our lock
@@ -243,8 +267,9 @@ class RunLock:
             if same:
                 break
             os.close(fd)
-        else:
-            raise RunLocked(f"{self.run_dir}: could not take the lock {self.path} (it keeps being replaced)")
+            replaced += 1
+            if replaced >= 50:
+                raise RunLocked(f"{self.run_dir}: could not take the lock {self.path} (it keeps being replaced)")
         self.fd = fd
         old = os.read(fd, 4096).decode(errors="replace").strip()
         if old:  # a holder that died without releasing (SIGKILL, power loss): the kernel dropped it
