@@ -328,3 +328,34 @@ def test_beats_within_the_seeds_spread_is_only_qualified():
     assert rule(Ev(a=G("a", 0.95, 0.01, 3), b=G("b", 0.90, 0.01, 3)))[0] == "confirmed"
     assert rule(Ev(a=G("a", 0.85, 0.01, 3), b=G("b", 0.90, 0.01, 3)))[0] == "refuted"
     assert rule(Ev(a=G("a", 0.91, 0.0, 1), b=G("b", 0.90, 0.0, 1)))[0] == "confirmed"  # one seed: no spread to judge by
+
+
+def test_second_to_a_gated_model_is_qualified_until_every_other_baseline_has_run():
+    from rnnlab import claims as cl
+
+    class G:
+        def __init__(self, preset, mean):
+            self.preset, self.diffs, self.budget, self.records, self.s = preset, (), [], [None], (mean, 0.0, 1)
+
+        def stat(self, m):
+            return self.s
+
+        def steps(self):
+            return "100"
+
+    class Ev:
+        def __init__(self, **v):
+            self.g = {p: G(p, x) for p, x in v.items()}
+
+        def best(self, p):
+            return self.g.get(p)
+
+    rule = cl._second_to("lstm", "as", ["exp", "eu"], "test/bpc")
+    assert rule(Ev(lstm=2.0))[0] == cl.UNTESTED
+    verdict, text, _ = rule(Ev(lstm=2.0, **{"as": 2.5}))
+    assert verdict == "qualified" and "not yet compared with `exp`, `eu`" in text
+    verdict, text, _ = rule(Ev(lstm=2.0, exp=2.7, **{"as": 2.5}))
+    assert verdict == "qualified" and "`eu`" in text and "`exp`" not in text.split("not yet")[1]
+    assert rule(Ev(lstm=2.0, exp=2.7, eu=2.6, **{"as": 2.5}))[0] == "confirmed"
+    assert rule(Ev(lstm=2.0, exp=2.4, **{"as": 2.5}))[0] == "refuted"  # a baseline ahead of it
+    assert rule(Ev(lstm=2.6, **{"as": 2.5}))[0] == "refuted"  # ahead of the LSTM: not "second"
