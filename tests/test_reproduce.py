@@ -359,3 +359,22 @@ def test_second_to_a_gated_model_is_qualified_until_every_other_baseline_has_run
     assert rule(Ev(lstm=2.0, exp=2.7, eu=2.6, **{"as": 2.5}))[0] == "confirmed"
     assert rule(Ev(lstm=2.0, exp=2.4, **{"as": 2.5}))[0] == "refuted"  # a baseline ahead of it
     assert rule(Ev(lstm=2.6, **{"as": 2.5}))[0] == "refuted"  # ahead of the LSTM: not "second"
+
+
+def test_dmu_outperforms_needs_more_runs_reaching_or_enough_runs_to_time():
+    from rnnlab import claims as cl
+
+    def prof(*per):  # per threshold: (runs reached, of n, median epoch)
+        return {t: (k / n, e if k else math.inf, k) for t, (k, n, e) in zip(cl.DMU_THRESHOLDS, per)}
+
+    none = (0, 3, 0)
+    # reaches a threshold more often: ahead
+    assert cl._better(prof((2, 3, 40), none, none, none, none), prof((1, 3, 20), none, none, none, none))
+    # equally often but sooner, on one run each: no evidence of speed, level
+    one_fast, one_slow = prof((1, 3, 14), none, none, none, none), prof((1, 3, 47), none, none, none, none)
+    assert not cl._better(one_fast, one_slow) and not cl._better(one_slow, one_fast)
+    # equally often and sooner on at least FEW_SEEDS runs each: ahead
+    k = cl.FEW_SEEDS
+    assert cl._better(prof((k, k, 14), none, none, none, none), prof((k, k, 47), none, none, none, none))
+    # reaches some threshold less often: never ahead
+    assert not cl._better(prof((3, 3, 10), (0, 3, 0), none, none, none), prof((2, 3, 40), (1, 3, 90), none, none, none))

@@ -69,27 +69,30 @@ def _missing(*presets: str) -> tuple[str, str, str]:
 DMU_THRESHOLDS = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
 
 
-def _profile(g) -> dict[float, tuple[float, float]]:
-    """Per threshold: (fraction of runs that reached it, median first epoch among them or inf)."""
+def _profile(g) -> dict[float, tuple[float, float, int]]:
+    """Per threshold: (fraction of runs that reached it, median first epoch among them or inf,
+    number of runs that reached it)."""
     per = g.thresholds(DMU_THRESHOLDS)
     out = {}
     for th, eps in per.items():
         reached = [e for e in eps if e is not None]
-        out[th] = (len(reached) / len(eps), statistics.median(reached) if reached else math.inf)
+        out[th] = (len(reached) / len(eps), statistics.median(reached) if reached else math.inf, len(reached))
     return out
 
 
 def _better(a: dict, b: dict) -> bool:
     """a outperforms b: at every threshold a reaches it at least as often, and at some threshold
-    more often, or equally often (>0) but sooner (median epoch)."""
+    more often, or equally often but sooner (median epoch) where at least ``FEW_SEEDS`` runs of
+    each reached it (one or two runs' epochs are no evidence of speed)."""
     if any(a[t][0] < b[t][0] for t in a):
         return False
-    return any(a[t][0] > b[t][0] or (a[t][0] == b[t][0] > 0 and a[t][1] < b[t][1]) for t in a)
+    return any(a[t][0] > b[t][0] or (a[t][0] == b[t][0] > 0 and a[t][1] < b[t][1]
+                                     and min(a[t][2], b[t][2]) >= FEW_SEEDS) for t in a)
 
 
 def _fmt_profile(name: str, p: dict) -> str:
     return name + " " + ", ".join(
-        f"{t:.0e}: {f:.0%}" + (f" (ep {e:g})" if f > 0 else "") for t, (f, e) in p.items()
+        f"{t:.0e}: {f:.0%}" + (f" (ep {e:g})" if f > 0 else "") for t, (f, e, _) in p.items()
     )
 
 
