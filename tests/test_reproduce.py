@@ -378,3 +378,30 @@ def test_dmu_outperforms_needs_more_runs_reaching_or_enough_runs_to_time():
     assert cl._better(prof((k, k, 14), none, none, none, none), prof((k, k, 47), none, none, none, none))
     # reaches some threshold less often: never ahead
     assert not cl._better(prof((3, 3, 10), (0, 3, 0), none, none, none), prof((2, 3, 40), (1, 3, 90), none, none, none))
+
+
+def test_variable_length_copy_claim_needs_the_lstm_solved_and_the_lt_rnns_at_chance():
+    from rnnlab import claims as cl
+
+    class G:
+        def __init__(self, preset, acc):
+            self.preset, self.diffs, self.budget, self.records, self.s = preset, (), [], [None], (acc, 0.0, 1)
+
+        def stat(self, m):
+            return self.s
+
+        def steps(self):
+            return "20,000"
+
+    class Ev:
+        def __init__(self, o, i, lstm):
+            self.g = {f"henaff/copy_variable-{m}": G(m, v) for m, v in (("ltornn", o), ("ltirnn", i), ("lstm", lstm))}
+
+        def best(self, p):
+            return self.g.get(p)
+
+    assert cl.henaff_variable(Ev(0.13, 0.12, 0.995))[0] == "confirmed"
+    verdict, text, _ = cl.henaff_variable(Ev(0.245, 0.305, 0.629))  # the committed runs' values
+    assert verdict == "qualified" and "not solved it in 20,000 steps" in text and "above chance" in text
+    assert cl.henaff_variable(Ev(0.13, 0.12, 0.6))[0] == "qualified"
+    assert cl.henaff_variable(Ev(0.5, 0.3, 0.55))[0] == "refuted"  # the LSTM not clearly ahead
