@@ -189,7 +189,7 @@ def test_dmu_threshold_claims_follow_the_records(tmp_path):
     slow = dmu_metrics({1e-2: 400})
     never = dmu_metrics({})
     for m, rows in (("dmu", fast), ("gru", slow), ("lstm", slow), ("rnn", never), ("rhn", never)):
-        for seed in (0, 1):
+        for seed in (0, 1, 2, 3):  # 4 of 4 against 0 of 4 is significant (p = 1/70); 2 of 2 is not
             write_record(tmp_path / "good", f"dmu/adding-{m}", seed, {"test/loss": 0.01}, metrics=rows)
             write_record(tmp_path / "bad", f"dmu/adding-{m}", seed, {"test/loss": 0.01},
                          metrics=never if m == "dmu" else fast)
@@ -200,11 +200,11 @@ def test_dmu_threshold_claims_follow_the_records(tmp_path):
     assert dmu_never_reach("adding", ("rnn", "rhn"))(good)[0] == "confirmed"
     assert dmu_never_reach("adding", ("rnn", "rhn"))(bad)[0] == "refuted"
     assert "dmu 1e-02: 100% (ep 5)" in rule(good)[1]  # step 50 x batch 20 / 200 sequences
-    # the ledger row: 2 of the paper's 51 runs, first epochs
+    # the ledger row: 4 of the paper's 51 runs, first epochs
     (row,) = [r for r in published.ROWS if r.table == "Fig. 3" and r.model == "DMU"]
     (line,) = reproduce._row_lines(row, good)
-    assert line[3].startswith("1e-02: 2/2, median epoch 5; 1e-04: 2/2, median epoch 15; 1e-06: 2/2, median epoch 25")
-    assert "2 of the paper's 51 runs" in line[8]
+    assert line[3].startswith("1e-02: 4/4, median epoch 5; 1e-04: 4/4, median epoch 15; 1e-06: 4/4, median epoch 25")
+    assert "4 of the paper's 51 runs" in line[8]
 
 
 def test_claims_without_records_are_untested(tmp_path):
@@ -361,23 +361,28 @@ def test_second_to_a_gated_model_is_qualified_until_every_other_baseline_has_run
     assert rule(Ev(lstm=2.6, **{"as": 2.5}))[0] == "refuted"  # ahead of the LSTM: not "second"
 
 
-def test_dmu_outperforms_needs_more_runs_reaching_or_enough_runs_to_time():
+def test_dmu_outperforms_needs_significantly_more_runs_reaching_or_enough_runs_to_time():
     from rnnlab import claims as cl
 
     def prof(*per):  # per threshold: (runs reached, of n, median epoch)
-        return {t: (k / n, e if k else math.inf, k) for t, (k, n, e) in zip(cl.DMU_THRESHOLDS, per)}
+        return {t: (k / n, e if k else math.inf, k, n) for t, (k, n, e) in zip(cl.DMU_THRESHOLDS, per)}
 
-    none = (0, 3, 0)
-    # reaches a threshold more often: ahead
-    assert cl._better(prof((2, 3, 40), none, none, none, none), prof((1, 3, 20), none, none, none, none))
+    none5 = (0, 5, 0)
+    rest = (none5,) * 4
+    # Fisher's exact test, one-sided, by hand: 5 of 5 against 0 of 5 is 1 / C(10, 5) = 1/252
+    assert cl.fisher_one_sided(5, 5, 0, 5) == pytest.approx(1 / 252)
+    assert cl.fisher_one_sided(3, 5, 2, 5) == pytest.approx(0.5)  # C(5,3)C(5,2)+C(5,4)C(5,1)+C(5,5)C(5,0) over C(10,5)
+    assert cl._better(prof((5, 5, 40), *rest), prof(none5, *rest))  # p = 0.004: ahead
+    assert not cl._better(prof((3, 5, 40), *rest), prof((2, 5, 20), *rest))  # p = 0.5: level
+    assert not cl._better(prof((1, 1, 40), *rest), prof((0, 1, 0), *rest))  # one run each: p = 0.5
     # equally often but sooner, on one run each: no evidence of speed, level
-    one_fast, one_slow = prof((1, 3, 14), none, none, none, none), prof((1, 3, 47), none, none, none, none)
+    one_fast, one_slow = prof((1, 5, 14), *rest), prof((1, 5, 47), *rest)
     assert not cl._better(one_fast, one_slow) and not cl._better(one_slow, one_fast)
     # equally often and sooner on at least FEW_SEEDS runs each: ahead
     k = cl.FEW_SEEDS
-    assert cl._better(prof((k, k, 14), none, none, none, none), prof((k, k, 47), none, none, none, none))
+    assert cl._better(prof((k, k, 14), *rest), prof((k, k, 47), *rest))
     # reaches some threshold less often: never ahead
-    assert not cl._better(prof((3, 3, 10), (0, 3, 0), none, none, none), prof((2, 3, 40), (1, 3, 90), none, none, none))
+    assert not cl._better(prof((5, 5, 10), (0, 5, 0), *rest[1:]), prof((0, 5, 0), (1, 5, 90), *rest[1:]))
 
 
 def test_variable_length_copy_claim_needs_the_lstm_solved_and_the_lt_rnns_at_chance():
@@ -405,3 +410,33 @@ def test_variable_length_copy_claim_needs_the_lstm_solved_and_the_lt_rnns_at_cha
     assert verdict == "qualified" and "not solved it in 20,000 steps" in text and "above chance" in text
     assert cl.henaff_variable(Ev(0.13, 0.12, 0.6))[0] == "qualified"
     assert cl.henaff_variable(Ev(0.5, 0.3, 0.55))[0] == "refuted"  # the LSTM not clearly ahead
+
+
+def test_dmu_similar_means_no_significant_difference_and_names_the_faster():
+    from rnnlab import claims as cl
+
+    def group(reached_at):  # first epochs (None: never) of each run at 1e-2; no run goes further
+        class G:
+            preset, diffs, budget, records = "p", (), [], [None] * len(reached_at)
+
+            def thresholds(self, ths):
+                return {t: list(reached_at) if t == 1e-2 else [None] * len(reached_at) for t in ths}
+
+            def steps(self):
+                return "1,000"
+        return G()
+
+    class Ev:
+        def __init__(self, **g):
+            self.g = g
+
+        def pooled(self, p):
+            return self.g.get(p.split("-")[-1])
+
+    rule = cl.dmu_similar("noisy_sequence", "gru", "dmu", faster="gru")
+    # 2 of 5 against 5 of 5: p = 21/252 = 0.083, not a significant difference; DMU sooner
+    verdict, text, _ = rule(Ev(gru=group([60, 70, None, None, None]), dmu=group([20, 25, 27, 30, 31])))
+    assert verdict == "qualified" and "dmu is faster" in text
+    assert rule(Ev(gru=group([20, 25, 27, 30]), dmu=group([60, 70, 75, 80])))[0] == "confirmed"
+    # 0 of 6 against 6 of 6: p = 1/924, significant: not similar
+    assert rule(Ev(gru=group([None] * 6), dmu=group([20] * 6)))[0] == "refuted"

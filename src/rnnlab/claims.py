@@ -69,30 +69,44 @@ def _missing(*presets: str) -> tuple[str, str, str]:
 DMU_THRESHOLDS = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
 
 
-def _profile(g) -> dict[float, tuple[float, float, int]]:
+def _profile(g) -> dict[float, tuple[float, float, int, int]]:
     """Per threshold: (fraction of runs that reached it, median first epoch among them or inf,
-    number of runs that reached it)."""
+    number of runs that reached it, number of runs)."""
     per = g.thresholds(DMU_THRESHOLDS)
     out = {}
     for th, eps in per.items():
         reached = [e for e in eps if e is not None]
-        out[th] = (len(reached) / len(eps), statistics.median(reached) if reached else math.inf, len(reached))
+        out[th] = (len(reached) / len(eps), statistics.median(reached) if reached else math.inf,
+                   len(reached), len(eps))
     return out
 
 
+#: "reaches a threshold more often" needs a one-sided Fisher exact test at this level
+SIGNIFICANCE = 0.05
+
+
+def fisher_one_sided(ka: int, na: int, kb: int, nb: int) -> float:
+    """P(at least ``ka`` of the ``ka + kb`` successes fall in group a) when the ``na + nb`` runs'
+    successes are assigned to the groups at random (hypergeometric tail: Fisher's exact test)."""
+    k, n = ka + kb, na + nb
+    return sum(math.comb(k, x) * math.comb(n - k, na - x) for x in range(ka, min(k, na) + 1)) / math.comb(n, na)
+
+
 def _better(a: dict, b: dict) -> bool:
-    """a outperforms b: at every threshold a reaches it at least as often, and at some threshold
-    more often, or equally often but sooner (median epoch) where at least ``FEW_SEEDS`` runs of
-    each reached it (one or two runs' epochs are no evidence of speed)."""
+    """a outperforms b: at no threshold does a reach it less often, and at some threshold a
+    reaches it significantly more often (one-sided Fisher exact test, p <= ``SIGNIFICANCE``), or
+    equally often but sooner (median epoch) where at least ``FEW_SEEDS`` runs of each reached it
+    (one or two runs' epochs are no evidence of speed)."""
     if any(a[t][0] < b[t][0] for t in a):
         return False
-    return any(a[t][0] > b[t][0] or (a[t][0] == b[t][0] > 0 and a[t][1] < b[t][1]
-                                     and min(a[t][2], b[t][2]) >= FEW_SEEDS) for t in a)
+    return any((a[t][0] > b[t][0] and fisher_one_sided(a[t][2], a[t][3], b[t][2], b[t][3]) <= SIGNIFICANCE)
+               or (a[t][0] == b[t][0] > 0 and a[t][1] < b[t][1] and min(a[t][2], b[t][2]) >= FEW_SEEDS)
+               for t in a)
 
 
 def _fmt_profile(name: str, p: dict) -> str:
     return name + " " + ", ".join(
-        f"{t:.0e}: {f:.0%}" + (f" (ep {e:g})" if f > 0 else "") for t, (f, e, _) in p.items()
+        f"{t:.0e}: {f:.0%}" + (f" (ep {e:g})" if f > 0 else "") for t, (f, e, *_) in p.items()
     )
 
 
@@ -135,14 +149,17 @@ def dmu_never_reach(task: str, modules: tuple[str, ...], threshold: float = 1e-2
 
 
 def dmu_similar(task: str, a: str, b: str, faster: str):
-    """a and b reach about the same thresholds (within one run in five); ``faster`` is quicker."""
+    """a and b reach the same thresholds about as often (at no threshold is one significantly more
+    frequent: one-sided Fisher exact tests, p > ``SIGNIFICANCE``); ``faster`` is quicker (median
+    first epoch, on most thresholds that both reached)."""
     def rule(ev):
         gs = _dmu_groups(ev, task, (a, b))
         missing = [f"dmu/{task}-{m}" for m, g in gs.items() if g is None]
         if missing:
             return _missing(*missing)
         pa, pb = _profile(gs[a]), _profile(gs[b])
-        similar = all(abs(pa[t][0] - pb[t][0]) <= 0.2 for t in pa)
+        similar = all(fisher_one_sided(x[t][2], x[t][3], y[t][2], y[t][3]) > SIGNIFICANCE
+                      for t in pa for x, y in ((pa, pb), (pb, pa)))
         both = [t for t in pa if pa[t][0] > 0 and pb[t][0] > 0]
         quicker = faster if not both else (a if sum(pa[t][1] < pb[t][1] for t in both) * 2 > len(both) else b)
         text = _fmt_profile(a, pa) + "; " + _fmt_profile(b, pb)
