@@ -90,6 +90,30 @@ def test_some_published_values_against_the_paper_text():
     assert one(paper="dmu", table="Table IV", model="Lipschitz RNN [32]", task="psMNIST").value == 0.963
 
 
+class _Stat:
+    """A stand-in for ``reproduce.Group`` in rule tests that read one metric's (mean, std, n)."""
+
+    def __init__(self, preset, mean, std=0.0, n=1, steps="100"):
+        self.preset, self.diffs, self.budget, self.records = preset, (), [], [None] * n
+        self.s, self._steps = (mean, std, n), steps
+
+    def stat(self, m):
+        return self.s
+
+    def steps(self):
+        return self._steps
+
+
+class _Best:
+    """A stand-in for ``reproduce.Evidence``: ``best(preset)`` from a dict of groups."""
+
+    def __init__(self, groups: dict):
+        self.g = groups
+
+    def best(self, p):
+        return self.g.get(p)
+
+
 def _value_at(cfg: dict, key: str):
     node = cfg
     parts = key.split(".")
@@ -306,22 +330,11 @@ def test_claim_verdicts_say_when_runs_are_smaller_than_the_preset(tmp_path):
 def test_beats_within_the_seeds_spread_is_only_qualified():
     from rnnlab import claims as cl
 
-    class G:
-        def __init__(self, preset, mean, std, n):
-            self.preset, self.diffs, self.budget, self.records, self.s = preset, (), [], [None] * n, (mean, std, n)
+    def Ev(**g):
+        return _Best(g)
 
-        def stat(self, m):
-            return self.s
-
-        def steps(self):
-            return "100"
-
-    class Ev:
-        def __init__(self, **g):
-            self.g = g
-
-        def best(self, p):
-            return self.g.get(p)
+    def G(preset, mean, std, n):
+        return _Stat(preset, mean, std, n)
 
     rule = cl._beats("a", "b", "test/accuracy", higher=True)
     assert rule(Ev(a=G("a", 0.91, 0.01, 3), b=G("b", 0.90, 0.01, 3)))[0] == "qualified"  # 0.01 <= 2 x 0.01
@@ -333,22 +346,8 @@ def test_beats_within_the_seeds_spread_is_only_qualified():
 def test_second_to_a_gated_model_is_qualified_until_every_other_baseline_has_run():
     from rnnlab import claims as cl
 
-    class G:
-        def __init__(self, preset, mean):
-            self.preset, self.diffs, self.budget, self.records, self.s = preset, (), [], [None], (mean, 0.0, 1)
-
-        def stat(self, m):
-            return self.s
-
-        def steps(self):
-            return "100"
-
-    class Ev:
-        def __init__(self, **v):
-            self.g = {p: G(p, x) for p, x in v.items()}
-
-        def best(self, p):
-            return self.g.get(p)
+    def Ev(**v):
+        return _Best({p: _Stat(p, x) for p, x in v.items()})
 
     rule = cl._second_to("lstm", "as", ["exp", "eu"], "test/bpc")
     assert rule(Ev(lstm=2.0))[0] == cl.UNTESTED
@@ -388,22 +387,9 @@ def test_dmu_outperforms_needs_significantly_more_runs_reaching_or_enough_runs_t
 def test_variable_length_copy_claim_needs_the_lstm_solved_and_the_lt_rnns_at_chance():
     from rnnlab import claims as cl
 
-    class G:
-        def __init__(self, preset, acc):
-            self.preset, self.diffs, self.budget, self.records, self.s = preset, (), [], [None], (acc, 0.0, 1)
-
-        def stat(self, m):
-            return self.s
-
-        def steps(self):
-            return "20,000"
-
-    class Ev:
-        def __init__(self, o, i, lstm):
-            self.g = {f"henaff/copy_variable-{m}": G(m, v) for m, v in (("ltornn", o), ("ltirnn", i), ("lstm", lstm))}
-
-        def best(self, p):
-            return self.g.get(p)
+    def Ev(o, i, lstm):
+        return _Best({f"henaff/copy_variable-{m}": _Stat(m, v, steps="20,000")
+                      for m, v in (("ltornn", o), ("ltirnn", i), ("lstm", lstm))})
 
     assert cl.henaff_variable(Ev(0.13, 0.12, 0.995))[0] == "confirmed"
     verdict, text, _ = cl.henaff_variable(Ev(0.245, 0.305, 0.629))  # the committed runs' values
