@@ -21,7 +21,7 @@ from rnnlab.results import export_csv
 from rnnlab.tasks.base import TaskInfo
 from rnnlab.tasks.data import DataError
 from rnnlab.rundir import config_key
-from rnnlab.train import evaluate, git_state, load_run, train
+from rnnlab.train import evaluate, git_state, load_run, source_hash, train
 
 
 def small(steps=6, **extra):
@@ -123,6 +123,33 @@ def test_result_records_config_key_and_git_commit(tmp_path):
     else:
         assert r["git"] is None
     assert git_state(tmp_path) is None  # no checkout there
+    assert r["source_sha256"] == source_hash() and len(r["source_sha256"]) == 16
+
+
+def test_result_records_the_host_cpu_and_blas(tmp_path):
+    r = train(small(steps=1), tmp_path / "r", progress=False)
+    cond = r["conditions"]
+    assert cond["cpu_model"] == rnnlab.device.cpu_model() and cond["cpu_model"]
+    assert cond["blas"] == rnnlab.device.blas_info()
+    if Path("/proc/cpuinfo").exists():  # Linux: the model name line, independently read
+        names = [ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                 if ln.lower().startswith("model name")]
+        if names:
+            assert cond["cpu_model"] == names[0]
+    assert cond["blas"] in torch.__config__.show() or cond["blas"] == "unknown"
+
+
+def test_source_hash_changes_with_a_source_file(tmp_path, monkeypatch):
+    import shutil
+
+    import rnnlab.train as tr
+
+    copy = tmp_path / "rnnlab"
+    shutil.copytree(Path(rnnlab.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(tr, "__file__", str(copy / "train.py"))
+    before = tr.source_hash()
+    (copy / "cells" / "base.py").write_text((copy / "cells" / "base.py").read_text() + "\n# changed\n")
+    assert tr.source_hash() != before
 
 
 # --- self-contained runs ----------------------------------------------------------------------

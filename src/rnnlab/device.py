@@ -138,7 +138,33 @@ def conditions(device: torch.device, precision: str = "fp32") -> dict:
         out.update(device_name=f"Apple MPS ({platform.machine()})")
     else:
         out.update(device_name=platform.processor() or platform.machine())
+    # the host's CPU and BLAS on every device: a record made elsewhere says where
+    out.update(cpu_model=cpu_model(), blas=blas_info())
     return out
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux), else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def blas_info() -> str:
+    """The BLAS torch was built with (``BLAS_INFO`` of ``torch.__config__.show()``)."""
+    try:
+        shown = torch.__config__.show()
+    except Exception:  # noqa: BLE001 - a build without the summary
+        return "unknown"
+    found = re.search(r"BLAS_INFO=([^,\s]+)", shown)
+    if found:
+        return found.group(1)
+    return "unknown"
 
 
 def synchronize(device: torch.device) -> None:

@@ -288,6 +288,19 @@ def git_state(path: str | Path | None = None) -> dict | None:
     return {"commit": sha.stdout.strip(), "dirty": bool(st.stdout.strip()) if st.returncode == 0 else None}
 
 
+def source_hash() -> str:
+    """sha256 (16 hex digits) of this package's Python sources and shipped presets, in path
+    order: the code a run used, also where there is no git checkout (an installed wheel)."""
+    import hashlib
+
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for f in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".toml") and p.is_file()):
+        h.update(f.relative_to(root).as_posix().encode() + b"\0")
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def _eval_line(name: str, step: int, steps: int, train_loss: float, metrics: dict, lr: float,
                s_per_step: float) -> str:
     parts = [f"{name} step {step}/{steps}", f"train/loss {train_loss:.4g}"]
@@ -417,6 +430,7 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
     tc = cfg.train
     writer = _tensorboard_writer(run_dir) if tc.tensorboard else None
     git = git_state()  # the code this run starts with (a checkout can move while it trains)
+    source = source_hash()
 
     torch.set_num_threads(tc.threads)
     task = task or build_task(cfg.task, data_dir)
@@ -656,7 +670,7 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
         else {"elements": sum(p.numel() for p in model.parameters())},
         "param_groups": groups, "wall_time_s": round(time.perf_counter() - t_start, 2),
         "conditions": runtime_conditions(tc.threads, device, precision), "versions": versions(),
-        "config_key": config_key(cfg), "git": git,
+        "config_key": config_key(cfg), "git": git, "source_sha256": source,
     }
     # training alone: evaluation and checkpoint writing are timed apart (eval_time_s)
     result["eval_time_s"] = round(prog.eval_elapsed, 2)
