@@ -1,6 +1,7 @@
 """Overhead per run of each backend: the local process pool against Ray, on tiny runs.
 
     python benchmarks/backend_overhead.py [--runs 8] [--parallel 2] [--out docs/backend-overhead.json]
+    python benchmarks/backend_overhead.py --table docs/backend-overhead.json   # the table of a record
 
 Every run is the demo LSTM on a copy task shrunk to almost nothing (2 steps, hidden 8, L=10), so
 a run's wall time at the driver is nearly all backend overhead: starting or reaching a worker,
@@ -11,6 +12,10 @@ directory. For each backend it prints the driver's wall time for all runs, the t
 separately; a Ray cluster is normally started once and reused. Each backend is measured twice:
 with fresh worker processes (the first use: every worker imports torch and rnnlab) and with
 workers that already have them (a pool forked after the imports; Ray's reused workers).
+
+A record (``--out``) carries the CPU model, the BLAS and the load average before, during and
+after the run (:mod:`rnnlab.benchrecord`; the benchmark's own load is ``--parallel``), and is
+refused on a busy machine (load average above 0.5 per core) unless ``--allow-load``.
 """
 
 import argparse
@@ -20,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from rnnlab import benchdocs, benchrecord
 from rnnlab.backends import job_for, run_jobs
 
 TINY = ["train.steps=2", "train.eval_every=2", "task.L=10", "model.hidden_size=8", "train.batch_size=16",
@@ -37,48 +43,62 @@ def measure(backend: str, runs: int, parallel: int, root: Path, address=None) ->
             "in_train_s": round(inside, 2), "overhead_per_run_s": round((wall * parallel - inside) / runs, 3)}
 
 
-def render(rows: list[dict]) -> str:
-    """The Markdown table of docs/sweeps.md from the recorded rows (docs/backend-overhead.json)."""
-    lines = ["| backend | runs | parallel | driver wall (s) | inside train (s) | overhead per run (s) |",
-             "|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['backend']} | {r['runs']} | {r['parallel']} | {r['wall_s']} | {r['in_train_s']} "
-                     f"| {r['overhead_per_run_s']} |")
-    return "\n".join(lines)
+def render(record) -> str:
+    """The Markdown table of docs/sweeps.md from a record (docs/backend-overhead.json; a bare
+    list of rows in records made before they carried their conditions)."""
+    return benchdocs.overhead_table(record)
+
+
+def _measure_all(runs: int, parallel: int, host: dict) -> list[dict]:
+    """The local pool and Ray, each with fresh and with warm workers (the load average
+    sampled into ``host`` after each measurement)."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        cold = measure("local", runs, parallel, Path(tmp) / "cold")  # workers import torch, rnnlab
+        measure("local", 1, 1, Path(tmp) / "warmup")  # in this process: later forks inherit the imports
+        warm = measure("local", runs, parallel, Path(tmp) / "warm")
+        benchrecord.sample(host)
+        rows += [{**cold, "backend": "local pool (fresh processes)"}, {**warm, "backend": "local pool (forked after imports)"}]
+        import ray
+
+        t0 = time.perf_counter()
+        ray.init(num_cpus=parallel, include_dashboard=False, log_to_driver=False)
+        start = time.perf_counter() - t0
+        try:
+            cold = measure("ray", runs, parallel, Path(tmp) / "cold")  # first use: workers start
+            warm = measure("ray", runs, parallel, Path(tmp) / "warm")  # workers already up
+        finally:
+            ray.shutdown()
+        rows += [{**cold, "backend": "ray (fresh workers)", "ray_init_s": round(start, 2)},
+                 {**warm, "backend": "ray (warm workers)"}]
+    return rows
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=8)
     ap.add_argument("--parallel", type=int, default=2, help="pool size / Ray CPUs")
-    ap.add_argument("--out", help="also write the rows as JSON here")
+    ap.add_argument("--out", help="also write the record as JSON here (refused on a busy machine)")
     ap.add_argument("--table", metavar="JSON", help="only print the table of recorded rows (no runs)")
+    benchrecord.add_arguments(ap)
     args = ap.parse_args(argv)
     if args.table:
-        print(render(json.loads(Path(args.table).read_text())))
+        print(benchdocs.VIEWS["overhead"](json.loads(Path(args.table).read_text()), args.table))
         return 0
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        cold = measure("local", args.runs, args.parallel, Path(tmp) / "cold")  # workers import torch, rnnlab
-        measure("local", 1, 1, Path(tmp) / "warmup")  # in this process: later forks inherit the imports
-        warm = measure("local", args.runs, args.parallel, Path(tmp) / "warm")
-        rows += [{**cold, "backend": "local pool (fresh processes)"}, {**warm, "backend": "local pool (forked after imports)"}]
+    try:
+        host = benchrecord.start(args.allow_load or not args.out, own=args.parallel)
+        rows = _measure_all(args.runs, args.parallel, host)
         import ray
 
-        t0 = time.perf_counter()
-        ray.init(num_cpus=args.parallel, include_dashboard=False, log_to_driver=False)
-        start = time.perf_counter() - t0
-        try:
-            cold = measure("ray", args.runs, args.parallel, Path(tmp) / "cold")  # first use: workers start
-            warm = measure("ray", args.runs, args.parallel, Path(tmp) / "warm")  # workers already up
-        finally:
-            ray.shutdown()
-        rows += [{**cold, "backend": "ray (fresh workers)", "ray_init_s": round(start, 2)},
-                 {**warm, "backend": "ray (warm workers)"}]
-    print(render(rows))
-    print(f"\nray.init (local instance, {args.parallel} CPUs): {rows[2]['ray_init_s']} s", file=sys.stderr)
-    if args.out:
-        Path(args.out).write_text(json.dumps(rows, indent=2) + "\n")
+        rec = {"conditions": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "ray": ray.__version__,
+                              **benchrecord.finish(host)}, "rows": rows}
+        print(benchdocs.VIEWS["overhead"](rec, args.out or "(not written)"))
+        print(f"\nray.init (local instance, {args.parallel} CPUs): {rows[2]['ray_init_s']} s", file=sys.stderr)
+        if args.out:
+            benchrecord.write(args.out, rec, rec["conditions"])
+    except benchrecord.LoadError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -1,15 +1,16 @@
 """The papers' own code beside rnnlab's cells and ``nn.LSTM``, in one process, on one batch.
 
-    python benchmarks/papers_code.py REPOS                 # 7 timed iterations per model
-    python benchmarks/papers_code.py REPOS --iters 2       # a smoke run
+    python benchmarks/papers_code.py REPOS --json docs/papers-code.json   # the record (7 rounds)
+    python benchmarks/papers_code.py REPOS --iters 2                      # a smoke run, no record
     python benchmarks/papers_code.py REPOS --models asrnn dmu --json out.json
+    python benchmarks/papers_code.py docs/papers-code.json --table        # the table of a record
 
 ``REPOS`` is a directory holding the four reference repositories, cloned unchanged::
 
-    REPOS/asRNN           https://github.com/ndminhkhoi46/asRNN
-    REPOS/nnRNN_release   https://github.com/nnRNN/nnRNN_release
-    REPOS/expRNN          https://github.com/lezcano/expRNN
-    REPOS/dmu             https://github.com/fuine/dmu
+    REPOS/asRNN           https://github.com/ndminhkhoi46/asRNN          (0b27d67)
+    REPOS/nnRNN_release   https://github.com/nnRNN/nnRNN_release         (294d4ff)
+    REPOS/expRNN          https://github.com/lezcano/expRNN              (830ec83)
+    REPOS/dmu             https://github.com/fuine/dmu                   (d4d7a8e)
 
 (``--models`` limits the run to the repositories you have.) Their modules are imported with
 import-time shims only, and never modified:
@@ -23,19 +24,39 @@ import-time shims only, and never modified:
   initialiser): ``log_P`` from the initialiser, ``P = expm(log_P)``, the input weight from
   the input initialiser.
 
-The training step of each is its copy script's (their scripts parse arguments and train at
-import, so the few lines of the loop are restated here: the same model classes, forward loop,
-loss, optimisers and learning rates, and nnRNN's ``orthogonal_step``). The task is copy with
-L=1000, K=10 (T=1020), batch 128, one-hot inputs of 10 symbols and 9 output classes, one
-batch made once and fed to every model. Sizes are the papers': asRNN n=138, expRNN n=190,
-nnRNN n=128, DMU hidden layer 82 with memory 82; rnnlab's cells at the same sizes, and
-``nn.LSTM`` at the parameter count of expRNN n=190 (the speed benchmark's match). Timing:
-one thread (``--threads``), the tuned allocator (:func:`rnnlab.runtime.tune_malloc`), one
-warm-up step per model, then ``--iters`` rounds in which every model does one training step
-(interleaved, so a load change hits all models alike); the table gives the median wall
-seconds per step and the papers' code over rnnlab's.
+**Each reference step is its copy script's step as the repository runs it** (their scripts
+parse arguments and train at import, so the lines of the loop are restated here, keeping the
+per-step work they do): the same model classes, forward loop, loss, optimisers and learning
+rates, and
 
-Timings from a loaded machine are not results: run it on an idle one.
+* asRNN (``copytask.py``): the batch one-hot into a kept buffer, gradient clipping at 10,
+  ``loss.item()`` and ``model.correct(...).item()``;
+* nnRNN (``copytask.py --onehot``): the one-hot of each step's input inside the time loop, the
+  accuracy bookkeeping of the last K steps with ``.item()``, ``orthogonal_step`` and
+  ``loss.item()``;
+* expRNN (``1_copying.py``): the batch one-hot into a kept buffer and the accuracy under
+  ``no_grad``;
+* DMU: the repository has no copy task and trains through PyTorch Lightning; its ``DMULayer``
+  (hidden layer 82, memory 82) with a linear readout, cross-entropy and RMSprop is timed.
+
+What every step leaves out is written beside its row (:data:`REFERENCE_STEPS`): printing, file
+writes (asRNN's checkpoint on a new best loss and its pickled log), Lightning's loop. Data
+generation is left out for every model, rnnlab's included: one copy batch (L=1000, K=10,
+T=1020, batch 128, 10 input symbols, 9 classes) is made once and fed to all. rnnlab's step is
+what ``rnnlab train`` does per step: forward, loss, backward, the optimizer step, the
+parametrization hook and ``loss.item()``, with asRNN's gradient clipping at 10 as in its
+paper's script.
+
+Sizes are the papers': asRNN n=138, expRNN n=190, nnRNN n=128, DMU 82; rnnlab's cells at the
+same sizes, and ``nn.LSTM`` at the parameter count of expRNN n=190 (the speed benchmark's
+match). Timing: one thread (``--threads``), the tuned allocator
+(:func:`rnnlab.runtime.tune_malloc`), one warm-up step per model, then ``--iters`` rounds in
+which every model does one training step, the order reversed every other round; each ratio
+is the median [min-max] of its per-round ratios (at least 3 rounds for a record).
+
+A record (``--json``) carries the CPU model, the BLAS and the load average before, during and
+after the run (:mod:`rnnlab.benchrecord`), and is refused on a busy machine (load average above
+0.5 per core) unless ``--allow-load``, which marks it loaded.
 """
 
 from __future__ import annotations
@@ -49,6 +70,8 @@ import sys
 import time
 import types
 from pathlib import Path
+
+from rnnlab import benchdocs, benchrecord
 
 REPOS = {"asrnn": "asRNN", "nnrnn": "nnRNN_release", "exprnn": "expRNN", "dmu": "dmu"}
 SIZES = {"asrnn": 138, "exprnn": 190, "nnrnn": 128, "dmu": 82}
@@ -133,15 +156,21 @@ def papers_asrnn(torch, root: Path, x, y):
     constrained = [p for name, p in model.named_parameters() if "recurrent_kernel" in name]
     free = [p for name, p in model.named_parameters() if "recurrent_kernel" not in name]
     opt = torch.optim.RMSprop([{"params": free}, {"params": constrained, "lr": 2e-5}], lr=2e-4, alpha=0.9)
-    yv = y.reshape(-1)
+    batch_x, yv = x.argmax(-1), y.reshape(-1)  # its data module's LongTensor batch
+    x_onehot = torch.empty(x.shape)  # its kept one-hot buffer
 
     def step():
-        logits, _ = model(x, model.init_state(x.shape[0]))
-        loss = model.loss(logits.view(-1, N_OUT), yv)
+        x_onehot.zero_()  # its datamodule.onehot
+        x_onehot.scatter_(2, batch_x.unsqueeze(2), 1)
+        logits, _ = model(x_onehot, model.init_state(x.shape[0]))
+        output = logits.view(-1, N_OUT)
+        loss = model.loss(output, yv)
         model.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 10)
         opt.step()
+        loss.item()  # train_loss
+        model.correct(output, yv).item()  # train_acc
         return loss
 
     return step
@@ -165,21 +194,26 @@ def papers_exprnn(torch, root: Path, x, y):
     nn.init.constant_(model.lin.bias.data, 0)
     non_orth, log_orth = get_parameters(model)
     opt, opt_orth = torch.optim.RMSprop(non_orth, 2e-4), torch.optim.RMSprop(log_orth, lr=2e-5)
-    yv = y.reshape(-1)
+    batch_x = x.argmax(-1)
+    x_onehot = torch.empty(x.shape)  # its kept one-hot buffer
 
     def step():
-        state = model.rnn.default_hidden(x[:, 0, ...])
+        x_onehot.zero_()  # its onehot()
+        x_onehot.scatter_(2, batch_x.unsqueeze(2), 1)
+        state = model.rnn.default_hidden(x_onehot[:, 0, ...])
         outs = []
-        for inp in torch.unbind(x, dim=1):
+        for inp in torch.unbind(x_onehot, dim=1):
             out, state = model.rnn(inp, state)
             outs.append(model.lin(out))
         logits = torch.stack(outs, dim=1)
-        loss = nn.functional.cross_entropy(logits.view(-1, N_OUT), yv)
+        loss = nn.functional.cross_entropy(logits.view(-1, N_OUT), y.view(-1))
         opt.zero_grad()
         opt_orth.zero_grad()
         loss.backward()
         opt.step()
         opt_orth.step()
+        with torch.no_grad():  # its model.accuracy
+            torch.eq(torch.argmax(logits, dim=2), y).float().mean()
         return loss
 
     return step
@@ -214,17 +248,27 @@ def papers_nnrnn(torch, root: Path, x, y):
         {"params": rnn.UppT, "weight_decay": 10e-6},
     ], lr=2e-4, alpha=0.99)
     opt_orth = torch.optim.RMSprop([rnn.log_P], lr=2e-5, alpha=0.99)
-    xs, ys = x.transpose(0, 1).contiguous(), y.t().contiguous()  # their loop is time-major
+    loss_func = nn.CrossEntropyLoss()
+    # its batch: symbol indices as floats (T, B, 1) and targets (T, B, 1), time-major
+    xs = x.argmax(-1).t().unsqueeze(2).float().contiguous()
+    ys = y.t().unsqueeze(2).contiguous()
 
     def step():
         opt.zero_grad()
         opt_orth.zero_grad()
-        hidden, loss = None, 0
-        for t in range(len(xs)):
-            hidden = rnn.forward(xs[t], hidden)
-            loss += nn.functional.cross_entropy(lin(hidden), ys[t])
-        loss = loss / len(xs) + rnn.alpha_loss(1e-4)
+        hidden, loss, accuracy = None, 0, 0
+        for i in range(len(xs)):  # its Model.forward
+            inp = xs[i].new_zeros(xs[i].shape[0], N_IN).scatter_(1, xs[i].long(), 1)  # its onehot()
+            hidden = rnn.forward(inp, hidden)
+            out = lin(hidden)
+            loss += loss_func(out, ys[i].squeeze(1))
+            if i >= L + K:
+                accuracy += (torch.argmax(out, dim=1) == ys[i].squeeze(1)).sum().item()
+        accuracy /= K * xs.shape[1]
+        loss /= xs.shape[0]
+        loss += rnn.alpha_loss(1e-4)
         loss.backward()
+        loss.item()  # its losses.append(loss_act.item())
         rnn.orthogonal_step(opt_orth)
         opt.step()
         return loss
@@ -258,6 +302,22 @@ def papers_dmu(torch, root: Path, x, y):
 
 PAPERS = {"asrnn": papers_asrnn, "exprnn": papers_exprnn, "nnrnn": papers_nnrnn, "dmu": papers_dmu}
 
+#: what each timed reference step keeps and leaves out (written beside its row)
+REFERENCE_STEPS = {
+    "asrnn": "as `copytask.py`: one-hot into its buffer, model, loss, clipping at 10, RMSprop, `loss.item()`, "
+             "`correct().item()`; left out: the print, the checkpoint on a new best loss and the pickled log "
+             "(file writes)",
+    "nnrnn": "as `copytask.py --onehot`: per-step one-hot, cell, readout, loss, alpha loss, `orthogonal_step`, "
+             "RMSprop, accuracy with `.item()` over the last K steps, `loss.item()`; left out: the print",
+    "exprnn": "as `1_copying.py`: one-hot into its buffer, OrthogonalRNN loop, readout, loss, both RMSprops, "
+              "accuracy; left out: the print",
+    "dmu": "its `DMULayer` with a linear readout, loss and RMSprop; not run: PyTorch Lightning's loop, metrics "
+           "and logging, through which the repository trains (it has no copy task)",
+}
+
+#: gradient clipping of rnnlab's step, as the paper's script clips
+CLIP = {"asrnn": 10.0}
+
 
 # --- rnnlab and nn.LSTM -------------------------------------------------------------------
 
@@ -271,14 +331,18 @@ def rnnlab_step(torch, key: str, x, y):
     model = SequenceModel(key, N_IN, N_OUT, n, readout="all", cell_options=options)
     opt = torch.optim.RMSprop(model.parameters(), lr=2e-4, alpha=0.9)
     yv = y.reshape(-1)
+    clip = CLIP.get(key)
 
     def step():
         logits = model(x)[0]
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, N_OUT), yv)
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
         par.after_optimizer_step(model)
+        loss.item()  # as `rnnlab train` logs every step
         return loss
 
     return step
@@ -300,64 +364,37 @@ def lstm_step(torch, x, y):
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        loss.item()
         return loss
 
     return step, n
 
 
-# --- timing and the table -----------------------------------------------------------------
+# --- timing and the record ----------------------------------------------------------------
 
-def measure(steps: dict, iters: int, log=print) -> dict:
-    """Median wall seconds per step of each named step function (interleaved rounds)."""
-    times = {name: [] for name in steps}
+def measure(steps: dict, iters: int, log=print, host: dict | None = None) -> dict:
+    """Per-round wall seconds of each named step function: a warm-up step each, then
+    ``iters`` rounds in which every step runs once, the order reversed every other round (the
+    load average is sampled into ``host`` after each round)."""
     for name, fn in steps.items():  # warm-up
         loss = float(fn().detach())
         if loss != loss:
             raise SetupError(f"{name} gave a NaN loss in its first step")
+    names = list(steps)
+    times = {name: [] for name in names}
     for r in range(iters):
-        for name, fn in steps.items():
+        for name in (names if r % 2 == 0 else names[::-1]):
             t0 = time.perf_counter()
-            fn()
+            steps[name]()
             times[name].append(time.perf_counter() - t0)
+        if host is not None:
+            benchrecord.sample(host)
         log(f"round {r + 1}/{iters}: " + ", ".join(f"{k} {v[-1]:.3f}s" for k, v in times.items()))
-    return {name: statistics.median(v) for name, v in times.items()}
+    return times
 
 
-def format_table(med: dict, models, lstm_label: str) -> str:
-    lstm = med[lstm_label]
-    lines = ["| model | papers' code s/it | rnnlab s/it | speed-up | papers' / nn.LSTM | rnnlab / nn.LSTM |",
-             "|---|---|---|---|---|---|"]
-    for m in models:
-        p, r = med[f"{m} papers"], med[f"{m} rnnlab"]
-        lines.append(f"| {m} (n={SIZES[m]}) | {p:.3f} | {r:.3f} | {p / r:.2f}x | {p / lstm:.2f} | {r / lstm:.2f} |")
-    lines.append(f"| {lstm_label} | | {lstm:.3f} | | | 1.00 |")
-    return "\n".join(lines)
-
-
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("repos", type=Path, help="directory holding asRNN/, nnRNN_release/, expRNN/ and dmu/")
-    p.add_argument("--models", nargs="+", default=list(REPOS), choices=list(REPOS))
-    p.add_argument("--iters", type=int, default=7, help="timed rounds (median reported; default 7)")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--batch", type=int, default=128)
-    p.add_argument("--json", type=Path, help="also write the medians and conditions here")
-    p.add_argument("--note", default="", help="added to the recorded conditions (e.g. the repositories' commits)")
-    p.add_argument("--table", action="store_true",
-                   help="print the table of a recorded JSON (REPOS is then that file) and exit")
-    a = p.parse_args(argv)
-    if a.table:
-        rec = json.loads(Path(a.repos).read_text())
-        print(render(rec))
-        return 0
-    if a.iters < 1:
-        p.error(f"--iters must be at least 1, got {a.iters}")
-    try:  # before anything changes this process (allocator, threads)
-        for m in a.models:
-            _require(a.repos, m)
-    except SetupError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+def _prepare(a) -> tuple[dict, dict]:
+    """The allocator, threads, shims, the batch and every step function; (steps, facts)."""
     from rnnlab import runtime
 
     malloc = runtime.tune_malloc()
@@ -367,39 +404,59 @@ def main(argv=None) -> int:
     _shim_torch_solve(torch)
     x, y = _copy_batch(torch, a.batch)
     steps = {}
-    try:
-        for m in a.models:
-            steps[f"{m} papers"] = PAPERS[m](torch, a.repos, x, y)
-            steps[f"{m} rnnlab"] = rnnlab_step(torch, m, x, y)
-    except SetupError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    for m in a.models:
+        steps[f"{m} papers"] = PAPERS[m](torch, a.repos, x, y)
+        steps[f"{m} rnnlab"] = rnnlab_step(torch, m, x, y)
     lstm, n_lstm = lstm_step(torch, x, y)
-    lstm_label = f"nn.LSTM (n={n_lstm})"
-    steps[lstm_label] = lstm
-    conditions = (f"copy L={L}, K={K}, batch {a.batch}, threads={a.threads}, torch {torch.__version__}, "
-                  f"allocator {'tuned' if malloc else 'default'}, median of {a.iters}, "
-                  f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    print(conditions, flush=True)
-    try:
-        med = measure(steps, a.iters, log=lambda s: print(s, flush=True))
-    except SetupError as e:
+    steps[f"nn.LSTM (n={n_lstm})"] = lstm
+    return steps, {"torch": torch.__version__, "malloc": "tuned" if malloc else "default"}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("repos", type=Path, help="directory holding asRNN/, nnRNN_release/, expRNN/ and dmu/")
+    p.add_argument("--models", nargs="+", default=list(REPOS), choices=list(REPOS))
+    p.add_argument("--iters", type=int, default=7, help="timed rounds (at least 3 for a record; default 7)")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--json", type=Path, help="also write the record here (refused on a busy machine)")
+    p.add_argument("--note", default="", help="added to the recorded conditions (e.g. the repositories' commits)")
+    p.add_argument("--table", action="store_true",
+                   help="print the table of a recorded JSON (REPOS is then that file) and exit")
+    benchrecord.add_arguments(p)
+    a = p.parse_args(argv)
+    if a.table:
+        print(render(json.loads(Path(a.repos).read_text()), str(a.repos)))
+        return 0
+    if a.iters < (3 if a.json else 1):
+        p.error(f"--iters must be at least {3 if a.json else 1}{' for a record' if a.json else ''}, got {a.iters}")
+    try:  # before anything changes this process (allocator, threads)
+        for m in a.models:
+            _require(a.repos, m)
+        host = benchrecord.start(a.allow_load or not a.json, own=a.threads)
+        steps, facts = _prepare(a)
+        date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        text = (f"copy L={L}, K={K}, batch {a.batch}, threads={a.threads}, torch {facts['torch']}, "
+                f"allocator {facts['malloc']}, {a.iters} alternating rounds, {date}" + (f"; {a.note}" if a.note else ""))
+        print(text, flush=True)
+        rounds = measure(steps, a.iters, log=lambda s: print(s, flush=True), host=host)
+        rec = {"conditions": {"text": text, "date": date, "threads": a.threads, "batch": a.batch,
+                              "rounds": a.iters, **facts, **benchrecord.finish(host)},
+               "sizes": {m: SIZES[m] for m in a.models},
+               "reference_steps": {m: REFERENCE_STEPS[m] for m in a.models},
+               "rounds_s": rounds, "median_s": {k: statistics.median(v) for k, v in rounds.items()}}
+        print("\n" + render(rec, str(a.json or "(not written)")))
+        if a.json:
+            benchrecord.write(a.json, rec, rec["conditions"])
+    except (SetupError, benchrecord.LoadError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    rec = {"conditions": conditions + (f"; {a.note}" if a.note else ""), "median_s": med}
-    print()
-    print(render(rec))
-    if a.json:
-        a.json.write_text(json.dumps(rec, indent=1) + "\n")
     return 0
 
 
-def render(rec: dict) -> str:
-    """The table of a record (``{"conditions", "median_s"}``), as BENCHMARKS.md shows it."""
-    med = rec["median_s"]
-    models = [m for m in REPOS if f"{m} papers" in med]
-    lstm_label = next(k for k in med if k.startswith("nn.LSTM"))
-    return format_table(med, models, lstm_label)
+def render(rec: dict, source: str) -> str:
+    """The captioned table of a record, as BENCHMARKS.md shows it (:mod:`rnnlab.benchdocs`)."""
+    return benchdocs.VIEWS["papers"](rec, source)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@
     python benchmarks/speed.py --quick         # fewer repeats, the long row for expRNN/LSTM only
     python benchmarks/speed.py --configs copy mnist --cells exprnn scornn --json out.json
 
-See rnnlab/speed.py for what is measured and how; BENCHMARKS.md for the latest table.
+A record (--json) is refused when the machine is busy (load average above 0.5 per core),
+unless --allow-load. See rnnlab/speed.py for what is measured and how; BENCHMARKS.md for the
+latest table.
 """
 
 import argparse
@@ -15,4 +17,5 @@ from rnnlab import speed
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     speed.add_arguments(p)
-    sys.exit(speed.main_from_args(p.parse_args()))
+    a = p.parse_args()
+    sys.exit(speed.main(**{k: getattr(a, k) for k in speed.OPTIONS}))

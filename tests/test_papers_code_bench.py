@@ -61,13 +61,40 @@ def test_copy_batch_layout(bench):
     assert int(idx[:, :K].min()) >= 1 and int(idx[:, :K].max()) <= 8
 
 
-def test_benchmarks_table_is_the_recorded_one(bench):
-    """BENCHMARKS.md's table of the papers' code is the render of docs/papers-code.json."""
-    import json
+def test_a_record_is_refused_on_a_busy_machine(bench, tmp_path, monkeypatch, capsys):
+    """Checked before the process is touched; no record written."""
+    import os
 
-    rec = json.loads((ROOT / "docs" / "papers-code.json").read_text())
-    text = (ROOT / "BENCHMARKS.md").read_text()
-    assert bench.render(rec) in text and rec["conditions"] in text
-    med = rec["median_s"]
-    for m in ("asrnn", "nnrnn", "exprnn", "dmu"):  # the speed-ups quoted in the text
-        assert f"{med[f'{m} papers'] / med[f'{m} rnnlab']:.2f}x" in text
+    for name in bench.REPOS.values():
+        (tmp_path / name).mkdir()
+    monkeypatch.setattr(os, "getloadavg", lambda: (os.cpu_count() + 1.0, 1.0, 1.0))
+    threads = torch.get_num_threads()
+    out = tmp_path / "rec.json"
+    assert bench.main([str(tmp_path), "--iters", "3", "--json", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "the load average is" in err and "--allow-load" in err
+    assert not out.exists() and torch.get_num_threads() == threads
+
+
+def test_a_record_needs_three_rounds(bench, tmp_path):
+    with pytest.raises(SystemExit):
+        bench.main([str(tmp_path), "--iters", "2", "--json", str(tmp_path / "rec.json")])
+
+
+def test_measure_alternates_and_keeps_every_round(bench):
+    calls = []
+
+    def step(name):
+        def fn():
+            calls.append(name)
+            return torch.zeros(())
+        return fn
+
+    times = bench.measure({k: step(k) for k in ("a", "b", "c")}, 4, log=lambda s: None)
+    assert calls[3:] == ["a", "b", "c", "c", "b", "a", "a", "b", "c", "c", "b", "a"]
+    assert all(len(v) == 4 for v in times.values())
+
+
+def test_every_model_says_what_its_reference_step_leaves_out(bench):
+    assert set(bench.REFERENCE_STEPS) == set(bench.REPOS) == set(bench.PAPERS)
+    assert all("left out" in v or "not run" in v for v in bench.REFERENCE_STEPS.values())

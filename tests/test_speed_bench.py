@@ -134,24 +134,68 @@ def test_limits_table_divides_the_recorded_times():
     lstm = {"config": "ptb", "label": "nn.LSTM", "hidden": 365, "params": 1, "fast": {"cpu": 1.2, "wall": 1.2},
             "floor": {"s": 0.9}}
     nomaps = {**row, "label": "rnn", "maps": None}
-    lines = speed.format_limits({"rows": [row, lstm, nomaps]}).splitlines()
-    assert len(lines) == 4  # the LSTM row itself has no baseline: left out
+    # per-repeat times: ratios 3.3/1.1 = 3, 2.8/1.4 = 2, 3.0/1.2 = 2.5 -> median 2.5 in [2, 3]
+    rounds = {**row, "label": "scornn", "fast": {"cpu": 3.0, "wall": 3.0, "cpu_all": [3.3, 2.8, 3.0]},
+              "baseline": {"cpu": 1.2, "wall": 1.2, "cpu_all": [1.1, 1.4, 1.2]}}
+    lines = speed.format_limits({"rows": [row, lstm, nomaps, rounds]}).splitlines()
+    assert len(lines) == 5  # the LSTM row itself has no baseline: left out
     assert lines[2] == "| ptb | exprnn | 1024 | 1.800 | 0.900 | 2.00 | 1.50 | 0.600 | 2.00 | 2.50 |"
     assert lines[3] == "| ptb | rnn | 1024 | 1.800 | 0.900 | 2.00 | 1.50 | - | 1.50 | 2.50 |"
+    assert lines[4].endswith("| 2.50 [2.00-3.00] |")
 
 
+def test_ratios_are_the_median_of_per_repeat_ratios_with_their_range():
+    """Not the ratio of the medians: with fast (1, 2, 4) against baseline (2, 1, 8) the medians
+    give 2/2 = 1, the per-repeat ratios 0.5, 2 and 0.5 give median 0.5 in [0.5, 2]."""
+    row = {"config": "copy", "label": "exprnn", "hidden": 8, "params": 1, "depth": 1,
+           "fast": {"cpu": 2.0, "wall": 2.0, "faults": 0, "cpu_all": [1.0, 2.0, 4.0], "wall_all": [1.0, 2.0, 4.0]},
+           "baseline": {"cpu": 2.0, "wall": 2.0, "cpu_all": [2.0, 1.0, 8.0], "wall_all": [2.0, 1.0, 8.0]},
+           "reference": {"cpu": 4.0, "wall": 4.0, "cpu_all": [4.0, 4.0, 4.0], "wall_all": [4.0, 4.0, 4.0]},
+           "infer": {"cpu": 0.1, "wall": 0.1}, "peak_mb": 1.0, "floor": None}
+    assert speed.ratio(row, "baseline") == (0.5, 0.5, 2.0)
+    assert speed.ratio(row, "reference") == (0.5, 0.25, 1.0)
+    cells = [c.strip() for c in speed.format_table({"rows": [row]}).splitlines()[2].split("|")[1:-1]]
+    assert cells[5] == "0.50 [0.50-2.00] (0.50)" and cells[6] == "0.50 [0.25-1.00]"
+    gpu = [c.strip() for c in speed.format_gpu_table({"rows": [row]}).splitlines()[2].split("|")[1:-1]]
+    assert gpu[5] == "0.50 [0.50-2.00]" and gpu[6] == "0.50 [0.25-1.00]"
 
-@pytest.mark.parametrize("record", ["main", "gru", "ptb-expm", "copy-2threads", "long-last-default-malloc", "large"])
-def test_benchmarks_tables_are_the_recorded_ones(record):
-    """Every speed table in BENCHMARKS.md is what format_table makes of its committed JSON
-    record (and the large-size run's limits table too)."""
-    import json
-    from pathlib import Path
 
-    root = Path(__file__).parents[1]
-    result = json.loads((root / "docs" / f"speed-results-{record}.json").read_text())
-    text = (root / "BENCHMARKS.md").read_text()
-    assert speed.format_table(result) in text
-    if record == "large":
-        assert speed.format_limits(result) in text
-        assert all("maps" in r for r in result["rows"] if r["label"] in ("exprnn", "scornn", "asrnn", "nnrnn"))
+def test_variants_alternate_their_order_every_repeat():
+    calls = []
+    variants = {name: (lambda name=name: calls.append(name)) for name in ("fast", "reference", "baseline")}
+    out = speed._time_alternating(variants, warmup=1, repeats=3, device=__import__("torch").device("cpu"))
+    timed = calls[2:]  # the warm-ups of the two non-fast variants come first
+    assert calls[:2] == ["reference", "baseline"]
+    assert timed == ["fast", "reference", "baseline", "baseline", "reference", "fast",
+                     "fast", "reference", "baseline"]
+    assert all(len(out[n]["cpu_all"]) == 3 for n in variants)
+
+
+def test_quick_rows_with_ratios_have_at_least_three_repeats():
+    for spec in speed.plan(("copy", "mnist", "ptb", "long"), ["exprnn"], quick=True):
+        if spec["baseline_hidden"] or spec["reference"]:
+            assert spec["repeats"] >= 3, spec["label"]
+
+
+def test_main_takes_keywords_named_by_the_options_it_adds():
+    import argparse
+    import inspect
+
+    p = argparse.ArgumentParser()
+    speed.add_arguments(p)
+    dests = {a.dest for a in p._actions} - {"help"}
+    assert dests == set(speed.OPTIONS)
+    params = inspect.signature(speed.main).parameters
+    assert set(params) == set(speed.OPTIONS)
+    assert all(v.kind is inspect.Parameter.KEYWORD_ONLY for v in params.values())
+
+
+def test_a_record_is_refused_on_a_busy_machine_before_any_row_runs(tmp_path, monkeypatch, capsys):
+    cores = os.cpu_count()
+    monkeypatch.setattr(os, "getloadavg", lambda: (cores * 0.5 + 0.3, 1.0, 1.0))
+    monkeypatch.setattr(speed, "_spawn", lambda *a: pytest.fail("a row ran on a busy machine"))
+    out = tmp_path / "speed.json"
+    assert speed.main(configs=["copy"], cells=["exprnn"], json=str(out)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: the load average is") and "--allow-load" in err and err.count("\n") == 1
+    assert not out.exists()

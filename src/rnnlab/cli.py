@@ -348,9 +348,9 @@ def cmd_analyze_jacobian(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from .speed import main_from_args
+    from . import speed
 
-    return main_from_args(args)
+    return speed.main(**{k: getattr(args, k) for k in speed.OPTIONS})
 
 
 class _Help(argparse.RawDescriptionHelpFormatter):

@@ -10,7 +10,9 @@ The first word after ``table:`` is a directory of run records (``result.json`` f
 to the Markdown file; the optional second names the metrics; a last word ``notiming`` leaves
 out the timing columns (for tables whose every number a rerun reproduces). ``python -m rnnlab.docsync
 README.md`` rewrites every block from its records; ``--check`` only reports the blocks that
-differ (exit status 1), which is what the test suite runs.
+differ (exit status 1), which is what the test suite runs. Blocks marked ``<!-- bench: VIEW
+RECORD -->`` ... ``<!-- /bench -->`` hold tables and sentences of timing records
+(:mod:`rnnlab.benchdocs`) and are kept current the same way.
 """
 
 from __future__ import annotations
@@ -20,13 +22,17 @@ import re
 import sys
 from pathlib import Path
 
+from . import benchdocs
 from .results import table
 
-BLOCK = re.compile(r"(<!-- table: (?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
+BLOCK = re.compile(r"(<!-- (?P<kind>table|bench): (?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /(?P=kind) -->)", re.S)
 
 
-def render(args: str, base: Path) -> str:
-    """The generated text of one block: ``args`` = 'DIR [METRIC,METRIC...] [notiming]'."""
+def render(args: str, base: Path, kind: str = "table") -> str:
+    """The generated text of one block: ``args`` = 'DIR [METRIC,METRIC...] [notiming]' (a
+    ``bench`` block: :func:`rnnlab.benchdocs.render_block`)."""
+    if kind == "bench":
+        return benchdocs.render_block(args, base)
     parts = args.split()
     timing = not (parts and parts[-1] == "notiming")
     if not timing:
@@ -45,10 +51,10 @@ def sync(path: str | Path, check: bool = False) -> list[str]:
     stale: list[str] = []
 
     def sub(m: re.Match) -> str:
-        new = render(m.group("args"), path.parent)
+        new = render(m.group("args"), path.parent, m.group("kind"))
         if new != m.group("body"):
             stale.append(m.group("args"))
-        return m.group(1) + new + m.group(4)
+        return m.group(1) + new + m.group(5)
 
     new_text = BLOCK.sub(sub, text)
     if not check and new_text != text:
@@ -64,7 +70,7 @@ def blocks(path: str | Path) -> list[tuple[str, str]]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m rnnlab.docsync",
                                 description="Regenerate the Markdown tables marked <!-- table: DIR --> "
-                                            "from committed run records.")
+                                            "(run records) and <!-- bench: VIEW RECORD --> (timing records).")
     p.add_argument("files", nargs="+", help="Markdown files, e.g. README.md")
     p.add_argument("--check", action="store_true", help="only report stale blocks (exit 1 if any)")
     args = p.parse_args(argv)
@@ -72,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     for f in args.files:
         stale = sync(f, check=args.check)
         for s in stale:
-            print(f"{f}: block 'table: {s}' {'is stale' if args.check else 'regenerated'}")
+            print(f"{f}: block '{s}' {'is stale' if args.check else 'regenerated'}")
         bad += len(stale)
     return 1 if (bad and args.check) else 0
 

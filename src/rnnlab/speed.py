@@ -57,6 +57,8 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 
+from . import benchrecord
+
 #: cells whose iteration is "G matrices of (H, H) per step" (for the matrix-product floor):
 #: key -> G. Cells not listed get no floor (their structure is not assumed here).
 FLOOR_GATES = {"rnn": 1, "irnn": 1, "exprnn": 1, "scornn": 1, "asrnn": 1, "nnrnn": 1, "gru": 3, "lstm": 4, "nn.LSTM": 4}
@@ -210,20 +212,54 @@ def _minflt() -> int:
 
 
 def _worker(spec: dict) -> dict:
+    """One row, in this process: the fast path's first iterations (peak memory), then the
+    fast path, its reference loop, the matched ``nn.LSTM`` and the orthogonal maps timed in
+    alternating order, repeat by repeat; inference; the matrix-product floor."""
+    torch, device = _worker_setup(spec)
+    cfg = BenchConfig(**spec["config"])
+    data = _bench_data(torch, cfg, device)
+    key, options, hidden = spec["key"], spec["options"], spec["hidden"]
+    res: dict = {"pid": os.getpid()}
+    model, fast_step, fast_infer = _build(torch, cfg, data, device, key, options, hidden)
+    # recurrence depth: sequential layers per time step (DMU: FNN layers; RHN: micro-layers)
+    res["depth"] = max((int(getattr(m, "depth", 1)) for m in model.modules() if hasattr(m, "backend")), default=1)
+    res.update(_first_iterations(torch, device, fast_step, spec["warmup"]))
+    variants = _variants(torch, spec, cfg, data, device, model, fast_step)
+    if "maps" in variants:
+        from . import parametrize as par
+
+        res["maps_n"] = [p.n for p, _ in par.orthogonal_parametrizations(model)]
+    res.update(_time_alternating(variants, spec["warmup"], spec["repeats"], device))
+    fast_infer()
+    inf = [_timed(fast_infer, device) for _ in range(max(1, spec["repeats"]))]
+    res["infer"] = {"wall": statistics.median(v[0] for v in inf), "cpu": statistics.median(v[1] for v in inf)}
+    # the matrix-product floor is measured with CPU products: CPU rows only
+    res["floor"] = _floor(torch, cfg, spec["gates"], hidden) if spec["gates"] and device.type == "cpu" else None
+    if spec["baseline_hidden"] and key != "nn.LSTM" and device.type == "cpu":
+        res["baseline_floor"] = _floor(torch, cfg, 4, spec["baseline_hidden"])
+    from . import runtime
+
+    res.update(torch=torch.__version__, threads=torch.get_num_threads(), malloc=runtime.malloc_conditions(),
+               device=str(device))
+    return res
+
+
+def _worker_setup(spec: dict):
+    """The allocator (before torch allocates), the thread count and the device of a row."""
     from . import runtime
 
     if spec["malloc"] == "tuned":
         runtime.tune_malloc()
     import torch
 
-    torch.set_num_threads(spec["threads"])
     from . import device as dev
-    from . import parametrize as par
-    from .model import SequenceModel
 
-    device = dev.resolve_device(spec.get("device", "cpu"))
-    gpu = device.type == "cuda"
-    cfg = BenchConfig(**spec["config"])
+    torch.set_num_threads(spec["threads"])
+    return torch, dev.resolve_device(spec.get("device", "cpu"))
+
+
+def _bench_data(torch, cfg: BenchConfig, device) -> dict:
+    """Random inputs and targets of the configuration's shapes, time-major and batch-first."""
     T, B, I, O = cfg.T, cfg.batch, cfg.input_size, cfg.output_size
     g = torch.Generator().manual_seed(0)
     if cfg.tokens:
@@ -232,69 +268,82 @@ def _worker(spec: dict) -> dict:
         x = torch.rand(T, B, I, generator=g)
     y = torch.randint(0, O, (T, B) if cfg.readout == "all" else (B,), generator=g)
     x, y = x.to(device), y.to(device)
+    return {"x": x, "y": y, "x_bf": x.transpose(0, 1), "y_bf": y.t() if cfg.readout == "all" else y}
 
-    x_bf, y_bf = x.transpose(0, 1), (y.t() if cfg.readout == "all" else y)
 
-    def build(key, options, hidden):
-        torch.manual_seed(0)
-        if key == "nn.LSTM":
-            layer = torch.nn.LSTM(I, hidden)
-            readout = torch.nn.Linear(hidden, O)
-            model = torch.nn.ModuleDict({"rnn": layer, "readout": readout}).to(device)  # cuDNN on CUDA
+def _build(torch, cfg: BenchConfig, data: dict, device, key: str, options: dict, hidden: int):
+    """(model, training step, inference) of one cell: ``nn.LSTM`` + ``nn.Linear`` (cuDNN on
+    CUDA), or the library's :class:`SequenceModel` (readout folding included) fed batch-first."""
+    from . import parametrize as par
+    from .model import SequenceModel
 
-            def forward():
-                out = layer(x)[0]
-                if cfg.readout == "last":
-                    out = out[-1]
-                return readout(out), y
-        else:
-            # the library's model (readout folding included), fed batch-first views
-            model = SequenceModel(key, I, O, hidden, readout=cfg.readout, cell_options=options).to(device)
+    I, O = cfg.input_size, cfg.output_size
+    torch.manual_seed(0)
+    if key == "nn.LSTM":
+        layer, readout = torch.nn.LSTM(I, hidden), torch.nn.Linear(hidden, O)
+        model = torch.nn.ModuleDict({"rnn": layer, "readout": readout}).to(device)
 
-            def forward():
-                return model(x_bf)[0], y_bf
+        def forward():
+            out = layer(data["x"])[0]
+            return readout(out[-1] if cfg.readout == "last" else out), data["y"]
+    else:
+        model = SequenceModel(key, I, O, hidden, readout=cfg.readout, cell_options=options).to(device)
 
-        opt = torch.optim.RMSprop(model.parameters(), lr=1e-5, alpha=0.9)
+        def forward():
+            return model(data["x_bf"])[0], data["y_bf"]
 
-        def train_step():
-            logits, target = forward()
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, O), target.reshape(-1))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            par.after_optimizer_step(model)
+    opt = torch.optim.RMSprop(model.parameters(), lr=1e-5, alpha=0.9)
 
-        def infer():
-            with torch.no_grad():
-                forward()
+    def train_step():
+        logits, target = forward()
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, O), target.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        par.after_optimizer_step(model)
 
-        return model, train_step, infer
+    def infer():
+        with torch.no_grad():
+            forward()
 
-    def timed(fn):
-        dev.synchronize(device)  # on a GPU, time the queued work, not its launch
-        f0, c0, w0 = _minflt(), time.process_time(), time.perf_counter()
-        fn()
-        dev.synchronize(device)
-        return time.perf_counter() - w0, time.process_time() - c0, _minflt() - f0
+    return model, train_step, infer
 
-    key, options, hidden = spec["key"], spec["options"], spec["hidden"]
-    res: dict = {"pid": os.getpid()}
-    model, fast_step, fast_infer = build(key, options, hidden)
-    # recurrence depth: sequential layers per time step (DMU: FNN layers; RHN: micro-layers)
-    res["depth"] = max((int(getattr(m, "depth", 1)) for m in model.modules() if hasattr(m, "backend")), default=1)
-    variants = {"fast": fast_step}
+
+def _timed(fn, device) -> tuple[float, float, int]:
+    """(wall s, process CPU s, minor faults) of one call; on a GPU the queued work is timed."""
+    from . import device as dev
+
+    dev.synchronize(device)
+    f0, c0, w0 = _minflt(), time.process_time(), time.perf_counter()
+    fn()
+    dev.synchronize(device)
+    return time.perf_counter() - w0, time.process_time() - c0, _minflt() - f0
+
+
+def _first_iterations(torch, device, fast_step, warmup: int) -> dict:
+    """The fast path's warm-up iterations, run first in the process so that the rise of the
+    peak resident size (and of allocated GPU memory) is its own."""
+    gpu = device.type == "cuda"
     rss0 = _rss_mb()
     if gpu:
         torch.cuda.reset_peak_memory_stats(device)
         gpu0 = torch.cuda.memory_allocated(device)
-    warm = [timed(fast_step) for _ in range(spec["warmup"])]  # the fast path runs first:
-    res["peak_mb"] = _maxrss_mb() - rss0  # this peak is its own
+    warm = [_timed(fast_step, device) for _ in range(warmup)]
+    out = {"peak_mb": _maxrss_mb() - rss0, "first_iteration_s": warm[0][0] if warm else None}
     if gpu:  # the rise of allocated GPU memory over the model, data and optimizer's resting state
-        res["peak_gpu_mb"] = (torch.cuda.max_memory_allocated(device) - gpu0) / 2**20
-    res["first_iteration_s"] = warm[0][0] if warm else None
+        out["peak_gpu_mb"] = (torch.cuda.max_memory_allocated(device) - gpu0) / 2**20
+    return out
+
+
+def _variants(torch, spec: dict, cfg: BenchConfig, data: dict, device, model, fast_step) -> dict:
+    """The steps timed side by side: the fast path, the same model through its reference loop,
+    a matched ``nn.LSTM``, and the orthogonal maps alone (each only where it applies)."""
+    from . import parametrize as par
+
+    key = spec["key"]
+    variants = {"fast": fast_step}
     if spec["reference"] and key != "nn.LSTM":
         cells = [m for m in model.modules() if hasattr(m, "backend")]
-
         own = [c.backend for c in cells]
 
         def ref_step():
@@ -308,40 +357,33 @@ def _worker(spec: dict) -> dict:
 
         variants["reference"] = ref_step
     if spec["baseline_hidden"] and key != "nn.LSTM":
-        _, base_step, _ = build("nn.LSTM", {}, spec["baseline_hidden"])
-        variants["baseline"] = base_step
+        variants["baseline"] = _build(torch, cfg, data, device, "nn.LSTM", {}, spec["baseline_hidden"])[1]
     maps = list(par.orthogonal_parametrizations(model))
     if maps:
         variants["maps"] = _map_step(torch, maps)
-        res["maps_n"] = [p.n for p, _ in maps]
+    return variants
+
+
+def _time_alternating(variants: dict, warmup: int, repeats: int, device) -> dict:
+    """Each variant warmed up, then timed once per repeat, the order reversed every other
+    repeat (so neither a load change nor going first or second favours one); per variant the
+    medians and every repeat's times (ratios are taken repeat by repeat)."""
     for name, fn in variants.items():
-        if name != "fast":
-            for _ in range(spec["warmup"]):
+        if name != "fast":  # the fast path's warm-up ran first (its peak memory)
+            for _ in range(warmup):
                 fn()
-    samples = {name: [] for name in variants}
-    for _ in range(spec["repeats"]):
-        for name, fn in variants.items():
-            samples[name].append(timed(fn))
-    for name, s in samples.items():
-        res[name] = {
-            "wall": statistics.median(v[0] for v in s),
-            "cpu": statistics.median(v[1] for v in s),
-            "faults": statistics.median(v[2] for v in s),
-            "wall_all": [round(v[0], 4) for v in s],
-            "cpu_all": [round(v[1], 4) for v in s],
-        }
-    fast_infer()
-    inf = [timed(fast_infer) for _ in range(max(1, spec["repeats"]))]
-    res["infer"] = {"wall": statistics.median(v[0] for v in inf), "cpu": statistics.median(v[1] for v in inf)}
-    # the matrix-product floor is measured with CPU products: CPU rows only
-    res["floor"] = _floor(torch, cfg, spec["gates"], hidden) if spec["gates"] and device.type == "cpu" else None
-    if spec["baseline_hidden"] and key != "nn.LSTM" and device.type == "cpu":
-        res["baseline_floor"] = _floor(torch, cfg, 4, spec["baseline_hidden"])
-    res["torch"] = torch.__version__
-    res["threads"] = torch.get_num_threads()
-    res["malloc"] = runtime.malloc_conditions()
-    res["device"] = str(device)
-    return res
+    names = list(variants)
+    samples = {name: [] for name in names}
+    for r in range(repeats):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            samples[name].append(_timed(variants[name], device))
+    return {name: {
+        "wall": statistics.median(v[0] for v in s),
+        "cpu": statistics.median(v[1] for v in s),
+        "faults": statistics.median(v[2] for v in s),
+        "wall_all": [round(v[0], 4) for v in s],
+        "cpu_all": [round(v[1], 4) for v in s],
+    } for name, s in samples.items()}
 
 
 def _map_step(torch, maps):
@@ -470,17 +512,20 @@ def plan(configs=("copy", "mnist", "ptb", "long"), cells=None, quick=False) -> l
                 "baseline_hidden": None if label == BASELINE or not cfg.compare else base_hidden,
                 "reference": cfg.compare and cfg.reference and opts.get("backend") != "reference",
                 "warmup": 1,
-                "repeats": (1 if long else 2) if quick else (
+                "repeats": (1 if long else 3) if quick else (
                     cfg.repeats or (2 if long else (3 if cname == "ptb" else 5))),
             })
     return specs
 
 
 def run(configs=("copy", "mnist", "ptb", "long"), cells=None, quick=False, threads=1, malloc="tuned",
-        timeout=1800.0, log=print, device: str = "cpu") -> dict:
+        timeout=1800.0, log=print, device: str = "cpu", allow_load: bool = True) -> dict:
     """Run the benchmark; returns ``{"conditions": ..., "rows": [...]}``. ``device`` ("cpu",
     "cuda", "cuda:N", "mps") runs every row there; ``nn.LSTM`` is then cuDNN's LSTM, times are
-    synchronized wall times and ``peak_gpu_mb`` the rise of allocated GPU memory."""
+    synchronized wall times and ``peak_gpu_mb`` the rise of allocated GPU memory. The
+    conditions carry the host and its load average before, during (after each row) and after
+    the run (:mod:`rnnlab.benchrecord`); with ``allow_load=False`` a busy machine is refused
+    before any row runs (:class:`rnnlab.benchrecord.LoadError`)."""
     from . import device as dev
 
     resolved = dev.resolve_device(device, "--device")  # a missing GPU fails here, before any row runs
@@ -488,11 +533,14 @@ def run(configs=("copy", "mnist", "ptb", "long"), cells=None, quick=False, threa
         raise ValueError(f"malloc must be 'tuned' or 'default', got {malloc!r}")
     if int(threads) < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
+    specs = plan(configs, cells, quick)
+    host = benchrecord.start(allow_load, own=int(threads))
     rows = []
-    for spec in plan(configs, cells, quick):
+    for spec in specs:
         spec.update(threads=int(threads), malloc=malloc, device=str(resolved))
         t0 = time.time()
         res = _spawn(spec, timeout)
+        benchrecord.sample(host)
         row = {k: spec[k] for k in ("label", "hidden", "params", "target_params", "baseline_hidden")}
         row["config"] = spec["config"]["name"]
         row.update(res)
@@ -506,7 +554,7 @@ def run(configs=("copy", "mnist", "ptb", "long"), cells=None, quick=False, threa
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
         "torch": torch.__version__, "python": platform.python_version(),
         "threads": int(threads), "malloc": malloc, "quick": quick,
-        "loadavg_end": os.getloadavg(), "maps_timed": True, **dev.conditions(resolved),
+        "maps_timed": True, **dev.conditions(resolved), **benchrecord.finish(host),
     }
     return {"conditions": conditions, "rows": rows}
 
@@ -539,16 +587,29 @@ def _time_key(row: dict) -> str:
     return "cpu" if row.get("device", "cpu") == "cpu" else "wall"
 
 
+def ratio(row: dict, other: str, key: str = "cpu") -> tuple:
+    """The row's fast path over variant ``other`` ("baseline", "reference"): (median, min,
+    max) of the per-repeat ratios (the variants alternate within each repeat, so a ratio is
+    taken between neighbouring timings); records without per-repeat times give the ratio of
+    the medians and no range (None, None)."""
+    f, o = row["fast"], row[other]
+    a, b = f.get(f"{key}_all"), o.get(f"{key}_all")
+    if a and b and len(a) == len(b):
+        return benchrecord.spread(x / y for x, y in zip(a, b))
+    return f[key] / o[key], None, None
+
+
 def format_table(result: dict) -> str:
     """Markdown table of a :func:`run` result (CPU-time medians; see the module docstring);
-    GPU results get :func:`format_gpu_table`."""
+    GPU results get :func:`format_gpu_table`. Ratios: median [min-max] over the repeats."""
     if any(row.get("device", "cpu") != "cpu" for row in result["rows"] if "error" not in row):
         return format_gpu_table(result)
     # results recorded before the maps were timed keep their table (no maps column)
     with_maps = result.get("conditions", {}).get("maps_timed") or any("maps" in r for r in result["rows"])
     maps_head = " maps s/it (share) |" if with_maps else ""
-    head = ("| config | cell | n | params | train s/it CPU (wall) | vs nn.LSTM CPU (wall) | vs reference loop "
-            f"| matmul floor s | vs floor |{maps_head} inference seq/s | peak MB | minor faults/it |")
+    head = ("| config | cell | n | params | train s/it CPU (wall) | vs nn.LSTM CPU [min-max] (wall) "
+            f"| vs reference loop [min-max] | matmul floor s | vs floor |{maps_head} inference seq/s | peak MB "
+            "| minor faults/it |")
     lines = [head, "|" + "|".join(["---"] * (13 if with_maps else 12)) + "|"]
     for row in result["rows"]:
         if "error" in row:
@@ -557,14 +618,14 @@ def format_table(result: dict) -> str:
             continue
         f = row["fast"]
         B = CONFIGS[row["config"]].batch
-        b = row.get("baseline")
-        vs_l = "1 (baseline)" if row["label"] == BASELINE else (
-            f"{f['cpu'] / b['cpu']:.2f} ({f['wall'] / b['wall']:.2f})" if b else "-")
-        depth = row.get("depth", 1)
-        if b and depth > 1:
-            vs_l += f"; per unit of depth ({depth}) {f['cpu'] / b['cpu'] / depth:.2f}"
-        r = row.get("reference")
-        vs_r = f"{f['cpu'] / r['cpu']:.2f}" if r else "-"
+        vs_l = "1 (baseline)" if row["label"] == BASELINE else "-"
+        if row.get("baseline"):
+            cpu, wall = ratio(row, "baseline"), ratio(row, "baseline", "wall")
+            vs_l = f"{benchrecord.fmt_spread(cpu)} ({wall[0]:.2f})"
+            depth = row.get("depth", 1)
+            if depth > 1:
+                vs_l += f"; per unit of depth ({depth}) {cpu[0] / depth:.2f}"
+        vs_r = benchrecord.fmt_spread(ratio(row, "reference")) if row.get("reference") else "-"
         fl = row.get("floor")
         lines.append(
             f"| {row['config']} | {row['label']} | {row['hidden']} | {row['params']:,} | {f['cpu']:.3f} ({f['wall']:.3f}) "
@@ -580,9 +641,10 @@ def format_limits(result: dict) -> str:
     baseline and a floor): the row's matrix-product floor, the LSTM's floor measured in the same
     process, the floor as a multiple of the LSTM's measured iteration, the orthogonal maps' own
     time, and floor + maps as a multiple of the LSTM's iteration: a cell cannot be faster than
-    that ratio without doing less arithmetic."""
+    that ratio without doing less arithmetic. The measured ratio is median [min-max] over the
+    repeats."""
     head = ("| config | cell | n | floor s | LSTM floor s | floor / LSTM floor | floor / LSTM time | maps s "
-            "| (floor + maps) / LSTM time | measured / LSTM time |")
+            "| (floor + maps) / LSTM time | measured / LSTM time [min-max] |")
     lines = [head, "|" + "|".join(["---"] * 10) + "|"]
     for row in result["rows"]:
         fl, b, bf = row.get("floor"), row.get("baseline"), row.get("baseline_floor")
@@ -592,7 +654,7 @@ def format_limits(result: dict) -> str:
         lines.append(
             f"| {row['config']} | {row['label']} | {row['hidden']} | {fl['s']:.3f} | {bf['s']:.3f} "
             f"| {fl['s'] / bf['s']:.2f} | {fl['s'] / b['cpu']:.2f} | {_fmt(row.get('maps') and maps, '{:.3f}')} "
-            f"| {(fl['s'] + maps) / b['cpu']:.2f} | {row['fast']['cpu'] / b['cpu']:.2f} |"
+            f"| {(fl['s'] + maps) / b['cpu']:.2f} | {benchrecord.fmt_spread(ratio(row, 'baseline'))} |"
         )
     return "\n".join(lines)
 
@@ -607,18 +669,21 @@ def _maps_cell(row: dict) -> str:
 
 
 def format_gpu_table(result: dict) -> str:
-    """Markdown table of a GPU :func:`run`: synchronized wall-time medians, ratios to cuDNN's
-    LSTM (``nn.LSTM`` on CUDA) of matched parameter count, peak allocated GPU memory."""
-    head = ("| config | cell | n | params | train s/it (wall) | vs cuDNN LSTM | vs reference loop "
+    """Markdown table of a GPU :func:`run`: synchronized wall-time medians, ratios (median
+    [min-max] over the repeats) to cuDNN's LSTM (``nn.LSTM`` on CUDA) of matched parameter
+    count and to the reference loop, peak allocated GPU memory."""
+    head = ("| config | cell | n | params | train s/it (wall) | vs cuDNN LSTM [min-max] | vs reference loop [min-max] "
             "| inference seq/s | peak GPU MB |")
     lines = [head, "|" + "|".join(["---"] * 9) + "|"]
     for row in result["rows"]:
         if "error" in row:
             lines.append(f"| {row['config']} | {row['label']} | {row['hidden']} | {row['params']} | error: {row['error'][:80]} |" + " |" * 4)
             continue
-        f, b, r = row["fast"], row.get("baseline"), row.get("reference")
-        vs_l = "1 (baseline)" if row["label"] == BASELINE else (f"{f['wall'] / b['wall']:.2f}" if b else "-")
-        vs_r = f"{f['wall'] / r['wall']:.2f}" if r else "-"
+        f = row["fast"]
+        vs_l = "1 (baseline)" if row["label"] == BASELINE else "-"
+        if row.get("baseline"):
+            vs_l = benchrecord.fmt_spread(ratio(row, "baseline", "wall"))
+        vs_r = benchrecord.fmt_spread(ratio(row, "reference", "wall")) if row.get("reference") else "-"
         B = CONFIGS[row["config"]].batch
         lines.append(
             f"| {row['config']} | {row['label']} | {row['hidden']} | {row['params']:,} | {f['wall']:.4f} | {vs_l} "
@@ -629,9 +694,13 @@ def format_gpu_table(result: dict) -> str:
 
 # --- command line (argparse wiring for benchmarks/speed.py and ``rnnlab bench speed``) ---
 
+#: the keyword arguments of :func:`main`, one per option :func:`add_arguments` adds
+OPTIONS = ("configs", "cells", "quick", "threads", "malloc", "json", "device", "allow_load")
+
 
 def add_arguments(parser) -> None:
-    """Add the benchmark's options to an ``argparse`` parser (does not read argv)."""
+    """Add the benchmark's options to an ``argparse`` parser (does not read argv); their
+    destinations are :data:`OPTIONS`, the keyword arguments of :func:`main`."""
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS),
                         help="benchmark shapes to run, e.g. --configs copy")
     parser.add_argument("--cells", nargs="+", default=None,
@@ -642,23 +711,32 @@ def add_arguments(parser) -> None:
     parser.add_argument("--malloc", choices=("tuned", "default"), default="tuned",
                         help="tuned: glibc told not to mmap or trim (rnnlab.runtime.tune_malloc); default: glibc "
                              "as is; e.g. --malloc default")
-    parser.add_argument("--json", default=None, help="also write the raw results here, e.g. --json speed.json")
+    parser.add_argument("--json", default=None,
+                        help="also write the raw results here (refused on a busy machine, see --allow-load), "
+                             "e.g. --json speed.json")
     parser.add_argument("--device", default="cpu",
                         help="cpu (default), cuda, cuda:N or mps: every row runs there; nn.LSTM is then cuDNN's "
                              "LSTM; e.g. --device cuda")
+    benchrecord.add_arguments(parser)
 
 
-def main_from_args(a) -> int:
-    """Run with parsed arguments: progress lines to stderr, the markdown table to stdout."""
-    result = run(a.configs, a.cells, a.quick, a.threads, a.malloc, log=lambda s: print(s, file=sys.stderr, flush=True),
-                 device=getattr(a, "device", "cpu"))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(result, f, indent=1)
+def main(*, configs=tuple(CONFIGS), cells=None, quick=False, threads=1, malloc="tuned", json=None,
+         device="cpu", allow_load=False) -> int:
+    """The command line's run: progress lines to stderr, the markdown table (with its caption:
+    idle or loaded machine) to stdout, the record to ``json`` if given. A record is refused
+    (exit status 2, nothing lost) when the machine is busy, unless ``allow_load``."""
+    try:
+        result = run(configs, cells, quick, threads, malloc, log=lambda s: print(s, file=sys.stderr, flush=True),
+                     device=device, allow_load=allow_load or not json)
+        if json:
+            benchrecord.write(json, result, result["conditions"])
+    except benchrecord.LoadError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     c = result["conditions"]
     gpu = f"; {c['device']} ({c['device_name']}, CUDA {c.get('cuda')}, cuDNN {c.get('cudnn')})" if c.get("device", "cpu") != "cpu" else ""
-    print(f"\n{c['date']}; {c['machine']}{gpu}; torch {c['torch']}; threads {c['threads']}; malloc {c['malloc']}; "
-          f"load average at the end {c['loadavg_end'][0]:.2f}\n")
+    print(f"\n{c['date']}; {c['machine']}{gpu}; torch {c['torch']}; threads {c['threads']}; malloc {c['malloc']}\n")
+    print(benchrecord.caption(result, json or "(not written)") + "\n")
     print(format_table(result))
     if any(r.get("baseline_floor") for r in result["rows"]):
         print("\nWhat bounds each cell against its matched nn.LSTM (CPU seconds):\n")

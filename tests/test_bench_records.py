@@ -1,0 +1,195 @@
+"""Timing records that hold: the load check, the captions, and every table and sentence in the
+docs generated from its record (rnnlab.benchrecord, rnnlab.benchdocs)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from rnnlab import benchdocs, benchrecord, docsync
+
+ROOT = Path(__file__).parents[1]
+
+#: the timing records in the repository, and the docs that show them
+RECORDS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.json")
+                 if p.name.startswith("speed-results-") or p.name in ("papers-code.json", "backend-overhead.json"))
+
+#: records made before records carried their load and CPU model: each is captioned "legacy,
+#: load unknown" until it is re-recorded on an idle machine (then it leaves this list)
+LEGACY = {
+    "docs/backend-overhead.json",
+    "docs/papers-code.json",
+    "docs/speed-results-copy-2threads.json",
+    "docs/speed-results-gru.json",
+    "docs/speed-results-large.json",
+    "docs/speed-results-long-last-default-malloc.json",
+    "docs/speed-results-main.json",
+    "docs/speed-results-ptb-expm.json",
+}
+
+DOCS = [ROOT / "README.md", ROOT / "BENCHMARKS.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _bench_blocks():
+    for md in DOCS:
+        for m in docsync.BLOCK.finditer(md.read_text()):
+            if m.group("kind") == "bench":
+                yield md, m.group("args"), m.group("body")
+
+
+# --- the committed docs and records -------------------------------------------------------
+
+
+def test_every_generated_block_in_the_docs_is_what_its_record_gives():
+    found = list(_bench_blocks())
+    assert len(found) >= 10
+    stale = [f"{md.relative_to(ROOT)}: {args}" for md, args, body in found
+             if body != benchdocs.render_block(args, md.parent)]
+    assert not stale, f"stale blocks (run python -m rnnlab.docsync FILE.md): {stale}"
+
+
+def test_every_timing_record_has_its_table_in_the_docs():
+    shown = {(md.parent / args.split()[1]).resolve().relative_to(ROOT).as_posix() for md, args, _ in _bench_blocks()}
+    assert set(RECORDS) <= shown, sorted(set(RECORDS) - shown)
+
+
+@pytest.mark.parametrize("record", RECORDS)
+def test_every_record_carries_its_load_and_cpu_model_or_is_listed_legacy(record):
+    rec = json.loads((ROOT / record).read_text())
+    if record in LEGACY:
+        assert benchrecord.is_legacy(rec), f"{record} carries its load now: remove it from LEGACY"
+        assert "Legacy record" in benchrecord.caption(rec, record)
+        return
+    cond = benchrecord.conditions_of(rec)
+    missing = [k for k in benchrecord.HOST_KEYS if k not in cond]
+    assert not missing, f"{record} lacks {missing}: record it again with the current benchmark"
+    assert cond["cpu_model"] and len(cond["loadavg_before"]) == 3 and len(cond["loadavg_after"]) == 3
+
+
+def test_the_3x_target_and_its_verdict_come_from_the_papers_record():
+    """No hand-written papers'-code ratio or verdict: every "Nx" near "papers' code" in the
+    docs sits in a generated block, and BENCHMARKS.md's target row is generated."""
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    assert "<!-- bench: papers-target docs/papers-code.json -->" in text
+    assert "met for asRNN" not in re.sub(r"<!-- bench:.*?<!-- /bench -->", "", text, flags=re.S)
+    for md in DOCS:
+        outside = re.sub(r"<!-- bench:.*?<!-- /bench -->", "", md.read_text(), flags=re.S)
+        for line in outside.splitlines():
+            if "papers' code" in line or "papers' own code" in line:
+                assert not re.search(r"\b\d\.\d\dx", line), f"{md.name}: a hand-written ratio: {line}"
+
+
+# --- the load check -----------------------------------------------------------------------
+
+
+def test_a_busy_machine_is_refused_with_the_load_and_the_fix():
+    with pytest.raises(benchrecord.LoadError) as e:
+        benchrecord.start(loadavg=(1.3, 1.0, 0.9), cores=2)
+    msg = str(e.value)
+    assert "1.30" in msg and "1.00" in msg and "0.5 per core on 2 cores" in msg and "--allow-load" in msg
+    cond = benchrecord.start(loadavg=(0.9, 1.0, 0.9), cores=2)  # at the limit or below: recorded
+    assert cond["load_limit"] == 1.0 and cond["loadavg_before"] == [0.9, 1.0, 0.9]
+    assert cond["cpu_model"] and cond["blas"]
+
+
+@pytest.mark.parametrize("before, during, after, own, loaded", [
+    (0.1, [1.0], 1.05, 1, False),  # the benchmark's own thread: idle
+    (0.1, [], 2.1, 1, True),  # another process came during the run
+    (0.1, [2.5], 1.0, 1, True),  # ... and left before its end
+    (0.2, [2.9], 2.9, 2, False),  # two workers of its own on 2 cores, limit 1
+    (1.5, [], 1.0, 1, True),  # allowed, but busy before
+])
+def test_loaded_is_judged_net_of_the_benchmarks_own_load(before, during, after, own, loaded):
+    cond = benchrecord.start(allow_load=True, own=own, loadavg=(before, 0, 0), cores=2)
+    for v in during:
+        benchrecord.sample(cond, loadavg=(v, 0, 0))
+    assert benchrecord.finish(cond, loadavg=(after, 0, 0))["loaded"] is loaded
+
+
+def test_a_loaded_run_is_kept_aside_not_written_unless_allowed(tmp_path):
+    cond = benchrecord.finish(benchrecord.start(loadavg=(0.1, 0, 0), cores=2), loadavg=(3.0, 0, 0))
+    rec = {"conditions": cond, "rows": [1, 2]}
+    out = tmp_path / "r.json"
+    with pytest.raises(benchrecord.LoadError, match="--allow-load") as e:
+        benchrecord.write(out, rec, cond)
+    assert not out.exists() and str(tmp_path / "r.json.loaded") in str(e.value)
+    assert json.loads((tmp_path / "r.json.loaded").read_text()) == rec  # nothing measured is lost
+    cond["allow_load"] = True
+    benchrecord.write(out, rec, cond)
+    assert json.loads(out.read_text()) == rec
+    assert benchrecord.caption(rec, "r.json").startswith("**Loaded machine")
+
+
+def test_captions_say_idle_loaded_or_legacy():
+    idle = benchrecord.finish(benchrecord.start(loadavg=(0.05, 0, 0), cores=2), loadavg=(1.02, 0, 0))
+    text = benchrecord.caption({"conditions": idle}, "docs/x.json")
+    assert text.startswith("*Record `docs/x.json`, idle machine: load average 0.05 before and 1.02 after")
+    assert idle["cpu_model"] in text and idle["blas"] in text
+    assert benchrecord.is_legacy([{"backend": "x"}]) and benchrecord.is_legacy({"conditions": "text"})
+    legacy = benchrecord.caption({"conditions": {"loadavg_end": [1.0, 1.0, 1.0]}}, "old.json")
+    assert legacy.startswith("*Legacy record `old.json`, load unknown") and "at its end 1.00" in legacy
+
+
+# --- the papers' code views ---------------------------------------------------------------
+
+
+def _papers_record(rounds: dict, loaded: bool | None) -> dict:
+    med = {k: sorted(v)[len(v) // 2] for k, v in rounds.items()}
+    cond = {"text": "t"}
+    if loaded is not None:
+        cond = benchrecord.finish(benchrecord.start(allow_load=True, loadavg=(0.1, 0, 0), cores=2),
+                                  loadavg=(3.5 if loaded else 1.0, 0, 0))
+    return {"conditions": cond, "rounds_s": rounds, "median_s": med}
+
+
+def test_papers_ratios_are_medians_of_rounds_and_only_an_idle_record_judges_the_target():
+    rounds = {"asrnn papers": [3.3, 2.4, 3.0], "asrnn rnnlab": [1.0, 1.0, 1.0],
+              "dmu papers": [1.2, 1.6, 1.3], "dmu rnnlab": [1.0, 1.0, 1.0], "nn.LSTM (n=67)": [1.0, 1.0, 1.0]}
+    idle = _papers_record(rounds, loaded=False)
+    assert benchdocs.papers_ratio(idle, "asrnn papers", "asrnn rnnlab") == (3.0, 2.4, 3.3)
+    table = benchdocs.papers_table(idle)
+    assert "| asrnn (n=138) | 3.000 | 1.000 | 3.00 [2.40-3.30]x |" in table and "dmu (n=82)" in table
+    assert "nnrnn" not in table
+    assert benchdocs.papers_verdict(idle) == "**met** for asRNN (3.00x); **not met** for DMU (1.30x)"
+    sentence = benchdocs.papers_sentence(idle, "p.json")
+    assert "idle machine; median [min-max] of 3 alternating rounds" in sentence
+    assert "asRNN 3.00 [2.40-3.30]x and DMU 1.30 [1.20-1.60]x" in sentence
+    for loaded in (True, None):
+        rec = _papers_record(rounds, loaded)
+        assert benchdocs.papers_verdict(rec).startswith("**not judged**")
+        assert "met for" not in benchdocs.papers_target(rec, "p.json")
+
+
+def test_a_stale_block_is_reported_and_rewritten(tmp_path):
+    rounds = {"asrnn papers": [3.0, 3.0, 3.0], "asrnn rnnlab": [1.0, 1.0, 1.0], "nn.LSTM (n=67)": [1.0] * 3}
+    (tmp_path / "p.json").write_text(json.dumps(_papers_record(rounds, loaded=False)))
+    md = tmp_path / "x.md"
+    md.write_text("a\n<!-- bench: papers p.json -->\n| old | table |\n<!-- /bench -->\nb\n")
+    assert docsync.sync(md, check=True) == ["papers p.json"] and "| old | table |" in md.read_text()
+    assert docsync.sync(md) == ["papers p.json"] and docsync.sync(md, check=True) == []
+    assert "3.00 [3.00-3.00]x" in md.read_text()
+    with pytest.raises(ValueError, match="VIEW RECORD"):
+        benchdocs.render_block("nope p.json", tmp_path)
+    with pytest.raises(ValueError, match="not found"):
+        benchdocs.render_block("papers missing.json", tmp_path)
+
+
+# --- issue 20: no long functions in this benchmark code -----------------------------------
+
+
+@pytest.mark.parametrize("path", ["src/rnnlab/speed.py", "src/rnnlab/benchrecord.py", "src/rnnlab/benchdocs.py",
+                                  "benchmarks/papers_code.py", "benchmarks/backend_overhead.py",
+                                  "benchmarks/speed.py"])
+def test_no_function_is_longer_than_80_lines(path):
+    tree = ast.parse((ROOT / path).read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
+                body = body[1:]  # the docstring does not count
+            n = (body[-1].end_lineno - body[0].lineno + 1) if body else 0
+            assert n <= 80, f"{path}: {node.name} has {n} lines"
