@@ -13,7 +13,8 @@ A block in a Markdown file is marked::
 * ``papers``: the papers' code beside rnnlab (``benchmarks/papers_code.py``), with what each
   reference step keeps and leaves out; ``papers-target``: the "at least 3x" target as a table
   row; ``papers-sentence``: the speed-ups in one sentence, with the record's standing;
-* ``overhead``: the backends' overhead per run (``benchmarks/backend_overhead.py``).
+* ``overhead``: the backends' overhead per run (``benchmarks/backend_overhead.py``);
+* ``targets MAIN LARGE`` (two records): the issue's speed targets, measured and judged.
 
 Every table starts with the record's caption (:func:`rnnlab.benchrecord.caption`: idle, loaded
 or legacy), the sentence names the record's standing, and a target is judged met or not only
@@ -188,13 +189,21 @@ def render_block(args: str, base: Path) -> str:
     """The generated text of one ``<!-- bench: VIEW RECORD -->`` block (RECORD relative to
     ``base``, the Markdown file's directory)."""
     parts = args.split()
+    if parts[:1] == ["targets"] and len(parts) == 3:  # two records: the main and the large-size run
+        loaded = [_load(args, Path(base), rel) for rel in parts[1:]]
+        return targets_table(loaded[0][0], loaded[1][0], loaded[0][1], loaded[1][1]) + "\n"
     if len(parts) != 2 or parts[0] not in VIEWS:
-        raise ValueError(f"bench block arguments {args!r}: expected 'VIEW RECORD' with VIEW one of {sorted(VIEWS)}")
-    view, rel = parts
-    path = Path(base) / rel
+        raise ValueError(f"bench block arguments {args!r}: expected 'VIEW RECORD' with VIEW one of {sorted(VIEWS)}, "
+                         "or 'targets MAIN_RECORD LARGE_RECORD'")
+    return VIEWS[parts[0]](*_load(args, Path(base), parts[1])) + "\n"
+
+
+def _load(args: str, base: Path, rel: str) -> tuple:
+    """(record, the path a reader sees) of a block's record."""
+    path = base / rel
     if not path.is_file():
         raise ValueError(f"bench block {args!r}: record {path} not found")
-    return VIEWS[view](json.loads(path.read_text()), _shown(path, rel)) + "\n"
+    return json.loads(path.read_text()), _shown(path, rel)
 
 
 def _shown(path: Path, rel: str) -> str:
@@ -204,3 +213,162 @@ def _shown(path: Path, rel: str) -> str:
         if (root / "pyproject.toml").is_file():
             return path.resolve().relative_to(root).as_posix()
     return rel
+
+
+# --- the speed targets (BENCHMARKS.md) ----------------------------------------------------
+
+CELL_NAMES = {"asrnn": "asRNN", "nnrnn": "nnRNN", "exprnn": "expRNN", "scornn": "scoRNN", "dmu": "DMU",
+              "rhn": "RHN"}
+
+
+def _row(record: dict, config: str, label: str) -> dict:
+    for row in record["rows"]:
+        if row["config"] == config and row["label"] == label and "error" not in row:
+            return row
+    raise ValueError(f"the record has no row {config} / {label}")
+
+
+def _vs_lstm(record: dict, config: str, label: str) -> float:
+    return speed.ratio(_row(record, config, label), "baseline")[0]
+
+
+def _vs_floor(record: dict, config: str, label: str) -> float:
+    row = _row(record, config, label)
+    return row["fast"]["cpu"] / row["floor"]["s"]
+
+
+def _status(record: dict, ok: bool, detail: str = "") -> str:
+    """met / not met (with ``detail``) from an idle record; why not judged otherwise."""
+    why = _judged(record)
+    if why:
+        return f"not judged: {why}"
+    return ("**met**" if ok else "**not met**") + (f": {detail}" if detail else "")
+
+
+def _list(parts: list[str]) -> str:
+    return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else "".join(parts)
+
+
+def _no_slower_rows(main: dict) -> list[tuple[str, str, str]]:
+    rows = []
+    for cell, aim in (("asrnn", 0.8), ("nnrnn", 0.8), ("exprnn", None), ("scornn", None)):
+        r = {c: _vs_lstm(main, c, cell) for c in ("copy", "mnist")}
+        target = f"{CELL_NAMES[cell]} no slower than a matched `nn.LSTM`" + (f" (aim {aim:g})" if aim else "")
+        slow = [c for c, v in r.items() if v > 1.0]
+        detail = ""
+        if slow:
+            row = _row(main, "copy", cell)
+            lstm = _row(main, "copy", speed.BASELINE)
+            detail = (f"slower on {_list(slow)}; on copy its matrix-product floor alone is "
+                      f"{row['floor']['s'] / lstm['floor']['s']:.2f}x the LSTM's ({row['floor']['s']:.2f} s against "
+                      f"{lstm['floor']['s']:.2f} s)")
+        elif aim and all(v <= aim for v in r.values()):
+            detail = "aim reached"
+        rows.append((target, f"{r['copy']:.2f}x / {r['mnist']:.2f}x", _status(main, not slow, detail)))
+    return rows
+
+
+def _floor_rows(main: dict) -> list[tuple[str, str, str]]:
+    cells = ("exprnn", "scornn", "nnrnn", "asrnn")
+    f = {(cell, c): _vs_floor(main, c, cell) for cell in cells for c in ("copy", "mnist")}
+    measured = ", ".join(f"{CELL_NAMES[cell]} {f[cell, 'copy']:.2f} / {f[cell, 'mnist']:.2f}" for cell in cells)
+    over = [f"{CELL_NAMES[cell]} on {c}" for (cell, c), v in f.items() if v > 1.5]
+    floor = ("those four within 1.5x of their matrix-product floor", measured,
+             _status(main, not over, f"over 1.5x: {_list(over)} (exact tanh for asRNN, see docs/speed.md)"
+                     if over else ""))
+    depth = {}
+    for cell in ("dmu", "rhn"):
+        for c in ("copy", "mnist", "ptb"):
+            row = _row(main, c, cell)
+            depth[cell, c] = (_vs_lstm(main, c, cell), row.get("depth", 1))
+    measured = "; ".join(
+        f"{CELL_NAMES[cell]} (depth {depth[cell, 'copy'][1]}) "
+        + " / ".join(f"{v / d:.2f}" for (k, c), (v, d) in depth.items() if k == cell)
+        + " (per cell " + " / ".join(f"{v:.2f}" for (k, c), (v, d) in depth.items() if k == cell) + ")"
+        for cell in ("dmu", "rhn"))
+    worst = max(v / d for v, d in depth.values())
+    per_depth = ("DMU and RHN within 1.5x of a matched LSTM per unit of recurrence depth (copy / MNIST / PTB)",
+                 measured, _status(main, worst <= 1.5))
+    return [floor, per_depth]
+
+
+def _memory_row(main: dict) -> tuple[str, str, str]:
+    """Memory does not depend on the load: judged from any record."""
+    long = [r for r in main["rows"] if r["config"] == "long" and "error" not in r]
+    big = max(long, key=lambda r: r["peak_mb"])
+    exp, lstm = _row(main, "long", "exprnn"), _row(main, "long", speed.BASELINE)
+    last, chunk = _row(main, "long-last", "exprnn"), _row(main, "long-last", "exprnn chunk=100")
+    fits = all("error" not in r for r in main["rows"] if r["config"].startswith("long"))
+    return ("memory at T=10,000 within the machine, and a time-chunked recomputation option",
+            f"largest {big['peak_mb'] / 1024:.1f} GiB ({big['label']}); fused expRNN {exp['peak_mb'] / 1024:.1f} GiB, "
+            f"`nn.LSTM` {lstm['peak_mb'] / 1024:.1f} GiB; `checkpoint_chunk=100` with the readout at the last step: "
+            f"{last['peak_mb'] / 1024:.1f} -> {chunk['peak_mb'] / 1024:.1f} GiB",
+            "**met**" if fits else "**not met**: a row failed")
+
+
+def _ptb_rows(large: dict) -> list[tuple[str, str, str]]:
+    rows = []
+    for cells, limit in ((("asrnn", "exprnn"), 1.5), (("scornn", "nnrnn"), 1.2)):
+        r = {cell: _vs_lstm(large, "ptb", cell) for cell in cells}
+        bound = []
+        for cell in cells:
+            row = _row(large, "ptb", cell)
+            maps = row["maps"]["cpu"] if row.get("maps") else 0.0
+            b = row["baseline"]["cpu"]
+            bound.append(f"{CELL_NAMES[cell]}: floor alone {row['floor']['s'] / b:.2f}x the LSTM's time, "
+                         f"floor + maps {(row['floor']['s'] + maps) / b:.2f}x")
+        over = [CELL_NAMES[c] for c, v in r.items() if v > limit]
+        rows.append((f"PTB shapes: {' and '.join(CELL_NAMES[c] for c in cells)} at most {limit:g}x a matched "
+                     f"`nn.LSTM` (issue 15)", ", ".join(f"{CELL_NAMES[c]} {v:.2f}x" for c, v in r.items()),
+                     _status(large, not over, f"over for {_list(over)} ({'; '.join(bound)})" if over else "")))
+    return rows
+
+
+def _maps_row(large: dict) -> tuple[str, str, str]:
+    """The column exists in the record: judged from any record."""
+    ptb = {cell: _row(large, "ptb", cell) for cell in ("exprnn", "asrnn", "scornn", "nnrnn")}
+    shares = [100 * r["maps"]["cpu"] / r["fast"]["cpu"] for r in large["rows"]
+              if r["config"].startswith("mnist-n") and r.get("maps") and "error" not in r]
+    return ("the orthogonal maps' share as its own column (issue 15)",
+            "\"maps s/it (share)\": PTB " + ", ".join(
+                f"{CELL_NAMES[c]} {100 * r['maps']['cpu'] / r['fast']['cpu']:.0f}%" for c, r in ptb.items())
+            + f"; MNIST n=257-512 {min(shares):.0f}-{max(shares):.0f}%", "**met**")
+
+
+def _mnist_rows(large: dict) -> list[tuple[str, str, str]]:
+    sizes = ("mnist-n257", "mnist-n364", "mnist-n512")
+    r = {cell: [_vs_lstm(large, s, cell) for s in sizes] for cell in ("asrnn", "nnrnn")}
+    lstm = ("sequential MNIST n = 257, 364, 512: asRNN and nnRNN at most 1.0x `nn.LSTM` (issue 15)",
+            ", ".join(f"{CELL_NAMES[c]} " + " / ".join(f"{v:.2f}" for v in vs) + "x" for c, vs in r.items()),
+            _status(large, all(v <= 1.0 for vs in r.values() for v in vs)))
+    cells = ("exprnn", "scornn", "asrnn", "nnrnn")
+    f = {(cell, s): _vs_floor(large, s, cell) for cell in cells for s in sizes}
+    over = [f"{CELL_NAMES[cell]} at n = {s[7:]}" for (cell, s), v in f.items() if v > 1.5]
+    floor = ("sequential MNIST n = 257, 364, 512: every cell within 1.5x of its matrix-product floor (issue 15)",
+             ", ".join(f"{CELL_NAMES[c]} " + " / ".join(f"{f[c, s]:.2f}" for s in sizes) for c in cells),
+             _status(large, not over, f"over 1.5x: {_list(over)}" if over else ""))
+    return [lstm, floor]
+
+
+#: targets without a timing record, as written (their evidence is named in the row)
+STATIC_TARGETS = [
+    ("LT-RNN scan at least 5x faster than its loop at T=1000",
+     "5.3-7.5x at B=8, H=8; 0.45x at B=128, H=128 (the fused loop: 1.13x); printed by `benchmarks/scan.py`, "
+     "no record", "met only for small B and H"),
+    ("allocator and thread conditions stated; `nn.LSTM` under the same; a decision on page faults",
+     "every table states them; the CLI calls `tune_malloc()`", "**met**"),
+    ("the same table on a GPU", "no GPU was lent", "not done"),
+]
+
+
+def targets_table(main: dict, large: dict, main_source: str, large_source: str) -> str:
+    """The issue's speed targets against the main and the large-size records: the measured
+    medians and a verdict, judged only from an idle record (memory and the maps column from
+    any); the papers' code target is its own block (``papers-target``)."""
+    rows = [*_no_slower_rows(main), *_floor_rows(main), STATIC_TARGETS[0], STATIC_TARGETS[1], _memory_row(main),
+            STATIC_TARGETS[2], *_ptb_rows(large), _maps_row(large), *_mnist_rows(large)]
+    lines = [benchrecord.caption(main, main_source), "", benchrecord.caption(large, large_source), "",
+             f"| target (issue) | measured (copy / MNIST unless stated; `{main_source}`, the PTB and MNIST n = 257-512 "
+             f"rows `{large_source}`) | status |", "|---|---|---|"]
+    lines += [f"| {t} | {m} | {s} |" for t, m, s in rows]
+    return "\n".join(lines)
