@@ -58,7 +58,8 @@ def _measure_all(runs: int, parallel: int, host: dict) -> list[dict]:
         measure("local", 1, 1, Path(tmp) / "warmup")  # in this process: later forks inherit the imports
         warm = measure("local", runs, parallel, Path(tmp) / "warm")
         benchrecord.sample(host)
-        rows += [{**cold, "backend": "local pool (fresh processes)"}, {**warm, "backend": "local pool (forked after imports)"}]
+        rows += [{**cold, "backend": "local pool (fresh processes)"},
+                 {**warm, "backend": "local pool (forked after imports)"}]
         import ray
 
         t0 = time.perf_counter()

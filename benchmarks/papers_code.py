@@ -64,7 +64,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import statistics
 import sys
 import time
@@ -437,7 +436,8 @@ def main(argv=None) -> int:
         steps, facts = _prepare(a)
         date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         text = (f"copy L={L}, K={K}, batch {a.batch}, threads={a.threads}, torch {facts['torch']}, "
-                f"allocator {facts['malloc']}, {a.iters} alternating rounds, {date}" + (f"; {a.note}" if a.note else ""))
+                f"allocator {facts['malloc']}, {a.iters} alternating rounds, {date}")
+        text += f"; {a.note}" if a.note else ""
         print(text, flush=True)
         rounds = measure(steps, a.iters, log=lambda s: print(s, flush=True), host=host)
         rec = {"conditions": {"text": text, "date": date, "threads": a.threads, "batch": a.batch,

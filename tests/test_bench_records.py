@@ -121,7 +121,8 @@ def test_a_loaded_run_is_kept_aside_not_written_unless_allowed(tmp_path):
     cond["allow_load"] = True
     benchrecord.write(out, rec, cond)
     assert json.loads(out.read_text()) == rec
-    assert benchrecord.caption(rec, "r.json").startswith("**Loaded machine")
+    caption = benchrecord.caption(rec, "r.json")
+    assert caption.startswith("**Loaded machine (`r.json`): load average 0.10 before and 3.00")
 
 
 def test_captions_say_idle_loaded_or_legacy():

@@ -66,7 +66,7 @@ def papers_ratio(record: dict, a: str, b: str) -> tuple:
     in every round); records without rounds: the ratio of the medians, no range."""
     rounds = record.get("rounds_s")
     if rounds:
-        return benchrecord.spread(x / y for x, y in zip(rounds[a], rounds[b]))
+        return benchrecord.spread(x / y for x, y in zip(rounds[a], rounds[b], strict=True))
     med = record["median_s"]
     return med[a] / med[b], None, None
 

@@ -23,6 +23,16 @@ captioned as such.
 renders the ``<!-- bench: ... -->`` blocks that :mod:`rnnlab.docsync` keeps current in
 BENCHMARKS.md and docs/ (``python -m rnnlab.docsync BENCHMARKS.md docs/speed.md ...``).
 :func:`spread` is the median and range of per-round ratios that every speed table shows.
+
+A new benchmark (``rnnlab bench ensemble``, say) records the same way::
+
+    host = benchrecord.start(allow_load or not out, own=threads)  # refuses a busy machine
+    ...                                   # the timed work, benchrecord.sample(host) between parts
+    record = {"conditions": {..., **benchrecord.finish(host)}, ...}
+    benchrecord.write(out, record, record["conditions"])          # or kept in OUT.loaded, refused
+
+and adds its ``--allow-load`` with :func:`add_arguments`, and a view to
+:data:`rnnlab.benchdocs.VIEWS` for its table.
 """
 
 from __future__ import annotations
@@ -137,12 +147,14 @@ def caption(record, source: str) -> str:
         return (f"*Legacy record `{source}`, load unknown: made before records carried the load average "
                 f"before the run and the CPU model{at_end}. To be re-recorded on an idle machine.*")
     before, after = cond["loadavg_before"][0], cond["loadavg_after"][0]
-    load = (f"load average {before:.2f} before and {after:.2f} after the run (the benchmark's own "
+    during = cond.get("loadavg_during")
+    peak = f", at most {max(during):.2f} during" if during else ""
+    load = (f"load average {before:.2f} before{peak} and {after:.2f} after the run (the benchmark's own "
             f"{cond['own_load']:g}; limit {cond['load_limit']:.2f}, {LOAD_PER_CORE} per core on {cond['cores']} "
             f"cores); {cond['cpu_model']}, BLAS {cond['blas']}")
     if cond["loaded"]:
-        return (f"**Loaded machine: record `{source}` was made with --allow-load, {load}. Timings and ratios "
-                f"from a loaded machine are not results.**")
+        return (f"**Loaded machine (`{source}`): {load}. Timings and ratios from a loaded machine are not "
+                f"results.**")
     return f"*Record `{source}`, idle machine: {load}.*"
 
 

@@ -595,7 +595,7 @@ def ratio(row: dict, other: str, key: str = "cpu") -> tuple:
     f, o = row["fast"], row[other]
     a, b = f.get(f"{key}_all"), o.get(f"{key}_all")
     if a and b and len(a) == len(b):
-        return benchrecord.spread(x / y for x, y in zip(a, b))
+        return benchrecord.spread(x / y for x, y in zip(a, b, strict=True))
     return f[key] / o[key], None, None
 
 
@@ -734,7 +734,9 @@ def main(*, configs=tuple(CONFIGS), cells=None, quick=False, threads=1, malloc="
         print(f"error: {e}", file=sys.stderr)
         return 2
     c = result["conditions"]
-    gpu = f"; {c['device']} ({c['device_name']}, CUDA {c.get('cuda')}, cuDNN {c.get('cudnn')})" if c.get("device", "cpu") != "cpu" else ""
+    gpu = ""
+    if c.get("device", "cpu") != "cpu":
+        gpu = f"; {c['device']} ({c['device_name']}, CUDA {c.get('cuda')}, cuDNN {c.get('cudnn')})"
     print(f"\n{c['date']}; {c['machine']}{gpu}; torch {c['torch']}; threads {c['threads']}; malloc {c['malloc']}\n")
     print(benchrecord.caption(result, json or "(not written)") + "\n")
     print(format_table(result))
