@@ -13,7 +13,8 @@ import pytest
 import torch
 from torch import nn
 
-from rnnlab import config, published
+from rnnlab import config
+from rnnlab.ledger import published
 from rnnlab.cells.asrnn import ASRNNCell
 from rnnlab.cells.nnrnn import NNRNNCell
 from rnnlab.config import ConfigError

@@ -13,6 +13,7 @@ import json
 import math
 import sys
 from collections import defaultdict
+from fractions import Fraction
 from pathlib import Path
 
 from .rundir import differences, read_jsonl, saved_config, saved_key
@@ -93,10 +94,15 @@ def _labels(groups: dict[tuple, list[dict]]) -> dict[tuple, str]:
     return labels
 
 
-def _mean_std(values: list[float]) -> tuple[float, float]:
-    m = sum(values) / len(values)
-    s = math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0
+def mean_std(values: list[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (n - 1; 0 for one value) of ``values``: the one
+    "mean +- std over seeds" of rnnlab's tables and the reproduction ledger."""
+    m = math.fsum(values) / len(values)
+    s = math.sqrt(math.fsum((v - m) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0
     return m, s
+
+
+_mean_std = mean_std  # the name summarize() has always called
 
 
 def _fmt(x) -> str:
@@ -167,14 +173,52 @@ def table(runs_dir: str | Path | list, metrics: list[str] | None = None, timing:
     return "\n".join(lines)
 
 
+#: the DMU protocol's validation-loss thresholds (DMU paper, Figs. 3-5): the one list used by
+#: ``rnnlab thresholds`` and the reproduction ledger's rows and claims
+DMU_THRESHOLDS = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
+
+
+def epoch_of(step: int, steps_per_epoch) -> int:
+    """The (1-based) epoch an optimizer step belongs to: steps 1..s are epoch 1, s+1..2s epoch 2.
+    A value seen at ``step`` is known by the end of this epoch, not before. ``steps_per_epoch``
+    may be a fraction (``Fraction(200, batch)`` for the DMU protocol's 200 sequences per epoch);
+    it is counted exactly, without float rounding."""
+    spe = Fraction(steps_per_epoch)
+    if spe <= 0:
+        raise ValueError(f"steps_per_epoch must be > 0, got {steps_per_epoch}")
+    return math.ceil(Fraction(int(step)) / spe)
+
+
+def first_reached(rows: list[dict], metric: str, thresholds=DMU_THRESHOLDS,
+                  steps_per_epoch=1) -> dict[float, int | None] | None:
+    """The DMU paper's rule ("runs that have reached the threshold in or before the specific
+    epoch"): for each threshold, the first epoch (``epoch_of``) at whose evaluation ``metric``
+    had been ``<=`` it, None if never. Returns None when no row has a finite ``metric``: a run
+    that logged nothing is no evidence of "never reached"."""
+    out: dict[float, int | None] = {th: None for th in thresholds}
+    best, seen = math.inf, False
+    for row in sorted((r for r in rows if isinstance(r.get(metric), (int, float))
+                       and not isinstance(r.get(metric), bool) and math.isfinite(r[metric])),
+                      key=lambda r: r.get("step", 0)):
+        seen = True
+        best = min(best, row[metric])
+        for th in thresholds:
+            if out[th] is None and best <= th:
+                out[th] = epoch_of(row.get("step", 0), steps_per_epoch)
+    return out if seen else None
+
+
 def threshold_counts(
-    runs_dir: str | Path, metric: str = "val/loss", thresholds: tuple[float, ...] = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6),
+    runs_dir: str | Path, metric: str = "val/loss", thresholds: tuple[float, ...] = DMU_THRESHOLDS,
     steps_per_epoch: int = 1,
 ) -> dict[str, dict[float, list[int]]]:
     """The DMU paper's summary of synthetic runs: for each run name and loss threshold, how many
-    of its runs (seeds) had reached ``metric <= threshold`` by each epoch (evaluation points of
-    ``metrics.jsonl``; ``epoch = step // steps_per_epoch``). Returns
-    ``{name: {threshold: [count at epoch 1, 2, ...]}}`` up to the last evaluated epoch."""
+    of its runs (seeds) had reached ``metric <= threshold`` by each epoch (``first_reached``:
+    the evaluation at ``step`` counts for epoch ``epoch_of(step, steps_per_epoch)``). Returns
+    ``{name: {threshold: [count at epoch 1, 2, ...]}}`` up to the last evaluated epoch. A run
+    whose ``metrics.jsonl`` has no finite ``metric`` is left out with a note."""
+    if steps_per_epoch <= 0:
+        raise ValueError(f"--steps-per-epoch must be a positive number of optimizer steps, got {steps_per_epoch}")
     notes: list[str] = []
     results = find_results(runs_dir, notes)
     if not results:
@@ -182,7 +226,7 @@ def threshold_counts(
                                 f"(rnnlab train / rnnlab suite)")
     groups = _groups(results, notes)
     labels = _labels(groups)
-    firsts: dict[str, list[float | None]] = defaultdict(list)
+    firsts: dict[str, list[dict]] = defaultdict(list)
     horizon: dict[str, int] = defaultdict(int)
     seen_metrics: set[str] = set()
     for g, r in ((g, r) for g, rs in groups.items() for r in rs):
@@ -196,16 +240,13 @@ def threshold_counts(
         if bad:
             notes.append(f"{path}: skipped unreadable line(s) {bad}")
         seen_metrics.update(k for row in rows for k in row if "/" in k)
-        evals = [(row["step"] // steps_per_epoch, row[metric]) for row in rows
-                 if isinstance(row.get(metric), (int, float))]
-        best, reached = float("inf"), {}
-        for epoch, value in evals:
-            best = min(best, value)
-            for th in thresholds:
-                if best <= th and th not in reached:
-                    reached[th] = epoch
+        reached = first_reached(rows, metric, thresholds, steps_per_epoch)
+        if reached is None:
+            notes.append(f"left out {r['run_dir']}: no {metric} in its metrics.jsonl")
+            continue
         firsts[name].append(reached)
-        horizon[name] = max(horizon[name], max((e for e, _ in evals), default=0))
+        last = max((row.get("step", 0) for row in rows if isinstance(row.get(metric), (int, float))), default=0)
+        horizon[name] = max(horizon[name], epoch_of(last, steps_per_epoch))
     for n in notes:
         _note(n)
     if metric not in seen_metrics:
@@ -214,7 +255,7 @@ def threshold_counts(
     out = {}
     for name, runs in firsts.items():
         out[name] = {
-            th: [sum(1 for rc in runs if th in rc and rc[th] <= e) for e in range(1, horizon[name] + 1)]
+            th: [sum(1 for rc in runs if rc[th] is not None and rc[th] <= e) for e in range(1, horizon[name] + 1)]
             for th in thresholds
         }
     return out

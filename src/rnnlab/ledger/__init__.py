@@ -1,0 +1,13 @@
+"""The reproduction ledger: the four papers' published values (``published``), their claims as
+rules over run records (``claims``, with the tests of ``stats``), the records themselves
+(``records``), the generated ``REPRODUCTION.md`` and README line (``document``) and the
+Markdown blocks kept equal to the committed records (``docsync``).
+
+``rnnlab reproduce ledger records -o REPRODUCTION.md`` regenerates the ledger;
+``rnnlab reproduce collect RUNS -o records/NAME`` adds finished runs' small files.
+"""
+
+from .document import collect, ledger, main_ledger, summary_line
+from .records import Evidence, load_records
+
+__all__ = ["Evidence", "collect", "ledger", "load_records", "main_ledger", "summary_line"]

@@ -1,0 +1,103 @@
+"""Markdown blocks generated from committed run records, so quoted numbers never go stale.
+
+A table block in a Markdown file is marked::
+
+    <!-- table: docs/demo test/loss,test/recall_accuracy -->
+    | run | cell | ... |            (generated: do not edit by hand)
+    <!-- /table -->
+
+The first word after ``table:`` is a directory of run records (``result.json`` files), relative
+to the Markdown file; the optional second names the metrics; a last word ``notiming`` leaves
+out the timing columns (for tables whose every number a rerun reproduces).
+
+A ledger block holds the reproduction ledger's one-line summary (``document.summary_line``)::
+
+    <!-- ledger: records REPRODUCTION.md -->
+    **Reproduction** ([REPRODUCTION.md](REPRODUCTION.md)): of the papers' ... trained results, ...
+    <!-- /ledger -->
+
+(the records directory and the ledger's file, relative to the Markdown file).
+``python -m rnnlab.docsync README.md`` rewrites every block from its records; ``--check`` only
+reports the blocks that differ (exit status 1), which is what the test suite runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from ..results import table
+
+BLOCK = re.compile(r"(<!-- table: (?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
+LEDGER_BLOCK = re.compile(r"(<!-- ledger: (?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /ledger -->)", re.S)
+
+
+def render(args: str, base: Path) -> str:
+    """The generated text of one block: ``args`` = 'DIR [METRIC,METRIC...] [notiming]'."""
+    parts = args.split()
+    timing = not (parts and parts[-1] == "notiming")
+    if not timing:
+        parts = parts[:-1]
+    if not parts or len(parts) > 2:
+        raise ValueError(f"table block arguments {args!r}: expected 'DIR [METRIC,METRIC...] [notiming]'")
+    metrics = parts[1].split(",") if len(parts) == 2 else None
+    return table(base / parts[0], metrics, timing=timing) + "\n"
+
+
+def render_ledger(args: str, base: Path) -> str:
+    """The generated text of one ledger block: ``args`` = 'RECORDS_DIR LEDGER_FILE'."""
+    from .document import summary_line
+
+    parts = args.split()
+    if len(parts) != 2:
+        raise ValueError(f"ledger block arguments {args!r}: expected 'RECORDS_DIR LEDGER_FILE'")
+    return summary_line([base / parts[0]], link=parts[1]) + "\n"
+
+
+def sync(path: str | Path, check: bool = False) -> list[str]:
+    """Regenerate the blocks of ``path`` (or with ``check``, leave it alone); returns the
+    arguments of the blocks whose committed text differed from their records."""
+    path = Path(path)
+    text = path.read_text()
+    stale: list[str] = []
+
+    def subber(make, kind):
+        def sub(m: re.Match) -> str:
+            new = make(m.group("args"), path.parent)
+            if new != m.group("body"):
+                stale.append(m.group("args") if kind == "table" else f"{kind}: {m.group('args')}")
+            return m.group(1) + new + m.group(4)
+        return sub
+
+    new_text = LEDGER_BLOCK.sub(subber(render_ledger, "ledger"), BLOCK.sub(subber(render, "table"), text))
+    if not check and new_text != text:
+        path.write_text(new_text)
+    return stale
+
+
+def blocks(path: str | Path) -> list[tuple[str, str]]:
+    """``(arguments, committed body)`` of every block in ``path``."""
+    return [(m.group("args"), m.group("body")) for m in BLOCK.finditer(Path(path).read_text())]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m rnnlab.docsync",
+                                description="Regenerate the Markdown blocks marked <!-- table: DIR --> "
+                                            "and <!-- ledger: RECORDS LEDGER --> from committed run records.")
+    p.add_argument("files", nargs="+", help="Markdown files, e.g. README.md")
+    p.add_argument("--check", action="store_true", help="only report stale blocks (exit 1 if any)")
+    args = p.parse_args(argv)
+    bad = 0
+    for f in args.files:
+        stale = sync(f, check=args.check)
+        for s in stale:
+            label = s if s.startswith("ledger: ") else f"table: {s}"
+            print(f"{f}: block '{label}' {'is stale' if args.check else 'regenerated'}")
+        bad += len(stale)
+    return 1 if (bad and args.check) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,379 @@
+"""``REPRODUCTION.md`` generated from the papers' published values (:mod:`.published`), the run
+records (:mod:`.records`) and the claims (:mod:`.claims`), never typed by hand; and the one-line
+summary the README shows (``summary_line``, kept current by :mod:`.docsync`).
+
+A row of the papers' tables is compared with the runs of its preset:
+
+* *reproduced* / *not reproduced*: runs at the preset's budget and configuration, with at least
+  ``claims.FEW_SEEDS`` seeds (or the paper's count when smaller), and
+  ``|ours - paper| <= max(2 spread_paper, 2 std_ours, rel |paper|)`` (``rel`` 2%, 0.5% for
+  weight counts) or not;
+* *inconclusive (...)*: at the preset's budget but with too few seeds;
+* *not comparable (reduced budget / another configuration: ...)*: runs smaller than, or
+  different from, the preset; seconds per step on the paper's GPU against our CPU;
+* *curves only (see claims)*: a figure without numbers; the claims judge its content;
+* *run; metric not recorded*, *not run yet*, *no preset: reason*.
+
+Weight counts do not depend on the training budget (only on the configuration), analytic
+checks (baselines, analyses of trained matrices) only on the task's size; both are their own
+sections. A variant preset's line says so.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from ..results import DMU_THRESHOLDS
+from .claims import CLAIMS, needed, runs_text
+from .published import PAPERS, ROWS, VARIANTS, Published
+from .records import (PROVENANCE_SINCE, Analysis, Evidence, Group, Record, _num, load_records)
+
+REL_TOL = {"params": 0.005}
+COMMAND = "rnnlab reproduce ledger records -o REPRODUCTION.md"
+KINDS = {"trained": "Trained results", "timing": "Timings", "weights": "Weight counts",
+         "analytic": "Analytic checks", "settings": "Hyperparameters"}
+STATUS_KINDS = ("reproduced", "not reproduced", "inconclusive", "not comparable", "curves only",
+                "metric not recorded", "not run yet", "no preset")
+HEAD = ["row", "metric", "paper", "ours (mean +- std)", "steps run", "hardware", "wall time", "diff", "status",
+        "preset", "note"]
+
+
+# --- the ledger rows -------------------------------------------------------------------------
+def _tolerance(row: Published, ours_std: float) -> float:
+    return max(2 * (row.spread or 0.0), 2 * ours_std, REL_TOL.get(row.metric, 0.02) * abs(row.value))
+
+
+def _paper_text(row: Published) -> str:
+    if row.value is not None:
+        paper = _num(row.value, row.metric)
+    elif row.metric == "settings":
+        paper = "hyperparameters"
+    elif row.missing:
+        paper = f"- ({row.missing})"
+    else:
+        paper = "curves"
+    if row.value is not None and row.spread is not None:
+        paper += f" +- {_num(row.spread)}"
+    if row.best is not None:
+        paper += f" (best {_num(row.best, row.metric)})"
+    if row.runs:
+        paper += f" [{row.runs} run{'s' if row.runs != 1 else ''}]"
+    return paper
+
+
+def _keys(diffs) -> str:
+    return ", ".join(sorted({d.split(" with ")[-1].split(" ")[0] for d in diffs}))
+
+
+def _row_lines(row: Published, ev: Evidence) -> list[list[str]]:
+    """Table lines ``[row, metric, paper, ours, steps, hardware, wall, diff, status, preset, note]``;
+    the first line of a row that names presets is its primary line (the faithful preset's runs)."""
+    label = f"{row.model}, {row.task}" + (f" ({row.size})" if row.size else "")
+    paper = _paper_text(row)
+    if not row.presets:
+        return [[label, row.metric, paper, "-", "-", "-", "-", "-", f"no preset: {row.reason}", "-", row.note]]
+    lines = []
+    for i, preset in enumerate(row.presets):
+        tag = f"`{preset}`" + (" (variant)" if preset in VARIANTS else "")
+        groups = ev.by_preset.get(preset, [])
+        found = [a for a in ev.analyses.get(preset, []) if row.metric in a.data.get("values", {})]
+        for a in found:
+            lines.append(_analysis_line(row, label, paper, tag, a))
+        if not groups and found:
+            continue
+        if not groups:
+            if i == 0:
+                lines.append([label, row.metric, paper, "-", "-", "-", "-", "-", "not run yet", tag, row.note])
+            continue
+        for g in groups:
+            lines.append(_group_line(row, label, paper, tag, g))
+    return lines
+
+
+def _variant_prefix(preset: str) -> str:
+    return f"variant ({VARIANTS[preset][1]}): " if preset in VARIANTS else ""
+
+
+def _analysis_line(row: Published, label: str, paper: str, tag: str, a: Analysis) -> list[str]:
+    v = a.data["values"][row.metric]
+    seeds = a.data.get("seeds", [])
+    ours = f"{_num(v)} ({len(seeds)} seed{'s' if len(seeds) != 1 else ''}; analysis record)"
+    diff = f"{v - row.value:+.4g}" if row.value is not None else "-"
+    need = needed(row.runs)
+    if row.value is None:
+        status = "curves only (see claims)"
+    elif len(seeds) < need:
+        within = abs(v - row.value) <= _tolerance(row, 0.0)
+        status = (f"inconclusive ({len(seeds)} seed{'s' if len(seeds) != 1 else ''} of the {need} needed; "
+                  f"ours is {'within' if within else 'outside'} the tolerance)")
+    else:
+        status = "reproduced" if abs(v - row.value) <= _tolerance(row, 0.0) else "not reproduced"
+    return [label, row.metric, paper, ours, f"{a.data.get('steps', 0):,}", "-", "-", diff,
+            _variant_prefix(a.preset) + status, tag, row.note]
+
+
+def _group_line(row: Published, label: str, paper: str, tag: str, g: Group) -> list[str]:
+    n = len(g.records)
+    seeds = f"{n} seed{'s' if n != 1 else ''}" + (f" of {row.runs}" if row.runs and n < row.runs else "")
+    need = needed(row.runs)
+    diff, ours = "-", "-"
+    not_comparable = []
+    if row.kind == "weights":  # the count depends on the configuration only, not on the budget
+        if g.other:
+            not_comparable.append(f"another configuration: {_keys(g.other)}")
+    elif row.kind == "analytic":  # a task's baseline depends on its size, not on the training budget
+        sized = [d for d in g.budget if _keys([d]) in ("task.L", "task.T")]
+        if g.other or sized:
+            not_comparable.append("another configuration: " + _keys(list(g.other) + sized))
+    else:
+        if g.budget:
+            not_comparable.append(f"reduced budget: {_keys(g.budget)}")
+        if g.other:
+            not_comparable.append(f"another configuration: {_keys(g.other)}")
+    if row.metric == "thresholds":
+        th = g.thresholds(DMU_THRESHOLDS)
+        parts = []
+        for t, eps in th.items():
+            reached = [e for e in eps if e is not None]
+            med = f" (median epoch {statistics.median(reached):g})" if reached else ""
+            parts.append(f"{t:.0e}: {len(reached)}/{len(eps)}{med}")
+        ours = "; ".join(parts) + f" ({seeds})"
+        verdict = "curves only (see claims)"
+    elif (st := g.stat(row.metric)) is None:
+        verdict = f"run; metric {row.metric} not recorded"
+    else:
+        m, s, _ = st
+        ours = f"{_num(m, row.metric)} +- {_num(s)} ({seeds})"
+        if row.value is None:
+            verdict = "curves only (see claims)"
+        elif row.kind == "timing":  # seconds per step: not comparable whatever the budget
+            diff = f"{m - row.value:+.3g}"
+            verdict, not_comparable = f"not comparable (paper: a GPU; ours: {g.hardware()})", []
+        else:
+            diff = f"{m - row.value:+.4g}"
+            within = abs(m - row.value) <= _tolerance(row, s)
+            if not_comparable:
+                verdict, not_comparable = f"not comparable ({'; '.join(not_comparable)})", []
+            elif n < need and row.kind == "trained":
+                verdict = (f"inconclusive ({n} seed{'s' if n != 1 else ''} of the {need} needed; "
+                           f"ours is {'within' if within else 'outside'} the tolerance)")
+            else:
+                verdict = "reproduced" if within else "not reproduced"
+    status = (f"not comparable ({'; '.join(not_comparable)}); " if not_comparable else "") + verdict
+    return [label, row.metric, paper, ours, g.steps(), g.hardware(), g.wall(), diff,
+            _variant_prefix(g.preset) + status, tag, row.note]
+
+
+def status_kind(status: str) -> str:
+    """The summary column of a status (every status has one)."""
+    s = status.split("): ", 1)[1] if status.startswith("variant (") else status
+    for k in ("no preset", "not run yet", "metric", "not comparable", "inconclusive", "not reproduced",
+              "reproduced", "curves only"):
+        if s.startswith(k) or (k == "metric" and "not recorded" in s):
+            return {"metric": "metric not recorded"}.get(k, k)
+    raise ValueError(f"a ledger status without a summary column: {status!r}")
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("\n", " ").replace("|", "\\|")
+
+
+def _table(head: list[str], lines: list[list[str]]) -> str:
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(_cell(c) for c in line) + " |" for line in lines]
+    return "\n".join(out)
+
+
+# --- the document ----------------------------------------------------------------------------
+def _rows_by_paper(ev: Evidence) -> dict:
+    """``{paper: {kind: {table: [(row, lines)]}}}`` in the order of ``ROWS``."""
+    out: dict = {p: {k: {} for k in KINDS} for p in PAPERS}
+    for r in ROWS:
+        out[r.paper][r.kind].setdefault(r.table, []).append((r, _row_lines(r, ev)))
+    return out
+
+
+def _provenance(records: list[Record]) -> list[str]:
+    groups: dict[tuple, list[Record]] = defaultdict(list)
+    for r in records:
+        p = r.provenance()
+        key = (p["commit"] or (f"source {p['source']}" if p["source"] else None), p["cpu"], p["torch"], p["blas"],
+               p["device"]) if r.has_provenance() else None
+        groups[key].append(r)
+    lines = []
+    for key, rs in sorted(groups.items(), key=lambda kv: (kv[0] is None, str(kv[0]))):
+        folders = sorted({str(r.path.parent.parent.name) for r in rs})
+        if key is None:
+            torch = sorted({str(r.provenance()["torch"]) for r in rs})
+            lines.append([f"provenance not recorded (made before rnnlab recorded it, commit {PROVENANCE_SINCE})",
+                          "-", ", ".join(torch), "-", "-", str(len(rs)), ", ".join(folders)])
+        else:
+            commit, cpu, torch, blas, device = key
+            lines.append([commit or "-", cpu or "-", torch or "-", blas or "-", device or "CPU", str(len(rs)),
+                          ", ".join(folders)])
+    return ["## Where the records were made", "",
+            "Each record's commit (or source hash), host CPU, torch, BLAS and device, as its `result.json` "
+            "states them; a number can be traced to the code and machine that made it.", "",
+            _table(["commit", "CPU", "torch", "BLAS", "device", "records", "record folders"], lines), ""]
+
+
+def _claims(ev: Evidence) -> tuple[list[str], Counter]:
+    parts, counts = [], Counter()
+    for paper in PAPERS:
+        lines = []
+        for c in (c for c in CLAIMS if c.paper == paper):
+            judged = c.judge(ev)
+            where = "our finding" if c.ours else c.where
+            lines.append([f"{c.text} ({where})", "**whole claim**", f"**{c.overall(judged)}**", "", ""])
+            for text, verdict, f in judged:
+                counts[verdict.split(" ", 1)[0]] += 1
+                lines.append(["", text, verdict, f.text, runs_text(f)])
+        parts += [f"### {paper}", "", _table(["claim", "part", "verdict", "evidence and test", "runs"], lines), ""]
+    return parts, counts
+
+
+def ledger(roots, command: str = COMMAND) -> str:
+    """The Markdown text of REPRODUCTION.md from the run records below ``roots``."""
+    records, analyses, left = load_records(roots)
+    ev = Evidence(records, analyses, left)
+    by_paper = _rows_by_paper(ev)
+    parts = [
+        "# Reproduction ledger",
+        "",
+        f"Generated by `{command}` from the papers' published values (`rnnlab.ledger.published`), the run "
+        "records in `records/` and the claims (`rnnlab.ledger.claims`); do not edit by hand (a test regenerates "
+        "it and compares). How to read it and how to add runs: docs/reproduce.md.",
+        "",
+        "Status of a row: *reproduced* / *not reproduced* when runs at the preset's budget and configuration, "
+        "with at least 3 seeds (or the paper's count when smaller), are within max(2 x the paper's spread, "
+        "2 x our std, 2% of the paper's value; 0.5% for weight counts) of it or not; *inconclusive* with fewer "
+        "seeds; *not comparable* when the runs are smaller than the preset (reduced budget) or differ from it "
+        "(another configuration), and for GPU timings; *curves only* for figures without numbers (the claims "
+        "judge them); *not run yet*; *no preset*. A *variant* line is a preset that differs from the paper on "
+        "purpose. Claims: *confirmed* / *refuted* only at the preset's budget with at least 3 seeds (or the "
+        "paper's count when smaller) and a test whose p-value or interval is shown; otherwise *inconclusive "
+        "(why)*; *untested* without runs.",
+        "",
+        f"{len(records) + len(left)} run records ({len(left)} left out of the evidence, listed below), "
+        f"{len(analyses)} analysis records.",
+        "",
+    ]
+    summary = ["## Summary", "", "Every line of the tables below, by section and status.", ""]
+    srows = []
+    for paper, kinds in by_paper.items():
+        for kind, tables in kinds.items():
+            lines = [ln for trs in tables.values() for _, lns in trs for ln in lns]
+            if not lines:
+                continue
+            c = Counter(status_kind(ln[8]) for ln in lines)
+            srows.append([paper, KINDS[kind].lower(), str(len(lines))] + [str(c[k]) for k in STATUS_KINDS])
+    summary += [_table(["paper", "section", "lines", *STATUS_KINDS], srows), ""]
+    claim_parts, _ = _claims(ev)
+    parts += summary
+    for paper, kinds in by_paper.items():
+        parts += [f"## {PAPERS[paper]}", ""]
+        for kind, tables in kinds.items():
+            if not tables:
+                continue
+            parts += [f"### {paper}: {KINDS[kind].lower()}", ""]
+            for table, trs in tables.items():
+                parts += [f"#### {paper}: {table}", "", _table(HEAD, [ln for _, lns in trs for ln in lns]), ""]
+    parts += ["## Claims", "",
+              "Each claim is the paper's sentence; each part of it is judged on its own, with the test behind the "
+              "verdict. The whole claim is *confirmed* when every part is, *refuted* when a part is (*in part* "
+              "when others are not), *untested* when no part has runs, else *inconclusive*.", ""]
+    parts += claim_parts
+    parts += _provenance(records)
+    parts += ["## Records left out of the evidence", ""]
+    if left:
+        parts += ["A record with a non-finite metric, without metrics, unreadable, or repeating another record's "
+                  "configuration and seed counts for nothing; each is named here.", "",
+                  _table(["record", "why"], [[f"`{lo.path}`", lo.reason] for lo in left]), ""]
+    else:
+        parts += ["None.", ""]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def summary_counts(roots) -> dict:
+    """The counts behind the README's line: trained-result rows by their primary status and
+    claim parts by verdict."""
+    records, analyses, left = load_records(roots)
+    ev = Evidence(records, analyses, left)
+    rows = Counter()
+    for r in ROWS:
+        if r.kind != "trained":
+            continue
+        rows[status_kind(_row_lines(r, ev)[0][8])] += 1
+    _, claims = _claims(ev)
+    return {"rows": rows, "claims": claims}
+
+
+def summary_line(roots, link: str = "REPRODUCTION.md") -> str:
+    """One sentence on what the ledger shows (the README's, kept by ``docsync``)."""
+    c = summary_counts(roots)
+    r, k = c["rows"], c["claims"]
+    return (f"**Reproduction** ([{link}]({link})): of the papers' {sum(r.values())} trained results, "
+            f"{r['reproduced']} reproduced at full budget, {r['not reproduced']} not reproduced, "
+            f"{r['inconclusive']} inconclusive (too few seeds), {r['not comparable']} not comparable (reduced budget "
+            f"or another configuration), {r['curves only']} curves judged by the claims, {r['not run yet']} not "
+            f"run yet, {r['no preset']} without a preset; of the claims' {sum(k.values())} parts, "
+            f"{k['confirmed']} confirmed, {k['refuted']} refuted, {k['inconclusive']} inconclusive, "
+            f"{k['untested']} untested.")
+
+
+# --- collecting runs -------------------------------------------------------------------------
+RECORD_FILES = ("config.json", "result.json", "metrics.jsonl")
+
+
+def _key_and_seed(d: Path):
+    import json
+
+    from ..rundir import saved_key
+
+    try:
+        seed = json.loads((d / "result.json").read_text()).get("seed")
+    except (OSError, ValueError, AttributeError):
+        seed = None
+    return saved_key(d), seed
+
+
+def collect(runs_dir, out_dir) -> list[Path]:
+    """Copy the small files of every finished run below ``runs_dir`` (config.json, result.json,
+    metrics.jsonl; never checkpoints) to the same relative place below ``out_dir``. A place that
+    already holds a record of another configuration or seed is never overwritten: the run goes
+    beside it, into ``<place>-<config key>``, with a note."""
+    runs_dir, out_dir = Path(runs_dir), Path(out_dir)
+    if not runs_dir.exists():
+        raise FileNotFoundError(f"no such runs directory: {runs_dir}")
+    copied = []
+    for p in sorted(runs_dir.rglob("result.json")):
+        src = p.parent
+        dest = out_dir / src.relative_to(runs_dir)
+        if (dest / "result.json").exists() and _key_and_seed(dest) != _key_and_seed(src):
+            key = _key_and_seed(src)[0] or "nokey"
+            alt = dest.with_name(f"{dest.name}-{key[:8]}")
+            print(f"note: {dest} holds a record of another configuration or seed; "
+                  f"{src} goes to {alt} instead (nothing overwritten)", file=sys.stderr)
+            dest = alt
+            if (dest / "result.json").exists() and _key_and_seed(dest) != _key_and_seed(src):
+                raise FileExistsError(f"{dest} also holds another record; move one of them by hand")
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in RECORD_FILES:
+            if (src / name).exists():
+                shutil.copyfile(src / name, dest / name)
+        copied.append(dest)
+    return copied
+
+
+def main_ledger(roots, output: str | None) -> int:
+    text = ledger(roots)
+    if output:
+        Path(output).write_text(text)
+        print(f"wrote {output}")
+    else:
+        print(text, end="")
+    return 0

@@ -1,0 +1,418 @@
+"""Run records as the ledger's evidence: loading them (and naming the ones left out), matching
+each to its preset, grouping seeds, and where each was made.
+
+A run record is a directory with ``config.json``, ``result.json`` and ``metrics.jsonl`` (and
+``jacobian.json`` / ``schur.json`` when an analysis was run on it), as ``rnnlab train`` writes
+it; an analysis-only record is a directory with ``analysis.json`` (``{"preset", "seeds",
+"steps", "source", "values"}``, optionally ``"command"``: how to regenerate it).
+
+A record never changes a verdict silently. ``load_records`` leaves out, and names with the
+reason, a record
+
+* whose ``result.json`` or ``config.json`` cannot be read,
+* with a non-finite number among its metrics (a NaN test loss is no evidence either way),
+* without ``metrics.jsonl`` or with an empty one (no curve: no evidence of "never reached"),
+* that repeats another record's configuration and seed (a seed folder copied under another
+  name is the same run, not a new seed): the first in path order is kept.
+
+Each run is attributed to the preset whose resolved config it matches best (seed, threads and
+logging aside); what differs is reported: a smaller budget (steps, sequence length, data sizes)
+makes the row "reduced budget", anything else "another configuration".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+from ..results import DMU_THRESHOLDS, first_reached, mean_std
+from ..rundir import read_jsonl
+
+#: Flat configuration keys that do not change what a run computes (its name and description, the
+#: seeds, where and how fast it ran, how often it logs): the ledger compares runs without them.
+#: The one place the ledger reads them from; ``config.py``'s single definition replaces it.
+NOT_EXPERIMENT = ("name", "description", "paper", "train.seed", "train.data_seed", "train.threads",
+                  "train.log_every", "train.eval_batch_size", "train.test", "train.device", "train.tensorboard")
+BUDGET = ("train.steps", "task.L", "task.T", "task.val_size", "task.test_size", "task.max_pairs",
+          "train.eval_every", "train.eval_max_batches")
+#: the DMU protocol's epoch: 200 training sequences
+DMU_SEQUENCES_PER_EPOCH = 200
+#: the commit from which ``result.json`` records the host's CPU, BLAS and the source hash
+PROVENANCE_SINCE = "4cfd480"
+
+
+# --- records ---------------------------------------------------------------------------------
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and k != "options":
+            out.update(_flatten(v, key + "."))
+        elif isinstance(v, dict):  # task options are keyed task.<option>
+            out.update(_flatten(v, prefix))
+        else:
+            out[key] = v
+    return out
+
+
+def _resolved(cfg: dict) -> dict:
+    flat = _flatten(cfg)
+    flat.pop("task.options", None)
+    return {k: v for k, v in flat.items() if not any(k == i or k.startswith(i + ".") for i in NOT_EXPERIMENT)}
+
+
+@dataclass
+class Record:
+    path: Path
+    config: dict
+    result: dict
+    preset: str = ""
+    diffs: tuple[str, ...] = ()
+    _rows: list | None = field(default=None, repr=False)
+
+    def metrics(self) -> list[dict]:
+        """The rows of ``metrics.jsonl`` (unreadable lines skipped)."""
+        if self._rows is None:
+            p = self.path / "metrics.jsonl"
+            self._rows = read_jsonl(p)[0] if p.exists() else []
+        return self._rows
+
+    def extra(self, name: str) -> dict | None:
+        p = self.path / name
+        return json.loads(p.read_text()) if p.exists() else None
+
+    def value(self, metric: str):
+        r = self.result
+        if metric == "params":
+            return (r.get("params") or {}).get("elements")
+        if metric.startswith("baseline/"):
+            return (r.get("baseline") or {}).get(metric.split("/", 1)[1])
+        if metric == "time_per_step_s_gpu":
+            return r.get("time_per_step_s")
+        if metric in (r.get("test") or {}):
+            return r["test"][metric]
+        return (r.get("final") or {}).get(metric)
+
+    def first_epochs(self, thresholds=DMU_THRESHOLDS, metric: str = "val/loss") -> dict[float, int | None] | None:
+        """The DMU protocol (``results.first_reached``): the first epoch of 200 sequences by
+        which ``metric`` <= each threshold; None when the run logged no ``metric``."""
+        batch = self.config["train"]["batch_size"]
+        return first_reached(self.metrics(), metric, thresholds, Fraction(DMU_SEQUENCES_PER_EPOCH, batch))
+
+    def provenance(self) -> dict:
+        """Where the record was made: commit (``+dirty``), source hash, CPU model, torch, BLAS,
+        device; ``None`` for what the record does not say."""
+        r = self.result
+        git = r.get("git") or {}
+        cond = r.get("conditions") or {}
+        commit = git.get("commit")
+        device = str(cond.get("device", "cpu"))
+        return {
+            "commit": (commit[:7] + ("+dirty" if git.get("dirty") else "")) if commit else None,
+            "source": r.get("source_sha256"),
+            "cpu": cond.get("cpu_model"),
+            "torch": (r.get("versions") or {}).get("torch"),
+            "blas": cond.get("blas"),
+            "device": None if device.startswith("cpu") else f"{device} ({cond.get('device_name', '?')})",
+        }
+
+    def has_provenance(self) -> bool:
+        p = self.provenance()
+        return bool((p["commit"] or p["source"]) and p["cpu"])
+
+
+@dataclass
+class Analysis:
+    path: Path
+    preset: str
+    data: dict
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A record the ledger read but did not count, and why."""
+
+    path: Path
+    reason: str
+
+
+def _nonfinite(result: dict) -> list[str]:
+    bad = []
+    for section in ("test", "final", "best", "baseline"):
+        for k, v in (result.get(section) or {}).items():
+            if isinstance(v, float) and not math.isfinite(v):
+                bad.append(f"{k} = {v}")
+    return bad
+
+
+def _read_record(p: Path) -> tuple[Record | None, str]:
+    """The record in ``p.parent`` or (None, why it is left out)."""
+    from ..config import ConfigError, load_json
+
+    try:
+        result = json.loads(p.read_text())
+        if not isinstance(result, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as e:
+        return None, f"result.json unreadable ({type(e).__name__}: {str(e)[:60]})"
+    cfg_path = p.parent / "config.json"
+    try:
+        cfg = load_json(cfg_path).to_dict()
+    except (ConfigError, TypeError, ValueError, KeyError):  # written by other code (keys, types, cells)
+        try:
+            cfg = _over_defaults(json.loads(cfg_path.read_text()))
+        except (OSError, ValueError, AttributeError) as e:
+            return None, f"config.json unreadable ({type(e).__name__}: {str(e)[:60]})"
+    except OSError as e:
+        return None, f"config.json unreadable ({e.strerror or e})"
+    bad = _nonfinite(result)
+    if bad:
+        return None, "non-finite metric (" + ", ".join(bad) + ")"
+    rec = Record(p.parent, cfg, result)
+    m = p.parent / "metrics.jsonl"
+    if not m.exists():
+        return None, "no metrics.jsonl"
+    rows, lines = read_jsonl(m)
+    if not rows:
+        return None, "empty metrics.jsonl" if not lines else f"metrics.jsonl has no readable row (lines {lines[:5]})"
+    rec._rows = rows
+    return rec, ""
+
+
+def _identity(rec: Record) -> str:
+    """A run's configuration and seeds: two records with the same identity are one run."""
+    t = rec.config.get("train", {})
+    return json.dumps([_resolved(rec.config), t.get("seed"), t.get("data_seed")], sort_keys=True, default=str)
+
+
+def load_records(roots) -> tuple[list[Record], list[Analysis], list[LeftOut]]:
+    """Every run record (``result.json`` + ``config.json``) and analysis record below ``roots``,
+    and the records left out with the reason (see the module's docstring)."""
+    records, analyses, left = [], [], []
+    seen_paths: set[Path] = set()
+    for root in roots:
+        root = Path(root)
+        if not root.exists():
+            raise FileNotFoundError(f"no such records directory: {root} (give the directories that hold run records)")
+        for p in sorted(root.rglob("result.json")):
+            if p.resolve() in seen_paths:
+                continue
+            seen_paths.add(p.resolve())
+            rec, why = _read_record(p)
+            if rec is None:
+                left.append(LeftOut(p.parent, why))
+            else:
+                records.append(rec)
+        for p in sorted(root.rglob("analysis.json")):
+            try:
+                data = json.loads(p.read_text())
+                analyses.append(Analysis(p.parent, data["preset"], data))
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                left.append(LeftOut(p.parent, f"analysis.json unreadable ({type(e).__name__}: {str(e)[:60]})"))
+    first: dict[str, Record] = {}
+    kept = []
+    for rec in records:
+        key = _identity(rec)
+        if key in first:
+            seed = rec.config.get("train", {}).get("seed")
+            left.append(LeftOut(rec.path, f"duplicate of {first[key].path} (same configuration and seed {seed})"))
+            continue
+        first[key] = rec
+        kept.append(rec)
+    return kept, analyses, left
+
+
+def _over_defaults(raw: dict) -> dict:
+    """``raw`` laid over today's defaults, so that keys it lacks compare at their defaults."""
+    from ..config import RunConfig
+
+    out = RunConfig().to_dict()
+    for k, v in raw.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict) and k != "paper":
+            out[k] = {**out[k], **v}
+        else:
+            out[k] = v
+    return out
+
+
+_PRESETS: dict[str, dict] | None = None
+
+
+def preset_configs() -> dict[str, dict]:
+    """``{preset name: resolved flat config}`` of every preset that loads."""
+    global _PRESETS
+    if _PRESETS is None:
+        from .. import config
+
+        out = {}
+        for name in config.list_presets():
+            try:
+                out[name] = _resolved(config.load(name).to_dict())
+            except config.ConfigError:
+                continue
+        _PRESETS = out
+    return _PRESETS
+
+
+def _diffs(run: dict, preset: dict) -> list[str]:
+    out = []
+    for k in sorted(set(run) | set(preset)):
+        a, b = run.get(k), preset.get(k)
+        if a != b and not (isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isclose(a, b)):
+            out.append(f"{k} {_short(a)} (preset {_short(b)})")
+    return out
+
+
+def _short(v) -> str:
+    if isinstance(v, float):
+        return f"{v:g}"
+    return json.dumps(v) if isinstance(v, (list, dict, str)) else str(v)
+
+
+def attribute(records: list[Record]) -> None:
+    """Set each record's preset (the best match) and its differences from it."""
+    presets = preset_configs()
+    for r in records:
+        run = _resolved(r.config)
+        best = None
+        for name, cfg in presets.items():
+            if cfg.get("task.name") != run.get("task.name") or cfg.get("model.cell") != run.get("model.cell"):
+                continue
+            d = _diffs(run, cfg)
+            key = (len(d), name.replace("/", "-") != r.config.get("name"), name)
+            if best is None or key < best[0]:
+                best = (key, name, d)
+        if best is not None:
+            r.preset, r.diffs = best[1], tuple(best[2])
+
+
+def _is_budget(diff: str) -> bool:
+    """Whether a difference from the preset is one of budget (a pooled group words it
+    "k of n with KEY ...", see :meth:`Evidence.pooled`)."""
+    return re.sub(r"^\d+ of \d+ with ", "", diff).split(" ", 1)[0] in BUDGET
+
+
+# --- formatting ------------------------------------------------------------------------------
+def _num(x, metric: str = "") -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if metric == "params":
+        return f"{x:,.0f}" if x < 1e4 else f"{x / 1e3:,.1f}K" if x < 1e6 else f"{x / 1e6:.2f}M"
+    if x != 0 and (abs(x) < 1e-3 or abs(x) >= 1e5):
+        return f"{x:.3g}"
+    return f"{x:.4g}"
+
+
+def _seconds(s: float) -> str:
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min" if s < 7200 else f"{s / 3600:.1f} h"
+
+
+# --- groups ----------------------------------------------------------------------------------
+@dataclass
+class Group:
+    """The runs of one preset with one set of differences from it."""
+
+    preset: str
+    diffs: tuple[str, ...]
+    records: list[Record] = field(default_factory=list)
+
+    @property
+    def budget(self) -> list[str]:
+        return [d for d in self.diffs if _is_budget(d)]
+
+    @property
+    def other(self) -> list[str]:
+        return [d for d in self.diffs if not _is_budget(d)]
+
+    def values(self, metric: str) -> list[float]:
+        return [v for v in (r.value(metric) for r in self.records)
+                if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+    def stat(self, metric: str):
+        """(mean, sample std, number of runs) of ``metric``, or None."""
+        vals = self.values(metric)
+        return mean_std(vals) + (len(vals),) if vals else None
+
+    def thresholds(self, thresholds=DMU_THRESHOLDS) -> dict[float, list[int | None]]:
+        """Per threshold, each run's first epoch (None: never), over the runs that logged val/loss."""
+        per = [p for p in (r.first_epochs(thresholds) for r in self.records) if p is not None]
+        return {th: [p[th] for p in per] for th in thresholds}
+
+    def hardware(self) -> str:
+        parts = set()
+        for r in self.records:
+            cond = r.result.get("conditions") or {}
+            threads = cond.get("threads", r.config.get("train", {}).get("threads", 1))
+            prov = r.provenance()
+            if prov["device"]:
+                parts.add(prov["device"])
+            else:
+                parts.add(f"CPU{' ' + prov['cpu'] if prov['cpu'] else ''}, {threads} thread{'s' if threads != 1 else ''}")
+        return " / ".join(sorted(parts))
+
+    def steps(self) -> str:
+        s = sorted({r.result.get("steps", 0) for r in self.records})
+        return f"{s[0]:,}" if len(s) == 1 else f"{s[0]:,}-{s[-1]:,}"
+
+    def wall(self) -> str:
+        w = [r.result.get("wall_time_s", 0.0) for r in self.records]
+        return _seconds(statistics.fmean(w)) + (" each" if len(w) > 1 else "")
+
+
+class Evidence:
+    """Run records grouped by preset, for the ledger rows and the claims' rules; ``left_out``:
+    the records read but not counted, with the reason; ``notes``: what a rule left aside."""
+
+    def __init__(self, records: list[Record], analyses: list[Analysis], left_out: list[LeftOut] = ()):
+        attribute(records)
+        self.records = list(records)
+        self.left_out = list(left_out)
+        groups: dict[tuple, Group] = {}
+        for r in records:
+            if not r.preset:
+                continue
+            g = groups.setdefault((r.preset, r.diffs), Group(r.preset, r.diffs))
+            g.records.append(r)
+        self.by_preset: dict[str, list[Group]] = defaultdict(list)
+        for g in groups.values():
+            self.by_preset[g.preset].append(g)
+        for gs in self.by_preset.values():  # full budget and fewest differences first
+            gs.sort(key=lambda g: (len(g.other), len(g.budget), g.diffs))
+        self.analyses: dict[str, list[Analysis]] = defaultdict(list)
+        for a in analyses:
+            self.analyses[a.preset].append(a)
+        for r in records:
+            if r.preset and "thresholds" in _protocol(r.preset) and r.first_epochs() is None:
+                self.left_out.append(LeftOut(r.path, "no val/loss in metrics.jsonl (left out of the threshold counts)"))
+
+    def groups(self, preset: str, same_config: bool = True) -> list[Group]:
+        """Groups of runs of ``preset``; ``same_config``: only those that differ at most in budget."""
+        return [g for g in self.by_preset.get(preset, []) if not (same_config and g.other)]
+
+    def pooled(self, preset: str) -> Group | None:
+        """All runs of ``preset`` that differ from it at most in budget, as one group (its
+        ``diffs``: every budget difference among them)."""
+        gs = self.groups(preset)
+        if not gs:
+            return None
+        n = sum(len(g.records) for g in gs)
+        diffs = tuple(f"{sum(len(g.records) for g in gs if d in g.diffs)} of {n} with {d}"
+                      for d in sorted({d for g in gs for d in g.diffs}))
+        return Group(preset, diffs, [r for g in gs for r in g.records])
+
+    def best(self, preset: str) -> Group | None:
+        gs = self.groups(preset)
+        return gs[0] if gs else None
+
+
+def _protocol(preset: str) -> str:
+    """"thresholds" for the DMU synthetic presets (judged by the threshold protocol)."""
+    stem = preset.split("/")[-1]
+    return "thresholds" if preset.startswith("dmu/") and stem.split("-")[0] in (
+        "adding", "temporal_order", "noisy_sequence") else ""

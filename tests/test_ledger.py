@@ -1,0 +1,293 @@
+"""The ledger never changes a verdict silently, and its verdicts cannot say more than the runs.
+
+Records left out (a NaN metric, a copied seed folder, missing metrics) are named and do not
+move a verdict; ``collect`` never overwrites another configuration's record; a verdict is
+confirmed or refuted only at the preset's budget, with enough seeds and a test; the tests
+behind the verdicts agree with SciPy and with closed forms; the DMU threshold rule is one rule;
+the suites match the records they made.
+"""
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rnnlab import config
+from rnnlab.ledger import claims, document, published, records, stats
+from rnnlab.reproduce import collect, ledger
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write_record(root: Path, preset: str, seed: int, test: dict, overrides=(), steps=None, metrics=None,
+                 dirname=None) -> Path:
+    cfg = config.load(preset, [*overrides, f"train.seed={seed}"])
+    d = root / cfg.name / (dirname or f"seed{seed}")
+    d.mkdir(parents=True)
+    (d / "config.json").write_text(cfg.to_json())
+    result = {"name": cfg.name, "task": cfg.task.name, "cell": cfg.model.cell, "seed": seed,
+              "steps": steps or cfg.train.steps, "final": {}, "test": test, "baseline": {"loss": 0.04},
+              "params": {"elements": 108}, "wall_time_s": 10.0, "conditions": {"threads": 1}}
+    (d / "result.json").write_text(json.dumps(result))
+    rows = metrics if metrics is not None else [{"step": steps or cfg.train.steps, "val/loss": 1.0}]
+    (d / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in rows))
+    return d
+
+
+def claims_section(text: str) -> str:
+    return text.split("## Claims")[1].split("## Where the records were made")[0]
+
+
+def mnist_records(root: Path):
+    """asRNN ahead of expRNN on pMNIST at the full budget, 3 seeds each."""
+    for seed, (a, b) in enumerate(((0.950, 0.900), (0.952, 0.902), (0.951, 0.899))):
+        write_record(root, "asrnn/psmnist-n122", seed, {"test/accuracy": a})
+        write_record(root, "asrnn/psmnist-n122-exprnn", seed, {"test/accuracy": b})
+
+
+# --- issue 19: records that must not count -------------------------------------------------
+def test_a_nan_metric_is_left_out_with_a_note_and_does_not_move_a_verdict(tmp_path):
+    mnist_records(tmp_path / "clean")
+    shutil.copytree(tmp_path / "clean", tmp_path / "nan")
+    bad = write_record(tmp_path / "nan", "asrnn/psmnist-n122", 3, {"test/accuracy": 0.95})
+    (bad / "result.json").write_text((bad / "result.json").read_text().replace("0.95", "NaN"))
+    clean, with_nan = ledger([tmp_path / "clean"]), ledger([tmp_path / "nan"])
+    assert claims_section(with_nan) == claims_section(clean)
+    assert "pMNIST: asRNN ahead of expRNN | confirmed |" in claims_section(clean)
+    assert str(bad) in with_nan and "non-finite metric (test/accuracy = nan)" in with_nan
+
+
+def test_a_seed_folder_copied_under_another_name_is_a_duplicate_not_a_new_seed(tmp_path):
+    d = write_record(tmp_path, "asrnn/smnist-n122", 0, {"test/accuracy": 0.97})
+    shutil.copytree(d, d.parent / "seed0-copy")
+    text = ledger([tmp_path])
+    assert "| 0.97 +- 0 (1 seed) |" in text and "(2 seeds)" not in text
+    assert f"duplicate of {d} (same configuration and seed 0)" in text and str(d.parent / "seed0-copy") in text
+
+
+def test_missing_or_empty_metrics_are_left_out_not_counted_as_never_reached(tmp_path):
+    fast = [{"step": s, "val/loss": 0.05 if s < 50 else 0.009} for s in range(10, 1001, 10)]
+    for seed in (0, 1, 2):
+        write_record(tmp_path, "dmu/adding-dmu", seed, {"test/loss": 0.01}, metrics=fast)
+    gone = write_record(tmp_path, "dmu/adding-dmu", 3, {"test/loss": 0.01}, metrics=fast)
+    (gone / "metrics.jsonl").unlink()
+    empty = write_record(tmp_path, "dmu/adding-dmu", 4, {"test/loss": 0.01}, metrics=[])
+    text = ledger([tmp_path])
+    assert "1e-02: 3/3 (median epoch 5)" in text and "/5" not in text.split("## Claims")[0]
+    assert f"| `{gone}` | no metrics.jsonl |" in text and f"| `{empty}` | empty metrics.jsonl |" in text
+
+
+def test_collect_never_overwrites_a_record_of_another_configuration(tmp_path, capsys):
+    mine = write_record(tmp_path / "records", "asrnn/smnist-n122", 0, {"test/accuracy": 0.9}, ["optim.lr=0.1"])
+    before = (mine / "config.json").read_text()
+    write_record(tmp_path / "runs", "asrnn/smnist-n122", 0, {"test/accuracy": 0.95})
+    copied = collect(tmp_path / "runs", tmp_path / "records")
+    assert (mine / "config.json").read_text() == before  # the other configuration's record is intact
+    assert len(copied) == 1 and copied[0] != mine and copied[0].name.startswith("seed0-")
+    assert json.loads((copied[0] / "result.json").read_text())["test"]["test/accuracy"] == 0.95
+    assert "nothing overwritten" in capsys.readouterr().err
+    # the same configuration and seed again: the same place (a re-collect), nothing new
+    assert collect(tmp_path / "runs", tmp_path / "records") == copied
+
+
+# --- issue 22: verdicts that cannot overclaim ----------------------------------------------
+def judge(text_part: str, root: Path) -> str:
+    ev = records.Evidence(*records.load_records([root]))
+    for c in claims.CLAIMS:
+        for part, verdict, _ in c.judge(ev):
+            if part == text_part:
+                return verdict
+    raise KeyError(text_part)
+
+
+def test_confirmed_only_at_full_budget_with_three_seeds_and_a_test(tmp_path):
+    """nnRNN copy: 3 seeds at the preset's 1,500 steps confirm "nnRNN solves it" (t interval of
+    the loss below 10% of the baseline); 2 seeds, or 3 at 500 steps, are inconclusive."""
+    base = 10 * math.log(8) / 220
+    for seed, loss in ((1, 0.001), (2, 0.002), (3, 0.0015)):
+        write_record(tmp_path / "full", "nnrnn/copy", seed, {"test/loss": loss})
+        write_record(tmp_path / "short", "nnrnn/copy", seed, {"test/loss": loss}, ["train.steps=500"], steps=500)
+        if seed < 3:
+            write_record(tmp_path / "two", "nnrnn/copy", seed, {"test/loss": loss})
+    for d in ("full", "short", "two"):
+        for r in (tmp_path / d).rglob("result.json"):
+            r.write_text(r.read_text().replace('"loss": 0.04', f'"loss": {base}'))
+    assert judge("nnRNN solves it", tmp_path / "full") == "confirmed"
+    assert judge("nnRNN solves it", tmp_path / "two").startswith("inconclusive (2 seeds of the 3 needed")
+    assert judge("nnRNN solves it", tmp_path / "short").startswith(
+        "inconclusive (reduced budget: `nnrnn/copy` train.steps; so far the runs agree")
+
+
+def test_one_reduced_run_never_refutes(tmp_path):
+    """Henaff's pooling claim from one 1,000-step run at T=100 is inconclusive, not refuted."""
+    write_record(tmp_path, "henaff/copy-ltornn-pool", 0, {"test/recall_accuracy": 0.6, "test/loss": 0.1},
+                 ["task.L=100", "train.steps=1000"], steps=1000)
+    verdict = judge("LT-ORNN + pooling solves copy (first timescale)", tmp_path)
+    assert verdict.startswith("inconclusive (reduced budget: `henaff/copy-ltornn-pool` task.L, train.steps; "
+                              "1 seed of the 3 needed; so far the runs disagree")
+
+
+def test_a_variant_is_named_in_the_verdict(tmp_path):
+    write_record(tmp_path, "asrnn/copy-L1000-code", 5544, {"test/recall_accuracy": 1.0, "test/loss": 1e-6})
+    verdict = judge("solves copy L=1000 with the reference code's settings", tmp_path)
+    assert verdict == ("confirmed with a variant (variant `asrnn/copy-L1000-code`: the reference code's "
+                       "eps 1e-5 and W_hh lr 2e-5)")
+    assert judge("solves copy L=1000 with Table 5's values", tmp_path) == "untested"
+
+
+def test_the_paper_count_of_one_seed_suffices_with_a_test_on_the_test_set(tmp_path):
+    """asRNN's MNIST runs use one seed (5544): one run each at the full budget is judged by the
+    two-proportion test over the 10,000 test images; 0.9036 vs 0.8982 is not significant."""
+    write_record(tmp_path / "a", "asrnn/psmnist-n122", 5544, {"test/accuracy": 0.9036})
+    write_record(tmp_path / "a", "asrnn/psmnist-n122-exprnn", 5544, {"test/accuracy": 0.8982})
+    write_record(tmp_path / "b", "asrnn/psmnist-n122", 5544, {"test/accuracy": 0.9541})
+    write_record(tmp_path / "b", "asrnn/psmnist-n122-exprnn", 5544, {"test/accuracy": 0.8982})
+    assert judge("pMNIST: asRNN ahead of expRNN", tmp_path / "a") == "inconclusive (no significant difference)"
+    assert judge("pMNIST: asRNN ahead of expRNN", tmp_path / "b") == "confirmed"
+    ev = records.Evidence(*records.load_records([tmp_path / "a"]))
+    f = claims.compare(ev.best("asrnn/psmnist-n122"), ev.best("asrnn/psmnist-n122-exprnn"), "test/accuracy", True)
+    assert "one-sided p = 0.1 " in f.text  # z = 0.0054 / sqrt(2 p (1 - p) / 10,000) = 1.29
+
+
+def test_claims_encode_the_whole_sentence():
+    parts = {c.where: [p.text for p in c.parts] for c in claims.CLAIMS}
+    temporal = parts["Fig. 4, Sec. IV-B"]
+    assert {"DMU converges faster than GRU", "DMU and GRU similar down to 1e-4", "DMU ahead of GRU at 1e-5 and 1e-6",
+            "LSTM: partial success down to 1e-4", "LSTM: no run reaches 1e-5"} <= set(temporal)
+    noisy = parts["Fig. 5, Sec. IV-C"]
+    assert {"GRU and DMU similar", "GRU trains faster than DMU", "RHN: about half reach none, half all",
+            "RHN ahead of RNN", "RNN ahead of LSTM"} <= set(noisy)
+    ptb = parts["Table 1, Sec. 3"]
+    assert ptb == ["the LSTM ahead of asRNN"] + [f"asRNN ahead of {m}" for m in
+                                                  ("nnRNN", "expRNN", "EURNN", "RNN-orth", "RNN")]
+    for c in claims.CLAIMS:  # every rule names runs or analyses when it has them
+        assert c.parts and all(p.text for p in c.parts)
+
+
+def test_similar_needs_enough_runs_to_show_it():
+    """No significant difference on 5 runs each is no evidence of similarity; on 51 each, equal
+    shares give a Newcombe interval within +-0.2."""
+    class G:
+        def __init__(self, preset, firsts):
+            self.preset, self.diffs, self.budget, self.other = preset, (), [], []
+            self.records, self._f = [None] * len(firsts), firsts
+
+        def thresholds(self, ths):
+            return {t: list(self._f) for t in ths}
+
+        def steps(self):
+            return "1,000"
+
+    class Ev:
+        def __init__(self, **g):
+            self.g = g
+
+        def pooled(self, p):
+            return self.g.get(p)
+
+    rule = claims.dmu_similar("noisy_sequence", "gru", "dmu")
+    few = Ev(**{"dmu/noisy_sequence-gru": G("g", [10, 20, None, None, None]),
+                "dmu/noisy_sequence-dmu": G("d", [10, 20, 30, None, None])})
+    many = Ev(**{"dmu/noisy_sequence-gru": G("g", [10] * 51), "dmu/noisy_sequence-dmu": G("d", [12] * 51)})
+    apart = Ev(**{"dmu/noisy_sequence-gru": G("g", [None] * 51), "dmu/noisy_sequence-dmu": G("d", [12] * 51)})
+    assert rule(few).outcome == claims.UNDECIDED
+    assert rule(many).outcome == claims.HOLDS
+    assert rule(apart).outcome == claims.FAILS
+
+
+# --- the statistics against closed forms and SciPy ------------------------------------------
+def test_t_distribution_against_closed_forms():
+    for t in (0.3, 1.0, 4.0):
+        assert stats.t_sf(t, 1) == pytest.approx(0.5 - math.atan(t) / math.pi, abs=1e-12)  # Cauchy
+        assert stats.t_sf(t, 2) == pytest.approx(0.5 - t / (2 * math.sqrt(2 + t * t)), abs=1e-12)
+    assert stats.t_ppf(0.975, 2) == pytest.approx(4.302652729749, abs=1e-9)  # sqrt(2) * 0.975 ... closed form
+    assert stats.t_ppf(0.975, 2) == pytest.approx(0.95 * math.sqrt(2 / (1 - 0.95 ** 2)), abs=1e-9)
+
+
+def test_tests_agree_with_scipy():
+    sp = pytest.importorskip("scipy.stats")
+    a, b = [1.0, 2.0, 3.0, 4.0], [0.0, 1.0, 1.5, 2.0, 0.2]
+    assert stats.welch(a, b) == pytest.approx(sp.ttest_ind(a, b, equal_var=False, alternative="greater").pvalue)
+    assert stats.t_ppf(0.975, 7) == pytest.approx(sp.t.ppf(0.975, 7))
+    lo, hi = stats.clopper_pearson(3, 10)
+    assert (lo, hi) == pytest.approx((sp.beta.ppf(0.025, 3, 8), sp.beta.ppf(0.975, 4, 7)))
+    assert stats.clopper_pearson(0, 51)[1] == pytest.approx(1 - 0.025 ** (1 / 51))
+    assert stats.binom_sf(4, 5, 0.5) == pytest.approx(sp.binom.sf(3, 5, 0.5))
+    x, y = [1, 2, 3.5, 5, 7], [3, 4, 6, 8, 9, 10]  # no ties: SciPy's exact distribution is ours
+    assert stats.mann_whitney(x, y) == pytest.approx(sp.mannwhitneyu(x, y, alternative="less", method="exact").pvalue)
+    assert stats.fisher_one_sided(5, 5, 0, 5) == pytest.approx(1 / 252)
+    assert stats.fisher_one_sided(3, 5, 1, 5) == pytest.approx(sp.fisher_exact([[3, 2], [1, 4]], "greater")[1])
+    z = (0.9036 - 0.8982) / math.sqrt(0.9009 * 0.0991 * 2 / 10000)
+    assert stats.two_proportions(9036, 10000, 8982, 10000) == pytest.approx(sp.norm.sf(z))
+    lo, hi = stats.wilson(8, 10)  # the closed form with z = 1.959964
+    zz = 1.959963984540054
+    c = (0.8 + zz * zz / 20) / (1 + zz * zz / 10)
+    h = zz * math.sqrt(0.016 + zz * zz / 400) / (1 + zz * zz / 10)
+    assert (lo, hi) == pytest.approx((c - h, c + h))
+
+
+def test_rank_test_counts_never_as_later_than_every_run_and_ties_exactly():
+    inf = math.inf
+    assert stats.mann_whitney([1, 1, 1, 1, 1], [inf] * 5) == pytest.approx(1 / 252)  # = Fisher's 5/5 vs 0/5
+    assert stats.mann_whitney([inf] * 5, [inf] * 5) == 1.0
+    # ties across the groups: the exact permutation distribution, by enumeration of the 6 splits
+    assert stats.mann_whitney([1, 2], [2, 3]) == pytest.approx(2 / 6)
+
+
+# --- one DMU threshold rule ------------------------------------------------------------------
+def test_one_threshold_rule_for_the_ledger_and_rnnlab_thresholds(tmp_path):
+    """An evaluation at step 15 with 10 steps per epoch is known by the end of epoch 2, for
+    ``rnnlab thresholds`` and the ledger alike (before: epoch 1 in one, 2 in the other)."""
+    from rnnlab.results import DMU_THRESHOLDS, epoch_of, threshold_counts
+
+    rows = [{"step": 5, "val/loss": 0.5}, {"step": 15, "val/loss": 0.005}, {"step": 30, "val/loss": 0.5}]
+    d = write_record(tmp_path, "dmu/adding-dmu", 0, {"test/loss": 0.01}, metrics=rows)
+    rec = records.Evidence(*records.load_records([tmp_path])).best("dmu/adding-dmu").records[0]
+    assert rec.first_epochs()[1e-2] == 2 and rec.first_epochs()[1e-3] is None  # 20 sequences a step
+    counts = threshold_counts(tmp_path, "val/loss", DMU_THRESHOLDS, steps_per_epoch=10)[d.parent.name]
+    assert counts[1e-2] == [0, 1, 1]
+    assert [epoch_of(s, 10) for s in (1, 10, 11, 20, 21)] == [1, 1, 2, 2, 3]
+    from fractions import Fraction
+    assert epoch_of(200, Fraction(200, 3)) == 3  # exact, no float rounding (200 / 66.67 = 3.0000000000000004)
+    with pytest.raises(ValueError, match="steps_per_epoch"):
+        epoch_of(1, 0)
+
+
+def test_one_mean_and_std():
+    from rnnlab import results
+
+    assert records.mean_std is results.mean_std is results._mean_std
+    assert results.mean_std([1.0, 3.0]) == (2.0, math.sqrt(2.0))
+
+
+# --- suites match the records they made ------------------------------------------------------
+def test_every_ledger_suite_lists_the_seeds_and_settings_of_its_records():
+    """Each suite whose records are committed (records/<suite>/) lists exactly their presets and
+    seeds, and its settings make exactly their configuration; a record made with a preset that is
+    now a named variant of the suite's (the DMU module at lr/(2n), before the presets followed
+    Table X) has exactly the variant's configuration. Every records folder has its suite."""
+    from rnnlab.suite import list_suites, load_suite
+
+    folders = {p.name for p in (ROOT / "records").iterdir() if p.is_dir()}
+    assert folders <= set(list_suites()), f"records folders without a suite: {sorted(folders - set(list_suites()))}"
+    checked = 0
+    for name in sorted(folders):
+        suite = load_suite(name)
+        jobs = {(preset, seed) for preset in suite.presets for seed in suite.seeds}
+        found = {}
+        for r in (ROOT / "records" / name).rglob("result.json"):
+            rec = records._read_record(r)[0]
+            records.attribute([rec])
+            preset = rec.preset
+            if preset not in suite.presets and preset in published.VARIANTS:
+                preset = published.VARIANTS[preset][0]
+            seed = rec.config["train"]["seed"]
+            want = config.load(rec.preset, [*suite.set, f"train.seed={seed}"])
+            assert records._resolved(rec.config) == records._resolved(want.to_dict()), (
+                name, rec.path, records._diffs(records._resolved(rec.config), records._resolved(want.to_dict())))
+            found[(preset, seed)] = rec
+            checked += 1
+        assert set(found) == jobs, f"{name}: suite {sorted(jobs)} vs records {sorted(found)}"
+    assert checked >= 100
