@@ -33,6 +33,7 @@ def test_readme_tables_equal_their_records():
 def test_stale_block_is_reported_and_rewritten(tmp_path):
     readme = tmp_path / "README.md"
     shutil.copytree(RECORD, tmp_path / "docs" / "demo")
+    shutil.copytree(ROOT / "records", tmp_path / "records")  # the README's ledger line
     text = (ROOT / "README.md").read_text()
     readme.write_text(text.replace("| demo-lstm | lstm |", "| demo-lstm | lstm-edited |", 1))
     assert sync(readme, check=True) and readme.read_text() != text  # reported, left alone

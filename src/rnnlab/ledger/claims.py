@@ -385,9 +385,15 @@ def dmu_faster(task: str, a: str, b: str):
     return rule
 
 
+#: "no run reaches it" is confirmed when none of the runs did and the exact 95% upper bound of
+#: the share that would is at most this (36 runs or more); one run that reaches it refutes it
+NEVER_BOUND = 0.1
+
+
 def dmu_never(task: str, m: str, thresholds=DMU_THRESHOLDS):
-    """No run of ``m`` reaches any of ``thresholds`` (one that does refutes it); the exact
-    95% interval of the share of runs that reach the first of them is shown."""
+    """No run of ``m`` reaches any of ``thresholds``: refuted by a single run that does;
+    confirmed when none did and the Clopper-Pearson upper bound of the share is at most
+    ``NEVER_BOUND`` (0 of 5 runs leaves room for a share of up to 0.52)."""
     def rule(ev):
         gs, missing = _dmu(ev, task, (m,))
         if missing:
@@ -396,8 +402,12 @@ def dmu_never(task: str, m: str, thresholds=DMU_THRESHOLDS):
         k, n = _reached(g, thresholds[0])
         lo, hi = clopper_pearson(k, n)
         text = (f"`{g.preset}`: {k}/{n} runs reached val loss {thresholds[0]:.0e} "
-                f"(95% Clopper-Pearson interval of the share {lo:.2f}-{hi:.2f})")
-        return Finding(HOLDS if k == 0 else FAILS, text, (g,))
+                f"(95% Clopper-Pearson interval of the share {lo:.2f}-{hi:.2f}; 'none': at most {NEVER_BOUND})")
+        if k:
+            return Finding(FAILS, text, (g,))
+        if hi <= NEVER_BOUND:
+            return Finding(HOLDS, text, (g,))
+        return Finding(UNDECIDED, text, (g,), why=f"no run reached it, but {n} runs leave room for a share up to {hi:.2f}")
     return rule
 
 

@@ -312,17 +312,23 @@ def summary_counts(roots) -> dict:
     return {"rows": rows, "claims": claims}
 
 
+SUMMARY_WORDS = {"reproduced": "reproduced at full budget", "not reproduced": "not reproduced",
+                 "inconclusive": "inconclusive (too few seeds)",
+                 "not comparable": "not comparable (reduced budget or another configuration)",
+                 "curves only": "curves judged by the claims", "metric not recorded": "with the metric not recorded",
+                 "not run yet": "not run yet", "no preset": "without a preset"}
+
+
 def summary_line(roots, link: str = "REPRODUCTION.md") -> str:
-    """One sentence on what the ledger shows (the README's, kept by ``docsync``)."""
+    """One sentence on what the ledger shows (the README's, kept by ``docsync``): every
+    trained-result row by the status of its primary line, every claim part by its verdict."""
     c = summary_counts(roots)
     r, k = c["rows"], c["claims"]
-    return (f"**Reproduction** ([{link}]({link})): of the papers' {sum(r.values())} trained results, "
-            f"{r['reproduced']} reproduced at full budget, {r['not reproduced']} not reproduced, "
-            f"{r['inconclusive']} inconclusive (too few seeds), {r['not comparable']} not comparable (reduced budget "
-            f"or another configuration), {r['curves only']} curves judged by the claims, {r['not run yet']} not "
-            f"run yet, {r['no preset']} without a preset; of the claims' {sum(k.values())} parts, "
-            f"{k['confirmed']} confirmed, {k['refuted']} refuted, {k['inconclusive']} inconclusive, "
-            f"{k['untested']} untested.")
+    rows = ", ".join(f"{r[s]} {SUMMARY_WORDS[s]}" for s in STATUS_KINDS
+                     if r[s] or s in ("reproduced", "not reproduced", "inconclusive"))
+    parts = ", ".join(f"{k[v]} {v}" for v in ("confirmed", "refuted", "inconclusive", "untested") if k[v])
+    return (f"**Reproduction** ([{link}]({link})): of the papers' {sum(r.values())} trained results, {rows}; "
+            f"of the {sum(k.values())} parts of their claims, {parts}.")
 
 
 # --- collecting runs -------------------------------------------------------------------------
