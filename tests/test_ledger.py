@@ -291,3 +291,12 @@ def test_every_ledger_suite_lists_the_seeds_and_settings_of_its_records():
             checked += 1
         assert set(found) == jobs, f"{name}: suite {sorted(jobs)} vs records {sorted(found)}"
     assert checked >= 100
+
+
+def test_thresholds_with_zero_steps_per_epoch_is_a_one_line_error(tmp_path, capsys):
+    from rnnlab.cli import main
+
+    write_record(tmp_path, "dmu/adding-dmu", 0, {"test/loss": 0.01})
+    assert main(["thresholds", str(tmp_path), "--steps-per-epoch", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--steps-per-epoch must be a positive number" in err[0] and "got 0" in err[0]

@@ -321,7 +321,8 @@ _DMU_T8 = {  # Table VIII: task: {model: (recurrent block, weights)}
 }
 for _task, _models in _DMU_T8.items():
     for _m, (_block, _w) in _models.items():
-        _add(Published("dmu", "Table VIII", _m, _task, _block, "params", _w, presets=(f"dmu/{_task}-{_m.lower()}",),
+        _presets = (f"dmu/{_task}-{_m.lower()}",) + ((f"dmu/lr2n/{_task}-dmu",) if _m == "DMU" else ())
+        _add(Published("dmu", "Table VIII", _m, _task, _block, "params", _w, presets=_presets,
                        note="weights of the whole network; ours: parameter elements of the run's model"))
 _DMU_T9 = {"PolyMusic": ("polymusic", (46.7e3, 66.9e3, 127e3, 228e3)), "NatLang": ("natlang", (1.7e6, 1.7e6, 1.8e6, 1.9e6))}
 for _exp, (_stem, _ws) in _DMU_T9.items():
