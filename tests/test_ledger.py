@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rnnlab import config
-from rnnlab.ledger import claims, document, published, records, stats
+from rnnlab.ledger import claims, published, records, stats
 from rnnlab.reproduce import collect, ledger
 
 ROOT = Path(__file__).resolve().parents[1]

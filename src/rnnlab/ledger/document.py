@@ -83,8 +83,10 @@ def _row_lines(row: Published, ev: Evidence) -> list[list[str]]:
         found = [a for a in ev.analyses.get(preset, []) if row.metric in a.data.get("values", {})]
         for a in found:
             lines.append(_analysis_line(row, label, paper, tag, a))
-        if not groups and found:
-            continue
+        if found:  # the analysis holds the number; runs that do not record it add nothing
+            groups = [g for g in groups if g.stat(row.metric) is not None]
+            if not groups:
+                continue
         if not groups:
             if i == 0:
                 lines.append([label, row.metric, paper, "-", "-", "-", "-", "-", "not run yet", tag, row.note])

@@ -20,6 +20,8 @@ from __future__ import annotations
 import itertools
 import math
 
+from ..results import mean_std
+
 #: the level of every test ("significant": p <= ALPHA; intervals are 1 - ALPHA)
 ALPHA = 0.05
 
@@ -99,8 +101,6 @@ def t_ppf(q: float, df: float) -> float:
 
 
 def _mean_var(vals: list[float]) -> tuple[float, float]:
-    from ..results import mean_std
-
     m, s = mean_std(vals)
     return m, s * s
 
