@@ -325,7 +325,7 @@ def test_committed_reproduction_md_is_what_the_command_produces():
 
 
 def test_readme_line_is_the_ledger_summary():
-    from rnnlab.ledger import docsync
+    from rnnlab import docsync
 
     text = (ROOT / "README.md").read_text()
     line = document.summary_line([ROOT / "records"])
@@ -334,7 +334,7 @@ def test_readme_line_is_the_ledger_summary():
 
 
 def test_a_stale_readme_line_is_reported_and_rewritten(tmp_path):
-    from rnnlab.ledger import docsync
+    from rnnlab import docsync
 
     shutil.copytree(ROOT / "records" / "nnrnn-copy", tmp_path / "records" / "nnrnn-copy")
     md = tmp_path / "X.md"

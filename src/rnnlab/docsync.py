@@ -12,7 +12,9 @@ out the timing columns (for tables whose every number a rerun reproduces). ``pyt
 README.md`` rewrites every block from its records; ``--check`` only reports the blocks that
 differ (exit status 1), which is what the test suite runs. Blocks marked ``<!-- bench: VIEW
 RECORD -->`` ... ``<!-- /bench -->`` hold tables and sentences of timing records
-(:mod:`rnnlab.benchdocs`) and are kept current the same way.
+(:mod:`rnnlab.benchdocs`) and are kept current the same way. A block marked ``<!-- ledger:
+RECORDS LEDGER -->`` ... ``<!-- /ledger -->`` holds the reproduction ledger's one-line summary
+(:func:`rnnlab.ledger.summary_line` over the records directory, linking the ledger's file).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from . import benchdocs
 from .results import table
 
 BLOCK = re.compile(r"(<!-- (?P<kind>table|bench): (?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /(?P=kind) -->)", re.S)
+LEDGER_BLOCK = re.compile(r"(<!-- ledger: (?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /ledger -->)", re.S)
 
 
 def render(args: str, base: Path, kind: str = "table") -> str:
@@ -43,6 +46,16 @@ def render(args: str, base: Path, kind: str = "table") -> str:
     return table(base / parts[0], metrics, timing=timing) + "\n"
 
 
+def render_ledger(args: str, base: Path) -> str:
+    """The generated text of one ledger block: ``args`` = 'RECORDS_DIR LEDGER_FILE'."""
+    from .ledger import summary_line
+
+    parts = args.split()
+    if len(parts) != 2:
+        raise ValueError(f"ledger block arguments {args!r}: expected 'RECORDS_DIR LEDGER_FILE'")
+    return summary_line([base / parts[0]], link=parts[1]) + "\n"
+
+
 def sync(path: str | Path, check: bool = False) -> list[str]:
     """Regenerate the blocks of ``path`` (or with ``check``, leave it alone); returns the
     arguments of the blocks whose committed text differed from their records."""
@@ -56,7 +69,13 @@ def sync(path: str | Path, check: bool = False) -> list[str]:
             stale.append(m.group("args"))
         return m.group(1) + new + m.group(5)
 
-    new_text = BLOCK.sub(sub, text)
+    def sub_ledger(m: re.Match) -> str:
+        new = render_ledger(m.group("args"), path.parent)
+        if new != m.group("body"):
+            stale.append(f"ledger: {m.group('args')}")
+        return m.group(1) + new + m.group(4)
+
+    new_text = LEDGER_BLOCK.sub(sub_ledger, BLOCK.sub(sub, text))
     if not check and new_text != text:
         path.write_text(new_text)
     return stale
@@ -70,7 +89,8 @@ def blocks(path: str | Path) -> list[tuple[str, str]]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m rnnlab.docsync",
                                 description="Regenerate the Markdown tables marked <!-- table: DIR --> "
-                                            "(run records) and <!-- bench: VIEW RECORD --> (timing records).")
+                                            "(run records), <!-- bench: VIEW RECORD --> (timing records) and "
+                                            "<!-- ledger: RECORDS LEDGER --> (the reproduction ledger's summary).")
     p.add_argument("files", nargs="+", help="Markdown files, e.g. README.md")
     p.add_argument("--check", action="store_true", help="only report stale blocks (exit 1 if any)")
     args = p.parse_args(argv)
