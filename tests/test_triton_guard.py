@@ -362,7 +362,8 @@ def test_real_kernel_passes_its_self_check_under_the_interpreter(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "RNNLAB_TRITON"}
     env.update(TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join([str(here), *[p for p in sys.path if p]]))
     code = f"import test_triton_guard as t; t._interpreted_worker({str(path)!r})"
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
+                          check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
     res = torch.load(path)
     assert res["launches"] == 4  # per activation: the self-check's launch and the call's

@@ -159,7 +159,7 @@ def hidden_limit(dtype: torch.dtype, budget: Budget = CONSERVATIVE_BUDGET) -> in
     return best
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cuda_budget(index: int) -> Budget:
     props = torch.cuda.get_device_properties(index)
     regs = getattr(props, "regs_per_multiprocessor", None) or CONSERVATIVE_BUDGET.registers_per_sm
@@ -479,12 +479,13 @@ def check_problem(hidden: int, activation: str, has_lengths: bool, T: int = 5, B
 
 
 def compare(fallback, device: torch.device, dtype: torch.dtype, hidden: int, activation: str, has_lengths: bool,
-            launch=None, **problem) -> tuple[float, float]:
+            launch=None, split: bool = False, **problem):
     """Run :func:`check_problem` through the kernel in ``dtype`` on ``device`` (unguarded, or
     through ``launch(u, W, h0, bias, lengths, activation) -> S`` if given) and through the
     fused loop in float64 on the same device; returns ``(error, tolerance)``: the largest
     ``max |kernel - fused| / max(1, max |fused|)`` over S and the gradients of u, W, h0 (and
-    the bias), and :data:`TOLERANCE` of ``dtype``. Exceptions of the kernel propagate."""
+    the bias), and :data:`TOLERANCE` of ``dtype``; with ``split``, the error is a dict of the
+    forward's (S) and the backward's (the gradients). Exceptions of the kernel propagate."""
     u, W, h0, bias, lengths, grad_S = check_problem(hidden, activation, has_lengths, **problem)
     lengths = None if lengths is None else lengths.to(device)
     results = []
@@ -500,11 +501,13 @@ def compare(fallback, device: torch.device, dtype: torch.dtype, hidden: int, act
                 S = _fused_forward(fallback, ins[0], ins[1], ins[2], b, lengths, activation)
             grads = torch.autograd.grad(S, ins, grad_S.to(dtype).to(device=device, dtype=dt))
         results.append([S.detach(), *grads])
-    err = 0.0
+    errs = []
     for got, want in zip(*results, strict=True):
         scale = max(1.0, want.abs().max().item())
-        err = max(err, (got.double() - want).abs().max().item() / scale)
-    return err, TOLERANCE[dtype]
+        errs.append((got.double() - want).abs().max().item() / scale)
+    if split:
+        return {"forward": errs[0], "backward": max(errs[1:])}, TOLERANCE[dtype]
+    return max(errs), TOLERANCE[dtype]
 
 
 def self_check(fallback, device: torch.device, dtype: torch.dtype, hidden: int, activation: str,
@@ -572,7 +575,7 @@ class TritonElementwiseRNN(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, grad_S):
         S, weight, h0, bias, lengths = ctx.saved_tensors
-        T, B, H = S.shape
+        T, _, H = S.shape
         need_u, need_w, need_h0, need_b = ctx.needs_input_grad[:4]
         grad_S = grad_S.contiguous()
         try:
