@@ -25,7 +25,7 @@ from rnnlab.kernels import recurrence
 from rnnlab.kernels import triton_recurrence as tr
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBSET = ["--sections", "kernel,cell,checkpoint,train", "--cells", "rnn,asrnn,lstm,nnrnn,ltrnn,dmu"]
+SUBSET = ["--sections", "kernel,cell,checkpoint,train", "--cells", "rnn,asrnn,lstm,dmu"]
 
 
 def _doctor(capsys, *args):
@@ -49,7 +49,7 @@ def test_doctor_subset_passes_on_cpu(capsys, tmp_path):
     paths = {r[0] for r in rows}
     dtypes = {r[1] for r in rows}
     assert dtypes == {"float64", "float32", "bf16-autocast"}
-    for key in ("rnn", "asrnn", "lstm", "nnrnn", "ltrnn", "dmu"):
+    for key in ("rnn", "asrnn", "lstm", "dmu"):
         assert any(p.startswith(f"cell {key}") for p in paths) and any(p.startswith(f"train {key}") for p in paths)
     assert {"kernel elementwise_rnn tanh lengths", "kernel tall_linear", "checkpoint rnn nonlinearity=tanh lengths "
             "checkpoint_chunk=4"} <= paths

@@ -101,14 +101,14 @@ def _problem(act="tanh", T=6, B=5, H=7, lengths=False, seed=0):
     W = (torch.randn(H, H, generator=g, dtype=F64) / H**0.5).requires_grad_()
     h0 = torch.randn(B, H, generator=g, dtype=F64, requires_grad=True)
     b = (0.3 * torch.randn(H, generator=g, dtype=F64)).requires_grad_() if act == "modrelu" else None
-    lens = torch.tensor([T, 2, 0, 4, 1][:B]) if lengths else None
+    lens = torch.tensor([(T, 2, 0, 4, 1)[i % 5] for i in range(B)]) if lengths else None
     return u, W, h0, b, lens
 
 
 def _grads(fn, u, W, h0, b, act, lens):
     out, h_n = fn(u, W, h0, act, b, lens)
     g = torch.Generator().manual_seed(9)
-    loss = (out * torch.randn(out.shape, generator=g, dtype=F64)).sum() + h_n.square().sum()
+    loss = (out * torch.randn(out.shape, generator=g, dtype=F64).to(out.device, out.dtype)).sum() + h_n.square().sum()
     ins = [x for x in (u, W, h0, b) if x is not None]
     return [out.detach(), h_n.detach(), *torch.autograd.grad(loss, ins)]
 
@@ -372,3 +372,51 @@ def test_real_kernel_passes_its_self_check_under_the_interpreter(tmp_path):
         assert res[act]["warnings"] == []
         for x, y in zip(res[act]["got"], res[act]["want"], strict=True):
             torch.testing.assert_close(x, y, atol=2e-5, rtol=2e-5)
+
+
+# --- the real kernel on CUDA (skipped without a GPU; benchmarks/gpu_check.sh runs it) ---------
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
+
+
+@CUDA
+@pytest.mark.parametrize("act", ["tanh", "modrelu"])
+def test_kernel_on_cuda_passes_its_check_and_agrees(monkeypatch, act):
+    """Automatic mode on a CUDA device: for float32 (and float64 where the device has float64
+    tensor cores), at a small H and at the device's limit, with and without lengths,
+    elementwise_rnn takes the kernel after a passing self-check and warns nothing; its outputs
+    and gradients agree with the reference loop run in float64 on the CPU (modReLU in float32:
+    judged as the self-check judges, since float32 rounding may put a unit on the other side
+    of modReLU's threshold, where the derivative jumps)."""
+    pytest.importorskip("triton")
+    monkeypatch.delenv("RNNLAB_TRITON", raising=False)
+    monkeypatch.setattr(tr, "DISABLED", None)
+    monkeypatch.setattr(tr, "CHECKED", {})
+    launches = []
+    real = tr._launch_forward
+    monkeypatch.setattr(tr, "_launch_forward", lambda *a: launches.append(1) or real(*a))
+    device = torch.device("cuda", torch.cuda.current_device())
+    budget = tr.device_budget(device)
+    n = 0
+    for dtype in (torch.float32, F64):
+        limit = tr.hidden_limit(dtype, budget)
+        if not limit:
+            continue
+        for hidden in sorted({20, limit}):
+            for lengths in (False, True):
+                p = _problem(act, T=7, B=19, H=hidden, lengths=lengths)
+                dev = [None if x is None else x.detach().to(device, dtype).requires_grad_() for x in p[:4]]
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error", RuntimeWarning)
+                    got = _grads(elementwise_rnn, *dev, act, p[4])
+                n += 1
+                if act == "modrelu" and dtype == torch.float32:
+                    err, tol = tr.compare(recurrence._ElementwiseRNN, device, dtype, hidden, act, lengths, T=7)
+                    assert err <= tol, (hidden, lengths, err)
+                    continue
+                want = _grads(reference_elementwise_rnn, *p[:4], act, p[4])
+                tol = 1e-10 if dtype == F64 else 1e-4
+                for x, y in zip(got, want, strict=True):
+                    torch.testing.assert_close(x.cpu().double(), y, atol=tol, rtol=tol)
+    assert len(launches) == 2 * n + sum(act == "modrelu" and k[1] == "float32" for k in tr.CHECKED), (len(launches), n, tr.CHECKED)
+    assert tr.CHECKED and set(tr.CHECKED.values()) == {None}

@@ -482,29 +482,39 @@ def compare(fallback, device: torch.device, dtype: torch.dtype, hidden: int, act
             launch=None, split: bool = False, **problem):
     """Run :func:`check_problem` through the kernel in ``dtype`` on ``device`` (unguarded, or
     through ``launch(u, W, h0, bias, lengths, activation) -> S`` if given) and through the
-    fused loop in float64 on the same device; returns ``(error, tolerance)``: the largest
-    ``max |kernel - fused| / max(1, max |fused|)`` over S and the gradients of u, W, h0 (and
-    the bias), and :data:`TOLERANCE` of ``dtype``; with ``split``, the error is a dict of the
-    forward's (S) and the backward's (the gradients). Exceptions of the kernel propagate."""
+    fused loop in float64 on the same device (the same inputs, rounded to ``dtype`` first).
+
+    The forward's error compares the states S. The backward's compares the kernel's gradients
+    of u, W, h0 (and the bias) with the fused loop's backward run in float64 *on the kernel's
+    own states*: phi' is then read from the same h on both sides, so a pre-activation that
+    float32 rounding put on the other side of ReLU's or modReLU's threshold (a unit whose
+    derivative jumps between 0 and 1) cannot pass for a wrong kernel, while a wrong backward
+    still shows. Returns ``(error, tolerance)``: the largest ``max |kernel - fused| / max(1,
+    max |fused|)`` over the results, and :data:`TOLERANCE` of ``dtype``; with ``split``, the
+    error is ``{"forward": ..., "backward": ...}``. Exceptions of the kernel propagate."""
     u, W, h0, bias, lengths, grad_S = check_problem(hidden, activation, has_lengths, **problem)
     lengths = None if lengths is None else lengths.to(device)
-    results = []
-    for kernel, dt in ((True, dtype), (False, torch.float64)):
-        # the same values for both (rounded to dtype first), float64 for the fused loop
-        ins = [x.to(dtype).to(device=device, dtype=dt).requires_grad_() for x in (u, W, h0, bias) if x is not None]
+    f64 = torch.float64
+    inputs = [x.to(dtype) for x in (u, W, h0, bias) if x is not None]
+    grad_S = grad_S.to(dtype).to(device)
+    with torch.enable_grad(), torch.autocast(device.type, enabled=False):
+        ins = [x.to(device).requires_grad_() for x in inputs]
         b = ins[3] if bias is not None else None
-        with torch.enable_grad(), torch.autocast(device.type, enabled=False):
-            if kernel:
-                run = launch or (lambda *a: TritonElementwiseRNN.apply(*a, None))
-                S = run(ins[0], ins[1], ins[2], b, lengths, activation)
-            else:
-                S = _fused_forward(fallback, ins[0], ins[1], ins[2], b, lengths, activation)
-            grads = torch.autograd.grad(S, ins, grad_S.to(dtype).to(device=device, dtype=dt))
-        results.append([S.detach(), *grads])
+        run = launch or (lambda *a: TritonElementwiseRNN.apply(*a, None))
+        S = run(ins[0], ins[1], ins[2], b, lengths, activation)
+        got = [S.detach(), *torch.autograd.grad(S, ins, grad_S)]
+        ref = [x.to(device=device, dtype=f64) for x in inputs]
+        want_S = _fused_forward(fallback, ref[0], ref[1], ref[2], ref[3] if bias is not None else None,
+                                lengths, activation).detach()
+    with torch.no_grad():
+        needs = (True, True, True, bias is not None)
+        grads = _fused_backward(fallback, needs, grad_S.to(f64), got[0].to(f64), ref[1], ref[2],
+                                ref[3] if bias is not None else None, lengths, activation)
+    want = [want_S, *(g for g in grads if g is not None)]
     errs = []
-    for got, want in zip(*results, strict=True):
-        scale = max(1.0, want.abs().max().item())
-        errs.append((got.double() - want).abs().max().item() / scale)
+    for x, y in zip(got, want, strict=True):
+        scale = max(1.0, y.abs().max().item())
+        errs.append((x.to(f64) - y).abs().max().item() / scale)
     if split:
         return {"forward": errs[0], "backward": max(errs[1:])}, TOLERANCE[dtype]
     return max(errs), TOLERANCE[dtype]
