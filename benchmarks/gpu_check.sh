@@ -7,12 +7,13 @@
 # that the whole run stays under 8 minutes on an H200-class GPU:
 #   tests   the GPU tests: tests/test_device.py (every cell's fast path, a short training run and
 #           checkpoints on cuda), tests/test_triton_guard.py (the guard, and the real kernel on
-#           CUDA in automatic mode), tests/test_triton_kernel.py                    (limit 140 s)
+#           CUDA in automatic mode), tests/test_triton_kernel.py                    (limit 120 s)
 #   doctor  rnnlab doctor --device cuda --kernel-table: every fast path against its reference,
 #           the Triton kernel forward and backward, a training step per cell family, and the
-#           kernel's registers, spills and time against the fused loop for H = 32 ... 256  (170 s)
-#   speed   rnnlab bench speed --device cuda --configs copy mnist --quick: the speed table
-#           against cuDNN's LSTM (raw results in speed-cuda.json beside --out)           (150 s)
+#           kernel's registers, spills and time against the fused loop for H = 32 ... 256  (190 s)
+#   speed   rnnlab bench speed --device cuda --configs copy mnist --quick --cells asrnn exprnn
+#           lstm: the speed table against cuDNN's LSTM (nn.LSTM rows; raw results in
+#           speed-cuda.json beside --out)                                               (150 s)
 # Everything printed goes to the terminal and to --out (default gpu-check.md), a Markdown file
 # whose sections can be pasted into BENCHMARKS.md. The exit code is 0 only if every step
 # passed (a step that ran out of time counts as failed; what it printed is kept).
@@ -115,17 +116,17 @@ step() {
   fi
 }
 
-SPEED_ARGS=(bench speed --device cuda --configs copy mnist --quick --json "$OUTDIR/speed-cuda.json")
+SPEED_ARGS=(bench speed --device cuda --configs copy mnist --quick --cells asrnn exprnn lstm --json "$OUTDIR/speed-cuda.json")
 for s in "${STEPS[@]}"; do
   case "$s:$CUDA" in
     tests:1)
-      step "GPU tests" 140 "$PY" -m pytest -q -rs -p no:cacheprovider \
+      step "GPU tests" 120 "$PY" -m pytest -q -rs -p no:cacheprovider \
         tests/test_device.py tests/test_triton_guard.py tests/test_triton_kernel.py ;;
     tests:0)
       step "CPU-side tests (Triton interpreter, doctor)" 400 "$PY" -m pytest -q -rs -p no:cacheprovider \
         tests/test_triton_guard.py tests/test_triton_kernel.py tests/test_doctor.py ;;
     doctor:1)
-      step "rnnlab doctor --device cuda" 170 "$PY" -m rnnlab.cli doctor --device cuda --kernel-table ;;
+      step "rnnlab doctor --device cuda" 190 "$PY" -m rnnlab.cli doctor --device cuda --kernel-table ;;
     doctor:0)
       step "rnnlab doctor --device cpu --quick" 300 "$PY" -m rnnlab.cli doctor --device cpu --quick ;;
     speed:1)
@@ -133,7 +134,7 @@ for s in "${STEPS[@]}"; do
     speed:0)
       SHOW="rnnlab ${SPEED_ARGS[*]}  (parsed, not run)" step "speed command (arguments only; nothing timed)" 60 "$PY" -c \
         "import sys; from rnnlab.cli import build_parser; a = build_parser().parse_args(sys.argv[1:]); \
-print('parsed:', a.command, a.bench, 'device', a.device, 'configs', a.configs, 'quick', a.quick, 'json', a.json)" \
+print('parsed:', a.command, a.bench, 'device', a.device, 'configs', a.configs, 'cells', a.cells, 'quick', a.quick, 'json', a.json)" \
         "${SPEED_ARGS[@]}" ;;
   esac
 done

@@ -51,8 +51,8 @@ def test_doctor_subset_passes_on_cpu(capsys, tmp_path):
     assert dtypes == {"float64", "float32", "bf16-autocast"}
     for key in ("rnn", "asrnn", "lstm", "dmu"):
         assert any(p.startswith(f"cell {key}") for p in paths) and any(p.startswith(f"train {key}") for p in paths)
-    assert {"kernel elementwise_rnn tanh lengths", "kernel tall_linear", "checkpoint rnn nonlinearity=tanh lengths "
-            "checkpoint_chunk=4"} <= paths
+    checkpoint = "checkpoint rnn nonlinearity=tanh lengths checkpoint_chunk=4"
+    assert {"kernel elementwise_rnn tanh lengths", "kernel tall_linear", checkpoint} <= paths
     assert "0 mismatched" in out and out_file.read_text().strip() == out.strip()
     # every error is a number below its tolerance, as the table says
     for r in rows:
@@ -116,7 +116,7 @@ def test_doctor_fails_when_the_triton_guard_fell_back(capsys, monkeypatch):
     (["--cells", "lstn"], "unknown cells ['lstn']"),
 ])
 def test_doctor_bad_arguments_are_one_line(capsys, args, needle):
-    code, out, err = _doctor(capsys, *args)
+    code, _, err = _doctor(capsys, *args)
     assert code == 2 and needle in err and err.count("\n") == 1, err
 
 

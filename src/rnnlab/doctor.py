@@ -13,8 +13,9 @@ What runs (each row: path, dtype, max error, tolerance, ok):
   against ``F.linear``.
 * **triton**: the Triton kernel, unguarded, forward (the states) and backward (the gradients
   of u, W, h0 and modReLU's bias) against the fused loop in float64
-  (:func:`rnnlab.kernels.triton_recurrence.compare`): on CUDA in this process, at a small H
-  and at the device's limit; on the CPU through Triton's interpreter in a subprocess
+  (:func:`rnnlab.kernels.triton_recurrence.compare`): on CUDA in this process, at the device's
+  limit (the cell rows run it at small H through the guard, whose self-check results are rows
+  too); on the CPU at H = 20 through Triton's interpreter in a subprocess
   (``TRITON_INTERPRET=1`` must be set before Triton is imported). Skipped, with the reason,
   where Triton is not installed.
 * **train**: per cell family, two optimizer steps (SGD, the cell's regulariser, dynamic
@@ -420,8 +421,9 @@ def _triton_section(device: torch.device, dtypes: list[str], quick: bool) -> lis
                                f"not dispatched on {budget.name} (compute capability {budget.capability}); "
                                "the fused loop runs instead"))
                 continue
-            hiddens = (20,) if quick else tuple(sorted({20, limit}))
-            out += triton_rows(device, (dt,), hiddens)
+            # at the device's limit (the small sizes run in every cell row through the guard)
+            out += triton_rows(device, (dt,), (limit,), ("tanh", "modrelu") if quick else
+                               ("tanh", "relu", "modrelu", "identity"))
         return out
     if device.type != "cpu":
         return [Row("triton", "triton kernel", "-", None, None, None, f"skipped: no Triton kernel on {device.type}")]
