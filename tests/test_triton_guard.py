@@ -233,6 +233,26 @@ def test_a_correct_kernel_passes_its_check_and_runs(guard, monkeypatch):
     assert set(tr.CHECKED.values()) == {None} and len(tr.CHECKED) == 4
 
 
+@pytest.mark.parametrize("context", ["no_grad", "inference_mode", "autocast"])
+def test_self_check_runs_under_the_callers_modes(guard, monkeypatch, context):
+    """A first launch under torch.no_grad(), torch.inference_mode() or bf16 autocast (evaluation,
+    serving) still checks with gradients and in the call's dtype: no false failure that would
+    switch the kernel off."""
+    monkeypatch.setattr(tr, "_forward_kernel", FakeForward(guard.forward))
+    monkeypatch.setattr(tr, "_backward_kernel", FakeBackward(guard.backward))
+    u, W, h0, _, _ = _problem()
+    ctx = {"no_grad": torch.no_grad, "inference_mode": torch.inference_mode,
+           "autocast": lambda: torch.autocast("cpu", dtype=torch.bfloat16)}[context]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with ctx():
+            S = tr.triton_elementwise_rnn(u.detach(), W.detach(), h0.detach(), "tanh",
+                                          fallback=recurrence._ElementwiseRNN)
+    assert tr.DISABLED is None and list(tr.CHECKED.values()) == [None]
+    assert len(guard.forward) == 2 and len(guard.backward) == 1  # the check's launches and the call's forward
+    torch.testing.assert_close(S, reference_elementwise_rnn(u.detach(), W.detach(), h0.detach())[0])
+
+
 def test_self_check_leaves_the_global_random_stream_alone(guard, monkeypatch):
     monkeypatch.setattr(tr, "_forward_kernel", FakeForward(guard.forward))
     monkeypatch.setattr(tr, "_backward_kernel", FakeBackward(guard.backward))

@@ -492,6 +492,12 @@ def compare(fallback, device: torch.device, dtype: torch.dtype, hidden: int, act
     still shows. Returns ``(error, tolerance)``: the largest ``max |kernel - fused| / max(1,
     max |fused|)`` over the results, and :data:`TOLERANCE` of ``dtype``; with ``split``, the
     error is ``{"forward": ..., "backward": ...}``. Exceptions of the kernel propagate."""
+    # the caller may be under no_grad, inference_mode or autocast: the check is not
+    with torch.inference_mode(False):
+        return _compare(fallback, device, dtype, hidden, activation, has_lengths, launch, split, problem)
+
+
+def _compare(fallback, device, dtype, hidden, activation, has_lengths, launch, split, problem):
     u, W, h0, bias, lengths, grad_S = check_problem(hidden, activation, has_lengths, **problem)
     lengths = None if lengths is None else lengths.to(device)
     f64 = torch.float64
