@@ -338,8 +338,13 @@ def test_guard_sends_unfit_shapes_to_the_fused_loop_silently(guard, monkeypatch)
         u32 = torch.randn(2, 3, 130)
         S32 = tr.triton_elementwise_rnn(u32, torch.eye(130) * 0.5, torch.zeros(3, 130), "tanh",
                                         fallback=recurrence._ElementwiseRNN)
-    assert guard.forward == []
+        S300 = tr.triton_elementwise_rnn(torch.randn(2, 3, 300), torch.eye(300) * 0.5, torch.zeros(3, 300), "relu",
+                                         fallback=recurrence._ElementwiseRNN)  # past what the kernel's code accepts
+        monkeypatch.setattr(tr, "triton", None)  # Triton not installed
+        S_none = tr.triton_elementwise_rnn(u, W, h0, "tanh", fallback=recurrence._ElementwiseRNN)
+    assert guard.forward == [] and S300.shape == (2, 3, 300)
     torch.testing.assert_close(S, reference_elementwise_rnn(u, W, h0, "tanh")[0])
+    torch.testing.assert_close(S_none, S)
     torch.testing.assert_close(S32, reference_elementwise_rnn(u32, torch.eye(130) * 0.5, torch.zeros(3, 130))[0])
 
 

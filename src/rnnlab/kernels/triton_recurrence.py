@@ -628,22 +628,23 @@ def triton_elementwise_rnn(u: Tensor, weight: Tensor, h0: Tensor, activation: st
     cannot hold, a failed self-check, a failed launch forward or backward all compute with
     it. Without it, or under ``RNNLAB_TRITON=force``, the kernel runs unguarded.
     """
-    if triton is None:
-        raise ValueError("the Triton recurrence needs Triton; pip install 'rnnlab[triton]'")
     if activation not in _ACT_CODES:
         raise ValueError(f"activation must be one of {tuple(_ACT_CODES)}, got {activation!r}")
     H = u.shape[2]
-    if H > MAX_HIDDEN:
+    guarded = fallback is not None and mode() != "force"
+    if not guarded and triton is None:
+        raise ValueError("the Triton recurrence needs Triton; pip install 'rnnlab[triton]'")
+    if not guarded and H > MAX_HIDDEN:
         raise ValueError(f"the Triton recurrence holds W on chip for H <= {MAX_HIDDEN}, got H = {H}; "
                          "use elementwise_rnn, which falls back to the fused CPU-style loop")
     if lengths is not None:
         lengths = lengths.to(device=u.device, dtype=torch.int32).contiguous()
     u, weight, h0 = u.contiguous(), weight.contiguous(), h0.contiguous()
     bias = None if bias is None else bias.contiguous()
-    if fallback is None or mode() == "force":
+    if not guarded:
         return TritonElementwiseRNN.apply(u, weight, h0, bias, lengths, activation, None)
-    reason = unfit_reason(u.device, u.dtype, H) or self_check(fallback, u.device, u.dtype, H, activation,
-                                                             lengths is not None)
+    reason = ("Triton is not installed" if triton is None else None) or unfit_reason(u.device, u.dtype, H) \
+        or self_check(fallback, u.device, u.dtype, H, activation, lengths is not None)
     if reason is None:
         try:
             return TritonElementwiseRNN.apply(u, weight, h0, bias, lengths, activation, fallback)
