@@ -41,7 +41,7 @@ def test_dry_run_of_the_speed_step_writes_the_report(tmp_path):
     assert text.startswith("# GPU check (") and "mode: dry run (--dry-run)" in text
     assert "## speed command (arguments only; nothing timed)" in text
     assert (f"parsed: bench speed device cuda configs ['copy', 'mnist'] cells ['asrnn', 'exprnn', 'lstm'] "
-            f"quick True json {out.parent / 'speed-cuda.json'}") in text
+            f"quick True allow_load True json {out.parent / 'speed-cuda.json'}") in text
     assert text.rstrip().endswith(f"All 1 step(s) passed; written to {out}.")
 
 
