@@ -353,6 +353,12 @@ def cmd_bench(args) -> int:
     return speed.main(**{k: getattr(args, k) for k in speed.OPTIONS})
 
 
+def cmd_doctor(args) -> int:
+    from .doctor import main_from_args
+
+    return main_from_args(args)
+
+
 class _Help(argparse.RawDescriptionHelpFormatter):
     """Each argument's default appended to its help (unless the help states it, or there is
     none to state); examples (the epilog) kept as written."""
@@ -493,6 +499,13 @@ def build_parser(bench_arguments: bool = True) -> argparse.ArgumentParser:
 
         add_arguments(b)
     b.set_defaults(func=cmd_bench)
+
+    s = _sub(sub, "doctor", "check every fast path against its reference on a device (table; exit 1 on a mismatch)",
+             "rnnlab doctor --device cuda")
+    from .doctor import add_arguments as doctor_arguments
+
+    doctor_arguments(s)
+    s.set_defaults(func=cmd_doctor)
 
     s = _sub(sub, "thresholds", "DMU-style summary: how many seeds reached each loss threshold by each epoch",
              "rnnlab thresholds runs/ --metric val/loss")

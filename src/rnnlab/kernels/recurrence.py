@@ -160,7 +160,8 @@ def _triton_forward(u, weight, h0, activation, bias, lengths):
     from . import triton_recurrence
 
     try:
-        return triton_recurrence.triton_elementwise_rnn(u, weight, h0, activation, bias, lengths)
+        return triton_recurrence.triton_elementwise_rnn(u, weight, h0, activation, bias, lengths,
+                                                        fallback=_ElementwiseRNN)
     except Exception as e:
         if triton_recurrence.mode() == "force":
             raise
