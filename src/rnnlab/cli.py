@@ -405,7 +405,7 @@ def cmd_analyze_schur(args) -> int:
     return 0
 
 
-def jacobian_summary(digest: dict) -> str:
+def _jacobian_summary(digest: dict) -> str:
     """A few lines from ``analyze jacobian``'s digest (``{label: summarize(...)}``): per model,
     log10 sigma_max / sigma_min at each lag of the digest (``<= b``: sigma_min no longer resolved
     by the explicit product, b its QR bound), and for asRNN at which t the conditions of the
@@ -437,13 +437,13 @@ def cmd_analyze_jacobian(args) -> int:
     from .config import ConfigError
 
     _at_least_one(args.max_lag, "--max-lag", "the largest lag; leave it out for the sequence length")
+    if args.output and args.out:
+        raise ConfigError("give --out DIR, or the deprecated -o/--output FILE, not both")
     cells = tuple(c for c in (args.compare or "").split(",") if c)
     res = analyze_run(args.run, split=args.split, index=args.index, max_lag=args.max_lag, which=args.which,
                       data_dir=args.data_dir, init_cells=cells, device=args.device)
     digest = {label: summarize(r) for label, r in res.items()}
     text = json.dumps(digest, indent=2, default=float) + "\n"
-    if args.output and args.out:
-        raise ConfigError("give --out DIR, or the deprecated -o/--output FILE, not both")
     if args.output:  # the spelling before --out DIR: one figure file, the digest only with --json FILE
         _note(f"analyze jacobian -o/--output FILE is deprecated and accepted until rnnlab {DEPRECATED_UNTIL}; "
               f"use --out DIR (writes DIR/jacobian.png and DIR/jacobian.json)")
@@ -457,7 +457,10 @@ def cmd_analyze_jacobian(args) -> int:
     if args.json not in (None, "-"):
         Path(args.json).write_text(text)
         written.append(Path(args.json))
-    print(text, end="") if args.json == "-" else print(jacobian_summary(digest))
+    if args.json == "-":
+        print(text, end="")
+    else:
+        print(_jacobian_summary(digest))
     plot_lag_spectra({k: r["spectrum"] for k, r in res.items()}, figure,
                      title=f"singular values of J(t1 + lag, t1) along {args.split} sequence {args.index}")
     print(f"wrote {', '.join(map(str, [figure, *written]))}", file=sys.stderr)
@@ -757,7 +760,9 @@ def _parser_demo(sub) -> None:
     s.set_defaults(func=cmd_demo)
 
 
-#: the commands, in the order ``rnnlab --help`` lists them (a new command: add its parser function)
+#: the commands, in the order ``rnnlab --help`` lists them. A new command is its parser function
+#: added here, e.g. ``rnnlab doctor``: ``_parser_doctor(sub)`` (its ``--device`` from
+#: ``_opt_device``) setting ``func=cmd_doctor``, which calls the doctor module with keywords.
 COMMANDS = [_parser_list, _parser_preset, _parser_train, _parser_evaluate, _parser_export, _parser_data,
             _parser_table, _parser_suite, _parser_sweep, _parser_bench, _parser_thresholds, _parser_reproduce,
             _parser_plot, _parser_analyze, _parser_demo]
