@@ -641,25 +641,26 @@ def add_arguments(p) -> None:
                    "(default: all), e.g. --cells asrnn,lstm")
     p.add_argument("--kernel-table", action="store_true",
                    help="CUDA only: also the Triton kernel's registers, spills and time against the fused loop "
-                        "for H = 32 ... 256 (forced past the limit), e.g. to check docs/device.md's arithmetic")
+                        "for H = 32 ... 256 (forced past the limit), e.g. to check the documented register arithmetic (device.md)")
     p.add_argument("-o", "--output", help="also write the table to this file, e.g. -o doctor.md")
 
 
-def main_from_args(args) -> int:
-    """Print the table; 0 when every row is ok or skipped, 1 on a mismatch."""
+def main_doctor(device: str = "auto", quick: bool = False, sections: str = ",".join(SECTIONS),
+                cells: str | None = None, with_kernel_table: bool = False, output: str | None = None) -> int:
+    """Print the table (``rnnlab doctor``); 0 when every row is ok or skipped, 1 on a mismatch."""
     from .device import resolve_device
 
-    device = resolve_device(args.device, what="--device")
-    sections = tuple(s.strip() for s in args.sections.split(",") if s.strip())
-    cells = tuple(c.strip() for c in args.cells.split(",") if c.strip()) if getattr(args, "cells", None) else None
+    where = resolve_device(device, what="--device")
+    picked = tuple(s.strip() for s in sections.split(",") if s.strip())
+    families = tuple(c.strip() for c in cells.split(",") if c.strip()) if cells else None
     start = time.perf_counter()
-    rows = run(device, quick=args.quick, sections=sections, cells=cells)
-    parts = [environment(device), "", table(rows), "", summary(rows, device, time.perf_counter() - start)]
-    if getattr(args, "kernel_table", False):
-        parts += ["", kernel_table(device)]
+    rows = run(where, quick=quick, sections=picked, cells=families)
+    parts = [environment(where), "", table(rows), "", summary(rows, where, time.perf_counter() - start)]
+    if with_kernel_table:
+        parts += ["", kernel_table(where)]
     text = "\n".join(parts)
     print(text)
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
+    if output:
+        with open(output, "w", encoding="utf-8") as f:
             f.write(text + "\n")
     return 1 if any(r.ok is False for r in rows) else 0

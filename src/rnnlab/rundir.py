@@ -374,6 +374,29 @@ class claim:
                 break
 
 
+def discard_failed_start(run_dir: str | Path, before: set[str]) -> list[str]:
+    """After a start that failed before training anything (no ``checkpoint.pt`` and no row in
+    ``metrics.jsonl``: a model too large for memory, missing data with ``--tensorboard``, an
+    error in the first step), remove what it wrote (``task.json``, ``config.json``, an empty
+    ``metrics.jsonl``, ``tensorboard/``): a failed start leaves no stub, and what was in the
+    directory before it (``before``: entry names) is kept. Nothing of value goes: no step was
+    trained. The lock stays with its holder; ``claim`` then removes the directories it made.
+    Returns the names removed."""
+    import shutil
+
+    run_dir = Path(run_dir)
+    metrics = run_dir / "metrics.jsonl"
+    try:
+        if (run_dir / "checkpoint.pt").exists() or (metrics.exists() and read_jsonl(metrics)[0]):
+            return []
+        added = [p for p in run_dir.iterdir() if p.name not in before and p.name != LOCK_NAME]
+        for p in added:
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+    except OSError:  # best effort: the error that ended the start is the one to report
+        return []
+    return sorted(p.name for p in added)
+
+
 # ---------------------------------------------------------------------------- metrics.jsonl
 
 def read_jsonl(path: str | Path) -> tuple[list[dict], list[int]]:

@@ -614,17 +614,22 @@ def _plots(study, out: Path, log) -> list[Path]:
     return written
 
 
-def main_sweep(args) -> int:
-    sw = load_sweep(args.spec, list(args.set or []))
-    if args.trials:
-        sw.trials = args.trials
-    out = Path(args.out) if args.out else Path(args.runs_dir) / f"sweep-{sw.name}"
+def main_sweep(spec: str, *, out: str | None = None, runs_dir: str = "runs", trials: int | None = None,
+               overrides: list[str] | None = None, storage: str | None = None, workers: int = 1,
+               backend: str = "local", address: str | None = None, heartbeat: int = 10, db_timeout: float = 60.0,
+               report_only: bool = False, data_dir: str | None = None) -> int:
+    """``rnnlab sweep``: run (or continue) the sweep ``spec`` and print its trials table; every
+    option as the command line's (``overrides`` = ``--set``)."""
+    sw = load_sweep(spec, list(overrides or []))
+    if trials:
+        sw.trials = trials
+    out = Path(out) if out else Path(runs_dir) / f"sweep-{sw.name}"
     log = lambda m: print(m, file=sys.stderr)  # noqa: E731
-    if args.report_only:
-        report(sw, out, args.storage, log=log)
+    if report_only:
+        report(sw, out, storage, log=log)
     else:
-        run_sweep(sw, out, args.storage, args.workers, args.backend, args.address, args.data_dir,
-                  heartbeat=args.heartbeat, db_timeout=args.db_timeout, log=log)
+        run_sweep(sw, out, storage, workers, backend, address, data_dir,
+                  heartbeat=heartbeat, db_timeout=db_timeout, log=log)
     print((out / "trials.md").read_text(), end="")
     written = [n for n in ("trials.md", "best.toml", "history.png", "importance.png") if (out / n).exists()]
     print(f"\nin {out}: {', '.join(written)}", file=sys.stderr)

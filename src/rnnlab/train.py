@@ -382,7 +382,7 @@ def train(
     NaN/inf loss (the last good checkpoint stays) and ``RunExists`` when ``run_dir`` already has
     a checkpoint and ``resume`` is False.
     """
-    from .rundir import claim
+    from .rundir import claim, discard_failed_start
 
     run_dir = Path(run_dir)
     for parent in (run_dir, *run_dir.parents):
@@ -395,7 +395,12 @@ def train(
             break
     dev.resolve(cfg.train.device, cfg.train.precision)  # a device this machine lacks: before anything is written
     with claim(run_dir):  # one writer per run directory; a failed start leaves no stub behind
-        return _train(cfg, run_dir, resume, progress, data_dir, task, on_eval)
+        before = {p.name for p in run_dir.iterdir()}
+        try:
+            return _train(cfg, run_dir, resume, progress, data_dir, task, on_eval)
+        except BaseException:
+            discard_failed_start(run_dir, before)
+            raise
 
 
 def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, data_dir: str | None,
