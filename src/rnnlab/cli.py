@@ -242,11 +242,11 @@ def cmd_table(args) -> int:
 
 def cmd_thresholds(args) -> int:
     from .config import ConfigError
-    from .results import threshold_counts
+    from .results import DMU_THRESHOLDS, threshold_counts
 
     _at_least_one(args.steps_per_epoch, "--steps-per-epoch", "optimizer steps per epoch; the DMU presets use 10")
     try:
-        ths = tuple(float(t) for t in args.thresholds.split(","))
+        ths = DMU_THRESHOLDS if args.thresholds is None else tuple(float(t) for t in args.thresholds.split(","))
     except ValueError:
         raise ConfigError(f"--thresholds must be comma-separated numbers (e.g. --thresholds 1e-2,1e-4), "
                           f"got {args.thresholds!r}") from None
@@ -686,8 +686,9 @@ def _parser_thresholds(sub) -> None:
              "rnnlab thresholds runs/ --metric val/loss", docs="models.md")
     s.add_argument("runs_dir", help="directory searched for runs, e.g. runs/")
     s.add_argument("--metric", default="val/loss", help="metric of metrics.jsonl, e.g. --metric val/loss")
-    s.add_argument("--thresholds", default="1e-1,1e-2,1e-3,1e-4,1e-5,1e-6",
-                   help="comma-separated thresholds, e.g. --thresholds 1e-2,1e-4")
+    s.add_argument("--thresholds", default=None,
+                   help="comma-separated thresholds (default: the DMU protocol's 1e-2 ... 1e-6, the ledger's), "
+                        "e.g. --thresholds 1e-2,1e-4")
     s.add_argument("--steps-per-epoch", type=int, default=10,
                    help="optimizer steps per epoch, >= 1 (DMU presets: 10), e.g. --steps-per-epoch 10")
     s.set_defaults(func=cmd_thresholds)
