@@ -8,7 +8,8 @@ import torch
 
 from rnnlab import ASRNN, CELLS, ASRNNCell, RNNCell
 from rnnlab import parametrize as par
-from rnnlab.cells.asrnn import FAST_PATH_MAX_KAPPA, TanhRecurrence, saturating
+from rnnlab.cells.asrnn import FAST_PATH_MAX_KAPPA, saturating
+from rnnlab.kernels import elementwise_rnn
 
 torch.set_num_threads(1)
 D = torch.float64
@@ -136,15 +137,21 @@ def test_vanishing_D_f_approaches_the_linear_rnn(backend):
 
 
 def test_tanh_recurrence_gradcheck():
+    """The kernel of the fast path: the tanh recurrence with its input projection fused in
+    (tests/test_speed_kernels.py checks it over every activation and lengths)."""
     torch.manual_seed(0)
     x = torch.randn(6, 3, 4, dtype=D, requires_grad=True)
     w_ih = torch.randn(5, 4, dtype=D, requires_grad=True)
     b = torch.randn(5, dtype=D, requires_grad=True)
     g0 = torch.randn(3, 5, dtype=D, requires_grad=True)
     W = torch.randn(5, 5, dtype=D, requires_grad=True)
-    assert torch.autograd.gradcheck(TanhRecurrence.apply, (x, w_ih, b, g0, W))
+
+    def run(x, w_ih, b, g0, W):
+        return elementwise_rnn(x, W, g0, "tanh", input_weight=w_ih, input_bias=b)[0]
+
+    assert torch.autograd.gradcheck(run, (x, w_ih, b, g0, W))
     x.requires_grad_(False)  # the path that skips dx (one-hot inputs)
-    assert torch.autograd.gradcheck(TanhRecurrence.apply, (x, w_ih, b, g0, W))
+    assert torch.autograd.gradcheck(run, (x, w_ih, b, g0, W))
 
 
 @pytest.mark.parametrize("a,b,uf_scale", [(0.0, 0.0, 0.0), (0.5, 1.5, 0.3), (0.02, 0.02, 1.0)])

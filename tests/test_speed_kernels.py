@@ -55,6 +55,73 @@ def test_matches_reference_loop_outputs_and_gradients(act, lengths):
         torch.testing.assert_close(a, c, rtol=1e-10, atol=1e-12)
 
 
+def _projected(act, lengths, with_bias):
+    """elementwise_rnn with the fused input projection, as a function of (x, W_ih, [b_in,] W, h0, [b])."""
+    def f(x, w_in, *rest):
+        b_in, rest = (rest[0], rest[1:]) if with_bias else (None, rest)
+        W, h0, *b = rest
+        return elementwise_rnn(x, W, h0, act, b[0] if b else None, lengths, input_weight=w_in, input_bias=b_in)
+    return f
+
+
+def _projection_inputs(act, with_bias, T=6, B=3, I=2, H=4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(T, B, I, generator=g, dtype=torch.float64).requires_grad_()
+    w_in = torch.randn(H, I, generator=g, dtype=torch.float64).requires_grad_()
+    b_in = torch.randn(H, generator=g, dtype=torch.float64).requires_grad_() if with_bias else None
+    _, W, h0, b = _inputs(act, T, B, H, seed)
+    return [t for t in (x, w_in, b_in, W, h0, b) if t is not None]
+
+
+@pytest.mark.parametrize("with_bias", [True, False])
+@pytest.mark.parametrize("lengths", LENGTHS)
+@pytest.mark.parametrize("act", rec.ACTIVATIONS)
+def test_fused_projection_gradcheck_and_reference(act, lengths, with_bias):
+    """``input_weight``: the projection computed inside the kernel has the gradients of x, W_ih
+    and b_in (gradcheck), and the values and gradients of the projection done outside by
+    ``F.linear`` then the reference loop."""
+    ins = _projection_inputs(act, with_bias)
+    fn = _projected(act, lengths, with_bias)
+    assert torch.autograd.gradcheck(fn, ins)
+    x, w_in, *rest = ins
+    b_in = rest.pop(0) if with_bias else None
+    W, h0, *b = rest
+    got = fn(*ins)
+    want = reference_elementwise_rnn(torch.nn.functional.linear(x, w_in, b_in), W, h0, act, b[0] if b else None,
+                                     lengths)
+    r = torch.randn_like(got[0])
+    grads = [torch.autograd.grad((o[0] * r).sum() + o[1].sum(), ins) for o in (got, want)]
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    for a, c in zip(*grads):
+        torch.testing.assert_close(a, c, rtol=1e-10, atol=1e-12)
+    x.requires_grad_(False)  # the path that skips dx (one-hot inputs)
+    assert torch.autograd.gradcheck(fn, ins)
+
+
+@pytest.mark.parametrize("lengths", [None, torch.tensor([4, 2, 1])])
+@pytest.mark.parametrize("act", rec.ACTIVATIONS)
+def test_gradgradcheck_float64(act, lengths):
+    """Second derivatives (a backward asked for a graph of itself) are exact, with the input
+    terms given and with the projection fused in."""
+    u, W, h0, b = _inputs(act, T=4, B=3, H=3)
+    ins = (u, W, h0) if b is None else (u, W, h0, b)
+    assert torch.autograd.gradgradcheck(_flat(elementwise_rnn, act, lengths), ins)
+    ins = _projection_inputs(act, True, T=4, H=2)
+    assert torch.autograd.gradgradcheck(_projected(act, lengths, True), ins)
+
+
+def test_fused_projection_checks_its_shapes():
+    x = torch.randn(3, 2, 5)
+    with pytest.raises(ValueError, match=r"input_weight must be \(H, I\) with I = 5"):
+        elementwise_rnn(x, torch.eye(4), input_weight=torch.randn(4, 3))
+    with pytest.raises(ValueError, match=r"input_bias must have shape \(4,\)"):
+        elementwise_rnn(x, torch.eye(4), input_weight=torch.randn(4, 5), input_bias=torch.zeros(5))
+    with pytest.raises(ValueError, match="pass input_weight with it"):
+        elementwise_rnn(torch.randn(3, 2, 4), torch.eye(4), input_bias=torch.zeros(4))
+    with pytest.raises(ValueError, match=r"weight must be \(4, 4\)"):
+        elementwise_rnn(x, torch.eye(5), input_weight=torch.randn(4, 5))
+
+
 def test_lengths_freeze_state_and_zero_outputs():
     u, W, h0, _ = _inputs("tanh", T=5, B=2, H=3)
     out, h_n = elementwise_rnn(u, W, h0, "tanh", lengths=torch.tensor([5, 2]))

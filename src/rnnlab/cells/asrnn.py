@@ -21,10 +21,10 @@ plain tanh RNN::
 
     g_t = tanh(W_f W_xh x_t + (W_f W_hh W_f^{-1}) g_{t-1} + W_f b),   h_t = W_f^{-1} g_t,
 
-which :class:`TanhRecurrence` runs with a hand-written BPTT (input projections of all steps in
-one matrix product, one (H, H) product per step forward and one backward, as a vanilla RNN;
-ATen's ``torch.rnn_tanh`` when ``lengths`` are given) and maps back to h with one product over
-all steps. It equals the step loop in exact arithmetic; in floating point the change of
+which the fused tanh recurrence :func:`rnnlab.kernels.elementwise_rnn` runs (input projections of
+all steps in one matrix product fused into the kernel, one (H, H) product per step forward and
+one backward, as a vanilla RNN; the Triton kernel on CUDA; also with ``lengths``) and maps back
+to h with one product over all steps. It equals the step loop in exact arithmetic; in floating point the change of
 basis amplifies rounding by ``kappa = min(max_i (D_f^{-1} |U_f|^T |U_f| D_f 1)_i, cond(D_f))``,
 which is 1 when ``U_f`` is a signed permutation (any ``D_f``) or ``D_f = c I`` (any ``U_f``) and
 about ``cond(D_f)`` for a dense ``U_f``;
@@ -40,10 +40,9 @@ from torch.nn.utils import parametrize as P
 
 from .. import parametrize as par
 from ..kernels.amp import float32_region, full_precision, recurrence_dtype
-from ..kernels.linear import blocked_mm, column_sum, gram_t, tall_linear
-from ..kernels.recurrence import _triton_dispatch, elementwise_rnn
+from ..kernels.linear import tall_linear
+from ..kernels.recurrence import elementwise_rnn
 from .base import Cell, unroll
-from .classic import run_native
 
 #: Largest rounding amplification ``kappa`` (see :meth:`ASRNNCell.amplification`) at which
 #: ``sequence`` takes the transformed-coordinate fast path, per dtype. Measured (docs/asrnn.md,
@@ -52,53 +51,6 @@ from .classic import run_native
 #: not grow; up to these values the fast path's worst relative error over outputs and all
 #: gradients stayed within a few times the step loop's own in float32 and below ~3e-8 in float64.
 FAST_PATH_MAX_KAPPA = {torch.float32: 3e2, torch.float64: 1e4}
-
-
-class TanhRecurrence(torch.autograd.Function):
-    """``G_t = tanh(W_ih x_t + b + W G_{t-1})`` over time (column form; row form
-    ``x_t @ W_ih.T + b + G_{t-1} @ W.T``), with ``x`` (T, B, I), ``W_ih`` (H, I), ``b`` (H,),
-    ``g0`` (B, H), ``W`` (H, H); returns ``G`` (T, B, H).
-
-    Backpropagation through time by hand: the input projections of all steps are one product;
-    the backward loop does one (B, H) x (H, H) product per step, and the weight gradients are
-    one product each at the end (in the faster orientation, :func:`rnnlab.kernels.linear.gram_t`;
-    tall products in row blocks, :func:`rnnlab.kernels.linear.blocked_mm`), where autograd over a step loop would do three
-    products per step. Checked with ``torch.autograd.gradcheck`` in tests/test_asrnn_cell.py.
-    Not twice differentiable.
-    """
-
-    @staticmethod
-    def forward(ctx, x: Tensor, w_ih: Tensor, b: Tensor, g0: Tensor, W: Tensor) -> Tensor:
-        T, B, _ = x.shape
-        x2 = x.reshape(T * B, -1)
-        G = blocked_mm(x2, w_ih.t(), b).view(T, B, -1)  # input projections, then in place
-        Wt = W.t()
-        g = g0
-        for t in range(T):
-            g = torch.tanh(torch.addmm(G[t], g, Wt), out=G[t])
-        ctx.save_for_backward(x, w_ih, G, g0, W)
-        return G
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, dG: Tensor):
-        x, w_ih, G, g0, W = ctx.saved_tensors
-        T, B, H = G.shape
-        dG = dG.contiguous()  # one copy instead of a strided gather per step
-        dZ = torch.empty_like(G)
-        carry = torch.zeros_like(g0)
-        for t in range(T - 1, -1, -1):
-            # dL/dz_t = (dL/dG_t + W^T dL/dz_{t+1}) * (1 - G_t^2), on cache-resident slices
-            dz = torch.add(dG[t], carry, out=dZ[t])
-            torch.ops.aten.tanh_backward.grad_input(dz, G[t], grad_input=dz)  # * (1 - G_t^2)
-            carry = dz @ W
-        dZ2 = dZ.view(T * B, H)
-        # dW = sum_t dz_t^T g_{t-1}, without concatenating g0 to G (a full copy)
-        dW = (G[:-1].reshape(-1, H).t() @ dZ[1:].reshape(-1, H)).t() + dZ[0].t() @ g0
-        x2 = x.reshape(T * B, -1)
-        dw_ih = gram_t(dZ2, x2)
-        dx = blocked_mm(dZ2, w_ih).view_as(x) if ctx.needs_input_grad[0] else None
-        return dx, dw_ih, column_sum(dZ2), carry, dW
 
 
 def saturating(x: Tensor, a) -> Tensor:
@@ -271,21 +223,9 @@ class ASRNNCell(Cell):
             w_ih, w_hh, bias, W_f, W_f_inv = self.transformed_weights()
             with float32_region(x):
                 g0 = nn.functional.linear(state.to(W_f.dtype), W_f)
-            if lengths is None and _triton_dispatch(x, self.hidden_size):
-                # on CUDA: the same tanh recurrence by the persistent Triton kernel, after one
-                # input product (rnnlab.kernels.triton_recurrence)
-                with float32_region(x):
-                    g = elementwise_rnn(tall_linear(x, w_ih, bias), w_hh, g0, "tanh")[0]
-                g_n = g[-1]
-            elif lengths is None:
-                # x may be a transposed (batch-first) view; time-major memory makes each step's
-                # (B, H) block contiguous
-                with float32_region(x):
-                    g = TanhRecurrence.apply(x.contiguous(), w_ih, bias, g0, w_hh)
-                g_n = g[-1]
-            else:
-                weights = [w_ih, w_hh, bias, torch.zeros_like(bias)]
-                g, g_n = run_native(torch.rnn_tanh, x, g0, weights, lengths, self.training)
+                # the vanilla tanh recurrence in g, its input projection fused into the kernel
+                # (one product for all steps, written straight into the state buffer)
+                g, g_n = elementwise_rnn(x, w_hh, g0, "tanh", lengths=lengths, input_weight=w_ih, input_bias=bias)
             return g, nn.functional.linear(g_n, W_f_inv), W_f_inv
 
     # --- bookkeeping -----------------------------------------------------------------------

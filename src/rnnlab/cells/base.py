@@ -7,23 +7,19 @@ time-major ``(T, B, I)``; layers accept ``batch_first`` like ``torch.nn.RNN``.
 
 from __future__ import annotations
 
-from typing import Iterator, Union
+from typing import Iterator
 
 import torch
 from torch import Tensor, nn
 from torch.nn.utils import parametrize as P
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-State = Union[Tensor, tuple[Tensor, ...]]
+from ..kernels.checkpoint import checkpointed_sequence
+from ..kernels.state import State, map_state
+
+__all__ = ["BACKENDS", "Cell", "Recurrent", "State", "iter_cells", "map_state", "unroll"]
 
 BACKENDS = ("auto", "reference")
-
-
-def map_state(fn, *states: State) -> State:
-    """Apply ``fn`` leaf-wise to one or more states of the same structure."""
-    if isinstance(states[0], Tensor):
-        return fn(*states)
-    return tuple(fn(*leaves) for leaves in zip(*states))
 
 
 def _tracing() -> bool:
@@ -79,11 +75,6 @@ class Cell(nn.Module):
         return torch.zeros(
             batch_size, self.hidden_size, device=device or p.device, dtype=dtype or p.dtype
         )
-
-    @staticmethod
-    def output_of(state: State) -> Tensor:
-        """The hidden output h of a state (first leaf for tuple states)."""
-        return state if isinstance(state, Tensor) else state[0]
 
     # --- parameters --------------------------------------------------------------------
     def tag_parameters(self, prefix: str, tag: str) -> None:
@@ -489,8 +480,6 @@ class Recurrent(nn.Module):
 
     def _run_cell(self, cell: Cell, x: Tensor, state, lengths, mapped: bool):
         if self.checkpoint_chunk is not None and self.training:
-            from ..kernels.checkpoint import checkpointed_sequence
-
             out, s = checkpointed_sequence(cell, x, state, lengths, self.checkpoint_chunk)
             return out, s, None
         if mapped:

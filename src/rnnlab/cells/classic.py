@@ -20,14 +20,10 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from .. import parametrize as par
 from ..kernels.amp import autocasting, full_precision
 from ..kernels.gated import gru_recurrence
-from ..kernels.recurrence import elementwise_rnn
 from ..kernels.linear import tall_linear
-from .base import Cell, State, map_state
-
-
-def modrelu(z: Tensor, bias: Tensor) -> Tensor:
-    """modReLU for real inputs: ``sign(z) * relu(|z| + b)``, with sign(0) = 0."""
-    return torch.sign(z) * torch.relu(z.abs() + bias)
+from ..kernels.recurrence import elementwise_rnn, modrelu
+from ..kernels.state import State, map_state
+from .base import Cell
 
 
 def run_native(fn, x: Tensor, state: State, weights: list[Tensor], lengths: Tensor | None, training: bool):

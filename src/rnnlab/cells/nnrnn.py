@@ -50,10 +50,9 @@ from torch.nn.utils import parametrize as P
 
 from .. import parametrize as par
 from ..kernels.amp import float32_region
-from ..kernels.recurrence import elementwise_rnn
 from ..kernels.linear import tall_linear
+from ..kernels.recurrence import elementwise_rnn, modrelu
 from .base import Cell
-from .classic import modrelu
 
 T_MASKS = ("paper", "reference")
 

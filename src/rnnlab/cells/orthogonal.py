@@ -14,10 +14,9 @@ import torch
 from torch import Tensor, nn
 
 from .. import parametrize as par
-from ..kernels.recurrence import elementwise_rnn
 from ..kernels.linear import tall_linear
+from ..kernels.recurrence import elementwise_rnn, modrelu
 from .base import Cell
-from .classic import modrelu
 
 
 class OrthogonalRNNCell(Cell):

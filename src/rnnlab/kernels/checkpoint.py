@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
-from ..cells.base import map_state
+from .state import map_state
 
 
 def checkpointed_sequence(cell, x: Tensor, state=None, lengths: Tensor | None = None, chunk: int = 256):

@@ -1,7 +1,8 @@
 """Fused BPTT for the element-wise recurrence family ``h_t = phi(W h_{t-1} + u_t)``.
 
 Column form (DESIGN.md): ``W`` is (H, H) and applied as ``h @ W.T``; ``u`` (T, B, H) is the
-input term ``W_ih x_t + b`` of every step, computed outside by one large matrix product;
+input term ``W_ih x_t + b`` of every step, computed by one large matrix product (outside, or
+fused in with ``input_weight``, see below);
 ``h0`` is (B, H). ``phi`` is one of
 
 * ``"tanh"``: ``torch.tanh``; optionally as ``2 sigmoid(2 z) - 1`` (:data:`TANH_VIA_SIGMOID`),
@@ -16,7 +17,10 @@ forward loop runs without a graph and writes each state into one preallocated (T
 buffer, which is all the backward needs (phi' is a function of phi's output for all four
 activations: ``1 - h^2``, ``h > 0``, ``h != 0``, 1). The backward loop does one (B, H) x (H, H)
 matrix product per step; the weight gradient ``sum_t delta_t^T h_{t-1}`` and the bias gradient
-are single large products/reductions at the end.
+are single large products/reductions at the end. With ``input_weight`` the input projection
+``u = x W_ih^T + b`` is fused in as well: computed straight into the state buffer, its
+backward (``dx``, ``dW_ih``, ``db``) done from the same ``dL/du`` (asRNN's transformed
+coordinates run this way).
 
 Lengths: with ``lengths`` (B,), a sequence's state is frozen from its last step on (steps at
 or past its length leave it unchanged) and its outputs there are zero, exactly as
@@ -26,7 +30,12 @@ On CUDA, with Triton installed and ``H <= 256``, the same recurrence runs as one
 Triton kernel instead (:mod:`rnnlab.kernels.triton_recurrence`; ``RNNLAB_TRITON`` forces or
 disables it); CPU tensors always take the loop here.
 
-Double backward through this function is not supported (``once_differentiable``).
+Second-order gradients: when autograd asks for a graph of the backward (``create_graph=True``:
+gradient penalties, Hessian-vector products, meta-learning), the backward runs as autograd
+operations instead (:func:`backward_graph`), written through the saved state sequence S, so
+that differentiating it leads back through the recurrence: second and higher derivatives are
+exact (tested with ``gradgradcheck`` in float64, also on the Triton path). A plain
+``backward()`` keeps the fused loop.
 """
 
 from __future__ import annotations
@@ -36,9 +45,9 @@ import warnings
 
 import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
 from .amp import float32_region, recurrence_dtype
+from .linear import blocked_mm, column_sum, gram_t, tall_linear
 
 ACTIVATIONS = ("tanh", "relu", "modrelu", "identity")
 
@@ -48,6 +57,12 @@ ACTIVATIONS = ("tanh", "relu", "modrelu", "identity")
 #: and 7e-2 at 1e-6, where torch.tanh is exact to the ulp. Off by default (long-memory models
 #: can carry information in small states); set it to True to trade that accuracy for speed.
 TANH_VIA_SIGMOID = False
+
+
+def modrelu(z: Tensor, bias: Tensor) -> Tensor:
+    """modReLU for real inputs: ``sign(z) * relu(|z| + b)``, with sign(0) = 0 (Arjovsky et al.
+    2016; the step of the expRNN, scoRNN, nnRNN and modReLU RNN cells)."""
+    return torch.sign(z) * torch.relu(z.abs() + bias)
 
 
 def _activate_(z: Tensor, activation: str, bias: Tensor | None, scratch: Tensor) -> None:
@@ -87,58 +102,146 @@ def _times_derivative_(g: Tensor, h: Tensor, activation: str, scratch: Tensor, g
 
 
 class _ElementwiseRNN(torch.autograd.Function):
-    """Returns the state sequence S (T, B, H); S[t] = h_t (frozen past a sequence's length)."""
+    """Returns the state sequence S (T, B, H); S[t] = h_t (frozen past a sequence's length).
+
+    With ``w_in`` the first input is x (T, B, I) and the input terms ``x @ w_in.T + b_in`` are
+    computed here, straight into S (no separate (T, B, H) buffer for them); the backward then
+    also returns the gradients of x, ``w_in`` and ``b_in``."""
 
     @staticmethod
-    def forward(ctx, u, weight, h0, bias, mask, activation):
-        T, B, H = u.shape
-        S = u.new_empty(T, B, H)
+    def forward(ctx, u, weight, h0, bias, mask, activation, w_in=None, b_in=None):
+        T, B = u.shape[:2]
+        H = weight.shape[0]
+        if w_in is None:
+            S = u.new_empty(T, B, H)
+        else:
+            S = blocked_mm(u.reshape(T * B, -1), w_in.t(), b_in).view(T, B, H)
         scratch = u.new_empty(B, H)
         Wt = weight.t()
         h = h0
         for t in range(T):
             z = S[t]
-            torch.addmm(u[t], h, Wt, out=z)
+            if w_in is None:
+                torch.addmm(u[t], h, Wt, out=z)
+            else:
+                z.addmm_(h, Wt)
             _activate_(z, activation, bias, scratch)
             if mask is not None:
                 z.copy_(torch.where(mask[t], z, h))
             h = z
         ctx.activation = activation
-        ctx.save_for_backward(S, weight, h0, bias, mask)
+        ctx.save_for_backward(S, weight, h0, bias, mask, None if w_in is None else u, w_in)
         return S
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad_S):
+        S, weight, h0, bias, mask, x, w_in = ctx.saved_tensors
+        if torch.is_grad_enabled():  # a graph of the backward is asked for (create_graph=True)
+            G, grad_w, grad_h0, grad_b = backward_graph(grad_S, S, weight, h0, bias, mask, ctx.activation)
+        else:
+            G, grad_w, grad_h0, grad_b = _fused_backward(ctx, grad_S.contiguous(), S, weight, h0, bias, mask)
+        need = ctx.needs_input_grad
+        grads = [G if need[0] else None, grad_w if need[1] else None, grad_h0 if need[2] else None,
+                 grad_b if need[3] else None, None, None, None, None]
+        if w_in is not None:
+            grads[0], grads[6], grads[7] = _projection_grads(G, x, w_in, need[0], need[7])
+        return tuple(grads)
+
+
+def _fused_backward(ctx, grad_S: Tensor, S: Tensor, weight: Tensor, h0: Tensor, bias, mask):
+    """The backward loop without a graph: ``(G, grad_w, grad_h0, grad_b)`` with G[t] = dL/dz_t."""
+    activation = ctx.activation
+    T, B, H = S.shape
+    G = torch.empty_like(S)  # G[t] = dL/dz_t = dL/du_t
+    carry = S.new_zeros(B, H)  # dL/dh_t arriving from step t+1
+    scratch = S.new_empty(B, H)
+    gh = S.new_empty(B, H) if mask is not None else None
+    grad_b = S.new_zeros(H) if activation == "modrelu" else None
+    for t in range(T - 1, -1, -1):
+        g = G[t]
+        if mask is None:
+            torch.add(grad_S[t], carry, out=g)
+            _times_derivative_(g, S[t], activation, scratch, grad_b)
+            torch.mm(g, weight, out=carry)
+        else:
+            torch.add(grad_S[t], carry, out=gh)
+            m = mask[t]
+            torch.mul(gh, m, out=g)  # frozen rows: no step was taken, so no dL/dz
+            _times_derivative_(g, S[t], activation, scratch, grad_b)
+            # a frozen row passes its gradient straight through to h_{t-1}
+            torch.where(m, g @ weight, gh, out=carry)
+    grad_w = None
+    if ctx.needs_input_grad[1]:
+        grad_w = G[0].t() @ h0
+        if T > 1:
+            grad_w += G[1:].reshape(-1, H).t() @ S[:-1].reshape(-1, H)
+    return G, grad_w, carry, grad_b
+
+
+def backward_graph(grad_S: Tensor, S: Tensor, weight: Tensor, h0: Tensor, bias: Tensor | None,
+                   mask: Tensor | None, activation: str) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+    """The backward of the recurrence written in autograd operations, for a backward pass that
+    must itself be differentiable (``create_graph=True``: gradient penalties, Hessian-vector
+    products). ``S`` is the recurrence's own output as saved by its autograd Function, so the
+    graph built here leads back through that Function: second (and higher) derivatives are
+    exact. Returns ``(dL/du (T, B, H), dL/dW, dL/dh0, dL/dbias or None)``."""
+    T, B, H = S.shape
+    carry = torch.zeros_like(h0)
+    G: list[Tensor] = [h0] * T
+    grad_b = None
+    for t in range(T - 1, -1, -1):
+        gh = grad_S[t] + carry
+        g = gh if mask is None else gh * mask[t]
+        h = S[t]
+        if activation == "tanh":
+            g = g * (1 - h * h)
+        elif activation == "relu":
+            g = g * (h > 0).to(g.dtype)
+        elif activation == "modrelu":  # dh/dz = sign(h)^2, dh/db = sign(h), as in the fused loop
+            sign = torch.sign(h)
+            g = g * sign
+            grad_b = g.sum(0) if grad_b is None else grad_b + g.sum(0)
+            g = g * sign
+        back = g @ weight
+        carry = back if mask is None else torch.where(mask[t], back, gh)
+        G[t] = g
+    G_all = torch.stack(G)
+    h_prev = torch.cat([h0.unsqueeze(0), S[:-1]])
+    grad_w = G_all.reshape(-1, H).t() @ h_prev.reshape(-1, H)
+    return G_all, grad_w, carry, grad_b
+
+
+def _projection_grads(G: Tensor, x: Tensor, w_in: Tensor, need_x: bool, need_b: bool):
+    """Gradients of x, ``w_in`` and ``b_in`` from G = dL/du for ``u = x @ w_in.T + b_in``; in
+    autograd operations when a graph of the backward is asked for."""
+    T, B, H = G.shape
+    G2, x2 = G.reshape(T * B, H), x.reshape(T * B, -1)
+    if torch.is_grad_enabled():
+        return (G2 @ w_in).view_as(x) if need_x else None, G2.t() @ x2, G2.sum(0) if need_b else None
+    grad_x = blocked_mm(G2, w_in).view_as(x) if need_x else None
+    return grad_x, gram_t(G2, x2), column_sum(G2) if need_b else None
+
+
+class _SecondOrderThroughGraph(torch.autograd.Function):
+    """The identity on S, the output of another recurrence kernel (the Triton one), adding
+    exact higher derivatives: a first-order backward passes S's gradient on to that kernel's
+    own backward; a backward asked for a graph (``create_graph=True``) returns the gradients of
+    u, W, h0 and the bias from :func:`backward_graph` instead (and nothing to S)."""
+
+    @staticmethod
+    def forward(ctx, S, u, weight, h0, bias, mask, activation):
+        ctx.activation = activation
+        out = S.view_as(S)
+        ctx.save_for_backward(out, weight, h0, bias, mask)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_S):
+        if not torch.is_grad_enabled():
+            return grad_S, None, None, None, None, None, None
         S, weight, h0, bias, mask = ctx.saved_tensors
-        activation = ctx.activation
-        T, B, H = S.shape
-        need_u, need_w, need_h0, need_b = ctx.needs_input_grad[:4]
-        grad_S = grad_S.contiguous()
-        G = torch.empty_like(S)  # G[t] = dL/dz_t = dL/du_t
-        carry = S.new_zeros(B, H)  # dL/dh_t arriving from step t+1
-        scratch = S.new_empty(B, H)
-        gh = S.new_empty(B, H) if mask is not None else None
-        grad_b = S.new_zeros(H) if activation == "modrelu" else None
-        for t in range(T - 1, -1, -1):
-            g = G[t]
-            if mask is None:
-                torch.add(grad_S[t], carry, out=g)
-                _times_derivative_(g, S[t], activation, scratch, grad_b)
-                torch.mm(g, weight, out=carry)
-            else:
-                torch.add(grad_S[t], carry, out=gh)
-                m = mask[t]
-                torch.mul(gh, m, out=g)  # frozen rows: no step was taken, so no dL/dz
-                _times_derivative_(g, S[t], activation, scratch, grad_b)
-                # a frozen row passes its gradient straight through to h_{t-1}
-                torch.where(m, g @ weight, gh, out=carry)
-        grad_w = None
-        if need_w:
-            grad_w = G[0].t() @ h0
-            if T > 1:
-                grad_w += G[1:].reshape(-1, H).t() @ S[:-1].reshape(-1, H)
-        return (G if need_u else None), grad_w, (carry if need_h0 else None), (grad_b if need_b else None), None, None
+        G, grad_w, grad_h0, grad_b = backward_graph(grad_S, S, weight, h0, bias, mask, ctx.activation)
+        return None, G, grad_w, grad_h0, grad_b, None, None
 
 
 def _triton_dispatch(u: Tensor, hidden: int) -> bool:
@@ -179,11 +282,15 @@ def elementwise_rnn(
     activation: str = "tanh",
     bias: Tensor | None = None,
     lengths: Tensor | None = None,
+    *,
+    input_weight: Tensor | None = None,
+    input_bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Run ``h_t = phi(W h_{t-1} + u_t)`` over time with a fused BPTT; see the module docstring.
 
     Args:
-        u: (T, B, H) input terms of all steps (``x @ W_ih.T + biases``).
+        u: (T, B, H) input terms of all steps (``x @ W_ih.T + biases``); with
+            ``input_weight``, the inputs x (T, B, I) themselves.
         weight: (H, H) recurrent matrix W in column form (applied as ``h @ W.T``).
         h0: (B, H) initial state (zeros if None).
         activation: "tanh", "relu", "modrelu" or "identity".
@@ -191,18 +298,68 @@ def elementwise_rnn(
         lengths: optional (B,) sequence lengths in [0, T]; steps at or past a sequence's
             length leave its state unchanged and give zero outputs (0: the whole chunk is
             past the end, as happens inside :func:`checkpointed_sequence`).
+        input_weight: (H, I) input projection fused into the kernel: the input terms are
+            ``u_t = x_t @ input_weight.T + input_bias``, computed in the kernel's dtype (float32
+            under autocast) straight into its state buffer, and their backward is the kernel's.
+        input_bias: (H,) bias of the fused projection (None: no bias).
 
     Returns:
         ``(outputs (T, B, H), h_n (B, H))``; ``h_n`` is each sequence's state at its own last
-        step. Gradients flow to ``u``, ``weight``, ``h0`` and ``bias``.
+        step. Gradients flow to ``u`` (or x, ``input_weight``, ``input_bias``), ``weight``,
+        ``h0`` and ``bias``, and are themselves differentiable (second order).
     """
+    H = _check_arguments(u, weight, activation, bias, input_weight, input_bias)
+    T, B = u.shape[:2]
+    dtype = recurrence_dtype(u)  # float32 under autocast (see rnnlab.kernels.amp)
+    if h0 is None:
+        h0 = u.new_zeros(B, H, dtype=dtype)
+    elif h0.shape != (B, H):
+        raise ValueError(f"h0 must be ({B}, {H}), got {tuple(h0.shape)}")
+    u, weight, h0 = u.to(dtype), weight.to(dtype), h0.to(dtype)
+    bias, w_in, b_in = (None if t is None else t.to(dtype) for t in (bias, input_weight, input_bias))
+    mask = None
+    if lengths is not None:
+        lengths = torch.as_tensor(lengths)  # checked where it lives (the CPU for the layers)
+        if lengths.shape != (B,) or int(lengths.min()) < 0 or int(lengths.max()) > T:
+            raise ValueError(f"lengths must hold one length in [0, {T}] per batch element ({B}), got {lengths.tolist()}")
+        lengths = lengths.to(u.device)
+        mask = (torch.arange(T, device=u.device).unsqueeze(1) < lengths.unsqueeze(0)).unsqueeze(2)  # (T, B, 1)
+    with float32_region(u):
+        S = None
+        if _triton_dispatch(u, H):
+            if w_in is not None:  # the Triton kernel takes the input terms
+                u, w_in, b_in = tall_linear(u, w_in, b_in), None, None
+            S = _triton_forward(u, weight, h0, activation, bias, lengths)
+            if S is not None:
+                S = _SecondOrderThroughGraph.apply(S, u, weight, h0, bias, mask, activation)
+        if S is None:
+            S = _ElementwiseRNN.apply(u.contiguous(), weight.contiguous(), h0.contiguous(), bias, mask, activation,
+                                      w_in, b_in)
+    h_n = S[-1]
+    outputs = S if mask is None else S * mask.to(dtype)
+    return outputs, h_n
+
+
+def _check_arguments(u: Tensor, weight: Tensor, activation: str, bias: Tensor | None,
+                     input_weight: Tensor | None, input_bias: Tensor | None) -> int:
+    """Check :func:`elementwise_rnn`'s shapes and options; return the hidden size H."""
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
     if u.dim() != 3:
-        raise ValueError(f"u must be (T, B, H), got shape {tuple(u.shape)}")
-    T, B, H = u.shape
-    if T == 0:
+        raise ValueError(f"u must be (T, B, H) (or x (T, B, I) with input_weight), got shape {tuple(u.shape)}")
+    if u.shape[0] == 0:
         raise ValueError("cannot run a recurrence over an empty sequence (T = 0)")
+    if input_weight is None:
+        if input_bias is not None:
+            raise ValueError("input_bias is the bias of the fused input projection; pass input_weight with it")
+        H = u.shape[2]
+    else:
+        H = input_weight.shape[0]
+        if input_weight.dim() != 2 or input_weight.shape[1] != u.shape[2]:
+            raise ValueError(f"input_weight must be (H, I) with I = {u.shape[2]} (x's last dimension), "
+                             f"got {tuple(input_weight.shape)}")
+        if input_bias is not None and input_bias.shape != (H,):
+            raise ValueError(f"input_bias must have shape ({H},), got {tuple(input_bias.shape)}")
     if weight.shape != (H, H):
         raise ValueError(f"weight must be ({H}, {H}) to match u's hidden size, got {tuple(weight.shape)}")
     if (activation == "modrelu") != (bias is not None):
@@ -212,27 +369,7 @@ def elementwise_rnn(
         )
     if bias is not None and bias.shape != (H,):
         raise ValueError(f"modReLU bias must have shape ({H},), got {tuple(bias.shape)}")
-    dtype = recurrence_dtype(u)  # float32 under autocast (see rnnlab.kernels.amp)
-    if h0 is None:
-        h0 = u.new_zeros(B, H, dtype=dtype)
-    elif h0.shape != (B, H):
-        raise ValueError(f"h0 must be ({B}, {H}), got {tuple(h0.shape)}")
-    u, weight, h0 = u.to(dtype), weight.to(dtype), h0.to(dtype)
-    bias = None if bias is None else bias.to(dtype)
-    mask = None
-    if lengths is not None:
-        lengths = torch.as_tensor(lengths)  # checked where it lives (the CPU for the layers)
-        if lengths.shape != (B,) or int(lengths.min()) < 0 or int(lengths.max()) > T:
-            raise ValueError(f"lengths must hold one length in [0, {T}] per batch element ({B}), got {lengths.tolist()}")
-        lengths = lengths.to(u.device)
-        mask = (torch.arange(T, device=u.device).unsqueeze(1) < lengths.unsqueeze(0)).unsqueeze(2)  # (T, B, 1)
-    with float32_region(u):
-        S = _triton_forward(u, weight, h0, activation, bias, lengths) if _triton_dispatch(u, H) else None
-        if S is None:
-            S = _ElementwiseRNN.apply(u.contiguous(), weight.contiguous(), h0.contiguous(), bias, mask, activation)
-    h_n = S[-1]
-    outputs = S if mask is None else S * mask.to(dtype)
-    return outputs, h_n
+    return H
 
 
 def reference_elementwise_rnn(
@@ -240,9 +377,7 @@ def reference_elementwise_rnn(
     bias: Tensor | None = None, lengths: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """The same recurrence as a plain autograd loop (the twin :func:`elementwise_rnn` is
-    tested against; uses ``torch.tanh`` and the cells' ``modrelu``)."""
-    from ..cells.classic import modrelu
-
+    tested against; uses ``torch.tanh`` and :func:`modrelu`)."""
     T, B, H = u.shape
     h = u.new_zeros(B, H) if h0 is None else h0
     outs = []
