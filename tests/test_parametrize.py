@@ -199,6 +199,23 @@ def test_expm_skew_gradcheck_and_use():
     torch.testing.assert_close(expm_skew(big), torch.linalg.matrix_exp(big))
 
 
+@pytest.mark.parametrize("method", ["eig", "taylor", "torch"])
+def test_expm_skew_second_derivatives_float64(method):
+    """Every method of the matrix exponential is twice differentiable (gradgradcheck); the
+    eigendecomposition backward, which builds no graph, hands a backward asked for one to
+    torch's. A second-order quantity that depends on X only through the backward (the loss is
+    linear in exp(X)) is also right: equal to torch's own."""
+    torch.manual_seed(4)
+    A = torch.randn(5, 5, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradgradcheck(lambda A: par.expm_skew(par.skew(A), method), (A,))
+    C = torch.randn(5, 5, dtype=torch.float64)
+    hv = []
+    for m in (method, "torch"):
+        (g,) = torch.autograd.grad((par.expm_skew(par.skew(A), m) * C).sum(), A, create_graph=True)
+        hv.append(torch.autograd.grad(g.pow(2).sum(), A)[0])
+    torch.testing.assert_close(hv[0], hv[1], rtol=1e-9, atol=1e-10)
+
+
 # --- the matrix exponential by Taylor series, scaling and squaring (expm_skew "taylor") -------
 
 

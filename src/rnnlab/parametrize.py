@@ -51,7 +51,8 @@ class _ExpmSkew(torch.autograd.Function):
     (``e^{i theta_k}`` when they coincide), written as
     ``e^{i theta_k} (sinc(delta) + i sin(delta / 2) sinc(delta / 2))``, ``delta = theta_j - theta_k``,
     which is stable for close eigenvalues. The forward is ``torch.linalg.matrix_exp`` itself.
-    Tested against torch's backward in float64 and with gradcheck."""
+    Tested against torch's backward in float64 and with gradcheck. A backward asked for a graph
+    of itself (``create_graph=True``) takes torch's differentiable backward instead."""
 
     @staticmethod
     def forward(ctx, X: Tensor) -> Tensor:
@@ -60,9 +61,13 @@ class _ExpmSkew(torch.autograd.Function):
         return Q
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, G: Tensor) -> Tensor:
         (X,) = ctx.saved_tensors
+        if torch.is_grad_enabled():
+            # a graph of the backward is asked for (create_graph=True): torch's own backward of
+            # matrix_exp, which is differentiable (so second derivatives are exact)
+            Q = torch.linalg.matrix_exp(X)
+            return torch.autograd.grad(Q, X, G, create_graph=True)[0]
         cdtype = torch.complex128 if X.dtype == torch.float64 else torch.complex64
         theta, V = torch.linalg.eigh(1j * X.to(cdtype))  # iX = V diag(theta) V^H: X = V diag(-i theta) V^H
         theta = -theta

@@ -18,19 +18,30 @@ backward needs: each derivative is a function of an output, ``LeakyReLU'`` of it
 sign, ``sigmoid' = g (1 - g)``, ``tanh' = 1 - c^2``, through ATen's fused ``*_backward``
 kernels); the backward loop does one product per layer per step, and every weight gradient
 is one large product at the end. Tested against the step loop (DMUCell's ``forward``) in
-float64 and with gradcheck. Not twice differentiable.
+float64 and with gradcheck. Not twice differentiable: a backward asked for a graph of itself
+(``create_graph=True``) raises a ``RuntimeError`` that names the step loop
+(``backend="reference"``) as the way to second-order gradients.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
 from .amp import float32_region, recurrence_dtype
 from .linear import column_sum, gram_t
 
 _aten = torch.ops.aten
+
+
+def _refuse_graph(kernel: str, remedy: str) -> None:
+    """Raise when autograd asks this fused backward for a graph of itself (``create_graph=True``):
+    it has none, and gradients computed without one would be silently constant in the weights."""
+    if torch.is_grad_enabled():
+        raise RuntimeError(
+            f"second-order gradients (a backward with create_graph=True: gradient penalties, Hessian-vector "
+            f"products) do not pass through the fused {kernel} kernel; build the layer with {remedy} for them"
+        )
 
 
 def _gate_step(activation: str, o: Tensor, h: Tensor, g: Tensor, c: Tensor, hn: Tensor) -> Tensor:
@@ -88,8 +99,8 @@ class _DMURecurrence(torch.autograd.Function):
         return Hs
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, dHs: Tensor):
+        _refuse_graph("DMU", "backend='reference'")
         h0, w1h, w_out, Hs, Gs, Cs, *rest = ctx.saved_tensors
         A, Ws = rest[: ctx.n_hidden], rest[ctx.n_hidden:]
         slope = ctx.slope
@@ -145,8 +156,8 @@ class _DMULinearRecurrence(torch.autograd.Function):
         return Hs
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, dHs: Tensor):
+        _refuse_graph("DMU", "backend='reference'")
         h0, w_h, Hs, Gs, Cs = ctx.saved_tensors
         T, B, H = Hs.shape
         dHs = dHs.contiguous()
@@ -231,8 +242,8 @@ class _RHNRecurrence(torch.autograd.Function):
         return S[L - 1]
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, dHs: Tensor):
+        _refuse_graph("RHN", "backend='reference'")
         h0, R, S, HH, TG = ctx.saved_tensors
         L, T, B, H = S.shape
         dHs = dHs.contiguous()
@@ -312,8 +323,8 @@ class _GRURecurrence(torch.autograd.Function):
         return Hs
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, dHs: Tensor):
+        _refuse_graph("GRU", "backend='native' (ATen's GRU) or backend='reference'")
         h0, w_hh, Hs, R, Z, N, HN = ctx.saved_tensors
         T, B, H = Hs.shape
         dHs = dHs.contiguous()

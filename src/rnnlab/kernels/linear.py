@@ -14,15 +14,15 @@ hundreds of thousands of them. Two measured facts about this torch build (MKL, o
 
 :func:`tall_linear` applies both with a hand-written backward (gradients for x, W and b as torch's
 ``F.linear`` gives them; tested in float64 and with gradcheck) and falls back to ``F.linear``
-for small inputs, other dtypes, non-CPU devices and under autocast. Not twice differentiable
-(``once_differentiable``).
+for small inputs, other dtypes, non-CPU devices and under autocast. A backward asked for a
+graph of itself (``create_graph=True``) computes the same three products as autograd
+operations, so second derivatives are exact (``gradgradcheck`` in the tests).
 """
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
 from .amp import autocasting
 
@@ -77,11 +77,13 @@ class _Linear(torch.autograd.Function):
         return blocked_mm(x2, weight.t(), bias)
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, dy: Tensor):
         x2, weight = ctx.saved_tensors
-        dy = dy.contiguous()
         need_x, need_w, need_b = ctx.needs_input_grad
+        if torch.is_grad_enabled():  # a graph of the backward is asked for: the same products in autograd
+            return (dy @ weight if need_x else None, dy.t() @ x2 if need_w else None,
+                    dy.sum(0) if (need_b and ctx.has_bias) else None)
+        dy = dy.contiguous()
         dx = blocked_mm(dy, weight) if need_x else None
         dw = gram_t(dy, x2) if need_w else None
         db = column_sum(dy) if (need_b and ctx.has_bias) else None
