@@ -69,22 +69,23 @@ def saturating(x: Tensor, a) -> Tensor:
 class ASRNNCell(Cell):
     """asRNN cell (see the module docstring for the update and the fast path).
 
-    Parameters
-    ----------
-    map, init, K, M: map ("expm" | "cayley"), initialiser ("henaff", "cayley", "haar",
-        "identity", "random") and dynamic trivialization of ``W_hh``.
-    a, b, eps: ``s ~ U(a, b)``, ``D_f = diag(|s| + eps)``. ``eps = 0`` is allowed (the paper's
-        PTB setting, Table 5) when the init range excludes 0 (``a > 0`` or ``b < 0``): then
-        ``D_f = diag(|s|)`` exactly. At ``s_i = 0`` with ``eps = 0``, ``W_f`` is singular and
-        ``W_f^{-1} tanh(W_f z)`` is 0/0 (and ``d|s|/ds = 0`` there, so ``s_i`` would stay stuck):
-        the constructor refuses an init range containing 0, and a forward pass that meets a
-        zero entry of ``D_f`` raises ``FloatingPointError`` instead of returning NaN.
-    uf_map: map of ``U_f`` ("expm" | "cayley"); it shares ``K``/``M`` with ``W_hh``.
-    uf_group: optimizer group of ``U_f``'s skew parameter and of ``s``. ``"orthogonal"``
-        follows the paper (A.4.1: ``U_f`` parametrized like ``W_hh``); ``"default"`` follows
-        the paper's Table 5 / reference code, which give them the main learning rate.
-    backend: "auto" (fast path with a precision fallback), "fast" (always the fast path),
-        "reference" (the step loop).
+    Args:
+        input_size, hidden_size: I and H.
+        map, init, K, M: map ("expm" | "cayley"), initialiser ("henaff", "cayley", "haar",
+            "identity", "random") and dynamic trivialization of ``W_hh``.
+        a, b, eps: ``s ~ U(a, b)``, ``D_f = diag(|s| + eps)``. ``eps = 0`` is allowed (the
+            paper's PTB setting, Table 5) when the init range excludes 0 (``a > 0`` or
+            ``b < 0``): then ``D_f = diag(|s|)`` exactly. At ``s_i = 0`` with ``eps = 0``,
+            ``W_f`` is singular and ``W_f^{-1} tanh(W_f z)`` is 0/0 (and ``d|s|/ds = 0`` there,
+            so ``s_i`` would stay stuck): the constructor refuses an init range containing 0,
+            and a forward pass that meets a zero entry of ``D_f`` raises ``FloatingPointError``
+            instead of returning NaN.
+        uf_map: map of ``U_f`` ("expm" | "cayley"); it shares ``K``/``M`` with ``W_hh``.
+        uf_group: optimizer group of ``U_f``'s skew parameter and of ``s``. ``"orthogonal"``
+            follows the paper (A.4.1: ``U_f`` parametrized like ``W_hh``); ``"default"``
+            follows the paper's Table 5 / reference code, which give them the main learning rate.
+        backend: "auto" (fast path with a precision fallback), "fast" (always the fast path),
+            "reference" (the step loop).
 
     Shapes: x_t (B, I), h (B, H). Parameters: ``weight_ih`` (H, I), ``bias`` (H,),
     orthogonal ``weight_hh`` and ``weight_uf`` (H, H), positive ``diag_f`` (H,).

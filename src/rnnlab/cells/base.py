@@ -154,7 +154,7 @@ class Cell(nn.Module):
                 f"{what} with .to({str(p.device)!r}) or the model with model.to({str(x.device)!r})"
             )
 
-    def check_state(self, state: State, batch: int, x: Tensor | None = None) -> None:
+    def check_state(self, state: State, batch: int) -> None:
         """Check a state against the cell: a single (B, H) tensor, or for tuple states (LSTM's
         ``(h, c)``) a tuple of that many (B, H) tensors; dtype and device of the model."""
         shapes = self._state_shapes()
@@ -270,7 +270,7 @@ def unroll(cell: Cell, x: Tensor, state: State | None = None, lengths: Tensor | 
             for t, x_t in enumerate(x.unbind(0)):
                 h, new = cell(x_t, state)
                 keep = (lengths > t).unsqueeze(1)
-                state = map_state(lambda n, o: torch.where(keep, n, o), new, state)
+                state = map_state(lambda n, o, keep=keep: torch.where(keep, n, o), new, state)
                 outputs.append(h * keep.to(h.dtype))
     if not outputs:
         raise ValueError("cannot unroll over an empty sequence (T = 0)")
@@ -469,7 +469,7 @@ class Recurrent(nn.Module):
         return out, h_n
 
     @staticmethod
-    def _reverse_index(T: int, lengths: Tensor | None, B: int, device) -> Tensor | None:
+    def _reverse_index(T: int, lengths: Tensor | None, device) -> Tensor | None:
         """(T, B) time indices that reverse each sequence within its own length (positions past
         a length stay in place); an involution. None: a plain flip."""
         if lengths is None:
@@ -525,7 +525,7 @@ class Recurrent(nn.Module):
         finals = []
         M = None
         D = self.num_directions
-        rev = self._reverse_index(x.shape[0], lengths, x.shape[1], x.device) if D == 2 else None
+        rev = self._reverse_index(x.shape[0], lengths, x.device) if D == 2 else None
         for i in range(self.num_layers):
             if i > 0 and self.dropout > 0 and self.training:
                 x = nn.functional.dropout(x, self.dropout, True)

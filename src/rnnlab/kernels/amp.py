@@ -3,9 +3,9 @@
 ``torch.autocast`` casts the inputs of listed operations (matrix products, ``F.linear``) to
 bfloat16/float16. The library's own kernels do not leave that to chance:
 
-* the recurrences (:func:`rnnlab.kernels.elementwise_rnn`, the gated kernels, the LT-RNN scan,
-  asRNN's transformed-coordinate BPTT) carry their state over hundreds or thousands of steps,
-  where low-precision rounding compounds; under autocast they run with autocast switched off
+* the recurrences (:func:`rnnlab.kernels.elementwise_rnn`, which also runs asRNN's transformed
+  coordinates, the gated kernels, the LT-RNN scan) carry their state over hundreds or thousands
+  of steps, where low-precision rounding compounds; under autocast they run with autocast switched off
   and in float32 (:func:`recurrence_dtype`, :func:`float32_region`);
 * the orthogonal maps (matrix exponential, Cayley) and the matrices assembled from them
   (asRNN's ``W_f``, ``W_f^{-1}``, nnRNN's ``P (Lambda + T) P^T``) are computed in float32;

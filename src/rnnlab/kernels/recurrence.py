@@ -137,9 +137,9 @@ class _ElementwiseRNN(torch.autograd.Function):
     def backward(ctx, grad_S):
         S, weight, h0, bias, mask, x, w_in = ctx.saved_tensors
         if torch.is_grad_enabled():  # a graph of the backward is asked for (create_graph=True)
-            G, grad_w, grad_h0, grad_b = backward_graph(grad_S, S, weight, h0, bias, mask, ctx.activation)
+            G, grad_w, grad_h0, grad_b = backward_graph(grad_S, S, weight, h0, mask, ctx.activation)
         else:
-            G, grad_w, grad_h0, grad_b = _fused_backward(ctx, grad_S.contiguous(), S, weight, h0, bias, mask)
+            G, grad_w, grad_h0, grad_b = _fused_backward(ctx, grad_S.contiguous(), S, weight, h0, mask)
         need = ctx.needs_input_grad
         grads = [G if need[0] else None, grad_w if need[1] else None, grad_h0 if need[2] else None,
                  grad_b if need[3] else None, None, None, None, None]
@@ -148,7 +148,7 @@ class _ElementwiseRNN(torch.autograd.Function):
         return tuple(grads)
 
 
-def _fused_backward(ctx, grad_S: Tensor, S: Tensor, weight: Tensor, h0: Tensor, bias, mask):
+def _fused_backward(ctx, grad_S: Tensor, S: Tensor, weight: Tensor, h0: Tensor, mask: Tensor | None):
     """The backward loop without a graph: ``(G, grad_w, grad_h0, grad_b)`` with G[t] = dL/dz_t."""
     activation = ctx.activation
     T, B, H = S.shape
@@ -178,8 +178,8 @@ def _fused_backward(ctx, grad_S: Tensor, S: Tensor, weight: Tensor, h0: Tensor, 
     return G, grad_w, carry, grad_b
 
 
-def backward_graph(grad_S: Tensor, S: Tensor, weight: Tensor, h0: Tensor, bias: Tensor | None,
-                   mask: Tensor | None, activation: str) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+def backward_graph(grad_S: Tensor, S: Tensor, weight: Tensor, h0: Tensor, mask: Tensor | None,
+                   activation: str) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
     """The backward of the recurrence written in autograd operations, for a backward pass that
     must itself be differentiable (``create_graph=True``: gradient penalties, Hessian-vector
     products). ``S`` is the recurrence's own output as saved by its autograd Function, so the
@@ -229,18 +229,18 @@ class _SecondOrderThroughGraph(torch.autograd.Function):
     u, W, h0 and the bias from :func:`backward_graph` instead (and nothing to S)."""
 
     @staticmethod
-    def forward(ctx, S, u, weight, h0, bias, mask, activation):
+    def forward(ctx, S, u, weight, h0, bias, mask, activation):  # noqa: ARG004 (u, bias: to return their gradients)
         ctx.activation = activation
         out = S.view_as(S)
-        ctx.save_for_backward(out, weight, h0, bias, mask)
+        ctx.save_for_backward(out, weight, h0, mask)
         return out
 
     @staticmethod
     def backward(ctx, grad_S):
         if not torch.is_grad_enabled():
             return grad_S, None, None, None, None, None, None
-        S, weight, h0, bias, mask = ctx.saved_tensors
-        G, grad_w, grad_h0, grad_b = backward_graph(grad_S, S, weight, h0, bias, mask, ctx.activation)
+        S, weight, h0, mask = ctx.saved_tensors
+        G, grad_w, grad_h0, grad_b = backward_graph(grad_S, S, weight, h0, mask, ctx.activation)
         return None, G, grad_w, grad_h0, grad_b, None, None
 
 
