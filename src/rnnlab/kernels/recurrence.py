@@ -130,12 +130,12 @@ class _ElementwiseRNN(torch.autograd.Function):
                 z.copy_(torch.where(mask[t], z, h))
             h = z
         ctx.activation = activation
-        ctx.save_for_backward(S, weight, h0, bias, mask, None if w_in is None else u, w_in)
+        ctx.save_for_backward(S, weight, h0, mask, None if w_in is None else u, w_in)
         return S
 
     @staticmethod
     def backward(ctx, grad_S):
-        S, weight, h0, bias, mask, x, w_in = ctx.saved_tensors
+        S, weight, h0, mask, x, w_in = ctx.saved_tensors
         if torch.is_grad_enabled():  # a graph of the backward is asked for (create_graph=True)
             G, grad_w, grad_h0, grad_b = backward_graph(grad_S, S, weight, h0, mask, ctx.activation)
         else:
@@ -144,7 +144,7 @@ class _ElementwiseRNN(torch.autograd.Function):
         grads = [G if need[0] else None, grad_w if need[1] else None, grad_h0 if need[2] else None,
                  grad_b if need[3] else None, None, None, None, None]
         if w_in is not None:
-            grads[0], grads[6], grads[7] = _projection_grads(G, x, w_in, need[0], need[7])
+            grads[0], grads[6], grads[7] = _projection_grads(G, x, w_in, need[0], need[6], need[7])
         return tuple(grads)
 
 
@@ -187,7 +187,7 @@ def backward_graph(grad_S: Tensor, S: Tensor, weight: Tensor, h0: Tensor, mask: 
     exact. Returns ``(dL/du (T, B, H), dL/dW, dL/dh0, dL/dbias or None)``."""
     T, B, H = S.shape
     carry = torch.zeros_like(h0)
-    G: list[Tensor] = [h0] * T
+    G: list[Tensor] = []  # dL/dz_t, last step first
     grad_b = None
     for t in range(T - 1, -1, -1):
         gh = grad_S[t] + carry
@@ -204,22 +204,23 @@ def backward_graph(grad_S: Tensor, S: Tensor, weight: Tensor, h0: Tensor, mask: 
             g = g * sign
         back = g @ weight
         carry = back if mask is None else torch.where(mask[t], back, gh)
-        G[t] = g
-    G_all = torch.stack(G)
+        G.append(g)
+    G_all = torch.stack(G[::-1])
     h_prev = torch.cat([h0.unsqueeze(0), S[:-1]])
     grad_w = G_all.reshape(-1, H).t() @ h_prev.reshape(-1, H)
     return G_all, grad_w, carry, grad_b
 
 
-def _projection_grads(G: Tensor, x: Tensor, w_in: Tensor, need_x: bool, need_b: bool):
+def _projection_grads(G: Tensor, x: Tensor, w_in: Tensor, need_x: bool, need_w: bool, need_b: bool):
     """Gradients of x, ``w_in`` and ``b_in`` from G = dL/du for ``u = x @ w_in.T + b_in``; in
     autograd operations when a graph of the backward is asked for."""
     T, B, H = G.shape
     G2, x2 = G.reshape(T * B, H), x.reshape(T * B, -1)
     if torch.is_grad_enabled():
-        return (G2 @ w_in).view_as(x) if need_x else None, G2.t() @ x2, G2.sum(0) if need_b else None
-    grad_x = blocked_mm(G2, w_in).view_as(x) if need_x else None
-    return grad_x, gram_t(G2, x2), column_sum(G2) if need_b else None
+        return ((G2 @ w_in).view_as(x) if need_x else None, G2.t() @ x2 if need_w else None,
+                G2.sum(0) if need_b else None)
+    return (blocked_mm(G2, w_in).view_as(x) if need_x else None, gram_t(G2, x2) if need_w else None,
+            column_sum(G2) if need_b else None)
 
 
 class _SecondOrderThroughGraph(torch.autograd.Function):
