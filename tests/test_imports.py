@@ -140,7 +140,8 @@ def test_the_walk_reads_every_kind_of_import(tmp_path):
     (pkg / "top.py").write_text("import os\nfrom .low import deep\n\ndef run():\n    from . import mid\n")
     (pkg / "mid.py").write_text("class A:\n    def f(self):\n        import pkg.top\n")
     (pkg / "low" / "__init__.py").write_text("")
-    (pkg / "low" / "deep.py").write_text("import torch\n\ndef g():\n    from .. import other\n    from ..mid import A\n")
+    deep = "import torch\n\ndef g():\n    from .. import other\n    from ..mid import A\n"
+    (pkg / "low" / "deep.py").write_text(deep)
     arrows = import_arrows(pkg)
     assert arrows == {
         ("pkg", "top"): ["pkg:1"],

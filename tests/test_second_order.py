@@ -246,5 +246,5 @@ def test_triton_path_second_order_through_the_interpreter():
     src = Path(__file__).resolve().parents[1] / "src"
     env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")])
     done = subprocess.run([sys.executable, "-c", _TRITON_SCRIPT], env=env, capture_output=True, text=True,
-                          timeout=600)
+                          timeout=600, check=False)
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]

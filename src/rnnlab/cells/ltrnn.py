@@ -21,9 +21,9 @@ import torch
 from torch import Tensor, nn
 
 from .. import parametrize as par
-from ..kernels.scan import linear_recurrence, linear_recurrence_fused, linear_recurrence_scan
 from ..kernels.linear import tall_linear
 from ..kernels.recurrence import elementwise_rnn
+from ..kernels.scan import linear_recurrence, linear_recurrence_fused, linear_recurrence_scan
 from .base import Cell
 
 

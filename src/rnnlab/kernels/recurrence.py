@@ -190,7 +190,7 @@ def backward_graph(grad_S: Tensor, S: Tensor, weight: Tensor, h0: Tensor, mask: 
     products). ``S`` is the recurrence's own output as saved by its autograd Function, so the
     graph built here leads back through that Function: second (and higher) derivatives are
     exact. Returns ``(dL/du (T, B, H), dL/dW, dL/dh0, dL/dbias or None)``."""
-    T, B, H = S.shape
+    T, H = S.shape[0], S.shape[2]
     carry = torch.zeros_like(h0)
     G: list[Tensor] = []  # dL/dz_t, last step first
     grad_b = None
@@ -235,7 +235,7 @@ class _SecondOrderThroughGraph(torch.autograd.Function):
     u, W, h0 and the bias from :func:`backward_graph` instead (and nothing to S)."""
 
     @staticmethod
-    def forward(ctx, S, u, weight, h0, bias, mask, activation):  # noqa: ARG004 (u, bias: to return their gradients)
+    def forward(ctx, S, _u, weight, h0, _bias, mask, activation):  # u, bias: inputs only to receive gradients
         ctx.activation = activation
         out = S.view_as(S)
         ctx.save_for_backward(out, weight, h0, mask)
@@ -327,7 +327,8 @@ def elementwise_rnn(
     if lengths is not None:
         lengths = torch.as_tensor(lengths)  # checked where it lives (the CPU for the layers)
         if lengths.shape != (B,) or int(lengths.min()) < 0 or int(lengths.max()) > T:
-            raise ValueError(f"lengths must hold one length in [0, {T}] per batch element ({B}), got {lengths.tolist()}")
+            raise ValueError(f"lengths must hold one length in [0, {T}] per batch element ({B}), "
+                             f"got {lengths.tolist()}")
         lengths = lengths.to(u.device)
         mask = (torch.arange(T, device=u.device).unsqueeze(1) < lengths.unsqueeze(0)).unsqueeze(2)  # (T, B, 1)
     with float32_region(u):
@@ -384,8 +385,7 @@ def reference_elementwise_rnn(
 ) -> tuple[Tensor, Tensor]:
     """The same recurrence as a plain autograd loop (the twin :func:`elementwise_rnn` is
     tested against; uses ``torch.tanh`` and :func:`modrelu`)."""
-    T, B, H = u.shape
-    h = u.new_zeros(B, H) if h0 is None else h0
+    h = u.new_zeros(u.shape[1:]) if h0 is None else h0
     outs = []
     for t, u_t in enumerate(u.unbind(0)):
         z = u_t + h @ weight.t()

@@ -68,7 +68,7 @@ SCAN_MAX_STEP_MACS = 32_768
 
 def linear_recurrence(v: Tensor, W: Tensor, h0: Tensor, chunk: int | None = None) -> Tensor:
     """Scan where it pays (see ``SCAN_MAX_STEP_MACS``), else the fused loop."""
-    T, B, H = v.shape
+    B, H = v.shape[1:]
     if chunk or B * H * H <= SCAN_MAX_STEP_MACS:
         return linear_recurrence_scan(v, W, h0, chunk)
     return linear_recurrence_fused(v, W, h0)

@@ -3,11 +3,11 @@ tuple of them (the LSTM's ``(h, c)``). Shared by the cells and the kernels that 
 
 from __future__ import annotations
 
-from typing import Callable, Union
+from collections.abc import Callable
 
 from torch import Tensor
 
-State = Union[Tensor, tuple[Tensor, ...]]
+State = Tensor | tuple[Tensor, ...]
 
 
 def map_state(fn: Callable[..., Tensor], *states: State) -> State:
