@@ -8,7 +8,7 @@ import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from rnnlab.cells import CELLS, Recurrent
-from rnnlab.cells.base import map_state
+from rnnlab.kernels import map_state
 
 
 def copy_from_torch(layer, ref):

@@ -6,7 +6,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 import rnnlab
 from rnnlab.cells import CELLS, Recurrent, unroll
-from rnnlab.cells.base import map_state
+from rnnlab.kernels import map_state
 
 
 def make(key, I=5, H=8, **kw):

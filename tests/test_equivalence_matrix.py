@@ -20,7 +20,7 @@ import torch
 
 import rnnlab
 from rnnlab.cells import CELLS, Recurrent
-from rnnlab.cells.base import map_state
+from rnnlab.kernels import map_state
 
 I, H, T, B = 3, 4, 5, 3
 

@@ -13,7 +13,7 @@ import torch
 
 import rnnlab
 from rnnlab.cells import CELLS, Recurrent
-from rnnlab.cells.base import map_state
+from rnnlab.kernels import map_state
 
 KEYS = sorted(CELLS)
 I, H, L, T, B = 3, 4, 2, 5, 3

@@ -24,7 +24,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 import rnnlab
 from rnnlab.cells import CELLS, Recurrent
-from rnnlab.cells.base import map_state
+from rnnlab.kernels import map_state
 
 EXAMPLES = int(os.environ.get("RNNLAB_HYPOTHESIS_EXAMPLES", "0"))
 

@@ -17,7 +17,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 from ..kernels.checkpoint import checkpointed_sequence
 from ..kernels.state import State, map_state
 
-__all__ = ["BACKENDS", "Cell", "Recurrent", "State", "iter_cells", "map_state", "unroll"]
+__all__ = ["BACKENDS", "Cell", "Recurrent", "State", "iter_cells", "unroll"]
 
 BACKENDS = ("auto", "reference")
 
