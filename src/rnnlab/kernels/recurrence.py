@@ -135,12 +135,16 @@ class _ElementwiseRNN(torch.autograd.Function):
                 z.copy_(torch.where(mask[t], z, h))
             h = z
         ctx.activation = activation
-        ctx.save_for_backward(S, weight, h0, mask, None if w_in is None else u, w_in)
+        # (S, weight, h0, bias, mask) first: code outside this Function (the Triton kernel's
+        # fallback) may call this backward with a context holding just those; x and the
+        # projection's weight follow only when there is a projection
+        ctx.save_for_backward(S, weight, h0, bias, mask, *(() if w_in is None else (u, w_in)))
         return S
 
     @staticmethod
     def backward(ctx, grad_S):
-        S, weight, h0, mask, x, w_in = ctx.saved_tensors
+        S, weight, h0, _, mask, *projection = ctx.saved_tensors
+        x, w_in = projection or (None, None)
         if torch.is_grad_enabled():  # a graph of the backward is asked for (create_graph=True)
             G, grad_w, grad_h0, grad_b = backward_graph(grad_S, S, weight, h0, mask, ctx.activation)
         else:
