@@ -69,13 +69,13 @@ def test_doctor_fails_on_an_injected_mismatch(capsys, monkeypatch, where):
     1e-4 (backward): the rows through it fail and the doctor exits 1 naming them; the rows that
     do not use it (relu, ATen's native RNN) stay ok."""
     if where == "forward":
-        real = recurrence._activate_
+        real = recurrence._activate
 
-        def wrong(z, activation, bias, scratch):
-            real(z, activation, bias, scratch)
+        def wrong(z, out, activation, bias, scratch):
+            real(z, out, activation, bias, scratch)
             if activation == "tanh":
-                z.mul_(1 + 1e-4)
-        monkeypatch.setattr(recurrence, "_activate_", wrong)
+                out.mul_(1 + 1e-4)
+        monkeypatch.setattr(recurrence, "_activate", wrong)
     else:
         real = recurrence._times_derivative_
 
