@@ -155,10 +155,21 @@ def not_experiment(*categories: str) -> tuple[str, ...]:
     return tuple(k for k, c in NOT_EXPERIMENT.items() if not categories or c in categories)
 
 
+def experiment_category(key: str) -> str | None:
+    """The :data:`NOT_EXPERIMENT` category of a dotted key (or of the table holding it:
+    ``paper.test/loss`` is a ``label``), None for a key that is part of the experiment."""
+    parts = key.split(".")
+    for i in range(len(parts), 0, -1):
+        category = NOT_EXPERIMENT.get(".".join(parts[:i]))
+        if category is not None:
+            return category
+    return None
+
+
 def resume_may_change(key: str) -> bool:
     """Whether a resumed run may change ``key`` (dotted, as ``--set`` spells it): anything that
     is not part of the experiment except the seed, plus :data:`RESUME_MAY_ALSO_CHANGE`."""
-    return key in RESUME_MAY_ALSO_CHANGE or NOT_EXPERIMENT.get(key, "seed") != "seed"
+    return key in RESUME_MAY_ALSO_CHANGE or experiment_category(key) not in (None, "seed")
 
 
 def resume_refusals(saved, new) -> list[str]:

@@ -311,6 +311,8 @@ def _train(cfg: RunConfig, files: RunFiles, resume: bool, progress: bool | None,
             step = run.prog.step
             if step % cfg.train.eval_every == 0 or step == cfg.train.steps:
                 evaluate_and_checkpoint(run, tr, on_eval)
+            else:
+                progress_line(run)
     finally:
         bar.close()
         close_run(run)
@@ -558,6 +560,8 @@ def _backward_and_step(run: RunState, tr: Trainer, total, loss, step: int):
     if tr.scaler is None:
         total.backward()
         gnorm = nn.utils.clip_grad_norm_(tr.params, clip) if clip > 0 else None
+        if gnorm is not None and not torch.isfinite(gnorm):
+            _stop_on_gradient(run, loss, float(gnorm), step)
         tr.opt.step()
     else:  # fp16: scaled loss; gradients unscaled before clipping; overflowing steps skipped
         tr.scaler.scale(total).backward()
@@ -566,6 +570,17 @@ def _backward_and_step(run: RunState, tr: Trainer, total, loss, step: int):
         tr.scaler.step(tr.opt)
         tr.scaler.update()
     return gnorm
+
+
+def _stop_on_gradient(run: RunState, loss, gnorm: float, step: int) -> None:
+    """A finite loss with a non-finite gradient norm: clipping would scale every update to zero
+    (or NaN) and the run would go on without learning, so it stops here as diverged."""
+    emit(run, {"step": step, "train/loss": loss.item(), "train/grad_norm": gnorm})
+    raise TrainingDiverged(
+        f"{run.cfg.name}: the gradient norm became {gnorm} at step {step} while the loss is finite "
+        f"({loss.item():.4g}); clipping would scale every update to zero, so the run would no longer "
+        f"learn; {kept(run)}. Lower optim.lr (e.g. --set optim.lr={run.cfg.optim.lr / 10:g})."
+    )
 
 
 def log_step(run: RunState, tr: Trainer, out: StepOut, bar) -> None:
@@ -586,6 +601,28 @@ def log_step(run: RunState, tr: Trainer, out: StepOut, bar) -> None:
                 if k not in ("step", "time"):
                     run.writer.add_scalar(k, v, step)
         bar.set_postfix(loss=f"{out.loss:.4g}")
+
+
+def progress_line(run: RunState) -> None:
+    """Off a terminal, between evaluations: a short progress line at most every
+    :data:`PROGRESS_EVERY_S` seconds (a batch job's log shows the run is alive)."""
+    now = time.perf_counter()
+    if not run.lines or now - run.last_line < PROGRESS_EVERY_S:
+        return
+    run.last_line = now
+    step, steps, window = run.prog.step, run.cfg.train.steps, run.window
+    left = (now - window["start"]) / max(step - window["step"], 1) * (steps - step)
+    print(f"{run.cfg.name} {step}/{steps} steps ({100 * step // steps}%)  train/loss "
+          f"{window['loss'] / max(window['n'], 1):.4g}  about {_duration(left)} of training left",
+          file=sys.stderr, flush=True)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def emit(run: RunState, row: dict) -> None:
