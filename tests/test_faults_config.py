@@ -317,3 +317,16 @@ def test_rundir_import_leaves_torch_out_and_reexports_stay(tmp_path):
             "print('OK')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.stdout.strip() == "OK", r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("module", ["rnnlab.config", "rnnlab.rundir", "rnnlab.train"])
+def test_runnable_examples_in_the_docstrings(module, tmp_path, monkeypatch):
+    """The ``>>>`` examples of the configuration, run-directory and trainer modules run."""
+    import doctest
+    import importlib
+
+    monkeypatch.chdir(tmp_path)
+    mod = importlib.import_module(module)
+    result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0
+    assert result.attempted > 0

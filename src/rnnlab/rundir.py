@@ -652,7 +652,12 @@ def load_run(path: str | Path, which: str = "best", data_dir: str | None = None,
     ``torch.load(weights_only=True)``: no code in the file runs. The model is returned in eval
     mode.
 
-    >>> cfg, task, model = load_run("runs/demo-lstm/seed1")  # doctest: +SKIP
+    >>> from rnnlab import config, train
+    >>> short = ["train.steps=2", "train.eval_every=2", "task.L=4", "task.val_size=8", "task.test_size=8"]
+    >>> _ = train.train(config.load("demo/lstm", short), "example-run", progress=False)
+    >>> cfg, task, model = load_run("example-run")  # best.pt, on the CPU
+    >>> cfg.name, model.training
+    ('demo-lstm', False)
     """
     from .device import resolve_device
     from .model import build_model

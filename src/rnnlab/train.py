@@ -271,8 +271,7 @@ def train(
     >>> from rnnlab import config
     >>> cfg = config.load("demo/lstm", ["train.steps=2", "train.eval_every=2", "task.L=4",
     ...                                 "task.val_size=8", "task.test_size=8"])
-    >>> import tempfile; out = tempfile.mkdtemp()
-    >>> result = train(cfg, out + "/run", progress=False)
+    >>> result = train(cfg, "example-run", progress=False)
     >>> result["steps"], sorted(result["final"])[:2]
     (2, ['val/accuracy', 'val/loss'])
     """
