@@ -330,3 +330,19 @@ def test_runnable_examples_in_the_docstrings(module, tmp_path, monkeypatch):
     result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0
     assert result.attempted > 0
+
+
+def test_both_models_provide_what_the_trainer_needs():
+    """The trainer calls the ``Model`` protocol's methods directly (no hasattr checks): both
+    models must provide all of them."""
+    from rnnlab.model import Model, Seq2Seq, SequenceModel
+    from rnnlab.tasks.base import Task
+
+    seq = SequenceModel("lstm", 3, 2, 4)
+    s2s = Seq2Seq("gru", 7, 6, 4)
+    for model in (seq, s2s):
+        assert isinstance(model, Model)
+        assert set(model.param_groups()) >= {"default"} and isinstance(model.group_scales(), dict)
+        assert model.parameter_counts()["elements"] == sum(p.numel() for p in model.parameters())
+    assert not isinstance(torch.nn.Linear(2, 2), Model)
+    assert Task.model_kind == "sequence" and Task().model_metrics(seq, "val") == {}

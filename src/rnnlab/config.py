@@ -175,12 +175,13 @@ def resume_may_change(key: str) -> bool:
 def resume_refusals(saved, new) -> list[str]:
     """``"key: old -> new"`` for each key where ``new`` differs from ``saved`` (RunConfigs or
     their dicts) in a way a resume may not change."""
-    a, b = flatten(_as_dict(saved)), flatten(_as_dict(new))
+    a, b = flatten(as_dict(saved)), flatten(as_dict(new))
     return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b))
             if a.get(k) != b.get(k) and not resume_may_change(k)]
 
 
-def _as_dict(cfg) -> dict:
+def as_dict(cfg) -> dict:
+    """A RunConfig as its dict (a dict as it is)."""
     return cfg if isinstance(cfg, dict) else cfg.to_dict()
 
 

@@ -123,6 +123,11 @@ def mean_std(values: list[float]) -> tuple[float, float]:
 _mean_std = mean_std  # the name summarize() has always called
 
 
+def _cell(text: str) -> str:
+    """Text for a Markdown table cell: a ``|`` (allowed in a run name) would end the cell."""
+    return str(text).replace("|", "\\|")
+
+
 def _fmt(x) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
@@ -183,7 +188,7 @@ def table(runs_dir: str | Path | list, metrics: list[str] | None = None, timing:
         ours = f"{_fmt(r['mean'])} +- {_fmt(r['std'])} ({r['seeds']})"
         t = f"{_fmt(r['s_per_step'])} | {_fmt(r['eval_s'])} | " if timing else ""
         lines.append(
-            f"| {r['name']} | {r['cell']} | {_fmt(r['params'])} | {_fmt(r['steps'])} | {t}"
+            f"| {_cell(r['name'])} | {r['cell']} | {_fmt(r['params'])} | {_fmt(r['steps'])} | {t}"
             f"{r['metric']} | {ours} | {_fmt(r['baseline'])} | {_fmt(r['paper'])} |"
         )
     if notes:

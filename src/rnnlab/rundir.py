@@ -47,7 +47,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import NOT_EXPERIMENT, ConfigError, check_name, flatten, load_json
+from .config import NOT_EXPERIMENT, ConfigError, as_dict, check_name, flatten, load_json
 
 LOCK_NAME = ".lock"
 
@@ -125,14 +125,10 @@ def is_finished(run_dir: str | Path, cfg=None) -> bool:
 
 # ---------------------------------------------------------------------------- identity
 
-def _as_dict(cfg) -> dict:
-    return cfg if isinstance(cfg, dict) else cfg.to_dict()
-
-
 def identity(cfg) -> dict:
     """The part of a resolved configuration that defines a run's results, seed aside: the
     configuration without the keys of ``config.NOT_EXPERIMENT``."""
-    d = json.loads(json.dumps(_as_dict(cfg), default=str))
+    d = json.loads(json.dumps(as_dict(cfg), default=str))
     for key in NOT_EXPERIMENT:
         *sections, last = key.split(".")
         node = d
@@ -190,7 +186,7 @@ def _short_value(v) -> str:
 def dir_name(cfg, base=None, readable_max: int = 40) -> str:
     """``<name>`` if ``cfg`` is ``base`` (its preset as defined), else ``<name>-<changes>-<hash>``
     where ``<changes>`` lists the changed keys' last part and value when that is short."""
-    name = check_name(_as_dict(cfg)["name"])
+    name = check_name(as_dict(cfg)["name"])
     diff = differences(base, cfg) if base is not None else {"?": (None, None)}
     if not diff:
         return name
@@ -234,7 +230,7 @@ def resolved_saved_key(run_dir: Path) -> str | None:
 
 def run_dir(parent: str | Path, cfg, base=None, resume: bool = False) -> Path:
     """The run directory of ``cfg`` below ``parent`` (see the module docstring)."""
-    d = _as_dict(cfg)
+    d = as_dict(cfg)
     seed = d["train"]["seed"]
     name = dir_name(cfg, base)
     folder = Path(parent) / name

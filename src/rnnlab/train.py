@@ -335,6 +335,11 @@ def check_start(files: RunFiles, cfg: RunConfig, resume: bool) -> None:
             f"cannot resume: {files.checkpoint} does not exist (nothing was checkpointed yet); "
             f"start the run without --resume"
         )
+    if not files.config.exists():
+        raise FileNotFoundError(
+            f"cannot resume {files.root}: config.json (the run's resolved configuration) is missing; "
+            f"restore it from a copy, or start the run over (delete checkpoint.pt, or train into another --out)"
+        )
     # re-resolved through today's dataclasses, so keys added since the run started compare
     # at their defaults instead of counting as a change
     diffs = resume_refusals(load_json(files.config), cfg)
