@@ -346,3 +346,29 @@ def test_both_models_provide_what_the_trainer_needs():
         assert model.parameter_counts()["elements"] == sum(p.numel() for p in model.parameters())
     assert not isinstance(torch.nn.Linear(2, 2), Model)
     assert Task.model_kind == "sequence" and Task().model_metrics(seq, "val") == {}
+
+
+def test_rnnlab_train_resolves_its_device_once(tmp_path, monkeypatch, capsys):
+    from rnnlab import device as dev
+
+    calls = []
+    real = dev.resolve_device
+
+    def counting(spec="auto", what="train.device"):
+        calls.append(spec)
+        return real(spec, what)
+
+    monkeypatch.setattr(dev, "resolve_device", counting)
+    rc, err = cli(["train", "demo/lstm", "--out", tmp_path / "r", "--device", "cpu", "--quiet",
+                   *sets(*TINY, "train.steps=2")], capsys)
+    assert rc == 0, err
+    assert calls == ["cpu"]
+
+
+def test_gpus_requested_is_one_reading_of_train_device():
+    from rnnlab.device import gpus_requested
+
+    assert [gpus_requested(s) for s in ("cpu", "mps", "cuda", "cuda:1", "auto")] == [0, 0, 1, 1, 0]
+    assert gpus_requested("auto", cluster_gpus=2) == 1 and gpus_requested("cpu", cluster_gpus=2) == 0
+    with pytest.raises(ConfigError, match="train.device must be one of"):
+        gpus_requested("gpu")

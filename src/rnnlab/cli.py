@@ -187,7 +187,7 @@ def _parse_seeds(text: str) -> list[int]:
 
 
 def cmd_train(args) -> int:
-    from . import config, train
+    from . import config, device, train
 
     seeds = _parse_seeds(args.seeds) if args.seeds is not None else [None]
     if args.out and len(seeds) > 1:
@@ -203,9 +203,11 @@ def cmd_train(args) -> int:
         overrides += _device_overrides(args, check=False)
         cfg = config.load(args.preset, overrides)
         run_dir = _run_dir(args, cfg)
+        # the run's one device resolution, before anything is printed or written
+        dev = device.resolve(cfg.train.device, cfg.train.precision)
         print(f"run {cfg.name} -> {run_dir}", file=sys.stderr)
         r = train.train(cfg, run_dir, resume=args.resume, progress=False if args.quiet else None,
-                        data_dir=args.data_dir)
+                        data_dir=args.data_dir, device=dev)
         _print_result(r)
     return 0
 

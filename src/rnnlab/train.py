@@ -255,7 +255,7 @@ class StepOut:
 
 def train(
     cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: bool | None = None,
-    data_dir: str | None = None, task: Task | None = None, on_eval=None,
+    data_dir: str | None = None, task: Task | None = None, on_eval=None, device: torch.device | None = None,
 ) -> dict:
     """Train ``cfg`` into ``run_dir``; return the result dict (also written to result.json).
 
@@ -264,7 +264,9 @@ def train(
     return value stops training there with ``result["stopped"] == "on_eval"`` (a sweep's pruner
     uses it). Evaluations from before a resumed run's checkpoint are not replayed.
 
-    ``progress=None`` shows a progress bar only on a terminal. Raises ``TrainingDiverged`` on a
+    ``device``: ``cfg.train.device`` as a caller has already resolved it (``device.resolve``;
+    the CLI does, to report a device this machine lacks before it prints anything); by default
+    it is resolved here. ``progress=None`` shows a progress bar only on a terminal. Raises ``TrainingDiverged`` on a
     NaN/inf loss (the last good checkpoint stays) and ``RunExists`` when ``run_dir`` already has
     a checkpoint and ``resume`` is False.
 
@@ -285,7 +287,8 @@ def train(
                 )
             break
     # the device, resolved once for the run: one this machine lacks fails before anything is written
-    device = dev.resolve(cfg.train.device, cfg.train.precision)
+    if device is None:
+        device = dev.resolve(cfg.train.device, cfg.train.precision)
     with claim(run_dir):  # one writer per run directory; a failed start leaves no stub behind
         before = {p.name for p in run_dir.iterdir()}
         try:
