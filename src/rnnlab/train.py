@@ -567,7 +567,7 @@ def _backward_and_step(run: RunState, tr: Trainer, total, loss, step: int):
     if tr.scaler is None:
         total.backward()
         gnorm = nn.utils.clip_grad_norm_(tr.params, clip) if clip > 0 else None
-        if gnorm is not None and not torch.isfinite(gnorm):
+        if gnorm is not None and not torch.isfinite(gnorm) and _grads_finite(tr.params):
             _stop_on_gradient(run, loss, float(gnorm), step)
         tr.opt.step()
     else:  # fp16: scaled loss; gradients unscaled before clipping; overflowing steps skipped
@@ -579,9 +579,14 @@ def _backward_and_step(run: RunState, tr: Trainer, total, loss, step: int):
     return gnorm
 
 
+def _grads_finite(params: list) -> bool:
+    return all(bool(torch.isfinite(p.grad).all()) for p in params if p.grad is not None)
+
+
 def _stop_on_gradient(run: RunState, loss, gnorm: float, step: int) -> None:
-    """A finite loss with a non-finite gradient norm: clipping would scale every update to zero
-    (or NaN) and the run would go on without learning, so it stops here as diverged."""
+    """Finite gradients whose norm overflows: clipping would scale every update to zero and the
+    run would go on without learning, so it stops here as diverged. (Non-finite gradients make
+    non-finite weights, which the loss and weight checks stop.)"""
     emit(run, {"step": step, "train/loss": loss.item(), "train/grad_norm": gnorm})
     raise TrainingDiverged(
         f"{run.cfg.name}: the gradient norm became {gnorm} at step {step} while the loss is finite "
