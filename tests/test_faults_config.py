@@ -49,14 +49,21 @@ def sets(*items):
 # --- one definition of what is part of an experiment ----------------------------------------
 
 def test_not_experiment_keys_are_left_out_of_the_run_key_and_may_change_on_resume():
+    """One definition, read by the run key (it omits RUN_KEY_OMITS), resume (all but the seeds)
+    and the ledger (all of them)."""
     base = tiny()
+    values = {"name": "other", "description": "x", "paper": {"test/loss": 1.0}, "train.seed": 7,
+              "train.data_seed": 9, "train.threads": 3, "train.device": "cpu", "train.tensorboard": True,
+              "train.log_every": 3, "train.eval_batch_size": 64, "train.test": False}
+    assert sorted(values) == sorted(config.NOT_EXPERIMENT)
+    assert set(config.RUN_KEY_OMITS) == {"name", "description", "paper", "train.seed", "train.threads",
+                                         "train.device", "train.tensorboard"}
     for key, category in config.NOT_EXPERIMENT.items():
         flat = config.flatten(base.to_dict())
-        value = {"name": "other", "description": "x", "paper": {"test/loss": 1.0}, "train.seed": 7,
-                 "train.threads": 3, "train.device": "cpu", "train.tensorboard": True}[key]
         assert key in flat or key == "paper"  # (an empty [paper] table adds no key)
-        changed = config.from_dict(config.apply_overrides(base.to_dict(), [f"{key}={config.toml_value(value)}"]))
-        assert rundir.config_key(changed) == rundir.config_key(base), key
+        changed = config.from_dict(config.apply_overrides(base.to_dict(), [f"{key}={config.toml_value(values[key])}"]))
+        same_key = rundir.config_key(changed) == rundir.config_key(base)
+        assert same_key == (key in config.RUN_KEY_OMITS), key
         refused = config.resume_refusals(base, changed)
         assert (refused == []) == (category != "seed"), (key, refused)
     for key in config.RESUME_MAY_ALSO_CHANGE:  # part of the experiment, allowed on resume

@@ -125,24 +125,36 @@ SCHEDULES = ("none", "plateau", "exponential")
 
 # ---------------------------------------------------------------------------- what is an experiment
 
-#: The configuration keys that are **not part of an experiment**, each with its category. This is
-#: the one list: the run key leaves these keys out (``rundir.config_key``), a resume may change
-#: them (besides :data:`RESUME_MAY_ALSO_CHANGE`), and the CLI's resume lookup and the ledger
-#: read it from here.
+#: The configuration keys that are **not part of an experiment**, each with its category: the
+#: one definition that the run key, resume, the CLI's resume lookup and the ledger read.
 #:
 #: * ``label``: words about a run (its name, description, the paper's published numbers).
-#: * ``seed``: which draw of the experiment a run is; seeds of one experiment share its key.
+#: * ``seed``: which draw of the experiment a run is (the initialisation seed, and an explicit
+#:   data seed, whose default follows the seed).
 #: * ``execution``: where and how fast the run computes (threads, device, TensorBoard events):
 #:   the same experiment on other hardware, equal up to floating-point summation order.
+#: * ``recording``: what is written down about a run, not what it trains (how often the
+#:   training loss is logged, the batches an evaluation is cut into, whether the test split
+#:   is scored at the end).
 #:
-#: Everything else is part of the experiment, also ``train.data_seed`` (an explicit data stream)
-#: and the keys that change what a run directory holds (``train.log_every``, ``train.test``,
-#: ``train.eval_batch_size``): a finished run is reused only where it holds what was asked for.
+#: Who uses which: the ledger compares runs without all of them; a resume may change all but
+#: the seeds (plus :data:`RESUME_MAY_ALSO_CHANGE`); the run key (directory names, table rows,
+#: reuse of a finished run) leaves out :data:`RUN_KEY_OMITS`.
 NOT_EXPERIMENT: dict[str, str] = {
     "name": "label", "description": "label", "paper": "label",
-    "train.seed": "seed",
+    "train.seed": "seed", "train.data_seed": "seed",
     "train.threads": "execution", "train.device": "execution", "train.tensorboard": "execution",
+    "train.log_every": "recording", "train.eval_batch_size": "recording", "train.test": "recording",
 }
+
+#: The keys the run key leaves out: the labels, ``train.seed`` (seeds of one experiment share a
+#: key; the directory is ``seed<k>``) and the execution keys. ``train.data_seed`` and the
+#: recording keys stay in it although they are not part of the experiment, because they change
+#: what a run directory holds: another data stream under the same ``seed<k>`` directory, other
+#: metrics rows, no test scores; a finished run is reused only where it holds what was asked for.
+RUN_KEY_OMITS: tuple[str, ...] = tuple(
+    k for k, c in NOT_EXPERIMENT.items() if c in ("label", "execution") or k == "train.seed"
+)
 
 #: Keys of the experiment that a resume may change all the same: the step budget (a longer run
 #: continues the same experiment) and the precision (the run is then recorded as a mixed run:
@@ -168,7 +180,8 @@ def experiment_category(key: str) -> str | None:
 
 def resume_may_change(key: str) -> bool:
     """Whether a resumed run may change ``key`` (dotted, as ``--set`` spells it): anything that
-    is not part of the experiment except the seed, plus :data:`RESUME_MAY_ALSO_CHANGE`."""
+    is not part of the experiment except the seeds (the data stream and RNG are restored from
+    the checkpoint), plus :data:`RESUME_MAY_ALSO_CHANGE`."""
     return key in RESUME_MAY_ALSO_CHANGE or experiment_category(key) not in (None, "seed")
 
 

@@ -3,9 +3,8 @@ name), the lock that gives each run one writer, checkpoint files, provenance, ``
 "is finished".
 
 A run *is* its resolved configuration, seed aside. ``config_key`` hashes that configuration
-without the keys that are not part of an experiment (``config.NOT_EXPERIMENT``: ``name``,
-``description``, ``paper``, ``train.seed`` and the execution keys ``train.threads``,
-``train.device``, ``train.tensorboard``); two runs with the same key are seeds of one
+without ``config.RUN_KEY_OMITS`` (``name``, ``description``, ``paper``, ``train.seed`` and the
+execution keys ``train.threads``, ``train.device``, ``train.tensorboard``); two runs with the same key are seeds of one
 experiment, two runs with different keys never share a directory or a table row.
 
 Directory names (``run_dir``): ``<parent>/<name>/seed<k>`` for a preset run as the preset
@@ -47,7 +46,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import NOT_EXPERIMENT, ConfigError, as_dict, check_name, flatten, load_json
+from .config import RUN_KEY_OMITS, ConfigError, as_dict, check_name, flatten, load_json
 
 LOCK_NAME = ".lock"
 
@@ -126,10 +125,10 @@ def is_finished(run_dir: str | Path, cfg=None) -> bool:
 # ---------------------------------------------------------------------------- identity
 
 def identity(cfg) -> dict:
-    """The part of a resolved configuration that defines a run's results, seed aside: the
-    configuration without the keys of ``config.NOT_EXPERIMENT``."""
+    """The part of a resolved configuration that names a run, seed aside: the configuration
+    without ``config.RUN_KEY_OMITS`` (labels, ``train.seed``, execution keys)."""
     d = json.loads(json.dumps(as_dict(cfg), default=str))
-    for key in NOT_EXPERIMENT:
+    for key in RUN_KEY_OMITS:
         *sections, last = key.split(".")
         node = d
         for part in sections:

@@ -31,7 +31,10 @@ from torch import nn
 
 from . import device as dev
 from . import parametrize as par
-from .config import ConfigError, OptimConfig, RunConfig, did_you_mean, from_dict, load_json, resume_refusals
+from .config import (
+    NOT_EXPERIMENT, ConfigError, OptimConfig, RunConfig, did_you_mean, from_dict, load_json, resume_may_change,
+    resume_refusals,
+)
 from .model import Model, build_model
 from .rundir import (
     CheckpointError, RunExists, RunFiles, RunWriteError, all_finite, atomic_save, atomic_write_text, claim,
@@ -347,10 +350,11 @@ def check_start(files: RunFiles, cfg: RunConfig, resume: bool) -> None:
     # at their defaults instead of counting as a change
     diffs = resume_refusals(load_json(files.config), cfg)
     if diffs:
+        others = [k for k in NOT_EXPERIMENT if resume_may_change(k) and k != "train.device"]
         raise ConfigError(
             "cannot resume with a different configuration (train.steps, train.device and train.precision "
-            "may change, and what is not part of the experiment: train.threads, train.tensorboard, name, "
-            "description, paper): " + "; ".join(diffs)
+            f"may change, and the other keys that are not part of the experiment but the seeds: "
+            f"{', '.join(others)}): " + "; ".join(diffs)
         )
     _check_metrics_kept(files)
 
