@@ -91,7 +91,7 @@ def test_bidirectional_layer_shapes_and_second_layer_width():
 
 def test_sequence_model_with_a_bidirectional_layer_and_seq2seq_refusal():
     from rnnlab.model import SequenceModel
-    from rnnlab.seq2seq import Seq2Seq
+    from rnnlab.model import Seq2Seq
 
     torch.manual_seed(0)
     model = SequenceModel("gru", 3, 7, 4, num_layers=2, cell_options={"bidirectional": True}, pool=2)

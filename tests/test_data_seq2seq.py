@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from rnnlab.seq2seq import Seq2Seq
+from rnnlab.model import Seq2Seq
 
 torch.set_num_threads(1)
 

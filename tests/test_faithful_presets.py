@@ -3,6 +3,7 @@ learning-rate schedule, the dense layer before the readout (DMU's NatLang), nnRN
 variant; the DMU real-data presets' sizes (Table IX) and one training step of every new preset
 on small fixture files."""
 
+import dataclasses
 import gzip
 import json
 import struct
@@ -76,7 +77,9 @@ def test_asrnn_ptb_presets_use_the_papers_eps0_and_train_one_step(tmp_path):
     # the PTB cell options on a small copy task (no data needed): one finite step
     cfg = config.load("asrnn/ptb_char-bptt300", ["model.hidden_size=8", "model.embedding=0", "train.steps=1",
                                                 "train.eval_every=1", "train.schedule='none'"])
-    cfg.task.name, cfg.task.options = "copy", {"K": 3, "L": 5, "val_size": 4, "test_size": 4}
+    # (the copy task has no bpc: selection by its own primary metric)
+    cfg = dataclasses.replace(cfg, task=config.TaskConfig("copy", {"K": 3, "L": 5, "val_size": 4, "test_size": 4}),
+                              train=dataclasses.replace(cfg.train, select_metric=""))
     r = train(cfg, tmp_path / "run", progress=False, task=CopyTask(K=3, L=5, val_size=4, test_size=4))
     assert r["steps"] == 1 and np.isfinite(r["final"]["val/loss"])
 

@@ -109,7 +109,7 @@ def test_per_layer_h0_of_the_wrong_length_is_one_clear_error():
 
 
 def test_seq2seq_with_per_layer_widths():
-    from rnnlab.seq2seq import Seq2Seq
+    from rnnlab.model import Seq2Seq
 
     m = Seq2Seq("gru", 7, 9, [4, 6])
     x, tgt = torch.randint(0, 7, (3, 5)), torch.randint(0, 9, (3, 4))

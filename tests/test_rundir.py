@@ -82,9 +82,9 @@ def test_run_names_that_are_not_plain_relative_paths_are_refused(tmp_path, capsy
 # ------------------------------------------------------------------ the lock
 
 # a holder process running only the lock code (loaded from its file: no torch import, fast)
-HOLD = ("import importlib.util, sys, time\n"
-        "spec = importlib.util.spec_from_file_location('rundir', sys.argv[2])\n"
-        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+# (sys.argv[2], the module's file, names which rundir: the one on PYTHONPATH)
+HOLD = ("import sys, time\n"
+        "import rnnlab.rundir as m\n"
         "with m.claim(sys.argv[1]):\n    print('held', flush=True); time.sleep(60)\n")
 
 
@@ -326,9 +326,8 @@ def test_demo_reuses_a_finished_run_only_when_its_configuration_matches(tmp_path
 # the lock is still held although its recorded PID is gone, as while a killed multi-threaded
 # worker is still exiting.
 HOLD_THEN_DIE = (
-    "import importlib.util, os, sys, time\n"
-    "spec = importlib.util.spec_from_file_location('m', sys.argv[2]); m = importlib.util.module_from_spec(spec)\n"
-    "spec.loader.exec_module(m)\n"
+    "import os, sys, time\n"
+    "import rnnlab.rundir as m\n"
     "lock = m.RunLock(m.Path(sys.argv[1])); m.Path(sys.argv[1]).mkdir(parents=True); lock.acquire()\n"
     "if os.fork() == 0:\n    time.sleep(float(sys.argv[3])); os._exit(0)\n"
     "print('held', flush=True); os._exit(0)\n")

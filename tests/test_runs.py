@@ -142,11 +142,11 @@ def test_result_records_the_host_cpu_and_blas(tmp_path):
 def test_source_hash_changes_with_a_source_file(tmp_path, monkeypatch):
     import shutil
 
-    import rnnlab.train as tr
+    import rnnlab.rundir as tr  # provenance lives with the run directory
 
     copy = tmp_path / "rnnlab"
     shutil.copytree(Path(rnnlab.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(tr, "__file__", str(copy / "train.py"))
+    monkeypatch.setattr(tr, "__file__", str(copy / "rundir.py"))
     before = tr.source_hash()
     (copy / "cells" / "base.py").write_text((copy / "cells" / "base.py").read_text() + "\n# changed\n")
     assert tr.source_hash() != before

@@ -12,7 +12,7 @@ _CELLS = (
     "RHNCell", "RNNCell", "SCORNNCell", "EURNN", "EURNNCell", "URNN", "URNNCell", "unroll",
 )
 _TASKS = ("TASKS", "AddingTask", "Batch", "CopyTask", "Task")
-_TRAIN = ("load_run",)
+_RUNS = ("load_run",)
 
 
 def _submodules() -> tuple[str, ...]:
@@ -22,7 +22,7 @@ def _submodules() -> tuple[str, ...]:
 
 
 #: the public names, then the modules (listed so that documentation tools walk them all)
-__all__ = [*_CELLS, *_TASKS, *_TRAIN, "__version__", *_submodules()]
+__all__ = [*_CELLS, *_TASKS, *_RUNS, "__version__", *_submodules()]
 
 
 def __getattr__(name: str):
@@ -30,8 +30,8 @@ def __getattr__(name: str):
         from . import cells as module
     elif name in _TASKS:
         from . import tasks as module
-    elif name in _TRAIN:
-        from . import train as module
+    elif name in _RUNS:
+        from . import rundir as module
     elif name in _submodules():
         from importlib import import_module
 

@@ -132,11 +132,11 @@ def _run_dir(args, cfg) -> Path:
     base = config.load(args.preset, [f"train.seed={cfg.train.seed}"])
     d = rundir.run_dir(args.runs_dir, cfg, base, resume=args.resume)
     if args.resume and not (d / "checkpoint.pt").exists():
-        # resuming with another train.steps (or train.precision, which a resume may change):
-        # the run lives under the name it started with
-        may_change = {"train.steps", "train.precision"}
+        # resuming with a key a resume may change (config.resume_may_change: train.steps,
+        # train.precision): the run lives under the name it started with
         same = [p.parent for p in Path(args.runs_dir).glob(f"{cfg.name}*/seed{cfg.train.seed}/checkpoint.pt")
-                if set(rundir.differences(rundir.saved_config(p.parent) or {}, cfg)) <= may_change]
+                if all(config.resume_may_change(k)
+                       for k in rundir.differences(rundir.saved_config(p.parent) or {}, cfg))]
         if len(same) == 1:
             return same[0]
         if same:
@@ -157,15 +157,16 @@ def _print_result(r: dict) -> None:
         print(f"  memoryless baseline: {base}")
 
 
-def _device_overrides(args) -> list[str]:
+def _device_overrides(args, check: bool = True) -> list[str]:
     """``--device`` / ``--precision`` as ``train.*`` overrides, checked against this machine
-    first (one-line error before anything is written)."""
+    first (one-line error before anything is written) unless ``check`` is False (``rnnlab
+    train``: the trainer resolves the device once, before it writes anything)."""
     out = []
     if getattr(args, "device", None):
         out.append(f"train.device={args.device}")
     if getattr(args, "precision", None):
         out.append(f"train.precision={args.precision}")
-    if out:
+    if out and check:
         from . import device
 
         device.resolve(args.device or "auto", args.precision or "fp32")
@@ -186,7 +187,7 @@ def _parse_seeds(text: str) -> list[int]:
 
 
 def cmd_train(args) -> int:
-    from . import config, train
+    from . import config, device, train
 
     seeds = _parse_seeds(args.seeds) if args.seeds is not None else [None]
     if args.out and len(seeds) > 1:
@@ -199,12 +200,14 @@ def cmd_train(args) -> int:
             overrides.append(f"train.threads={args.threads}")
         if args.tensorboard:
             overrides.append("train.tensorboard=true")
-        overrides += _device_overrides(args)
+        overrides += _device_overrides(args, check=False)
         cfg = config.load(args.preset, overrides)
         run_dir = _run_dir(args, cfg)
+        # the run's one device resolution, before anything is printed or written
+        dev = device.resolve(cfg.train.device, cfg.train.precision)
         print(f"run {cfg.name} -> {run_dir}", file=sys.stderr)
         r = train.train(cfg, run_dir, resume=args.resume, progress=False if args.quiet else None,
-                        data_dir=args.data_dir)
+                        data_dir=args.data_dir, device=dev)
         _print_result(r)
     return 0
 

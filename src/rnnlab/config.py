@@ -11,6 +11,8 @@ import dataclasses
 import inspect
 import json
 import math
+import re
+import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,13 +39,13 @@ def did_you_mean(name: str, choices, n: int = 3) -> str:
     return f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class TaskConfig:
     name: str = "copy"
     options: dict = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ModelConfig:
     cell: str = "lstm"
     hidden_size: int | list = 128  # a list gives one width per stacked layer
@@ -55,7 +57,7 @@ class ModelConfig:
     cell_options: dict = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(frozen=True)
 class OptimConfig:
     name: str = "rmsprop"
     lr: float = 1e-3
@@ -70,7 +72,7 @@ class OptimConfig:
     group_weight_decay: dict = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
     steps: int = 1000
     batch_size: int = 128
@@ -95,7 +97,7 @@ class TrainConfig:
     precision: str = "fp32"  # fp32, bf16, fp16 (torch.autocast; see docs/device.md)
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunConfig:
     name: str = "run"
     description: str = ""
@@ -121,14 +123,235 @@ OPTIMIZERS = ("rmsprop", "adam", "sgd")
 SCHEDULES = ("none", "plateau", "exponential")
 
 
+# ---------------------------------------------------------------------------- what is an experiment
+
+#: The configuration keys that are **not part of an experiment**, each with its category: the
+#: one definition that the run key, resume, the CLI's resume lookup and the ledger read.
+#:
+#: * ``label``: words about a run (its name, description, the paper's published numbers).
+#: * ``seed``: which draw of the experiment a run is (the initialisation seed, and an explicit
+#:   data seed, whose default follows the seed).
+#: * ``execution``: where and how fast the run computes (threads, device, TensorBoard events):
+#:   the same experiment on other hardware, equal up to floating-point summation order.
+#: * ``recording``: what is written down about a run, not what it trains (how often the
+#:   training loss is logged, the batches an evaluation is cut into, whether the test split
+#:   is scored at the end).
+#:
+#: Who uses which: the ledger compares runs without all of them; a resume may change all but
+#: the seeds (plus :data:`RESUME_MAY_ALSO_CHANGE`); the run key (directory names, table rows,
+#: reuse of a finished run) leaves out :data:`RUN_KEY_OMITS`.
+NOT_EXPERIMENT: dict[str, str] = {
+    "name": "label", "description": "label", "paper": "label",
+    "train.seed": "seed", "train.data_seed": "seed",
+    "train.threads": "execution", "train.device": "execution", "train.tensorboard": "execution",
+    "train.log_every": "recording", "train.eval_batch_size": "recording", "train.test": "recording",
+}
+
+#: The keys the run key leaves out: the labels, ``train.seed`` (seeds of one experiment share a
+#: key; the directory is ``seed<k>``) and the execution keys. ``train.data_seed`` and the
+#: recording keys stay in it although they are not part of the experiment, because they change
+#: what a run directory holds: another data stream under the same ``seed<k>`` directory, other
+#: metrics rows, no test scores; a finished run is reused only where it holds what was asked for.
+RUN_KEY_OMITS: tuple[str, ...] = tuple(
+    k for k, c in NOT_EXPERIMENT.items() if c in ("label", "execution") or k == "train.seed"
+)
+
+#: Keys of the experiment that a resume may change all the same: the step budget (a longer run
+#: continues the same experiment) and the precision (the run is then recorded as a mixed run:
+#: ``precision_segments`` in result.json, a row of its own in ``rnnlab table``).
+RESUME_MAY_ALSO_CHANGE: tuple[str, ...] = ("train.steps", "train.precision")
+
+
+def not_experiment(*categories: str) -> tuple[str, ...]:
+    """The keys of :data:`NOT_EXPERIMENT` in ``categories`` (all of them when none is named)."""
+    return tuple(k for k, c in NOT_EXPERIMENT.items() if not categories or c in categories)
+
+
+def experiment_category(key: str) -> str | None:
+    """The :data:`NOT_EXPERIMENT` category of a dotted key (or of the table holding it:
+    ``paper.test/loss`` is a ``label``), None for a key that is part of the experiment."""
+    parts = key.split(".")
+    for i in range(len(parts), 0, -1):
+        category = NOT_EXPERIMENT.get(".".join(parts[:i]))
+        if category is not None:
+            return category
+    return None
+
+
+def resume_may_change(key: str) -> bool:
+    """Whether a resumed run may change ``key`` (dotted, as ``--set`` spells it): anything that
+    is not part of the experiment except the seeds (the data stream and RNG are restored from
+    the checkpoint), plus :data:`RESUME_MAY_ALSO_CHANGE`."""
+    return key in RESUME_MAY_ALSO_CHANGE or experiment_category(key) not in (None, "seed")
+
+
+def resume_refusals(saved, new) -> list[str]:
+    """``"key: old -> new"`` for each key where ``new`` differs from ``saved`` (RunConfigs or
+    their dicts) in a way a resume may not change."""
+    a, b = flatten(as_dict(saved)), flatten(as_dict(new))
+    return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b))
+            if a.get(k) != b.get(k) and not resume_may_change(k)]
+
+
+def as_dict(cfg) -> dict:
+    """A RunConfig as its dict (a dict as it is)."""
+    return cfg if isinstance(cfg, dict) else cfg.to_dict()
+
+
+def flatten(data: dict, prefix: str = "") -> dict[str, Any]:
+    """The leaves of a nested configuration dict keyed by their dotted path as ``--set`` spells
+    them: a resolved configuration's ``task.options.L`` is ``task.L``; an empty table adds no key.
+
+    >>> flatten({"task": {"name": "copy", "options": {"L": 5}}, "train": {"steps": 3, "x": {}}})
+    {'task.name': 'copy', 'task.L': 5, 'train.steps': 3}
+    """
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        if isinstance(v, dict):
+            inner = prefix if (prefix == "task." and k == "options") else f"{prefix}{k}."
+            out.update(flatten(v, inner))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+# ---------------------------------------------------------------------------- TOML out
+
+def toml_value(v: Any) -> str:
+    """``v`` as a TOML literal that reads back to it (what ``--set key=value`` parses): bools,
+    numbers (also nan and inf), strings, arrays and inline tables."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if v != v else ("inf" if v > 0 else "-inf")
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{toml_key(str(k))} = {toml_value(x)}" for k, x in v.items()) + "}"
+    raise ConfigError(f"cannot write {v!r} ({type(v).__name__}) as a TOML value")
+
+
+def toml_key(k: str) -> str:
+    """A bare TOML key where that is allowed, else a quoted one."""
+    return k if k and k.replace("_", "").replace("-", "").isalnum() and k.isascii() else json.dumps(k)
+
+
+def dump_toml(data: dict) -> str:
+    """A TOML document of ``data``: scalars and arrays first, then each table under its header.
+
+    >>> print(dump_toml({"name": "x", "train": {"steps": 5}}), end="")
+    name = "x"
+    <BLANKLINE>
+    [train]
+    steps = 5
+    """
+    lines: list[str] = []
+    _toml_table(data, "", lines)
+    return "\n".join(lines).lstrip("\n") + "\n"
+
+
+def _toml_table(d: dict, prefix: str, lines: list[str]) -> None:
+    scalars = {k: v for k, v in d.items() if not isinstance(v, dict)}
+    tables = {k: v for k, v in d.items() if isinstance(v, dict)}
+    if prefix and (scalars or not tables):
+        lines.extend(["", f"[{prefix}]"])
+    for k, v in scalars.items():
+        lines.append(f"{toml_key(str(k))} = {toml_value(v)}")
+    for k, v in tables.items():
+        _toml_table(v, f"{prefix}.{toml_key(str(k))}" if prefix else toml_key(str(k)), lines)
+
+
+# ---------------------------------------------------------------------------- checks of single values
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+DEVICE_CHOICES = "auto, cpu, cuda, cuda:N, mps"
+DEVICE_PATTERN = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+
+def check_device_spelling(spec: Any, precision: Any = "fp32", what: str = "train.device",
+                          error: type[ConfigError] = ConfigError) -> None:
+    """Syntax of ``train.device`` and ``train.precision`` (no hardware query; the device module
+    checks the hardware)."""
+    if not isinstance(spec, str) or not DEVICE_PATTERN.match(spec):
+        raise error(f"{what} must be one of {DEVICE_CHOICES}; got {spec!r}")
+    if precision not in PRECISIONS:
+        raise error(f"train.precision must be one of {', '.join(PRECISIONS)}; got {precision!r}")
+
+
+def check_name(name: Any) -> str:
+    """A run name becomes a directory below the runs folder and a row of ``rnnlab table``: refuse
+    anything but a plain relative path of printable characters (no absolute path, no ``..``/``.``
+    or empty component, no newline, tab or other control character)."""
+    text = str(name)
+    parts = text.split("/")
+    bad_char = next((c for c in text if ord(c) < 32 or ord(c) == 127), None)
+    if bad_char is not None:
+        raise ConfigError(
+            f"run name {text!r} holds the control character {bad_char!r} (a newline, tab, ...), which "
+            f"would break directory listings and `rnnlab table`; use letters, digits, '-', '_', '.', '/'"
+        )
+    if (not text or text.startswith(("/", "~")) or "\\" in text
+            or any(p in ("", ".", "..") for p in parts)):
+        raise ConfigError(
+            f"run name {text!r} is not a plain relative path (no leading '/', '~', no '..' or '.' "
+            f"components); set name = \"...\" in the preset or --set name=my-run"
+        )
+    return text
+
+
+def _type_name(hint) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+
+
+def matches(value: Any, hint) -> bool:
+    """Whether ``value`` (as TOML gives it) fits the declared type ``hint``: int (not bool),
+    float (an int too), str, bool, list/tuple (element types checked), dict, unions, Optional,
+    Literal. Types this cannot judge (a callable, a class) count as a match."""
+    origin = typing.get_origin(hint)
+    if hint is Any or hint is inspect.Parameter.empty:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(matches(value, a) for a in typing.get_args(hint))
+    if hint is None or hint is type(None):
+        return value is None
+    if origin is typing.Literal:
+        return value in typing.get_args(hint)
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if hint in (list, tuple) or origin in (list, tuple):
+        return isinstance(value, (list, tuple)) and _elements_match(value, hint)
+    if hint is dict or origin is dict:
+        return isinstance(value, dict)
+    return True
+
+
+def _elements_match(value, hint) -> bool:
+    args = typing.get_args(hint)
+    if not args:
+        return True
+    if typing.get_origin(hint) is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+        return len(value) == len(args) and all(matches(v, a) for v, a in zip(value, args))
+    return all(matches(v, args[0]) for v in value)
+
+
 def _check_type(where: str, value: Any, hint) -> Any:
-    origin = typing.get_origin(hint) or hint
-    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+    """``value`` if it fits ``hint`` (a float field's int comes back as a float), else a
+    :class:`ConfigError` naming the key, the value and the type expected."""
+    if not matches(value, hint):
+        raise ConfigError(f"{where} must be of type {_type_name(hint)}, got {value!r} ({type(value).__name__}); "
+                          f"fix it in the preset or with --set {where}=...")
+    if hint is float and isinstance(value, int):
         return float(value)
-    if origin in (int, float, str, bool, dict):
-        ok = isinstance(value, origin) and not (origin is int and isinstance(value, bool))
-        if not ok:
-            raise ConfigError(f"{where} must be of type {origin.__name__}, got {value!r} ({type(value).__name__})")
     return value
 
 
@@ -185,16 +408,35 @@ def from_dict(data: dict) -> RunConfig:
     return cfg
 
 
-def check_kwargs(cls, kwargs: dict, where: str, skip: tuple[str, ...] = ()) -> None:
-    """Raise ConfigError if ``kwargs`` has a key ``cls.__init__`` does not take."""
+def check_kwargs(cls, kwargs: dict, where: str, skip: tuple[str, ...] = (), prefix: str = "") -> None:
+    """Raise ConfigError if ``kwargs`` has a key ``cls.__init__`` does not take, or a value that
+    does not fit the parameter's declared type (``prefix`` + key names it in the message, e.g.
+    ``task.L``)."""
     params = inspect.signature(cls.__init__).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return
-    valid = [n for n in params if n not in ("self",) + skip]
-    unknown = sorted(set(kwargs) - set(valid))
-    if unknown:
-        raise ConfigError(f"unknown option(s) {unknown} for {where} ({cls.__name__}); valid: {valid}."
-                          + did_you_mean(unknown[0], valid))
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        valid = [n for n in params if n not in ("self",) + skip]
+        unknown = sorted(set(kwargs) - set(valid))
+        if unknown:
+            raise ConfigError(f"unknown option(s) {unknown} for {where} ({cls.__name__}); valid: {valid}."
+                              + did_you_mean(unknown[0], valid))
+    hints = option_types(cls)
+    for k, v in kwargs.items():
+        if k in hints and not matches(v, hints[k]):
+            raise ConfigError(
+                f"{prefix}{k} must be of type {_type_name(hints[k])} for {where} ({cls.__name__}), got {v!r} "
+                f"({type(v).__name__}); fix it in the preset or with --set {prefix}{k}=..."
+            )
+
+
+def option_types(cls) -> dict[str, Any]:
+    """The declared types of ``cls.__init__``'s parameters (resolved annotations); a test checks
+    that they resolve for every registered cell and task, so no option goes unchecked."""
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # noqa: BLE001 - an annotation that does not resolve: nothing to check against
+        return {}
+    hints.pop("return", None)
+    return hints
 
 
 def validate(cfg: RunConfig) -> None:
@@ -204,19 +446,18 @@ def validate(cfg: RunConfig) -> None:
     if cfg.task.name not in TASKS:
         raise ConfigError(f"unknown task {cfg.task.name!r}; registered tasks: {sorted(TASKS)}."
                           + did_you_mean(cfg.task.name, TASKS))
-    check_kwargs(TASKS[cfg.task.name], cfg.task.options, f"task {cfg.task.name!r}")
+    check_name(cfg.name)
+    check_kwargs(TASKS[cfg.task.name], cfg.task.options, f"task {cfg.task.name!r}", prefix="task.")
     if cfg.model.cell not in CELLS:
         raise ConfigError(f"unknown cell {cfg.model.cell!r}; registered cells: {sorted(CELLS)}."
                           + did_you_mean(cfg.model.cell, CELLS))
     check_kwargs(
         CELLS[cfg.model.cell], cfg.model.cell_options, f"cell {cfg.model.cell!r}",
-        skip=("input_size", "hidden_size"),
+        skip=("input_size", "hidden_size"), prefix="model.cell_options.",
     )
     if cfg.optim.name not in OPTIMIZERS:
         raise ConfigError(f"unknown optimizer {cfg.optim.name!r}; expected one of {OPTIMIZERS}")
-    from .device import check_spelling
-
-    check_spelling(cfg.train.device, cfg.train.precision)
+    check_device_spelling(cfg.train.device, cfg.train.precision)
     if cfg.train.schedule not in SCHEDULES:
         raise ConfigError(f"unknown schedule {cfg.train.schedule!r}; expected one of {SCHEDULES}")
     for key in ("steps", "batch_size", "eval_every", "eval_batch_size", "threads", "log_every"):

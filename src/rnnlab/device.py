@@ -17,12 +17,12 @@ import re
 
 import torch
 
-from .config import ConfigError
+from .config import DEVICE_CHOICES, PRECISIONS, ConfigError, check_device_spelling
 
-PRECISIONS = ("fp32", "bf16", "fp16")
-DEVICE_CHOICES = "auto, cpu, cuda, cuda:N, mps"
+__all__ = ["DEVICE_CHOICES", "PRECISIONS", "DeviceError", "autocast", "available", "check_precision",
+           "conditions", "gpus_requested", "grad_scaler", "resolve", "resolve_device", "synchronize"]
+
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-_PATTERN = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 
 class DeviceError(ConfigError):
@@ -44,19 +44,19 @@ def available() -> list[str]:
     return found
 
 
-def check_spelling(spec: str, precision: str = "fp32") -> None:
-    """Syntax only (no hardware query): used when a config is built."""
-    if not isinstance(spec, str) or not _PATTERN.match(spec):
-        raise ConfigError(f"train.device must be one of {DEVICE_CHOICES}; got {spec!r}")
-    if precision not in PRECISIONS:
-        raise ConfigError(f"train.precision must be one of {', '.join(PRECISIONS)}; got {precision!r}")
+def gpus_requested(spec: str, cluster_gpus: float = 0) -> int:
+    """How many GPUs a run with ``train.device = spec`` asks a scheduler for: 1 for ``cuda`` /
+    ``cuda:N``, 1 for ``auto`` where the cluster has a GPU, else 0 (no hardware query here)."""
+    check_device_spelling(spec)
+    if spec.startswith("cuda"):
+        return 1
+    return 1 if spec == "auto" and cluster_gpus > 0 else 0
 
 
 def resolve_device(spec: str = "auto", what: str = "train.device") -> torch.device:
     """The ``torch.device`` for ``spec``; :class:`DeviceError` if this machine lacks it
     (``what`` names the setting in the message, e.g. ``"--device"``)."""
-    if not isinstance(spec, str) or not _PATTERN.match(spec):
-        raise DeviceError(f"{what} must be one of {DEVICE_CHOICES}; got {spec!r}")
+    check_device_spelling(spec, what=what, error=DeviceError)
     found = ", ".join(available())
     if spec == "auto":
         if torch.cuda.is_available():

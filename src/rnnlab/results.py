@@ -3,8 +3,10 @@ memoryless baseline and the paper's published number.
 
 Runs are grouped by run name *and* configuration key (``rundir.config_key``: the resolved
 configuration, seed aside), so runs that differ in anything but the seed never share a row;
-rows of one name with different keys are labelled with the keys that differ. A seed that
-appears twice in one group counts once. Unreadable files are skipped with a note naming them.
+rows of one name with different keys are labelled with the keys that differ. A run resumed in
+another precision (``precision_segments`` in its result.json) is a mixed-precision run: it
+gets a row of its own, labelled with its segments. A seed that appears twice in one group
+counts once. Unreadable files are skipped with a note naming them.
 """
 
 from __future__ import annotations
@@ -55,12 +57,26 @@ def find_results(runs_dir: str | Path | list, notes: list[str] | None = None) ->
     return out
 
 
+def mixed_precision(r: dict) -> tuple | None:
+    """The precision segments ``((first step, precision), ...)`` of a run resumed in another
+    precision, else None (a run in one precision)."""
+    segments = r.get("precision_segments") or []
+    if len(segments) < 2:
+        return None
+    return tuple((int(s[0]), str(s[1])) for s in segments)
+
+
+def _mixed_label(segments: tuple) -> str:
+    return "mixed precision: " + ", ".join(f"{p} from step {s}" for s, p in segments)
+
+
 def _groups(results: list[dict], notes: list[str]) -> dict[tuple, list[dict]]:
-    """Runs grouped by (name, configuration key), one run per seed (the first directory)."""
+    """Runs grouped by (name, configuration key, precision segments of a mixed run), one run
+    per seed (the first directory)."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     seen: dict[tuple, dict] = {}
     for r in results:
-        g = (r["name"], r.get("config_key"))
+        g = (r["name"], r.get("config_key"), mixed_precision(r))
         s = (g, r.get("seed"))
         if s in seen:
             notes.append(f"{r['run_dir']} repeats seed {r.get('seed')} of {seen[s]['run_dir']} "
@@ -79,7 +95,7 @@ def _labels(groups: dict[tuple, list[dict]]) -> dict[tuple, str]:
     labels = {}
     for name, gs in by_name.items():
         if len(gs) == 1:
-            labels[gs[0]] = name
+            labels[gs[0]] = name if gs[0][2] is None else f"{name} [{_mixed_label(gs[0][2])}]"
             continue
         cfgs = {g: groups[g][0].get("config") for g in gs}
         known = [g for g in gs if cfgs[g] is not None]
@@ -89,8 +105,10 @@ def _labels(groups: dict[tuple, list[dict]]) -> dict[tuple, str]:
                 labels[g] = f"{name} [no config.json]"
                 continue
             flat = differences({}, cfgs[g])  # every key of g: ({} side, g side)
-            parts = [f"{k}={flat[k][1]}" for k in keys if k in flat] or [f"config {g[1]}"]
-            labels[g] = f"{name} [{', '.join(parts)}]"
+            parts = [f"{k}={flat[k][1]}" for k in keys if k in flat]
+            if g[2] is not None:
+                parts.append(_mixed_label(g[2]))
+            labels[g] = f"{name} [{', '.join(parts or [f'config {g[1]}'])}]"
     return labels
 
 
@@ -103,6 +121,11 @@ def mean_std(values: list[float]) -> tuple[float, float]:
 
 
 _mean_std = mean_std  # the name summarize() has always called
+
+
+def _cell(text: str) -> str:
+    """Text for a Markdown table cell: a ``|`` (allowed in a run name) would end the cell."""
+    return str(text).replace("|", "\\|")
 
 
 def _fmt(x) -> str:
@@ -165,7 +188,7 @@ def table(runs_dir: str | Path | list, metrics: list[str] | None = None, timing:
         ours = f"{_fmt(r['mean'])} +- {_fmt(r['std'])} ({r['seeds']})"
         t = f"{_fmt(r['s_per_step'])} | {_fmt(r['eval_s'])} | " if timing else ""
         lines.append(
-            f"| {r['name']} | {r['cell']} | {_fmt(r['params'])} | {_fmt(r['steps'])} | {t}"
+            f"| {_cell(r['name'])} | {r['cell']} | {_fmt(r['params'])} | {_fmt(r['steps'])} | {t}"
             f"{r['metric']} | {ours} | {_fmt(r['baseline'])} | {_fmt(r['paper'])} |"
         )
     if notes:

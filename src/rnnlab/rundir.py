@@ -1,9 +1,11 @@
-"""Run identity and run directories: the configuration key, directory names, one writer per run.
+"""Run directories, in one home: their layout, identity (the configuration key and the directory
+name), the lock that gives each run one writer, checkpoint files, provenance, ``load_run`` and
+"is finished".
 
 A run *is* its resolved configuration, seed aside. ``config_key`` hashes that configuration
-(without ``name``, ``description``, ``paper``, ``train.seed`` and the execution-only keys
-``train.threads``/``train.device``); two runs with the same key are seeds of one experiment,
-two runs with different keys never share a directory or a table row.
+without ``config.RUN_KEY_OMITS`` (``name``, ``description``, ``paper``, ``train.seed`` and the
+execution keys ``train.threads``, ``train.device``, ``train.tensorboard``); two runs with the same key are seeds of one
+experiment, two runs with different keys never share a directory or a table row.
 
 Directory names (``run_dir``): ``<parent>/<name>/seed<k>`` for a preset run as the preset
 defines it, ``<parent>/<name>-<overrides>-<hash>/seed<k>`` for a run whose configuration
@@ -16,48 +18,123 @@ characters of the key. If ``<parent>/<name>`` already holds runs of another conf
 ``run_dir/.lock``, whose text names the holder: PID, host, start time, command). A second
 claim, from this or another machine sharing the filesystem, raises ``RunLocked`` naming the
 holder. The kernel drops the lock when its holder dies, even by SIGKILL; the next claim takes
-it over and says so. Nothing here imports torch.
+it over and says so.
+
+The files of a run (:class:`RunFiles`): ``config.json`` (the resolved configuration),
+``task.json`` (what rebuilding the model needs without the data), ``metrics.jsonl`` (one JSON
+object per logged step and evaluation), ``checkpoint.pt`` (everything a resume needs, written
+atomically at every evaluation), ``best.pt`` (the weights of the best validation score),
+``result.json`` (written last: a run with it is finished) and ``tensorboard/``.
+
+torch is imported only by the functions that read or write weights (and ``load_run``): the
+file-only commands (``rnnlab table``, ``list``) import this module and must start at once.
 """
 
 from __future__ import annotations
 
 import errno
 import hashlib
+import io
 import json
 import math
 import os
+import platform
 import re
 import socket
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+from .config import RUN_KEY_OMITS, ConfigError, as_dict, check_name, flatten, load_json
+
 LOCK_NAME = ".lock"
-# configuration keys that do not change what a run computes, only where and how fast
-EXECUTION_KEYS = {("train", "threads"), ("train", "device"), ("train", "tensorboard")}
-NOT_IDENTITY = {"name", "description", "paper"}
+
+__all__ = [
+    "CheckpointError", "RunExists", "RunFiles", "RunLocked", "RunWriteError", "atomic_save", "atomic_write_text",
+    "check_name", "claim", "config_key", "differences", "dir_name", "git_state", "identity", "is_finished",
+    "load_checkpoint", "load_run", "load_weights", "read_jsonl", "run_dir", "runtime_conditions", "saved_config",
+    "saved_key", "source_hash", "versions",
+]
 
 
 class RunLocked(RuntimeError):
     """Another process holds the run directory's lock."""
 
 
+class RunExists(RuntimeError):
+    """The run directory already holds a checkpoint and ``resume`` was not asked for."""
+
+
+class RunWriteError(RuntimeError):
+    """A file of the run directory cannot be written (a full disk, a file-size limit, a path
+    that is a file, a read-only directory); the message names the file and the fix."""
+
+
+class CheckpointError(RuntimeError):
+    """checkpoint.pt / best.pt is damaged, truncated, non-finite or from another run."""
+
+
+# ---------------------------------------------------------------------------- layout
+
+@dataclass(frozen=True)
+class RunFiles:
+    """The files of one run directory: ``RunFiles(run_dir).checkpoint`` and so on."""
+
+    root: Path
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.json"
+
+    @property
+    def task(self) -> Path:
+        return self.root / "task.json"
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics.jsonl"
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.root / "checkpoint.pt"
+
+    @property
+    def best(self) -> Path:
+        return self.root / "best.pt"
+
+    @property
+    def result(self) -> Path:
+        return self.root / "result.json"
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.root / "tensorboard"
+
+
+def is_finished(run_dir: str | Path, cfg=None) -> bool:
+    """Whether ``run_dir`` holds a finished run (its ``result.json``), and, with ``cfg``, one of
+    that configuration (the saved configuration, re-resolved through today's dataclasses, has
+    ``cfg``'s key)."""
+    files = RunFiles(Path(run_dir))
+    if not files.result.exists():
+        return False
+    return cfg is None or resolved_saved_key(files.root) == config_key(cfg)
+
+
 # ---------------------------------------------------------------------------- identity
 
-def _as_dict(cfg) -> dict:
-    return cfg if isinstance(cfg, dict) else cfg.to_dict()
-
-
 def identity(cfg) -> dict:
-    """The part of a resolved configuration that defines a run's results, seed aside."""
-    d = json.loads(json.dumps(_as_dict(cfg), default=str))
-    for k in NOT_IDENTITY:
-        d.pop(k, None)
-    train = d.get("train")
-    if isinstance(train, dict):
-        train.pop("seed", None)
-        for section, key in EXECUTION_KEYS:
-            d.get(section, {}).pop(key, None)
+    """The part of a resolved configuration that names a run, seed aside: the configuration
+    without ``config.RUN_KEY_OMITS`` (labels, ``train.seed``, execution keys)."""
+    d = json.loads(json.dumps(as_dict(cfg), default=str))
+    for key in RUN_KEY_OMITS:
+        *sections, last = key.split(".")
+        node = d
+        for part in sections:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(last, None)
     return d
 
 
@@ -80,47 +157,16 @@ def config_key(cfg) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def _leaves(d: dict, prefix: str = "") -> dict[str, object]:
-    out = {}
-    for k, v in d.items():
-        path = f"{prefix}{k}"
-        if isinstance(v, dict):  # an empty table adds no key
-            out.update(_leaves(v, path + "."))
-        else:
-            out[path] = v
-    return out
-
-
-def _flat(cfg) -> dict[str, object]:
-    """Identity leaves with the JSON layout's ``task.options.X`` spelled ``task.X`` (as in TOML)."""
-    flat = _leaves(_canonical(identity(cfg)))
-    return {k.replace("task.options.", "task.", 1): v for k, v in flat.items()}
-
-
 def differences(a, b) -> dict[str, tuple]:
-    """``{key: (value in a, value in b)}`` for every identity key where ``a`` and ``b`` differ."""
-    fa, fb = _flat(a), _flat(b)
+    """``{key: (value in a, value in b)}`` for every identity key where ``a`` and ``b`` differ
+    (keys spelt as ``--set`` spells them: ``task.L``)."""
+    fa, fb = flatten(_canonical(identity(a))), flatten(_canonical(identity(b)))
     return {k: (fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)}
 
 
 # ---------------------------------------------------------------------------- names
 
 _NAME_OK = re.compile(r"^[A-Za-z0-9._+=@,-]+$")
-
-
-def check_name(name: str) -> str:
-    """A run name becomes a directory below the runs folder: refuse anything but a plain
-    relative path (no absolute path, no ``..``/``.`` component, no empty component)."""
-    from .config import ConfigError
-
-    parts = str(name).split("/")
-    if (not name or name.startswith(("/", "~")) or "\\" in name or "\x00" in name
-            or any(p in ("", ".", "..") for p in parts)):
-        raise ConfigError(
-            f"run name {name!r} is not a plain relative path (no leading '/', '~', no '..' or '.' "
-            f"components); set name = \"...\" in the preset or --set name=my-run"
-        )
-    return name
 
 
 def _short_value(v) -> str:
@@ -139,7 +185,7 @@ def _short_value(v) -> str:
 def dir_name(cfg, base=None, readable_max: int = 40) -> str:
     """``<name>`` if ``cfg`` is ``base`` (its preset as defined), else ``<name>-<changes>-<hash>``
     where ``<changes>`` lists the changed keys' last part and value when that is short."""
-    name = check_name(_as_dict(cfg)["name"])
+    name = check_name(as_dict(cfg)["name"])
     diff = differences(base, cfg) if base is not None else {"?": (None, None)}
     if not diff:
         return name
@@ -175,8 +221,6 @@ def saved_key(run_dir: Path) -> str | None:
 def resolved_saved_key(run_dir: Path) -> str | None:
     """Like ``saved_key`` but re-resolved through today's dataclasses, so keys added to the
     config since the run started count at their defaults (imports the config module)."""
-    from .config import ConfigError, load_json
-
     try:
         return config_key(load_json(Path(run_dir) / "config.json"))
     except (OSError, ValueError, ConfigError, AttributeError, TypeError):
@@ -185,7 +229,7 @@ def resolved_saved_key(run_dir: Path) -> str | None:
 
 def run_dir(parent: str | Path, cfg, base=None, resume: bool = False) -> Path:
     """The run directory of ``cfg`` below ``parent`` (see the module docstring)."""
-    d = _as_dict(cfg)
+    d = as_dict(cfg)
     seed = d["train"]["seed"]
     name = dir_name(cfg, base)
     folder = Path(parent) / name
@@ -342,8 +386,6 @@ class claim:
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
-            from .config import ConfigError
-
             raise ConfigError(f"run directory {self.run_dir} is a file or lies below one; "
                               f"choose another --out / --runs-dir") from None
         try:
@@ -418,3 +460,247 @@ def read_jsonl(path: str | Path) -> tuple[list[dict], list[int]]:
         else:
             bad.append(i)
     return rows, bad
+
+
+# ---------------------------------------------------------------------------- writing files
+
+def _write_fix(e: OSError) -> str:
+    if e.errno in (errno.EFBIG, errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        return ("the disk is full or a file-size limit was reached: free space (or choose another --out) "
+                "and continue with `rnnlab train ... --resume`; the files written before are intact")
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "the directory is not writable: choose another --out / --runs-dir or fix its permissions"
+    if e.errno in (errno.ENOTDIR, errno.EEXIST, errno.EISDIR):
+        return "a part of the path is a file, not a directory: choose another --out / --runs-dir"
+    return "check the run directory (--out / --runs-dir)"
+
+
+def write_error(path: Path, e: OSError) -> RunWriteError:
+    return RunWriteError(f"cannot write {path}: {e.strerror or e}; {_write_fix(e)}")
+
+
+def _write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write to ``path.tmp`` then rename over ``path``: a failed write leaves ``path`` as it was
+    (and removes the partial ``.tmp``)."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise write_error(path, e) from None
+
+
+def atomic_save(obj, path: Path) -> None:
+    """``torch.save(obj)`` to ``path``, atomically (see :func:`atomic_write_text`)."""
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    _write_bytes_atomic(path, buf.getvalue())
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename: a reader sees the old
+    file or the new one, never a part."""
+    _write_bytes_atomic(path, text.encode("utf-8"))
+
+
+# ---------------------------------------------------------------------------- checkpoints
+
+def all_finite(state_dict: dict) -> bool:
+    """True when every floating-point (or complex) tensor of ``state_dict`` is finite."""
+    import torch
+
+    return all(
+        bool(torch.isfinite(v).all()) for v in state_dict.values()
+        if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())
+    )
+
+
+#: what every checkpoint.pt holds (besides scheduler, scaler, carried state and its config)
+CHECKPOINT_KEYS = ("model", "optimizer", "rng", "progress")
+
+
+def load_checkpoint(path: Path, *, full: bool, map_location="cpu") -> dict:
+    """Read ``checkpoint.pt`` (``full=True``: the trainer's dict) or a weights file (best.pt:
+    a state dict, or a checkpoint's ``"model"``); anything unreadable is a
+    :class:`CheckpointError` naming the file and the fix."""
+    import torch
+
+    fix = (f"delete {path.name} (the run then starts over without --resume) or restore it from a copy"
+           if full else f"delete {path.name} or restore it from a copy; checkpoint.pt holds the last weights")
+    try:
+        obj = torch.load(path, weights_only=True, map_location=map_location)
+    except FileNotFoundError:
+        raise
+    except Exception as e:  # torch raises RuntimeError, UnpicklingError, EOFError, ... on damage
+        why = (getattr(e, "strerror", None) or str(e) or type(e).__name__).splitlines()[0][:160]
+        raise CheckpointError(f"{path} is damaged or truncated ({why}); {fix}") from None
+    if full:
+        missing = [k for k in CHECKPOINT_KEYS if not isinstance(obj, dict) or k not in obj]
+        if missing:
+            raise CheckpointError(
+                f"{path} is not a checkpoint written by `rnnlab train` (missing {missing}); {fix}"
+            )
+        weights = obj["model"]
+    else:
+        weights = obj["model"] if isinstance(obj, dict) and "model" in obj else obj
+    if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
+        raise CheckpointError(f"{path} does not hold model weights (a state dict of tensors); {fix}")
+    if not all_finite(weights):
+        raise CheckpointError(f"{path} holds non-finite (NaN/inf) weights; {fix}")
+    return obj
+
+
+def load_weights(model, weights: dict, path: Path) -> None:
+    """``model.load_state_dict(weights)``; weights of another model are a :class:`CheckpointError`."""
+    try:
+        model.load_state_dict(weights)
+    except RuntimeError as e:
+        first = str(e).splitlines()[0] if str(e) else "mismatch"
+        raise CheckpointError(
+            f"{path} holds weights of another model ({first}...); it does not belong to this run's "
+            f"config.json: delete it or move it back to its own run directory"
+        ) from None
+
+
+# ---------------------------------------------------------------------------- provenance
+
+def _package_version() -> str:
+    # the package's version lives in its __init__ (already imported: it is this module's
+    # parent); read there rather than imported, so that the package root, which re-exports
+    # load_run from here, and this module do not import each other
+    return sys.modules[__package__].__version__
+
+
+def versions() -> dict:
+    """The versions a run used: rnnlab, torch, numpy, Python and the platform."""
+    import numpy
+    import torch
+
+    return {
+        "rnnlab": _package_version(), "torch": torch.__version__, "numpy": numpy.__version__,
+        "python": platform.python_version(), "platform": platform.platform(),
+    }
+
+
+def git_state(path: str | Path | None = None) -> dict | None:
+    """``{"commit": sha, "dirty": bool}`` of the git checkout holding ``path`` (default: this
+    package's source), or None where there is no git or no checkout (an installed wheel)."""
+    import subprocess
+
+    where = Path(path) if path is not None else Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True,
+                             timeout=10)
+        if sha.returncode != 0:
+            return None
+        st = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
+                            capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": sha.stdout.strip(), "dirty": bool(st.stdout.strip()) if st.returncode == 0 else None}
+
+
+def source_hash(root: str | Path | None = None) -> str:
+    """sha256 (16 hex digits) of this package's Python sources and shipped presets, in path
+    order: the code a run used, also where there is no git checkout (an installed wheel).
+    ``root``: the package folder (default: this module's)."""
+    root = Path(root) if root is not None else Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for f in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".toml") and p.is_file()):
+        h.update(f.relative_to(root).as_posix().encode() + b"\0")
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def runtime_conditions(threads: int, device=None, precision: str = "fp32") -> dict:
+    """What a run's result records of where it ran: threads, allocator, device and host."""
+    import torch
+
+    from .device import conditions
+    from .runtime import malloc_conditions
+
+    return {"threads": threads, "malloc": malloc_conditions(),
+            **conditions(device or torch.device("cpu"), precision)}
+
+
+# ---------------------------------------------------------------------------- loading a run
+
+def load_run(path: str | Path, which: str = "best", data_dir: str | None = None, device: str | None = "cpu",
+             data: bool | None = None):
+    """Load a trained run for inference or re-scoring: returns ``(cfg, task, model)``.
+
+    ``path``: a run directory or a checkpoint file inside one. ``which``: ``"best"`` (best.pt,
+    the best validation score) or ``"last"`` (checkpoint.pt); a run without the file asked for
+    is a ``FileNotFoundError`` (never the other file in its place). ``device``: where the model
+    goes (``"cpu"`` by default, whatever device wrote the weights; ``"auto"``, ``"cuda"``, ...
+    as ``train.device``). ``data``: None loads the task's data when it is available and
+    otherwise rebuilds the task from the run's ``task.json`` (sizes, vocabularies: enough to run
+    the model, no batches); True requires the data; False never reads it. Weights are read with
+    ``torch.load(weights_only=True)``: no code in the file runs. The model is returned in eval
+    mode.
+
+    >>> from rnnlab import config, train
+    >>> short = ["train.steps=2", "train.eval_every=2", "task.L=4", "task.val_size=8", "task.test_size=8"]
+    >>> _ = train.train(config.load("demo/lstm", short), "example-run", progress=False)
+    >>> cfg, task, model = load_run("example-run")  # best.pt, on the CPU
+    >>> cfg.name, model.training
+    ('demo-lstm', False)
+    """
+    from .device import resolve_device
+    from .model import build_model
+
+    if which not in ("best", "last"):
+        raise ValueError(f"which must be 'best' or 'last', got {which!r}")
+    device = resolve_device(device or "cpu")
+    path = Path(path)
+    files = RunFiles(path if path.is_dir() else path.parent)
+    if not files.config.exists():
+        raise FileNotFoundError(f"{files.root} is not a run directory: config.json is missing")
+    cfg = load_json(files.config)
+    task = _load_task(cfg, files, data_dir, data)
+    model = build_model(cfg.model, task)
+    ck_file = path if path.is_file() else _weights_file(files, which)
+    state = load_checkpoint(ck_file, full=False, map_location=device)
+    model.to(device)
+    load_weights(model, state["model"] if "model" in state else state, ck_file)
+    model.eval()
+    return cfg, task, model
+
+
+def _weights_file(files: RunFiles, which: str) -> Path:
+    wanted, other = (files.best, files.checkpoint) if which == "best" else (files.checkpoint, files.best)
+    if wanted.exists():
+        return wanted
+    flag = "last" if which == "best" else "best"
+    hint = (f"; {other.name} exists: load it with which={flag!r} (rnnlab evaluate/analyze: --which {flag})"
+            if other.exists() else "; neither weights file exists (the run has not reached an evaluation)")
+    raise FileNotFoundError(f"{files.root} has no {wanted.name} (which={which!r}){hint}")
+
+
+def _load_task(cfg, files: RunFiles, data_dir: str | None, data: bool | None):
+    """The run's task: with its data where ``data`` allows, else rebuilt from task.json."""
+    from .tasks import build_task
+    from .tasks.base import TaskInfo
+    from .tasks.data import DataError
+
+    if data is not False:
+        try:
+            return build_task(cfg.task, data_dir)
+        except (DataError, FileNotFoundError) as e:
+            if data or not files.task.exists():
+                raise
+            print(f"note: {e.__class__.__name__}: data of task {cfg.task.name!r} unavailable; "
+                  f"model rebuilt from {files.task}", file=sys.stderr)
+    if not files.task.exists():
+        raise FileNotFoundError(
+            f"{files.task} is missing (runs trained before rnnlab 0.2 lack it): load the run "
+            f"with its data (data=None or True)")
+    return TaskInfo(json.loads(files.task.read_text()))

@@ -1,146 +1,62 @@
 """The one training loop for every task and cell.
 
-``train(cfg, run_dir)`` writes ``run_dir/``: ``config.json`` (resolved config),
-``metrics.jsonl`` (one JSON object per logged step / evaluation), ``checkpoint.pt`` (written
-atomically at every evaluation: model, optimizer, scheduler, RNG and carried state),
-``best.pt`` (weights of the best validation score) and ``result.json``. ``resume=True``
-continues from ``checkpoint.pt`` and reproduces the uninterrupted run exactly (the training
-data stream is re-created from ``data_seed`` and fast-forwarded).
+``train(cfg, run_dir)`` writes a run directory (its files: :class:`rnnlab.rundir.RunFiles`):
+``config.json``, ``task.json``, ``metrics.jsonl``, ``checkpoint.pt`` (written atomically at
+every evaluation: model, optimizer, scheduler, RNG and carried state), ``best.pt`` and, last,
+``result.json``. ``resume=True`` continues from ``checkpoint.pt`` and reproduces the
+uninterrupted run exactly (the training data stream is re-created from ``data_seed`` and
+fast-forwarded).
+
+The loop is a sequence of named steps. :class:`RunState` is one run directory being written
+(its progress, best score, log file, last good checkpoint, timing); :class:`Trainer` is what
+trains one model (task, model, optimizer, scheduler, data stream, carried state). A driver
+that trains several runs at once (one batched model, one run directory per member) keeps one
+``RunState`` per run and calls the same steps on each:
+
+    check_start -> prepare -> [train_step -> log_step -> (evaluate_and_checkpoint)]* -> finish
 """
 
 from __future__ import annotations
 
-import errno
-import io
 import json
 import math
-import os
-import platform
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Callable
 
 import torch
 from torch import nn
 
 from . import device as dev
 from . import parametrize as par
-from .config import ConfigError, OptimConfig, RunConfig, TaskConfig, from_dict, load_json
-from .model import build_model
-from .rundir import config_key
-from .tasks import TASKS
+from .config import (
+    NOT_EXPERIMENT, ConfigError, OptimConfig, RunConfig, did_you_mean, from_dict, load_json, resume_may_change,
+    resume_refusals,
+)
+from .model import Model, build_model
+from .rundir import (
+    CheckpointError, RunExists, RunFiles, RunWriteError, all_finite, atomic_save, atomic_write_text, claim,
+    config_key, discard_failed_start, git_state, load_checkpoint, load_run, load_weights, read_jsonl, runtime_conditions, source_hash,
+    versions, write_error,
+)
+from .tasks import build_task
 from .tasks.base import Batch, Task
+
+# re-exported: public names that live in the run-directory module (rnnlab.train.load_run in docs)
+__all__ = [
+    "CheckpointError", "RunExists", "RunState", "RunWriteError", "Trainer", "TrainingDiverged", "build_optimizer",
+    "build_task", "evaluate", "git_state", "higher_is_better", "load_run", "model_forward", "source_hash", "train",
+    "versions",
+]
+
+#: off a terminal, a short progress line at most this often between evaluations (seconds)
+PROGRESS_EVERY_S = 30.0
 
 
 class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite; the last good checkpoint is kept."""
-
-
-class RunExists(RuntimeError):
-    """The run directory already holds a checkpoint and ``resume`` was not asked for."""
-
-
-class RunWriteError(RuntimeError):
-    """A file of the run directory cannot be written (a full disk, a file-size limit, a path
-    that is a file, a read-only directory); the message names the file and the fix."""
-
-
-class CheckpointError(RuntimeError):
-    """checkpoint.pt / best.pt is damaged, truncated, non-finite or from another run."""
-
-
-def _write_fix(e: OSError) -> str:
-    if e.errno in (errno.EFBIG, errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
-        return ("the disk is full or a file-size limit was reached: free space (or choose another --out) "
-                "and continue with `rnnlab train ... --resume`; the files written before are intact")
-    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return "the directory is not writable: choose another --out / --runs-dir or fix its permissions"
-    if e.errno in (errno.ENOTDIR, errno.EEXIST, errno.EISDIR):
-        return "a part of the path is a file, not a directory: choose another --out / --runs-dir"
-    return "check the run directory (--out / --runs-dir)"
-
-
-def write_error(path: Path, e: OSError) -> RunWriteError:
-    return RunWriteError(f"cannot write {path}: {e.strerror or e}; {_write_fix(e)}")
-
-
-def _write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write to ``path.tmp`` then rename over ``path``: a failed write leaves ``path`` as it was
-    (and removes the partial ``.tmp``)."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-        os.replace(tmp, path)
-    except OSError as e:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise write_error(path, e) from None
-
-
-def atomic_save(obj, path: Path) -> None:
-    buf = io.BytesIO()
-    torch.save(obj, buf)
-    _write_bytes_atomic(path, buf.getvalue())
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    _write_bytes_atomic(path, text.encode("utf-8"))
-
-
-def all_finite(state_dict: dict) -> bool:
-    """True when every floating-point (or complex) tensor of ``state_dict`` is finite."""
-    return all(
-        bool(torch.isfinite(v).all()) for v in state_dict.values()
-        if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())
-    )
-
-
-_CKPT_KEYS = ("model", "optimizer", "rng", "progress")
-
-
-def load_checkpoint(path: Path, *, full: bool, map_location="cpu") -> dict:
-    """Read ``checkpoint.pt`` (``full=True``: the trainer's dict) or a weights file (best.pt:
-    a state dict, or a checkpoint's ``"model"``); anything unreadable is a
-    :class:`CheckpointError` naming the file and the fix."""
-    fix = (f"delete {path.name} (the run then starts over without --resume) or restore it from a copy"
-           if full else f"delete {path.name} or restore it from a copy; checkpoint.pt holds the last weights")
-    try:
-        obj = torch.load(path, weights_only=True, map_location=map_location)
-    except FileNotFoundError:
-        raise
-    except Exception as e:  # torch raises RuntimeError, UnpicklingError, EOFError, ... on damage
-        why = (getattr(e, "strerror", None) or str(e) or type(e).__name__).splitlines()[0][:160]
-        raise CheckpointError(f"{path} is damaged or truncated ({why}); {fix}") from None
-    if full:
-        missing = [k for k in _CKPT_KEYS if not isinstance(obj, dict) or k not in obj]
-        if missing:
-            raise CheckpointError(
-                f"{path} is not a checkpoint written by `rnnlab train` (missing {missing}); {fix}"
-            )
-        weights = obj["model"]
-    else:
-        weights = obj["model"] if isinstance(obj, dict) and "model" in obj else obj
-    if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
-        raise CheckpointError(f"{path} does not hold model weights (a state dict of tensors); {fix}")
-    if not all_finite(weights):
-        raise CheckpointError(f"{path} holds non-finite (NaN/inf) weights; {fix}")
-    return obj
-
-
-def load_weights(model: nn.Module, weights: dict, path: Path) -> None:
-    try:
-        model.load_state_dict(weights)
-    except RuntimeError as e:
-        first = str(e).splitlines()[0] if str(e) else "mismatch"
-        raise CheckpointError(
-            f"{path} holds weights of another model ({first}...); it does not belong to this run's "
-            f"config.json: delete it or move it back to its own run directory"
-        ) from None
 
 
 def higher_is_better(metric: str) -> bool:
@@ -148,23 +64,13 @@ def higher_is_better(metric: str) -> bool:
     return any(k in name for k in ("accuracy", "bleu"))
 
 
-def build_task(cfg: TaskConfig, data_dir: str | None = None) -> Task:
-    import inspect
-
-    cls = TASKS[cfg.name]
-    kwargs = dict(cfg.options)
-    if data_dir is not None and "data_dir" in inspect.signature(cls.__init__).parameters:
-        kwargs.setdefault("data_dir", data_dir)
-    return cls(**kwargs)
-
-
-def build_optimizer(cfg: OptimConfig, model: nn.Module) -> tuple[torch.optim.Optimizer, dict]:
+def build_optimizer(cfg: OptimConfig, model: Model) -> tuple[torch.optim.Optimizer, dict]:
     """One parameter group per tag of ``model.param_groups()``; ``group_lr`` and
     ``group_weight_decay`` override ``lr`` and ``weight_decay`` per tag. A tag the model
     scales (``model.group_scales()``, e.g. DMU's 1 / (2 n)) gets ``lr * scale`` and
     ``weight_decay * scale`` unless named explicitly."""
-    tagged = model.param_groups() if hasattr(model, "param_groups") else {"default": list(model.parameters())}
-    scales = model.group_scales() if hasattr(model, "group_scales") else {}
+    tagged = model.param_groups()
+    scales = model.group_scales()
     groups, summary = [], {}
     for tag, params in tagged.items():
         if not params:
@@ -201,12 +107,9 @@ def _detach(state):
     return type(state)(_detach(s) for s in state)  # tuple states; lists of per-layer states
 
 
-def model_forward(model: nn.Module, batch: Batch, state=None):
-    """Call a model on a batch: sequence models take (x, state, lengths); models that need more
-    of the batch (encoder-decoders) define ``forward_batch``."""
-    if hasattr(model, "forward_batch"):
-        return model.forward_batch(batch, state)
-    return model(batch.x, state, batch.lengths)
+def model_forward(model: Model, batch: Batch, state=None):
+    """Call a model on a batch (``model.forward_batch``): ``(out, state)``."""
+    return model.forward_batch(batch, state)
 
 
 def to_device(batch: Batch, device: torch.device) -> Batch:
@@ -254,51 +157,8 @@ def evaluate(model: nn.Module, task: Task, split: str, batch_size: int = 256, ma
     finally:
         model.train(was_training)
     means = task.finalize({k: s / n for k, (s, n) in sums.items() if n > 0})
-    if hasattr(task, "model_metrics"):  # metrics that need the model itself (translation BLEU)
-        means.update(task.model_metrics(model, split, batch_size))
+    means.update(task.model_metrics(model, split, batch_size))  # those that need the model (BLEU)
     return {f"{split}/{k}": float(v) for k, v in means.items()}
-
-
-def versions() -> dict:
-    import numpy
-
-    from . import __version__
-
-    return {
-        "rnnlab": __version__, "torch": torch.__version__, "numpy": numpy.__version__,
-        "python": platform.python_version(), "platform": platform.platform(),
-    }
-
-
-def git_state(path: str | Path | None = None) -> dict | None:
-    """``{"commit": sha, "dirty": bool}`` of the git checkout holding ``path`` (default: this
-    package's source), or None where there is no git or no checkout (an installed wheel)."""
-    import subprocess
-
-    where = Path(path) if path is not None else Path(__file__).resolve().parent
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True,
-                             timeout=10)
-        if sha.returncode != 0:
-            return None
-        st = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
-                            capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return {"commit": sha.stdout.strip(), "dirty": bool(st.stdout.strip()) if st.returncode == 0 else None}
-
-
-def source_hash() -> str:
-    """sha256 (16 hex digits) of this package's Python sources and shipped presets, in path
-    order: the code a run used, also where there is no git checkout (an installed wheel)."""
-    import hashlib
-
-    root = Path(__file__).resolve().parent
-    h = hashlib.sha256()
-    for f in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".toml") and p.is_file()):
-        h.update(f.relative_to(root).as_posix().encode() + b"\0")
-        h.update(f.read_bytes())
-    return h.hexdigest()[:16]
 
 
 def _eval_line(name: str, step: int, steps: int, train_loss: float, metrics: dict, lr: float,
@@ -309,7 +169,7 @@ def _eval_line(name: str, step: int, steps: int, train_loss: float, metrics: dic
     return "  ".join(parts)
 
 
-def _tensorboard_writer(run_dir: Path):
+def _tensorboard_class():
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:
@@ -317,24 +177,9 @@ def _tensorboard_writer(run_dir: Path):
             "train.tensorboard = true needs the tensorboard package, which is not installed; "
             "install it with `pip install 'rnnlab[tensorboard]'` or set train.tensorboard = false"
         ) from None
-    return SummaryWriter(log_dir=str(run_dir / "tensorboard"))
+    return SummaryWriter
 
 
-def runtime_conditions(threads: int, device: torch.device | None = None, precision: str = "fp32") -> dict:
-    from .runtime import malloc_conditions
-
-    return {"threads": threads, "malloc": malloc_conditions(),
-            **dev.conditions(device or torch.device("cpu"), precision)}
-
-
-@dataclass
-class _Progress:
-    step: int = 0
-    best_value: float = float("nan")
-    best_step: int = 0
-    elapsed: float = 0.0
-    eval_elapsed: float = 0.0  # of ``elapsed``: evaluation and checkpointing, not training
-    stopped: str = ""
 
 
 def _improved(value: float, best: float, higher: bool) -> bool:
@@ -349,27 +194,71 @@ def _reached(value: float, target: float, higher: bool) -> bool:
     return value >= target if higher else value <= target
 
 
-#: keys a resumed run may change: the length of the run, and where and in which precision it
-#: computes (they do not change the experiment)
-RESUME_MAY_CHANGE = (("train", "steps"), ("train", "device"), ("train", "precision"))
+
+@dataclass
+class Progress:
+    """Where a run stands; saved in every checkpoint and restored on resume."""
+
+    step: int = 0
+    best_value: float = float("nan")
+    best_step: int = 0
+    elapsed: float = 0.0
+    eval_elapsed: float = 0.0  # of ``elapsed``: evaluation and checkpointing, not training
+    stopped: str = ""
+    # [[first step, precision], ...]: more than one entry is a mixed-precision run
+    precision_segments: list = field(default_factory=list)
 
 
-def _same_except_steps(a: dict, b: dict) -> list[str]:
-    diffs = []
-    for section in sorted(set(a) | set(b)):
-        va, vb = a.get(section), b.get(section)
-        if isinstance(va, dict) and isinstance(vb, dict):
-            for k in sorted(set(va) | set(vb)):
-                if (section, k) not in RESUME_MAY_CHANGE and va.get(k) != vb.get(k):
-                    diffs.append(f"{section}.{k}: {va.get(k)!r} -> {vb.get(k)!r}")
-        elif va != vb:
-            diffs.append(f"{section}: {va!r} -> {vb!r}")
-    return diffs
+@dataclass
+class RunState:
+    """One run directory being trained: what the steps share about it."""
+
+    cfg: RunConfig
+    files: RunFiles
+    select: str  # the validation metric that selects best.pt ("val/<metric>")
+    higher_select: bool
+    prog: Progress = field(default_factory=Progress)
+    log: IO | None = None  # metrics.jsonl, open for appending
+    writer: object = None  # a TensorBoard SummaryWriter, or None
+    good: tuple | None = None  # (step, selection value) of the checkpoint on disk
+    lines: bool = False  # print evaluation and progress lines (off a terminal)
+    t_start: float = 0.0
+    last_line: float = 0.0
+    window: dict = field(default_factory=dict)  # training time and loss since the last evaluation
+    last_eval: dict = field(default_factory=dict)
+    provenance: dict = field(default_factory=dict)  # git and source hash at the start
+
+
+@dataclass
+class Trainer:
+    """What trains one model: the task, the model and its optimizer, the data stream."""
+
+    task: Task
+    model: Model
+    opt: torch.optim.Optimizer
+    sched: object
+    scaler: object
+    groups: dict  # the optimizer's parameter groups, summarised for result.json
+    device: torch.device
+    precision: str
+    lr_every: int
+    params: list = field(default_factory=list)
+    carry: object = None
+    stream: object = None
+
+
+@dataclass
+class StepOut:
+    """What one training step hands to logging."""
+
+    loss: float
+    reg: float | None
+    grad_norm: float | None
 
 
 def train(
     cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: bool | None = None,
-    data_dir: str | None = None, task: Task | None = None, on_eval=None,
+    data_dir: str | None = None, task: Task | None = None, on_eval=None, device: torch.device | None = None,
 ) -> dict:
     """Train ``cfg`` into ``run_dir``; return the result dict (also written to result.json).
 
@@ -378,12 +267,19 @@ def train(
     return value stops training there with ``result["stopped"] == "on_eval"`` (a sweep's pruner
     uses it). Evaluations from before a resumed run's checkpoint are not replayed.
 
-    ``progress=None`` shows a progress bar only on a terminal. Raises ``TrainingDiverged`` on a
+    ``device``: ``cfg.train.device`` as a caller has already resolved it (``device.resolve``;
+    the CLI does, to report a device this machine lacks before it prints anything); by default
+    it is resolved here. ``progress=None`` shows a progress bar only on a terminal. Raises ``TrainingDiverged`` on a
     NaN/inf loss (the last good checkpoint stays) and ``RunExists`` when ``run_dir`` already has
     a checkpoint and ``resume`` is False.
-    """
-    from .rundir import claim, discard_failed_start
 
+    >>> from rnnlab import config
+    >>> cfg = config.load("demo/lstm", ["train.steps=2", "train.eval_every=2", "task.L=4",
+    ...                                 "task.val_size=8", "task.test_size=8"])
+    >>> result = train(cfg, "example-run", progress=False)
+    >>> result["steps"], sorted(result["final"])[:2]
+    (2, ['val/accuracy', 'val/loss'])
+    """
     run_dir = Path(run_dir)
     for parent in (run_dir, *run_dir.parents):
         if parent.exists():
@@ -393,60 +289,140 @@ def train(
                     f"choose another --out / --runs-dir"
                 )
             break
-    dev.resolve(cfg.train.device, cfg.train.precision)  # a device this machine lacks: before anything is written
+    # the device, resolved once for the run: one this machine lacks fails before anything is written
+    if device is None:
+        device = dev.resolve(cfg.train.device, cfg.train.precision)
     with claim(run_dir):  # one writer per run directory; a failed start leaves no stub behind
         before = {p.name for p in run_dir.iterdir()}
         try:
-            return _train(cfg, run_dir, resume, progress, data_dir, task, on_eval)
+            return _train(cfg, RunFiles(run_dir), resume, progress, data_dir, task, on_eval, device)
         except BaseException:
             discard_failed_start(run_dir, before)
             raise
 
 
-def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, data_dir: str | None,
-           task: Task | None, on_eval=None) -> dict:
-    from .rundir import read_jsonl
+def _train(cfg: RunConfig, files: RunFiles, resume: bool, progress: bool | None, data_dir: str | None,
+           task: Task | None, on_eval, device: torch.device) -> dict:
+    """The driver: the named steps in order, for one run."""
+    check_start(files, cfg, resume)
+    run, tr = prepare(cfg, files, resume, data_dir, task, device)
+    bar = _progress_bar(cfg, run.prog.step, progress)
+    try:
+        open_log(run, progress)
+        while run.prog.step < cfg.train.steps and not run.prog.stopped:
+            out = train_step(run, tr)
+            bar.update(1)
+            log_step(run, tr, out, bar)
+            step = run.prog.step
+            if step % cfg.train.eval_every == 0 or step == cfg.train.steps:
+                evaluate_and_checkpoint(run, tr, on_eval)
+            else:
+                progress_line(run)
+    finally:
+        bar.close()
+        close_run(run)
+    return finish(run, tr)
 
-    ckpt_path, best_path = run_dir / "checkpoint.pt", run_dir / "best.pt"
-    metrics_path, config_path = run_dir / "metrics.jsonl", run_dir / "config.json"
-    device = dev.resolve_device(cfg.train.device)  # checked in train()
-    precision = cfg.train.precision
-    if resume:
-        if not ckpt_path.exists():
-            raise FileNotFoundError(
-                f"cannot resume: {ckpt_path} does not exist (nothing was checkpointed yet); "
-                f"start the run without --resume"
+
+# ---------------------------------------------------------------------------- prepare or resume
+
+def check_start(files: RunFiles, cfg: RunConfig, resume: bool) -> None:
+    """Before anything is built or written: a resume needs its checkpoint, its metrics and the
+    same experiment (``config.resume_refusals``); a fresh start needs an unused directory."""
+    if not resume:
+        if files.checkpoint.exists():
+            raise RunExists(
+                f"{files.root} already holds a run (checkpoint.pt). Pass --resume to continue it, or "
+                f"choose another directory (--out) / delete it."
             )
-        # re-resolved through today's dataclasses, so keys added since the run started compare
-        # at their defaults instead of counting as a change
-        saved = load_json(config_path).to_dict()
-        diffs = _same_except_steps(saved, cfg.to_dict())
-        if diffs:
-            raise ConfigError(
-                "cannot resume with a different configuration (only train.steps, train.device and "
-                "train.precision may change): "
-                + "; ".join(diffs)
-            )
-    elif ckpt_path.exists():
-        raise RunExists(
-            f"{run_dir} already holds a run (checkpoint.pt). Pass --resume to continue it, or "
-            f"choose another directory (--out) / delete it."
+        return
+    if not files.checkpoint.exists():
+        raise FileNotFoundError(
+            f"cannot resume: {files.checkpoint} does not exist (nothing was checkpointed yet); "
+            f"start the run without --resume"
         )
-    tc = cfg.train
-    writer = _tensorboard_writer(run_dir) if tc.tensorboard else None
-    git = git_state()  # the code this run starts with (a checkout can move while it trains)
-    source = source_hash()
+    if not files.config.exists():
+        raise FileNotFoundError(
+            f"cannot resume {files.root}: config.json (the run's resolved configuration) is missing; "
+            f"restore it from a copy, or start the run over (delete checkpoint.pt, or train into another --out)"
+        )
+    # re-resolved through today's dataclasses, so keys added since the run started compare
+    # at their defaults instead of counting as a change
+    diffs = resume_refusals(load_json(files.config), cfg)
+    if diffs:
+        others = [k for k in NOT_EXPERIMENT if resume_may_change(k) and k != "train.device"]
+        raise ConfigError(
+            "cannot resume with a different configuration (train.steps, train.device and train.precision "
+            f"may change, and the other keys that are not part of the experiment but the seeds: "
+            f"{', '.join(others)}): " + "; ".join(diffs)
+        )
+    _check_metrics_kept(files)
 
+
+def _check_metrics_kept(files: RunFiles) -> None:
+    """A checkpoint is only written after its evaluation's row: a resume that finds no rows
+    would continue a run whose record of the steps before is gone."""
+    fix = ("restore it from a copy, or start the run over (delete checkpoint.pt, or train into "
+           "another --out)")
+    if not files.metrics.exists():
+        raise FileNotFoundError(f"cannot resume {files.root}: metrics.jsonl is missing, so the record of the "
+                                f"steps before the checkpoint is gone; {fix}")
+    rows, _ = read_jsonl(files.metrics)
+    if not rows:
+        raise FileNotFoundError(f"cannot resume {files.root}: metrics.jsonl holds no rows, so the record of "
+                                f"the steps before the checkpoint is gone; {fix}")
+
+
+def prepare(cfg: RunConfig, files: RunFiles, resume: bool, data_dir: str | None, task: Task | None,
+            device: torch.device) -> tuple[RunState, Trainer]:
+    """Build (and on resume restore) the run: task, model, optimizer, progress; write
+    task.json, config.json and metrics.jsonl; position the data stream."""
+    tc = cfg.train
+    if tc.tensorboard:
+        _tensorboard_class()  # a missing package is refused before anything is written
+    provenance = {"git": git_state(), "source_sha256": source_hash()}  # the code this run starts with
     torch.set_num_threads(tc.threads)
     task = task or build_task(cfg.task, data_dir)
+    select = check_metric_names(cfg, task)
     # what rebuilding the model needs without the dataset (sizes, vocabularies): load_run reads it
-    atomic_write_text(run_dir / "task.json", json.dumps(task.metadata(), indent=2) + "\n")
+    atomic_write_text(files.task, json.dumps(task.metadata(), indent=2) + "\n")
+    higher = task.higher_is_better if not tc.select_metric else higher_is_better(tc.select_metric)
+    tr = _build_trainer(cfg, task, device, higher)
+    run = RunState(cfg, files, select, higher, provenance=provenance)
+    if resume:
+        restore(run, tr)
+    else:
+        run.prog.precision_segments = [[0, tr.precision]]
+        atomic_write_text(files.config, cfg.to_json() + "\n")
+        atomic_write_text(files.metrics, "")
+    if tc.tensorboard:
+        run.writer = _tensorboard_class()(log_dir=str(files.tensorboard))
+    gen = torch.Generator().manual_seed(cfg.data_seed)
+    tr.stream = task.train_batches(tc.batch_size, gen)
+    for _ in range(run.prog.step):  # fast-forward the data stream to where the checkpoint was taken
+        next(tr.stream)
+    return run, tr
+
+
+def check_metric_names(cfg: RunConfig, task: Task) -> str:
+    """The selection metric (``train.select_metric``, else ``val/<primary metric>``), after
+    checking it and ``train.target_metric`` against the metrics the task reports."""
+    reported = [f"val/{m}" for m in task.metric_names()]
+    for key in ("select_metric", "target_metric"):
+        name = getattr(cfg.train, key)
+        if name and name not in reported:
+            raise ConfigError(
+                f"train.{key} = {name!r} is not a metric of task {cfg.task.name!r}; its validation "
+                f"metrics: {', '.join(reported)}.{did_you_mean(name, reported)} (set it with --set train.{key}=...)"
+            )
+    return cfg.train.select_metric or f"val/{task.primary_metric}"
+
+
+def _build_trainer(cfg: RunConfig, task: Task, device: torch.device, higher_select: bool) -> Trainer:
+    tc = cfg.train
     torch.manual_seed(tc.seed)
     model = build_model(cfg.model, task).to(device)
     opt, groups = build_optimizer(cfg.optim, model)
-    scaler = dev.grad_scaler(device, precision)
-    higher_select = task.higher_is_better if not tc.select_metric else higher_is_better(tc.select_metric)
-    select = tc.select_metric or f"val/{task.primary_metric}"
     sched = None
     if tc.schedule == "plateau":
         sched = torch.optim.lr_scheduler.ReduceLROnPlateau(
@@ -455,291 +431,347 @@ def _train(cfg: RunConfig, run_dir: Path, resume: bool, progress: bool | None, d
         )
     elif tc.schedule == "exponential":  # lr <- lr * lr_gamma every lr_step_every steps (an "epoch")
         sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=tc.lr_gamma)
-    lr_every = tc.lr_step_every or tc.eval_every
-    params = [p for g in opt.param_groups for p in g["params"]]
+    return Trainer(
+        task, model, opt, sched, dev.grad_scaler(device, tc.precision), groups, device, tc.precision,
+        lr_every=tc.lr_step_every or tc.eval_every, params=[p for g in opt.param_groups for p in g["params"]],
+    )
 
-    prog = _Progress()
-    carry = None
-    if resume:
-        # written on any device: tensors come back on this run's device (a GPU run resumes on
-        # the CPU and the other way round)
-        ck = load_checkpoint(ckpt_path, full=True, map_location=device)
-        try:
-            saved_cfg = from_dict(ck["config"]).to_dict() if isinstance(ck.get("config"), dict) else None
-        except ConfigError:  # written by a version whose keys differ: config.json was checked above
-            saved_cfg = None
-        diffs = _same_except_steps(saved_cfg, cfg.to_dict()) if saved_cfg is not None else []
-        if diffs:
-            raise CheckpointError(
-                f"{ckpt_path} belongs to another configuration than {config_path} ({'; '.join(diffs[:3])}); "
-                f"put it back in its own run directory, or delete it to start this run over"
-            )
-        load_weights(model, ck["model"], ckpt_path)
-        try:
-            opt.load_state_dict(ck["optimizer"])  # moves the optimizer state to the parameters' device
-            if sched is not None and ck.get("scheduler") is not None:
-                sched.load_state_dict(ck["scheduler"])
-            if scaler is not None and ck.get("scaler"):
-                scaler.load_state_dict(ck["scaler"])
-            torch.set_rng_state(ck["rng"].cpu())
-            if device.type == "cuda" and ck.get("cuda_rng") is not None:
-                torch.cuda.set_rng_state(ck["cuda_rng"].cpu(), device)
-            prog = _Progress(**ck["progress"])
-        except (ValueError, TypeError, KeyError, RuntimeError) as e:
-            raise CheckpointError(
-                f"{ckpt_path} holds an optimizer/RNG/progress state that does not fit this run "
-                f"({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}); delete it "
-                f"(the run then starts over without --resume) or restore it from a copy"
-            ) from None
-        carry = _to(ck.get("carry"), device)
-        if prog.step > tc.steps:
-            raise ConfigError(
-                f"cannot resume {run_dir} with train.steps={tc.steps}: it has already trained "
-                f"{prog.step} steps; resume with train.steps >= {prog.step}, or start a shorter run "
-                f"in another directory"
-            )
-        keep = []
-        if metrics_path.exists():
-            # an interrupted write can leave a partial last line: drop it (and any garbage line)
-            rows, bad = read_jsonl(metrics_path)
-            if bad:
-                print(f"note: {metrics_path}: dropped unreadable line(s) {bad} (an interrupted write)",
-                      file=sys.stderr)
-            keep = [json.dumps(r) for r in rows if r["step"] <= prog.step]
-        if tc.steps != saved["train"]["steps"]:
-            # the old result belongs to the old step budget: the run is unfinished until the new one
-            (run_dir / "result.json").unlink(missing_ok=True)
-        atomic_write_text(config_path, cfg.to_json() + "\n")
-        atomic_write_text(metrics_path, "".join(ln + "\n" for ln in keep))
-    else:
-        atomic_write_text(config_path, cfg.to_json() + "\n")
-        atomic_write_text(metrics_path, "")
 
-    gen = torch.Generator().manual_seed(cfg.data_seed)
-    stream = task.train_batches(tc.batch_size, gen)
-    for _ in range(prog.step):  # fast-forward the data stream to where the checkpoint was taken
-        next(stream)
+def restore(run: RunState, tr: Trainer) -> None:
+    """Continue from checkpoint.pt: weights, optimizer, scheduler, scaler, RNG, progress and
+    carried state; then config.json and metrics.jsonl are rewritten for the continuation."""
+    files, cfg = run.files, run.cfg
+    # written on any device: tensors come back on this run's device (a GPU run resumes on
+    # the CPU and the other way round)
+    ck = load_checkpoint(files.checkpoint, full=True, map_location=tr.device)
+    saved = load_json(files.config)
+    _check_checkpoint_config(ck, cfg, files)
+    load_weights(tr.model, ck["model"], files.checkpoint)
+    try:
+        tr.opt.load_state_dict(ck["optimizer"])  # moves the optimizer state to the parameters' device
+        if tr.sched is not None and ck.get("scheduler") is not None:
+            tr.sched.load_state_dict(ck["scheduler"])
+        if tr.scaler is not None and ck.get("scaler"):
+            tr.scaler.load_state_dict(ck["scaler"])
+        torch.set_rng_state(ck["rng"].cpu())
+        if tr.device.type == "cuda" and ck.get("cuda_rng") is not None:
+            torch.cuda.set_rng_state(ck["cuda_rng"].cpu(), tr.device)
+        run.prog = Progress(**ck["progress"])
+    except (ValueError, TypeError, KeyError, RuntimeError) as e:
+        raise CheckpointError(
+            f"{files.checkpoint} holds an optimizer/RNG/progress state that does not fit this run "
+            f"({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}); delete it "
+            f"(the run then starts over without --resume) or restore it from a copy"
+        ) from None
+    tr.carry = _to(ck.get("carry"), tr.device)
+    run.good = (run.prog.step, ck.get("select_value"))
+    if run.prog.step > cfg.train.steps:
+        raise ConfigError(
+            f"cannot resume {files.root} with train.steps={cfg.train.steps}: it has already trained "
+            f"{run.prog.step} steps; resume with train.steps >= {run.prog.step}, or start a shorter run "
+            f"in another directory"
+        )
+    _note_precision(run, saved.train.precision)
+    _rewrite_for_resume(run, saved)
 
+
+def _check_checkpoint_config(ck: dict, cfg: RunConfig, files: RunFiles) -> None:
+    try:
+        saved_cfg = from_dict(ck["config"]) if isinstance(ck.get("config"), dict) else None
+    except ConfigError:  # written by a version whose keys differ: config.json was checked before
+        saved_cfg = None
+    diffs = resume_refusals(saved_cfg, cfg) if saved_cfg is not None else []
+    if diffs:
+        raise CheckpointError(
+            f"{files.checkpoint} belongs to another configuration than {files.config} ({'; '.join(diffs[:3])}); "
+            f"put it back in its own run directory, or delete it to start this run over"
+        )
+
+
+def _note_precision(run: RunState, saved_precision: str) -> None:
+    """A resume in another precision continues as a mixed-precision run: the segments go to
+    result.json, and ``rnnlab table`` keeps the run apart from pure ones."""
+    segments = run.prog.precision_segments or [[0, saved_precision]]  # checkpoints before 0.3
+    precision = run.cfg.train.precision
+    if segments[-1][1] != precision:
+        print(f"note: {run.files.root} trained in {segments[-1][1]} up to step {run.prog.step} continues in "
+              f"{precision}: it is recorded as a mixed-precision run (result.json precision_segments), which "
+              f"`rnnlab table` keeps apart from runs in one precision", file=sys.stderr)
+        segments = [*segments, [run.prog.step, precision]]
+    run.prog.precision_segments = segments
+
+
+def _rewrite_for_resume(run: RunState, saved: RunConfig) -> None:
+    files, step = run.files, run.prog.step
+    # an interrupted write can leave a partial last line: drop it (and any garbage line)
+    rows, bad = read_jsonl(files.metrics)
+    if bad:
+        print(f"note: {files.metrics}: dropped unreadable line(s) {bad} (an interrupted write)", file=sys.stderr)
+    keep = [json.dumps(r) for r in rows if r["step"] <= step]
+    if run.cfg.train.steps != saved.train.steps:
+        # the old result belongs to the old step budget: the run is unfinished until the new one
+        files.result.unlink(missing_ok=True)
+    atomic_write_text(files.config, run.cfg.to_json() + "\n")
+    atomic_write_text(files.metrics, "".join(ln + "\n" for ln in keep))
+
+
+def open_log(run: RunState, progress: bool | None) -> None:
+    """Open metrics.jsonl for appending and start the clocks."""
+    try:
+        run.log = run.files.metrics.open("a")
+    except OSError as e:
+        raise write_error(run.files.metrics, e) from None
+    # off a terminal (batch jobs, CI), lines instead of the progress bar
+    run.lines = progress is None and not sys.stderr.isatty()
+    now = time.perf_counter()
+    run.t_start = now - run.prog.elapsed
+    run.last_line = now
+    run.window = {"start": now, "step": run.prog.step, "loss": 0.0, "n": 0}
+
+
+def _progress_bar(cfg: RunConfig, initial: int, progress: bool | None):
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=tc.steps, initial=prog.step, disable=(None if progress is None else not progress),
-               desc=cfg.name, dynamic_ncols=True, leave=False)
+    return tqdm(total=cfg.train.steps, initial=initial, disable=(None if progress is None else not progress),
+                desc=cfg.name, dynamic_ncols=True, leave=False)
+
+
+# ---------------------------------------------------------------------------- one step
+
+def train_step(run: RunState, tr: Trainer) -> StepOut:
+    """One optimizer step on the next training batch (a non-finite loss stops the run)."""
+    cfg = run.cfg
+    batch = to_device(next(tr.stream), tr.device)
+    state = tr.carry if (batch.carry_state and tr.carry is not None) else None
+    with dev.autocast(tr.device, tr.precision):
+        out, new_state = model_forward(tr.model, batch, state)
+        loss = tr.task.loss(out, batch)
+        reg = tr.model.regularization()
+        total = loss if reg is None else loss + reg
+    step = run.prog.step + 1
+    if not torch.isfinite(total):
+        emit(run, {"step": step, "train/loss": loss.item()})
+        raise TrainingDiverged(
+            f"{cfg.name}: the training loss became {total.item()} at step {step}; {kept(run)}. "
+            f"Lower optim.lr, set optim.clip (e.g. --set optim.clip=1.0) or check the data."
+        )
+    gnorm = _backward_and_step(run, tr, total, loss, step)
+    par.after_optimizer_step(tr.model)
+    tr.carry = _detach(new_state)
+    run.prog.step = step
+    if cfg.train.schedule == "exponential" and step % tr.lr_every == 0:
+        tr.sched.step()
+    return StepOut(loss.item(), None if reg is None else reg.item(), None if gnorm is None else float(gnorm))
+
+
+def _backward_and_step(run: RunState, tr: Trainer, total, loss, step: int):
+    """Backward, clipping (the gradient norm before clipping is returned) and the optimizer step."""
+    clip = run.cfg.optim.clip
+    tr.opt.zero_grad(set_to_none=True)
+    if tr.scaler is None:
+        total.backward()
+        gnorm = nn.utils.clip_grad_norm_(tr.params, clip) if clip > 0 else None
+        if gnorm is not None and not torch.isfinite(gnorm) and _grads_finite(tr.params):
+            _stop_on_gradient(run, loss, float(gnorm), step)
+        tr.opt.step()
+    else:  # fp16: scaled loss; gradients unscaled before clipping; overflowing steps skipped
+        tr.scaler.scale(total).backward()
+        tr.scaler.unscale_(tr.opt)
+        gnorm = nn.utils.clip_grad_norm_(tr.params, clip) if clip > 0 else None
+        tr.scaler.step(tr.opt)
+        tr.scaler.update()
+    return gnorm
+
+
+def _grads_finite(params: list) -> bool:
+    return all(bool(torch.isfinite(p.grad).all()) for p in params if p.grad is not None)
+
+
+def _stop_on_gradient(run: RunState, loss, gnorm: float, step: int) -> None:
+    """Finite gradients whose norm overflows: clipping would scale every update to zero and the
+    run would go on without learning, so it stops here as diverged. (Non-finite gradients make
+    non-finite weights, which the loss and weight checks stop.)"""
+    emit(run, {"step": step, "train/loss": loss.item(), "train/grad_norm": gnorm})
+    raise TrainingDiverged(
+        f"{run.cfg.name}: the gradient norm became {gnorm} at step {step} while the loss is finite "
+        f"({loss.item():.4g}); clipping would scale every update to zero, so the run would no longer "
+        f"learn; {kept(run)}. Lower optim.lr (e.g. --set optim.lr={run.cfg.optim.lr / 10:g})."
+    )
+
+
+def log_step(run: RunState, tr: Trainer, out: StepOut, bar) -> None:
+    """The training row of metrics.jsonl (every ``train.log_every`` steps and at the last)."""
+    tc, step = run.cfg.train, run.prog.step
+    run.window["loss"] += out.loss
+    run.window["n"] += 1
+    if step % tc.log_every == 0 or step == tc.steps:
+        row = {"step": step, "time": round(time.perf_counter() - run.t_start, 3), "train/loss": out.loss}
+        if out.reg is not None:
+            row["train/reg"] = out.reg
+        if out.grad_norm is not None:
+            row["train/grad_norm"] = out.grad_norm
+        row["lr"] = tr.opt.param_groups[0]["lr"]
+        emit(run, row)
+        if run.writer is not None:
+            for k, v in row.items():
+                if k not in ("step", "time"):
+                    run.writer.add_scalar(k, v, step)
+        bar.set_postfix(loss=f"{out.loss:.4g}")
+
+
+def progress_line(run: RunState) -> None:
+    """Off a terminal, between evaluations: a short progress line at most every
+    :data:`PROGRESS_EVERY_S` seconds (a batch job's log shows the run is alive)."""
+    now = time.perf_counter()
+    if not run.lines or now - run.last_line < PROGRESS_EVERY_S:
+        return
+    run.last_line = now
+    step, steps, window = run.prog.step, run.cfg.train.steps, run.window
+    left = (now - window["start"]) / max(step - window["step"], 1) * (steps - step)
+    print(f"{run.cfg.name} {step}/{steps} steps ({100 * step // steps}%)  train/loss "
+          f"{window['loss'] / max(window['n'], 1):.4g}  about {_duration(left)} of training left",
+          file=sys.stderr, flush=True)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def emit(run: RunState, row: dict) -> None:
+    """Append one row to metrics.jsonl (flushed: a kill loses at most a partial line)."""
     try:
-        log = metrics_path.open("a")
+        run.log.write(json.dumps(row) + "\n")
+        run.log.flush()
     except OSError as e:
-        raise write_error(metrics_path, e) from None
-    # off a terminal (batch jobs, CI), one line per evaluation instead of the progress bar
-    lines = progress is None and not sys.stderr.isatty()
-    last_eval: dict = {}
-    t_start = time.perf_counter() - prog.elapsed
-    window = {"start": time.perf_counter(), "step": prog.step, "loss": 0.0, "n": 0}
-    stopped = prog.stopped
-    # (step, selection metric) of the checkpoint on disk: only finite weights and metrics get there
-    good = (prog.step, ck.get("select_value")) if resume else None
+        raise write_error(run.files.metrics, e) from None
 
-    def emit(row: dict) -> None:
+
+def kept(run: RunState) -> str:
+    """What a stopped run still has: the last good checkpoint, named."""
+    if run.good is None:
+        return "no good checkpoint exists (none was written before this point)"
+    value = f", {run.select}={run.good[1]:.6g}" if isinstance(run.good[1], float) else ""
+    return f"the last good checkpoint ({run.files.checkpoint}, step {run.good[0]}{value}) is kept"
+
+
+# ---------------------------------------------------------------------------- evaluate and checkpoint
+
+def evaluate_and_checkpoint(run: RunState, tr: Trainer, on_eval=None) -> None:
+    """Validation, best.pt, the schedule on plateau, early stop, the log line, checkpoint.pt."""
+    tc, step, prog = run.cfg.train, run.prog.step, run.prog
+    t_eval = time.perf_counter()
+    s_per_step = (t_eval - run.window["start"]) / max(step - run.window["step"], 1)
+    run.last_eval = evaluate(tr.model, tr.task, "val", tc.eval_batch_size, tc.eval_max_batches, tr.precision)
+    value = run.last_eval.get(run.select, float("nan"))
+    _stop_if_not_finite(run, tr, value)
+    if _improved(value, prog.best_value, run.higher_select):
+        prog.best_value, prog.best_step = value, step
+        atomic_save(tr.model.state_dict(), run.files.best)
+    if tc.schedule == "plateau":
+        tr.sched.step(value)
+    if tc.target_metric and tc.target_metric in run.last_eval:
+        if _reached(run.last_eval[tc.target_metric], tc.target_value, higher_is_better(tc.target_metric)):
+            prog.stopped = "target"
+    # (the s/step of this window goes to the log line and TensorBoard, not to metrics.jsonl,
+    # whose rows only "time" keeps machine-dependent)
+    emit(run, {"step": step, "time": round(time.perf_counter() - run.t_start, 3), **run.last_eval})
+    _report_eval(run, tr, s_per_step)
+    if on_eval is not None and on_eval(step, dict(run.last_eval)) and not prog.stopped and step < tc.steps:
+        prog.stopped = "on_eval"
+    t_ck = time.perf_counter()
+    prog.eval_elapsed += t_ck - t_eval
+    save_checkpoint(run, tr, value if math.isfinite(value) else None)
+    now = time.perf_counter()
+    prog.eval_elapsed += now - t_ck  # (this part is not in the checkpoint it times)
+    run.window.update(start=now, step=step, loss=0.0, n=0)
+    run.last_line = now
+
+
+def _stop_if_not_finite(run: RunState, tr: Trainer, value: float) -> None:
+    bad = "" if all_finite(tr.model.state_dict()) else "the weights"
+    if not bad and run.select in run.last_eval and not math.isfinite(value):
+        bad = f"the selection metric {run.select} (= {value})"
+    if bad:
+        step = run.prog.step
+        emit(run, {"step": step, "time": round(time.perf_counter() - run.t_start, 3), **run.last_eval})
+        raise TrainingDiverged(
+            f"{run.cfg.name}: {bad} became non-finite at step {step} (nothing saved at "
+            f"this step); {kept(run)}. Lower optim.lr or set optim.clip (e.g. --set optim.clip=1.0)."
+        )
+
+
+def _report_eval(run: RunState, tr: Trainer, s_per_step: float) -> None:
+    """TensorBoard scalars and, off a terminal, one line per evaluation."""
+    step = run.prog.step
+    if run.writer is not None:
+        for k, v in run.last_eval.items():
+            run.writer.add_scalar(k, v, step)
+        run.writer.add_scalar("time/train_s_per_step", s_per_step, step)
+        run.writer.flush()
+    if run.lines:
+        lr = next((g["lr"] for g in tr.opt.param_groups if g.get("tag") == "default"), tr.opt.param_groups[0]["lr"])
+        train_loss = run.window["loss"] / max(run.window["n"], 1)
+        print(_eval_line(run.cfg.name, step, run.cfg.train.steps, train_loss, run.last_eval, lr, s_per_step),
+              file=sys.stderr, flush=True)
+
+
+def save_checkpoint(run: RunState, tr: Trainer, value: float | None) -> None:
+    """checkpoint.pt, atomically: everything a resume needs to continue exactly."""
+    run.prog.elapsed = time.perf_counter() - run.t_start
+    device = tr.device
+    atomic_save({
+        "model": tr.model.state_dict(), "optimizer": tr.opt.state_dict(),
+        "scheduler": tr.sched.state_dict() if tr.sched is not None else None,
+        "rng": torch.get_rng_state(), "progress": vars(run.prog).copy(), "carry": tr.carry,
+        "config": run.cfg.to_dict(), "select_value": value, "device": str(device),
+        "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+        "scaler": tr.scaler.state_dict() if tr.scaler is not None else None,
+    }, run.files.checkpoint)
+    run.good = (run.prog.step, value)
+
+
+# ---------------------------------------------------------------------------- finish
+
+def close_run(run: RunState) -> None:
+    """Close the log and the TensorBoard writer (also after an error)."""
+    if run.log is not None:
         try:
-            log.write(json.dumps(row) + "\n")
-            log.flush()
-        except OSError as e:
-            raise write_error(metrics_path, e) from None
-
-    def kept() -> str:
-        if good is None:
-            return "no good checkpoint exists (none was written before this point)"
-        value = f", {select}={good[1]:.6g}" if isinstance(good[1], float) else ""
-        return f"the last good checkpoint ({ckpt_path}, step {good[0]}{value}) is kept"
-
-    def checkpoint(value: float):
-        nonlocal good
-        prog.elapsed = time.perf_counter() - t_start
-        atomic_save({
-            "model": model.state_dict(), "optimizer": opt.state_dict(),
-            "scheduler": sched.state_dict() if sched is not None else None,
-            "rng": torch.get_rng_state(), "progress": vars(prog).copy(), "carry": carry,
-            "config": cfg.to_dict(), "select_value": value, "device": str(device),
-            "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-            "scaler": scaler.state_dict() if scaler is not None else None,
-        }, ckpt_path)
-        good = (prog.step, value)
-
-    try:
-        model.train()
-        while prog.step < tc.steps and not stopped:
-            batch = to_device(next(stream), device)
-            state = carry if (batch.carry_state and carry is not None) else None
-            with dev.autocast(device, precision):
-                out, new_state = model_forward(model, batch, state)
-                loss = task.loss(out, batch)
-                reg = model.regularization() if hasattr(model, "regularization") else None
-                total = loss if reg is None else loss + reg
-            step = prog.step + 1
-            if not torch.isfinite(total):
-                emit({"step": step, "train/loss": loss.item()})
-                raise TrainingDiverged(
-                    f"{cfg.name}: the training loss became {total.item()} at step {step}; {kept()}. "
-                    f"Lower optim.lr, set optim.clip (e.g. --set optim.clip=1.0) or check the data."
-                )
-            opt.zero_grad(set_to_none=True)
-            if scaler is None:
-                total.backward()
-                gnorm = nn.utils.clip_grad_norm_(params, cfg.optim.clip) if cfg.optim.clip > 0 else None
-                opt.step()
-            else:  # fp16: scaled loss; gradients unscaled before clipping; overflowing steps skipped
-                scaler.scale(total).backward()
-                scaler.unscale_(opt)
-                gnorm = nn.utils.clip_grad_norm_(params, cfg.optim.clip) if cfg.optim.clip > 0 else None
-                scaler.step(opt)
-                scaler.update()
-            par.after_optimizer_step(model)
-            carry = _detach(new_state)
-            prog.step = step
-            if tc.schedule == "exponential" and step % lr_every == 0:
-                sched.step()
-            bar.update(1)
-            window["loss"] += loss.item()
-            window["n"] += 1
-            if step % tc.log_every == 0 or step == tc.steps:
-                row = {"step": step, "time": round(time.perf_counter() - t_start, 3), "train/loss": loss.item()}
-                if reg is not None:
-                    row["train/reg"] = reg.item()
-                if gnorm is not None:
-                    row["train/grad_norm"] = float(gnorm)
-                row["lr"] = opt.param_groups[0]["lr"]
-                emit(row)
-                if writer is not None:
-                    for k, v in row.items():
-                        if k not in ("step", "time"):
-                            writer.add_scalar(k, v, step)
-                bar.set_postfix(loss=f"{loss.item():.4g}")
-            if step % tc.eval_every == 0 or step == tc.steps:
-                t_eval = time.perf_counter()
-                s_per_step = (t_eval - window["start"]) / max(step - window["step"], 1)
-                last_eval = evaluate(model, task, "val", tc.eval_batch_size, tc.eval_max_batches, precision)
-                value = last_eval.get(select, float("nan"))
-                bad = "" if all_finite(model.state_dict()) else "the weights"
-                if not bad and select in last_eval and not math.isfinite(value):
-                    bad = f"the selection metric {select} (= {value})"
-                if bad:
-                    emit({"step": step, "time": round(time.perf_counter() - t_start, 3), **last_eval})
-                    raise TrainingDiverged(
-                        f"{cfg.name}: {bad} became non-finite at step {step} (nothing saved at "
-                        f"this step); {kept()}. Lower optim.lr or set optim.clip (e.g. --set optim.clip=1.0)."
-                    )
-                if _improved(value, prog.best_value, higher_select):
-                    prog.best_value, prog.best_step = value, step
-                    atomic_save(model.state_dict(), best_path)
-                if tc.schedule == "plateau":
-                    sched.step(value)
-                if tc.target_metric and tc.target_metric in last_eval:
-                    if _reached(last_eval[tc.target_metric], tc.target_value, higher_is_better(tc.target_metric)):
-                        stopped = prog.stopped = "target"
-                # (the s/step of this window goes to the log line and TensorBoard, not to
-                # metrics.jsonl, whose rows only "time" keeps machine-dependent)
-                emit({"step": step, "time": round(time.perf_counter() - t_start, 3), **last_eval})
-                if writer is not None:
-                    for k, v in last_eval.items():
-                        writer.add_scalar(k, v, step)
-                    writer.add_scalar("time/train_s_per_step", s_per_step, step)
-                    writer.flush()
-                if lines:
-                    lr = next((g["lr"] for g in opt.param_groups if g.get("tag") == "default"),
-                              opt.param_groups[0]["lr"])
-                    print(_eval_line(cfg.name, step, tc.steps, window["loss"] / max(window["n"], 1), last_eval,
-                                     lr, s_per_step), file=sys.stderr, flush=True)
-                if on_eval is not None and on_eval(step, dict(last_eval)) and not stopped and step < tc.steps:
-                    stopped = prog.stopped = "on_eval"
-                t_ck = time.perf_counter()
-                prog.eval_elapsed += t_ck - t_eval
-                checkpoint(value if math.isfinite(value) else None)
-                now = time.perf_counter()
-                prog.eval_elapsed += now - t_ck  # (this part is not in the checkpoint it times)
-                window.update(start=now, step=step, loss=0.0, n=0)
-    finally:
-        bar.close()
-        try:
-            log.close()
+            run.log.close()
         except OSError:  # a failed flush already raised the error that matters
             pass
-        if writer is not None:
-            writer.close()
+    if run.writer is not None:
+        run.writer.close()
 
-    if not last_eval:  # resumed a run that had already finished
-        last_eval = evaluate(model, task, "val", tc.eval_batch_size, tc.eval_max_batches, precision)
+
+def finish(run: RunState, tr: Trainer) -> dict:
+    """result.json: final and best scores, test scores of best.pt, timing and provenance."""
+    cfg, tc, prog = run.cfg, run.cfg.train, run.prog
+    if not run.last_eval:  # resumed a run that had already finished
+        run.last_eval = evaluate(tr.model, tr.task, "val", tc.eval_batch_size, tc.eval_max_batches, tr.precision)
     result = {
         "name": cfg.name, "task": cfg.task.name, "cell": cfg.model.cell, "seed": tc.seed,
-        "data_seed": cfg.data_seed, "steps": prog.step, "stopped": stopped or "completed",
-        "final": last_eval, "best": {"step": prog.best_step, select: prog.best_value},
-        "select_metric": select, "baseline": task.baseline(), "paper": cfg.paper,
-        "params": model.parameter_counts() if hasattr(model, "parameter_counts")
-        else {"elements": sum(p.numel() for p in model.parameters())},
-        "param_groups": groups, "wall_time_s": round(time.perf_counter() - t_start, 2),
-        "conditions": runtime_conditions(tc.threads, device, precision), "versions": versions(),
-        "config_key": config_key(cfg), "git": git, "source_sha256": source,
+        "data_seed": cfg.data_seed, "steps": prog.step, "stopped": prog.stopped or "completed",
+        "final": run.last_eval, "best": {"step": prog.best_step, run.select: prog.best_value},
+        "select_metric": run.select, "baseline": tr.task.baseline(), "paper": cfg.paper,
+        "params": tr.model.parameter_counts(),
+        "param_groups": tr.groups, "wall_time_s": round(time.perf_counter() - run.t_start, 2),
+        "conditions": runtime_conditions(tc.threads, tr.device, tr.precision), "versions": versions(),
+        "config_key": config_key(cfg), "git": run.provenance["git"],
+        "source_sha256": run.provenance["source_sha256"],
     }
     # training alone: evaluation and checkpoint writing are timed apart (eval_time_s)
     result["eval_time_s"] = round(prog.eval_elapsed, 2)
     result["train_time_s"] = round(result["wall_time_s"] - prog.eval_elapsed, 2)
     result["time_per_step_s"] = round(result["train_time_s"] / max(prog.step, 1), 4)
+    result["precision_segments"] = prog.precision_segments
     if tc.test:
-        if best_path.exists():
-            load_weights(model, load_checkpoint(best_path, full=False, map_location=device), best_path)
-        result["test"] = evaluate(model, task, "test", tc.eval_batch_size, tc.eval_max_batches, precision)
-    atomic_write_text(run_dir / "result.json", json.dumps(result, indent=2) + "\n")
+        if run.files.best.exists():
+            load_weights(tr.model, load_checkpoint(run.files.best, full=False, map_location=tr.device),
+                         run.files.best)
+        result["test"] = evaluate(tr.model, tr.task, "test", tc.eval_batch_size, tc.eval_max_batches, tr.precision)
+    atomic_write_text(run.files.result, json.dumps(result, indent=2) + "\n")
     return result
-
-
-def load_run(path: str | Path, which: str = "best", data_dir: str | None = None, device: str | None = "cpu",
-             data: bool | None = None):
-    """Load a trained run for inference or re-scoring: returns ``(cfg, task, model)``.
-
-    ``path``: a run directory or a checkpoint file inside one. ``which``: ``"best"`` (best.pt,
-    the best validation score) or ``"last"`` (checkpoint.pt). ``device``: where the model goes
-    (``"cpu"`` by default, whatever device wrote the weights; ``"auto"``, ``"cuda"``, ... as
-    ``train.device``). ``data``: None loads the task's data when it is
-    available and otherwise rebuilds the task from the run's ``task.json`` (sizes, vocabularies:
-    enough to run the model, no batches); True requires the data; False never reads it.
-    Weights are read with ``torch.load(weights_only=True)``: no code in the file runs. The
-    model is returned in eval mode.
-    """
-    from .tasks.base import TaskInfo
-    from .tasks.data import DataError
-
-    device = dev.resolve_device(device or "cpu")
-    path = Path(path)
-    run_dir = path if path.is_dir() else path.parent
-    config_path, meta_path = run_dir / "config.json", run_dir / "task.json"
-    if not config_path.exists():
-        raise FileNotFoundError(f"{run_dir} is not a run directory: config.json is missing")
-    if which not in ("best", "last"):
-        raise ValueError(f"which must be 'best' or 'last', got {which!r}")
-    cfg = load_json(config_path)
-    task: Task | None = None
-    if data is not False:
-        try:
-            task = build_task(cfg.task, data_dir)
-        except (DataError, FileNotFoundError) as e:
-            if data or not meta_path.exists():
-                raise
-            print(f"note: {e.__class__.__name__}: data of task {cfg.task.name!r} unavailable; "
-                  f"model rebuilt from {meta_path}", file=sys.stderr)
-    if task is None:
-        if not meta_path.exists():
-            raise FileNotFoundError(
-                f"{meta_path} is missing (runs trained before rnnlab 0.2 lack it): load the run "
-                f"with its data (data=None or True)")
-        task = TaskInfo(json.loads(meta_path.read_text()))
-    model = build_model(cfg.model, task)
-    if path.is_file():
-        ck_file = path
-    else:
-        ck_file = run_dir / ("best.pt" if which == "best" else "checkpoint.pt")
-        if not ck_file.exists():
-            ck_file = run_dir / "checkpoint.pt"
-    if not ck_file.exists():
-        raise FileNotFoundError(f"no weights in {run_dir}: neither best.pt nor checkpoint.pt exists")
-    state = load_checkpoint(ck_file, full=False, map_location=device)
-    model.to(device)
-    load_weights(model, state["model"] if "model" in state else state, ck_file)
-    model.eval()
-    return cfg, task, model

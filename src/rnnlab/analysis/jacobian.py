@@ -357,12 +357,12 @@ def analyze_run(path, split: str = "val", index: int = 0, max_lag: int | None = 
     """Analyse a trained run (a run directory or a checkpoint file inside one) on sequence
     ``index`` of its task's ``split``; ``init_cells`` adds untrained models of other cells
     (same task and hidden size, initialised with ``init_seed``) for comparison.
-    ``device``: where the trained model is loaded (:func:`rnnlab.train.load_run`); the float64
+    ``device``: where the trained model is loaded (:func:`rnnlab.rundir.load_run`); the float64
     Jacobian products run on the CPU. Returns ``{label: analyze_model result}``."""
     import dataclasses
 
     from ..model import build_model
-    from ..train import load_run
+    from ..rundir import load_run
 
     cfg, task, model = load_run(path, which=which, data_dir=data_dir, device=device)
     batch = next(iter(task.eval_batches(split, index + 1)))

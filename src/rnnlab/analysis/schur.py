@@ -222,7 +222,7 @@ def analyze_run(path, out_dir=None, which: str = "best", data_dir: str | None = 
     ``<run>/schur``). Returns the summaries."""
     import json
 
-    from ..train import load_run
+    from ..rundir import load_run
 
     path = Path(path)
     cfg, _task, model = load_run(path, which, data_dir, device=device)

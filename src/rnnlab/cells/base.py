@@ -37,6 +37,13 @@ def _autocast_on(device: torch.device) -> bool:
         return bool(torch.is_autocast_enabled() if device.type == "cuda" else torch.is_autocast_cpu_enabled())
 
 
+def check_size(name: str, value) -> None:
+    """torch.nn's rule for a size: an ``int`` (``nn.LSTM(4, 6.5)`` raises; ``int()`` would quietly
+    build width 6)."""
+    if not isinstance(value, int):
+        raise TypeError(f"{name} should be of type int, got: {type(value).__name__} ({value!r})")
+
+
 class Cell(nn.Module):
     """One recurrent time step: ``forward(x_t, state) -> (h_t, state)``.
 
@@ -50,6 +57,8 @@ class Cell(nn.Module):
 
     def __init__(self, input_size: int, hidden_size: int, backend: str = "auto"):
         super().__init__()
+        check_size("input_size", input_size)
+        check_size("hidden_size", hidden_size)
         if int(input_size) < 1 or int(hidden_size) < 1:
             raise ValueError(
                 f"input_size and hidden_size must be positive integers, got "
@@ -332,6 +341,10 @@ class Recurrent(nn.Module):
         cell = cell or self.cell_class
         if cell is None:
             raise TypeError("Recurrent needs a cell class: Recurrent(..., cell=RNNCell)")
+        check_size("input_size", input_size)
+        for w in hidden_size if isinstance(hidden_size, (list, tuple)) else [hidden_size]:
+            check_size("hidden_size", w)
+        check_size("num_layers", num_layers)
         if isinstance(hidden_size, (list, tuple)):
             widths = [int(w) for w in hidden_size]
             if not widths or num_layers not in (1, len(widths)):

@@ -48,9 +48,10 @@ class Batch:
 
 
 class Task:
-    """Base class. Subclasses set the class/instance attributes below and implement
-    ``train_batches`` and ``eval_batches``; ``loss``/``metric_sums`` have defaults for
-    ``loss_kind`` in {"ce", "mse", "bce"}.
+    """Base class and contract of a task: what the trainer uses of one. Subclasses set the
+    class/instance attributes below and implement ``train_batches`` and ``eval_batches``;
+    ``loss``/``metric_sums``/``metric_names`` have defaults for ``loss_kind`` in {"ce", "mse",
+    "bce"}; ``finalize``, ``model_metrics`` and ``baseline`` add nothing unless overridden.
 
     Attributes
     ----------
@@ -58,6 +59,7 @@ class Task:
     input_size: features per step (for tokens: ``num_tokens``, the one-hot size).
     output_size: classes or regression outputs.  readout: ``"last"`` or ``"all"``.
     primary_metric / higher_is_better: what selects the best checkpoint on validation.
+    model_kind: ``"sequence"`` (encoder -> layer -> readout) or ``"seq2seq"`` (encoder-decoder).
     """
 
     name: ClassVar[str] = ""
@@ -68,6 +70,7 @@ class Task:
     num_tokens: int | None = None
     input_size: int = 0
     output_size: int = 0
+    model_kind: str = "sequence"
 
     # --- data ----------------------------------------------------------------------------
     def train_batches(self, batch_size: int, generator: torch.Generator) -> Iterator[Batch]:
@@ -125,6 +128,17 @@ class Task:
         """Derived metrics from the averaged ones (e.g. bpc = loss / ln 2)."""
         return means
 
+    def model_metrics(self, model, split: str, batch_size: int = 256) -> dict[str, float]:
+        """Metrics that need the model itself, not only its outputs (translation's BLEU of
+        greedy decodes); none by default."""
+        return {}
+
+    def metric_names(self) -> tuple[str, ...]:
+        """The metrics an evaluation reports, without the ``"<split>/"`` prefix: what
+        ``train.select_metric`` and ``train.target_metric`` may name (as ``"val/<metric>"``).
+        A task that reports more extends it (a test checks it against a real evaluation)."""
+        return ("loss", "accuracy") if self.loss_kind == "ce" else ("loss",)
+
     def baseline(self) -> dict[str, float]:
         """What a memoryless / trivial predictor scores, keyed like the metrics."""
         return {}
@@ -141,7 +155,7 @@ class Task:
         without the dataset: sizes, readout, loss and, for token data, the vocabularies (the
         trainer writes it to ``task.json``; :class:`TaskInfo` reads it back)."""
         meta = {k: getattr(self, k) for k in self.METADATA}
-        meta["model_kind"] = getattr(self, "model_kind", "sequence")
+        meta["model_kind"] = self.model_kind
         meta["baseline"] = self.baseline()
         return meta
 

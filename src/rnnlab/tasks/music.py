@@ -174,6 +174,9 @@ class MusicTask(Task):
         o, y = self._frames(out, batch)
         return F.binary_cross_entropy_with_logits(o, y, reduction="sum") / o.shape[0]
 
+    def metric_names(self) -> tuple[str, ...]:
+        return ("loss", "nll", "key_accuracy")
+
     def metric_sums(self, out: torch.Tensor, batch: Batch) -> dict[str, tuple[float, float]]:
         o, y = self._frames(out, batch)
         nll = F.binary_cross_entropy_with_logits(o, y, reduction="sum").item()

@@ -91,6 +91,9 @@ class CopyTask(_GeneratedTask):
         y[:, L + K :] = sym
         return Batch(x, y)
 
+    def metric_names(self) -> tuple[str, ...]:
+        return (*super().metric_names(), "recall_accuracy")
+
     def metric_sums(self, out, batch):
         sums = super().metric_sums(out, batch)
         recall = out[:, self.L + self.K :].argmax(-1) == batch.y[:, self.L + self.K :]

@@ -154,6 +154,9 @@ class LanguageModelTask(Task):
             m = mask[:, sl]
             yield Batch(x[:, sl], y[:, sl], mask=None if bool(m.all()) else m, carry_state=k > 0)
 
+    def metric_names(self) -> tuple[str, ...]:
+        return (*super().metric_names(), "bpc" if self.unit == "char" else "perplexity")
+
     def finalize(self, means: dict[str, float]) -> dict[str, float]:
         out = dict(means)
         if "loss" in means:

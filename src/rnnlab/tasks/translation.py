@@ -229,6 +229,9 @@ class TranslationTask(Task):
         for i in range(0, len(items), batch_size):
             yield self._make(items[i : i + batch_size])
 
+    def metric_names(self) -> tuple[str, ...]:
+        return (*super().metric_names(), "perplexity", "bleu")
+
     def finalize(self, means: dict[str, float]) -> dict[str, float]:
         out = dict(means)
         if "loss" in means:
