@@ -299,4 +299,4 @@ def test_thresholds_with_zero_steps_per_epoch_is_a_one_line_error(tmp_path, caps
     write_record(tmp_path, "dmu/adding-dmu", 0, {"test/loss": 0.01})
     assert main(["thresholds", str(tmp_path), "--steps-per-epoch", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--steps-per-epoch must be a positive number" in err[0] and "got 0" in err[0]
+    assert len(err) == 1 and "--steps-per-epoch must be an integer >= 1" in err[0] and "got 0" in err[0]

@@ -31,14 +31,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
+from .. import config
 from ..results import DMU_THRESHOLDS, first_reached, mean_std
 from ..rundir import read_jsonl
 
 #: Flat configuration keys that do not change what a run computes (its name and description, the
 #: seeds, where and how fast it ran, how often it logs): the ledger compares runs without them.
-#: The one place the ledger reads them from; ``config.py``'s single definition replaces it.
-NOT_EXPERIMENT = ("name", "description", "paper", "train.seed", "train.data_seed", "train.threads",
-                  "train.log_every", "train.eval_batch_size", "train.test", "train.device", "train.tensorboard")
+NOT_EXPERIMENT = tuple(config.NOT_EXPERIMENT)
 BUDGET = ("train.steps", "task.L", "task.T", "task.val_size", "task.test_size", "task.max_pairs",
           "train.eval_every", "train.eval_max_batches")
 #: the DMU protocol's epoch: 200 training sequences
@@ -48,22 +47,8 @@ PROVENANCE_SINCE = "4cfd480"
 
 
 # --- records ---------------------------------------------------------------------------------
-def _flatten(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict) and k != "options":
-            out.update(_flatten(v, key + "."))
-        elif isinstance(v, dict):  # task options are keyed task.<option>
-            out.update(_flatten(v, prefix))
-        else:
-            out[key] = v
-    return out
-
-
 def _resolved(cfg: dict) -> dict:
-    flat = _flatten(cfg)
-    flat.pop("task.options", None)
+    flat = config.flatten(cfg)
     return {k: v for k, v in flat.items() if not any(k == i or k.startswith(i + ".") for i in NOT_EXPERIMENT)}
 
 
