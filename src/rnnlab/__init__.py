@@ -10,6 +10,7 @@ _CELLS = (
     "ASRNN", "CELLS", "DMU", "GRU", "IRNN", "LSTM", "LTRNN", "NNRNN", "RHN", "RNN", "SCORNN", "ASRNNCell", "Cell",
     "DMUCell", "ExpRNN", "ExpRNNCell", "GRUCell", "IRNNCell", "LSTMCell", "LTRNNCell", "NNRNNCell", "Recurrent",
     "RHNCell", "RNNCell", "SCORNNCell", "EURNN", "EURNNCell", "URNN", "URNNCell", "unroll",
+    "from_torch", "to_torch", "ThreadsWarning",
 )
 _TASKS = ("TASKS", "AddingTask", "Batch", "CopyTask", "Task")
 _TRAIN = ("load_run",)
