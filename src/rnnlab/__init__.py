@@ -14,6 +14,7 @@ _CELLS = (
 )
 _TASKS = ("TASKS", "AddingTask", "Batch", "CopyTask", "Task")
 _TRAIN = ("load_run",)
+_STEPPER = ("Stepper",)
 
 
 def _submodules() -> tuple[str, ...]:
@@ -23,7 +24,7 @@ def _submodules() -> tuple[str, ...]:
 
 
 #: the public names, then the modules (listed so that documentation tools walk them all)
-__all__ = [*_CELLS, *_TASKS, *_TRAIN, "__version__", *_submodules()]
+__all__ = [*_CELLS, *_TASKS, *_TRAIN, *_STEPPER, "__version__", *_submodules()]
 
 
 def __getattr__(name: str):
@@ -33,6 +34,8 @@ def __getattr__(name: str):
         from . import tasks as module
     elif name in _TRAIN:
         from . import train as module
+    elif name in _STEPPER:
+        from . import stepper as module
     elif name in _submodules():
         from importlib import import_module
 

@@ -40,6 +40,9 @@ class RNN(Recurrent):
 
     def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True, batch_first=False,
                  dropout=0.0, bidirectional=False, device=None, dtype=None, **kwargs):
+        if not isinstance(nonlinearity, str):
+            raise TypeError(f"RNN takes nonlinearity fourth, as torch.nn.RNN does: RNN(input_size, hidden_size, "
+                            f"num_layers, nonlinearity, bias, batch_first, ...); got nonlinearity={nonlinearity!r}")
         super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, 0,
                          device, dtype, nonlinearity=nonlinearity, **kwargs)
 

@@ -71,7 +71,7 @@ def _warn_threads(layer: "Recurrent", x: Tensor) -> None:
         f"slower multi-threaded than on one thread (torch.nn.RNN too); call torch.set_num_threads(1) "
         f"(docs/layers.md, 'Threads'). Shown once per process; silence it with "
         f"warnings.simplefilter('ignore', rnnlab.ThreadsWarning).",
-        ThreadsWarning, stacklevel=4,
+        ThreadsWarning, stacklevel=6,  # the caller of layer(x)
     )
 
 

@@ -9,6 +9,7 @@ from importlib import import_module
 #: public name -> module that defines it
 _WHERE = {
     "Batch": "base", "Task": "base",
+    "ArraysTask": "arrays", "from_arrays": "arrays",
     "HSAddingTask": "hochreiter", "NoisySequenceTask": "hochreiter", "TemporalOrderTask": "hochreiter",
     "PermutedMNIST": "mnist", "SequentialMNIST": "mnist",
     "MusicTask": "music",
@@ -32,12 +33,13 @@ _REGISTRY = {
     "text_char": "TextCharTask",
     "music": "MusicTask",
     "translation": "TranslationTask",
+    "arrays": "ArraysTask",
 }
 
 __all__ = [
     "TASKS", "Task", "Batch", "CopyTask", "VariableCopyTask", "AddingTask", "SequentialMNIST", "PermutedMNIST",
     "PTBCharTask", "PTBWordTask", "TextCharTask", "MusicTask", "TranslationTask",
-    "HSAddingTask", "TemporalOrderTask", "NoisySequenceTask",
+    "HSAddingTask", "TemporalOrderTask", "NoisySequenceTask", "ArraysTask", "from_arrays",
 ]
 
 
