@@ -86,6 +86,11 @@ class ArraysTask(Task):
         if sha256 and digest != sha256.lower():
             raise DataError(f"{p} has SHA-256 {digest}, but the task asks for {sha256}: the file changed since the "
                             f"preset was written; update task.sha256 (and so the run's identity) or restore the file")
+        with open(p, "rb") as f:
+            magic = f.read(4)
+        if magic != b"PK\x03\x04":  # numpy.savez writes a zip archive
+            raise DataError(f"{p} is not an .npz file (a zip archive of arrays); write it with numpy.savez(path, "
+                            f"x_train=..., y_train=..., x_val=..., y_val=...)")
         try:
             with np.load(p, allow_pickle=False) as f:
                 arrays = {k: f[k] for k in f.files}
