@@ -34,6 +34,9 @@ def test_project_urls_point_at_the_repository():
     urls = PROJECT["urls"]
     assert {"Homepage", "Documentation", "Repository", "Issues", "Changelog"} <= set(urls)
     assert all(u.startswith(BASE) for u in urls.values())
+    from rnnlab.cli import DOCS_URL
+
+    assert DOCS_URL.startswith(urls["Repository"] + "/")  # --help points into the same repository
 
 
 def test_citation_cff_names_the_version_and_the_four_papers():
