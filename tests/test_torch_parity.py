@@ -251,10 +251,14 @@ def test_torch_compile_inductor_of_the_papers_layers(key):
     x = torch.randn(3, 7, 5, requires_grad=True)
     compiled = torch.compile(layer)
     want, got = layer(x)[0], compiled(x)[0]
-    _close(got, want, atol=1e-5)
+    _close(got, want, atol=1e-6, rtol=1e-5)  # float32: inductor fuses and reorders the sums
     gw = torch.autograd.grad(want.square().sum(), [x, *layer.parameters()])
     gg = torch.autograd.grad(got.square().sum(), [x, *layer.parameters()])
-    _close(gg, gw, atol=1e-4)
+    # normwise over all gradients: float32 sums in another order (some of asRNN's gradients are
+    # rounding noise around 0 at its default D_f = 1e-5 I, so no entrywise relative bound holds)
+    scale = max(float(b.abs().max()) for b in gw)
+    for a, b in zip(gg, gw):
+        assert float((a - b).abs().max()) <= 1e-5 * scale
 
 
 # --- threads ----------------------------------------------------------------------------------
