@@ -1,7 +1,7 @@
 # Developer commands (each is one line you can also run by hand).
 PYTHON ?= .venv/bin/python
 
-.PHONY: test api-docs readme demo-record
+.PHONY: test api-docs readme demo-record own-data-record
 
 test:            ## the default test suite (what CI runs)
 	$(PYTHON) -m pytest
@@ -12,5 +12,8 @@ api-docs:        ## HTML API reference from the docstrings (pdoc; extra "docs") 
 readme:          ## regenerate the README's tables from the committed run records
 	$(PYTHON) -m rnnlab.docsync README.md
 
-demo-record:     ## rerun the demo and record it in docs/demo (then `make readme`)
-	$(PYTHON) -m rnnlab.cli demo --out demo-out --fresh --record docs/demo
+demo-record:     ## rerun the demo and record it in docs/demo with the host it reproduces on (then `make readme`)
+	$(PYTHON) -m rnnlab.cli demo --out demo-out --fresh --record docs/demo && $(PYTHON) tools/demo_host.py > docs/demo/host.json
+
+own-data-record: ## rerun docs/own-data.md's five commands, record them in docs/own-data and regenerate its table
+	$(PYTHON) tools/own_data.py --record && $(PYTHON) -m rnnlab.docsync docs/own-data.md

@@ -120,7 +120,7 @@ def test_bad_inputs_give_clear_errors():
     with pytest.raises(ValueError, match="input_size=4"):
         layer(torch.randn(2, 3, 5))
     with pytest.raises(ValueError, match="3-D input"):
-        layer(torch.randn(2, 4))
+        layer(torch.randn(4))
     with pytest.raises(ValueError, match="lengths"):
         layer(torch.randn(2, 3, 4), lengths=torch.tensor([4, 1]))
     with pytest.raises(ValueError, match="backend"):

@@ -81,7 +81,7 @@ def test_bad_inputs_give_the_same_clear_error_in_every_layer(key):
         "dtype": (torch.randn(T, B, I, dtype=torch.float64), "dtype"),
         "T = 0": (torch.randn(0, B, I), r"empty sequence \(T = 0"),
         "width": (torch.randn(T, B, I + 1), "input_size=3"),
-        "2-D": (torch.randn(T, I), "3-D input"),
+        "1-D": (torch.randn(I), "3-D input"),
         "device": (torch.empty(T, B, I, device="meta"), "device"),
     }
     for what, (x, match) in cases.items():

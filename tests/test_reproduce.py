@@ -328,8 +328,9 @@ def test_readme_line_is_the_ledger_summary():
     from rnnlab import docsync
 
     text = (ROOT / "README.md").read_text()
-    line = document.summary_line([ROOT / "records"])
-    assert line in text and "(REPRODUCTION.md)" in line
+    link = "https://github.com/rnnlab/rnnlab/blob/main/REPRODUCTION.md"  # absolute: the wheel's description
+    line = document.summary_line([ROOT / "records"], link=link)
+    assert line in text and f"([REPRODUCTION.md]({link}))" in line
     assert docsync.sync(ROOT / "README.md", check=True) == []
 
 

@@ -10,9 +10,11 @@ _CELLS = (
     "ASRNN", "CELLS", "DMU", "GRU", "IRNN", "LSTM", "LTRNN", "NNRNN", "RHN", "RNN", "SCORNN", "ASRNNCell", "Cell",
     "DMUCell", "ExpRNN", "ExpRNNCell", "GRUCell", "IRNNCell", "LSTMCell", "LTRNNCell", "NNRNNCell", "Recurrent",
     "RHNCell", "RNNCell", "SCORNNCell", "EURNN", "EURNNCell", "URNN", "URNNCell", "unroll",
+    "from_torch", "to_torch", "ThreadsWarning",
 )
 _TASKS = ("TASKS", "AddingTask", "Batch", "CopyTask", "Task")
 _RUNS = ("load_run",)
+_STEPPER = ("Stepper",)
 
 
 def _submodules() -> tuple[str, ...]:
@@ -22,7 +24,7 @@ def _submodules() -> tuple[str, ...]:
 
 
 #: the public names, then the modules (listed so that documentation tools walk them all)
-__all__ = [*_CELLS, *_TASKS, *_RUNS, "__version__", *_submodules()]
+__all__ = [*_CELLS, *_TASKS, *_RUNS, *_STEPPER, "__version__", *_submodules()]
 
 
 def __getattr__(name: str):
@@ -32,6 +34,8 @@ def __getattr__(name: str):
         from . import tasks as module
     elif name in _RUNS:
         from . import rundir as module
+    elif name in _STEPPER:
+        from . import stepper as module
     elif name in _submodules():
         from importlib import import_module
 

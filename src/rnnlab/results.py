@@ -168,6 +168,8 @@ def summarize(results: list[dict], metrics: list[str] | None = None, notes: list
                 "s_per_step": rs[0].get("time_per_step_s"),
                 "eval_s": rs[0].get("eval_time_s"), "metric": key, "mean": mean, "std": std,
                 "baseline": rs[0].get("baseline", {}).get(metric), "paper": rs[0].get("paper", {}).get(key),
+                # text tasks: the unigram predictor beside the uniform one (tasks/text.py)
+                "baseline_unigram": rs[0].get("baseline", {}).get(f"unigram_{metric}"),
             })
     return rows
 
@@ -187,9 +189,12 @@ def table(runs_dir: str | Path | list, metrics: list[str] | None = None, timing:
     for r in rows:
         ours = f"{_fmt(r['mean'])} +- {_fmt(r['std'])} ({r['seeds']})"
         t = f"{_fmt(r['s_per_step'])} | {_fmt(r['eval_s'])} | " if timing else ""
+        base = _fmt(r["baseline"])
+        if r.get("baseline_unigram") is not None:
+            base = f"{base} uniform, {_fmt(r['baseline_unigram'])} unigram"
         lines.append(
             f"| {_cell(r['name'])} | {r['cell']} | {_fmt(r['params'])} | {_fmt(r['steps'])} | {t}"
-            f"{r['metric']} | {ours} | {_fmt(r['baseline'])} | {_fmt(r['paper'])} |"
+            f"{r['metric']} | {ours} | {base} | {_fmt(r['paper'])} |"
         )
     if notes:
         lines += [""] + [f"note: {n}" for n in notes]

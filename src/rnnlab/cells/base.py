@@ -7,6 +7,7 @@ time-major ``(T, B, I)``; layers accept ``batch_first`` like ``torch.nn.RNN``.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Iterator
 
 import torch
@@ -26,6 +27,52 @@ def _tracing() -> bool:
     """Whether torch.jit.trace, torch.export or torch.compile is tracing this call."""
     compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
     return torch.jit.is_tracing() or bool(compiling and compiling())
+
+
+def _capturing() -> bool:
+    """Whether torch.jit.trace or torch.export is capturing this call: the layers then run the
+    step loop (:func:`unroll`), which both capture, instead of the fast paths (custom autograd
+    Functions with in-place ``out=`` kernels, data-dependent precision checks), which neither
+    captures. torch.compile is not capturing in this sense: it runs the fast paths (graph
+    breaks around them), forward and backward."""
+    exporting = getattr(getattr(torch, "compiler", None), "is_exporting", None)
+    return torch.jit.is_tracing() or bool(exporting and exporting())
+
+
+class ThreadsWarning(UserWarning):
+    """A recurrent layer runs small per-step products on the CPU with several torch threads
+    (see :data:`SMALL_STEP_MACS`); silence it with
+    ``warnings.simplefilter("ignore", rnnlab.ThreadsWarning)``."""
+
+
+#: Per-step size ``B * H * H`` (multiply-adds of one (B, H) x (H, H) product) under which a layer
+#: on the CPU warns once per process when torch runs more than one thread: a step this small
+#: takes microseconds on one core, about what waking and joining the other threads costs for
+#: each of its operations, so extra threads cannot make it faster and measurably make it slower
+#: (docs/layers.md, "Threads").
+SMALL_STEP_MACS = 1 << 18
+_threads_warned = False
+
+
+def _warn_threads(layer: "Recurrent", x: Tensor) -> None:
+    global _threads_warned
+    if _threads_warned or x.device.type != "cpu" or _tracing():
+        return
+    n = torch.get_num_threads()
+    B, H = x.shape[1], max(layer.hidden_sizes)
+    if n <= 1 or B * H * H >= SMALL_STEP_MACS:
+        return
+    _threads_warned = True
+    import warnings
+
+    warnings.warn(
+        f"{type(layer).__name__} runs on the CPU with {n} torch threads at batch {B}, hidden size {H}: "
+        f"per-step products this small (B*H*H = {B * H * H:,} < {SMALL_STEP_MACS:,}) run several times "
+        f"slower multi-threaded than on one thread (torch.nn.RNN too); call torch.set_num_threads(1) "
+        f"(docs/layers.md, 'Threads'). Shown once per process; silence it with "
+        f"warnings.simplefilter('ignore', rnnlab.ThreadsWarning).",
+        ThreadsWarning, stacklevel=6,  # the caller of layer(x)
+    )
 
 
 def _autocast_on(device: torch.device) -> bool:
@@ -269,7 +316,8 @@ def unroll(cell: Cell, x: Tensor, state: State | None = None, lengths: Tensor | 
     """
     state = cell.start_sequence(x, state)
     outputs = []
-    with P.cached():
+    # torch.jit.trace refuses parametrization caching: a traced loop evaluates the maps per step
+    with (contextlib.nullcontext() if torch.jit.is_tracing() else P.cached()):
         if lengths is None:
             for x_t in x.unbind(0):
                 h, state = cell(x_t, state)
@@ -289,13 +337,25 @@ def unroll(cell: Cell, x: Tensor, state: State | None = None, lengths: Tensor | 
 class Recurrent(nn.Module):
     """A stack of cells with the ``torch.nn.RNN`` interface.
 
-    ``Recurrent(input_size, hidden_size, num_layers=1, batch_first=False, dropout=0.0,
-    bidirectional=False, cell=CellClass, **cell_kwargs)``; ``forward(input, h0=None,
-    lengths=None) -> (output, h_n)``. ``input`` may be a tensor ((T, B, I), or (B, T, I) with
-    ``batch_first``) or a ``PackedSequence``. ``h_n`` is (D * num_layers, B, H) (D = 2 when
-    bidirectional, else 1), or a tuple of such tensors for cells with tuple states (LSTM:
-    ``(h_n, c_n)``), exactly as torch returns. Family layers (``rnnlab.LSTM``,
-    ``rnnlab.ASRNN``, ...) fix ``cell``.
+    ``Recurrent(input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
+    dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None, *, cell=CellClass,
+    checkpoint_chunk=None, **cell_kwargs)``: the positional order of ``torch.nn.LSTM`` (and of
+    ``torch.nn.GRU``; ``rnnlab.RNN`` takes ``nonlinearity`` fourth, as ``torch.nn.RNN``), so
+    ``rnnlab.LSTM(5, 8, 2, True, True)`` is ``torch.nn.LSTM(5, 8, 2, True, True)``.
+    ``device``/``dtype`` place the parameters as torch's factory arguments do. ``bias=False``
+    goes to cells that have the option (RNN, LSTM, GRU, LT-RNN) and is refused by the others;
+    ``proj_size`` must be 0. ``forward(input, h0=None, lengths=None) -> (output, h_n)``.
+    ``input`` may be a tensor ((T, B, I), or (B, T, I) with ``batch_first``; unbatched (T, I)
+    with an unbatched ``h0`` (D * num_layers, H), as torch), or a ``PackedSequence``. ``h_n``
+    is (D * num_layers, B, H) (D = 2 when bidirectional, else 1), or a tuple of such tensors for
+    cells with tuple states (LSTM: ``(h_n, c_n)``), exactly as torch returns. Family layers
+    (``rnnlab.LSTM``, ``rnnlab.ASRNN``, ...) fix ``cell``. :meth:`from_torch` and
+    :meth:`to_torch` convert from and to ``torch.nn.LSTM``/``GRU``/``RNN``.
+
+    Under ``torch.jit.trace`` and ``torch.export`` the layer runs every cell's step loop
+    (:func:`unroll`, the reference the fast paths are tested against), which both capture;
+    the captured graph is unrolled over the example's number of steps. ``torch.compile`` runs
+    the fast paths (docs/layers.md, "Capture").
 
     ``bidirectional=True``: as ``torch.nn.RNN``, every layer has a second cell that reads the
     sequence backwards (each sequence reversed within its own length when ``lengths`` or a
@@ -330,11 +390,16 @@ class Recurrent(nn.Module):
         input_size: int,
         hidden_size: int | list[int],
         num_layers: int = 1,
+        bias: bool = True,
         batch_first: bool = False,
         dropout: float = 0.0,
+        bidirectional: bool = False,
+        proj_size: int = 0,
+        device=None,
+        dtype=None,
+        *,
         cell: type[Cell] | None = None,
         checkpoint_chunk: int | None = None,
-        bidirectional: bool = False,
         **cell_kwargs,
     ):
         super().__init__()
@@ -345,6 +410,24 @@ class Recurrent(nn.Module):
         for w in hidden_size if isinstance(hidden_size, (list, tuple)) else [hidden_size]:
             check_size("hidden_size", w)
         check_size("num_layers", num_layers)
+        name = type(self).__name__ if self.cell_class is not None else f"Recurrent({cell.__name__})"
+        if not isinstance(bias, bool):
+            raise TypeError(f"{name}: bias must be True or False, got {bias!r} (the torch.nn order is "
+                            f"input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional)")
+        if not isinstance(batch_first, bool) and batch_first not in (0, 1):
+            raise TypeError(f"{name}: batch_first must be True or False, got {batch_first!r} (the torch.nn order "
+                            f"is input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional)")
+        if proj_size:
+            raise ValueError(f"{name}: proj_size={proj_size} (LSTM output projections) is not supported; "
+                             f"use proj_size=0, or a torch.nn.Linear after the layer")
+        if not bias:
+            import inspect
+
+            if "bias" not in inspect.signature(cell.__init__).parameters:
+                raise ValueError(f"{name}: bias=False is not an option of {cell.__name__} (its update has a bias "
+                                 f"it cannot drop); leave bias=True. Cells with the option: RNN, IRNN, LSTM, "
+                                 f"GRU, LT-RNN")
+            cell_kwargs["bias"] = False
         if isinstance(hidden_size, (list, tuple)):
             widths = [int(w) for w in hidden_size]
             if not widths or num_layers not in (1, len(widths)):
@@ -373,6 +456,32 @@ class Recurrent(nn.Module):
             for i in range(num_layers)
             for _ in range(D)
         )
+        self.bias = bool(bias)
+        if dtype is not None and not torch.empty((), dtype=dtype).is_floating_point():
+            raise TypeError(f"{name}: dtype must be a floating-point dtype, got {dtype}")
+        if device is not None or dtype is not None:
+            # torch's factory arguments: the parameters (and floating buffers) end up there
+            self.to(device=device, dtype=dtype)
+
+    @classmethod
+    def from_torch(cls, module: nn.Module) -> "Recurrent":
+        """The rnnlab layer equal to a ``torch.nn.LSTM``/``GRU``/``RNN`` (weights copied; see
+        :func:`rnnlab.cells.torch_nn.from_torch`); on a family layer (``rnnlab.LSTM.from_torch``)
+        the module must be of that family."""
+        from .torch_nn import from_torch
+
+        layer = from_torch(module)
+        if not isinstance(layer, Recurrent) or (cls is not Recurrent and not isinstance(layer, cls)):
+            raise TypeError(f"{cls.__name__}.from_torch got a torch.nn.{type(module).__name__}, which converts to "
+                            f"rnnlab.{type(layer).__name__}; call rnnlab.from_torch(module)")
+        return layer
+
+    def to_torch(self) -> nn.Module:
+        """The ``torch.nn.LSTM``/``GRU``/``RNN`` equal to this layer (LSTM, GRU, RNN and IRNN
+        layers only; see :func:`rnnlab.cells.torch_nn.to_torch`)."""
+        from .torch_nn import to_torch
+
+        return to_torch(self)
 
     def param_groups(self) -> dict[str, list[nn.Parameter]]:
         groups: dict[str, list[nn.Parameter]] = {}
@@ -402,8 +511,41 @@ class Recurrent(nn.Module):
         return map_state(lambda s: s[i], h0)
 
     def forward(self, input, h0: State | None = None, lengths: Tensor | None = None):
+        if isinstance(input, Tensor) and input.dim() == 2:
+            return self._forward_unbatched(input, h0, lengths)
         out, h_n, _ = self._run(input, h0, lengths, mapped=False)
         return out, h_n
+
+    def _forward_unbatched(self, input: Tensor, h0: State | None, lengths):
+        """``torch.nn.RNN``'s unbatched call: input (T, I) (whatever ``batch_first``), h0 and
+        h_n (D * num_layers, H) leaves (per-cell (H_l,) leaves for layers of different widths)."""
+        name = type(self).__name__
+        batch_dim = 0 if self.batch_first else 1
+        if h0 is not None:
+            # per-cell states (layers of different widths) gain a batch dim in front, stacked ones
+            # in the middle; a wrong structure is left to check_h0's message
+            mixed = self._mixed and isinstance(h0, list)
+            leaves = [t for st in (h0 if mixed else [h0]) for t in ([st] if isinstance(st, Tensor) else st)
+                      if isinstance(t, Tensor)] if isinstance(h0, (Tensor, tuple, list)) else []
+            want = 1 if self._mixed else 2
+            bad = [tuple(t.shape) for t in leaves if t.dim() != want]
+            if bad:
+                shape = "(H,) per cell" if self._mixed else "(D * num_layers, H)"
+                raise ValueError(f"{name}: for an unbatched 2-D input (T, I), h0 must be unbatched too, {shape}; "
+                                 f"got a leaf of shape {bad[0]}")
+            grow = lambda t: t.unsqueeze(0 if self._mixed else 1)  # noqa: E731
+            if mixed:
+                h0 = [map_state(grow, st) for st in h0]
+            elif isinstance(h0, Tensor) or (isinstance(h0, (tuple, list)) and all(isinstance(t, Tensor) for t in h0)):
+                h0 = map_state(grow, h0) if isinstance(h0, Tensor) else tuple(grow(t) for t in h0)
+        if lengths is not None:
+            lengths = torch.as_tensor(lengths).reshape(-1)
+        out, h_n, _ = self._run(input.unsqueeze(batch_dim), h0, lengths, mapped=False)
+        if self._mixed:
+            h_n = [map_state(lambda t: t.squeeze(0), s) for s in h_n]
+        else:
+            h_n = map_state(lambda t: t.squeeze(1), h_n)
+        return out.squeeze(batch_dim), h_n
 
     def forward_mapped(self, input: Tensor, h0: State | None = None, lengths: Tensor | None = None):
         """``forward`` for a caller that applies a linear map next (a readout): returns
@@ -492,6 +634,9 @@ class Recurrent(nn.Module):
         return torch.where(t < L, L - 1 - t, t).to(device)
 
     def _run_cell(self, cell: Cell, x: Tensor, state, lengths, mapped: bool):
+        if _capturing():  # jit.trace / export: the step loop, which both capture (see _capturing)
+            out, s = unroll(cell, x, state, lengths)
+            return out, s, None
         if self.checkpoint_chunk is not None and self.training:
             out, s = checkpointed_sequence(cell, x, state, lengths, self.checkpoint_chunk)
             return out, s, None
@@ -511,7 +656,8 @@ class Recurrent(nn.Module):
             if not isinstance(input, Tensor) or input.dim() != 3:
                 shape = tuple(input.shape) if isinstance(input, Tensor) else type(input).__name__
                 raise ValueError(
-                    f"{name} expects a 3-D input ((T, B, I), or (B, T, I) with batch_first=True), got shape {shape}"
+                    f"{name} expects a 3-D input ((T, B, I), or (B, T, I) with batch_first=True) or an unbatched "
+                    f"2-D one (T, I), got shape {shape}"
                 )
             x = input.transpose(0, 1) if self.batch_first else input
         if x.shape[-1] != self.input_size:
@@ -535,6 +681,7 @@ class Recurrent(nn.Module):
         if x.shape[1] == 0:
             out, h_n = self._empty_result(x)
             return (out.transpose(0, 1) if self.batch_first else out), h_n, None
+        _warn_threads(self, x)
         finals = []
         M = None
         D = self.num_directions

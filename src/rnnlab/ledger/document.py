@@ -329,7 +329,8 @@ def summary_line(roots, link: str = "REPRODUCTION.md") -> str:
     rows = ", ".join(f"{r[s]} {SUMMARY_WORDS[s]}" for s in STATUS_KINDS
                      if r[s] or s in ("reproduced", "not reproduced", "inconclusive"))
     parts = ", ".join(f"{k[v]} {v}" for v in ("confirmed", "refuted", "inconclusive", "untested") if k[v])
-    return (f"**Reproduction** ([{link}]({link})): of the papers' {sum(r.values())} trained results, {rows}; "
+    # the link's text is its file name (the README links absolutely: it is the wheel's description)
+    return (f"**Reproduction** ([{link.rsplit('/', 1)[-1]}]({link})): of the papers' {sum(r.values())} trained results, {rows}; "
             f"of the {sum(k.values())} parts of their claims, {parts}.")
 
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 __all__ = [
     "TASKS", "Task", "Batch", "build_task", "CopyTask", "VariableCopyTask", "AddingTask", "SequentialMNIST",
     "PermutedMNIST", "PTBCharTask", "PTBWordTask", "TextCharTask", "MusicTask", "TranslationTask",
-    "HSAddingTask", "TemporalOrderTask", "NoisySequenceTask",
+    "HSAddingTask", "TemporalOrderTask", "NoisySequenceTask", "ArraysTask", "from_arrays",
 ]
 
 
 def _registry() -> dict[str, type]:
     """The registry, importing the task modules (lazily: see the module docstring)."""
+    from .arrays import ArraysTask
     from .hochreiter import HSAddingTask, NoisySequenceTask, TemporalOrderTask
     from .mnist import PermutedMNIST, SequentialMNIST
     from .music import MusicTask
@@ -38,6 +39,7 @@ def _registry() -> dict[str, type]:
         "text_char": TextCharTask,
         "music": MusicTask,
         "translation": TranslationTask,
+        "arrays": ArraysTask,
     }
 
 
@@ -60,6 +62,8 @@ def __getattr__(name: str):
         from . import base
 
         value = getattr(base, name)
+    elif name == "from_arrays":
+        from .arrays import from_arrays as value
     elif name in __all__:
         value = next(c for c in _registry().values() if c.__name__ == name)
     else:

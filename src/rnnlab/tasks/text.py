@@ -15,7 +15,12 @@ Next-token prediction with truncated BPTT, as in the usual language-model setup:
 
 Metrics (means over all predicted tokens of a split, not over batches): ``loss`` (nats),
 ``accuracy`` (top-1), and ``bpc = loss / ln 2`` for characters or ``perplexity = exp(loss)``
-for words. A uniform predictor scores ``bpc = log2(V)`` and ``perplexity = V``.
+for words. Two memoryless predictors (no look at the preceding tokens) are the baselines, on the
+validation stream: the uniform one (``bpc = log2(V)``, ``perplexity = V``; keys ``loss``,
+``bpc``/``perplexity``, ``accuracy``) and the unigram one, the training stream's token
+frequencies (add-one smoothed, so a symbol unseen in training keeps a probability), far better
+on text (keys ``unigram_loss``, ``unigram_bpc``/``unigram_perplexity``, ``unigram_accuracy``:
+its accuracy is the most frequent training token's share).
 
 Corpora (see docs/data.md):
 
@@ -167,9 +172,17 @@ class LanguageModelTask(Task):
         return out
 
     def baseline(self) -> dict[str, float]:
-        """The uniform predictor: loss ln V, bpc log2 V, perplexity V."""
+        """The memoryless predictors on the validation stream: uniform (loss ln V, bpc log2 V,
+        perplexity V) under the metric keys, and unigram (the training frequencies, add-one
+        smoothed) under ``unigram_<metric>``."""
         V = len(self.vocab)
-        return self.finalize({"loss": math.log(V), "accuracy": 1.0 / V})
+        out = self.finalize({"loss": math.log(V), "accuracy": 1.0 / V})
+        counts = torch.bincount(self.streams["train"], minlength=V).double()
+        logp = ((counts + 1) / (counts.sum() + V)).log()
+        targets = self.streams["val"][1:]  # every next-token prediction of the split
+        unigram = self.finalize({"loss": float(-logp[targets].mean()),
+                                 "accuracy": float((targets == int(counts.argmax())).double().mean())})
+        return {**out, **{f"unigram_{k}": v for k, v in unigram.items()}}
 
     def metadata(self) -> dict:
         """Adds ``vocab``: the symbols in id order (``vocab[i]`` is token id i)."""

@@ -1,0 +1,122 @@
+"""rnnlab.Stepper, the trainer's update for a custom loop: a loop of your own with it ends on
+exactly the parameters `rnnlab train` ends on (per-tag learning rates, the cells' regularizer,
+clipping, dynamic trivialization's re-bases), and a plain loop without those does not."""
+
+import doctest
+
+import pytest
+import torch
+
+import rnnlab
+from rnnlab import config
+from rnnlab.model import build_model
+from rnnlab.train import build_task, load_checkpoint, train
+
+torch.set_num_threads(1)
+
+STEPS = 6
+CASES = {
+    # nnRNN: the eigenvalue penalty (delta), its "orthogonal" and "nonnormal" groups with their own lr/decay
+    "nnrnn": ["model.cell_options.delta=0.5", "optim.group_lr.orthogonal=3e-3",
+              "optim.group_weight_decay.nonnormal=1e-2"],
+    # asRNN with dynamic trivialization every 2 steps (after_optimizer_step re-bases), clipped gradients
+    "asrnn": ["model.cell_options.K=2", "optim.clip=0.05", "optim.group_lr.orthogonal=2e-3"],
+    # DMU: the memory group at lr / (2 n) through group_scales
+    "dmu": [],
+}
+
+
+def _cfg(key: str):
+    return config.load(f"demo/{key}", [
+        "task.L=6", "task.K=3", "task.val_size=8", "task.test_size=8", "model.hidden_size=8",
+        f"train.steps={STEPS}", f"train.eval_every={STEPS}", "train.batch_size=4", "train.test=false",
+        "optim.lr=0.01", *CASES[key],
+    ])
+
+
+def _own_loop(cfg, stepper_of):
+    torch.manual_seed(cfg.train.seed)  # as the trainer seeds before it builds the model
+    task = build_task(cfg.task)
+    model = build_model(cfg.model, task)
+    step = stepper_of(model)
+    stream = task.train_batches(cfg.train.batch_size, torch.Generator().manual_seed(cfg.data_seed))
+    model.train()
+    for _ in range(cfg.train.steps):
+        batch = next(stream)
+        out, _ = model(batch.x, None, batch.lengths)
+        step(task.loss(out, batch))
+    return model
+
+
+@pytest.mark.parametrize("key", sorted(CASES))
+def test_stepper_loop_ends_where_the_trainer_ends(key, tmp_path):
+    cfg = _cfg(key)
+    train(cfg, tmp_path / "run", progress=False)
+    want = load_checkpoint(tmp_path / "run" / "checkpoint.pt", full=True)["model"]
+
+    def with_stepper(model):
+        return rnnlab.Stepper(model, cfg.optim).step
+
+    got = _own_loop(cfg, with_stepper).state_dict()
+    assert got.keys() == want.keys()
+    for k in want:
+        assert torch.equal(got[k], want[k]), k
+
+    # the same loop with one plain optimizer (no groups, no regularizer, no hooks) ends elsewhere
+    def plain(model):
+        opt = torch.optim.RMSprop(model.parameters(), lr=cfg.optim.lr, alpha=cfg.optim.alpha, eps=cfg.optim.eps)
+
+        def step(loss):
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return step
+
+    other = _own_loop(cfg, plain).state_dict()
+    assert any(not torch.equal(other[k], want[k]) for k in want)
+
+
+def test_stepper_on_a_module_of_your_own():
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = rnnlab.NNRNN(3, 8, batch_first=True, delta=1.0)
+            self.head = torch.nn.Linear(8, 2)
+
+        def forward(self, x):
+            return self.head(self.rnn(x)[0][:, -1])
+
+    torch.manual_seed(0)
+    net = Net()
+    stepper = rnnlab.Stepper(net, lr=1e-2, group_lr={"orthogonal": 1e-4})
+    assert stepper.groups["orthogonal"]["lr"] == 1e-4 and stepper.groups["default"]["lr"] == 1e-2
+    tagged = {id(p) for g in stepper.optimizer.param_groups for p in g["params"]}
+    assert tagged == {id(p) for p in net.parameters()}  # every parameter in exactly one group
+    assert sum(len(g["params"]) for g in stepper.optimizer.param_groups) == len(list(net.parameters()))
+    with torch.no_grad():
+        net.rnn.cells[0].gamma.fill_(1.5)
+    reg = stepper.regularization()
+    assert reg.item() == pytest.approx(1.0 * 4 * 0.25)  # delta * sum_k (gamma_k - 1)^2, H/2 = 4 blocks
+    info = stepper.step(net(torch.randn(5, 4, 3)).square().mean())
+    assert info["reg"] == pytest.approx(1.0) and info["grad_norm"] is None  # clip 0: no clipping
+
+
+def test_stepper_reads_a_preset_and_refuses_bad_options():
+    layer = rnnlab.NNRNN(3, 8)
+    s = rnnlab.Stepper(layer, "nnrnn/copy")
+    assert s.config.lr == 5e-4 and s.groups["orthogonal"]["lr"] == 1e-6
+    assert rnnlab.Stepper(layer, "nnrnn/copy", lr=1e-3).groups["default"]["lr"] == 1e-3
+    with pytest.raises(TypeError, match="unknown Stepper option"):
+        rnnlab.Stepper(layer, learning_rate=1e-3)
+    with pytest.raises(ValueError, match="optim.lr must be a finite number > 0"):
+        rnnlab.Stepper(layer, lr=-1.0)
+
+
+def test_docstring_examples_run():
+    import rnnlab.cells.torch_nn
+    import rnnlab.stepper
+    import rnnlab.tasks.arrays
+
+    for module in (rnnlab.stepper, rnnlab.tasks.arrays, rnnlab.cells.torch_nn):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
