@@ -69,7 +69,7 @@ def main():
         return time.perf_counter() - t
 
     times = {k: [] for k in models}
-    for k, v in models.items():  # warm-up
+    for v in models.values():  # warm-up
         iteration(*v)
     for _ in range(args.reps):
         for k, v in models.items():

@@ -15,7 +15,7 @@ from rnnlab.plots import read_metrics
 MODELS = [
     ("nnrnn-copy-T200", "nnRNN, n=128 (theta_init=uniform)"),
     ("nnrnn-copy-T200-theta-init", "nnRNN, n=128 (theta_init=init)"),
-    
+
     ("nnrnn-copy-T200-exprnn", "expRNN, n=176"),
     ("nnrnn-copy-T200-lstm", "LSTM, n=62"),
     ("nnrnn-copy-T200-rnn-orth", "RNN-orth, n=128"),

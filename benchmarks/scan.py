@@ -32,7 +32,10 @@ def main(argv=None) -> int:
     import torch
 
     from rnnlab.kernels.scan import (
-        SCAN_MAX_STEP_MACS, linear_recurrence_fused, linear_recurrence_loop, linear_recurrence_scan,
+        SCAN_MAX_STEP_MACS,
+        linear_recurrence_fused,
+        linear_recurrence_loop,
+        linear_recurrence_scan,
     )
 
     torch.set_num_threads(a.threads)
@@ -51,7 +54,7 @@ def main(argv=None) -> int:
         h0 = torch.zeros(B, H, requires_grad=True)
         r = torch.randn(a.T, B, H, generator=g)
 
-        def step(fn):
+        def step(fn, v=v, W=W, h0=h0, r=r):
             v.grad = W.grad = h0.grad = None
             (fn(v, W, h0) * r).sum().backward()
 

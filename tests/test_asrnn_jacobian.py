@@ -10,7 +10,12 @@ import torch
 from rnnlab import ASRNNCell, ExpRNNCell, LSTMCell, RNNCell
 from rnnlab import parametrize as par
 from rnnlab.analysis.jacobian import (
-    analyze_model, lag_spectrum, permutation_distance, plot_lag_spectra, step_jacobians, theorem21,
+    analyze_model,
+    lag_spectrum,
+    permutation_distance,
+    plot_lag_spectra,
+    step_jacobians,
+    theorem21,
 )
 
 torch.set_num_threads(1)

@@ -7,17 +7,9 @@ import pytest
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from conftest import copy_weights_from_torch as copy_from_torch
 from rnnlab.cells import CELLS, Recurrent
 from rnnlab.kernels import map_state
-
-
-def copy_from_torch(layer, ref):
-    with torch.no_grad():
-        for l in range(layer.num_layers):
-            for d, suffix in enumerate(("", "_reverse")):
-                cell = layer.cells[2 * l + d]
-                for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-                    getattr(cell, name).copy_(getattr(ref, f"{name}_l{l}{suffix}"))
 
 
 @pytest.mark.parametrize("ours,theirs,kw", [
@@ -90,8 +82,7 @@ def test_bidirectional_layer_shapes_and_second_layer_width():
 
 
 def test_sequence_model_with_a_bidirectional_layer_and_seq2seq_refusal():
-    from rnnlab.model import SequenceModel
-    from rnnlab.model import Seq2Seq
+    from rnnlab.model import Seq2Seq, SequenceModel
 
     torch.manual_seed(0)
     model = SequenceModel("gru", 3, 7, 4, num_layers=2, cell_options={"bidirectional": True}, pool=2)

@@ -5,6 +5,7 @@ import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 import rnnlab
+from conftest import copy_weights_from_torch
 from rnnlab.cells import CELLS, Recurrent, unroll
 from rnnlab.kernels import map_state
 
@@ -67,10 +68,7 @@ def test_layers_equal_torch_native_with_copied_weights(ours, theirs, kw, backend
     torch.manual_seed(1)
     ref = theirs(5, 8, num_layers=2, batch_first=True, **kw).double()
     layer = Recurrent(5, 8, num_layers=2, batch_first=True, cell=CELLS[ours], backend=backend, **kw).double()
-    with torch.no_grad():
-        for i, cell in enumerate(layer.cells):
-            for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-                getattr(cell, name).copy_(getattr(ref, f"{name}_l{i}"))
+    copy_weights_from_torch(layer, ref)
     x = torch.randn(3, 9, 5, dtype=torch.float64)
     out_ref, h_ref = ref(x)
     out, h = layer(x)

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from conftest import walk_parsers
 from rnnlab import config
 from rnnlab.cli import main
 
@@ -39,23 +40,13 @@ def test_no_suggestion_for_a_far_name():
     assert config.did_you_mean("zzzz", ["asrnn", "lstm"]) == ""
 
 
-def _parsers(parser, path=("rnnlab",)):
-    import argparse
-
-    yield path, parser
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                yield from _parsers(sub, path + (name,))
-
-
 def test_every_command_and_argument_has_help_with_an_example():
     import argparse
 
     from rnnlab.cli import build_parser
 
     seen = 0
-    for path, parser in _parsers(build_parser()):
+    for path, parser in walk_parsers(build_parser()):
         assert parser.epilog and "rnnlab" in parser.epilog, f"{' '.join(path)}: no example"
         for action in parser._actions:
             if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):

@@ -1,25 +1,17 @@
 """Papercuts of the command line: consistent output options, short output, presets to copy,
 absolute documentation links, descriptions that say what runs."""
 
-import argparse
 import json
 import re
 from pathlib import Path
 
 import pytest
 
+from conftest import walk_parsers
 from rnnlab import config
 from rnnlab.cli import build_parser, main
 
 ROOT = Path(__file__).parents[1]
-
-
-def _parsers(parser, path=("rnnlab",)):
-    yield path, parser
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                yield from _parsers(sub, path + (name,))
 
 
 # ------------------------------------------------------------------ analyze: --out DIR, short output
@@ -35,7 +27,7 @@ def asrnn_run(tmp_path_factory):
 
 def test_both_analyses_write_into_out_dir(asrnn_run, tmp_path, capsys):
     by_command = {}
-    for path, parser in _parsers(build_parser()):
+    for path, parser in walk_parsers(build_parser()):
         if path[:2] == ("rnnlab", "analyze") and len(path) == 3:
             by_command[path[2]] = {s for a in parser._actions for s in a.option_strings}
     assert set(by_command) == {"schur", "jacobian"}
@@ -123,7 +115,7 @@ def test_help_points_at_docs_by_absolute_url_with_one_base(capsys):
     from rnnlab.cli import DOCS_URL
 
     pages = set()
-    for path, parser in _parsers(build_parser()):
+    for path, parser in walk_parsers(build_parser()):
         text = parser.format_help()
         for m in re.finditer(r"(\S*)docs/([\w./-]+\.md)", text):
             assert m.group(0).startswith(DOCS_URL), f"{' '.join(path)}: relative docs link {m.group(0)!r}"

@@ -6,7 +6,6 @@ The fast tests use fixture files built here; the slow one uses the real files wh
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -34,7 +33,6 @@ def write_idx(path, array):
 torch.set_num_threads(1)
 
 REPO = Path(__file__).resolve().parents[1]
-REAL = Path(os.environ.get("RNNLAB_TEST_DATA") or REPO.parent / "shared" / "datasets")
 
 
 def write_preset(path: Path, task: str, model: str, steps: int = 3, batch: int = 4, extra_train: str = "") -> Path:
@@ -137,9 +135,8 @@ def test_cli_data_list_verify_download(tmp_path, capsys, monkeypatch):
     assert cli.main(["data", "download", "nope"]) != 0
 
 
-@pytest.mark.skipif(not REAL.is_dir(), reason=f"no real dataset copy at {REAL}")
-def test_cli_verify_real_copy(capsys):
-    assert cli.main(["data", "verify", "polyphonic", "tinyshakespeare", "--data-dir", str(REAL)]) == 0
+def test_cli_verify_real_copy(capsys, data_root):
+    assert cli.main(["data", "verify", "polyphonic", "tinyshakespeare", "--data-dir", str(data_root)]) == 0
 
 
 REAL_TASKS = {
@@ -154,12 +151,11 @@ REAL_TASKS = {
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not REAL.is_dir(), reason=f"no real dataset copy at {REAL}")
 @pytest.mark.parametrize("name", sorted(REAL_TASKS))
-def test_cli_trains_on_real_files(name, tmp_path):
+def test_cli_trains_on_real_files(name, tmp_path, data_root):
     t, m = REAL_TASKS[name]
     preset = write_preset(tmp_path / f"{name}.toml", t, m, steps=2, batch=8, extra_train="eval_max_batches = 1")
-    rc = cli.main(["train", str(preset), "--out", str(tmp_path / "run"), "--data-dir", str(REAL), "--quiet"])
+    rc = cli.main(["train", str(preset), "--out", str(tmp_path / "run"), "--data-dir", str(data_root), "--quiet"])
     assert rc == 0
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["steps"] == 2 and result["test"]

@@ -6,7 +6,6 @@ today's demo presets (fast)."""
 
 import importlib.util
 import json
-import re
 import shutil
 from pathlib import Path
 

@@ -19,7 +19,9 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
-from rnnlab import config, device as dev, train as tr
+from rnnlab import config
+from rnnlab import device as dev
+from rnnlab import train as tr
 from rnnlab.cells import CELLS, Recurrent
 from rnnlab.parametrize import orthogonality_error
 

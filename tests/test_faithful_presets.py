@@ -15,10 +15,10 @@ import torch
 from torch import nn
 
 from rnnlab import config
-from rnnlab.ledger import published
 from rnnlab.cells.asrnn import ASRNNCell
 from rnnlab.cells.nnrnn import NNRNNCell
 from rnnlab.config import ConfigError
+from rnnlab.ledger import published
 from rnnlab.model import SequenceModel
 from rnnlab.tasks.data import ptb_chars_from_words
 from rnnlab.train import train

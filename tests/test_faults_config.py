@@ -9,7 +9,6 @@ import dataclasses
 import json
 import math
 import typing
-from pathlib import Path
 
 import pytest
 import torch

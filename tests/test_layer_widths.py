@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from rnnlab import config
-from rnnlab.cells import CELLS, GRU, LSTM, Recurrent, RNNCell, unroll
+from rnnlab.cells import CELLS, GRU, LSTM, Recurrent, unroll
 from rnnlab.model import SequenceModel, build_model
 from rnnlab.train import build_task
 
@@ -39,7 +39,7 @@ def test_one_width_as_a_list_is_the_stacked_torch_layout():
     b = LSTM(3, 4, num_layers=2)
     x = torch.randn(5, 2, 3)
     (oa, (ha, ca)), (ob, (hb, cb)) = a(x), b(x)
-    assert ha.shape == (2, 2, 4)
+    assert ha.shape == hb.shape == (2, 2, 4)
     torch.testing.assert_close(oa, ob)
     torch.testing.assert_close(ca, cb)
 

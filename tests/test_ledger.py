@@ -14,26 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from conftest import write_record
 from rnnlab import config
 from rnnlab.ledger import claims, published, records, stats
 from rnnlab.reproduce import collect, ledger
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def write_record(root: Path, preset: str, seed: int, test: dict, overrides=(), steps=None, metrics=None,
-                 dirname=None) -> Path:
-    cfg = config.load(preset, [*overrides, f"train.seed={seed}"])
-    d = root / cfg.name / (dirname or f"seed{seed}")
-    d.mkdir(parents=True)
-    (d / "config.json").write_text(cfg.to_json())
-    result = {"name": cfg.name, "task": cfg.task.name, "cell": cfg.model.cell, "seed": seed,
-              "steps": steps or cfg.train.steps, "final": {}, "test": test, "baseline": {"loss": 0.04},
-              "params": {"elements": 108}, "wall_time_s": 10.0, "conditions": {"threads": 1}}
-    (d / "result.json").write_text(json.dumps(result))
-    rows = metrics if metrics is not None else [{"step": steps or cfg.train.steps, "val/loss": 1.0}]
-    (d / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in rows))
-    return d
 
 
 def claims_section(text: str) -> str:

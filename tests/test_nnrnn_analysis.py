@@ -7,10 +7,16 @@ import numpy as np
 import pytest
 import torch
 
-from rnnlab import NNRNNCell, RNNCell, ExpRNNCell
+from rnnlab import ExpRNNCell, NNRNNCell, RNNCell
 from rnnlab.analysis import (
-    cell_schur_views, delay_line_fmc, feedforward_matrix, fisher_memory_curve, matrix_schur_view,
-    noise_covariance, real_schur, schur_view,
+    cell_schur_views,
+    delay_line_fmc,
+    feedforward_matrix,
+    fisher_memory_curve,
+    matrix_schur_view,
+    noise_covariance,
+    real_schur,
+    schur_view,
 )
 from rnnlab.cells.base import Recurrent
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import copy
 import os
 
-import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import write_record
 from rnnlab import config
 from rnnlab.config import tomllib
 from rnnlab.ledger import claims, document, published, records
@@ -173,19 +174,6 @@ def test_rows_carry_their_provenance_and_labels():
 
 
 # --- the ledger on records made here ----------------------------------------------------------
-def write_record(root: Path, preset: str, seed: int, test: dict, overrides=(), steps=None, metrics=None,
-                 wall=10.0, result_extra=None, dirname=None) -> Path:
-    cfg = config.load(preset, [*overrides, f"train.seed={seed}"])
-    d = root / cfg.name / (dirname or f"seed{seed}")
-    d.mkdir(parents=True)
-    (d / "config.json").write_text(cfg.to_json())
-    result = {"name": cfg.name, "task": cfg.task.name, "cell": cfg.model.cell, "seed": seed,
-              "steps": steps or cfg.train.steps, "final": {}, "test": test, "baseline": {"loss": 0.04},
-              "params": {"elements": 108}, "wall_time_s": wall, "conditions": {"threads": 1}, **(result_extra or {})}
-    (d / "result.json").write_text(json.dumps(result))
-    rows = metrics if metrics is not None else [{"step": steps or cfg.train.steps, "val/loss": 1.0}]
-    (d / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in rows))
-    return d
 
 
 def evidence(root):

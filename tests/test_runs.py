@@ -18,9 +18,9 @@ from rnnlab import config
 from rnnlab import train as train_mod
 from rnnlab.cli import main
 from rnnlab.results import export_csv
+from rnnlab.rundir import config_key
 from rnnlab.tasks.base import TaskInfo
 from rnnlab.tasks.data import DataError
-from rnnlab.rundir import config_key
 from rnnlab.train import evaluate, git_state, load_run, source_hash, train
 
 

@@ -2,18 +2,17 @@
 
 import dataclasses
 import json
-from pathlib import Path
 
 import pytest
 import torch
 
-from rnnlab import config, parametrize as par
+from conftest import DATA_ROOT
+from rnnlab import config
+from rnnlab import parametrize as par
 from rnnlab.config import ConfigError
-from rnnlab.tasks.data import DataError
 from rnnlab.tasks import CopyTask
+from rnnlab.tasks.data import DataError
 from rnnlab.train import RunExists, TrainingDiverged, build_optimizer, build_task, load_run, train
-
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 
 
 def small(cell="exprnn", steps=40, **extra):
@@ -135,7 +134,7 @@ def test_resolved_config_round_trips(tmp_path):
 
 
 def _shared_data_env():
-    return str(SHARED_DATA) if SHARED_DATA.exists() else None
+    return str(DATA_ROOT) if DATA_ROOT is not None and DATA_ROOT.is_dir() else None
 
 
 BIG = 256  # presets with a wider model run one step at hidden size 64 by default, full size under -m slow

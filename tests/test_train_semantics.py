@@ -6,7 +6,6 @@ import json
 import math
 
 import pytest
-
 import torch
 
 from rnnlab import config

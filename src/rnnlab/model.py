@@ -197,7 +197,7 @@ class Seq2Seq(nn.Module):
         self.readout = nn.Linear(self.decoder.hidden_size, tgt_vocab)
 
     @classmethod
-    def from_config(cls, cfg, task) -> "Seq2Seq":
+    def from_config(cls, cfg, task) -> Seq2Seq:
         """From a ``ModelConfig`` (cell, hidden_size, num_layers, embedding, dropout,
         cell_options) and a task with ``num_tokens`` (source), ``output_size`` (target)."""
         return cls(

@@ -284,7 +284,7 @@ class RunLock:
         self.fd: int | None = None
         self.took_over: str = ""
 
-    def acquire(self) -> "RunLock":
+    def acquire(self) -> RunLock:
         import fcntl
 
         dying_since, replaced = None, 0

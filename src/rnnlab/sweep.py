@@ -562,7 +562,7 @@ def _key(k: str) -> str:
 def report(sw: Sweep, out: str | Path, storage_url: str | None = None, log=print) -> dict:
     """Write ``best.toml``, ``trials.md``, ``history.png`` and ``importance.png`` into ``out``
     from the study; returns ``{"best": trial number or None, "files": [...]}``."""
-    optuna = import_optuna()
+    import_optuna()  # a clear error without Optuna, before anything is read
     out = Path(out)
     study = open_study(sw, make_storage(storage_url or default_storage(out)))
     files = []

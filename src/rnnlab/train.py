@@ -24,7 +24,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO
 
 import torch
 from torch import nn
@@ -32,14 +32,37 @@ from torch import nn
 from . import device as dev
 from . import parametrize as par
 from .config import (
-    NOT_EXPERIMENT, ConfigError, OptimConfig, RunConfig, did_you_mean, from_dict, load_json, resume_may_change,
+    NOT_EXPERIMENT,
+    ConfigError,
+    OptimConfig,
+    RunConfig,
+    did_you_mean,
+    from_dict,
+    load_json,
+    resume_may_change,
     resume_refusals,
 )
 from .model import Model, build_model
 from .rundir import (
-    CheckpointError, RunExists, RunFiles, RunWriteError, all_finite, atomic_save, atomic_write_text, claim,
-    config_key, discard_failed_start, git_state, load_checkpoint, load_run, load_weights, read_jsonl, runtime_conditions, source_hash,
-    versions, write_error,
+    CheckpointError,
+    RunExists,
+    RunFiles,
+    RunWriteError,
+    all_finite,
+    atomic_save,
+    atomic_write_text,
+    claim,
+    config_key,
+    discard_failed_start,
+    git_state,
+    load_checkpoint,
+    load_run,
+    load_weights,
+    read_jsonl,
+    runtime_conditions,
+    source_hash,
+    versions,
+    write_error,
 )
 from .tasks import build_task
 from .tasks.base import Batch, Task

@@ -253,7 +253,7 @@ def plot_transients(path=None, N: int = 100, steps: int = 150, alphas=FIG1_ALPHA
     axes[-1, 0].set_ylabel("mean ||h_t||")
     axes[-1, 0].legend(fontsize=7)
     axes[0, 0].legend(fontsize=7)
-    fig.suptitle("Transient dynamics of the Fig. 1 class (d = 0, N = %d)" % N, fontsize=10)
+    fig.suptitle(f"Transient dynamics of the Fig. 1 class (d = 0, N = {N})", fontsize=10)
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=110)

@@ -8,7 +8,7 @@ time-major ``(T, B, I)``; layers accept ``batch_first`` like ``torch.nn.RNN``.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 from torch import Tensor, nn
@@ -54,7 +54,7 @@ SMALL_STEP_MACS = 1 << 18
 _threads_warned = False
 
 
-def _warn_threads(layer: "Recurrent", x: Tensor) -> None:
+def _warn_threads(layer: Recurrent, x: Tensor) -> None:
     global _threads_warned
     if _threads_warned or x.device.type != "cpu" or _tracing():
         return
@@ -464,7 +464,7 @@ class Recurrent(nn.Module):
             self.to(device=device, dtype=dtype)
 
     @classmethod
-    def from_torch(cls, module: nn.Module) -> "Recurrent":
+    def from_torch(cls, module: nn.Module) -> Recurrent:
         """The rnnlab layer equal to a ``torch.nn.LSTM``/``GRU``/``RNN`` (weights copied; see
         :func:`rnnlab.cells.torch_nn.from_torch`); on a family layer (``rnnlab.LSTM.from_torch``)
         the module must be of that family."""

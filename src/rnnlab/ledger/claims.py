@@ -23,13 +23,24 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..results import DMU_THRESHOLDS
 from .published import VARIANTS
-from .stats import (ALPHA, binom_sf, clopper_pearson, fisher_one_sided, fmt_p, mann_whitney, mean_interval,
-                    newcombe, two_proportions, welch, wilson)
+from .stats import (
+    ALPHA,
+    binom_sf,
+    clopper_pearson,
+    fisher_one_sided,
+    fmt_p,
+    mann_whitney,
+    mean_interval,
+    newcombe,
+    two_proportions,
+    welch,
+    wilson,
+)
 
 UNTESTED, CONFIRMED, REFUTED, INCONCLUSIVE = "untested", "confirmed", "refuted", "inconclusive"
 HOLDS, FAILS, UNDECIDED = "holds", "fails", "undecided"

@@ -30,7 +30,7 @@ from pathlib import Path
 from ..results import DMU_THRESHOLDS
 from .claims import CLAIMS, needed, runs_text
 from .published import PAPERS, ROWS, VARIANTS, Published
-from .records import (PROVENANCE_SINCE, Analysis, Evidence, Group, Record, _num, load_records)
+from .records import PROVENANCE_SINCE, Analysis, Evidence, Group, Record, _num, load_records
 
 REL_TOL = {"params": 0.005}
 COMMAND = "rnnlab reproduce ledger records -o REPRODUCTION.md"

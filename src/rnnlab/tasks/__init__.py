@@ -48,7 +48,7 @@ def build_task(cfg, data_dir: str | None = None):
     ``data_dir`` where the class takes one and the options do not set it)."""
     import inspect
 
-    cls = TASKS[cfg.name]
+    cls = _registry()[cfg.name]
     kwargs = dict(cfg.options)
     if data_dir is not None and "data_dir" in inspect.signature(cls.__init__).parameters:
         kwargs.setdefault("data_dir", data_dir)

@@ -33,8 +33,8 @@ is identified by its configuration, which holds the path, not the content). From
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 import torch
@@ -105,7 +105,7 @@ class ArraysTask(Task):
     # --- construction ---------------------------------------------------------------------------
     @classmethod
     def from_arrays(cls, x_train, y_train, x_val, y_val, x_test=None, y_test=None, *, lengths_train=None,
-                    lengths_val=None, lengths_test=None, target: str = "auto") -> "ArraysTask":
+                    lengths_val=None, lengths_test=None, target: str = "auto") -> ArraysTask:
         """The task over in-memory arrays (numpy or torch); the same checks as a file's."""
         given = dict(x_train=x_train, y_train=y_train, x_val=x_val, y_val=y_val, x_test=x_test, y_test=y_test,
                      lengths_train=lengths_train, lengths_val=lengths_val, lengths_test=lengths_test)

@@ -7,8 +7,9 @@ to ``task.loss`` / ``task.metric_sums``. Batches are batch-first.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import ClassVar, Iterable, Iterator
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -39,7 +40,7 @@ class Batch:
     def size(self) -> int:
         return self.x.shape[0]
 
-    def to(self, device) -> "Batch":
+    def to(self, device) -> Batch:
         mv = lambda t: t.to(device) if isinstance(t, Tensor) else t  # noqa: E731
         return Batch(
             mv(self.x), mv(self.y), self.lengths, mv(self.mask), self.carry_state,

@@ -7,9 +7,8 @@ Data root (first match wins):
 3. ``$XDG_CACHE_HOME/rnnlab/data`` (default ``~/.cache/rnnlab/data``).
 
 Layout under the root: one folder per dataset, ``mnist/``, ``ptb/``, ``polyphonic/``,
-``tatoeba/``, ``tinyshakespeare/``, holding the release files under their release names (the
-layout of a shared, read-only copy such as ``/work/shared/datasets`` is the same, so a root can
-point there directly).
+``tatoeba/``, ``tinyshakespeare/``, holding the release files under their release names (a
+shared, read-only copy laid out the same way works directly as a root).
 
 Every pinned file has a sha256. :func:`require` checks that a file exists and hashes to its
 pinned value; a missing or corrupt file raises :class:`DataError` naming the file, the expected
@@ -30,13 +29,13 @@ import gzip
 import hashlib
 import http.client
 import os
-import zipfile
-import zlib
 import urllib.error
 import urllib.request
+import zipfile
+import zlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 ENV_VAR = "RNNLAB_DATA"
 USER_AGENT = "rnnlab-data/0.1 (python urllib)"

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import gzip
 import struct
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 import torch

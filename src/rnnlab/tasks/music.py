@@ -22,8 +22,8 @@ frames of a batch. A constant 0.5 predictor scores ``88 ln 2 = 60.997`` nats per
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 import torch

@@ -36,8 +36,8 @@ Corpora (see docs/data.md):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import torch
 
@@ -76,7 +76,7 @@ class Vocabulary:
             raise ValueError("vocabulary symbols must be distinct")
 
     @classmethod
-    def from_tokens(cls, tokens: Iterable[str]) -> "Vocabulary":
+    def from_tokens(cls, tokens: Iterable[str]) -> Vocabulary:
         return cls(sorted(set(tokens)))
 
     def __len__(self) -> int:

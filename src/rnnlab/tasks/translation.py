@@ -37,8 +37,8 @@ import re
 import unicodedata
 import zipfile
 from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import torch

@@ -1,0 +1,78 @@
+"""Shared test fixtures and helpers (test modules import the helpers: ``from conftest import ...``).
+
+Real dataset files: the tests that read them are marked ``needs_data`` and take the
+``data_root`` fixture; the folder is ``$RNNLAB_TEST_DATA`` (laid out as ``rnnlab data`` lays out
+its root: ``mnist/``, ``ptb/``, ...). Without it they skip with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+#: the real dataset copy the data tests read, or None
+DATA_ROOT = Path(os.environ["RNNLAB_TEST_DATA"]) if os.environ.get("RNNLAB_TEST_DATA") else None
+NO_DATA = f"no real dataset copy at {DATA_ROOT}" if DATA_ROOT else "no real dataset copy (set RNNLAB_TEST_DATA)"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "needs_data: reads the real dataset files ($RNNLAB_TEST_DATA); skips without")
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("needs_data") and (DATA_ROOT is None or not DATA_ROOT.is_dir()):
+        pytest.skip(NO_DATA)
+
+
+@pytest.fixture
+def data_root() -> Path:
+    """The real dataset folder (the test skips when there is none)."""
+    if DATA_ROOT is None or not DATA_ROOT.is_dir():
+        pytest.skip(NO_DATA)
+    return DATA_ROOT
+
+
+def copy_weights_from_torch(layer, ref) -> None:
+    """Copy a torch.nn RNN/LSTM/GRU's weights into an rnnlab layer by hand (layer l, direction d
+    is cell 2l+d when bidirectional, else cell l): independent of rnnlab's own converters."""
+    import torch
+
+    dirs = ("", "_reverse") if ref.bidirectional else ("",)
+    with torch.no_grad():
+        for l in range(ref.num_layers):
+            for d, suffix in enumerate(dirs):
+                cell = layer.cells[len(dirs) * l + d]
+                for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                    getattr(cell, name).copy_(getattr(ref, f"{name}_l{l}{suffix}"))
+
+
+def walk_parsers(parser, path=("rnnlab",)):
+    """Every (command path, parser) pair of an argparse tree."""
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from walk_parsers(sub, path + (name,))
+
+
+def write_record(root: Path, preset: str, seed: int, test: dict, overrides=(), steps=None, metrics=None,
+                 wall=10.0, result_extra=None, dirname=None) -> Path:
+    """A finished run's directory as the trainer writes it (config.json, result.json,
+    metrics.jsonl) for ledger tests, without training."""
+    from rnnlab import config
+
+    cfg = config.load(preset, [*overrides, f"train.seed={seed}"])
+    d = root / cfg.name / (dirname or f"seed{seed}")
+    d.mkdir(parents=True)
+    (d / "config.json").write_text(cfg.to_json())
+    result = {"name": cfg.name, "task": cfg.task.name, "cell": cfg.model.cell, "seed": seed,
+              "steps": steps or cfg.train.steps, "final": {}, "test": test, "baseline": {"loss": 0.04},
+              "params": {"elements": 108}, "wall_time_s": wall, "conditions": {"threads": 1}, **(result_extra or {})}
+    (d / "result.json").write_text(json.dumps(result))
+    rows = metrics if metrics is not None else [{"step": steps or cfg.train.steps, "val/loss": 1.0}]
+    (d / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in rows))
+    return d
