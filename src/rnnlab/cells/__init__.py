@@ -28,13 +28,42 @@ CELLS: dict[str, type[Cell]] = {
 }
 
 
+_LAYER_DOC = """``Recurrent`` layer of {cell}: ``torch.nn.RNN``'s interface (positional order input_size,
+    hidden_size, num_layers, bias, batch_first, dropout, bidirectional; time-major input unless
+    batch_first; packed sequences or ``lengths``), the cell's keyword options passed on.
+
+    Example:
+    >>> import torch
+    >>> from rnnlab.cells import {name}
+    >>> layer = {name}(3, 8, num_layers=2)
+    >>> out, h_n = layer(torch.randn(5, 2, 3))       # (T, B, I) -> outputs (T, B, H)
+    >>> out.shape
+    torch.Size([5, 2, 8])
+    >>> out2, _ = layer(torch.randn(5, 2, 3), lengths=torch.tensor([5, 3]))
+    >>> bool((out2[3:, 1] == 0).all())                # zero outputs past a sequence's length
+    True
+    """
+
+
 def _layer(cls: type[Cell], name: str) -> type[Recurrent]:
-    return type(name, (Recurrent,), {"cell_class": cls, "__doc__": f"``Recurrent`` layer of {cls.__name__}."})
+    return type(name, (Recurrent,), {"cell_class": cls, "__doc__": _LAYER_DOC.format(cell=cls.__name__, name=name)})
 
 
 class RNN(Recurrent):
     """``Recurrent`` layer of RNNCell, with ``torch.nn.RNN``'s positional order: ``nonlinearity``
-    ("tanh", "relu"; also rnnlab's "modrelu") comes fourth, after ``num_layers``."""
+    ("tanh", "relu"; also rnnlab's "modrelu") comes fourth, after ``num_layers``.
+
+    Example (the same numbers as ``torch.nn.RNN`` given the same weights):
+    >>> import torch
+    >>> from rnnlab.cells import RNN, from_torch
+    >>> ref = torch.nn.RNN(3, 8, 1, "relu")
+    >>> layer = from_torch(ref)
+    >>> type(layer).__name__, layer.cells[0].nonlinearity
+    ('RNN', 'relu')
+    >>> x = torch.randn(5, 2, 3)
+    >>> torch.allclose(layer(x)[0], ref(x)[0], atol=1e-6)
+    True
+    """
 
     cell_class = RNNCell
 

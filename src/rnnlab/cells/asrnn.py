@@ -89,6 +89,17 @@ class ASRNNCell(Cell):
 
     Shapes: x_t (B, I), h (B, H). Parameters: ``weight_ih`` (H, I), ``bias`` (H,),
     orthogonal ``weight_hh`` and ``weight_uf`` (H, H), positive ``diag_f`` (H,).
+
+    Example:
+    >>> import torch
+    >>> from rnnlab.cells import ASRNNCell
+    >>> cell = ASRNNCell(3, 8)
+    >>> W_hh, U_f = cell.weight_hh, cell.weight_uf   # both orthogonal
+    >>> torch.allclose(W_hh @ W_hh.T, torch.eye(8), atol=1e-5), torch.allclose(U_f @ U_f.T, torch.eye(8), atol=1e-5)
+    (True, True)
+    >>> h, _ = cell(torch.randn(2, 3))
+    >>> h.shape
+    torch.Size([2, 8])
     """
 
     def __init__(

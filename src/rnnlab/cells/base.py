@@ -381,6 +381,15 @@ class Recurrent(nn.Module):
     ``checkpoint_chunk``: if set, each layer runs in chunks of that many time steps with
     recomputation in backward (:func:`rnnlab.kernels.checkpointed_sequence`) while training:
     same values and gradients, less memory, one extra forward pass.
+
+    Example (any cell class as a layer; the named layers such as ``rnnlab.LSTM`` are this with
+    their cell fixed):
+    >>> import torch
+    >>> from rnnlab.cells import Recurrent, ExpRNNCell
+    >>> layer = Recurrent(3, [8, 4], cell=ExpRNNCell)   # two layers of widths 8 and 4
+    >>> out, h_n = layer(torch.randn(5, 2, 3))
+    >>> out.shape, [h.shape for h in h_n]
+    (torch.Size([5, 2, 4]), [torch.Size([2, 8]), torch.Size([2, 4])])
     """
 
     cell_class: type[Cell] | None = None

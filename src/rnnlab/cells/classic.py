@@ -103,6 +103,14 @@ class RNNCell(_Affine):
     zero biases), "orthogonal" (random orthogonal W_hh, "RNN-orth"), "glorot" (Xavier
     normal W_hh). Shapes: x_t (B, I), h (B, H). The registry key "irnn" is this cell with
     relu and the identity init.
+
+    Example:
+    >>> import torch
+    >>> from rnnlab.cells import RNNCell
+    >>> cell = RNNCell(3, 8)
+    >>> h, state = cell(torch.randn(2, 3))   # one step from the zero state
+    >>> h.shape, torch.equal(h, state)
+    (torch.Size([2, 8]), True)
     """
 
     def __init__(
@@ -165,7 +173,18 @@ class RNNCell(_Affine):
 
 
 class IRNNCell(RNNCell):
-    """IRNN (Le et al. 2015): a relu RNN with W_hh = I and zero biases at init."""
+    """IRNN (Le et al. 2015): a relu RNN with W_hh = I and zero biases at init.
+
+    Example:
+    >>> import torch
+    >>> from rnnlab.cells import IRNNCell
+    >>> cell = IRNNCell(3, 8)
+    >>> torch.equal(cell.weight_hh, torch.eye(8))   # identity recurrent matrix at initialisation
+    True
+    >>> h, _ = cell(torch.randn(2, 3))
+    >>> bool((h >= 0).all())                         # ReLU units
+    True
+    """
 
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True, backend: str = "auto"):
         super().__init__(input_size, hidden_size, "relu", "identity", bias, backend)
@@ -177,7 +196,16 @@ class LSTMCell(_Affine):
     ``c_t = sigma(f) * c_{t-1} + sigma(i) * tanh(g)``, ``h_t = sigma(o) * tanh(c_t)``.
     State ``(h, c)``, each (B, H); the output is h (the asRNN reference code read out c, a
     bug we do not copy). ``forget_bias`` sets the forget-gate bias at init (b_ih's f slice;
-    b_hh's f slice is zeroed), None keeps torch's uniform init."""
+    b_hh's f slice is zeroed), None keeps torch's uniform init.
+
+    Example:
+    >>> import torch
+    >>> from rnnlab.cells import LSTMCell
+    >>> cell = LSTMCell(3, 8)
+    >>> h, (h_again, c) = cell(torch.randn(2, 3))   # the state is (h, c)
+    >>> h.shape, c.shape, torch.equal(h, h_again)
+    (torch.Size([2, 8]), torch.Size([2, 8]), True)
+    """
 
     gates = 4
 
@@ -214,7 +242,18 @@ class LSTMCell(_Affine):
 class GRUCell(_Affine):
     """GRU (torch's form, gate order r, z, n):
     ``r = sigma(W_ir x + b_ir + W_hr h + b_hr)``, ``z = sigma(W_iz x + b_iz + W_hz h + b_hz)``,
-    ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``, ``h_t = (1 - z) * n + z * h_{t-1}``."""
+    ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``, ``h_t = (1 - z) * n + z * h_{t-1}``.
+
+    Example:
+    >>> import torch
+    >>> from rnnlab.cells import GRUCell
+    >>> cell = GRUCell(3, 8)
+    >>> x = torch.randn(2, 3)
+    >>> h1, _ = cell(x)
+    >>> h2, _ = cell(x, h1)                          # a second step from h1
+    >>> h2.shape
+    torch.Size([2, 8])
+    """
 
     gates = 3
 

@@ -38,7 +38,16 @@ from .base import Cell
 class DMUCell(Cell):
     """DMU with FNN hidden layer widths ``layers`` (default one layer of ``hidden_size``;
     ``layers=[]`` is the paper's single linear layer ``[z; hh] = W [x; h] + b``). Every depth
-    takes the fused fast path, tested equal to the step loop in float64."""
+    takes the fused fast path, tested equal to the step loop in float64.
+
+    Example:
+    >>> import torch
+    >>> from rnnlab.cells import DMUCell
+    >>> cell = DMUCell(3, 8)
+    >>> h, _ = cell(torch.randn(2, 3))               # gated memory, updated by a small deep net
+    >>> h.shape
+    torch.Size([2, 8])
+    """
 
     def __init__(
         self, input_size: int, hidden_size: int, layers: list[int] | tuple[int, ...] | None = None,
@@ -100,7 +109,16 @@ class DMUCell(Cell):
 
 class RHNCell(Cell):
     """Recurrent Highway Network with coupled carry gate (see the module docstring).
-    ``transform_bias`` initialises the transform-gate biases (negative: carry by default)."""
+    ``transform_bias`` initialises the transform-gate biases (negative: carry by default).
+
+    Example:
+    >>> import torch
+    >>> from rnnlab.cells import RHNCell
+    >>> cell = RHNCell(3, 8)
+    >>> h, _ = cell(torch.randn(2, 3))
+    >>> h.shape
+    torch.Size([2, 8])
+    """
 
     def __init__(
         self, input_size: int, hidden_size: int, depth: int = 2, transform_bias: float = -2.0,

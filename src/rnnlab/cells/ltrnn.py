@@ -28,6 +28,18 @@ from .base import Cell
 
 
 class LTRNNCell(Cell):
+    """The linear-transition cell (see the module docstring): ``h_t = W_hh h_{t-1} + sigma(W_ih x_t + b)``.
+
+    Example:
+    >>> import torch
+    >>> from rnnlab.cells import LTRNNCell
+    >>> cell = LTRNNCell(3, 8)
+    >>> x, h0 = torch.randn(2, 3), torch.randn(2, 8)
+    >>> h, _ = cell(x, h0)                            # linear in h: W_hh h + relu(W_ih x + b)
+    >>> torch.allclose(h, h0 @ cell.weight_hh.T + torch.relu(x @ cell.weight_ih.T + cell.bias), atol=1e-6)
+    True
+    """
+
     def __init__(
         self, input_size: int, hidden_size: int, activation: str = "relu", init: str = "identity",
         bias: bool = True, chunk: int = 0, backend: str = "auto",

@@ -141,6 +141,17 @@ class NNRNNCell(Cell):
     "kaiming": normal with relu gain, as expRNN's code), ``fixed_gamma`` (None: the moduli
     gamma_k are trained; a number g > 0: every gamma_k is held at g, a buffer, not a parameter:
     the fixed-gamma variant of the paper's supplement, where the delta penalty is constant).
+
+    Example:
+    >>> import torch
+    >>> from rnnlab.cells import NNRNNCell
+    >>> cell = NNRNNCell(3, 8)
+    >>> V = cell.recurrent_matrix()                  # P (Lambda + T) P^T
+    >>> V.shape, cell.theta.shape                    # 4 rotation angles: 4 2x2 blocks of Lambda
+    (torch.Size([8, 8]), torch.Size([4]))
+    >>> h, _ = cell(torch.randn(2, 3))
+    >>> h.shape
+    torch.Size([2, 8])
     """
 
     def __init__(

@@ -58,7 +58,19 @@ class OrthogonalRNNCell(Cell):
 
 class ExpRNNCell(OrthogonalRNNCell):
     """expRNN: orthogonal W_hh through the matrix exponential; ``K``/``M`` turn on dynamic
-    trivialization. ``init`` in {"henaff", "cayley", "haar", "identity", "random"}."""
+    trivialization. ``init`` in {"henaff", "cayley", "haar", "identity", "random"}.
+
+    Example:
+    >>> import torch
+    >>> from rnnlab.cells import ExpRNNCell
+    >>> cell = ExpRNNCell(3, 8)
+    >>> W = cell.recurrent_matrix()                  # expm of a skew-symmetric matrix
+    >>> torch.allclose(W @ W.T, torch.eye(8), atol=1e-5)
+    True
+    >>> h, _ = cell(torch.randn(2, 3))
+    >>> h.shape
+    torch.Size([2, 8])
+    """
 
     def __init__(
         self, input_size: int, hidden_size: int, init: str = "henaff", K: int | None = None,
@@ -69,7 +81,16 @@ class ExpRNNCell(OrthogonalRNNCell):
 
 class SCORNNCell(OrthogonalRNNCell):
     """scoRNN: W_hh = (I + X)^{-1} (I - X) D with X skew, D = diag(+-1) with ``negatives``
-    entries -1 (default: none)."""
+    entries -1 (default: none).
+
+    Example:
+    >>> import torch
+    >>> from rnnlab.cells import SCORNNCell
+    >>> cell = SCORNNCell(3, 8)
+    >>> W = cell.recurrent_matrix()                  # scaled Cayley transform: orthogonal
+    >>> torch.allclose(W @ W.T, torch.eye(8), atol=1e-5)
+    True
+    """
 
     def __init__(
         self, input_size: int, hidden_size: int, init: str = "cayley", negatives: int = 0,

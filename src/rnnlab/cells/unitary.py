@@ -152,7 +152,16 @@ def _phase(theta: Tensor) -> Tensor:
 
 class URNNCell(UnitaryCell):
     """Restricted-capacity uRNN (Arjovsky et al. 2016): ``W = D3 R2 F^{-1} D2 Pi R1 F D1``
-    (see the module docstring); 7N free parameters in W."""
+    (see the module docstring); 7N free parameters in W.
+
+    Example:
+    >>> import torch
+    >>> from rnnlab.cells import URNNCell
+    >>> cell = URNNCell(3, 8)
+    >>> W = cell.recurrent_matrix()                  # the unitary product as a real 8 x 8 matrix
+    >>> torch.allclose(W @ W.T, torch.eye(8), atol=1e-5)
+    True
+    """
 
     def __init__(self, input_size: int, hidden_size: int, backend: str = "auto"):
         super().__init__(input_size, hidden_size, backend)
@@ -200,7 +209,16 @@ def eurnn_layers(n: int, variant: str, capacity: int) -> list[list[tuple[int, in
 class EURNNCell(UnitaryCell):
     """EURNN (Jing et al. 2017): ``W = D F^(1) ... F^(L)``, layers of 2 x 2 rotations with
     phases; ``variant="tunable"`` with ``capacity`` L, or ``"fft"`` (log2 N butterfly layers,
-    N a power of two; ``capacity`` is then ignored). See the module docstring."""
+    N a power of two; ``capacity`` is then ignored). See the module docstring.
+
+    Example:
+    >>> import torch
+    >>> from rnnlab.cells import EURNNCell
+    >>> cell = EURNNCell(3, 8)
+    >>> W = cell.recurrent_matrix()                  # Givens rotations and phases: unitary
+    >>> torch.allclose(W @ W.T, torch.eye(8), atol=1e-5)
+    True
+    """
 
     def __init__(
         self, input_size: int, hidden_size: int, capacity: int = 2, variant: str = "tunable",
