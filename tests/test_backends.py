@@ -132,7 +132,7 @@ def test_a_busy_run_is_reported_or_waited_for(tmp_path):
         assert time.time() - t0 >= 1.0  # it waited for the holder
     finally:
         p.kill()
-        p.wait()
+        p.communicate()  # reaps it and closes its pipes
     assert [e["event"] for e in events(d)] == ["start", "end"]
 
 

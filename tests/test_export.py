@@ -21,6 +21,9 @@ def _close(a, b):
         torch.testing.assert_close(u, v, rtol=1e-5, atol=1e-6)
 
 
+# jit.trace is deprecated in torch but still what many deployments use: tested while torch has it
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace.*` is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
 @pytest.mark.parametrize("key", sorted(rnnlab.CELLS))
 def test_jit_trace_of_every_cell(key):
     torch.manual_seed(0)

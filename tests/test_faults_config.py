@@ -185,6 +185,13 @@ def test_declared_metric_names_are_what_an_evaluation_reports(name, tmp_path):
         tcfg, data_dir = config.TaskConfig(name, opts), None
     elif name == "text_char":
         pytest.skip("text_char needs a text file; its metrics are ptb_char's (same class family)")
+    elif name == "arrays":  # a small classification file
+        import numpy as np
+
+        g = np.random.default_rng(0)
+        x, y = g.standard_normal((48, 5, 3)).astype("float32"), g.integers(0, 3, 48)
+        np.savez(tmp_path / "a.npz", x_train=x[:32], y_train=y[:32], x_val=x[32:], y_val=y[32:])
+        tcfg, data_dir = config.TaskConfig("arrays", {"path": str(tmp_path / "a.npz")}), None
     else:
         tcfg, data_dir = _fixture_task(name, tmp_path)
     task = rnnlab.tasks.build_task(tcfg, data_dir)

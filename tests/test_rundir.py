@@ -100,7 +100,7 @@ def test_lock_refuses_a_second_writer_names_the_holder_and_is_released(tmp_path)
         assert info["pid"] == p.pid and "command" in info and "started" in info
     finally:
         p.kill()
-        p.wait()
+        p.communicate()  # reaps it and closes its pipes
     # its holder was SIGKILLed: the kernel dropped the flock, the record stays; take it over
     with rundir.claim(d) as lock:
         assert f"pid {p.pid}" in lock.took_over and "no longer running" in lock.took_over

@@ -225,6 +225,9 @@ def test_torch_export_of_every_layer(key):
         _close(program.module()(x), _eager(layer, x), atol=1e-6, rtol=1e-5)
 
 
+# torch's compiler warns about its own internals while tracing autograd Functions (not our code)
+@pytest.mark.filterwarnings("ignore:.*should not be instantiated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf:UserWarning")
 @pytest.mark.parametrize("key", ["asrnn", "nnrnn"])
 def test_torch_compile_trains_like_eager(key):
     # backend="eager" checks dynamo's capture of the layer (fast paths included) quickly; the
