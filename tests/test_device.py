@@ -37,7 +37,7 @@ DEVICES = [
 FAST = {"asrnn": {"backend": "fast"}}
 #: (cell, options) whose lengths path is ATen's packed-sequence kernel: not ours, and it reads
 #: the lengths' data, which the meta device has none of
-NATIVE_LENGTHS = {"lstm", "gru", "asrnn"}
+NATIVE_LENGTHS = {"lstm", "gru", "asrnn", "momentumlstm"}
 
 
 def _cli(capsys, *args):

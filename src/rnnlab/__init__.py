@@ -11,6 +11,9 @@ _CELLS = (
     "DMUCell", "ExpRNN", "ExpRNNCell", "GRUCell", "IRNNCell", "LSTMCell", "LTRNNCell", "NNRNNCell", "Recurrent",
     "RHNCell", "RNNCell", "SCORNNCell", "EURNN", "EURNNCell", "URNN", "URNNCell", "unroll",
     "from_torch", "to_torch", "ThreadsWarning",
+    "MomentumLSTM", "MomentumLSTMCell", "FCURNN", "FCURNNCell", "SoftOrthRNN", "SoftOrthRNNCell", "KRU", "KRUCell",
+    "AntisymmetricRNN", "AntisymmetricRNNCell", "IncrementalRNN", "IncrementalRNNCell", "NAISNet", "NAISNetCell",
+    "LipschitzRNN", "LipschitzRNNCell", "CoRNN", "CoRNNCell", "LEM", "LEMCell",
 )
 _TASKS = ("TASKS", "AddingTask", "Batch", "CopyTask", "Task")
 _RUNS = ("load_run",)

@@ -4,9 +4,15 @@ from .asrnn import ASRNNCell, saturating
 from .base import Cell, Recurrent, State, ThreadsWarning, unroll
 from .classic import GRUCell, IRNNCell, LSTMCell, RNNCell
 from .dmu import DMUCell, RHNCell
+from .euler import AntisymmetricRNNCell, IncrementalRNNCell, LipschitzRNNCell, NAISNetCell
+from .fullunitary import FCURNNCell
+from .kronecker import KRUCell
 from .ltrnn import LTRNNCell
+from .momentum import MomentumLSTMCell
 from .nnrnn import NNRNNCell
 from .orthogonal import ExpRNNCell, OrthogonalRNNCell, SCORNNCell
+from .oscillator import CoRNNCell, LEMCell
+from .softorth import SoftOrthRNNCell
 from .torch_nn import from_torch, to_torch
 from .unitary import EURNNCell, URNNCell
 
@@ -25,6 +31,16 @@ CELLS: dict[str, type[Cell]] = {
     "ltrnn": LTRNNCell,
     "urnn": URNNCell,
     "eurnn": EURNNCell,
+    "momentumlstm": MomentumLSTMCell,
+    "fcurnn": FCURNNCell,
+    "softorth": SoftOrthRNNCell,
+    "kru": KRUCell,
+    "antisymrnn": AntisymmetricRNNCell,
+    "incrnn": IncrementalRNNCell,
+    "naisnet": NAISNetCell,
+    "lipschitz": LipschitzRNNCell,
+    "cornn": CoRNNCell,
+    "lem": LEMCell,
 }
 
 
@@ -88,10 +104,24 @@ RHN = _layer(RHNCell, "RHN")
 LTRNN = _layer(LTRNNCell, "LTRNN")
 URNN = _layer(URNNCell, "URNN")
 EURNN = _layer(EURNNCell, "EURNN")
+MomentumLSTM = _layer(MomentumLSTMCell, "MomentumLSTM")
+FCURNN = _layer(FCURNNCell, "FCURNN")
+SoftOrthRNN = _layer(SoftOrthRNNCell, "SoftOrthRNN")
+KRU = _layer(KRUCell, "KRU")
+AntisymmetricRNN = _layer(AntisymmetricRNNCell, "AntisymmetricRNN")
+IncrementalRNN = _layer(IncrementalRNNCell, "IncrementalRNN")
+NAISNet = _layer(NAISNetCell, "NAISNet")
+LipschitzRNN = _layer(LipschitzRNNCell, "LipschitzRNN")
+CoRNN = _layer(CoRNNCell, "CoRNN")
+LEM = _layer(LEMCell, "LEM")
 
 __all__ = [
     "CELLS", "Cell", "Recurrent", "State", "unroll", "saturating", "from_torch", "to_torch", "ThreadsWarning",
     "RNNCell", "IRNNCell", "LSTMCell", "GRUCell", "ExpRNNCell", "SCORNNCell", "OrthogonalRNNCell",
     "ASRNNCell", "NNRNNCell", "DMUCell", "RHNCell", "LTRNNCell", "URNNCell", "EURNNCell",
     "RNN", "IRNN", "LSTM", "GRU", "ExpRNN", "SCORNN", "ASRNN", "NNRNN", "DMU", "RHN", "LTRNN", "URNN", "EURNN",
+    "MomentumLSTMCell", "FCURNNCell", "SoftOrthRNNCell", "KRUCell", "AntisymmetricRNNCell", "IncrementalRNNCell",
+    "NAISNetCell", "LipschitzRNNCell", "CoRNNCell", "LEMCell",
+    "MomentumLSTM", "FCURNN", "SoftOrthRNN", "KRU", "AntisymmetricRNN", "IncrementalRNN", "NAISNet", "LipschitzRNN",
+    "CoRNN", "LEM",
 ]
