@@ -101,7 +101,7 @@ class FCURNNCell(UnitaryCell):
         self.weight_hh = nn.Parameter(torch.zeros(n, n))
         unitary = UnitaryMap(n, map, K, M)
         if init == "haar":
-            unitary.base.copy_(real_form(haar_unitary(n)).float())
+            unitary.base.copy_(real_form(haar_unitary(n)).to(torch.get_default_dtype()))
         P.register_parametrization(self, "weight_hh", unitary, unsafe=True)
         self.tag_parameters("parametrizations.weight_hh", "unitary")
 

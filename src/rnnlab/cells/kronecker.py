@@ -75,7 +75,7 @@ class KRUCell(UnitaryCell):
         self.sizes, self.penalty, self.complex_input = sizes, float(penalty), bool(complex_input)
         for f, size in enumerate(sizes):
             Q = haar_unitary(size)
-            self.register_parameter(f"factor{f}", nn.Parameter(torch.stack([Q.real, Q.imag], -1).float()))
+            self.register_parameter(f"factor{f}", nn.Parameter(torch.stack([Q.real, Q.imag], -1).to(torch.get_default_dtype())))
             self.tag_parameters(f"factor{f}", "unitary")
         if not self.complex_input:
             P.register_parametrization(self, "weight_ih", RealPart(), unsafe=True)
