@@ -63,7 +63,7 @@ CONFIGS = [
     ("momentumlstm", dict(mu=0.9, epsilon=1.0, init="default", bias=False)),
     ("fcurnn", dict()),
     ("fcurnn", dict(map="expm", init="identity", K=3)),
-    ("softorth", dict()),
+    ("softorth", dict(margin=0.2)),
     ("softorth", dict(margin=None, nonlinearity="relu", map="expm", init="henaff", penalty=0.1)),
     ("kru", dict()),
     ("kru", dict(factors=[2], complex_input=False, penalty=0.1)),

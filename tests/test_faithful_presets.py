@@ -245,7 +245,7 @@ def _fixtures(root):
 
 
 NEW = sorted(n for n in config.list_presets()
-             if n.startswith(("dmu/polymusic", "dmu/natlang", "dmu/spa2eng", "dmu/ger2eng", "dmu/smnist", "dmu/psmnist")))
+             if n.startswith(("dmu/polymusic", "dmu/natlang", "dmu/spa2eng", "dmu/ger2eng", "dmu/smnist-N", "dmu/psmnist-N")))
 QUICK = [n for n in NEW if n.endswith(("N1-dmuc", "N2-rhn", "N10-dmu", "N96"))]
 
 

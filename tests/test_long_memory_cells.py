@@ -536,7 +536,7 @@ def test_cornn_converges_to_its_oscillator_ode_at_first_order():
         acc = torch.tanh(y @ base.weight_hy.T + z @ base.weight_hz.T + u @ base.weight_ih.T + base.bias) - 2.0 * y - 0.5 * z
         return torch.cat([z, acc], 1)
 
-    exact = _rk4(f, torch.zeros(1, 2 * H, dtype=D), t_end, 4000)[:, :H]
+    exact = _rk4(f, torch.zeros(1, 2 * H, dtype=D), t_end, 400)[:, :H]
     errors = []
     for n in (50, 100, 200):
         cell = copy.deepcopy(base)
@@ -566,7 +566,7 @@ def test_lem_converges_to_its_multiscale_ode_and_stays_bounded():
         dy = torch.sigmoid(p[:, H:2 * H]) * (torch.tanh(z @ base.weight_zy.T + uu[:, 3 * H:]) - y)
         return torch.cat([dy, dz], 1)
 
-    exact = _rk4(f, torch.zeros(1, 2 * H, dtype=D), t_end, 4000)[:, :H]
+    exact = _rk4(f, torch.zeros(1, 2 * H, dtype=D), t_end, 400)[:, :H]
     errors = []
     for n in (50, 100, 200):
         cell = copy.deepcopy(base)

@@ -37,7 +37,9 @@ Configurations: ``copy`` (T = L + 2K = 1020, K=10, batch 128, about 22K paramete
 parameters), ``ptb`` (character level: T=150, batch 128, 50 one-hot symbols, expRNN n=1024
 and every other cell matched to its parameter count), ``mnist-n257``, ``mnist-n364``,
 ``mnist-n512`` (sequential MNIST at the papers' larger sizes: expRNN at that n sets the budget,
-asRNN n=364 at expRNN's n=512 as in its paper; no reference-loop timing), ``long`` (copy-style input at
+asRNN n=364 at expRNN's n=512 as in its paper; no reference-loop timing), ``mnist-table4`` (sequential
+MNIST with each system of the DMU paper's Table IV at the table's size and its preset's options,
+coRNN and LEM at their papers'; no reference-loop timing), ``long`` (copy-style input at
 T=10,000, for memory) and ``long-last`` (the same with the readout at the last step only). Data are random tokens/pixels of the right shapes: speed does not
 depend on the values.
 
@@ -93,6 +95,19 @@ MEMORY_EXTRAS = {
     "exprnn reference chunk=100": ("exprnn", {"backend": "reference", "checkpoint_chunk": 100}),
 }
 
+#: the DMU paper's Table IV systems (and coRNN, LEM) with their presets' options and sizes
+TABLE4_ROWS = {
+    "lstm": ("lstm", {}), "momentumlstm": ("momentumlstm", {}), "urnn": ("urnn", {}),
+    "fcurnn": ("fcurnn", {"K": 1}), "softorth": ("softorth", {"penalty": 0.1}),
+    "kru": ("kru", {"complex_input": False, "penalty": 0.001}), "antisymrnn": ("antisymrnn", {}),
+    "incrnn": ("incrnn", {"rank": 9}), "exprnn": ("exprnn", {"init": "cayley"}), "naisnet": ("naisnet", {}),
+    "lipschitz": ("lipschitz", {"init_std": 32.0}), "cornn": ("cornn", {}), "lem": ("lem", {"dt": 0.31}),
+}
+TABLE4_SIZES = {
+    "lstm": 128, "momentumlstm": 256, "urnn": 1024, "fcurnn": 1024, "softorth": 128, "kru": 1024,
+    "antisymrnn": 128, "incrnn": 128, "exprnn": 360, "naisnet": 128, "lipschitz": 128, "cornn": 256, "lem": 128,
+}
+
 CONFIGS = {
     "copy": BenchConfig(
         "copy", 1020, 128, 10, 9, True, "all", "exprnn", 190,
@@ -118,6 +133,14 @@ CONFIGS = {
         )
         for n, fixed in ((257, {}), (364, {}), (512, {"asrnn": 364}))
     },
+    # sequential MNIST with each system of the DMU paper's Table IV at the table's size and
+    # preset options (dmu/smnist-<key>), and coRNN, LEM at their papers' psMNIST sizes
+    "mnist-table4": BenchConfig(
+        "mnist-table4", 784, 128, 1, 10, False, "last", "lstm", 128, dict(TABLE4_SIZES),
+        cells=(BASELINE,), extras=dict(TABLE4_ROWS), reference=False, repeats=3,
+        note="sequential MNIST (T=784, 1 pixel/step), batch 128, the DMU paper's Table IV systems at the "
+             "table's sizes (nn.LSTM at the LSTM baseline's n=128 budget), coRNN and LEM at theirs",
+    ),
     "long": BenchConfig(
         "long", 10_000, 128, 10, 9, True, "all", "exprnn", 190,
         {"exprnn": 190, "scornn": 190, "asrnn": 138, BASELINE: 68},

@@ -8,7 +8,7 @@ orthogonality is set directly.
 
 * with a spectral margin m: ``s = 1 + 2 m (sigmoid(p) - 1/2)``, so every singular value of W
   lies in (1 - m, 1 + m) (m = 0: W orthogonal); ``p = 0`` at init (W = U V^T);
-* without a margin (``margin=None``): ``s = p`` free, ones at init.
+* without a margin (``margin=None``, the default): ``s = p`` free, ones at init.
 
 ``penalty`` adds the paper's soft orthogonality constraint ``penalty * ||W^T W - I||_F^2``
 to the loss (:meth:`regularization`); with W factorised it is ``penalty * sum_i (s_i^2 - 1)^2``.
@@ -36,7 +36,7 @@ class SoftOrthRNNCell(Cell):
     V, H singular values, plus ``W_ih`` and ``b`` (H^2 + H I + H in all)."""
 
     def __init__(
-        self, input_size: int, hidden_size: int, margin: float | None = 0.1, penalty: float = 0.0,
+        self, input_size: int, hidden_size: int, margin: float | None = None, penalty: float = 0.0,
         nonlinearity: str = "tanh", map: str = "cayley", init: str = "haar", backend: str = "auto",
     ):
         super().__init__(input_size, hidden_size, backend)

@@ -23,6 +23,9 @@ PAPERS = {
              "expressivity with transient dynamics (NeurIPS 2019)",
     "dmu": "Deep Memory Update (DMU) recurrent module (IEEE TNNLS)",
     "henaff": "Henaff, Szlam and LeCun, Recurrent orthogonal networks and long-memory tasks (ICML 2016)",
+    "cornn": "Rusch and Mishra, Coupled oscillatory recurrent neural network (coRNN): an accurate and (gradient) "
+             "stable architecture for learning long time dependencies (ICLR 2021)",
+    "lem": "Rusch, Mishra, Erichson and Mahoney, Long expressive memory for sequence modeling (ICLR 2022)",
 }
 
 
@@ -305,10 +308,20 @@ _DMU_MNIST = [  # Table IV: (name, ordered %, permuted %, N, params)
     ("Exponential RNN [46]", 98.4, 96.2, 360, "~69K"), ("Sequential NAIS-Net [34]", 94.3, 90.8, 128, "~18K"),
     ("Lipschitz RNN [32]", 99.4, 96.3, 128, "~34K"), ("DMU", 98.5, 93.4, 96, "~20K"), ("DMU", 98.7, 93.4, 128, "~34K"),
 ]
+#: Table IV's cited systems -> the registry key of their presets dmu/{smnist,psmnist}-<key>
+_DMU_MNIST_CELL = {
+    "LSTM baseline [21]": "lstm", "MomentumLSTM [42]": "momentumlstm", "Unitary RNN [21]": "urnn",
+    "Full Capacity Unitary RNN [43]": "fcurnn", "Soft orth. RNN [44]": "softorth", "Kronecker RNN [45]": "kru",
+    "Antisymmetric RNN [33]": "antisymrnn", "Incremental RNN [31]": "incrnn", "Exponential RNN [46]": "exprnn",
+    "Sequential NAIS-Net [34]": "naisnet", "Lipschitz RNN [32]": "lipschitz",
+}
 for _name, _o, _p, _N, _k in _DMU_MNIST:
     for _task, _stem, _v in (("sMNIST", "smnist", _o), ("psMNIST", "psmnist", _p)):
         _kw = dict(presets=(f"dmu/{_stem}-N{_N}",)) if _name == "DMU" else dict(
-            reason="a number the DMU paper cites from another paper; not one of its experiments")
+            presets=(f"dmu/{_stem}-{_DMU_MNIST_CELL[_name]}",),
+            note="a number the DMU paper cites from another paper; the preset has the table's N and the cited "
+                 "paper's training settings where we have them (its description says which; the parameter counts "
+                 "against the table's: docs/models.md)")
         _add(Published("dmu", "Table IV", _name, _task, f"N={_N}, {_k} params", "test/accuracy", round(_v / 100, 6), **_kw))
 
 _DMU_T8 = {  # Table VIII: task: {model: (recurrent block, weights)}
@@ -421,3 +434,13 @@ for _m, _p in (("LT-ORNN", "henaff/copy_variable-ltornn"), ("LT-IRNN", "henaff/c
                    note="training curves"))
 _add(Published("henaff", "Fig. 6", "LT-ORNN + l2 pooling", "copy / adding", "", "activations",
                reason="a qualitative view of hidden activations, no number"))
+
+# ============================================================================================
+# coRNN and LEM: their psMNIST results, the comparison points of today's long-memory work
+# ============================================================================================
+_add(Published("cornn", "psMNIST", "coRNN", "psMNIST", "N=256, 134K params", "test/accuracy", 0.9734,
+               presets=("cornn/psmnist",),
+               note="the paper's psMNIST result; the authors' README and run log give the same"))
+_add(Published("lem", "psMNIST", "LEM", "psMNIST", "N=128, 68K params", "test/accuracy", 0.966,
+               presets=("lem/psmnist",),
+               note="the paper's psMNIST result (the authors' run log: 96.62)"))
