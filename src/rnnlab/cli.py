@@ -79,7 +79,7 @@ def cmd_list(args) -> int:
     if what in ("all", "cells"):
         print("cells (model.cell; options go under [model.cell_options]):")
         for k, c in CELLS.items():
-            print(f"  {k:10s} {c.__name__}({_signature(c)})")
+            print(f"  {k:12s} {c.__name__}({_signature(c)})")
     if what in ("all", "tasks"):
         print("tasks (task.name; options go under [task]):")
         for k, t in TASKS.items():
