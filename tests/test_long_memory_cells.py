@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -21,6 +22,7 @@ from rnnlab.cells import (
     CELLS, AntisymmetricRNNCell, CoRNNCell, FCURNNCell, IncrementalRNNCell, KRUCell, LEMCell, LipschitzRNNCell,
     LSTMCell, MomentumLSTMCell, NAISNetCell, Recurrent, SoftOrthRNNCell, unroll,
 )
+from rnnlab.kernels.modrelu import modrelu_recurrence, reference_modrelu_recurrence
 from rnnlab.kernels.oscillator import cornn_recurrence, lem_recurrence
 from rnnlab.kernels.residual import reference_residual_recurrence, residual_recurrence
 
@@ -626,6 +628,38 @@ def test_oscillator_kernels_gradcheck(lengths):
                                     (u4, Wy, Wz, y0, z0))
 
 
+@pytest.mark.parametrize("lengths", [None, [6, 2, 0]])
+def test_modrelu_kernel_equals_complex_autograd_and_gradchecks(lengths):
+    """The real-arithmetic modReLU recurrence against complex tensors through autograd, with W
+    the real form of a complex matrix (gradients to its real and imaginary parts)."""
+    from rnnlab.cells.fullunitary import haar_unitary, real_form
+
+    g = torch.Generator().manual_seed(0)
+    n = 3
+    lens = None if lengths is None else torch.tensor(lengths)
+    Q = haar_unitary(n, g)
+    ins = (torch.randn(T, B, 2 * n, generator=g, dtype=D), Q.real + 0.1 * torch.randn(n, n, generator=g, dtype=D),
+           Q.imag + 0.1 * torch.randn(n, n, generator=g, dtype=D), 0.3 * torch.randn(n, generator=g, dtype=D),
+           torch.randn(B, 2 * n, generator=g, dtype=D))
+    ins = tuple(t.requires_grad_() for t in ins)
+
+    def f(u, a, c, b, h0):
+        return modrelu_recurrence(u, real_form(torch.complex(a, c)), b, h0, lens)
+
+    def r(u, a, c, b, h0):
+        return reference_modrelu_recurrence(u, real_form(torch.complex(a, c)), b, h0, lens)
+
+    a, b = f(*ins), r(*ins)
+    for p, q in zip(a, b):
+        torch.testing.assert_close(p, q)
+    w = [torch.randn(p.shape, generator=g, dtype=D) for p in a]
+    g1 = torch.autograd.grad(sum((p * v).sum() for p, v in zip(a, w)), ins)
+    g2 = torch.autograd.grad(sum((p * v).sum() for p, v in zip(b, w)), ins)
+    for p, q in zip(g1, g2):
+        torch.testing.assert_close(p, q)
+    assert torch.autograd.gradcheck(f, ins)
+
+
 def test_kernels_refuse_bad_shapes_with_the_sizes():
     u = torch.randn(4, 2, 3)
     with pytest.raises(ValueError, match=r"weight must be \(3, 3\)"):
@@ -735,3 +769,44 @@ def test_reference_backend_passes_gradgradcheck(key):
         return (out, *_leaves(h_n))
 
     assert torch.autograd.gradgradcheck(f, (x, *params), fast_mode=True)
+
+
+# --- the analysis tools work for the new cells ------------------------------------------------
+
+
+@pytest.mark.parametrize("key", NEW)
+def test_jacobian_spectra_and_schur_views(key):
+    """Step Jacobians (autograd, through the cell's step) equal central differences of the step;
+    the lag spectrum of their products is finite; cells with a square recurrent matrix get a
+    Schur view that reconstructs it (the full-capacity uRNN's real form: every eigenvalue on the
+    unit circle; AntisymmetricRNN's: real parts -gamma)."""
+    from rnnlab.analysis.jacobian import _flat, _unflat, analyze_model, step_jacobians
+    from rnnlab.analysis.schur import cell_schur_views
+    from rnnlab.model import SequenceModel
+
+    torch.manual_seed(0)
+    model = SequenceModel(key, 1, 10, 8, readout="last").double()
+    x = torch.randn(10, 1, dtype=D)
+    res = analyze_model(model, x, max_lag=9)
+    spec = res["spectrum"]
+    assert len(spec.lags) == 9 and np.isfinite(spec.sigma_max).all() and np.isfinite(spec.qr_min).all()
+    cell = model.rnn.cells[0]
+    states, J = step_jacobians(cell, x[:3])
+    s1 = _flat(states[1])[0]
+    eps = 1e-6
+    for k in range(s1.shape[0]):
+        e = torch.zeros_like(s1)
+        e[k] = eps
+        up = _flat(cell(x[1:2], _unflat((s1 + e)[None], states[1]))[1])[0]
+        down = _flat(cell(x[1:2], _unflat((s1 - e)[None], states[1]))[1])[0]
+        torch.testing.assert_close(J[1][:, k], ((up - down) / (2 * eps)).detach(), rtol=1e-6, atol=1e-8)
+    views = cell_schur_views(model)
+    if cell.recurrent_matrix() is None:
+        assert views == []
+        return
+    (view,) = views
+    assert view.extra["reconstruction_error"] < 1e-10
+    if key == "fcurnn":  # built in float32 (its Haar base rounded there), then made float64
+        assert abs(np.abs(view.eigenvalues) - 1).max() < 1e-6
+    if key == "antisymrnn":
+        assert abs(view.eigenvalues.real + cell.gamma).max() < 1e-10

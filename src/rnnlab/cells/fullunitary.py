@@ -26,6 +26,8 @@ from torch.nn.utils import parametrize as P
 
 from .. import parametrize as par
 from ..kernels.amp import float32_region, full_precision
+from ..kernels.linear import tall_linear
+from ..kernels.modrelu import modrelu_recurrence
 from .unitary import UnitaryCell
 
 
@@ -117,6 +119,14 @@ class FCURNNCell(UnitaryCell):
 
     def recurrent_matrix(self) -> Tensor:
         return self.weight_hh
+
+    def sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
+        """Fast path: the input map of all steps in one product, W's real form once, then the
+        fused modReLU recurrence in real arithmetic (:func:`rnnlab.kernels.modrelu.modrelu_recurrence`)."""
+        if self.backend == "reference":
+            return super().sequence(x, state, lengths)
+        h = self.start_sequence(x, state)
+        return modrelu_recurrence(tall_linear(x, self.weight_ih), self.weight_hh, self.bias, h, lengths)
 
     def extra_repr(self) -> str:
         return f"units={self.units}"
