@@ -741,4 +741,15 @@ CLAIMS: list[Claim] = [
           (Part("LT-ORNN at chance (within 0.05 of 1/8)", at_chance("henaff/copy_variable-ltornn", 1 / 8, 0.05)),
            Part("LT-IRNN at chance (within 0.05 of 1/8)", at_chance("henaff/copy_variable-ltirnn", 1 / 8, 0.05)),
            Part("the LSTM solves it", solves_copy("henaff/copy_variable-lstm")))),
+    # coRNN and LEM (their psMNIST results; issue 23)
+    Claim("cornn", "Abstract, psMNIST", "Experiments show that the proposed RNN is comparable in performance to the "
+          "state of the art on a variety of benchmarks (psMNIST tested here: within 1% of the paper's 97.34%)",
+          (Part("coRNN's psMNIST accuracy within 1% of 97.34%",
+                _one("cornn/psmnist", lambda g: within(g, "test/accuracy", 0.9734, 0.01, "the paper's accuracy"))),),
+          runs=1),
+    Claim("lem", "Abstract, psMNIST", "LEM outperforms state-of-the-art recurrent neural networks, gated recurrent "
+          "units, and long short-term memory models (psMNIST tested here: against the LSTM baseline of the DMU "
+          "paper's Table IV, N=128 both)",
+          (Part("LEM ahead of the LSTM on psMNIST", beats("lem/psmnist", "dmu/psmnist-lstm", "test/accuracy", True)),),
+          runs=1),
 ]
