@@ -12,7 +12,6 @@ parametrisation or discretisation. The second-order gradients of every new layer
 from __future__ import annotations
 
 import copy
-import math
 
 import numpy as np
 import pytest

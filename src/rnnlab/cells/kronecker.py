@@ -79,7 +79,8 @@ class KRUCell(UnitaryCell):
         self.sizes, self.penalty, self.complex_input = sizes, float(penalty), bool(complex_input)
         for f, size in enumerate(sizes):
             Q = haar_unitary(size)
-            self.register_parameter(f"factor{f}", nn.Parameter(torch.stack([Q.real, Q.imag], -1).to(torch.get_default_dtype())))
+            factor = torch.stack([Q.real, Q.imag], -1).to(torch.get_default_dtype())
+            self.register_parameter(f"factor{f}", nn.Parameter(factor))
             self.tag_parameters(f"factor{f}", "unitary")
         if not self.complex_input:
             P.register_parametrization(self, "weight_ih", RealPart(), unsafe=True)
@@ -110,7 +111,7 @@ class KRUCell(UnitaryCell):
         """Fast path: the input map of all steps in one product, W formed once (its real form),
         then the fused modReLU recurrence in real arithmetic. Forming W costs N^2 per step instead
         of the axis-wise N sum_f n_f, but one BLAS product per step beats F small ones at these
-        sizes on the CPU (``rnnlab bench speed --config mnist-table4`` times it at N = 512)."""
+        sizes on the CPU (``rnnlab bench speed --configs mnist-table4`` times it at N = 512)."""
         if self.backend == "reference":
             return super().sequence(x, state, lengths)
         h = self.start_sequence(x, state)

@@ -25,7 +25,7 @@ from torch import Tensor
 
 from .amp import float32_region, recurrence_dtype
 from .linear import gram_t
-from .residual import refuse_second_order
+from .residual import lengths_mask, refuse_second_order
 
 
 def _modrelu_(z: Tensor, bias: Tensor, n: int, m: Tensor) -> None:
@@ -128,12 +128,7 @@ def modrelu_recurrence(
     h0 = u.new_zeros(B, H2, dtype=dtype) if h0 is None else h0
     if h0.shape != (B, H2):
         raise ValueError(f"h0 must be ({B}, {H2}), got {tuple(h0.shape)}")
-    mask = None
-    if lengths is not None:
-        lengths = torch.as_tensor(lengths)
-        if lengths.shape != (B,) or int(lengths.min()) < 0 or int(lengths.max()) > T:
-            raise ValueError(f"lengths must hold one length in [0, {T}] per batch element ({B}), got {lengths.tolist()}")
-        mask = (torch.arange(T, device=u.device).unsqueeze(1) < lengths.to(u.device).unsqueeze(0)).unsqueeze(2)
+    mask = lengths_mask(lengths, T, B, u.device)
     with float32_region(u):
         S = _ModReLURecurrence.apply(u.to(dtype).contiguous(), h0.to(dtype).contiguous(),
                                      weight.to(dtype).contiguous(), bias.to(dtype), mask)

@@ -29,18 +29,9 @@ from torch import Tensor
 
 from .amp import float32_region, recurrence_dtype
 from .linear import gram_t
-from .residual import refuse_second_order
+from .residual import lengths_mask, refuse_second_order
 
 _aten = torch.ops.aten
-
-
-def _mask(lengths, T: int, B: int, device) -> Tensor | None:
-    if lengths is None:
-        return None
-    lengths = torch.as_tensor(lengths)
-    if lengths.shape != (B,) or int(lengths.min()) < 0 or int(lengths.max()) > T:
-        raise ValueError(f"lengths must hold one length in [0, {T}] per batch element ({B}), got {lengths.tolist()}")
-    return (torch.arange(T, device=device).unsqueeze(1) < lengths.to(device).unsqueeze(0)).unsqueeze(2)
 
 
 class _CoRNN(torch.autograd.Function):
@@ -122,7 +113,7 @@ def cornn_recurrence(
     if weight.shape != (H, 2 * H) or y0.shape != (B, H) or z0.shape != (B, H):
         raise ValueError(f"inconsistent coRNN shapes: u {tuple(u.shape)}, weight {tuple(weight.shape)} (expected "
                          f"({H}, {2 * H})), y0 {tuple(y0.shape)}, z0 {tuple(z0.shape)} (expected ({B}, {H}))")
-    mask = _mask(lengths, T, B, u.device)
+    mask = lengths_mask(lengths, T, B, u.device)
     dtype = recurrence_dtype(u)
     with float32_region(u):
         s0 = torch.cat([y0, z0], 1).to(dtype)
@@ -254,7 +245,7 @@ def lem_recurrence(
                          f"w_z (H, H), y0 and z0 (B, H))")
     if not dt > 0:
         raise ValueError(f"LEM's dt must be positive, got {dt}")
-    mask = _mask(lengths, T, B, u.device)
+    mask = lengths_mask(lengths, T, B, u.device)
     dtype = recurrence_dtype(u)
     with float32_region(u):
         s0 = torch.cat([y0, z0], 1).to(dtype)

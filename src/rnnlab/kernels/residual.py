@@ -48,6 +48,17 @@ def refuse_second_order(kernel: str) -> None:
         )
 
 
+def lengths_mask(lengths, T: int, B: int, device) -> Tensor | None:
+    """The (T, B, 1) mask ``t < lengths[b]`` of the steps each sequence takes (None without
+    lengths), after checking one length in [0, T] per batch element."""
+    if lengths is None:
+        return None
+    lengths = torch.as_tensor(lengths)
+    if lengths.shape != (B,) or int(lengths.min()) < 0 or int(lengths.max()) > T:
+        raise ValueError(f"lengths must hold one length in [0, {T}] per batch element ({B}), got {lengths.tolist()}")
+    return (torch.arange(T, device=device).unsqueeze(1) < lengths.to(device).unsqueeze(0)).unsqueeze(2)
+
+
 def _activate_(z: Tensor, activation: str) -> Tensor:
     return z.tanh_() if activation == "tanh" else z.relu_()
 
@@ -155,12 +166,7 @@ def residual_recurrence(
     if h0.shape != (B, H):
         raise ValueError(f"h0 must be ({B}, {H}), got {tuple(h0.shape)}")
     vec = [torch.as_tensor(v, dtype=dtype, device=u.device).expand(H) for v in (step, decay)]
-    mask = None
-    if lengths is not None:
-        lengths = torch.as_tensor(lengths)
-        if lengths.shape != (B,) or int(lengths.min()) < 0 or int(lengths.max()) > T:
-            raise ValueError(f"lengths must hold one length in [0, {T}] per batch element ({B}), got {lengths.tolist()}")
-        mask = (torch.arange(T, device=u.device).unsqueeze(1) < lengths.to(u.device).unsqueeze(0)).unsqueeze(2)
+    mask = lengths_mask(lengths, T, B, u.device)
     with float32_region(u):
         S = _Residual.apply(
             u.to(dtype).contiguous(), h0.to(dtype).contiguous(), weight.to(dtype).contiguous(),
