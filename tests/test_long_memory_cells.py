@@ -21,7 +21,7 @@ from rnnlab.cells import (
     CELLS, AntisymmetricRNNCell, CoRNNCell, FCURNNCell, IncrementalRNNCell, KRUCell, LEMCell, LipschitzRNNCell,
     LSTMCell, MomentumLSTMCell, NAISNetCell, Recurrent, SoftOrthRNNCell, unroll,
 )
-from rnnlab.kernels.modrelu import modrelu_recurrence, reference_modrelu_recurrence
+from rnnlab.kernels.unitary import modrelu_recurrence, reference_modrelu_recurrence
 from rnnlab.kernels.oscillator import cornn_recurrence, lem_recurrence
 from rnnlab.kernels.residual import reference_residual_recurrence, residual_recurrence
 
@@ -809,3 +809,23 @@ def test_jacobian_spectra_and_schur_views(key):
         assert abs(np.abs(view.eigenvalues) - 1).max() < 1e-6
     if key == "antisymrnn":
         assert abs(view.eigenvalues.real + cell.gamma).max() < 1e-10
+
+
+@pytest.mark.parametrize("key", NEW)
+def test_checkpointed_chunks_equal_the_whole_sequence(key):
+    """Time-chunked recomputation (``checkpoint_chunk``) gives the same outputs and gradients,
+    with lengths (chunks past a sequence's end) and, for MomentumLSTM, a carried momentum."""
+    torch.manual_seed(0)
+    chunked = Recurrent(2, 6, cell=CELLS[key], checkpoint_chunk=3).double()
+    whole = copy.deepcopy(chunked)
+    whole.checkpoint_chunk = None
+    x = torch.randn(8, 3, 2, dtype=D)
+    results = []
+    for layer in (chunked, whole):
+        xx = x.clone().requires_grad_()
+        out, h_n = layer(xx, lengths=torch.tensor([8, 2, 5]))
+        loss = out.pow(2).sum() + sum(h.sum() for h in _leaves(h_n))
+        results.append((out, torch.autograd.grad(loss, [xx, *layer.parameters()])))
+    torch.testing.assert_close(results[0][0], results[1][0])
+    for a, b in zip(results[0][1], results[1][1]):
+        torch.testing.assert_close(a, b)

@@ -27,7 +27,7 @@ from torch.nn.utils import parametrize as P
 from .. import parametrize as par
 from ..kernels.amp import float32_region, full_precision
 from ..kernels.linear import tall_linear
-from ..kernels.modrelu import modrelu_recurrence
+from ..kernels.unitary import modrelu_recurrence
 from .unitary import UnitaryCell
 
 
@@ -122,7 +122,7 @@ class FCURNNCell(UnitaryCell):
 
     def sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
         """Fast path: the input map of all steps in one product, W's real form once, then the
-        fused modReLU recurrence in real arithmetic (:func:`rnnlab.kernels.modrelu.modrelu_recurrence`)."""
+        fused modReLU recurrence in real arithmetic (:func:`rnnlab.kernels.unitary.modrelu_recurrence`)."""
         if self.backend == "reference":
             return super().sequence(x, state, lengths)
         h = self.start_sequence(x, state)

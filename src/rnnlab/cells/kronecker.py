@@ -30,7 +30,7 @@ from torch import Tensor, nn
 from torch.nn.utils import parametrize as P
 
 from ..kernels.linear import tall_linear
-from ..kernels.modrelu import modrelu_recurrence
+from ..kernels.unitary import modrelu_recurrence
 from .fullunitary import haar_unitary, real_form
 from .unitary import UnitaryCell
 

@@ -15,7 +15,7 @@ Fast path. v does not depend on h, and it is linear in ``[x; 1]``: from a zero v
 ``v_t = W_ih m_t + b_ih c_t`` with ``m_t = mu m_{t-1} + epsilon x_t`` and the scalar
 ``c_t = mu c_{t-1} + epsilon``. ``sequence`` therefore runs that momentum on the (T, B, I + 1)
 inputs ``[x; 1]`` (a loop of element-wise steps) and then ATen's LSTM (``torch.lstm``) with the
-input weight ``[W_ih, b_ih]``: exact, and as fast as the plain LSTM. A non-zero initial v_0
+input weight ``[W_ih, b_ih]``: exact, and the recurrence is ATen's LSTM kernel. A non-zero initial v_0
 adds ``mu^t v_0`` to every step, which the ATen kernel cannot take; the step loop runs then
 (a given state is read once to tell).
 """

@@ -1,4 +1,5 @@
-"""Fused BPTT for the complex modReLU recurrence of the unitary RNNs, in real arithmetic:
+"""Fused BPTT for the complex modReLU recurrence of the unitary RNNs, in real arithmetic
+(the cells' real-valued modReLU is :func:`rnnlab.kernels.elementwise_rnn`'s):
 
     h_t = modReLU(W h_{t-1} + u_t, b),   modReLU(z, b) = z / |z| * relu(|z| + b)  (0 at z = 0)
 
