@@ -691,28 +691,8 @@ def test_bad_options_are_one_line_errors(kw, match):
 
 # --- second-order gradients: right, or refused with the way out --------------------------------
 
-def _elementwise_rnn_has_second_order() -> bool:
-    """Whether rnnlab.kernels.elementwise_rnn (the soft-orthogonality RNN's fast path) builds a
-    graph of its backward: until it does, its second-order gradients are silently wrong (a
-    ``once_differentiable`` backward fed cotangents that need no grad), which the kernels'
-    own issue fixes."""
-    from rnnlab.kernels import elementwise_rnn
-
-    g = torch.Generator().manual_seed(0)
-    u = torch.randn(2, 1, 2, generator=g, dtype=D, requires_grad=True)
-    W = torch.randn(2, 2, generator=g, dtype=D, requires_grad=True)
-    try:
-        return torch.autograd.gradgradcheck(lambda u, W: elementwise_rnn(u, W)[0], (u, W), raise_exception=False)
-    except RuntimeError:
-        return False
-
-
 SECOND = [
-    ("momentumlstm", {}), ("fcurnn", {}),
-    pytest.param("softorth", {"penalty": 0.1}, marks=pytest.mark.xfail(
-        not _elementwise_rnn_has_second_order(), strict=True,
-        reason="elementwise_rnn's backward has no graph of itself yet (the kernels' issue)")),
-    ("kru", {"factors": [2], "penalty": 0.1}),
+    ("momentumlstm", {}), ("fcurnn", {}), ("softorth", {"penalty": 0.1}), ("kru", {"factors": [2], "penalty": 0.1}),
     ("antisymrnn", {}), ("antisymrnn", {"gated": True}), ("incrnn", {}), ("incrnn", {"steps": 2}), ("naisnet", {}),
     ("lipschitz", {}), ("cornn", {}), ("lem", {}),
 ]
@@ -727,12 +707,7 @@ def _probe(layer, x):
     return torch.autograd.grad(gx.pow(2).sum(), list(layer.parameters()), allow_unused=True)
 
 
-def _case_id(case) -> str:
-    key, kw = case.values if hasattr(case, "values") else case
-    return f"{key}-{'-'.join(kw) or 'default'}"
-
-
-@pytest.mark.parametrize("key,kw", SECOND, ids=[_case_id(c) for c in SECOND])
+@pytest.mark.parametrize("key,kw", SECOND, ids=[f"{k}-{'-'.join(kw) or 'default'}" for k, kw in SECOND])
 def test_second_order_gradients_are_right_or_refused(key, kw):
     torch.manual_seed(0)
     layer = Recurrent(2, 4, cell=CELLS[key], **kw).double()

@@ -67,6 +67,21 @@ CASES = [
     ("urnn", "urnn", {}, {}),
     ("eurnn-tunable", "eurnn", {"capacity": 3}, {}),
     ("eurnn-fft", "eurnn", {"variant": "fft"}, {"lengths": [3, 1]}),
+    # issue 23's cells: fast paths with second-order gradients, and the step loop of the others
+    ("momentumlstm", "momentumlstm", {}, {}),
+    ("momentumlstm-default-init-lengths", "momentumlstm", {"init": "default"}, {"lengths": [3, 1]}),
+    ("softorth-penalty", "softorth", {"penalty": 0.1}, {}),
+    ("softorth-margin-relu-lengths", "softorth", {"margin": 0.3, "nonlinearity": "relu"}, {"lengths": [2, 3]}),
+    ("fcurnn-reference", "fcurnn", {"backend": "reference"}, {}),
+    ("kru-reference", "kru", {"penalty": 0.1, "backend": "reference"}, {}),
+    ("antisymrnn-reference", "antisymrnn", {"backend": "reference"}, {}),
+    ("antisymrnn-gated", "antisymrnn", {"gated": True}, {"lengths": [3, 2]}),
+    ("incrnn-reference", "incrnn", {"rank": 2, "backend": "reference"}, {}),
+    ("incrnn-two-steps", "incrnn", {"steps": 2}, {}),
+    ("naisnet-reference", "naisnet", {"backend": "reference"}, {}),
+    ("lipschitz-reference", "lipschitz", {"backend": "reference"}, {}),
+    ("cornn-reference", "cornn", {"backend": "reference"}, {"lengths": [3, 1]}),
+    ("lem-reference", "lem", {"backend": "reference"}, {}),
 ]
 
 #: cases checked by the probe only (gradgradcheck of a stack is rnn-2layers-bidirectional's)
@@ -81,6 +96,14 @@ REFUSED = [
     ("rhn-depth1", "rhn", {"depth": 1}, "backend='reference'"),
     ("gru", "gru", {}, "backend='native'"),
     ("gru-nobias", "gru", {"bias": False}, "backend='native'"),
+    ("fcurnn", "fcurnn", {}, "backend='reference'"),
+    ("kru", "kru", {"complex_input": False}, "backend='reference'"),
+    ("antisymrnn", "antisymrnn", {}, "backend='reference'"),
+    ("incrnn", "incrnn", {"rank": 2}, "backend='reference'"),
+    ("naisnet", "naisnet", {}, "backend='reference'"),
+    ("lipschitz", "lipschitz", {}, "backend='reference'"),
+    ("cornn", "cornn", {}, "backend='reference'"),
+    ("lem", "lem", {}, "backend='reference'"),
 ]
 
 FAMILIES_COVERED = {key for _, key, _, _ in CASES} | {key for _, key, _, _ in REFUSED}

@@ -28,8 +28,9 @@ import torch
 from torch import Tensor
 
 from .amp import float32_region, recurrence_dtype
+from .gated import _refuse_graph
 from .linear import gram_t
-from .residual import lengths_mask, refuse_second_order
+from .residual import lengths_mask
 
 _aten = torch.ops.aten
 
@@ -62,7 +63,7 @@ class _CoRNN(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_S):
-        refuse_second_order("coRNN")
+        _refuse_graph("coRNN", "backend='reference'")
         s0, weight, mask, S, A = ctx.saved_tensors
         dt, gamma, eps = ctx.consts
         T, B, H2 = S.shape
@@ -157,7 +158,7 @@ class _LEM(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_S):
-        refuse_second_order("LEM")
+        _refuse_graph("LEM", "backend='reference'")
         s0, w_y, w_z, mask, S, G = ctx.saved_tensors
         T, B, H2 = S.shape
         H, dt = H2 // 2, ctx.dt

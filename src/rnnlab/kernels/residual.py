@@ -31,21 +31,11 @@ import torch
 from torch import Tensor
 
 from .amp import float32_region, recurrence_dtype
+from .gated import _refuse_graph
 from .linear import column_sum, gram_t
 
 ACTIVATIONS = ("tanh", "relu")
 _aten = torch.ops.aten
-
-
-def refuse_second_order(kernel: str) -> None:
-    """Raise when autograd asks a fused backward for a graph of itself (``create_graph=True``):
-    it has none, and gradients computed without one would be silently constant in the weights."""
-    if torch.is_grad_enabled():
-        raise RuntimeError(
-            f"second-order gradients (a backward with create_graph=True: gradient penalties, Hessian-vector "
-            f"products) do not pass through the fused {kernel} kernel; build the layer with backend='reference' "
-            f"for them"
-        )
 
 
 def lengths_mask(lengths, T: int, B: int, device) -> Tensor | None:
@@ -101,7 +91,7 @@ class _Residual(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_S):
-        refuse_second_order("residual recurrence")
+        _refuse_graph("residual recurrence", "backend='reference'")
         h0, stacked, decay, step, mask, S, A = ctx.saved_tensors
         T, B, H = S.shape
         grad_S = grad_S.contiguous()

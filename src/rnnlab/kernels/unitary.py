@@ -25,8 +25,9 @@ import torch
 from torch import Tensor
 
 from .amp import float32_region, recurrence_dtype
+from .gated import _refuse_graph
 from .linear import gram_t
-from .residual import lengths_mask, refuse_second_order
+from .residual import lengths_mask
 
 
 def _modrelu_(z: Tensor, bias: Tensor, n: int, m: Tensor) -> None:
@@ -62,7 +63,7 @@ class _ModReLURecurrence(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_S):
-        refuse_second_order("complex modReLU recurrence")
+        _refuse_graph("complex modReLU recurrence", "backend='reference'")
         h0, weight, bias, mask, S = ctx.saved_tensors
         T, B, H2 = S.shape
         n = H2 // 2
