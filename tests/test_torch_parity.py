@@ -14,9 +14,9 @@ from rnnlab.cells import base as cell_base
 
 torch.set_num_threads(1)
 
-#: every family layer, by registry key
-LAYERS = {cls.cell_class: cls for cls in (getattr(rnnlab, n) for n in (
-    "RNN", "IRNN", "LSTM", "GRU", "ExpRNN", "SCORNN", "ASRNN", "NNRNN", "DMU", "RHN", "LTRNN", "URNN", "EURNN"))}
+#: every family layer rnnlab exports, by its cell class
+LAYERS = {cls.cell_class: cls for cls in (getattr(rnnlab, n) for n in rnnlab._CELLS)
+          if isinstance(cls, type) and issubclass(cls, Recurrent) and cls.cell_class is not None}
 FAMILY = {key: LAYERS[cls] for key, cls in CELLS.items()}
 PAPERS = ["asrnn", "nnrnn", "dmu", "ltrnn"]
 TORCH = {"lstm": nn.LSTM, "gru": nn.GRU, "rnn": nn.RNN}

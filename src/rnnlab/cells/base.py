@@ -343,7 +343,7 @@ class Recurrent(nn.Module):
     ``torch.nn.GRU``; ``rnnlab.RNN`` takes ``nonlinearity`` fourth, as ``torch.nn.RNN``), so
     ``rnnlab.LSTM(5, 8, 2, True, True)`` is ``torch.nn.LSTM(5, 8, 2, True, True)``.
     ``device``/``dtype`` place the parameters as torch's factory arguments do. ``bias=False``
-    goes to cells that have the option (RNN, LSTM, GRU, LT-RNN) and is refused by the others;
+    goes to cells that have the option (RNN, IRNN, LSTM, GRU, LT-RNN, MomentumLSTM) and is refused by the others;
     ``proj_size`` must be 0. ``forward(input, h0=None, lengths=None) -> (output, h_n)``.
     ``input`` may be a tensor ((T, B, I), or (B, T, I) with ``batch_first``; unbatched (T, I)
     with an unbatched ``h0`` (D * num_layers, H), as torch), or a ``PackedSequence``. ``h_n``
@@ -435,7 +435,7 @@ class Recurrent(nn.Module):
             if "bias" not in inspect.signature(cell.__init__).parameters:
                 raise ValueError(f"{name}: bias=False is not an option of {cell.__name__} (its update has a bias "
                                  f"it cannot drop); leave bias=True. Cells with the option: RNN, IRNN, LSTM, "
-                                 f"GRU, LT-RNN")
+                                 f"GRU, LT-RNN, MomentumLSTM")
             cell_kwargs["bias"] = False
         if isinstance(hidden_size, (list, tuple)):
             widths = [int(w) for w in hidden_size]
