@@ -804,3 +804,32 @@ def test_checkpointed_chunks_equal_the_whole_sequence(key):
     torch.testing.assert_close(results[0][0], results[1][0])
     for a, b in zip(results[0][1], results[1][1]):
         torch.testing.assert_close(a, b)
+
+
+def _graph_nodes(roots):
+    seen, stack = set(), [r for r in roots if r is not None]
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        stack.extend(n for n, _ in node.next_functions if n is not None)
+    return seen
+
+
+@pytest.mark.parametrize("key", sorted(CELLS))
+def test_no_fast_path_selects_time_steps_out_of_a_graph(key):
+    """A step loop that reads ``u[t]`` out of a (T, B, H) tensor in the autograd graph makes
+    backward fill a zero (T, B, H) gradient per step: O(T^2) work and memory traffic (the uRNN
+    at psMNIST's T = 784, N = 512 took 250 s for one step; 12 s with ``unbind``). In every
+    registered layer's graph the selects out of a T-long dimension (the last state as h_n) do
+    not grow with T."""
+    def selects(Tn):
+        torch.manual_seed(0)
+        layer = Recurrent(2, 6, cell=CELLS[key])
+        out, h_n = layer(torch.randn(Tn, 3, 2, requires_grad=True))
+        return sum(1 for n in _graph_nodes([out.grad_fn, *(h.grad_fn for h in _leaves(h_n))])
+                   if type(n).__name__ == "SelectBackward0" and n._saved_dim == 0
+                   and n._saved_self_sym_sizes[0] == Tn)
+
+    assert selects(9) == selects(5) <= 2, key
