@@ -127,3 +127,31 @@ def test_presets_train_a_step_at_a_small_width(name, tmp_path):
 @pytest.mark.parametrize("name", PRESETS)
 def test_every_preset_trains_a_step_at_its_size(name, tmp_path):
     _one_step(name, tmp_path)
+
+
+def test_memory_table_quotes_its_record():
+    """docs/models.md ("Memory") quotes docs/table4-memory.json (tools/preset_memory.py) for
+    every preset; the ordered and permuted presets of a cell need the same memory."""
+    import json
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    record = json.loads((root / "docs" / "table4-memory.json").read_text())["presets"]
+    assert set(record) == set(PRESETS)
+    text = (root / "docs" / "models.md").read_text()
+    section = text.split("### Memory", 1)[1].split("\n### ", 1)[0]
+    rows = re.findall(r"^\| `([^`]+)` \| (\d+) \| (\d+) \| ([\d,]+) \|$", section, re.M)
+    quoted = {}
+    for preset, hidden, batch, mib in rows:
+        names = ([preset.replace("{smnist,psmnist}", t) for t in ("smnist", "psmnist")]
+                 if "{" in preset else [preset])
+        for name in names:
+            quoted[name] = (int(hidden), int(batch), int(mib.replace(",", "")))
+    assert set(quoted) == set(PRESETS)
+    for name, (hidden, batch, mib) in quoted.items():
+        r, cfg = record[name], config.load(name)
+        assert (hidden, batch) == (r["hidden_size"], r["batch_size"]) == (cfg.model.hidden_size, cfg.train.batch_size)
+        assert abs(mib - r["step_mib"]) <= 0.02 * mib, (name, mib, r["step_mib"])
+        if name.startswith(("dmu/psmnist", "cornn", "lem")):
+            assert mib == r["step_mib"], name
