@@ -18,12 +18,24 @@ import pytest
 import torch
 
 from rnnlab.cells import (
-    CELLS, AntisymmetricRNNCell, CoRNNCell, FCURNNCell, IncrementalRNNCell, KRUCell, LEMCell, LipschitzRNNCell,
-    LSTMCell, MomentumLSTMCell, NAISNetCell, Recurrent, SoftOrthRNNCell, unroll,
+    CELLS,
+    AntisymmetricRNNCell,
+    CoRNNCell,
+    FCURNNCell,
+    IncrementalRNNCell,
+    KRUCell,
+    LEMCell,
+    LipschitzRNNCell,
+    LSTMCell,
+    MomentumLSTMCell,
+    NAISNetCell,
+    Recurrent,
+    SoftOrthRNNCell,
+    unroll,
 )
-from rnnlab.kernels.unitary import modrelu_recurrence, reference_modrelu_recurrence
 from rnnlab.kernels.oscillator import cornn_recurrence, lem_recurrence
 from rnnlab.kernels.residual import reference_residual_recurrence, residual_recurrence
+from rnnlab.kernels.unitary import modrelu_recurrence, reference_modrelu_recurrence
 
 D, C = torch.float64, torch.complex128
 T, B, I = 6, 3, 2

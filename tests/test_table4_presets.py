@@ -12,13 +12,13 @@ import math
 
 import numpy as np
 import pytest
-from test_faithful_presets import _fixtures
 
 from rnnlab import config
 from rnnlab.ledger import published
 from rnnlab.model import SequenceModel
 from rnnlab.suite import load_suite
 from rnnlab.train import train
+from test_faithful_presets import _fixtures
 
 #: key -> (N, the table's parameter figure(s), hidden_size: 2N for the complex cells)
 TABLE = {

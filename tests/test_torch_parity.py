@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import rnnlab
-from rnnlab.cells import CELLS
+from rnnlab.cells import CELLS, Recurrent
 from rnnlab.cells import base as cell_base
 
 torch.set_num_threads(1)
