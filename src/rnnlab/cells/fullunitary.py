@@ -90,7 +90,16 @@ class FCURNNCell(UnitaryCell):
     dynamic trivialization; ``init``: "haar" (W a Haar-random unitary, as the authors' SVD
     init of a complex Gaussian) or "identity". ``weight_hh`` is W's real form (2N, 2N); its free
     parameter (N^2 reals) is tagged ``"unitary"``. V ~ U(-sqrt(6/(I + 2N)), +sqrt(6/(I + 2N))),
-    b ~ U(-0.01, 0.01) (both as the authors' code)."""
+    b ~ U(-0.01, 0.01) (both as the authors' code).
+
+    Example:
+    >>> import torch
+    >>> from rnnlab.cells import FCURNNCell
+    >>> cell = FCURNNCell(3, 16)             # 8 complex units, h = [Re h; Im h]
+    >>> W = cell.recurrent_matrix()          # the real form of W, unitary for any parameter
+    >>> torch.allclose(W.T @ W, torch.eye(16), atol=1e-5)
+    True
+    """
 
     def __init__(
         self, input_size: int, hidden_size: int, map: str = "cayley", K: int | None = None, M: int | None = None,

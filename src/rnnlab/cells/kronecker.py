@@ -60,7 +60,18 @@ class RealPart(nn.Module):
 
 class KRUCell(UnitaryCell):
     """Kronecker recurrent unit (see the module docstring). The factors are parameters
-    ``factor{f}`` of shape (n_f, n_f, 2) (real and imaginary parts), tagged ``"unitary"``."""
+    ``factor{f}`` of shape (n_f, n_f, 2) (real and imaginary parts), tagged ``"unitary"``.
+
+    Example:
+    >>> import torch
+    >>> from rnnlab.cells import KRUCell
+    >>> cell = KRUCell(3, 16)                # 8 complex units: W = W_0 (x) W_1 (x) W_2, 2 x 2 factors
+    >>> [tuple(F.shape) for F in cell.factors()]
+    [(2, 2), (2, 2), (2, 2)]
+    >>> W = cell.kronecker_matrix()          # unitary at initialisation (Haar factors)
+    >>> torch.allclose(W.conj().T @ W, torch.eye(8, dtype=W.dtype), atol=1e-5)
+    True
+    """
 
     def __init__(
         self, input_size: int, hidden_size: int, factors: list[int] | None = None, penalty: float = 0.0,

@@ -37,7 +37,16 @@ class MomentumLSTMCell(Cell):
     (``W_ih`` orthogonal, ``W_hh`` the identity on its first H rows and zero elsewhere, biases
     zero except the forget gate's, ``forget_bias`` in both); ``"default"``: torch's uniform
     U(-1/sqrt(H), 1/sqrt(H)) for every weight. Weights have ``torch.nn.LSTM``'s names and
-    shapes. State ``(h, c, v_i, v_f, v_g, v_o)``; output h."""
+    shapes. State ``(h, c, v_i, v_f, v_g, v_o)``; output h.
+
+    Example:
+    >>> import torch
+    >>> from rnnlab.cells import MomentumLSTMCell
+    >>> cell = MomentumLSTMCell(3, 8, mu=0.6, epsilon=0.6)
+    >>> h, state = cell(torch.randn(2, 3))   # state: (h, c) and the momentum v in four (B, H) parts
+    >>> h.shape, len(state)
+    (torch.Size([2, 8]), 6)
+    """
 
     def __init__(
         self, input_size: int, hidden_size: int, mu: float = 0.6, epsilon: float = 0.6, bias: bool = True,

@@ -42,6 +42,14 @@ class CoRNNCell(_TwoPartState):
     Parameters as the authors' code: one affine map of ``[x; z; y]`` (here ``weight_ih`` V,
     ``weight_hz`` W_z, ``weight_hy`` W, ``bias`` b) with torch's ``nn.Linear`` initialisation
     over its fan-in I + 2H. State ``(y, z)``; output y. Defaults: the authors' psMNIST setting.
+
+    Example:
+    >>> import torch
+    >>> from rnnlab.cells import CoRNNCell
+    >>> cell = CoRNNCell(3, 8, dt=0.05, gamma=1.0, epsilon=1.0)
+    >>> y, (y_again, z) = cell(torch.randn(2, 3))   # state (y, z): position and velocity
+    >>> torch.equal(y, y_again), torch.allclose(y, 0.05 * z)   # y_n = y_{n-1} + dt z_n from rest
+    (True, True)
     """
 
     def __init__(
@@ -94,6 +102,14 @@ class LEMCell(_TwoPartState):
     W_y with ``bias_zy`` (H): the three affine maps of the authors' code, every entry
     ~ U(-1/sqrt(H), 1/sqrt(H)) as there (their blocks come in another order: names only).
     State ``(y, z)``; output y.
+
+    Example:
+    >>> import torch
+    >>> from rnnlab.cells import LEMCell
+    >>> cell = LEMCell(3, 8)
+    >>> y, (y_again, z) = cell(torch.randn(2, 3))
+    >>> bool(y.abs().max() < 1 and z.abs().max() < 1)   # convex combinations of tanh: bounded by 1
+    True
     """
 
     def __init__(self, input_size: int, hidden_size: int, dt: float = 1.0, backend: str = "auto"):

@@ -33,7 +33,16 @@ class SoftOrthRNNCell(Cell):
     penalty (see the module docstring). ``nonlinearity``: "tanh" or "relu". ``map``, ``init``:
     the orthogonal map and initialiser of U and V (:mod:`rnnlab.parametrize`); their free
     parameters are tagged ``"orthogonal"``. Free parameters: ``H (H - 1) / 2`` each for U and
-    V, H singular values, plus ``W_ih`` and ``b`` (H^2 + H I + H in all)."""
+    V, H singular values, plus ``W_ih`` and ``b`` (H^2 + H I + H in all).
+
+    Example:
+    >>> import torch
+    >>> from rnnlab.cells import SoftOrthRNNCell
+    >>> cell = SoftOrthRNNCell(3, 8, margin=0.1)
+    >>> s = torch.linalg.svdvals(cell.recurrent_matrix())
+    >>> bool(((s > 0.9 - 1e-5) & (s < 1.1 + 1e-5)).all())   # singular values within the margin
+    True
+    """
 
     def __init__(
         self, input_size: int, hidden_size: int, margin: float | None = None, penalty: float = 0.0,
