@@ -72,6 +72,17 @@ PATHS: list[tuple[str, dict]] = [
     ("ltrnn", {"backend": "scan", "chunk": 2}),
     ("urnn", {}),
     ("eurnn", {}),
+    ("momentumlstm", {}),
+    ("fcurnn", {}),
+    ("softorth", {"margin": 0.5}),
+    ("kru", {}),
+    ("antisymrnn", {}),
+    ("antisymrnn", {"gated": True}),
+    ("incrnn", {"rank": 2}),
+    ("naisnet", {}),
+    ("lipschitz", {}),
+    ("cornn", {}),
+    ("lem", {}),
 ]
 
 #: tolerance on the relative error (module docstring)
