@@ -6,8 +6,8 @@
 # On a machine with CUDA (torch.cuda.is_available()), three steps, each under a time limit so
 # that the whole run stays under 8 minutes on an H200-class GPU:
 #   tests   the GPU tests: tests/test_device.py (every cell's fast path, a short training run and
-#           checkpoints on cuda), tests/test_triton_guard.py (the guard, and the real kernel on
-#           CUDA in automatic mode), tests/test_triton_kernel.py                    (limit 120 s)
+#           checkpoints on cuda), tests/kernels/test_triton_guard.py (the guard, and the real kernel on
+#           CUDA in automatic mode), tests/kernels/test_triton_kernel.py                    (limit 120 s)
 #   doctor  rnnlab doctor --device cuda --kernel-table: every fast path against its reference,
 #           the Triton kernel forward and backward, a training step per cell family, and the
 #           kernel's registers, spills and time against the fused loop for H = 32 ... 256  (190 s)
@@ -124,10 +124,10 @@ for s in "${STEPS[@]}"; do
   case "$s:$CUDA" in
     tests:1)
       step "GPU tests" 120 "$PY" -m pytest -q -rs -p no:cacheprovider \
-        tests/test_device.py tests/test_triton_guard.py tests/test_triton_kernel.py ;;
+        tests/test_device.py tests/kernels/test_triton_guard.py tests/kernels/test_triton_kernel.py ;;
     tests:0)
       step "CPU-side tests (Triton interpreter, doctor)" 400 "$PY" -m pytest -q -rs -p no:cacheprovider \
-        tests/test_triton_guard.py tests/test_triton_kernel.py tests/test_doctor.py ;;
+        tests/kernels/test_triton_guard.py tests/kernels/test_triton_kernel.py tests/test_doctor.py ;;
     doctor:1)
       step "rnnlab doctor --device cuda" 190 "$PY" -m rnnlab.cli doctor --device cuda --kernel-table ;;
     doctor:0)

@@ -40,4 +40,4 @@ run "$PY" benchmarks/papers_code.py "$REPOS" --json docs/papers-code.json \
     --note "repositories: asRNN 0b27d67, nnRNN_release 294d4ff, expRNN 830ec83, dmu d4d7a8e"       # ~2 min
 run "$PY" benchmarks/backend_overhead.py --out docs/backend-overhead.json                         # ~1 min
 "$PY" -m rnnlab.docsync BENCHMARKS.md docs/speed.md docs/sweeps.md
-echo "done: now drop the re-made records from LEGACY in tests/test_bench_records.py and run its tests" >&2
+echo "done: now drop the re-made records from LEGACY in tests/project/test_bench_records.py and run its tests" >&2

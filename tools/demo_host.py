@@ -1,6 +1,6 @@
 """The kind of host a record's numbers reproduce on exactly: the CPU model, the instruction set
 torch dispatches on (AVX2, AVX512, ...), the BLAS and the torch build. ``make demo-record``
-writes it to docs/demo/host.json; tests/test_demo_record.py compares every number only on such
+writes it to docs/demo/host.json; tests/project/test_demo_record.py compares every number only on such
 a host (floating-point sums run in another order elsewhere).
 
     python tools/demo_host.py > docs/demo/host.json

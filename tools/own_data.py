@@ -4,7 +4,7 @@ runs as the committed record docs/own-data/ that the page's table is generated f
     python tools/own_data.py --record        # rerun the tutorial, rewrite docs/own-data/, then:
     python -m rnnlab.docsync docs/own-data.md
 
-The tests run the same commands (tests/test_own_data_doc.py): fast with fewer steps, and in
+The tests run the same commands (tests/project/test_own_data_doc.py): fast with fewer steps, and in
 full (slow), checking that both models end below the memoryless baseline.
 """
 

@@ -29,7 +29,7 @@ basis amplifies rounding by ``kappa = min(max_i (D_f^{-1} |U_f|^T |U_f| D_f 1)_i
 which is 1 when ``U_f`` is a signed permutation (any ``D_f``) or ``D_f = c I`` (any ``U_f``) and
 about ``cond(D_f)`` for a dense ``U_f``;
 when ``kappa`` exceeds :data:`FAST_PATH_MAX_KAPPA` for the dtype the cell falls back to the
-reference loop (measured in ``docs/asrnn.md``; tested in ``tests/test_asrnn_cell.py``).
+reference loop (measured in ``docs/asrnn.md``; tested in ``tests/cells/test_asrnn_cell.py``).
 """
 
 from __future__ import annotations

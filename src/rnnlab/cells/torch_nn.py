@@ -5,7 +5,7 @@
 sizes, options, weights, device, dtype and train/eval mode; ``to_torch(module)`` goes back.
 Weight names follow torch: a layer's ``weight_ih_l{k}`` (``_reverse`` for the backward
 direction) is ``cells[D * k + d].weight_ih``; a cell's names are torch's own. The converted
-module computes what the original computes (tested to 1e-6 in float32, tests/test_torch_parity.py).
+module computes what the original computes (tested to 1e-6 in float32, tests/cells/test_torch_parity.py).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import pytest
 
 from rnnlab import config
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "data.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "data.md"
 
 
 def test_presets_named_in_data_md_exist():

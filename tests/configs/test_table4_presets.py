@@ -12,13 +12,13 @@ import math
 
 import numpy as np
 import pytest
+from test_faithful_presets import _fixtures
 
 from rnnlab import config
 from rnnlab.ledger import published
 from rnnlab.model import SequenceModel
 from rnnlab.suite import load_suite
 from rnnlab.train import train
-from test_faithful_presets import _fixtures
 
 #: key -> (N, the table's parameter figure(s), hidden_size: 2N for the complex cells)
 TABLE = {
@@ -136,7 +136,7 @@ def test_memory_table_quotes_its_record():
     import re
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     record = json.loads((root / "docs" / "table4-memory.json").read_text())["presets"]
     assert set(record) == set(PRESETS)
     text = (root / "docs" / "models.md").read_text()

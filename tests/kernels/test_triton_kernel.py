@@ -191,7 +191,7 @@ def test_use_triton_decision():
     f32 = torch.float32
     use = tr_module.use_triton
     assert use("cuda", f32, 128, "auto", True)
-    assert not use("cuda", f32, 129, "auto", True)  # past the on-chip limit (tests/test_triton_guard.py)
+    assert not use("cuda", f32, 129, "auto", True)  # past the on-chip limit (tests/kernels/test_triton_guard.py)
     assert not use("cuda", torch.float64, 16, "auto", True)  # no device to ask: float64 tensor cores not assumed
     assert use("cuda", torch.float64, tr_module.MAX_HIDDEN, "force", True)
     assert not use("cpu", f32, 128, "auto", True)  # CPU keeps the fused loop

@@ -4,7 +4,7 @@ The published values are typed once (rnnlab.ledger.published); the presets' [pap
 hyperparameters were typed separately, so a typo in either shows up here. The ledger's status
 rules are checked on records built in a temporary directory, and the committed REPRODUCTION.md
 (and the README's line) against what the command produces from the committed records. The
-verdict classes, the statistics and the records left out: tests/test_ledger.py.
+verdict classes, the statistics and the records left out: tests/ledger/test_ledger.py.
 """
 
 import json
@@ -19,7 +19,7 @@ from rnnlab import config
 from rnnlab.config import tomllib
 from rnnlab.ledger import claims, document, published, records
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PRESETS = set(config.list_presets())
 
 

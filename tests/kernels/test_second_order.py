@@ -266,7 +266,7 @@ def test_triton_path_second_order_through_the_interpreter():
     step loop's. A subprocess: the interpreter must be set before Triton is imported."""
     pytest.importorskip("triton", reason="Triton is not installed (pip install 'rnnlab[triton]')")
     env = dict(os.environ, TRITON_INTERPRET="1", RNNLAB_TRITON="force")
-    src = Path(__file__).resolve().parents[1] / "src"
+    src = Path(__file__).resolve().parents[2] / "src"
     env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")])
     done = subprocess.run([sys.executable, "-c", _TRITON_SCRIPT], env=env, capture_output=True, text=True,
                           timeout=600, check=False)

@@ -12,7 +12,7 @@ import pytest
 
 from rnnlab import benchdocs, benchrecord, docsync
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 
 #: the timing records in the repository, and the docs that show them
 RECORDS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.json")

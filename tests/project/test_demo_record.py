@@ -16,7 +16,7 @@ from rnnlab.cli import DEMO_METRICS, DEMO_PRESETS, main
 from rnnlab.docsync import blocks, render, sync
 from rnnlab.results import table
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "docs" / "demo"
 _spec = importlib.util.spec_from_file_location("demo_host", ROOT / "tools" / "demo_host.py")
 demo_host = importlib.util.module_from_spec(_spec)

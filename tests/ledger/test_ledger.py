@@ -19,7 +19,7 @@ from rnnlab import config
 from rnnlab.ledger import claims, published, records, stats
 from rnnlab.reproduce import collect, ledger
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def claims_section(text: str) -> str:

@@ -15,7 +15,7 @@ import pytest
 from rnnlab.backends import job_for, run_jobs, run_one
 from rnnlab.cli import main
 
-SRC = str(Path(__file__).parents[1] / "src")
+SRC = str(Path(__file__).parents[2] / "src")
 TINY = ["train.steps=10", "train.eval_every=5", "task.L=10", "model.hidden_size=8", "train.batch_size=16",
         "task.val_size=64", "task.test_size=64"]
 
@@ -230,7 +230,7 @@ def test_ray_cluster_survives_a_killed_driver(tmp_path):
 def test_docs_overhead_table_is_the_recorded_one():
     import importlib.util
 
-    root = Path(__file__).parents[1]
+    root = Path(__file__).parents[2]
     spec = importlib.util.spec_from_file_location("backend_overhead", root / "benchmarks" / "backend_overhead.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

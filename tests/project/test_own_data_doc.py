@@ -11,7 +11,7 @@ import pytest
 
 from rnnlab.docsync import blocks, render
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "own-data.md"
 _spec = importlib.util.spec_from_file_location("own_data", ROOT / "tools" / "own_data.py")
 own_data = importlib.util.module_from_spec(_spec)

@@ -138,7 +138,7 @@ def test_vanishing_D_f_approaches_the_linear_rnn(backend):
 
 def test_tanh_recurrence_gradcheck():
     """The kernel of the fast path: the tanh recurrence with its input projection fused in
-    (tests/test_speed_kernels.py checks it over every activation and lengths)."""
+    (tests/kernels/test_speed_kernels.py checks it over every activation and lengths)."""
     torch.manual_seed(0)
     x = torch.randn(6, 3, 4, dtype=D, requires_grad=True)
     w_ih = torch.randn(5, 4, dtype=D, requires_grad=True)
