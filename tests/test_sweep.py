@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -256,4 +257,200 @@ def test_two_workers_feed_one_study_without_duplicates(tmp_path, capsys, backend
     dirs = sorted((out / "trials").iterdir())
     assert [d.name for d in dirs] == [f"trial-{t.number:04d}" for t in trials]
     for d in dirs:  # every trial trained exactly once
+        assert [e["event"] for e in map(json.loads, (d / "attempts.jsonl").read_text().splitlines())] == ["start", "end"]
+
+
+# --------------------------------------------------------------------------- reliability (issue: sweeps never duplicate)
+
+FAST = [s.replace("train.steps=20", "train.steps=2").replace("eval_every=5", "eval_every=2") for s in TINY]
+SRC = str(Path(__file__).parents[1] / "src")
+
+
+def study_trials(out: Path, name: str = "tiny"):
+    optuna = pytest.importorskip("optuna")
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{out / 'study.db'}").get_trials()
+
+
+def params_of(trials) -> list[tuple]:
+    return [tuple(sorted(t.params.items())) for t in trials]
+
+
+def test_restarts_and_raised_targets_propose_new_points_and_each_trial_is_one_line(tmp_path, capsys):
+    """Before, every worker seeded its sampler with seed + worker index, so a rerun with a higher
+    --trials (or a restart, a second `rnnlab sweep`, a Ray-retried worker) proposed the first
+    trials' parameters again. Now trial n of a study samples with a seed derived from the sweep's
+    seed, the study's name and n: new trials get new points, and the same study made again
+    reproduces its points trial by trial."""
+    pytest.importorskip("optuna")
+    from rnnlab.sweep import main_sweep
+
+    spec = write_sweep(tmp_path / "s.toml", trials=2, extra='sampler = "random"\npruner = "none"', set_=FAST)
+    out = tmp_path / "sw"
+    assert main_sweep(str(spec), out=str(out)) == 0  # keyword arguments, no argparse Namespace
+    err = capsys.readouterr().err
+    for n in (0, 1):  # one line per finished trial, as it finishes
+        assert sum(ln.startswith(f"  trial {n}: complete, val/loss = ") for ln in err.splitlines()) == 1, err
+    assert main_sweep(str(spec), out=str(out), trials=4) == 0
+    err = capsys.readouterr().err
+    assert "  trial 2: complete" in err and "  trial 0:" not in err
+    trials = study_trials(out)
+    assert [t.state.name for t in trials] == ["COMPLETE"] * 4
+    assert len(set(params_of(trials))) == 4, params_of(trials)
+
+    again = tmp_path / "again"  # the same sweep from scratch: the same points, trial by trial
+    assert main_sweep(str(spec), out=str(again)) == 0
+    capsys.readouterr()
+    assert params_of(study_trials(again)) == params_of(trials[:2])
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--trials", "-3"], ["--trials", "-3"]),
+    (["--trials", "0"], ["--trials", "0"]),
+    (["--workers", "0"], ["--workers", "0"]),
+    (["--heartbeat", "0"], ["--heartbeat", "0"]),
+])
+def test_counts_below_one_are_refused(tmp_path, capsys, argv, words):
+    pytest.importorskip("optuna")
+    spec = write_sweep(tmp_path / "s.toml", set_=FAST)
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "o"), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("rnnlab: error:") and len(err.splitlines()) == 1 and all(w in err for w in words), err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("metric", ["val/acuracy", "test/loss"])
+def test_a_metric_no_run_reports_is_refused_before_any_trial_trains(tmp_path, capsys, metric):
+    """Before, a misspelt metric (or a test/ metric with train.test = false) was found out only
+    after the first trial had trained."""
+    pytest.importorskip("optuna")
+    spec = write_sweep(tmp_path / "s.toml", set_=FAST + ["train.test=false"], extra=f'metric = "{metric}"')
+    out = tmp_path / "o"
+    assert main(["sweep", str(spec), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("rnnlab: error:") and len(err.splitlines()) == 1, err
+    assert repr(metric) in err and "val/loss" in err  # names the metrics that do exist
+    assert not (out / "trials").exists()
+
+
+def test_an_output_directory_of_another_sweep_is_refused(tmp_path, capsys):
+    """Before, a sweep renamed but given the same --out adopted the old study's runs as its own
+    trials without training anything and overwrote trials.md and best.toml."""
+    pytest.importorskip("optuna")
+    out = tmp_path / "sw"
+    spec = write_sweep(tmp_path / "s.toml", trials=2, extra='sampler = "random"\npruner = "none"', set_=FAST)
+    assert main(["sweep", str(spec), "--out", str(out)]) == 0
+    capsys.readouterr()
+    files = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    def refused(spec_path, *words):
+        assert main(["sweep", str(spec_path), "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("rnnlab: error:") and len(err.splitlines()) == 1, err
+        assert all(w in err for w in words), err
+        assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == files  # nothing touched
+
+    renamed = write_sweep(tmp_path / "r.toml", trials=2, extra='sampler = "random"\npruner = "none"', set_=FAST,
+                          name="other")
+    refused(renamed, "'tiny'", "'other'")
+    (out / "sweep.json").rename(tmp_path / "sweep.json")  # without sweep.json: the study's name says it
+    files.pop(out / "sweep.json")
+    refused(renamed, "study.db", "'tiny'")
+    (out / "study.db").rename(tmp_path / "study.db")  # only the trial runs are left
+    files.pop(out / "study.db")
+    refused(renamed, "trials", "no sweep.json")
+    # the same sweep whose study.db is gone: its new trial 0 would adopt trial-0000's run
+    (tmp_path / "sweep.json").rename(out / "sweep.json")
+    files[out / "sweep.json"] = (out / "sweep.json").read_bytes()
+    assert main(["sweep", str(spec), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "trial-0000 already holds a run" in err and "another study" in err, err
+    assert [e["event"] for e in map(json.loads, (out / "trials" / "trial-0000" / "attempts.jsonl")
+                                   .read_text().splitlines())] == ["start", "end"]
+
+
+def test_a_sweep_whose_trials_all_fail_stops_with_a_clear_message(tmp_path, capsys):
+    """Before, a sweep whose trials all diverged never ended (hundreds of FAIL trials a minute)."""
+    pytest.importorskip("optuna")
+    spec = write_sweep(tmp_path / "s.toml", trials=10, set_=FAST + ["optim.clip=0.0", 'optim.name="sgd"'],
+                       extra='sampler = "random"\npruner = "none"\nmax_failures = 3', space="""[space]
+"optim.lr" = { type = "loguniform", low = 1e37, high = 1e38 }""")
+    out = tmp_path / "sw"
+    t0 = time.time()
+    assert main(["sweep", str(spec), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("rnnlab: error:") and "the last 3 trials failed" in last and "max_failures" in last, err
+    assert "became inf" in last or "non-finite" in last  # the run's own reason
+    trials = study_trials(out)
+    assert [t.state.name for t in trials] == ["FAIL"] * 3 and time.time() - t0 < 120
+    assert (out / "trials.md").exists()  # the report is written before it stops
+    # a rerun stops at once: the streak is still there
+    assert main(["sweep", str(spec), "--out", str(out)]) == 2
+    assert "the last 3 trials failed" in capsys.readouterr().err
+    assert len(study_trials(out)) == 3
+
+
+# A slow database between reading a trial's state and writing it (a busy machine) is when two
+# workers both saw a dead trial as RUNNING: both failed it and both queued a retry. The child
+# slows every such check down, then waits for the others, so all start their recovery at once.
+RACER = """
+import sys, time, os
+sys.path.insert(0, {src!r})
+from optuna.storages._rdb.storage import RDBStorage
+check = RDBStorage.check_trial_is_updatable
+def slow(self, trial_id, state):
+    check(self, trial_id, state)
+    time.sleep(0.4)
+RDBStorage.check_trial_is_updatable = slow
+from rnnlab.sweep import load_sweep, worker
+sw = load_sweep({spec!r})
+while not os.path.exists({go!r}):
+    time.sleep(0.005)
+print(worker(sw, {out!r}, {url!r}, heartbeat=1))
+"""
+
+
+def test_a_dead_trial_is_retried_once_by_workers_recovering_it_at_once(tmp_path):
+    """Three workers start on a study whose trial 0 lost its worker (its heartbeat stopped);
+    all look for stale trials at the same moment. Exactly one fails trial 0 and queues one retry
+    with trial 0's parameters, which trains trial-0000 once. (Before: with --workers 2 a killed
+    worker's trial got two retries, the second counted COMPLETE without training.)"""
+    pytest.importorskip("optuna")
+    from rnnlab.sweep import load_sweep, make_storage, open_study
+
+    spec = write_sweep(tmp_path / "s.toml", trials=1, extra='pruner = "none"', set_=FAST)
+    out = tmp_path / "sw"
+    out.mkdir()
+    url = f"sqlite:///{out / 'study.db'}"
+    sw = load_sweep(spec)
+    storage = make_storage(url, heartbeat=1)
+    study = open_study(sw, storage)
+    with warnings.catch_warnings():  # ("heartbeats are meant for optimize": the worker that died used it)
+        warnings.simplefilter("ignore")
+        dead = study.ask()  # a trial whose worker died after drawing its parameters
+    params = {"optim.lr": dead.suggest_float("optim.lr", 1e-3, 3e-2, log=True),
+              "optim.name": dead.suggest_categorical("optim.name", ["adam", "rmsprop"])}
+    dead.set_user_attr("run_trial", dead.number)
+    storage.record_heartbeat(dead._trial_id)
+    time.sleep(3.5)  # past the grace period (3 heartbeats)
+    go = tmp_path / "go"
+    code = RACER.format(src=SRC, spec=str(spec), go=str(go), out=str(out), url=url)
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    try:
+        time.sleep(1.0)
+        go.write_text("")
+        results = [p.communicate(timeout=300) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert all(p.returncode == 0 for p in procs), [r[1][-2000:] for r in results]
+    trials = study_trials(out)
+    retries = [t for t in trials if t.system_attrs.get("failed_trial") == dead.number]
+    assert len(retries) == 1, [(t.number, t.state.name, t.system_attrs) for t in trials]
+    assert retries[0].params == params and retries[0].state.name == "COMPLETE"
+    assert retries[0].user_attrs["run_dir"] == "trials/trial-0000"
+    complete = [t for t in trials if t.state.name == "COMPLETE"]
+    assert len({t.user_attrs["run_dir"] for t in complete}) == len(complete)  # each counted once
+    for d in (out / "trials").iterdir():  # and trained once
         assert [e["event"] for e in map(json.loads, (d / "attempts.jsonl").read_text().splitlines())] == ["start", "end"]

@@ -166,7 +166,7 @@ def _device_overrides(args, check: bool = True) -> list[str]:
         out.append(f"train.device={args.device}")
     if getattr(args, "precision", None):
         out.append(f"train.precision={args.precision}")
-    if out and check:
+    if out and check and getattr(args, "backend", "local") != "ray":  # Ray: checked against the cluster
         from . import device
 
         device.resolve(args.device or "auto", args.precision or "fp32")

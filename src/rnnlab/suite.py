@@ -30,11 +30,7 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import sys
-import threading
-import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -164,49 +160,19 @@ def _jobs(suite: Suite, runs_dir: Path, extra: list[str]):
                     yield preset, overrides, rd
 
 
-def _run_one(preset: str, overrides: list[str], run_dir: str, data_dir: str | None) -> tuple[str, str]:
-    from .backends import Job, run_one
-
-    return run_one(Job(preset, overrides, run_dir, data_dir))
-
-
-def _worker_init(driver_pid: int) -> None:
-    """Make a pool worker die with the suite driver, even when the driver is SIGKILLed: the
-    kernel's parent-death signal on Linux, plus a watchdog thread anywhere (the parent changed
-    or the driver is gone), so no orphan keeps training into a run directory or hangs on a pipe."""
-    from .rundir import pid_alive
-
-    parent = os.getppid()
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-            import signal
-
-            PR_SET_PDEATHSIG = 1
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        except (OSError, AttributeError):
-            pass
-
-    def watch() -> None:
-        while True:
-            if os.getppid() != parent or not pid_alive(driver_pid):
-                os._exit(70)
-            time.sleep(0.5)
-
-    if os.getppid() != parent or not pid_alive(driver_pid):  # the driver died while we started
-        os._exit(70)
-    threading.Thread(target=watch, name="rnnlab-driver-watch", daemon=True).start()
-
-
 def run_suite(
     suite: Suite, runs_dir: str | Path = "runs", jobs: int = 1, overrides: list[str] | None = None,
     data_dir: str | None = None, log=print, statuses: dict | None = None, backend: str = "local",
     address: str | None = None,
 ) -> Path:
     """Run (or continue) every run of ``suite``; returns the suite's run directory. ``statuses``
-    (a dict) receives {run directory: "done" | "trained" | "resumed" | "failed" | "busy"}.
+    (a dict) receives {run directory: "done" | "trained" | "resumed" | "failed" | "busy" |
+    "interrupted" | "cancelled"} as the runs end (also when Ctrl-C raises KeyboardInterrupt).
     ``backend="ray"`` runs each as a Ray task (``rnnlab.backends.ray``) on the cluster at
     ``address`` (default: a local Ray instance) instead of the local pool of ``jobs`` processes."""
+    from .backends import check_count, job_for, run_jobs
+
+    check_count(jobs, "--jobs", "parallel runs")
     runs_dir = Path(runs_dir)
     todo = list(_jobs(suite, runs_dir, overrides or []))
     npoints = len(grid_points(suite.grid))
@@ -216,38 +182,34 @@ def run_suite(
     log(f"suite {suite.name}: {len(todo)} runs ({len(suite.presets)} presets{grid} x {len(suite.seeds)} seeds), "
         f"{where}")
     statuses = {} if statuses is None else statuses
-    if backend != "local":
-        from .backends import job_for, run_jobs
 
-        for job, status, _ in run_jobs([job_for(p, ov, rd, data_dir) for p, ov, rd in todo], backend,
-                                       address=address, log=log):
-            statuses[Path(job.run_dir)] = status
-    elif jobs <= 1:
-        for preset, ov, rd in todo:
-            status, err = _run_one(preset, ov, str(rd), data_dir)
-            statuses[rd] = status
-            log(f"  [{status}] {rd}" + (f": {err}" if err else ""))
-    else:
-        with ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init, initargs=(os.getpid(),)) as pool:
-            futures = {pool.submit(_run_one, p, ov, str(rd), data_dir): rd for p, ov, rd in todo}
-            for fut in as_completed(futures):
-                try:
-                    status, err = fut.result()
-                except Exception as e:  # a worker that died (killed, out of memory)
-                    status, err = "failed", f"worker died: {type(e).__name__}: {e}"
-                statuses[futures[fut]] = status
-                log(f"  [{status}] {futures[fut]}" + (f": {err}" if err else ""))
+    def record(job, status: str, err: str) -> None:
+        statuses[Path(job.run_dir)] = status
+
+    run_jobs([job_for(p, ov, rd, data_dir) for p, ov, rd in todo], backend, parallel=jobs, address=address,
+             log=log, on_result=record)
     return runs_dir / suite.name
 
 
 def main_suite(name: str, runs_dir: str, jobs: int, overrides: list[str], data_dir: str | None,
                backend: str = "local", address: str | None = None) -> int:
+    """``rnnlab suite``: run (or continue) the suite and print its table. Ctrl-C cancels the
+    queued runs, stops the running ones at their next checkpoint and exits 130; the same
+    command continues."""
     from .results import table
 
     suite = load_suite(name)
     statuses: dict[Path, str] = {}
-    out = run_suite(suite, runs_dir, jobs, overrides, data_dir, log=lambda m: print(m, file=sys.stderr),
-                    statuses=statuses, backend=backend, address=address)
+    log = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    try:
+        out = run_suite(suite, runs_dir, jobs, overrides, data_dir, log=log, statuses=statuses, backend=backend,
+                        address=address)
+    except KeyboardInterrupt:
+        stopped = sum(st == "interrupted" for st in statuses.values())
+        finished = sum(st in ("done", "trained", "resumed") for st in statuses.values())
+        print(f"rnnlab: interrupted: {finished} run(s) finished, {stopped} stopped at a checkpoint, the others "
+              f"not started; rerun the same command to continue", file=sys.stderr)
+        return 130
     finished = [rd for rd in statuses if (rd / "result.json").exists()]  # this suite's runs only
     md = table(finished, suite.metrics or None) if finished else f"(no finished runs in {out})"
     out.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .pool import one_line
+
 #: one JSON line per attempt at a run: who started it, how it ended (an audit trail)
 ATTEMPTS_NAME = "attempts.jsonl"
 
@@ -67,14 +69,18 @@ def run_one(job: Job, on_eval=None, wait: float = 0.0) -> tuple[str, str]:
     resume it if it has a checkpoint.
 
     Returns ``(status, error)``: ``done`` (already finished), ``trained``, ``resumed``,
-    ``busy`` (another process holds the run's lock, even after ``wait`` seconds) or ``failed``
-    (the error is one line; nothing is raised, so a failed run never stops the others). Holds
-    the run's lock throughout and appends each attempt to ``attempts.jsonl``.
+    ``busy`` (another process holds the run's lock, even after ``wait`` seconds), ``failed``
+    (the error is one line; nothing is raised, so a failed run never stops the others),
+    ``interrupted`` (Ctrl-C: stopped at its checkpoint, the same command resumes it) or
+    ``cancelled`` (a stop was requested before it started; nothing was touched). Holds the
+    run's lock throughout and appends each attempt to ``attempts.jsonl``.
     """
     from .. import config, rundir
     from ..runtime import tune_malloc
-    from ..train import train
+    from .pool import stop_requested
 
+    if stop_requested():
+        return "cancelled", "not started: the driver was interrupted"
     tune_malloc()
     run_dir = Path(job.run_dir)
     try:
@@ -83,28 +89,45 @@ def run_one(job: Job, on_eval=None, wait: float = 0.0) -> tuple[str, str]:
     except rundir.RunLocked as e:
         return "busy", str(e)
     except Exception as e:
-        return "failed", _one_line(e)
+        return "failed", one_line(e)
     try:
         if (run_dir / "result.json").exists():
             if rundir.resolved_saved_key(run_dir) == rundir.config_key(cfg):
                 return "done", ""
             return "failed", (f"{run_dir} holds a finished run of another configuration "
                               f"(config.json); move it away or use another --runs-dir")
-        resume = (run_dir / "checkpoint.pt").exists()
-        _record(run_dir, event="start", resume=resume)
-        try:
-            train(cfg, run_dir, resume=resume, progress=False, data_dir=job.data_dir, on_eval=on_eval)
-            status, err = ("resumed" if resume else "trained"), ""
-        except Exception as e:  # reported per run; the others go on
-            status, err = "failed", _one_line(e)
-        if {p.name for p in run_dir.iterdir()} <= {ATTEMPTS_NAME, rundir.LOCK_NAME}:
-            (run_dir / ATTEMPTS_NAME).unlink()  # a start that failed before writing anything: no stub
-        else:
-            _record(run_dir, event="end", status=status, error=err)
-        return status, err
+        return _train_locked(job, cfg, run_dir, on_eval)
     finally:
         lock.__exit__(None, None, None)
 
 
-def _one_line(e: Exception) -> str:
-    return f"{type(e).__name__}: " + " ".join(line.strip() for line in str(e).splitlines())
+def _train_locked(job: Job, cfg, run_dir: Path, on_eval) -> tuple[str, str]:
+    """The training part of :func:`run_one`, with the run's lock held."""
+    from .. import rundir
+    from ..train import train
+    from .pool import CheckpointStop, busy
+
+    resume = (run_dir / "checkpoint.pt").exists()
+    _record(run_dir, event="start", resume=resume)
+    stop = CheckpointStop(run_dir / "checkpoint.pt", cfg.train.steps)
+    try:
+        with busy():
+            train(cfg, run_dir, resume=resume, progress=False, data_dir=job.data_dir, on_eval=stop.hook(on_eval))
+        status, err = ("resumed" if resume else "trained"), ""
+    except KeyboardInterrupt:
+        stop.disarm()
+        if (run_dir / "result.json").exists():  # the stop came as the run finished
+            status, err = ("resumed" if resume else "trained"), ""
+        else:
+            where = "at its checkpoint" if stop.fired.is_set() else "before its next checkpoint"
+            status, err = "interrupted", f"stopped {where} by Ctrl-C; the same command resumes it"
+    except Exception as e:  # reported per run; the others go on
+        status, err = "failed", one_line(e)
+    finally:
+        stop.disarm()
+    if {p.name for p in run_dir.iterdir()} <= {ATTEMPTS_NAME, rundir.LOCK_NAME}:
+        (run_dir / ATTEMPTS_NAME).unlink()  # a start that failed before writing anything: no stub
+    else:
+        _record(run_dir, event="end", status=status, error=err)
+    return status, err
+

@@ -13,6 +13,7 @@ busy), so no run is trained twice.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import socket
 import sys
@@ -133,12 +134,55 @@ def remote_options(job: Job, cluster_gpus: float = 0) -> dict:
             "name": f"rnnlab:{job.label or job.run_dir}"}
 
 
-def run_jobs(jobs: list[Job], address: str | None = None, log=print) -> list[tuple[Job, str, str]]:
+def absolute(path: str | None) -> str | None:
+    """``path`` made absolute here, at the driver: a task resolves a relative path against its
+    own working directory (on a cluster, where ``ray start`` ran), not the driver's."""
+    return None if path is None else str(Path(path).expanduser().absolute())
+
+
+def shipped(job: Job) -> Job:
+    """``job`` as it travels to a Ray task: run directory, data directory and a preset given
+    as a file path made absolute at the driver."""
+    preset = job.preset
+    if Path(preset).suffix == ".toml" and Path(preset).exists():
+        preset = absolute(preset)
+    return dataclasses.replace(job, preset=preset, run_dir=absolute(job.run_dir), data_dir=absolute(job.data_dir))
+
+
+def where(address: str | None) -> str:
+    return f"the Ray cluster at {address}" if address else "the local Ray instance"
+
+
+def check_resources(ray, needs: list[tuple[float, float, str, str]], address: str | None = None) -> None:
+    """One line, before anything is submitted, when a task could never be scheduled: each of
+    ``needs``, ``(cpus, gpus, what, device)``, must fit on one alive node of the cluster
+    (a task asking for a GPU that no node has would wait forever)."""
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive", True)]
+    have = ", ".join(f"{r.get('CPU', 0):g} CPU/{r.get('GPU', 0):g} GPU" for r in nodes) or "no alive node"
+    for cpus, gpus, what, device in needs:
+        if any(r.get("CPU", 0) >= cpus and r.get("GPU", 0) >= gpus for r in nodes):
+            continue
+        if gpus and not any(r.get("GPU", 0) >= gpus for r in nodes):
+            raise ConfigError(
+                f"{what} asks Ray for {gpus:g} GPU (train.device={device!r}), but no node of {where(address)} "
+                f"has one (nodes: {have}); start workers with GPUs (`ray start ... --num-gpus N`) or train on "
+                f"the CPU (--device cpu, or auto)")
+        largest = max((r.get("CPU", 0) for r in nodes), default=0)
+        raise ConfigError(
+            f"{what} asks Ray for {cpus:g} CPUs (train.threads={cpus:g}){f' and {gpus:g} GPU' if gpus else ''}, "
+            f"but no node of {where(address)} has that much (nodes: {have}; the largest has {largest:g} CPUs); "
+            f"lower train.threads (e.g. --set train.threads=1) or add a larger node")
+
+
+def run_jobs(jobs: list[Job], address: str | None = None, log=print, on_result=None) -> list[tuple[Job, str, str]]:
     out, n = [], len(jobs)
     with session(address) as ray:
         task = ray.remote(_run_task)
         gpus = ray.cluster_resources().get("GPU", 0)
-        pending = {task.options(**remote_options(j, gpus)).remote(j): j for j in jobs}
+        options = [remote_options(j, gpus) for j in jobs]
+        check_resources(ray, [(o["num_cpus"], o["num_gpus"], f"run {j.run_dir}", j.extra.get("device", "auto"))
+                              for j, o in zip(jobs, options)], address)
+        pending = {task.options(**o).remote(shipped(j)): j for j, o in zip(jobs, options)}
         nodes = len(ray.nodes())
         log(f"  ray: {n} tasks on {nodes} node(s), {ray.cluster_resources().get('CPU', 0):g} CPUs")
         while pending:
@@ -150,5 +194,31 @@ def run_jobs(jobs: list[Job], address: str | None = None, log=print) -> list[tup
                 except Exception as e:  # the task failed beyond its retries (worker killed each time)
                     status, err = "failed", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
                 out.append((job, status, err))
+                if on_result is not None:
+                    on_result(job, status, err)
                 log(f"  [{len(out)}/{n}] [{status}] {job.run_dir}" + (f": {err}" if err else ""))
     return out
+
+
+def run_calls(fn, calls: list[tuple], resources: dict, address: str | None = None, on_result=None,
+              tick=None, what: str = "task", device: str = "auto") -> None:
+    """Run ``fn(*args)`` for each of ``calls`` as Ray tasks with ``resources`` (``num_cpus``,
+    ``num_gpus``; checked against the cluster first); ``on_result(i, value, error)`` as each
+    ends, ``tick()`` about once a second meanwhile. Paths in ``calls`` must already be absolute."""
+    with session(address) as ray:
+        check_resources(ray, [(resources["num_cpus"], resources["num_gpus"], what, device)], address)
+        task = ray.remote(fn).options(**resources, max_retries=MAX_RETRIES)
+        pending = {task.remote(*args): i for i, args in enumerate(calls)}
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+            for ref in done:
+                i = pending.pop(ref)
+                try:
+                    value, error = ray.get(ref), None
+                except Exception as e:  # the task raised, or failed beyond its retries
+                    msg = str(e).strip().splitlines()
+                    value, error = None, f"{type(e).__name__}: {msg[-1] if msg else ''}"
+                if on_result is not None:
+                    on_result(i, value, error)
+            if tick is not None:
+                tick()
