@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -72,6 +73,16 @@ def test_on_eval_sees_every_evaluation_and_can_stop(tmp_path):
     ('"optim.lr" = { type = "normal", low = 0.1, high = 0.2 }', ["optim.lr", "normal"]),
     ('"optim.lr" = { type = "uniform", low = 0.1, hi = 0.2 }', ["optim.lr", "hi"]),
     ('"model.hidden_size" = { type = "int", low = 8, high = "16" }', ["model.hidden_size", "integers"]),
+    # accepted before, then refused or silently changed by Optuna
+    ('"model.hidden_size" = { type = "int", low = 8, high = 64, step = 8, log = true }', ["hidden_size", "log"]),
+    ('"model.hidden_size" = { type = "int", low = 8, high = 20, step = 8 }', ["hidden_size", "multiple of step", "16"]),
+    ('"model.hidden_size" = { type = "int", low = 8, high = 16, step = true }', ["hidden_size", "step"]),
+    ('"model.hidden_size" = { type = "int", low = 8, high = 16, log = 1 }', ["hidden_size", "true or false"]),
+    ('"optim.clip" = { type = "uniform", low = 0.1, high = inf }', ["optim.clip", "finite"]),
+    ('"optim.clip" = { type = "uniform", low = nan, high = 1.0 }', ["optim.clip", "finite"]),
+    ('"optim.clip" = { type = "uniform", low = -1.7e308, high = 1.7e308 }', ["optim.clip", "wider"]),
+    ('"optim.name" = { type = "categorical", choices = ["adam", "adam"] }', ["optim.name", "repeats"]),
+    ('"optim.clip" = { type = "categorical", choices = [1, 1.0] }', ["optim.clip", "repeats"]),
 ])
 def test_bad_search_space_is_a_one_line_error(tmp_path, capsys, space, words):
     spec = write_sweep(tmp_path / "s.toml", space="[space]\n" + space)
@@ -105,6 +116,21 @@ def test_bad_sweep_fields(tmp_path):
         assert load_sweep(p.stem).preset
     with pytest.raises(ConfigError, match="demo-lstm"):
         load_sweep("no-such-sweep")
+    grid = 'sampler = "grid"'
+    with pytest.raises(ConfigError, match="exceeds the grid's 4 points"):
+        load_sweep(write_sweep(tmp_path / "f.toml", extra=grid, trials=5, space="""[space]
+"optim.name" = { type = "categorical", choices = ["adam", "rmsprop"] }
+"model.hidden_size" = { type = "int", low = 4, high = 8, step = 4 }"""))
+    with pytest.raises(ConfigError, match="more than 100000"):
+        load_sweep(write_sweep(tmp_path / "g.toml", extra=grid, trials=0, space="""[space]
+"model.hidden_size" = { type = "int", low = 1, high = 1000000000000 }"""))
+    for bad, words in (("trials = 3\nmax_failures = 0", "max_failures must be >= 1"),
+                       ('trials = "3"', "trials must be an integer"), ("trials = 3\nseed = 1.5", "seed must be an integer")):
+        (tmp_path / "h.toml").write_text(write_sweep(tmp_path / "h.toml").read_text().replace("trials = 3", bad))
+        with pytest.raises(ConfigError, match=re.escape(words)):
+            load_sweep(tmp_path / "h.toml")
+    with pytest.raises(ConfigError, match="set must be a list of"):
+        load_sweep(write_sweep(tmp_path / "i.toml", set_=["train.steps=2", 2]))
 
 
 # --------------------------------------------------------------------------- a real sweep
@@ -286,19 +312,19 @@ def test_restarts_and_raised_targets_propose_new_points_and_each_trial_is_one_li
 
     spec = write_sweep(tmp_path / "s.toml", trials=2, extra='sampler = "random"\npruner = "none"', set_=FAST)
     out = tmp_path / "sw"
-    assert main_sweep(str(spec), out=str(out)) == 0  # keyword arguments, no argparse Namespace
-    err = capsys.readouterr().err
-    for n in (0, 1):  # one line per finished trial, as it finishes
-        assert sum(ln.startswith(f"  trial {n}: complete, val/loss = ") for ln in err.splitlines()) == 1, err
-    assert main_sweep(str(spec), out=str(out), trials=4) == 0
-    err = capsys.readouterr().err
-    assert "  trial 2: complete" in err and "  trial 0:" not in err
+    assert main(["sweep", str(spec), "--out", str(out)]) == 0
+    first = capsys.readouterr().err
+    assert main(["sweep", str(spec), "--out", str(out), "--trials", "4"]) == 0
+    second = capsys.readouterr().err
     trials = study_trials(out)
     assert [t.state.name for t in trials] == ["COMPLETE"] * 4
     assert len(set(params_of(trials))) == 4, params_of(trials)
+    for n in (0, 1):  # one line per finished trial, as it finishes
+        assert sum(ln.startswith(f"  trial {n}: complete, val/loss = ") for ln in first.splitlines()) == 1, first
+    assert "  trial 2: complete" in second and "  trial 0:" not in second
 
     again = tmp_path / "again"  # the same sweep from scratch: the same points, trial by trial
-    assert main_sweep(str(spec), out=str(again)) == 0
+    assert main_sweep(str(spec), out=str(again)) == 0  # keyword arguments, no argparse Namespace
     capsys.readouterr()
     assert params_of(study_trials(again)) == params_of(trials[:2])
 
@@ -454,3 +480,61 @@ def test_a_dead_trial_is_retried_once_by_workers_recovering_it_at_once(tmp_path)
     assert len({t.user_attrs["run_dir"] for t in complete}) == len(complete)  # each counted once
     for d in (out / "trials").iterdir():  # and trained once
         assert [e["event"] for e in map(json.loads, (d / "attempts.jsonl").read_text().splitlines())] == ["start", "end"]
+
+
+# --------------------------------------------------------------------------- spaces: ours = Optuna's
+
+def _spec_strategy():
+    from hypothesis import strategies as st
+
+    ints = st.integers(-50, 50)
+    floats = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10),
+                       st.sampled_from([0.0, 1e-300, -1e308, 1e308, 5e-324]))
+    scalars = st.one_of(st.booleans(), ints, st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=3))
+    return st.one_of(
+        st.fixed_dictionaries({"type": st.just("int"), "low": ints, "high": ints},
+                              optional={"step": st.one_of(st.integers(-2, 12), st.booleans(), st.floats(0, 3)),
+                                        "log": st.one_of(st.booleans(), st.integers(0, 1))}),
+        st.fixed_dictionaries({"type": st.sampled_from(["uniform", "loguniform"]), "low": floats, "high": floats}),
+        st.fixed_dictionaries({"type": st.just("categorical"),
+                               "choices": st.lists(st.one_of(scalars, st.lists(ints, max_size=2)), max_size=4)}),
+    )
+
+
+def test_every_space_the_check_accepts_is_one_optuna_samples_without_complaint():
+    """Random entries of [space] (hypothesis): whatever ``_check_param`` accepts, Optuna samples
+    through the sweep's own ``_suggest`` with warnings as errors (no refusal, no silent change of
+    the range, no storage warning), the value lies in the range (on the step grid) or is one of
+    the choices, and its distribution survives the JSON round trip of the study database."""
+    optuna = pytest.importorskip("optuna")
+    from hypothesis import given, settings
+
+    from rnnlab.sweep import _check_param, _suggest
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+
+    @settings(max_examples=300, deadline=None)
+    @given(_spec_strategy())
+    def check(spec):
+        try:
+            _check_param("x.y", dict(spec))
+        except ConfigError:
+            return
+        study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for _ in range(3):
+                trial = study.ask()
+                value = _suggest(trial, "x.y", spec)
+                dist = trial.distributions["x.y"]
+                assert optuna.distributions.json_to_distribution(
+                    optuna.distributions.distribution_to_json(dist)) == dist
+                study.tell(trial, 0.0)
+                if spec["type"] == "categorical":
+                    assert any(value == c and type(value) is type(c) for c in spec["choices"])
+                else:
+                    assert spec["low"] <= value <= spec["high"]
+                    if spec["type"] == "int":
+                        assert (value - spec["low"]) % spec.get("step", 1) == 0
+
+    check()

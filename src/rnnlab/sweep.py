@@ -258,9 +258,10 @@ def _read_sweep_file(p: Path) -> dict:
         raise ConfigError(f"{p}: a sweep needs {missing} (see docs/sweeps.md)")
     kinds = {"name": str, "preset": str, "space": dict, "metric": str, "direction": str, "trials": int,
              "sampler": str, "pruner": str, "seed": int, "set": list, "description": str, "max_failures": int}
+    words = {str: "a string", int: "an integer", dict: "a table", list: "a list"}
     for k, v in data.items():
         if not isinstance(v, kinds[k]) or isinstance(v, bool):
-            raise ConfigError(f"{p}: {k} must be a {kinds[k].__name__}, got {v!r}")
+            raise ConfigError(f"{p}: {k} must be {words[kinds[k]]}, got {v!r}")
     if not data["name"].strip() or any(c in data["name"] for c in "/\\\n\t"):
         raise ConfigError(f"{p}: name must be a plain word (it names the study and OUT), got {data['name']!r}")
     if not all(isinstance(x, str) for x in data.get("set", [])):
@@ -318,8 +319,8 @@ def _check_space(p: Path, sw: Sweep) -> None:
         if section not in config.SECTIONS or "." not in key:
             raise ConfigError(f"{p}: search space key {key!r} is not a config key; expected "
                               f"SECTION.KEY with SECTION in {sorted(config.SECTIONS)} (e.g. optim.lr)")
-        if sw.sampler == "grid":
-            grid_values(key, spec)
+        if sw.sampler == "grid" and spec["type"] not in ("categorical", "int"):
+            grid_values(key, spec)  # the grid sampler's one-line refusal
         for value in _representatives(spec):
             try:
                 config.load(sw.preset, [*sw.set, override(key, value)])
