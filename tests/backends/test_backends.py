@@ -154,6 +154,158 @@ def test_local_backend_reports_a_failed_run_and_finishes_the_others(tmp_path):
     assert [e["event"] for e in events(tmp_path / "lstm1")] == ["start", "end"]
 
 
+def _lock_pid(run_dir: Path) -> int | None:
+    try:
+        return int(json.loads((run_dir / ".lock").read_text())["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _wait(pred, timeout: float = 120.0, poll: float = 0.02) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(poll)
+    return False
+
+
+def test_a_killed_pool_worker_fails_only_its_own_run(tmp_path):
+    """SIGKILL of the pool worker that trains one run (as the kernel's out-of-memory killer would):
+    that run is reported failed with the signal, the queued runs still train, and the next pass
+    resumes it. Before, the pool broke (BrokenProcessPool) and every run not yet finished was
+    reported failed with it."""
+    victim = job_for("demo/lstm", [s.replace("train.steps=10", "train.steps=120") for s in TINY], tmp_path / "victim")
+    others = [job_for("demo/lstm", TINY + [f"train.seed={s}"], tmp_path / f"run{s}") for s in (1, 2)]
+    killed = []
+
+    def killer() -> None:
+        if _wait(lambda: _lock_pid(tmp_path / "victim") and (tmp_path / "victim" / "checkpoint.pt").exists()):
+            pid = _lock_pid(tmp_path / "victim")
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    import threading
+
+    t = threading.Thread(target=killer)
+    t.start()
+    lines = []
+    out = run_jobs([victim, *others], "local", parallel=2, log=lines.append)
+    t.join()
+    assert killed and killed[0] != os.getpid()
+    status = {Path(j.run_dir).name: (s, e) for j, s, e in out}
+    assert status["victim"][0] == "failed" and "killed by SIGKILL" in status["victim"][1], status
+    assert [status[f"run{s}"][0] for s in (1, 2)] == ["trained"] * 2, status
+    assert not any("BrokenProcessPool" in ln for ln in lines)
+    # the run itself is intact: a second pass resumes it from its checkpoint and finishes it
+    assert run_one(victim) == ("resumed", "")
+    assert [e["event"] for e in events(tmp_path / "victim")] == ["start", "start", "end"]
+    assert json.loads((tmp_path / "victim" / "result.json").read_text())["steps"] == 120
+
+
+def _children(pid: int) -> set[int]:
+    kids = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        kids |= {int(x) for x in (task / "children").read_text().split()}
+    return kids
+
+
+def _gone(pid: int) -> bool:
+    """Exited, every thread of it (a killed multi-threaded process reads as a zombie meanwhile)."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return True
+    for task in tasks:
+        try:
+            if (task / "stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+                return False
+        except OSError:
+            continue
+    return True
+
+
+def _train_steps(run_dir: Path) -> list[int]:
+    rows = [json.loads(ln) for ln in (run_dir / "metrics.jsonl").read_text().splitlines() if ln.strip()]
+    return [r["step"] for r in rows if "train/loss" in r]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to find the workers")
+def test_ctrl_c_cancels_queued_runs_and_stops_running_ones_at_their_next_checkpoint(tmp_path):
+    """Ctrl-C (SIGINT to the terminal's process group) during `rnnlab suite --jobs 2`: the queued
+    runs never start, the two running ones train on to their next checkpoint and stop there, the
+    driver exits 130 saying to rerun the same command, and the rerun finishes every run with each
+    step trained once. Before, the pool kept training the queued runs for about a minute and the
+    message said `rnnlab train ... --resume`."""
+    every = 40
+    suite = tmp_path / "s.toml"
+    sets = [s for s in TINY if "steps" not in s and "eval_every" not in s]
+    suite.write_text(f'name = "c"\npresets = ["demo/lstm"]\nseeds = [1, 2, 3]\nset = '
+                     f'{json.dumps(sets + ["train.steps=200", f"train.eval_every={every}", "train.log_every=1"])}\n')
+    runs = tmp_path / "runs"
+    argv = [sys.executable, "-m", "rnnlab.cli", "suite", str(suite), "--runs-dir", str(runs), "--jobs", "2"]
+    driver = subprocess.Popen(argv, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    try:
+        running = lambda: [d for d in runs.glob("c/*/seed*") if (d / "metrics.jsonl").exists()]  # noqa: E731
+        assert _wait(lambda: len(running()) >= 2 and all(_train_steps(d) for d in running()))
+        at_interrupt = {d: max(_train_steps(d)) for d in running()}
+        os.killpg(driver.pid, signal.SIGINT)
+        _, err = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+    assert driver.returncode == 130, err
+    assert "rerun the same command to continue" in err and "--resume" not in err, err
+    assert err.count("[cancelled]") == 1 and err.count("[interrupted]") == 2, err
+    assert sorted(p.name for p in runs.glob("c/*/seed*")) == sorted(d.name for d in at_interrupt)  # queued: untouched
+    import torch
+
+    for d, step in at_interrupt.items():
+        assert not (d / "result.json").exists() and not (d / ".lock").exists()
+        ckpt = torch.load(d / "checkpoint.pt", weights_only=False)["progress"]["step"]
+        assert ckpt % every == 0 and ckpt >= step, (d, ckpt, step)  # its next checkpoint, not the last one
+        assert [(e["event"], e.get("status")) for e in events(d)] == [("start", None), ("end", "interrupted")]
+    rerun = subprocess.run(argv, env=clean_env(), capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    for d in runs.glob("c/*/seed*"):
+        assert _train_steps(d) == list(range(1, 201))  # no step lost or trained twice
+        assert json.loads((d / "result.json").read_text())["steps"] == 200
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to find the workers")
+def test_a_killed_sweep_driver_takes_its_workers_along(tmp_path):
+    """SIGKILL of `rnnlab sweep --workers 2`: both workers die within 5 s (the one pool's
+    parent-death setup). Before, the sweep's own pool lacked it: the workers trained on, then
+    slept forever."""
+    pytest.importorskip("optuna")
+    spec = tmp_path / "s.toml"
+    sets = [s.replace("train.steps=10", "train.steps=2000") for s in TINY]
+    spec.write_text(f'name = "k"\npreset = "demo/lstm"\nset = {json.dumps(sets)}\ntrials = 4\npruner = "none"\n'
+                    '[space]\n"optim.lr" = { type = "loguniform", low = 1e-3, high = 1e-2 }\n')
+    out = tmp_path / "sw"
+    driver = subprocess.Popen([sys.executable, "-m", "rnnlab.cli", "sweep", str(spec), "--out", str(out), "--workers",
+                               "2"], env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    workers: set[int] = set()
+    try:
+        assert _wait(lambda: len(list(out.glob("trials/*/checkpoint.pt"))) >= 2 or driver.poll() is not None)
+        assert driver.poll() is None
+        workers |= _children(driver.pid)
+        assert len(workers) >= 2
+        driver.kill()
+        driver.wait()
+        assert _wait(lambda: all(_gone(w) for w in workers), timeout=5, poll=0.05), \
+            f"orphaned sweep workers still running: {[w for w in workers if not _gone(w)]}"
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+        for w in workers:  # (only if the test failed: no orphan is left behind by the test itself)
+            if not _gone(w):
+                os.kill(w, signal.SIGKILL)
+
+
 def test_job_resources_follow_the_config(tmp_path):
     j = job_for("demo/lstm", TINY + ["train.threads=3"], tmp_path)
     assert (j.threads, j.gpus) == (3, 0)
@@ -180,16 +332,79 @@ def test_unreachable_or_malformed_ray_address_is_a_one_line_error(tmp_path, caps
     assert not list((tmp_path / "r").rglob("result.json"))
 
 
+@pytest.fixture(scope="module")
+def ray_here(tmp_path_factory):
+    """One local Ray instance (2 CPUs, no GPU) for this module's in-process Ray tests, started in
+    a directory of its own: its tasks keep that working directory, as a cluster's tasks keep
+    the one where `ray start` ran."""
+    ray = pytest.importorskip("ray")
+    home = tmp_path_factory.mktemp("ray-start-dir")
+    cwd = os.getcwd()
+    os.chdir(home)
+    try:
+        ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, log_to_driver=False)
+    finally:
+        os.chdir(cwd)
+    yield home
+    ray.shutdown()
+
+
 # about 13 s on an idle 2-core machine (Ray's start dominates): in the default suite, so CI starts a real Ray instance
-def test_ray_local_instance_matches_local_backend(tmp_path, capsys):
+def test_ray_local_instance_matches_local_backend(tmp_path, capsys, ray_here):
     """A suite on a local Ray instance gives the same results as the process pool."""
-    pytest.importorskip("ray")
     suite = write_suite(tmp_path / "s.toml", seeds=(1,))
     assert main(["suite", str(suite), "--runs-dir", str(tmp_path / "local"), "--jobs", "2"]) == 0
     assert main(["suite", str(suite), "--runs-dir", str(tmp_path / "ray"), "--backend", "ray"]) == 0
     err = capsys.readouterr().err
     assert "ray: 2 tasks" in err and "[2/2]" in err
     assert results(tmp_path / "ray") == results(tmp_path / "local") and len(results(tmp_path / "ray")) == 2
+
+
+def test_ray_paths_given_relative_to_the_driver_are_used_there(tmp_path, capsys, monkeypatch, ray_here):
+    """A relative --runs-dir / --out (the default `runs` is relative) is made absolute at the
+    driver before it is shipped. Before, Ray tasks wrote under the directory where the cluster
+    was started, and the driver printed "no finished runs" and exited 0 (a sweep's trials.md
+    pointed at directories that did not exist)."""
+    pytest.importorskip("optuna")
+    suite = write_suite(tmp_path / "s.toml", seeds=(1,), presets=("demo/rnn",))
+    sweep = tmp_path / "w.toml"
+    sweep.write_text(f'name = "w"\npreset = "demo/rnn"\nset = {json.dumps(TINY)}\ntrials = 1\npruner = "none"\n'
+                     '[space]\n"optim.lr" = { type = "loguniform", low = 1e-3, high = 1e-2 }\n')
+    here = tmp_path / "driver"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    assert main(["suite", str(suite), "--backend", "ray", "--runs-dir", "runs"]) == 0
+    out = capsys.readouterr().out
+    assert "no finished runs" not in out and "test/loss" in out
+    assert len(list((here / "runs").rglob("result.json"))) == 1
+    assert main(["sweep", str(sweep), "--backend", "ray", "--out", "sw"]) == 0
+    capsys.readouterr()
+    assert (here / "sw" / "trials" / "trial-0000" / "result.json").exists()
+    assert not list(ray_here.rglob("result.json"))  # nothing where the cluster was started
+
+
+def test_ray_device_requests_are_checked_against_the_cluster(tmp_path, capsys, ray_here):
+    """A run that asks for a GPU (or more CPUs than any node has) on a cluster without one is a
+    one-line error before anything is submitted, not a task that waits forever; `--device cuda`
+    with `--backend ray` is checked against the cluster, not against the driver's machine."""
+    pytest.importorskip("optuna")
+    suite = write_suite(tmp_path / "s.toml", seeds=(1,), presets=("demo/rnn",))
+    runs = tmp_path / "runs"
+    for extra, words in ((["--device", "cuda"], ["1 GPU", "'cuda'", "no node of the local Ray instance"]),
+                         (["--set", 'train.device="cuda:0"'], ["1 GPU", "'cuda:0'", "--num-gpus"]),
+                         (["--set", "train.threads=64"], ["64 CPUs", "train.threads", "largest has 2"])):
+        t0 = time.time()
+        assert main(["suite", str(suite), "--backend", "ray", "--runs-dir", str(runs), *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].startswith("rnnlab: error:") and all(w in err[-1] for w in words), err
+        assert time.time() - t0 < 60 and not runs.exists()
+    sweep = tmp_path / "w.toml"
+    sweep.write_text(f'name = "w"\npreset = "demo/rnn"\nset = {json.dumps(TINY)}\ntrials = 1\n'
+                     '[space]\n"optim.lr" = { type = "loguniform", low = 1e-3, high = 1e-2 }\n')
+    assert main(["sweep", str(sweep), "--backend", "ray", "--out", str(tmp_path / "sw"), "--device", "cuda"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "a worker of sweep w asks Ray for 1 GPU" in err, err
+    assert not (tmp_path / "sw" / "trials").exists()
 
 
 @pytest.mark.slow
@@ -238,3 +453,58 @@ def test_docs_overhead_table_is_the_recorded_one():
     rows = record if isinstance(record, list) else record["rows"]  # a bare list before records had conditions
     assert {r["backend"] for r in rows} >= {"local pool (fresh processes)", "ray (warm workers)"}
     assert mod.render(record) in (root / "docs" / "sweeps.md").read_text()
+
+
+def _imports(root: Path) -> dict[str, set[str]]:
+    """rnnlab module -> the rnnlab modules it imports, at the top or inside functions (AST), with
+    a submodule import also importing its parent packages (as Python does), except those the
+    importing module itself lives in."""
+    import ast
+
+    def resolve(mod: str, is_pkg: bool, node) -> list[str]:
+        if isinstance(node, ast.Import):
+            return [a.name for a in node.names]
+        base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+        base = base[: len(base) - (node.level - 1)] if node.level else []
+        head = ".".join(base + ([node.module] if node.module else []))
+        return [head] + [f"{head}.{a.name}" for a in node.names]
+
+    files = {(".".join(p.relative_to(root.parent).with_suffix("").parts)).removesuffix(".__init__"): p
+             for p in root.rglob("*.py")}
+    graph = {}
+    for mod, path in files.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for name in resolve(mod, path.name == "__init__.py", node):
+                    while name and name not in files:
+                        name = name.rpartition(".")[0]
+                    parts = name.split(".")  # a package this module is inside of is loading already
+                    targets |= {t for t in (".".join(parts[:i]) for i in range(2, len(parts) + 1))
+                                if not mod.startswith(t + ".")}
+        graph[mod] = {t for t in targets if t != mod}
+    return graph
+
+
+def test_no_import_circle_runs_through_suites_sweeps_or_backends():
+    """Before: backends.local imported suite's private _worker_init and suite imported backends,
+    a circle (hidden inside functions). The one pool and its worker setup now live in backends,
+    and nothing below imports suite or sweep."""
+    graph = _imports(Path(SRC) / "rnnlab")
+    ours = {m for m in graph if m in ("rnnlab.suite", "rnnlab.sweep") or m.startswith("rnnlab.backends")}
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            m = todo.pop()
+            for n in graph.get(m, ()):
+                if n == goal:
+                    return True
+                if n not in seen:
+                    seen.add(n)
+                    todo.append(n)
+        return False
+
+    circles = sorted((m, n) for m in ours for n in graph[m] if n != "rnnlab" and reaches(n, m))
+    assert not circles, f"import circles through suite/sweep/backends: {circles}"
+    assert "rnnlab.suite" not in {n for m in graph if m.startswith("rnnlab.backends") for n in graph[m]}
