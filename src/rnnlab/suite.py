@@ -207,8 +207,8 @@ def main_suite(name: str, runs_dir: str, jobs: int, overrides: list[str], data_d
     except KeyboardInterrupt:
         stopped = sum(st == "interrupted" for st in statuses.values())
         finished = sum(st in ("done", "trained", "resumed") for st in statuses.values())
-        print(f"rnnlab: interrupted: {finished} run(s) finished, {stopped} stopped at a checkpoint, the others "
-              f"not started; rerun the same command to continue", file=sys.stderr)
+        print(f"rnnlab: interrupted: {finished} run(s) finished, {stopped} stopped (each resumes from its last "
+              f"checkpoint), the others not started; rerun the same command to continue", file=sys.stderr)
         return 130
     finished = [rd for rd in statuses if (rd / "result.json").exists()]  # this suite's runs only
     md = table(finished, suite.metrics or None) if finished else f"(no finished runs in {out})"

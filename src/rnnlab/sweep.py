@@ -661,9 +661,13 @@ def _objective(sw: Sweep, out: Path, data_dir: str | None):
     from .backends import job_for, run_one
 
     def objective(trial) -> float:
+        if sw.sampler == "grid":
+            _refuse_a_taken_grid_point(trial)
         params = {k: _suggest(trial, k, s) for k, s in sw.space.items()}
         owner, run_dir = _trial_dir(trial, out, sw.name)
         trial.set_user_attr("run_dir", str(run_dir.relative_to(out)))
+        for attr in ("status", "error"):  # a retry inherits the attributes of the trial it repeats
+            trial.set_user_attr(attr, "")
         overrides = [*sw.set, f'name="{sw.name}-trial{owner:04d}"', *(override(k, v) for k, v in params.items())]
         job = job_for(sw.preset, overrides, run_dir, data_dir)
         pruned: list[int] = []
@@ -684,6 +688,22 @@ def _objective(sw: Sweep, out: Path, data_dir: str | None):
         return value
 
     return objective
+
+
+def _refuse_a_taken_grid_point(trial) -> None:
+    """Two workers that start the last trials of a grid at once: the one that comes second gets
+    a point already taken (Optuna repeats one when the grid is exhausted). It is recorded as a
+    skipped FAIL instead of training the same configuration twice."""
+    trials = trial.study.get_trials(deepcopy=False)
+    me = next(t for t in trials if t.number == trial.number)
+    gid = me.system_attrs.get("grid_id")
+    if gid is None or me.user_attrs.get("run_trial") is not None:
+        return
+    for t in trials:
+        if t.number < trial.number and t.system_attrs.get("grid_id") == gid and t.state.name != "FAIL":
+            trial.set_user_attr("status", "skipped")
+            trial.set_user_attr("error", f"grid point of trial {t.number} (the grid is exhausted): not run")
+            raise TrialFailed(f"grid point of trial {t.number}")
 
 
 def _suggest(trial, key: str, spec: dict):
@@ -712,8 +732,15 @@ def failure_streak(study) -> list:
 
 
 def _target_reached(study, sw: Sweep) -> bool:
+    """``sw.trials`` finished or running and none waiting; for a grid, also every point taken."""
     c = count_states(study)
-    return c.get("WAITING", 0) == 0 and c.get("COMPLETE", 0) + c.get("PRUNED", 0) + c.get("RUNNING", 0) >= sw.trials
+    if c.get("WAITING", 0):
+        return False
+    if sw.sampler == "grid":
+        taken = {t.system_attrs.get("grid_id") for t in study.get_trials(deepcopy=False) if t.state.name != "FAIL"}
+        if len(taken - {None}) >= math.prod(_grid_size(s) for s in sw.space.values()):
+            return True
+    return c.get("COMPLETE", 0) + c.get("PRUNED", 0) + c.get("RUNNING", 0) >= sw.trials
 
 
 def _requeue(study, number: int) -> None:
@@ -801,6 +828,11 @@ def _check_run_args(sw: Sweep, workers: int, backend: str, heartbeat, db_timeout
     from .backends import BACKENDS, check_count
 
     check_count(sw.trials, "--trials", "finished trials to reach")
+    if sw.sampler == "grid":
+        size = math.prod(_grid_size(s) for s in sw.space.values())
+        if sw.trials > size:
+            raise ConfigError(f"--trials {sw.trials} exceeds the grid's {size} points (a grid point is never "
+                              f"trained twice); use --trials {size} or fewer")
     check_count(workers, "--workers", "Optuna workers feeding the study")
     check_count(heartbeat, "--heartbeat", "seconds between trial heartbeats")
     if not _is_number(db_timeout) or db_timeout <= 0:
@@ -1065,6 +1097,16 @@ def _plots(study, out: Path, log) -> list[Path]:
     return written
 
 
+def _check_report_only(sw: Sweep, out: Path, storage: str | None) -> None:
+    """``--report-only`` writes into ``out`` only for this sweep's existing study."""
+    url = absolute_url(storage or default_storage(out))
+    check_out_dir(sw, out, url)
+    if storage is None and not (out / "study.db").exists():
+        raise ConfigError(f"no study to report on: {out / 'study.db'} does not exist; run the sweep first")
+    if sw.name not in [s.study_name for s in make_storage(url).get_all_studies()]:
+        raise ConfigError(f"no study named {sw.name!r} in {public_url(url)}; run the sweep first")
+
+
 def main_sweep(spec: str, *, out: str | None = None, runs_dir: str = "runs", trials: int | None = None,
                overrides: list[str] | None = None, storage: str | None = None, workers: int = 1,
                backend: str = "local", address: str | None = None, heartbeat: int = 10, db_timeout: float = 60.0,
@@ -1079,6 +1121,7 @@ def main_sweep(spec: str, *, out: str | None = None, runs_dir: str = "runs", tri
     log = lambda m: print(m, file=sys.stderr)  # noqa: E731
     try:
         if report_only:
+            _check_report_only(sw, out, storage)
             report(sw, out, storage, log=log)
         else:
             out = run_sweep(sw, out, storage, workers, backend, address, data_dir, heartbeat=heartbeat,
