@@ -21,9 +21,11 @@ changed keys and the configuration key when the run differs from its preset + th
 matches is skipped; one with only a checkpoint is resumed, so an interrupted suite continues
 where it stopped. Every run holds its directory's lock while it trains: a second driver (or a
 stray worker) cannot train the same run at the same time; such a run is reported busy. Runs
-execute in a local process pool, or as Ray tasks with ``backend="ray"`` (``rnnlab.backends``). Each
-worker process uses one torch thread and dies with the driver. A run that fails (diverges,
-missing data, busy) is reported, the others go on, and the suite exits non-zero at the end.
+execute in the local process pool, or as Ray tasks with ``backend="ray"`` (``rnnlab.backends``).
+Each worker process uses one torch thread and dies with the driver. A run that fails (diverges,
+missing data, busy, its worker killed) is reported, the others go on, and the suite exits
+non-zero at the end. Ctrl-C cancels the queued runs, stops the running ones at their next
+checkpoint and exits 130; the same command continues.
 """
 
 from __future__ import annotations

@@ -8,6 +8,11 @@ worker process dies is retried by Ray (it resumes from the run's checkpoint); a 
 is reported and the others go on; a restarted driver skips finished runs and waits for the lock
 of a run that a task of the old driver still trains (up to ``LOCK_WAIT`` s, then reports it
 busy), so no run is trained twice.
+
+Before anything is submitted, paths are made absolute at the driver (:func:`shipped`: a task
+resolves a relative path against its own working directory, on a cluster where ``ray start``
+ran) and every request is checked against the alive nodes (:func:`check_resources`: a GPU that
+no node has would keep a task waiting forever).
 """
 
 from __future__ import annotations
