@@ -460,7 +460,8 @@ def _db_error(url: str, e: Exception) -> str:
     if "locked" in msg:
         hint = "another process holds it: wait, stop that process, or raise --db-timeout"
     elif "not a database" in msg or "malformed" in msg or "corrupt" in msg:
-        hint = "the file is not a usable SQLite database: move it away to start a new study, or point --storage elsewhere"
+        hint = ("the file is not a usable SQLite database: move it away to start a new study, or point --storage "
+                "elsewhere")
     else:
         hint = "check the --storage URL and that the database server is reachable"
     return f"study database {public_url(url)!r}: {msg}; {hint}"
@@ -799,11 +800,17 @@ def _worker_entry(sweep: dict, out: str, storage_url: str, data_dir: str | None,
 class TrialLog:
     """Prints one line per finished trial, as the driver sees them in the study."""
 
-    def __init__(self, study, sw: Sweep, log=print):
-        self.study, self.sw, self.log = study, sw, log
+    def __init__(self, study, sw: Sweep, log=print, every: float = 2.0):
+        self.study, self.sw, self.log, self.every = study, sw, log, every
         self.seen = {t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
+        self.last = 0.0
 
-    def __call__(self) -> None:
+    def __call__(self, force: bool = True) -> None:
+        """Print the trials finished since the last call (``force=False``: at most every
+        ``every`` seconds, for the pool's and Ray's frequent ticks)."""
+        if not force and time.monotonic() - self.last < self.every:
+            return
+        self.last = time.monotonic()
         try:
             trials = self.study.get_trials(deepcopy=False)
         except Exception:  # noqa: BLE001 - a busy database: the next call prints it
@@ -948,7 +955,8 @@ def _local_pool(args: tuple, workers: int, trial_log, errors: list, log) -> None
             text = o.error if isinstance(o.error, str) else f"{type(o.error).__name__}: {o.error}"
             log(f"  [worker {o.index + 1}/{workers}] failed: {text}")
 
-    run_pool(_worker_entry, [(*args, i) for i in range(workers)], workers, on_outcome, tick=trial_log, log=log)
+    run_pool(_worker_entry, [(*args, i) for i in range(workers)], workers, on_outcome,
+             tick=lambda: trial_log(force=False), log=log)
 
 
 def _ray_workers(sw: Sweep, args: tuple, workers: int, address: str | None, trial_log, errors: list, log) -> None:
@@ -970,7 +978,8 @@ def _ray_workers(sw: Sweep, args: tuple, workers: int, address: str | None, tria
 
         run_calls(_worker_entry, [(*args, i) for i in range(workers)],
                   {"num_cpus": cfg.train.threads, "num_gpus": 1 if gpu else 0, "name": f"rnnlab-sweep:{sw.name}"},
-                  address, on_result=on_result, tick=trial_log, what=f"a worker of sweep {sw.name}", device=device)
+                  address, on_result=on_result, tick=lambda: trial_log(force=False), what=f"a worker of sweep {sw.name}",
+                  device=device)
 
 
 def _counts_text(study) -> str:

@@ -186,8 +186,8 @@ def run_jobs(jobs: list[Job], address: str | None = None, log=print, on_result=N
         gpus = ray.cluster_resources().get("GPU", 0)
         options = [remote_options(j, gpus) for j in jobs]
         check_resources(ray, [(o["num_cpus"], o["num_gpus"], f"run {j.run_dir}", j.extra.get("device", "auto"))
-                              for j, o in zip(jobs, options)], address)
-        pending = {task.options(**o).remote(shipped(j)): j for j, o in zip(jobs, options)}
+                              for j, o in zip(jobs, options, strict=True)], address)
+        pending = {task.options(**o).remote(shipped(j)): j for j, o in zip(jobs, options, strict=True)}
         nodes = len(ray.nodes())
         log(f"  ray: {n} tasks on {nodes} node(s), {ray.cluster_resources().get('CPU', 0):g} CPUs")
         while pending:
