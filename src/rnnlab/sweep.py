@@ -263,7 +263,8 @@ def _read_sweep_file(p: Path) -> dict:
         if not isinstance(v, kinds[k]) or isinstance(v, bool):
             raise ConfigError(f"{p}: {k} must be {words[kinds[k]]}, got {v!r}")
     if not data["name"].strip() or any(c in data["name"] for c in "/\\\n\t"):
-        raise ConfigError(f"{p}: name must be a plain word (it names the study and OUT), got {data['name']!r}")
+        raise ConfigError(f"{p}: name must be non-empty, without '/', '\\', tabs or line breaks (it names the "
+                          f"study and the directory sweep-<name>), got {data['name']!r}")
     if not all(isinstance(x, str) for x in data.get("set", [])):
         raise ConfigError(f"{p}: set must be a list of \"key=value\" strings, got {data['set']!r}")
     return data
@@ -577,7 +578,7 @@ def count_states(study) -> dict[str, int]:
     return counts
 
 
-def check_out_dir(sw: Sweep, out: Path, url: str) -> None:
+def check_out_dir(sw: Sweep, out: Path, url: str, db_timeout: float = 60.0) -> None:
     """Refuse an output directory that holds another sweep: its ``sweep.json`` names another
     sweep or another study database, its ``study.db`` holds a study of another name, or it has
     trial runs but no ``sweep.json``. (Otherwise the new study's trial 0 would adopt the old
@@ -596,7 +597,7 @@ def check_out_dir(sw: Sweep, out: Path, url: str) -> None:
             raise ConfigError(f"{out} belongs to the study in {saved['storage']}, not {public_url(url)}; pass "
                               f"--storage {saved['storage']} to continue it, or {fix}")
     if url == default_storage(out) and (out / "study.db").exists():
-        names = [s.study_name for s in make_storage(url).get_all_studies()]
+        names = [s.study_name for s in make_storage(url, db_timeout=db_timeout).get_all_studies()]
         others = [n for n in names if n != sw.name]
         if others:
             raise ConfigError(f"{out / 'study.db'} holds the study of sweep(s) {others}, not {sw.name!r}; {fix}")
@@ -863,7 +864,7 @@ def run_sweep(
     out = Path(out).expanduser().absolute()
     url = absolute_url(storage or default_storage(out))
     data_dir = None if data_dir is None else str(Path(data_dir).expanduser().absolute())
-    check_out_dir(sw, out, url)
+    check_out_dir(sw, out, url, db_timeout)
     check_metric(sw, data_dir, log)  # before any trial trains
     out.mkdir(parents=True, exist_ok=True)
     study = open_study(sw, make_storage(url, heartbeat, db_timeout))  # fails early on a bad database
