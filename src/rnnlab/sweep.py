@@ -279,6 +279,8 @@ def load_sweep(path: str | Path, extra_set: list[str] | None = None) -> Sweep:
     p = _find_sweep_file(path)
     sw = Sweep(**_read_sweep_file(p))
     sw.set = [*sw.set, *(extra_set or [])]
+    if Path(sw.preset).suffix == ".toml" and Path(sw.preset).is_file():  # the same file from any directory
+        sw.preset = str(Path(sw.preset).expanduser().absolute())
     if not sw.space:
         raise ConfigError(f"{p}: [space] is empty; give at least one key, e.g. \"optim.lr\" = "
                           f"{{ type = \"loguniform\", low = 1e-4, high = 1e-2 }}")
