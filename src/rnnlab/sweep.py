@@ -342,27 +342,26 @@ def _primary_metric(cfg) -> str:
 
 
 def reported_metrics(cfg, data_dir: str | None = None) -> set[str]:
-    """The metric names a run of ``cfg`` writes to ``metrics.jsonl`` / ``result.json``:
-    ``train/loss`` (``train/reg`` for a regularised model, ``train/grad_norm`` with clipping),
-    ``lr``, and the task's evaluation metrics as ``val/...`` (and ``test/...`` with
-    ``train.test``), read off one evaluation of the untrained model on one small batch.
-    Raises what building the task raises (e.g. its data missing here)."""
+    """The metric names a run of ``cfg`` writes to ``metrics.jsonl`` / ``result.json``: the
+    task's evaluation metrics (``Task.metric_names``, the trainer's own list) as ``val/...``
+    and, with ``train.test``, ``test/...``; ``train/loss``, ``lr``, ``train/grad_norm`` with
+    clipping and ``train/reg`` for a regularised model. Raises what building the task raises
+    (e.g. its data missing here)."""
     import torch
 
-    from .train import build_model, build_task, evaluate
+    from .train import build_model, build_task
 
     task = build_task(cfg.task, data_dir)
-    with torch.random.fork_rng(devices=[]):
-        model = build_model(cfg.model, task)
-        found = evaluate(model, task, "val", batch_size=min(cfg.train.eval_batch_size, 16), max_batches=1)
-    names = {"train/loss", "lr", *found}
-    reg = getattr(model, "regularization", None)
-    if reg is not None and reg() is not None:
-        names.add("train/reg")
+    evals = task.metric_names()
+    names = {"train/loss", "lr", *(f"val/{m}" for m in evals)}
+    if cfg.train.test:
+        names |= {f"test/{m}" for m in evals}
     if cfg.optim.clip > 0:
         names.add("train/grad_norm")
-    if cfg.train.test:
-        names |= {"test/" + k.split("/", 1)[1] for k in found}
+    with torch.random.fork_rng(devices=[]):  # (building the model draws from the global generator)
+        reg = getattr(build_model(cfg.model, task), "regularization", None)
+        if reg is not None and reg() is not None:
+            names.add("train/reg")
     return names
 
 
