@@ -334,7 +334,9 @@ def test_restarts_and_raised_targets_propose_new_points_and_each_trial_is_one_li
     (["--trials", "-3"], ["--trials", "-3"]),
     (["--trials", "0"], ["--trials", "0"]),
     (["--workers", "0"], ["--workers", "0"]),
+    (["--workers", "-2"], ["--workers", "-2"]),
     (["--heartbeat", "0"], ["--heartbeat", "0"]),
+    (["--db-timeout", "0"], ["--db-timeout", "60"]),
 ])
 def test_counts_below_one_are_refused(tmp_path, capsys, argv, words):
     pytest.importorskip("optuna")
@@ -356,6 +358,21 @@ def test_a_metric_no_run_reports_is_refused_before_any_trial_trains(tmp_path, ca
     err = capsys.readouterr().err.strip()
     assert err.startswith("rnnlab: error:") and len(err.splitlines()) == 1, err
     assert repr(metric) in err and "val/loss" in err  # names the metrics that do exist
+    assert not (out / "trials").exists()
+
+
+@pytest.mark.parametrize("key", ["select_metric", "target_metric"])
+def test_a_preset_metric_the_task_never_reports_is_refused_before_any_trial_trains(tmp_path, capsys, key):
+    """The trainer's own check of train.select_metric / train.target_metric
+    (train.check_metric_names) runs before the first trial: before, each trial failed on it in
+    turn until the failure cap ended the sweep."""
+    pytest.importorskip("optuna")
+    spec = write_sweep(tmp_path / "s.toml", set_=[*TINY, f'train.{key}="val/acuracy"'], extra='metric = "val/loss"')
+    out = tmp_path / "o"
+    assert main(["sweep", str(spec), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("rnnlab: error:") and len(err.splitlines()) == 1, err
+    assert f"train.{key}" in err and "'val/acuracy'" in err and "val/loss" in err
     assert not (out / "trials").exists()
 
 

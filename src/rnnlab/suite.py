@@ -31,12 +31,11 @@ checkpoint and exits 130; the same command continues.
 from __future__ import annotations
 
 import itertools
-import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import SECTIONS, ConfigError, tomllib
+from .config import SECTIONS, ConfigError, flatten, toml_value, tomllib
 
 SUITE_DIR = Path(__file__).parent / "suites"
 
@@ -74,32 +73,6 @@ def load_suite(name_or_path: str) -> Suite:
     return suite
 
 
-def _toml_literal(v) -> str:
-    """A value as the TOML literal a ``--set key=value`` override parses back to it."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v) if not isinstance(v, float) or v == v and abs(v) != float("inf") else \
-            ("nan" if v != v else ("inf" if v > 0 else "-inf"))
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, list):
-        return "[" + ", ".join(_toml_literal(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{json.dumps(str(k))} = {_toml_literal(x)}" for k, x in v.items()) + "}"
-    raise ConfigError(f"grid value {v!r} ({type(v).__name__}) cannot be a config value")
-
-
-def _flatten(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
 def _check_grid_key(key: str, where: str) -> None:
     parts = key.split(".")
     if len(parts) < 2 or parts[0] not in SECTIONS or not all(parts):
@@ -118,25 +91,25 @@ def grid_points(grid: dict, where: str = "suite") -> list[list[str]]:
     # an unquoted dotted key (optim.lr = [...]) arrives as nested tables: flatten those
     flat = {}
     for axis, values in grid.items():
-        flat.update(_flatten({axis: values}) if isinstance(values, dict) else {axis: values})
+        flat.update(flatten({axis: values}) if isinstance(values, dict) else {axis: values})
     for axis, values in flat.items():
         if not isinstance(values, list) or not values:
             raise ConfigError(f"{where}: grid axis {axis!r} must be a non-empty list of values, got {values!r}")
         if all(isinstance(v, dict) for v in values):  # tied axis
             points = []
             for v in values:
-                entry = _flatten(v)
+                entry = flatten(v)
                 if not entry:
                     raise ConfigError(f"{where}: tied grid axis {axis!r} has an empty entry")
                 for k in entry:
                     _check_grid_key(k, where)
-                points.append([f"{k}={_toml_literal(x)}" for k, x in entry.items()])
+                points.append([f"{k}={toml_value(x)}" for k, x in entry.items()])
         elif any(isinstance(v, dict) for v in values):
             raise ConfigError(f"{where}: grid axis {axis!r} mixes tables and values; a tied axis is a "
                               f"list of tables only")
         else:
             _check_grid_key(axis, where)
-            points = [[f"{axis}={_toml_literal(v)}"] for v in values]
+            points = [[f"{axis}={toml_value(v)}"] for v in values]
         axes.append(points)
     return [sum(combo, []) for combo in itertools.product(*axes)]
 
@@ -198,6 +171,7 @@ def main_suite(name: str, runs_dir: str, jobs: int, overrides: list[str], data_d
     """``rnnlab suite``: run (or continue) the suite and print its table. Ctrl-C cancels the
     queued runs, stops the running ones at their next checkpoint and exits 130; the same
     command continues."""
+    from . import rundir
     from .results import table
 
     suite = load_suite(name)
@@ -212,7 +186,7 @@ def main_suite(name: str, runs_dir: str, jobs: int, overrides: list[str], data_d
         print(f"rnnlab: interrupted: {finished} run(s) finished, {stopped} stopped (each resumes from its last "
               f"checkpoint), the others not started; rerun the same command to continue", file=sys.stderr)
         return 130
-    finished = [rd for rd in statuses if (rd / "result.json").exists()]  # this suite's runs only
+    finished = [rd for rd in statuses if rundir.is_finished(rd)]  # this suite's runs only
     md = table(finished, suite.metrics or None) if finished else f"(no finished runs in {out})"
     out.mkdir(parents=True, exist_ok=True)
     (out / "table.md").write_text(md + "\n")

@@ -46,7 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .backends.pool import Interrupted, interruptible, request_stop, stop_requested
-from .config import ConfigError, tomllib
+from .config import ConfigError, dump_toml, toml_value, tomllib
 
 SAMPLERS = ("tpe", "random", "grid")
 PRUNERS = ("median", "none")
@@ -110,22 +110,9 @@ def import_optuna():
 
 # --------------------------------------------------------------------------- the sweep file
 
-def _toml_value(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v) if not (isinstance(v, float) and not math.isfinite(v)) else str(v)
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    raise ConfigError(f"cannot write {v!r} ({type(v).__name__}) as a TOML value")
-
-
-
 def override(key: str, value) -> str:
     """``key=value`` with the value as a TOML literal (what ``--set`` parses)."""
-    return f"{key}={_toml_value(value)}"
+    return f"{key}={toml_value(value)}"
 
 
 def _grid_size(spec: dict) -> int:
@@ -222,7 +209,7 @@ def _encoded(spec: dict) -> bool:
 def decode(spec: dict, value):
     """A parameter's value as the configuration takes it (undoing :func:`_encoded`'s text)."""
     if spec["type"] == "categorical" and _encoded(spec) and isinstance(value, str):
-        texts = [_toml_value(c) for c in spec["choices"]]
+        texts = [toml_value(c) for c in spec["choices"]]
         return spec["choices"][texts.index(value)] if value in texts else value
     return value
 
@@ -341,17 +328,15 @@ def _primary_metric(cfg) -> str:
         return "loss"
 
 
-def reported_metrics(cfg, data_dir: str | None = None) -> set[str]:
-    """The metric names a run of ``cfg`` writes to ``metrics.jsonl`` / ``result.json``: the
-    task's evaluation metrics (``Task.metric_names``, the trainer's own list) as ``val/...``
-    and, with ``train.test``, ``test/...``; ``train/loss``, ``lr``, ``train/grad_norm`` with
-    clipping and ``train/reg`` for a regularised model. Raises what building the task raises
-    (e.g. its data missing here)."""
+def reported_metrics(cfg, task) -> set[str]:
+    """The metric names a run of ``cfg`` on ``task`` writes to ``metrics.jsonl`` /
+    ``result.json``: the task's evaluation metrics (``Task.metric_names``, the trainer's own
+    list) as ``val/...`` and, with ``train.test``, ``test/...``; ``train/loss``, ``lr``,
+    ``train/grad_norm`` with clipping and ``train/reg`` for a regularised model."""
     import torch
 
-    from .train import build_model, build_task
+    from .train import build_model
 
-    task = build_task(cfg.task, data_dir)
     evals = task.metric_names()
     names = {"train/loss", "lr", *(f"val/{m}" for m in evals)}
     if cfg.train.test:
@@ -366,16 +351,24 @@ def reported_metrics(cfg, data_dir: str | None = None) -> set[str]:
 
 
 def check_metric(sw: Sweep, data_dir: str | None = None, log=print) -> None:
-    """A one-line error, before any trial trains, when no run of the sweep reports its metric."""
+    """A one-line error, before any trial trains, when no run of the sweep reports its metric,
+    or when the preset's own ``train.select_metric`` / ``train.target_metric`` is not one of
+    the task's (the trainer's check, :func:`rnnlab.train.check_metric_names`)."""
     from . import config
     from .tasks.data import DataError
+    from .train import build_task, check_metric_names
 
     cfg = config.load(sw.preset, sw.set)
     try:
-        names = reported_metrics(cfg, data_dir)
+        task = build_task(cfg.task, data_dir)
     except (DataError, FileNotFoundError) as e:  # e.g. a cluster driver without the data
         log(f"note: metric {sw.metric!r} not checked here ({type(e).__name__}: {str(e).splitlines()[0][:160]})")
         return
+    try:
+        check_metric_names(cfg, task)
+    except ConfigError as e:
+        raise ConfigError(f"sweep {sw.name}: preset {sw.preset}: {e}") from None
+    names = reported_metrics(cfg, task)
     if sw.metric not in names:
         raise ConfigError(f"sweep {sw.name}: metric {sw.metric!r} is never reported by a run of {sw.preset} "
                           f"(task {cfg.task.name}); its runs report {sorted(names)}; set metric = one of these "
@@ -493,7 +486,7 @@ def _sampler(sw: Sweep):
 
 
 def _choice(spec: dict, value):
-    return _toml_value(value) if spec["type"] == "categorical" and _encoded(spec) else value
+    return toml_value(value) if spec["type"] == "categorical" and _encoded(spec) else value
 
 
 _SAMPLER_CLASS = []
@@ -964,11 +957,12 @@ def _local_pool(args: tuple, workers: int, trial_log, errors: list, log) -> None
 def _ray_workers(sw: Sweep, args: tuple, workers: int, address: str | None, trial_log, errors: list, log) -> None:
     from . import config
     from .backends.ray import run_calls, session
+    from .device import gpus_requested
 
     cfg = config.load(sw.preset, sw.set)
     device = str(getattr(cfg.train, "device", "cpu") or "cpu")
     with session(address) as ray:
-        gpu = device.startswith("cuda") or (device == "auto" and ray.cluster_resources().get("GPU", 0) > 0)
+        gpus = gpus_requested(device, ray.cluster_resources().get("GPU", 0))
         log(f"  ray: {workers} sweep worker task(s) on {len(ray.nodes())} node(s)")
 
         def on_result(i: int, value, error) -> None:
@@ -979,7 +973,7 @@ def _ray_workers(sw: Sweep, args: tuple, workers: int, address: str | None, tria
                 log(f"  [worker {i + 1}/{workers}] failed: {error}")
 
         run_calls(_worker_entry, [(*args, i) for i in range(workers)],
-                  {"num_cpus": cfg.train.threads, "num_gpus": 1 if gpu else 0, "name": f"rnnlab-sweep:{sw.name}"},
+                  {"num_cpus": cfg.train.threads, "num_gpus": gpus, "name": f"rnnlab-sweep:{sw.name}"},
                   address, on_result=on_result, tick=lambda: trial_log(force=False), what=f"a worker of sweep {sw.name}",
                   device=device)
 
@@ -1029,28 +1023,6 @@ def best_preset_text(sw: Sweep, trial) -> str:
                            f"{sw.metric} = {trial.value:.6g}. " + data.get("description", "")).strip()
     config.from_dict(json.loads(json.dumps(data)))  # what rnnlab train will do with it
     return dump_toml(data)
-
-
-def dump_toml(data: dict) -> str:
-    """A small TOML writer for presets: scalars and lists, nested tables."""
-    lines: list[str] = []
-
-    def table(d: dict, prefix: str) -> None:
-        scalars = {k: v for k, v in d.items() if not isinstance(v, dict)}
-        tables = {k: v for k, v in d.items() if isinstance(v, dict)}
-        if prefix and (scalars or not tables):
-            lines.extend(["", f"[{prefix}]"])
-        for k, v in scalars.items():
-            lines.append(f"{_key(k)} = {_toml_value(v)}")
-        for k, v in tables.items():
-            table(v, f"{prefix}.{_key(k)}" if prefix else _key(k))
-
-    table(data, "")
-    return "\n".join(lines).lstrip("\n") + "\n"
-
-
-def _key(k: str) -> str:
-    return k if k.replace("_", "").replace("-", "").isalnum() else json.dumps(k)
 
 
 def report(sw: Sweep, out: str | Path, storage_url: str | None = None, log=print) -> dict:

@@ -34,11 +34,12 @@ def job_for(preset: str, overrides: list[str], run_dir: str | Path, data_dir: st
     read the resources the run needs: ``train.threads`` CPUs, one GPU if ``train.device`` is CUDA
     (``auto`` is decided by the backend: Ray gives such a run a GPU when the cluster has any)."""
     from .. import config
+    from ..device import gpus_requested
 
     cfg = config.load(preset, overrides)
     device = str(getattr(cfg.train, "device", "cpu") or "cpu")
     return Job(preset, list(overrides), str(run_dir), data_dir, threads=cfg.train.threads,
-               gpus=1 if device.startswith("cuda") else 0, label=cfg.name, extra={"device": device})
+               gpus=gpus_requested(device), label=cfg.name, extra={"device": device})
 
 
 def _record(run_dir: Path, **event) -> None:
@@ -91,8 +92,8 @@ def run_one(job: Job, on_eval=None, wait: float = 0.0) -> tuple[str, str]:
     except Exception as e:
         return "failed", one_line(e)
     try:
-        if (run_dir / "result.json").exists():
-            if rundir.resolved_saved_key(run_dir) == rundir.config_key(cfg):
+        if rundir.is_finished(run_dir):
+            if rundir.is_finished(run_dir, cfg):
                 return "done", ""
             return "failed", (f"{run_dir} holds a finished run of another configuration "
                               f"(config.json); move it away or use another --runs-dir")
@@ -107,16 +108,17 @@ def _train_locked(job: Job, cfg, run_dir: Path, on_eval) -> tuple[str, str]:
     from ..train import train
     from .pool import CheckpointStop, busy
 
-    resume = (run_dir / "checkpoint.pt").exists()
+    files = rundir.RunFiles(run_dir)
+    resume = files.checkpoint.exists()
     _record(run_dir, event="start", resume=resume)
-    stop = CheckpointStop(run_dir / "checkpoint.pt", cfg.train.steps)
+    stop = CheckpointStop(files.checkpoint, cfg.train.steps)
     try:
         with busy():
             train(cfg, run_dir, resume=resume, progress=False, data_dir=job.data_dir, on_eval=stop.hook(on_eval))
         status, err = ("resumed" if resume else "trained"), ""
     except KeyboardInterrupt:
         stop.disarm()
-        if (run_dir / "result.json").exists():  # the stop came as the run finished
+        if rundir.is_finished(run_dir):  # the stop came as the run finished
             status, err = ("resumed" if resume else "trained"), ""
         else:
             where = "at its checkpoint" if stop.fired.is_set() else "before its next checkpoint"

@@ -134,7 +134,9 @@ def session(address: str | None = None, num_cpus: int | None = None):
 def remote_options(job: Job, cluster_gpus: float = 0) -> dict:
     """Ray resources of one run: its threads as CPUs; one GPU for ``train.device`` CUDA, and for
     ``auto`` on a cluster that has GPUs (a task without GPUs sees none, so ``auto`` means CPU)."""
-    gpus = job.gpus or (1 if job.extra.get("device") == "auto" and cluster_gpus > 0 else 0)
+    from ..device import gpus_requested
+
+    gpus = gpus_requested(job.extra.get("device", "auto"), cluster_gpus)
     return {"num_cpus": job.threads, "num_gpus": gpus, "max_retries": MAX_RETRIES,
             "name": f"rnnlab:{job.label or job.run_dir}"}
 
