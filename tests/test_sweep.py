@@ -592,3 +592,108 @@ def test_a_grid_point_is_never_trained_twice(tmp_path, capsys):
     with pytest.raises(Exception, match="grid point of trial"):
         _objective(sw, out, None)(late)
     assert study.get_trials()[-1].user_attrs["status"] == "skipped" and not (out / "trials").exists()
+
+
+# --------------------------------------------------------------------------- Ctrl-C and killed workers
+
+def _spawn_sweep(spec: Path, out: Path, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.Popen([sys.executable, "-m", "rnnlab.cli", "sweep", str(spec), "--out", str(out), *extra],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _until(pred, timeout: float = 300.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _attempts(run_dir: Path) -> list[tuple]:
+    rows = [json.loads(x) for x in (run_dir / "attempts.jsonl").read_text().splitlines()]
+    return [(e["event"], e.get("resume"), e.get("status")) for e in rows]
+
+
+LONG = [s.replace("train.steps=20", "train.steps=400").replace("eval_every=5", "eval_every=20") for s in TINY]
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="the stop at a checkpoint uses SIGUSR1")
+def test_ctrl_c_stops_a_sweep_at_a_checkpoint_and_the_same_command_continues(tmp_path):
+    """Ctrl-C (SIGINT) during a sweep: the running trial stops at its next checkpoint, is
+    recorded as interrupted and re-queued with its parameters, the report is written and the
+    message says to rerun the same command (exit 130); the rerun resumes the trial's run from its
+    checkpoint and trains it to the end once. Before, Ctrl-C left the trial RUNNING and ended in a
+    traceback."""
+    pytest.importorskip("optuna")
+    spec = write_sweep(tmp_path / "s.toml", trials=1, extra='pruner = "none"', set_=LONG)
+    out = tmp_path / "sw"
+    run = out / "trials" / "trial-0000"
+    proc = _spawn_sweep(spec, out)
+    try:
+        assert _until(lambda: (run / "checkpoint.pt").exists() or proc.poll() is not None), "no trial started"
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "rerun the same command to continue" in err, err
+    assert (out / "trials.md").exists()
+    [first] = study_trials(out)[:1]
+    assert first.state.name == "FAIL" and "interrupted by Ctrl-C" in first.user_attrs["error"]
+    assert [t.state.name for t in study_trials(out)[1:]] == ["WAITING"]  # its retry, queued
+    assert _attempts(run)[-1][2] == "interrupted" and not (run / "result.json").exists()
+
+    again = _spawn_sweep(spec, out)
+    _, err = again.communicate(timeout=600)
+    assert again.returncode == 0, err
+    trials = study_trials(out)
+    assert [t.state.name for t in trials] == ["FAIL", "COMPLETE"]
+    assert trials[1].params == trials[0].params and trials[1].user_attrs["run_dir"] == "trials/trial-0000"
+    assert [(e, r) for e, r, _ in _attempts(run)] == [("start", False), ("end", None), ("start", True), ("end", None)]
+    assert json.loads((run / "result.json").read_text())["steps"] == 400
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SIGKILL of one pool worker")
+def test_a_killed_sweep_worker_is_reported_and_its_trial_retried_once(tmp_path):
+    """SIGKILL of one of `--workers 2`'s pool workers while it trains (as the out-of-memory
+    killer would): the driver reports that worker's death in one line and goes on; the dead trial
+    is failed once its heartbeat is stale and retried once with its parameters in its own run
+    directory. Before, the sweep's pool broke with a BrokenProcessPool traceback."""
+    pytest.importorskip("optuna")
+    spec = write_sweep(tmp_path / "s.toml", trials=2, extra='pruner = "none"', set_=LONG)
+    out = tmp_path / "sw"
+
+    def lock_pid() -> int | None:
+        try:
+            return int(json.loads((out / "trials" / "trial-0000" / ".lock").read_text())["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    proc = _spawn_sweep(spec, out, "--workers", "2", "--heartbeat", "1")
+    try:
+        assert _until(lambda: (lock_pid() and (out / "trials" / "trial-0000" / "checkpoint.pt").exists())
+                      or proc.poll() is not None), "trial 0 never started"
+        assert proc.poll() is None, proc.communicate()
+        victim = lock_pid()
+        assert victim != proc.pid
+        os.kill(victim, signal.SIGKILL)
+        _, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and "BrokenProcessPool" not in err, err
+    assert any("failed" in ln and "SIGKILL" in ln for ln in err.splitlines()), err
+    trials = study_trials(out)
+    retries = [t for t in trials if t.system_attrs.get("failed_trial") == 0]
+    assert trials[0].state.name == "FAIL" and len(retries) == 1 and retries[0].state.name == "COMPLETE", trials
+    assert retries[0].params == trials[0].params and retries[0].user_attrs["run_dir"] == "trials/trial-0000"
+    assert sum(t.state.name == "COMPLETE" for t in trials) >= 2
+    assert [e for e, _, _ in _attempts(out / "trials" / "trial-0000")] == ["start", "start", "end"]
