@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -76,3 +78,46 @@ def write_record(root: Path, preset: str, seed: int, test: dict, overrides=(), s
     rows = metrics if metrics is not None else [{"step": steps or cfg.train.steps, "val/loss": 1.0}]
     (d / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in rows))
     return d
+
+
+# --------------------------------------------------------------------------- child processes
+
+def wait_until(pred, timeout: float = 120.0, poll: float = 0.005) -> bool:
+    """Whether ``pred()`` became true within ``timeout`` seconds (checked every ``poll``)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(poll)
+    return False
+
+
+def child_pids(pid: int) -> set[int]:
+    """The children of process ``pid`` (Linux: ``/proc``)."""
+    kids = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        kids |= {int(x) for x in (task / "children").read_text().split()}
+    return kids
+
+
+def process_gone(pid: int) -> bool:
+    """Exited, every thread of it: the leader of a killed multi-threaded process reads as a zombie
+    while its other threads are still exiting (and still hold its files, and so its locks)."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return True
+    for task in tasks:
+        try:
+            state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state not in ("Z", "X"):
+            return False
+    return True
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` of a child that must see our SIGINT: an ignored SIGINT is inherited through
+    exec, and an in-process Ray session of an earlier test leaves it ignored in this process."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

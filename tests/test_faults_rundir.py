@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import child_pids, default_sigint, process_gone, wait_until
 from rnnlab.cli import main
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -35,14 +36,8 @@ def _train_argv(out: Path, steps: int) -> list[str]:
     return ["train", "demo/lstm", "--out", str(out), "--quiet", *_sets(TINY + [f"train.steps={steps}"])]
 
 
-def _default_sigint() -> None:
-    # an ignored SIGINT is inherited through exec, and an in-process Ray session of an earlier
-    # test leaves it ignored in this process: the child would then never see our SIGINT
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def _spawn(argv: list[str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "rnnlab.cli", *argv], env=_env(), preexec_fn=_default_sigint,
+    return subprocess.Popen([sys.executable, "-m", "rnnlab.cli", *argv], env=_env(), preexec_fn=default_sigint,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -53,13 +48,6 @@ def _rows(out: Path) -> int:
         return 0
 
 
-def _wait_for(pred, timeout: float = 120.0, poll: float = 0.005) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(poll)
-    return False
 
 
 def _train_steps(out: Path) -> list[int]:
@@ -111,9 +99,9 @@ def _kill_during_training(out: Path, steps: int, rng: random.Random, during_chec
     p = _spawn(_train_argv(out, steps) + (["--resume"] if (out / "checkpoint.pt").exists() else []))
     try:
         start = _rows(out)
-        _wait_for(lambda: p.poll() is not None or _rows(out) > start + 2)
+        wait_until(lambda: p.poll() is not None or _rows(out) > start + 2)
         if during_checkpoint:
-            _wait_for(lambda: p.poll() is not None or (out / "checkpoint.pt.tmp").exists(), timeout=30, poll=0)
+            wait_until(lambda: p.poll() is not None or (out / "checkpoint.pt.tmp").exists(), timeout=30, poll=0)
             _kill_during_training.mid_write += (out / "checkpoint.pt.tmp").exists()
         else:
             time.sleep(rng.uniform(0, 0.4))
@@ -160,7 +148,7 @@ def test_concurrent_writer_is_refused_and_sigint_releases_the_lock(tmp_path, cap
     out = tmp_path / "run"
     a = _spawn(_train_argv(out, steps))
     try:
-        assert _wait_for(lambda: a.poll() is not None or _rows(out) >= 2), "the first writer never started"
+        assert wait_until(lambda: a.poll() is not None or _rows(out) >= 2), "the first writer never started"
         assert a.poll() is None, a.communicate()
         before = (out / "config.json").read_bytes()
         holder = json.loads((out / ".lock").read_text())
@@ -203,30 +191,6 @@ def test_two_trainings_started_together_one_wins(tmp_path):
     assert cfg["train"]["steps"] == res["steps"] == 60 and _train_steps(out) == list(range(1, 61))
 
 
-def _children(pid: int) -> set[int]:
-    kids = set()
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        kids |= {int(x) for x in (task / "children").read_text().split()}
-    return kids
-
-
-def _gone(pid: int) -> bool:
-    """Exited, every thread of it: the leader of a killed multi-threaded process reads as a zombie
-    while its other threads are still exiting (and still hold its files, and so its locks)."""
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-    except OSError:
-        return True
-    for task in tasks:
-        try:
-            state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state not in ("Z", "X"):
-            return False
-    return True
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to find the workers")
 def test_killed_suite_driver_takes_its_workers_along_and_a_restart_finishes_each_run_once(tmp_path, capsys):
     suite = tmp_path / "s.toml"
@@ -237,14 +201,14 @@ def test_killed_suite_driver_takes_its_workers_along_and_a_restart_finishes_each
     driver = _spawn(argv)
     try:
         training = lambda: [m for m in runs.rglob("metrics.jsonl") if m.stat().st_size > 0]  # noqa: E731
-        assert _wait_for(lambda: driver.poll() is not None or len(training()) >= 2), "no worker started"
+        assert wait_until(lambda: driver.poll() is not None or len(training()) >= 2), "no worker started"
         assert driver.poll() is None, driver.communicate()
-        workers = _children(driver.pid)
+        workers = child_pids(driver.pid)
         assert len(workers) >= 2
         driver.kill()
         driver.wait()
-        assert _wait_for(lambda: all(_gone(w) for w in workers), timeout=5, poll=0.05), \
-            f"orphaned workers still running: {[w for w in workers if not _gone(w)]}"
+        assert wait_until(lambda: all(process_gone(w) for w in workers), timeout=5, poll=0.05), \
+            f"orphaned workers still running: {[w for w in workers if not process_gone(w)]}"
     finally:
         if driver.poll() is None:
             driver.kill()

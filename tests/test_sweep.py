@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import default_sigint, wait_until
 from rnnlab import config
 from rnnlab.cli import main
 from rnnlab.config import ConfigError
@@ -599,16 +600,8 @@ def test_a_grid_point_is_never_trained_twice(tmp_path, capsys):
 def _spawn_sweep(spec: Path, out: Path, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
     return subprocess.Popen([sys.executable, "-m", "rnnlab.cli", "sweep", str(spec), "--out", str(out), *extra],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _until(pred, timeout: float = 300.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return False
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_sigint)
 
 
 def _attempts(run_dir: Path) -> list[tuple]:
@@ -632,7 +625,7 @@ def test_ctrl_c_stops_a_sweep_at_a_checkpoint_and_the_same_command_continues(tmp
     run = out / "trials" / "trial-0000"
     proc = _spawn_sweep(spec, out)
     try:
-        assert _until(lambda: (run / "checkpoint.pt").exists() or proc.poll() is not None), "no trial started"
+        assert wait_until(lambda: (run / "checkpoint.pt").exists() or proc.poll() is not None), "no trial started"
         assert proc.poll() is None, proc.communicate()
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=300)
@@ -677,7 +670,7 @@ def test_a_killed_sweep_worker_is_reported_and_its_trial_retried_once(tmp_path):
 
     proc = _spawn_sweep(spec, out, "--workers", "2", "--heartbeat", "1")
     try:
-        assert _until(lambda: (lock_pid() and (out / "trials" / "trial-0000" / "checkpoint.pt").exists())
+        assert wait_until(lambda: (lock_pid() and (out / "trials" / "trial-0000" / "checkpoint.pt").exists())
                       or proc.poll() is not None), "trial 0 never started"
         assert proc.poll() is None, proc.communicate()
         victim = lock_pid()

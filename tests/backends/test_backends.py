@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import child_pids, process_gone, wait_until
 from rnnlab.backends import job_for, run_jobs, run_one
 from rnnlab.cli import main
 
@@ -161,13 +162,7 @@ def _lock_pid(run_dir: Path) -> int | None:
         return None
 
 
-def _wait(pred, timeout: float = 120.0, poll: float = 0.02) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(poll)
-    return False
+
 
 
 def test_a_killed_pool_worker_fails_only_its_own_run(tmp_path):
@@ -180,7 +175,7 @@ def test_a_killed_pool_worker_fails_only_its_own_run(tmp_path):
     killed = []
 
     def killer() -> None:
-        if _wait(lambda: _lock_pid(tmp_path / "victim") and (tmp_path / "victim" / "checkpoint.pt").exists()):
+        if wait_until(lambda: _lock_pid(tmp_path / "victim") and (tmp_path / "victim" / "checkpoint.pt").exists()):
             pid = _lock_pid(tmp_path / "victim")
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
@@ -201,28 +196,6 @@ def test_a_killed_pool_worker_fails_only_its_own_run(tmp_path):
     assert run_one(victim) == ("resumed", "")
     assert [e["event"] for e in events(tmp_path / "victim")] == ["start", "start", "end"]
     assert json.loads((tmp_path / "victim" / "result.json").read_text())["steps"] == 120
-
-
-def _children(pid: int) -> set[int]:
-    kids = set()
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        kids |= {int(x) for x in (task / "children").read_text().split()}
-    return kids
-
-
-def _gone(pid: int) -> bool:
-    """Exited, every thread of it (a killed multi-threaded process reads as a zombie meanwhile)."""
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-    except OSError:
-        return True
-    for task in tasks:
-        try:
-            if (task / "stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
-                return False
-        except OSError:
-            continue
-    return True
 
 
 def _train_steps(run_dir: Path) -> list[int]:
@@ -248,7 +221,7 @@ def test_ctrl_c_cancels_queued_runs_and_stops_running_ones_at_their_next_checkpo
                               start_new_session=True)
     try:
         running = lambda: [d for d in runs.glob("c/*/seed*") if (d / "metrics.jsonl").exists()]  # noqa: E731
-        assert _wait(lambda: len(running()) >= 2 and all(_train_steps(d) for d in running()))
+        assert wait_until(lambda: len(running()) >= 2 and all(_train_steps(d) for d in running()))
         at_interrupt = {d: max(_train_steps(d)) for d in running()}
         os.killpg(driver.pid, signal.SIGINT)
         _, err = driver.communicate(timeout=120)
@@ -289,21 +262,21 @@ def test_a_killed_sweep_driver_takes_its_workers_along(tmp_path):
                                "2"], env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     workers: set[int] = set()
     try:
-        assert _wait(lambda: len(list(out.glob("trials/*/checkpoint.pt"))) >= 2 or driver.poll() is not None,
+        assert wait_until(lambda: len(list(out.glob("trials/*/checkpoint.pt"))) >= 2 or driver.poll() is not None,
                      timeout=300)  # (starting torch, Optuna and two workers takes minutes on a loaded machine)
         assert driver.poll() is None
-        workers |= _children(driver.pid)
+        workers |= child_pids(driver.pid)
         assert len(workers) >= 2
         driver.kill()
         driver.wait()
-        assert _wait(lambda: all(_gone(w) for w in workers), timeout=5, poll=0.05), \
-            f"orphaned sweep workers still running: {[w for w in workers if not _gone(w)]}"
+        assert wait_until(lambda: all(process_gone(w) for w in workers), timeout=5, poll=0.05), \
+            f"orphaned sweep workers still running: {[w for w in workers if not process_gone(w)]}"
     finally:
         if driver.poll() is None:
             driver.kill()
             driver.wait()
         for w in workers:  # (only if the test failed: no orphan is left behind by the test itself)
-            if not _gone(w):
+            if not process_gone(w):
                 os.kill(w, signal.SIGKILL)
 
 
