@@ -37,6 +37,7 @@ row per trial) and ``history.png`` / ``importance.png``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -860,27 +861,28 @@ def run_sweep(
     data_dir = None if data_dir is None else str(Path(data_dir).expanduser().absolute())
     check_out_dir(sw, out, url, db_timeout)
     check_metric(sw, data_dir, log)  # before any trial trains
-    out.mkdir(parents=True, exist_ok=True)
-    study = open_study(sw, make_storage(url, heartbeat, db_timeout))  # fails early on a bad database
-    (out / "sweep.json").write_text(json.dumps({**sw.to_dict(), "storage": public_url(url)}, indent=2) + "\n")
-    log(f"sweep {sw.name}: {sw.trials} trials of {sw.preset} ({sw.sampler}, {sw.direction} {sw.metric}), "
-        f"{workers} worker(s) on backend {backend}; study {public_url(url)}; already {_counts_text(study)}")
-    args = (sw.to_dict(), str(out), url, data_dir, heartbeat, db_timeout)
-    trial_log = TrialLog(study, sw, log)
-    try:
-        _drive(sw, study, args, workers, backend, address, trial_log, log)
-    except KeyboardInterrupt:
-        trial_log()
+    with _backend_ready(sw, backend, address):
+        out.mkdir(parents=True, exist_ok=True)
+        study = open_study(sw, make_storage(url, heartbeat, db_timeout))  # fails early on a bad database
+        (out / "sweep.json").write_text(json.dumps({**sw.to_dict(), "storage": public_url(url)}, indent=2) + "\n")
+        log(f"sweep {sw.name}: {sw.trials} trials of {sw.preset} ({sw.sampler}, {sw.direction} {sw.metric}), "
+            f"{workers} worker(s) on backend {backend}; study {public_url(url)}; already {_counts_text(study)}")
+        args = (sw.to_dict(), str(out), url, data_dir, heartbeat, db_timeout)
+        trial_log = TrialLog(study, sw, log)
+        try:
+            _drive(sw, study, args, workers, backend, address, trial_log, log)
+        except KeyboardInterrupt:
+            trial_log()
+            report(sw, out, url, log=log)
+            raise
         report(sw, out, url, log=log)
-        raise
-    report(sw, out, url, log=log)
-    streak = failure_streak(study)
-    if len(streak) >= sw.max_failures:
-        last = streak[0]
-        raise SweepError(
-            f"sweep {sw.name} stopped: the last {len(streak)} trials failed (max_failures = {sw.max_failures}); "
-            f"the latest, trial {last.number}: {last.user_attrs.get('error', 'failed')}; narrow the search space "
-            f"or fix the preset (see {out / 'trials.md'}), or raise max_failures in the sweep file")
+        streak = failure_streak(study)
+        if len(streak) >= sw.max_failures:
+            last = streak[0]
+            raise SweepError(
+                f"sweep {sw.name} stopped: the last {len(streak)} trials failed (max_failures = {sw.max_failures}); "
+                f"the latest, trial {last.number}: {last.user_attrs.get('error', 'failed')}; narrow the search space "
+                f"or fix the preset (see {out / 'trials.md'}), or raise max_failures in the sweep file")
     return out
 
 
@@ -954,15 +956,41 @@ def _local_pool(args: tuple, workers: int, trial_log, errors: list, log) -> None
              tick=lambda: trial_log(force=False), log=log)
 
 
-def _ray_workers(sw: Sweep, args: tuple, workers: int, address: str | None, trial_log, errors: list, log) -> None:
+@contextlib.contextmanager
+def _backend_ready(sw: Sweep, backend: str, address: str | None):
+    """Ray: connected to the cluster and the workers' request checked against its nodes before
+    the output directory and the study are made, so a wrong address or a GPU no node has leaves
+    nothing behind (a study made with ``--device cuda`` would refuse the same sweep with
+    ``--device cpu``). The rounds reuse this connection."""
+    if backend != "ray":
+        yield
+        return
+    from .backends.ray import check_resources, session
+
+    with session(address) as ray:
+        resources, device = _ray_resources(sw, ray)
+        check_resources(ray, [(resources["num_cpus"], resources["num_gpus"], f"a worker of sweep {sw.name}", device)],
+                        address)
+        yield
+
+
+def _ray_resources(sw: Sweep, ray) -> tuple[dict, str]:
+    """One sweep worker's Ray resources (a trial's: its threads, a GPU as ``gpus_requested``
+    says) and its ``train.device``."""
     from . import config
-    from .backends.ray import run_calls, session
     from .device import gpus_requested
 
     cfg = config.load(sw.preset, sw.set)
     device = str(getattr(cfg.train, "device", "cpu") or "cpu")
+    gpus = gpus_requested(device, ray.cluster_resources().get("GPU", 0))
+    return {"num_cpus": cfg.train.threads, "num_gpus": gpus, "name": f"rnnlab-sweep:{sw.name}"}, device
+
+
+def _ray_workers(sw: Sweep, args: tuple, workers: int, address: str | None, trial_log, errors: list, log) -> None:
+    from .backends.ray import run_calls, session
+
     with session(address) as ray:
-        gpus = gpus_requested(device, ray.cluster_resources().get("GPU", 0))
+        resources, device = _ray_resources(sw, ray)
         log(f"  ray: {workers} sweep worker task(s) on {len(ray.nodes())} node(s)")
 
         def on_result(i: int, value, error) -> None:
@@ -972,10 +1000,8 @@ def _ray_workers(sw: Sweep, args: tuple, workers: int, address: str | None, tria
                 errors.append(error)
                 log(f"  [worker {i + 1}/{workers}] failed: {error}")
 
-        run_calls(_worker_entry, [(*args, i) for i in range(workers)],
-                  {"num_cpus": cfg.train.threads, "num_gpus": gpus, "name": f"rnnlab-sweep:{sw.name}"},
-                  address, on_result=on_result, tick=lambda: trial_log(force=False), what=f"a worker of sweep {sw.name}",
-                  device=device)
+        run_calls(_worker_entry, [(*args, i) for i in range(workers)], resources, address, on_result=on_result,
+                  tick=lambda: trial_log(force=False), what=f"a worker of sweep {sw.name}", device=device)
 
 
 def _counts_text(study) -> str:

@@ -304,6 +304,15 @@ def test_unreachable_or_malformed_ray_address_is_a_one_line_error(tmp_path, caps
     assert main(argv + ["--address", "localhost"]) == 2
     assert "HOST:PORT" in capsys.readouterr().err
     assert not list((tmp_path / "r").rglob("result.json"))
+    pytest.importorskip("optuna")  # a sweep makes nothing either (before: its study.db and sweep.json)
+    sweep = tmp_path / "w.toml"
+    sweep.write_text(f'name = "w"\npreset = "demo/rnn"\nset = {json.dumps(TINY)}\ntrials = 1\n'
+                     '[space]\n"optim.lr" = { type = "loguniform", low = 1e-3, high = 1e-2 }\n')
+    assert main(["sweep", str(sweep), "--out", str(tmp_path / "sw"), "--backend", "ray", "--address",
+                 f"127.0.0.1:{port}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("rnnlab: error:") and f"127.0.0.1:{port}" in err
+    assert not (tmp_path / "sw").exists()
 
 
 @pytest.fixture(scope="module")
@@ -382,7 +391,8 @@ def test_ray_device_requests_are_checked_against_the_cluster(tmp_path, capsys, r
     assert main(["sweep", str(sweep), "--backend", "ray", "--out", str(tmp_path / "sw"), "--device", "cuda"]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "a worker of sweep w asks Ray for 1 GPU" in err, err
-    assert not (tmp_path / "sw" / "trials").exists()
+    # nothing made: a study made with --device cuda would refuse the same sweep with --device cpu
+    assert not (tmp_path / "sw").exists()
 
 
 @pytest.mark.slow
