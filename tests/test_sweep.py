@@ -331,6 +331,25 @@ def test_restarts_and_raised_targets_propose_new_points_and_each_trial_is_one_li
     assert params_of(study_trials(again)) == params_of(trials[:2])
 
 
+def test_a_sweep_continues_on_other_hardware_but_not_with_another_experiment(tmp_path, capsys):
+    """Fixed overrides of execution keys (`--device`, `train.threads`: what a resumed run may
+    change too) may differ between runs of one study; an override of the experiment may not.
+    Before, `--device cpu` or `--set train.threads=2` on the second run was refused as "a
+    different sweep"."""
+    pytest.importorskip("optuna")
+    spec = write_sweep(tmp_path / "s.toml", trials=1, extra='sampler = "random"\npruner = "none"', set_=FAST)
+    out = tmp_path / "sw"
+    assert main(["sweep", str(spec), "--out", str(out)]) == 0
+    assert main(["sweep", str(spec), "--out", str(out), "--trials", "2", "--device", "cpu"]) == 0
+    assert main(["sweep", str(spec), "--out", str(out), "--trials", "3", "--set", "train.threads=2"]) == 0
+    capsys.readouterr()
+    assert [t.state.name for t in study_trials(out)] == ["COMPLETE"] * 3
+    assert main(["sweep", str(spec), "--out", str(out), "--set", "train.steps=3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "made from a different sweep" in err and "'set'" in err, err
+    assert len(study_trials(out)) == 3
+
+
 @pytest.mark.parametrize("argv, words", [
     (["--trials", "-3"], ["--trials", "-3"]),
     (["--trials", "0"], ["--trials", "0"]),

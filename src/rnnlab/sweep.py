@@ -536,8 +536,20 @@ def _pruner(sw: Sweep):
 
 
 def _spec(sw: Sweep) -> dict:
-    """What must match between runs of one study (JSON-normalised)."""
-    return json.loads(json.dumps({k: v for k, v in sw.to_dict().items() if k not in MAY_CHANGE}))
+    """The sweep as its study records it (JSON-normalised)."""
+    return json.loads(json.dumps(sw.to_dict()))
+
+
+def _identity(spec: dict) -> dict:
+    """What must match between runs of one study: the recorded sweep without :data:`MAY_CHANGE`
+    and without fixed overrides of execution keys (``config.NOT_EXPERIMENT``'s ``execution``:
+    ``--device``, ``train.threads``, ...), which a resumed run may change too."""
+    from . import config
+
+    out = {k: v for k, v in spec.items() if k not in MAY_CHANGE}
+    out["set"] = [o for o in out.get("set", [])
+                  if config.experiment_category(o.split("=", 1)[0].strip()) != "execution"]
+    return out
 
 
 def open_study(sw: Sweep, storage, worker_index: int = 0):
@@ -555,7 +567,7 @@ def open_study(sw: Sweep, storage, worker_index: int = 0):
         if saved is None:
             study.set_user_attr("sweep", spec)
         else:
-            saved = {k: v for k, v in saved.items() if k not in MAY_CHANGE}
+            saved, spec = _identity(saved), _identity(spec)
             if saved != spec:
                 diffs = sorted(k for k in set(saved) | set(spec) if saved.get(k) != spec.get(k))
                 raise ConfigError(
