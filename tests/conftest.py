@@ -117,6 +117,22 @@ def process_gone(pid: int) -> bool:
     return True
 
 
+def kill_driver_and_check_its_workers_die(driver, what: str = "workers") -> None:
+    """SIGKILL ``driver`` (a ``Popen`` with at least two worker children) and assert that every
+    worker exits within 5 s; a survivor is killed afterwards, so the test leaves no orphan."""
+    workers = child_pids(driver.pid)
+    assert len(workers) >= 2, f"expected two {what}, found {workers}"
+    driver.kill()
+    driver.wait()
+    try:
+        assert wait_until(lambda: all(process_gone(w) for w in workers), timeout=5, poll=0.05), \
+            f"orphaned {what} still running: {[w for w in workers if not process_gone(w)]}"
+    finally:
+        for w in workers:
+            if not process_gone(w):
+                os.kill(w, signal.SIGKILL)
+
+
 def default_sigint() -> None:
     """``preexec_fn`` of a child that must see our SIGINT: an ignored SIGINT is inherited through
     exec, and an in-process Ray session of an earlier test leaves it ignored in this process."""

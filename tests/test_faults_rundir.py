@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import child_pids, default_sigint, process_gone, wait_until
+from conftest import default_sigint, kill_driver_and_check_its_workers_die, wait_until
 from rnnlab.cli import main
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -203,12 +203,7 @@ def test_killed_suite_driver_takes_its_workers_along_and_a_restart_finishes_each
         training = lambda: [m for m in runs.rglob("metrics.jsonl") if m.stat().st_size > 0]  # noqa: E731
         assert wait_until(lambda: driver.poll() is not None or len(training()) >= 2), "no worker started"
         assert driver.poll() is None, driver.communicate()
-        workers = child_pids(driver.pid)
-        assert len(workers) >= 2
-        driver.kill()
-        driver.wait()
-        assert wait_until(lambda: all(process_gone(w) for w in workers), timeout=5, poll=0.05), \
-            f"orphaned workers still running: {[w for w in workers if not process_gone(w)]}"
+        kill_driver_and_check_its_workers_die(driver)
     finally:
         if driver.poll() is None:
             driver.kill()

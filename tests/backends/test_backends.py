@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import child_pids, process_gone, wait_until
+from conftest import kill_driver_and_check_its_workers_die, wait_until
 from rnnlab.backends import job_for, run_jobs, run_one
 from rnnlab.cli import main
 
@@ -260,24 +260,15 @@ def test_a_killed_sweep_driver_takes_its_workers_along(tmp_path):
     out = tmp_path / "sw"
     driver = subprocess.Popen([sys.executable, "-m", "rnnlab.cli", "sweep", str(spec), "--out", str(out), "--workers",
                                "2"], env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    workers: set[int] = set()
     try:
         assert wait_until(lambda: len(list(out.glob("trials/*/checkpoint.pt"))) >= 2 or driver.poll() is not None,
-                     timeout=300)  # (starting torch, Optuna and two workers takes minutes on a loaded machine)
+                          timeout=300)  # (starting torch, Optuna and two workers takes minutes on a loaded machine)
         assert driver.poll() is None
-        workers |= child_pids(driver.pid)
-        assert len(workers) >= 2
-        driver.kill()
-        driver.wait()
-        assert wait_until(lambda: all(process_gone(w) for w in workers), timeout=5, poll=0.05), \
-            f"orphaned sweep workers still running: {[w for w in workers if not process_gone(w)]}"
+        kill_driver_and_check_its_workers_die(driver, "sweep workers")
     finally:
         if driver.poll() is None:
             driver.kill()
             driver.wait()
-        for w in workers:  # (only if the test failed: no orphan is left behind by the test itself)
-            if not process_gone(w):
-                os.kill(w, signal.SIGKILL)
 
 
 def test_job_resources_follow_the_config(tmp_path):
