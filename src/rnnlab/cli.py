@@ -174,13 +174,19 @@ def _device_overrides(args, check: bool = True) -> list[str]:
 
 
 def _parse_seeds(text: str) -> list[int]:
+    """``0,1,2``, ``0-50`` (both ends included) or a mix (``0-4,10``)."""
     from .config import ConfigError
 
-    parts = [p.strip() for p in text.split(",")]
+    seeds = []
     try:
-        seeds = [int(p) for p in parts]
+        for part in (p.strip() for p in text.split(",")):
+            lo, dash, hi = part.partition("-")
+            if dash and lo.strip() and int(hi) < int(lo):
+                raise ValueError(part)
+            seeds += list(range(int(lo), int(hi) + 1)) if dash and lo.strip() else [int(part)]
     except ValueError:
-        raise ConfigError(f"--seeds must be comma-separated integers >= 0 (e.g. --seeds 0,1,2), got {text!r}") from None
+        raise ConfigError(f"--seeds must be integers >= 0 and ranges A-B (A <= B), comma-separated (e.g. --seeds "
+                          f"0,1,2 or --seeds 0-50), got {text!r}") from None
     if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
         raise ConfigError(f"--seeds must be distinct integers >= 0 (e.g. --seeds 0,1,2), got {text!r}")
     return seeds
@@ -192,6 +198,7 @@ def cmd_train(args) -> int:
     seeds = _parse_seeds(args.seeds) if args.seeds is not None else [None]
     if args.out and len(seeds) > 1:
         raise config.ConfigError("--out names one run directory; with several --seeds use --runs-dir")
+    runs = []
     for seed in seeds:
         overrides = list(args.set or [])
         if seed is not None:
@@ -206,9 +213,16 @@ def cmd_train(args) -> int:
         # the run's one device resolution, before anything is printed or written
         dev = device.resolve(cfg.train.device, cfg.train.precision)
         print(f"run {cfg.name} -> {run_dir}", file=sys.stderr)
+        if args.ensemble:  # all seeds as one batched model, below
+            runs.append((cfg, run_dir))
+            continue
         r = train.train(cfg, run_dir, resume=args.resume, progress=False if args.quiet else None,
                         data_dir=args.data_dir, device=dev)
         _print_result(r)
+    if runs:
+        from .ensemble import main_train
+
+        return main_train(runs, args.resume, False if args.quiet else None, args.data_dir, _print_result)
     return 0
 
 
@@ -302,7 +316,7 @@ def cmd_suite(args) -> int:
         return 0
     return main_suite(name=args.name, runs_dir=args.runs_dir, jobs=args.jobs,
                       overrides=list(args.set or []) + _device_overrides(args), data_dir=args.data_dir,
-                      backend=args.backend, address=args.address)
+                      backend=args.backend, address=args.address, ensemble=args.ensemble)
 
 
 def cmd_sweep(args) -> int:
@@ -319,6 +333,12 @@ def cmd_bench(args) -> int:
     from . import speed
 
     return speed.main(**{k: getattr(args, k) for k in speed.OPTIONS})
+
+
+def cmd_bench_ensemble(args) -> int:
+    from . import ensemble_bench
+
+    return ensemble_bench.main(**{k: getattr(args, k) for k in ensemble_bench.OPTIONS})
 
 
 def cmd_reproduce(args) -> int:
@@ -578,8 +598,10 @@ def _parser_train(sub) -> None:
     _opt_set(s)
     s.add_argument("--out", help="run directory (default: RUNS_DIR/<name>/seed<seed>), e.g. --out runs/try1")
     _opt_runs_dir(s)
-    s.add_argument("--seeds", help="comma-separated initialisation seeds, one run each (default: the "
-                   "preset's train.seed), e.g. --seeds 0,1,2")
+    s.add_argument("--seeds", help="initialisation seeds, one run each: a comma-separated list and/or ranges "
+                   "(default: the preset's train.seed), e.g. --seeds 0,1,2 or --seeds 0-50")
+    s.add_argument("--ensemble", action="store_true", help="train all --seeds as one batched model in this "
+                   "process (the same run directories; docs/ensembles.md), e.g. --seeds 0-50 --ensemble")
     s.add_argument("--threads", type=int, help="torch threads (default: the preset's, 1), e.g. --threads 2")
     s.add_argument("--resume", action="store_true", help="continue from the run's checkpoint.pt, e.g. "
                    "rnnlab train demo/lstm --resume")
@@ -644,6 +666,9 @@ def _parser_suite(sub) -> None:
     _opt_data_dir(s)
     _opt_device(s)
     _opt_backend(s, "runs")
+    s.add_argument("--ensemble", action=argparse.BooleanOptionalAction, default=None,
+                   help="train the seeds of each configuration as one batched model, one job per ensemble (default: "
+                        "the suite's own 'ensemble' key; docs/ensembles.md), e.g. --ensemble")
     s.set_defaults(func=cmd_suite)
 
 
@@ -682,6 +707,13 @@ def _parser_bench(sub, bench_arguments: bool = True) -> None:
 
         add_arguments(b)
     b.set_defaults(func=cmd_bench)
+    b = _sub(bsub, "ensemble", "members trained per second: the seeds as one batched model (rnnlab.ensemble) against "
+             "separate runs", "rnnlab bench ensemble --benches dmu-adding --sizes 1 8 51", docs="ensembles.md")
+    if bench_arguments:
+        from .ensemble_bench import add_arguments as ensemble_arguments
+
+        ensemble_arguments(b)
+    b.set_defaults(func=cmd_bench_ensemble)
 
 
 def _parser_thresholds(sub) -> None:
@@ -848,6 +880,9 @@ def _expected_errors() -> tuple[tuple, tuple]:
     if train is not None:
         usage.append(train.RunExists)
         other += [train.TrainingDiverged, train.CheckpointError, train.RunWriteError]
+    ensemble = sys.modules.get(f"{__package__}.ensemble")
+    if ensemble is not None:
+        other.append(ensemble.EnsembleFailed)
     return tuple(usage + other), tuple(usage)
 
 

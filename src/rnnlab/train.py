@@ -167,18 +167,34 @@ def evaluate(model: nn.Module, task: Task, split: str, batch_size: int = 256, ma
     sums: dict[str, list[float]] = {}
     carry = None
     try:
-        for i, batch in enumerate(task.eval_batches(split, batch_size)):
-            if max_batches and i >= max_batches:
-                break
-            batch = to_device(batch, device)
+        for batch in eval_data(task, split, batch_size, max_batches, device):
             with dev.autocast(device, precision):
                 out, carry = model_forward(model, batch, carry if batch.carry_state else None)
-            for k, (s, n) in task.metric_sums(out, batch).items():
-                acc = sums.setdefault(k, [0.0, 0.0])
-                acc[0] += s
-                acc[1] += n
+            add_metric_sums(sums, task, out, batch)
     finally:
         model.train(was_training)
+    return split_metrics(task, model, split, batch_size, sums)
+
+
+def eval_data(task: Task, split: str, batch_size: int, max_batches: int, device: torch.device):
+    """The evaluation batches of ``split`` (the first ``max_batches`` if > 0) on ``device``."""
+    for i, batch in enumerate(task.eval_batches(split, batch_size)):
+        if max_batches and i >= max_batches:
+            break
+        yield to_device(batch, device)
+
+
+def add_metric_sums(sums: dict, task: Task, out, batch: Batch) -> None:
+    """Add one batch's ``task.metric_sums`` to the running ``{metric: [sum, count]}``."""
+    for k, (s, n) in task.metric_sums(out, batch).items():
+        acc = sums.setdefault(k, [0.0, 0.0])
+        acc[0] += s
+        acc[1] += n
+
+
+def split_metrics(task: Task, model: nn.Module, split: str, batch_size: int, sums: dict) -> dict:
+    """The metrics of a split from its summed ``{metric: [sum, count]}``: the means, the task's
+    derived metrics and those that need the model, keyed ``"<split>/<metric>"``."""
     means = task.finalize({k: s / n for k, (s, n) in sums.items() if n > 0})
     means.update(task.model_metrics(model, split, batch_size))  # those that need the model (BLEU)
     return {f"{split}/{k}": float(v) for k, v in means.items()}
@@ -304,14 +320,7 @@ def train(
     (2, ['val/accuracy', 'val/loss'])
     """
     run_dir = Path(run_dir)
-    for parent in (run_dir, *run_dir.parents):
-        if parent.exists():
-            if not parent.is_dir():
-                raise RunWriteError(
-                    f"cannot use {run_dir} as the run directory: {parent} is a file, not a directory; "
-                    f"choose another --out / --runs-dir"
-                )
-            break
+    check_run_dir(run_dir)
     # the device, resolved once for the run: one this machine lacks fails before anything is written
     if device is None:
         device = dev.resolve(cfg.train.device, cfg.train.precision)
@@ -322,6 +331,18 @@ def train(
         except BaseException:
             discard_failed_start(run_dir, before)
             raise
+
+
+def check_run_dir(run_dir: Path) -> None:
+    """``run_dir`` can be a run directory: it is one, or it can be made (no file in its way)."""
+    for parent in (run_dir, *run_dir.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                raise RunWriteError(
+                    f"cannot use {run_dir} as the run directory: {parent} is a file, not a directory; "
+                    f"choose another --out / --runs-dir"
+                )
+            break
 
 
 def _train(cfg: RunConfig, files: RunFiles, resume: bool, progress: bool | None, data_dir: str | None,
@@ -563,42 +584,73 @@ def _progress_bar(cfg: RunConfig, initial: int, progress: bool | None):
 
 def train_step(run: RunState, tr: Trainer) -> StepOut:
     """One optimizer step on the next training batch (a non-finite loss stops the run)."""
-    cfg = run.cfg
-    batch = to_device(next(tr.stream), tr.device)
-    state = tr.carry if (batch.carry_state and tr.carry is not None) else None
+    batch = next_batch(tr)
     with dev.autocast(tr.device, tr.precision):
-        out, new_state = model_forward(tr.model, batch, state)
-        loss = tr.task.loss(out, batch)
-        reg = tr.model.regularization()
-        total = loss if reg is None else loss + reg
-    step = run.prog.step + 1
+        out, new_state = model_forward(tr.model, batch, carried_state(tr, batch))
+        loss, reg, total = step_loss(tr, out, batch)
+    check_loss(run, total, loss)
+    tr.opt.zero_grad(set_to_none=True)
+    scaled(tr, total).backward()
+    return apply_update(run, tr, loss, reg, new_state)
+
+
+def next_batch(tr: Trainer) -> Batch:
+    """The next training batch of the run's own data stream, on its device."""
+    return to_device(next(tr.stream), tr.device)
+
+
+def carried_state(tr: Trainer, batch: Batch):
+    """The state a batch starts from: the previous batch's (detached) final state under
+    truncated BPTT (``batch.carry_state``), else None (zeros)."""
+    return tr.carry if (batch.carry_state and tr.carry is not None) else None
+
+
+def step_loss(tr: Trainer, out, batch: Batch):
+    """``(loss, reg, total)``: the task's loss, the model's regulariser (or None), their sum."""
+    loss = tr.task.loss(out, batch)
+    reg = tr.model.regularization()
+    return loss, reg, (loss if reg is None else loss + reg)
+
+
+def check_loss(run: RunState, total, loss) -> None:
+    """A non-finite training loss stops the run as diverged (its row is logged first)."""
     if not torch.isfinite(total):
+        step = run.prog.step + 1
         emit(run, {"step": step, "train/loss": loss.item()})
         raise TrainingDiverged(
-            f"{cfg.name}: the training loss became {total.item()} at step {step}; {kept(run)}. "
+            f"{run.cfg.name}: the training loss became {total.item()} at step {step}; {kept(run)}. "
             f"Lower optim.lr, set optim.clip (e.g. --set optim.clip=1.0) or check the data."
         )
-    gnorm = _backward_and_step(run, tr, total, loss, step)
+
+
+def scaled(tr: Trainer, total):
+    """What ``backward()`` is called on: the loss, scaled by the fp16 gradient scaler if any."""
+    return total if tr.scaler is None else tr.scaler.scale(total)
+
+
+def apply_update(run: RunState, tr: Trainer, loss, reg, new_state) -> StepOut:
+    """After the backward pass: clipping, the optimizer step, the post-step hooks
+    (``parametrize.after_optimizer_step``), the carried state, the step count and the
+    exponential schedule."""
+    step = run.prog.step + 1
+    gnorm = _clip_and_step(run, tr, loss, step)
     par.after_optimizer_step(tr.model)
     tr.carry = _detach(new_state)
     run.prog.step = step
-    if cfg.train.schedule == "exponential" and step % tr.lr_every == 0:
+    if run.cfg.train.schedule == "exponential" and step % tr.lr_every == 0:
         tr.sched.step()
     return StepOut(loss.item(), None if reg is None else reg.item(), None if gnorm is None else float(gnorm))
 
 
-def _backward_and_step(run: RunState, tr: Trainer, total, loss, step: int):
-    """Backward, clipping (the gradient norm before clipping is returned) and the optimizer step."""
+def _clip_and_step(run: RunState, tr: Trainer, loss, step: int):
+    """Clipping (the gradient norm before clipping is returned) and the optimizer step."""
     clip = run.cfg.optim.clip
-    tr.opt.zero_grad(set_to_none=True)
     if tr.scaler is None:
-        total.backward()
         gnorm = nn.utils.clip_grad_norm_(tr.params, clip) if clip > 0 else None
         if gnorm is not None and not torch.isfinite(gnorm) and _grads_finite(tr.params):
             _stop_on_gradient(run, loss, float(gnorm), step)
         tr.opt.step()
-    else:  # fp16: scaled loss; gradients unscaled before clipping; overflowing steps skipped
-        tr.scaler.scale(total).backward()
+    else:  # fp16: gradients unscaled before clipping; overflowing steps skipped
         tr.scaler.unscale_(tr.opt)
         gnorm = nn.utils.clip_grad_norm_(tr.params, clip) if clip > 0 else None
         tr.scaler.step(tr.opt)
@@ -683,12 +735,16 @@ def kept(run: RunState) -> str:
 
 # ---------------------------------------------------------------------------- evaluate and checkpoint
 
-def evaluate_and_checkpoint(run: RunState, tr: Trainer, on_eval=None) -> None:
-    """Validation, best.pt, the schedule on plateau, early stop, the log line, checkpoint.pt."""
+def evaluate_and_checkpoint(run: RunState, tr: Trainer, on_eval=None, metrics: dict | None = None) -> None:
+    """Validation, best.pt, the schedule on plateau, early stop, the log line, checkpoint.pt.
+    ``metrics``: the validation metrics when the caller computed them already (an ensemble
+    evaluates all its members in one pass)."""
     tc, step, prog = run.cfg.train, run.prog.step, run.prog
     t_eval = time.perf_counter()
     s_per_step = (t_eval - run.window["start"]) / max(step - run.window["step"], 1)
-    run.last_eval = evaluate(tr.model, tr.task, "val", tc.eval_batch_size, tc.eval_max_batches, tr.precision)
+    if metrics is None:
+        metrics = evaluate(tr.model, tr.task, "val", tc.eval_batch_size, tc.eval_max_batches, tr.precision)
+    run.last_eval = metrics
     value = run.last_eval.get(run.select, float("nan"))
     _stop_if_not_finite(run, tr, value)
     if _improved(value, prog.best_value, run.higher_select):
@@ -770,8 +826,10 @@ def close_run(run: RunState) -> None:
         run.writer.close()
 
 
-def finish(run: RunState, tr: Trainer) -> dict:
-    """result.json: final and best scores, test scores of best.pt, timing and provenance."""
+def finish(run: RunState, tr: Trainer, test: dict | None = None) -> dict:
+    """result.json: final and best scores, test scores of best.pt, timing and provenance.
+    ``test``: the test metrics of best.pt when the caller computed them already (an ensemble
+    evaluates its members in one pass)."""
     cfg, tc, prog = run.cfg, run.cfg.train, run.prog
     if not run.last_eval:  # resumed a run that had already finished
         run.last_eval = evaluate(tr.model, tr.task, "val", tc.eval_batch_size, tc.eval_max_batches, tr.precision)
@@ -792,9 +850,15 @@ def finish(run: RunState, tr: Trainer) -> dict:
     result["time_per_step_s"] = round(result["train_time_s"] / max(prog.step, 1), 4)
     result["precision_segments"] = prog.precision_segments
     if tc.test:
-        if run.files.best.exists():
-            load_weights(tr.model, load_checkpoint(run.files.best, full=False, map_location=tr.device),
-                         run.files.best)
-        result["test"] = evaluate(tr.model, tr.task, "test", tc.eval_batch_size, tc.eval_max_batches, tr.precision)
+        if test is None:
+            load_best(run, tr)
+            test = evaluate(tr.model, tr.task, "test", tc.eval_batch_size, tc.eval_max_batches, tr.precision)
+        result["test"] = test
     atomic_write_text(run.files.result, json.dumps(result, indent=2) + "\n")
     return result
+
+
+def load_best(run: RunState, tr: Trainer) -> None:
+    """Put best.pt's weights into the model (the weights the test scores are of), if it exists."""
+    if run.files.best.exists():
+        load_weights(tr.model, load_checkpoint(run.files.best, full=False, map_location=tr.device), run.files.best)

@@ -16,9 +16,10 @@ from torch.nn.utils import parametrize as P
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from ..kernels.checkpoint import checkpointed_sequence
+from ..kernels.ensemble import batched
 from ..kernels.state import State, map_state
 
-__all__ = ["BACKENDS", "Cell", "Recurrent", "State", "iter_cells", "unroll"]
+__all__ = ["BACKENDS", "Cell", "Recurrent", "State", "check_lengths", "iter_cells", "unroll"]
 
 BACKENDS = ("auto", "reference")
 
@@ -82,6 +83,17 @@ def _autocast_on(device: torch.device) -> bool:
         return bool(torch.is_autocast_enabled(device.type))
     except TypeError:  # torch < 2.4
         return bool(torch.is_autocast_enabled() if device.type == "cuda" else torch.is_autocast_cpu_enabled())
+
+
+def check_lengths(lengths: Tensor, T: int, B: int) -> None:
+    """``lengths`` must hold one length in [1, T] per batch element. Inside ``torch.func.vmap``
+    (an ensemble of models, :mod:`rnnlab.ensemble`) the values cannot be read: the caller checks
+    each member's lengths before."""
+    if lengths.shape != (B,):
+        got = tuple(lengths.shape) if batched(lengths) else lengths.tolist()
+        raise ValueError(f"lengths must hold one length in [1, {T}] per batch element ({B}), got {got}")
+    if B > 0 and not batched(lengths) and (lengths.min() < 1 or lengths.max() > T):
+        raise ValueError(f"lengths must hold one length in [1, {T}] per batch element ({B}), got {lengths.tolist()}")
 
 
 def check_size(name: str, value) -> None:
@@ -682,11 +694,7 @@ class Recurrent(nn.Module):
             self.check_h0(h0, x)
         if lengths is not None:
             lengths = torch.as_tensor(lengths, dtype=torch.long).cpu()
-            if lengths.shape != (x.shape[1],) or (x.shape[1] > 0 and (lengths.min() < 1 or lengths.max() > x.shape[0])):
-                raise ValueError(
-                    f"lengths must hold one length in [1, {x.shape[0]}] per batch element "
-                    f"({x.shape[1]}), got {lengths.tolist()}"
-                )
+            check_lengths(lengths, x.shape[0], x.shape[1])
         if x.shape[1] == 0:
             out, h_n = self._empty_result(x)
             return (out.transpose(0, 1) if self.batch_first else out), h_n, None

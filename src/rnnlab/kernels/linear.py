@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from .amp import autocasting
+from .ensemble import batched
 
 #: set to False to make :func:`tall_linear` plain ``F.linear`` everywhere (e.g. to compare)
 ENABLED = True
@@ -95,7 +96,8 @@ def tall_linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor
     blocked forward and fast weight gradient for inputs of many rows."""
     rows = x.numel() // x.shape[-1] if x.numel() else 0
     if (not ENABLED or rows < MIN_ROWS or x.dtype not in (torch.float32, torch.float64) or x.device.type != "cpu"
-            or autocasting(x.device.type)):  # under autocast, F.linear runs in autocast's dtype
+            or autocasting(x.device.type)  # under autocast, F.linear runs in autocast's dtype
+            or batched(x, weight, bias)):  # inside vmap (an ensemble): no autograd Function
         return torch.nn.functional.linear(x, weight, bias)
     if x.dim() == 3 and not x.is_contiguous() and x.transpose(0, 1).is_contiguous():
         # a batch-first view of time-major memory: compute in that memory, hand back a view

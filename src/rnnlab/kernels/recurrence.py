@@ -47,6 +47,7 @@ import torch
 from torch import Tensor
 
 from .amp import float32_region, recurrence_dtype
+from .ensemble import batched, ensemble_elementwise_rnn
 from .linear import blocked_mm, column_sum, gram_t, tall_linear
 
 ACTIVATIONS = ("tanh", "relu", "modrelu", "identity")
@@ -319,6 +320,10 @@ def elementwise_rnn(
         ``h0`` and ``bias``, and are themselves differentiable (second order).
     """
     H = _check_arguments(u, weight, activation, bias, input_weight, input_bias)
+    if batched(u, weight, h0, bias, lengths, input_weight, input_bias):  # inside vmap: an ensemble (rnnlab.ensemble)
+        if input_weight is not None:
+            u = torch.nn.functional.linear(u, input_weight, input_bias)
+        return ensemble_elementwise_rnn(u, weight, h0, activation, bias, lengths)
     T, B = u.shape[:2]
     dtype = recurrence_dtype(u)  # float32 under autocast (see rnnlab.kernels.amp)
     if h0 is None:

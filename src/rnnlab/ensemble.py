@@ -1,0 +1,636 @@
+"""Many seeds in one process: the seeds of one configuration trained as one batched model.
+
+The papers' claims rest on many runs of small models (DMU: 51 seeds per module on each
+synthetic task). Such runs are bound by per-time-step overhead, not arithmetic, so E members
+that run every time step as one batched computation pay that overhead once.
+
+:func:`train_ensemble` trains members that differ only in their seed. Each member is the
+single run of its seed:
+
+* it has its own model (built as ``train`` builds it: the same initial weights, bit for bit),
+  its own optimizer, clipping, schedule, post-step hooks (``parametrize.after_optimizer_step``)
+  and its own data stream (its ``data_seed``), all through the trainer's own steps
+  (:mod:`rnnlab.train`);
+* only the forward pass over time (and so its backward) is batched: each step stacks the
+  members' parameters, runs the model once under ``torch.func.vmap`` (``functional_call`` of one
+  template copy, :class:`StackedModel`) and backpropagates into each member's own leaves. The
+  members' losses are independent, so the gradient of their sum is each member's own gradient;
+* its run directory is written by the trainer's steps: ``config.json``, ``metrics.jsonl``,
+  ``checkpoint.pt``, ``best.pt`` and ``result.json`` hold what the single run writes, under the
+  same names and keys (``result.json``'s ``conditions`` adds ``ensemble``, the number of members
+  trained together, because the timing fields are the ensemble's), so ``rnnlab table``,
+  ``thresholds``, ``load_run``, ``evaluate`` and the ledger see no difference;
+* per member: the run lock, skip-if-finished, resume from its own checkpoint, early stopping
+  and ``target_value`` (a member that stops is finished, and its ``result.json`` written, then),
+  and divergence (a member whose loss, gradient norm or weights become non-finite stops with its
+  last good checkpoint, as the single run would; the others go on).
+
+Validation and test evaluations run all members in one pass too (they share the task's fixed
+evaluation data). Inside ``vmap`` the cells run their reference step loop (``unroll``); see
+docs/ensembles.md for the measurements behind that choice.
+
+Refused, with a message: dropout (a single run draws its masks from the global random stream,
+which a batched model cannot reproduce per member) and encoder-decoder tasks.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import statistics
+import sys
+import time
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+from torch import Tensor, nn
+from torch.func import functional_call, vmap
+from torch.nn import functional as F
+from torch.utils._pytree import tree_map
+
+from . import device as dev
+from .cells import DMUCell, GRUCell, LSTMCell, LTRNNCell, NNRNNCell, OrthogonalRNNCell, RHNCell, RNNCell
+from .cells.base import Recurrent, check_lengths, iter_cells
+from .config import ConfigError, RunConfig
+from .kernels.ensemble import ensemble_dmu, ensemble_gru, ensemble_lstm, ensemble_rhn
+from .kernels.recurrence import elementwise_rnn
+from .rundir import RunExists, RunFiles, RunLocked, atomic_write_text, claim, config_key, resolved_saved_key
+from .tasks import build_task
+from .tasks.base import Batch, Task
+from .train import (
+    RunState, Trainer, TrainingDiverged, add_metric_sums, apply_update, carried_state, check_loss, check_run_dir,
+    check_start, close_run, eval_data, evaluate_and_checkpoint, finish, load_best, log_step, next_batch, open_log,
+    prepare, scaled, split_metrics, step_loss,
+)
+
+__all__ = [
+    "EnsembleFailed", "Member", "StackedModel", "VMAP_PATHS", "batched_template", "check_ensemble", "member_configs",
+    "run_members", "train_ensemble",
+]
+
+#: the evaluation of several members runs in chunks of at most this many activation elements
+#: (batch x time x the widths of the recurrent layers and the readout, per member)
+EVAL_ELEMENTS = 2**26
+#: off a terminal, a progress line at most this often between evaluations (seconds)
+PROGRESS_EVERY_S = 30.0
+
+
+class EnsembleFailed(RuntimeError):
+    """Some members failed (diverged, could not be written) while the others finished:
+    ``results`` holds the finished members' results by seed, ``errors`` the failures by seed."""
+
+    def __init__(self, message: str, results: dict, errors: dict):
+        super().__init__(message)
+        self.results, self.errors = results, errors
+
+
+@dataclass
+class Member:
+    """One run of the ensemble: its seed, configuration, run directory and how it stands.
+
+    ``status``: ``pending``, ``training``, then ``trained`` / ``resumed`` (finished here),
+    ``done`` (was finished before), ``busy`` (another process holds its lock) or ``failed``."""
+
+    seed: int
+    cfg: RunConfig
+    root: Path
+    status: str = "pending"
+    error: str = ""
+    exc: BaseException | None = None
+    result: dict | None = None
+    resume: bool = False
+    run: RunState | None = None
+    tr: Trainer | None = None
+    lock: claim | None = None
+    rng: Tensor | None = None  # the global RNG state the single run would have (saved in its checkpoints)
+
+    @property
+    def training(self) -> bool:
+        return self.status == "training"
+
+
+def member_configs(cfg: RunConfig, seeds: Sequence[int]) -> list[RunConfig]:
+    """``cfg`` with ``train.seed`` set to each of ``seeds`` (what ``--set train.seed=k`` gives)."""
+    return [dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seed=int(s))) for s in seeds]
+
+
+def _without_seed(cfg: RunConfig) -> dict:
+    d = cfg.to_dict()
+    d["train"] = {k: v for k, v in d["train"].items() if k != "seed"}
+    return d
+
+
+def check_ensemble(cfgs: Sequence[RunConfig], task: Task | None = None) -> None:
+    """The members can train as one batched model: they differ only in ``train.seed`` (and
+    every seed once), use no dropout, and the task (if given) is not an encoder-decoder task."""
+    if not cfgs:
+        raise ConfigError("an ensemble needs at least one seed (e.g. --seeds 0-4)")
+    seeds = [c.train.seed for c in cfgs]
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"the seeds of an ensemble must be distinct, got {seeds}")
+    first = _without_seed(cfgs[0])
+    for c in cfgs[1:]:
+        if _without_seed(c) != first:
+            from .rundir import differences
+
+            diff = {k: v for k, v in differences(cfgs[0], c).items() if k != "train.seed"}
+            raise ConfigError(f"the members of an ensemble may differ only in train.seed; seed {c.train.seed} "
+                              f"differs from seed {seeds[0]} in {sorted(diff)}: train them apart")
+    if cfgs[0].model.dropout > 0:
+        raise ConfigError(
+            f"model.dropout = {cfgs[0].model.dropout}: dropout masks come from the global random stream, which "
+            f"one batched model cannot draw as each single run would; train these seeds without --ensemble"
+        )
+    if task is not None and task.model_kind != "sequence":
+        raise ConfigError(f"task {cfgs[0].task.name!r} trains an encoder-decoder ({task.model_kind}); ensembles "
+                          f"batch sequence models only: train these seeds without --ensemble")
+
+
+# ---------------------------------------------------------------------------- the batched model
+
+# Inside vmap a cell runs one of (checked per cell class, most specific first):
+# * its own fast path, whose recurrence (rnnlab.kernels.elementwise_rnn) steps out of vmap by
+#   itself (rnnlab.kernels.ensemble): the backend to set on the template;
+# * a sequence below: the cell's fast path written for vmap, its recurrence from
+#   rnnlab.kernels.ensemble (the gated cells' fused kernels and ATen's LSTM cannot run in vmap,
+#   and they take the step loop for inputs with lengths);
+# * else its reference step loop under vmap (asRNN, the unitary RNNs): correct, slower.
+
+
+def _lstm_sequence(cell: LSTMCell, x, state, lengths):
+    state = cell.start_sequence(x, state)
+    bias = None if cell.bias_ih is None else cell.bias_ih + cell.bias_hh
+    out, h, c = ensemble_lstm(F.linear(x, cell.weight_ih, bias), cell.weight_hh, state[0], state[1], lengths)
+    return out, (h, c)
+
+
+def _gru_sequence(cell: GRUCell, x, state, lengths):
+    state = cell.start_sequence(x, state)
+    b_hh = cell.bias_hh if cell.bias_hh is not None else x.new_zeros(cell.weight_hh.shape[0])
+    return ensemble_gru(F.linear(x, cell.weight_ih, cell.bias_ih), cell.weight_hh, b_hh, state, lengths)
+
+
+def _dmu_sequence(cell: DMUCell, x, state, lengths):
+    state = cell.start_sequence(x, state)
+    I, first, last = cell.input_size, cell.fnn[0], cell.fnn[-1]
+    u1 = F.linear(x, first.weight[:, :I], first.bias)
+    if cell.depth == 1:  # layers=[]: the one linear layer is the output layer
+        return ensemble_dmu(u1, state, first.weight[:, I:], [], None, None, cell.activation, 0.01, lengths)
+    hidden = [(lin.weight, lin.bias) for lin in cell.fnn[1:-1]]
+    return ensemble_dmu(u1, state, first.weight[:, I:], hidden, last.weight, last.bias, cell.activation, 0.01,
+                        lengths)
+
+
+def _rhn_sequence(cell: RHNCell, x, state, lengths):
+    state = cell.start_sequence(x, state)
+    return ensemble_rhn(F.linear(x, cell.weight_ih), cell.weight_hh, cell.bias, state, lengths)
+
+
+def _ltrnn_sequence(cell: LTRNNCell, x, state, lengths):
+    state = cell.start_sequence(x, state)
+    return elementwise_rnn(cell.input_path(x), cell.weight_hh, state, "identity", lengths=lengths)
+
+
+#: cell class -> the backend whose fast path runs in vmap, or a sequence function for vmap
+VMAP_PATHS: dict[type, str | Callable] = {
+    RNNCell: "fused", OrthogonalRNNCell: "auto", NNRNNCell: "auto", LSTMCell: _lstm_sequence,
+    GRUCell: _gru_sequence, DMUCell: _dmu_sequence, RHNCell: _rhn_sequence, LTRNNCell: _ltrnn_sequence,
+}
+
+
+def _vmap_path(cell) -> str | Callable:
+    for cls in type(cell).__mro__:
+        if cls in VMAP_PATHS:
+            return VMAP_PATHS[cls]
+    return "reference"
+
+
+def batched_template(model: nn.Module, fast: bool = True) -> nn.Module:
+    """A copy of ``model`` to run under vmap (:class:`StackedModel`): each cell takes its path
+    for vmap (``fast=False``: every cell its reference step loop), and no layer checkpoints
+    (the same values, more memory)."""
+    template = copy.deepcopy(model)
+    for c in iter_cells(template):
+        path = _vmap_path(c) if fast else "reference"
+        if callable(path):
+            c.sequence = types.MethodType(path, c)
+        else:
+            c.backend = path
+    for m in template.modules():
+        if isinstance(m, Recurrent):
+            m.checkpoint_chunk = None
+    return template
+
+
+class StackedModel:
+    """E models of one architecture run as one: ``torch.func.vmap`` of ``functional_call`` over
+    their stacked parameters and buffers, on a template copy of the first model
+    (:func:`batched_template`: the cells' recurrences step out of vmap into batched loops,
+    :mod:`rnnlab.kernels.ensemble`).
+
+    ``forward(models, x, state, lengths, shared=False)``: ``x`` (E, B, T, ...) holds one batch
+    per member (``shared=True``: one batch (B, T, ...) for all), ``state`` a stacked state (E,
+    ...) or None, ``lengths`` (E, B) (shared: (B,)) or None; returns ``(out (E, ...), state
+    (E, ...))``. Gradients flow into each model's own parameters."""
+
+    def __init__(self, model: nn.Module, fast: bool = True):
+        self.template = batched_template(model, fast)
+        self.names = [n for n, _ in self.template.named_parameters()]
+        self.buffer_names = [n for n, _ in self.template.named_buffers()]
+
+    def tensors(self, models: Sequence[nn.Module]) -> dict[str, Tensor]:
+        """The models' parameters and buffers, stacked (parameters differentiably)."""
+        out = {}
+        params = [dict(m.named_parameters()) for m in models]
+        for n in self.names:
+            out[n] = torch.stack([p[n] for p in params])
+        if self.buffer_names:
+            buffers = [dict(m.named_buffers()) for m in models]
+            for n in self.buffer_names:
+                out[n] = torch.stack([b[n] for b in buffers])
+        return out
+
+    def forward(self, models: Sequence[nn.Module], x: Tensor, state=None, lengths: Tensor | None = None,
+                shared: bool = False, tensors: dict | None = None):
+        data_dim = None if shared else 0
+
+        def one(p, x, state, lengths):
+            return functional_call(self.template, p, (x, state, lengths))  # SequenceModel.forward_batch's call
+
+        in_dims = (0, data_dim, None if state is None else 0, None if lengths is None else data_dim)
+        return vmap(one, in_dims=in_dims)(tensors or self.tensors(models), x, state, lengths)
+
+    def evaluate(self, models: Sequence[nn.Module], task: Task, split: str, batch_size: int, max_batches: int,
+                 precision: str, device: torch.device) -> list[dict]:
+        """``rnnlab.train.evaluate`` of every model, in one pass over the split per chunk of
+        models (:data:`EVAL_ELEMENTS`)."""
+        metrics: list[dict] = []
+        chunk = self._eval_chunk(task, split, batch_size)
+        for i in range(0, len(models), chunk):
+            metrics += self._evaluate(models[i:i + chunk], task, split, batch_size, max_batches, precision, device)
+        return metrics
+
+    def _eval_chunk(self, task: Task, split: str, batch_size: int) -> int:
+        first = next(iter(task.eval_batches(split, batch_size)), None)
+        if first is None:
+            return 1 << 30
+        steps = first.x.shape[1] if first.x.dim() > 1 else 1
+        widths = sum(c.hidden_size for c in iter_cells(self.template)) + max(task.output_size, 1)
+        per_member = first.x.shape[0] * steps * widths * 4  # a few intermediates per unit and step
+        return max(1, EVAL_ELEMENTS // max(per_member, 1))
+
+    @torch.no_grad()
+    def _evaluate(self, models, task, split, batch_size, max_batches, precision, device) -> list[dict]:
+        was = self.template.training
+        self.template.eval()
+        sums: list[dict] = [{} for _ in models]
+        carry = None
+        try:
+            tensors = self.tensors(models)
+            for batch in eval_data(task, split, batch_size, max_batches, device):
+                if batch.lengths is not None:
+                    check_lengths(torch.as_tensor(batch.lengths), batch.x.shape[1], batch.x.shape[0])
+                with dev.autocast(device, precision):
+                    out, carry = self.forward(models, batch.x, carry if batch.carry_state else None,
+                                              batch.lengths, shared=True, tensors=tensors)
+                for k in range(len(models)):
+                    add_metric_sums(sums[k], task, out[k], batch)
+        finally:
+            self.template.train(was)
+        return [split_metrics(task, m, split, batch_size, s) for m, s in zip(models, sums)]
+
+
+def _signature(batch: Batch, state) -> tuple:
+    """Batches that can run in one vmap call: the same shapes, dtypes and kinds of state."""
+    shapes = tree_map(lambda t: tuple(t.shape), state) if state is not None else None
+    return (tuple(batch.x.shape), batch.x.dtype, batch.lengths is None, repr(shapes))
+
+
+def _stack(trees: list):
+    return tree_map(lambda *ts: torch.stack(ts), *trees)
+
+
+class _NoBar:
+    def set_postfix(self, **_):
+        pass
+
+
+# ---------------------------------------------------------------------------- the driver
+
+class _Ensemble:
+    """Members training together: the trainer's named steps per member, the forward and
+    backward passes and the evaluations batched."""
+
+    def __init__(self, members: list[Member], task: Task, device: torch.device, on_eval, lines: bool):
+        self.members, self.task, self.device = members, task, device
+        self.on_eval, self.lines = on_eval, lines
+        self.cfg = members[0].cfg
+        self.precision = self.cfg.train.precision
+        self.stacked = StackedModel(members[0].tr.model)
+        self.size = len(members)
+        self.last_line = time.perf_counter()
+
+    # --- per member ------------------------------------------------------------------
+    def fail(self, m: Member, e: BaseException) -> None:
+        m.status, m.exc = "failed", e
+        m.error = f"{type(e).__name__}: " + " ".join(str(e).split())
+        close_run(m.run)
+        _release(m)
+        print(f"{m.root}: {m.error}", file=sys.stderr, flush=True)
+
+    def finish(self, ms: list[Member]) -> None:
+        """Close and finish members that stopped or reached their step budget: test scores of
+        their best.pt in one pass, then each result.json."""
+        for m in ms:
+            close_run(m.run)
+        tc = self.cfg.train
+        tests: list = [None] * len(ms)
+        if tc.test:
+            for m in ms:
+                load_best(m.run, m.tr)
+            tests = self.stacked.evaluate([m.tr.model for m in ms], self.task, "test", tc.eval_batch_size,
+                                          tc.eval_max_batches, self.precision, self.device)
+        for m, test in zip(ms, tests):
+            try:
+                torch.set_rng_state(m.rng)
+                result = finish(m.run, m.tr, test)
+                result["conditions"]["ensemble"] = self.size
+                atomic_write_text(m.run.files.result, json.dumps(result, indent=2) + "\n")
+            except Exception as e:
+                self.fail(m, e)
+                continue
+            m.result, m.status = result, ("resumed" if m.resume else "trained")
+            _release(m)
+
+    # --- one step ----------------------------------------------------------------------
+    def step(self, group: list[Member]) -> None:
+        """One optimizer step of every member in ``group`` (all at the same step)."""
+        batches = [next_batch(m.tr) for m in group]
+        states = [carried_state(m.tr, b) for m, b in zip(group, batches)]
+        outs: list = [None] * len(group)
+        kinds: dict[tuple, list[int]] = {}
+        for i, (b, s) in enumerate(zip(batches, states)):
+            kinds.setdefault(_signature(b, s), []).append(i)
+        for idx in kinds.values():
+            x = torch.stack([batches[i].x for i in idx])
+            lengths = None
+            if batches[idx[0]].lengths is not None:
+                for i in idx:
+                    check_lengths(torch.as_tensor(batches[i].lengths), x.shape[2], x.shape[1])
+                lengths = torch.stack([torch.as_tensor(batches[i].lengths) for i in idx])
+            state = None if states[idx[0]] is None else _stack([states[i] for i in idx])
+            with dev.autocast(self.device, self.precision):
+                out, new = self.stacked.forward([group[i].tr.model for i in idx], x, state, lengths)
+            for j, i in enumerate(idx):
+                outs[i] = (out[j], tree_map(lambda t, j=j: t[j], new))
+        ok = []
+        for m, b, (out, new) in zip(group, batches, outs):
+            with dev.autocast(self.device, self.precision):
+                loss, reg, total = step_loss(m.tr, out, b)
+            try:
+                check_loss(m.run, total, loss)
+            except Exception as e:
+                self.fail(m, e)
+                continue
+            ok.append((m, loss, reg, total, new))
+        for m, *_ in ok:
+            m.tr.opt.zero_grad(set_to_none=True)
+        if ok:
+            torch.stack([scaled(m.tr, total) for m, _, _, total, _ in ok]).sum().backward()
+        for m, loss, reg, _, new in ok:
+            try:
+                out = apply_update(m.run, m.tr, loss, reg, new)
+                log_step(m.run, m.tr, out, _NoBar())
+            except Exception as e:
+                self.fail(m, e)
+
+    # --- evaluation ----------------------------------------------------------------------
+    def evaluate(self, ms: list[Member]) -> None:
+        tc = self.cfg.train
+        t0 = time.perf_counter()
+        metrics = self.stacked.evaluate([m.tr.model for m in ms], self.task, "val", tc.eval_batch_size,
+                                        tc.eval_max_batches, self.precision, self.device)
+        shared = time.perf_counter() - t0
+        for m, met in zip(ms, metrics):
+            m.run.prog.eval_elapsed += shared  # the one pass, timed as each member's evaluation
+            m.run.window["start"] += shared  # (and not as training time)
+            try:
+                torch.set_rng_state(m.rng)  # checkpoint.pt records the single run's random state
+                evaluate_and_checkpoint(m.run, m.tr, self.on_eval, met)
+            except Exception as e:
+                self.fail(m, e)
+        self.report(ms, "eval")
+
+    def report(self, ms: list[Member], why: str) -> None:
+        """Off a terminal: one line for the ensemble per evaluation (and about every
+        :data:`PROGRESS_EVERY_S` seconds between them)."""
+        now = time.perf_counter()
+        if not self.lines or (why != "eval" and now - self.last_line < PROGRESS_EVERY_S):
+            return
+        self.last_line = now
+        alive = [m for m in self.members if m.training]
+        step = max((m.run.prog.step for m in ms), default=0)
+        parts = [f"{self.cfg.name} x{self.size}: step {step}/{self.cfg.train.steps}", f"{len(alive)} training"]
+        done = sum(m.status in ("trained", "resumed", "done") for m in self.members)
+        failed = sum(m.status == "failed" for m in self.members)
+        parts += [f"{done} finished"] + ([f"{failed} failed"] if failed else [])
+        select = ms[0].run.select if ms else ""
+        values = [m.run.last_eval.get(select) for m in ms if m.run.last_eval.get(select) is not None]
+        if why == "eval" and values:
+            parts.append(f"{select} median {statistics.median(values):.4g} [{min(values):.4g} - {max(values):.4g}]")
+        print("  ".join(parts), file=sys.stderr, flush=True)
+
+    # --- the loop ------------------------------------------------------------------------
+    def run(self, progress: bool | None) -> None:
+        from tqdm.auto import tqdm
+
+        tc = self.cfg.train
+        self.finish([m for m in self.members if m.training and (m.run.prog.stopped or m.run.prog.step >= tc.steps)])
+        start = min((m.run.prog.step for m in self.members if m.training), default=tc.steps)
+        bar = tqdm(total=tc.steps, initial=start, disable=(None if progress is None else not progress),
+                   desc=f"{self.cfg.name} x{self.size}", dynamic_ncols=True, leave=False)
+        shown = start
+        try:
+            while True:
+                alive = [m for m in self.members if m.training]
+                if not alive:
+                    break
+                low = min(m.run.prog.step for m in alive)
+                group = [m for m in alive if m.run.prog.step == low]  # members behind catch up first
+                self.step(group)
+                group = [m for m in group if m.training]
+                step = low + 1
+                if step % tc.eval_every == 0 or step == tc.steps:
+                    self.evaluate(group)
+                else:
+                    self.report(group, "progress")
+                self.finish([m for m in group if m.training and (m.run.prog.stopped or m.run.prog.step >= tc.steps)])
+                now = min((m.run.prog.step for m in self.members if m.training), default=tc.steps)
+                if now > shown:
+                    bar.update(now - shown)
+                    shown = now
+        finally:
+            bar.close()
+            for m in self.members:
+                if m.training:  # interrupted: the last checkpoint stays, a resume continues from it
+                    close_run(m.run)
+                    _release(m)
+                    m.status, m.error = "failed", "interrupted"
+
+
+def _release(m: Member) -> None:
+    if m.lock is not None:
+        m.lock.__exit__(None, None, None)
+        m.lock = None
+
+
+# ---------------------------------------------------------------------------- starting members
+
+def _claim_and_check(m: Member, resume) -> None:
+    """Take the member's lock and decide how it starts (``resume``: True, False or ``"auto"``:
+    a finished run of this configuration is done, one with a checkpoint resumes)."""
+    check_run_dir(m.root)
+    lock = claim(m.root)
+    try:
+        lock.__enter__()
+    except RunLocked as e:
+        m.status, m.exc, m.error = "busy", e, str(e)
+        return
+    m.lock = lock
+    try:
+        files = RunFiles(m.root)
+        if resume == "auto":
+            if files.result.exists():
+                if resolved_saved_key(m.root) == config_key(m.cfg):
+                    m.status = "done"
+                    _release(m)
+                    return
+                raise RunExists(f"{m.root} holds a finished run of another configuration (config.json); "
+                                f"move it away or use another --runs-dir")
+            m.resume = files.checkpoint.exists()
+        else:
+            m.resume = bool(resume)
+        check_start(files, m.cfg, m.resume)
+    except Exception as e:
+        m.status, m.exc, m.error = "failed", e, f"{type(e).__name__}: " + " ".join(str(e).split())
+        _release(m)
+
+
+def _prepare(m: Member, task: Task, data_dir: str | None, device: torch.device) -> None:
+    try:
+        m.run, m.tr = prepare(m.cfg, RunFiles(m.root), m.resume, data_dir, task, device)
+        m.rng = torch.get_rng_state()  # after the model's initialisation (or the checkpoint's): as the single run
+        open_log(m.run, False)
+        m.status = "training"
+    except Exception as e:
+        m.status, m.exc, m.error = "failed", e, f"{type(e).__name__}: " + " ".join(str(e).split())
+        _release(m)
+
+
+def _members(cfg: RunConfig, seeds: Sequence[int], out) -> list[Member]:
+    cfgs = member_configs(cfg, seeds)
+    if isinstance(out, (str, Path)):
+        dirs = [Path(out) / f"seed{c.train.seed}" for c in cfgs]
+    else:
+        dirs = [Path(d) for d in out]
+        if len(dirs) != len(cfgs):
+            raise ConfigError(f"{len(cfgs)} seeds but {len(dirs)} run directories; give one directory per seed")
+    if len(set(map(str, dirs))) != len(dirs):
+        raise ConfigError(f"two members of the ensemble would share a run directory: {[str(d) for d in dirs]}")
+    return [Member(c.train.seed, c, d) for c, d in zip(cfgs, dirs)]
+
+
+def run_members(members: list[Member], resume="auto", progress: bool | None = None, data_dir: str | None = None,
+                task: Task | None = None, on_eval: Callable | None = None, strict: bool = False,
+                on_start: Callable | None = None) -> list[Member]:
+    """Train ``members`` (one configuration, distinct seeds; see :func:`check_ensemble`) as one
+    batched model; every member ends with its ``status`` (and ``error``) set.
+
+    ``resume``: True / False as ``train``'s, or ``"auto"`` (a finished run of this
+    configuration is ``done``, one with a checkpoint resumes, a busy one is reported). With
+    ``strict``, a member that cannot start raises its error before any member trains (nothing
+    is written then). ``on_eval(step, metrics) -> bool`` is called per member after each
+    evaluation, as ``train``'s (true: that member stops). ``on_start(member)`` is called for
+    each member that starts training."""
+    cfg = members[0].cfg
+    task = task or build_task(cfg.task, data_dir)
+    check_ensemble([m.cfg for m in members], task)
+    device = dev.resolve(cfg.train.device, cfg.train.precision)  # before anything is written
+    try:
+        for m in members:
+            _claim_and_check(m, resume)
+        if strict:
+            bad = next((m for m in members if m.status in ("failed", "busy")), None)
+            if bad is not None:
+                raise bad.exc
+        for m in members:
+            if m.status == "pending":
+                _prepare(m, task, data_dir, device)
+                if strict and m.status == "failed":
+                    raise m.exc
+                if m.training and on_start is not None:
+                    on_start(m)
+        training = [m for m in members if m.training]
+        if training:
+            lines = progress is None and not sys.stderr.isatty()
+            _Ensemble(training, task, device, on_eval, lines).run(progress)
+    finally:
+        for m in members:
+            if m.training:
+                close_run(m.run)
+                m.status, m.error = "failed", m.error or "not finished"
+            _release(m)
+    return members
+
+
+def train_ensemble(cfg: RunConfig, seeds: Sequence[int], out, resume: bool = False, progress: bool | None = None,
+                   data_dir: str | None = None, task: Task | None = None, on_eval: Callable | None = None) -> dict:
+    """Train the runs of ``cfg`` with each of ``seeds`` as one batched model (see the module
+    docstring); returns ``{seed: result}``, each result the dict its ``result.json`` holds.
+
+    ``out``: a directory (member k in ``out/seed<k>``) or one run directory per seed (``rnnlab
+    train --seeds ... --ensemble`` passes the directories ``--seeds`` alone would use).
+    ``resume`` as ``train``'s, for every member. A member that cannot start (``RunExists``,
+    ``RunLocked``, ...) raises before anything trains; members that fail while training
+    (diverged) are stopped with their last good checkpoint while the others go on, and
+    :class:`EnsembleFailed` is raised at the end.
+
+    >>> from rnnlab import config
+    >>> cfg = config.load("demo/lstm", ["train.steps=2", "train.eval_every=2", "task.L=4",
+    ...                                 "task.val_size=8", "task.test_size=8"])
+    >>> import tempfile; out = tempfile.mkdtemp()
+    >>> results = train_ensemble(cfg, [0, 1, 2], out, progress=False)
+    >>> sorted(results), results[2]["steps"], results[2]["conditions"]["ensemble"]
+    ([0, 1, 2], 2, 3)
+    """
+    members = run_members(_members(cfg, seeds, out), resume, progress, data_dir, task, on_eval, strict=True)
+    results = {m.seed: m.result for m in members if m.result is not None}
+    errors = {m.seed: m.exc or RuntimeError(m.error) for m in members if m.status in ("failed", "busy")}
+    if errors:
+        lines = "; ".join(f"seed {s}: {m.error}" for s, m in ((m.seed, m) for m in members) if s in errors)
+        raise EnsembleFailed(f"{len(errors)} of {len(members)} members failed ({lines}); the others finished",
+                             results, errors)
+    return results
+
+
+def main_train(runs: list[tuple[RunConfig, Path]], resume: bool, progress: bool | None, data_dir: str | None,
+               print_result: Callable) -> int:
+    """``rnnlab train ... --ensemble``: ``runs`` are the (configuration, run directory) pairs
+    ``--seeds`` alone would train one after the other; prints each finished member's result."""
+    cfgs = [c for c, _ in runs]
+    seeds = [c.train.seed for c in cfgs]
+    if member_configs(cfgs[0], seeds) != cfgs:  # what --seeds resolves is what the ensemble trains
+        check_ensemble(cfgs)
+    try:
+        results = train_ensemble(cfgs[0], seeds, [d for _, d in runs], resume, progress, data_dir)
+    except EnsembleFailed as e:
+        for seed in sorted(e.results):
+            print_result(e.results[seed])
+        raise
+    for seed in seeds:
+        print_result(results[seed])
+    return 0

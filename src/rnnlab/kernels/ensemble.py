@@ -1,0 +1,389 @@
+"""Recurrences of an ensemble: E models of one architecture run as one (:mod:`rnnlab.ensemble`).
+
+An ensemble runs its model under ``torch.func.vmap`` over the members' stacked parameters.
+Inside ``vmap`` every operation pays a batching rule, a tensor's values cannot steer Python
+control flow, and an autograd Function without a vmap rule cannot run at all: the fused
+single-model kernels (:func:`rnnlab.kernels.elementwise_rnn`, :mod:`rnnlab.kernels.gated`) are
+such Functions. So the recurrences step out of ``vmap`` here (:func:`ensemble_call`): the loop
+over time runs on the physical tensors, with the ensemble dimension first and every per-step
+product a batched product (``torch.baddbmm``), and plain autograd records it, so the gradients
+flow back into each member's own parameters.
+
+Each recurrence below is the step of its cell written with a leading ensemble dimension (E)
+and a time dimension after it; with ``lengths`` a sequence's state is frozen from its length
+on and its outputs there are zero, as :func:`rnnlab.unroll` does. They are tested against the
+cells' step loop under ``vmap`` in float64 (tests/test_ensemble.py).
+
+Shapes: ``u`` (E, T, B, G) input terms of all steps, ``h0`` (E, B, H), weights (E, G, H),
+``lengths`` (E, B) or None.
+
+:func:`batched` tells a kernel whether it is being called inside ``vmap``, so it can route
+there or skip a check that reads values (the caller checked them per member).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+from torch.nn import functional as F
+from torch.utils._pytree import tree_map
+
+from .amp import float32_region, recurrence_dtype
+
+
+def batched(*tensors) -> bool:
+    """Whether any of ``tensors`` (None allowed) is a vmap-batched tensor."""
+    return any(isinstance(t, Tensor) and torch._C._functorch.is_batchedtensor(t) for t in tensors)
+
+
+class _StepOut(torch.autograd.Function):
+    """The way out of ``vmap`` for a recurrence: its vmap rule calls ``fn`` on the physical
+    tensors, the ensemble dimension first (arguments not batched are expanded to it). Plain
+    autograd records what ``fn`` does; this Function's own forward and backward only run
+    outside ``vmap``, where :func:`ensemble_call` does not use it."""
+
+    @staticmethod
+    def forward(fn, *args):
+        raise RuntimeError("ensemble recurrences run inside torch.func.vmap only (rnnlab.ensemble)")
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError("ensemble recurrences are differentiated by the autograd of their vmap rule")
+
+    @staticmethod
+    def vmap(info, in_dims, fn, *args):
+        E = info.batch_size
+        full = []
+        for a, d in zip(args, in_dims[1:]):
+            if isinstance(a, Tensor):
+                a = a.movedim(d, 0) if d is not None else a.expand(E, *a.shape)
+            full.append(a)
+        out = fn(*full)
+        return out, tree_map(lambda _: 0, out)
+
+
+def ensemble_call(fn, *args):
+    """``fn(*args)`` with every tensor argument given a leading ensemble dimension: inside
+    ``vmap`` the members' tensors, outside it one member (E = 1). ``fn`` returns a tuple of
+    tensors with the ensemble dimension first; the result drops it again (vmap's view)."""
+    if batched(*args):
+        return _StepOut.apply(fn, *args)
+    out = fn(*[a.unsqueeze(0) if isinstance(a, Tensor) else a for a in args])
+    return tree_map(lambda t: t.squeeze(0), out)
+
+
+def _mask(lengths: Tensor | None, T: int, device) -> Tensor | None:
+    """Per step t, (E, B, 1) booleans: the step counts for a sequence (t < its length)."""
+    if lengths is None:
+        return None
+    lengths = lengths.to(device)
+    return (torch.arange(T, device=device)[None, :, None] < lengths[:, None, :]).unsqueeze(-1).unbind(1)
+
+
+def _advance(new, old, mask_t):
+    """The state after a step (frozen where the sequence has ended) and the step's output."""
+    h = new if not isinstance(new, tuple) else new[0]
+    if mask_t is None:
+        return new, h
+    state = tree_map(lambda n, o: torch.where(mask_t, n, o), new, old)
+    return state, h * mask_t.to(h.dtype)
+
+
+# ---------------------------------------------------------------------------- h = phi(W h + u)
+
+def _elementwise(u, W, h0, bias, lengths, activation: str):
+    T = u.shape[1]
+    mask = _mask(lengths, T, u.device)
+    us = u.unbind(1)  # (one backward for all steps; indexing u[:, t] would add T full-size gradients)
+    Wt = W.transpose(1, 2)
+    b = None if bias is None else bias.unsqueeze(1)  # (E, 1, H)
+    h, outs = h0, []
+    for t in range(T):
+        z = torch.baddbmm(us[t], h, Wt)
+        if activation == "tanh":
+            new = torch.tanh(z)
+        elif activation == "relu":
+            new = torch.relu(z)
+        elif activation == "identity":
+            new = z
+        else:  # modReLU: sign(z) relu(|z| + b), as rnnlab.cells.classic.modrelu
+            new = torch.sign(z) * torch.relu(z.abs() + b)
+        h, out = _advance(new, h, None if mask is None else mask[t])
+        outs.append(out)
+    return torch.stack(outs, 1), h
+
+
+def ensemble_elementwise_rnn(u: Tensor, weight: Tensor, h0: Tensor | None = None, activation: str = "tanh",
+                             bias: Tensor | None = None, lengths: Tensor | None = None):
+    """:func:`rnnlab.kernels.elementwise_rnn` (``h_t = phi(W h_{t-1} + u_t)``) for a caller
+    inside ``vmap``: the same arguments and result, per member."""
+    dtype = recurrence_dtype(u)
+    if h0 is None:
+        h0 = u.new_zeros(u.shape[1], u.shape[2], dtype=dtype)
+    u, weight, h0 = u.to(dtype), weight.to(dtype), h0.to(dtype)
+    bias = None if bias is None else bias.to(dtype)
+    with float32_region(u):
+        return ensemble_call(lambda *a: _elementwise(*a, activation), u, weight, h0, bias, lengths)
+
+
+# ---------------------------------------------------------------------------- gated cells
+
+
+#: below this hidden size, gated products are computed gate-major (see :class:`_Gates`)
+GATE_MAJOR_BELOW = 16
+
+
+class _Gates:
+    """The per-step product of a gated cell, ``u_t + b + h W^T`` with G gates side by side
+    ((B, G H): the LSTM's i, f, g, o), returned as G (E, B, H) tensors.
+
+    Sliced as views, each gate is a strided block, and element-wise kernels on such views run
+    several times slower for small H (measured: tanh on a (51, 20, 5) half of a (51, 20, 10)
+    product 4x slower than on a contiguous one). Below :data:`GATE_MAJOR_BELOW` the product is
+    computed gate-major instead: the weights viewed as (E, G, K, H), the input terms rearranged
+    once to (E, G, B, H) per step, every gate contiguous. For wider gates that layout costs a
+    copy of ``h`` per gate per step and the views are cheap, so the plain batched product runs."""
+
+    def __init__(self, u: Tensor | None, W: Tensor, G: int, bias: Tensor | None = None):
+        E, GH, K = W.shape
+        self.G, self.H = G, GH // G
+        self.major = self.H < GATE_MAJOR_BELOW
+        if self.major:
+            self.W = W.view(E, G, self.H, K).transpose(-1, -2)
+            self.b = None if bias is None else bias.view(E, G, 1, self.H)
+            self.u = None if u is None else u.view(E, u.shape[1], u.shape[2], G, self.H).permute(1, 0, 3, 2, 4) \
+                .contiguous().unbind(0)
+        else:
+            self.W = W.transpose(1, 2)
+            self.b = None if bias is None else bias.unsqueeze(1)
+            self.u = None if u is None else u.unbind(1)
+
+    def __call__(self, t: int | None, h: Tensor) -> tuple[Tensor, ...]:
+        """The G gates of step ``t`` (``t=None``: without an input term) from ``h`` (E, B, K)."""
+        if self.major:
+            p = torch.matmul(h.unsqueeze(1), self.W)
+            add = [x for x in (None if t is None else self.u[t], self.b) if x is not None]
+            for x in add:
+                p = p + x
+            return p.unbind(1)
+        first = self.b if t is None else self.u[t] if self.b is None else self.u[t] + self.b
+        p = torch.bmm(h, self.W) if first is None else torch.baddbmm(first, h, self.W)
+        return p.chunk(self.G, -1)
+
+
+def _lstm(gi, w_hh, h0, c0, lengths):
+    """torch's LSTM step (gates i, f, g, o) over ``gi`` = W_ih x + b_ih + b_hh."""
+    T = gi.shape[1]
+    mask = _mask(lengths, T, gi.device)
+    gates = _Gates(gi, w_hh, 4)
+    state, outs = (h0, c0), []
+    for t in range(T):
+        h, c = state
+        i, f, g, o = gates(t, h)
+        c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h_new = torch.sigmoid(o) * torch.tanh(c_new)
+        state, out = _advance((h_new, c_new), state, None if mask is None else mask[t])
+        outs.append(out)
+    return torch.stack(outs, 1), state[0], state[1]
+
+
+def ensemble_lstm(gi: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, lengths: Tensor | None = None):
+    """The LSTM over time for a caller inside ``vmap``: ``gi`` (T, B, 4H) the input terms with
+    both biases, ``w_hh`` (4H, H); returns ``(outputs (T, B, H), h_n, c_n)``."""
+    return ensemble_call(_lstm, gi, w_hh, h0, c0, lengths)
+
+
+def _gru(gi, w_hh, b_hh, h0, lengths):
+    """torch's GRU step (gates r, z, n) over ``gi`` = W_ih x + b_ih."""
+    T = gi.shape[1]
+    mask = _mask(lengths, T, gi.device)
+    inputs, hidden = _Gates(gi, w_hh, 3), _Gates(None, w_hh, 3, b_hh)
+    h, outs = h0, []
+    for t in range(T):
+        ir, iz, in_ = inputs.u[t].unbind(1) if inputs.major else inputs.u[t].chunk(3, -1)
+        hr, hz, hn = hidden(None, h)
+        r = torch.sigmoid(ir + hr)
+        z = torch.sigmoid(iz + hz)
+        n = torch.tanh(in_ + r * hn)
+        new = (1 - z) * n + z * h
+        h, out = _advance(new, h, None if mask is None else mask[t])
+        outs.append(out)
+    return torch.stack(outs, 1), h
+
+
+def ensemble_gru(gi: Tensor, w_hh: Tensor, b_hh: Tensor, h0: Tensor, lengths: Tensor | None = None):
+    """The GRU over time for a caller inside ``vmap``: ``gi`` (T, B, 3H) = ``W_ih x + b_ih``,
+    ``w_hh`` (3H, H), ``b_hh`` (3H,); returns ``(outputs (T, B, H), h_n)``."""
+    return ensemble_call(_gru, gi, w_hh, b_hh, h0, lengths)
+
+
+def _leaky_backward(grad: Tensor, out: Tensor, slope: float, into: Tensor) -> Tensor:
+    """``grad * LeakyReLU'`` written through the output (positive slope: the sign is kept)."""
+    return torch.ops.aten.leaky_relu_backward.grad_input(grad, out, slope, True, grad_input=into)
+
+
+def _bsum(x: Tensor) -> Tensor:
+    """(T, E, B, K) -> (E, K): the sum over steps and batch."""
+    return x.sum((0, 2))
+
+
+def _bgram(d: Tensor, a: Tensor) -> Tensor:
+    """(T, E, B, N), (T, E, B, K) -> (E, N, K): ``sum_{t, b} d^T a`` per member."""
+    E = d.shape[1]
+    d2 = d.transpose(0, 1).reshape(E, -1, d.shape[-1])
+    a2 = a.transpose(0, 1).reshape(E, -1, a.shape[-1])
+    return torch.bmm(d2.transpose(1, 2), a2)
+
+
+class _DMUSteps(torch.autograd.Function):
+    """The DMU over time for an ensemble, fused: the forward builds no graph and keeps, per
+    step, the hidden activations, g, c and h (what the backward needs; each derivative is read
+    from an output), with a frozen state past each sequence's length. The E-leading twin of
+    :class:`rnnlab.kernels.gated._DMURecurrence`.
+
+    ``u1`` (E, T, B, W1) the first layer's input terms; ``mask`` (T, E, B, 1) float or None;
+    weights E-leading; the z and hh halves of the output layer are separate products (each
+    contiguous: see :class:`_Gates`). Returns the states (E, T, B, H)."""
+
+    @staticmethod
+    def forward(ctx, activation, slope, u1, h0, mask, w1h, w_out, b_out, *hidden):
+        Ws, bs = hidden[0::2], hidden[1::2]
+        E, T, B, W1 = u1.shape
+        H = h0.shape[2]
+        linear = w_out is None  # no hidden layer: the first layer is the output layer
+        if linear:
+            uz, uh = (u1[..., :H].transpose(0, 1).contiguous(), u1[..., H:].transpose(0, 1).contiguous())
+            wz, wh = w1h[:, :H].transpose(1, 2), w1h[:, H:].transpose(1, 2)
+            A = []
+        else:
+            u = u1.transpose(0, 1).contiguous()
+            A = [u.new_empty(T, E, B, W1)] + [u.new_empty(T, E, B, W.shape[1]) for W in Ws]
+            w1t, Wts = w1h.transpose(1, 2), [W.transpose(1, 2) for W in Ws]
+            bks = [b.unsqueeze(1) for b in bs]
+            wz, wh = w_out[:, :H].transpose(1, 2), w_out[:, H:].transpose(1, 2)
+            bz, bh = b_out[:, None, :H], b_out[:, None, H:]
+        Hs, Gs, Cs = (h0.new_empty(T, E, B, H) for _ in range(3))
+        new = h0.new_empty(E, B, H) if mask is not None else None
+        h = h0
+        for t in range(T):
+            g, c = Gs[t], Cs[t]
+            if linear:
+                torch.baddbmm(uz[t], h, wz, out=g)
+                torch.baddbmm(uh[t], h, wh, out=c)
+            else:
+                a = torch.baddbmm(u[t], h, w1t, out=A[0][t])
+                torch.nn.functional.leaky_relu_(a, slope)
+                for k, (Wt, b) in enumerate(zip(Wts, bks)):
+                    a = torch.baddbmm(b, a, Wt, out=A[k + 1][t])
+                    torch.nn.functional.leaky_relu_(a, slope)
+                torch.baddbmm(bz, a, wz, out=g)
+                torch.baddbmm(bh, a, wh, out=c)
+            g.sigmoid_()
+            if activation == "tanh":
+                c.tanh_()
+            hn = Hs[t] if mask is None else new
+            torch.sub(h, c, out=hn).mul_(g).add_(c)  # c + g (h - c)
+            if mask is not None:
+                torch.where(mask[t].bool(), new, h, out=Hs[t])
+            h = Hs[t]
+        ctx.activation, ctx.slope, ctx.linear, ctx.n_hidden = activation, slope, linear, len(Ws)
+        ctx.save_for_backward(h0, mask, w1h, w_out, Hs, Gs, Cs, *A, *Ws)
+        return Hs.transpose(0, 1)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dHs):
+        h0, mask, w1h, w_out, Hs, Gs, Cs, *rest = ctx.saved_tensors
+        slope, linear = ctx.slope, ctx.linear
+        A, Ws = (rest[:ctx.n_hidden + 1], rest[ctx.n_hidden + 1:]) if not linear else ([], [])
+        T, E, B, H = Hs.shape
+        dHs = dHs.transpose(0, 1).contiguous()  # (T, E, B, H)
+        dZ, dC = torch.empty_like(Hs), torch.empty_like(Hs)  # dL/d(z), dL/d(hh) of every step
+        dA = [torch.empty_like(a) for a in A]  # dL/d(pre-activation) of every hidden layer
+        carry = Hs.new_zeros(E, B, H)  # dL/dh_t arriving from step t+1
+        dh, t1 = Hs.new_empty(E, B, H), Hs.new_empty(E, B, H)
+        w_o = w1h if linear else w_out
+        wz, wh = w_o[:, :H], w_o[:, H:]  # (E, H, W)
+        for t in range(T - 1, -1, -1):
+            h_prev = Hs[t - 1] if t > 0 else h0
+            g, c, dz, dc = Gs[t], Cs[t], dZ[t], dC[t]
+            torch.add(dHs[t], carry, out=dh)
+            if mask is not None:  # frozen rows took no step: their gradient passes straight to h_{t-1}
+                m = mask[t]
+                torch.mul(dh, 1 - m, out=carry)
+                dh.mul_(m)
+            else:
+                carry.zero_()
+            # h = c + g (h_prev - c): dg = dh (h_prev - c), dc = dh (1 - g), dh_prev = dh g
+            torch.sub(h_prev, c, out=t1).mul_(dh)
+            torch.ops.aten.sigmoid_backward.grad_input(t1, g, grad_input=dz)
+            torch.addcmul(dh, dh, g, value=-1.0, out=t1)
+            if ctx.activation == "tanh":
+                torch.ops.aten.tanh_backward.grad_input(t1, c, grad_input=dc)
+            else:
+                dc.copy_(t1)
+            carry.addcmul_(dh, g)
+            if linear:
+                carry.baddbmm_(dz, wz).baddbmm_(dc, wh)
+                continue
+            da = torch.bmm(dz, wz).baddbmm_(dc, wh)
+            for k in range(len(A) - 1, -1, -1):
+                dp = _leaky_backward(da, A[k][t], slope, dA[k][t])
+                if k > 0:
+                    da = torch.bmm(dp, Ws[k - 1])
+            carry.baddbmm_(dA[0][t], w1h)
+        Hprev = torch.cat([h0.unsqueeze(0), Hs[:-1]])
+        dO = torch.cat([dZ, dC], -1)
+        if linear:
+            return None, None, dO.transpose(0, 1), carry, None, _bgram(dO, Hprev), None, None
+        grads = []
+        for k in range(1, len(A)):
+            grads += [_bgram(dA[k], A[k - 1]), _bsum(dA[k])]
+        return (None, None, dA[0].transpose(0, 1), carry, None, _bgram(dA[0], Hprev), _bgram(dO, A[-1]), _bsum(dO),
+                *grads)
+
+
+def _dmu(u1, h0, w1h, w_out, b_out, lengths, activation, slope, *hidden):
+    """The DMU (rnnlab.cells.dmu) through :class:`_DMUSteps`: outputs (zero past each length)
+    and the final states."""
+    mask = None if lengths is None else torch.stack(_mask(lengths, u1.shape[1], u1.device)).to(u1.dtype)
+    Hs = _DMUSteps.apply(activation, float(slope), u1.contiguous(), h0.contiguous(), mask, w1h, w_out, b_out,
+                         *hidden)
+    out = Hs if mask is None else Hs * mask.transpose(0, 1)
+    return out, Hs[:, -1]
+
+
+def ensemble_dmu(u1: Tensor, h0: Tensor, w1h: Tensor, hidden: list[tuple[Tensor, Tensor]], w_out: Tensor | None,
+                 b_out: Tensor | None, activation: str = "tanh", slope: float = 0.01, lengths: Tensor | None = None):
+    """:func:`rnnlab.kernels.gated.dmu_recurrence`'s arguments, for a caller inside ``vmap``,
+    plus ``lengths``; returns ``(outputs (T, B, H), h_n)``."""
+    flat = [t for pair in hidden for t in pair]
+    return ensemble_call(_dmu, u1, h0, w1h, w_out, b_out, lengths, activation, slope, *flat)
+
+
+def _rhn(u, w_hh, bias, h0, lengths):
+    """The RHN step with coupled carry gate (rnnlab.cells.dmu.RHNCell), ``u`` = W x."""
+    T, depth = u.shape[1], w_hh.shape[1]
+    mask = _mask(lengths, T, u.device)
+    layers = [_Gates(u if l == 0 else None, w_hh[:, l], 2, bias[:, l]) for l in range(depth)]
+    h, outs = h0, []
+    for t in range(T):
+        s = h
+        for l, gates in enumerate(layers):
+            a, b = gates(t if l == 0 else None, s)
+            g = torch.sigmoid(b)
+            s = torch.tanh(a) * g + s * (1 - g)
+        h, out = _advance(s, h, None if mask is None else mask[t])
+        outs.append(out)
+    return torch.stack(outs, 1), h
+
+
+def ensemble_rhn(u: Tensor, w_hh: Tensor, bias: Tensor, h0: Tensor, lengths: Tensor | None = None):
+    """The RHN over time for a caller inside ``vmap``: ``u`` (T, B, 2H) = ``W x``, ``w_hh``
+    (depth, 2H, H), ``bias`` (depth, 2H); returns ``(outputs (T, B, H), h_n)``."""
+    return ensemble_call(_rhn, u, w_hh, bias, h0, lengths)
