@@ -58,7 +58,9 @@ from .cells.base import Recurrent, check_lengths, iter_cells
 from .config import ConfigError, RunConfig
 from .kernels.ensemble import ensemble_dmu, ensemble_gru, ensemble_lstm, ensemble_rhn
 from .kernels.recurrence import elementwise_rnn
-from .rundir import RunExists, RunFiles, RunLocked, atomic_write_text, claim, config_key, resolved_saved_key
+from .rundir import (
+    RunExists, RunFiles, RunLocked, atomic_write_text, claim, config_key, git_state, resolved_saved_key, source_hash,
+)
 from .tasks import build_task
 from .tasks.base import Batch, Task
 from .train import (
@@ -304,6 +306,17 @@ class StackedModel:
         return [split_metrics(task, m, split, batch_size, s) for m, s in zip(models, sums)]
 
 
+def _own_gradients(params) -> None:
+    """Give every gradient its own memory. The members' gradients arrive as slices of the
+    stacked parameters' gradients, and two parameters that enter the forward pass as one sum
+    (an RNN's b_ih + b_hh) receive slices of one tensor; clipping scales gradients in place, so
+    such a pair would be scaled twice."""
+    for p in params:
+        g = p.grad
+        if g is not None and g.untyped_storage().nbytes() != g.numel() * g.element_size():
+            p.grad = g.clone()
+
+
 def _signature(batch: Batch, state) -> tuple:
     """Batches that can run in one vmap call: the same shapes, dtypes and kinds of state."""
     shapes = tree_map(lambda t: tuple(t.shape), state) if state is not None else None
@@ -333,6 +346,7 @@ class _Ensemble:
         self.stacked = StackedModel(members[0].tr.model)
         self.size = len(members)
         self.last_line = time.perf_counter()
+        self.stop: Callable[[], bool] | None = None  # true: stop after the next evaluation (Ctrl-C in a suite)
 
     # --- per member ------------------------------------------------------------------
     def fail(self, m: Member, e: BaseException) -> None:
@@ -401,6 +415,8 @@ class _Ensemble:
             m.tr.opt.zero_grad(set_to_none=True)
         if ok:
             torch.stack([scaled(m.tr, total) for m, _, _, total, _ in ok]).sum().backward()
+        for m, *_ in ok:
+            _own_gradients(m.tr.params)
         for m, loss, reg, _, new in ok:
             try:
                 out = apply_update(m.run, m.tr, loss, reg, new)
@@ -466,6 +482,8 @@ class _Ensemble:
                 step = low + 1
                 if step % tc.eval_every == 0 or step == tc.steps:
                     self.evaluate(group)
+                    if self.stop is not None and self.stop():  # every member has just checkpointed
+                        raise KeyboardInterrupt("stop requested: stopped at the members' checkpoints")
                 else:
                     self.report(group, "progress")
                 self.finish([m for m in group if m.training and (m.run.prog.stopped or m.run.prog.step >= tc.steps)])
@@ -506,7 +524,7 @@ def _claim_and_check(m: Member, resume) -> None:
         if resume == "auto":
             if files.result.exists():
                 if resolved_saved_key(m.root) == config_key(m.cfg):
-                    m.status = "done"
+                    m.status, m.result = "done", json.loads(files.result.read_text())
                     _release(m)
                     return
                 raise RunExists(f"{m.root} holds a finished run of another configuration (config.json); "
@@ -520,9 +538,9 @@ def _claim_and_check(m: Member, resume) -> None:
         _release(m)
 
 
-def _prepare(m: Member, task: Task, data_dir: str | None, device: torch.device) -> None:
+def _prepare(m: Member, task: Task, data_dir: str | None, device: torch.device, provenance: dict) -> None:
     try:
-        m.run, m.tr = prepare(m.cfg, RunFiles(m.root), m.resume, data_dir, task, device)
+        m.run, m.tr = prepare(m.cfg, RunFiles(m.root), m.resume, data_dir, task, device, provenance)
         m.rng = torch.get_rng_state()  # after the model's initialisation (or the checkpoint's): as the single run
         open_log(m.run, False)
         m.status = "training"
@@ -546,7 +564,7 @@ def _members(cfg: RunConfig, seeds: Sequence[int], out) -> list[Member]:
 
 def run_members(members: list[Member], resume="auto", progress: bool | None = None, data_dir: str | None = None,
                 task: Task | None = None, on_eval: Callable | None = None, strict: bool = False,
-                on_start: Callable | None = None) -> list[Member]:
+                on_start: Callable | None = None, stop: Callable[[], bool] | None = None) -> list[Member]:
     """Train ``members`` (one configuration, distinct seeds; see :func:`check_ensemble`) as one
     batched model; every member ends with its ``status`` (and ``error``) set.
 
@@ -555,7 +573,8 @@ def run_members(members: list[Member], resume="auto", progress: bool | None = No
     ``strict``, a member that cannot start raises its error before any member trains (nothing
     is written then). ``on_eval(step, metrics) -> bool`` is called per member after each
     evaluation, as ``train``'s (true: that member stops). ``on_start(member)`` is called for
-    each member that starts training."""
+    each member that starts training. ``stop()`` true after an evaluation (every member has
+    just written its checkpoint) raises KeyboardInterrupt there: ``rnnlab suite``'s Ctrl-C."""
     cfg = members[0].cfg
     task = task or build_task(cfg.task, data_dir)
     check_ensemble([m.cfg for m in members], task)
@@ -567,9 +586,10 @@ def run_members(members: list[Member], resume="auto", progress: bool | None = No
             bad = next((m for m in members if m.status in ("failed", "busy")), None)
             if bad is not None:
                 raise bad.exc
+        provenance = {"git": git_state(), "source_sha256": source_hash()}  # one code for every member
         for m in members:
             if m.status == "pending":
-                _prepare(m, task, data_dir, device)
+                _prepare(m, task, data_dir, device, provenance)
                 if strict and m.status == "failed":
                     raise m.exc
                 if m.training and on_start is not None:
@@ -577,7 +597,9 @@ def run_members(members: list[Member], resume="auto", progress: bool | None = No
         training = [m for m in members if m.training]
         if training:
             lines = progress is None and not sys.stderr.isatty()
-            _Ensemble(training, task, device, on_eval, lines).run(progress)
+            ens = _Ensemble(training, task, device, on_eval, lines)
+            ens.stop = stop
+            ens.run(progress)
     finally:
         for m in members:
             if m.training:
@@ -587,14 +609,16 @@ def run_members(members: list[Member], resume="auto", progress: bool | None = No
     return members
 
 
-def train_ensemble(cfg: RunConfig, seeds: Sequence[int], out, resume: bool = False, progress: bool | None = None,
+def train_ensemble(cfg: RunConfig, seeds: Sequence[int], out, resume: bool | str = False, progress: bool | None = None,
                    data_dir: str | None = None, task: Task | None = None, on_eval: Callable | None = None) -> dict:
     """Train the runs of ``cfg`` with each of ``seeds`` as one batched model (see the module
     docstring); returns ``{seed: result}``, each result the dict its ``result.json`` holds.
 
     ``out``: a directory (member k in ``out/seed<k>``) or one run directory per seed (``rnnlab
     train --seeds ... --ensemble`` passes the directories ``--seeds`` alone would use).
-    ``resume`` as ``train``'s, for every member. A member that cannot start (``RunExists``,
+    ``resume`` as ``train``'s, for every member, or ``"auto"``: a member already finished
+    with this configuration is not trained again (its ``result.json`` is returned), one with a
+    checkpoint resumes, the others start. A member that cannot start (``RunExists``,
     ``RunLocked``, ...) raises before anything trains; members that fail while training
     (diverged) are stopped with their last good checkpoint while the others go on, and
     :class:`EnsembleFailed` is raised at the end.
@@ -620,13 +644,15 @@ def train_ensemble(cfg: RunConfig, seeds: Sequence[int], out, resume: bool = Fal
 def main_train(runs: list[tuple[RunConfig, Path]], resume: bool, progress: bool | None, data_dir: str | None,
                print_result: Callable) -> int:
     """``rnnlab train ... --ensemble``: ``runs`` are the (configuration, run directory) pairs
-    ``--seeds`` alone would train one after the other; prints each finished member's result."""
+    ``--seeds`` alone would train one after the other; prints each finished member's result.
+    With ``--resume`` every member continues where it is (finished, checkpointed or not
+    started: an ensemble killed before some members' first checkpoint continues too)."""
     cfgs = [c for c, _ in runs]
     seeds = [c.train.seed for c in cfgs]
     if member_configs(cfgs[0], seeds) != cfgs:  # what --seeds resolves is what the ensemble trains
         check_ensemble(cfgs)
     try:
-        results = train_ensemble(cfgs[0], seeds, [d for _, d in runs], resume, progress, data_dir)
+        results = train_ensemble(cfgs[0], seeds, [d for _, d in runs], "auto" if resume else False, progress, data_dir)
     except EnsembleFailed as e:
         for seed in sorted(e.results):
             print_result(e.results[seed])

@@ -49,6 +49,9 @@ class Suite:
     metrics: list[str] = field(default_factory=list)
     description: str = ""
     grid: dict = field(default_factory=dict)
+    #: train the seeds of each configuration as one batched model (rnnlab.ensemble): true, or
+    #: the most members per ensemble; ``rnnlab suite --ensemble / --no-ensemble`` overrides it
+    ensemble: bool | int = False
 
 
 def list_suites() -> list[str]:
@@ -69,6 +72,9 @@ def load_suite(name_or_path: str) -> Suite:
     if "name" not in data or "presets" not in data:
         raise ConfigError(f"{p}: a suite needs 'name' and 'presets'")
     suite = Suite(**data)
+    if not isinstance(suite.ensemble, (bool, int)) or suite.ensemble < 0:
+        raise ConfigError(f"{p}: ensemble must be true, false or the most members per ensemble (an integer >= 1), "
+                          f"got {suite.ensemble!r}")
     grid_points(suite.grid, str(p))  # shape errors now; key errors when the runs are resolved
     return suite
 
@@ -135,21 +141,48 @@ def _jobs(suite: Suite, runs_dir: Path, extra: list[str]):
                     yield preset, overrides, rd
 
 
+def _ensembles(todo: list, size: int, data_dir: str | None) -> list:
+    """The runs of ``todo`` that differ only in their seed, as ensemble jobs of at most ``size``
+    members (0: all): ``[(job, [(seed, run directory)...], {runs finished before})]``."""
+    from .backends import job_for
+    from .rundir import is_finished
+
+    groups: dict[tuple, list] = {}
+    for preset, ov, rd in todo:  # the seed is the last override (_jobs)
+        groups.setdefault((preset, tuple(ov[:-1])), []).append((int(ov[-1].split("=", 1)[1]), Path(rd)))
+    out = []
+    for (preset, ov), members in groups.items():
+        step = size or len(members)
+        for i in range(0, len(members), step):
+            part = members[i:i + step]
+            job = job_for(preset, [*ov, f"train.seed={part[0][0]}"], part[0][1].parent, data_dir)
+            job.overrides = list(ov)
+            job.label = f"{job.label} x{len(part)}"
+            job.extra["seeds"] = [[s, str(d.absolute())] for s, d in part]
+            out.append((job, part, {d for _, d in part if is_finished(d)}))
+    return out
+
+
 def run_suite(
     suite: Suite, runs_dir: str | Path = "runs", jobs: int = 1, overrides: list[str] | None = None,
     data_dir: str | None = None, log=print, statuses: dict | None = None, backend: str = "local",
-    address: str | None = None,
+    address: str | None = None, ensemble: bool | int | None = None,
 ) -> Path:
     """Run (or continue) every run of ``suite``; returns the suite's run directory. ``statuses``
     (a dict) receives {run directory: "done" | "trained" | "resumed" | "failed" | "busy" |
     "interrupted" | "cancelled"} as the runs end (also when Ctrl-C raises KeyboardInterrupt).
     ``backend="ray"`` runs each as a Ray task (``rnnlab.backends.ray``) on the cluster at
-    ``address`` (default: a local Ray instance) instead of the local pool of ``jobs`` processes."""
+    ``address`` (default: a local Ray instance) instead of the local pool of ``jobs`` processes.
+    ``ensemble`` (default: the suite's own ``ensemble``): the seeds of each configuration train
+    as one batched model, one job (pool process or Ray task) per ensemble (true, or the most
+    members per ensemble; :mod:`rnnlab.ensemble`); each member's status is read from its run
+    directory."""
     from .backends import check_count, job_for, run_jobs
 
     check_count(jobs, "--jobs", "parallel runs")
     runs_dir = Path(runs_dir)
     todo = list(_jobs(suite, runs_dir, overrides or []))
+    ensemble = suite.ensemble if ensemble is None else ensemble
     npoints = len(grid_points(suite.grid))
     grid = f" x {npoints} grid points" if suite.grid else ""
     where = f"{jobs} parallel job(s), one thread each" if backend == "local" else \
@@ -158,11 +191,25 @@ def run_suite(
         f"{where}")
     statuses = {} if statuses is None else statuses
 
-    def record(job, status: str, err: str) -> None:
-        statuses[Path(job.run_dir)] = status
+    groups: dict[int, tuple] = {}  # an ensemble job -> its members and those finished before
+    if ensemble:
+        size = 0 if ensemble is True else int(ensemble)
+        log(f"  seeds of each configuration as one batched model (ensembles of {size or 'all'} members)")
+        groups = {id(job): (job, part, done) for job, part, done in _ensembles(todo, size, data_dir)}
 
-    run_jobs([job_for(p, ov, rd, data_dir) for p, ov, rd in todo], backend, parallel=jobs, address=address,
-             log=log, on_result=record)
+    def record(job, status: str, err: str) -> None:
+        if id(job) not in groups:
+            statuses[Path(job.run_dir)] = status
+            return
+        _, part, done = groups[id(job)]
+        for _, rd in part:  # each member's status from its run directory
+            if (rd / "result.json").exists():
+                statuses[rd] = "done" if rd in done else "trained"
+            else:
+                statuses[rd] = status if status in ("interrupted", "cancelled") else "failed"
+
+    run = [job for job, _, _ in groups.values()] if ensemble else [job_for(p, ov, rd, data_dir) for p, ov, rd in todo]
+    run_jobs(run, backend, parallel=jobs, address=address, log=log, on_result=record)
     return runs_dir / suite.name
 
 

@@ -418,13 +418,15 @@ def _check_metrics_kept(files: RunFiles) -> None:
 
 
 def prepare(cfg: RunConfig, files: RunFiles, resume: bool, data_dir: str | None, task: Task | None,
-            device: torch.device) -> tuple[RunState, Trainer]:
+            device: torch.device, provenance: dict | None = None) -> tuple[RunState, Trainer]:
     """Build (and on resume restore) the run: task, model, optimizer, progress; write
-    task.json, config.json and metrics.jsonl; position the data stream."""
+    task.json, config.json and metrics.jsonl; position the data stream. ``provenance``: the
+    code's git state and source hash, when the caller has them (runs started together)."""
     tc = cfg.train
     if tc.tensorboard:
         _tensorboard_class()  # a missing package is refused before anything is written
-    provenance = {"git": git_state(), "source_sha256": source_hash()}  # the code this run starts with
+    # the code this run starts with
+    provenance = provenance or {"git": git_state(), "source_sha256": source_hash()}
     torch.set_num_threads(tc.threads)
     task = task or build_task(cfg.task, data_dir)
     select = check_metric_names(cfg, task)

@@ -82,6 +82,8 @@ def run_one(job: Job, on_eval=None, wait: float = 0.0) -> tuple[str, str]:
 
     if stop_requested():
         return "cancelled", "not started: the driver was interrupted"
+    if job.extra.get("seeds"):
+        return run_ensemble(job)
     tune_malloc()
     run_dir = Path(job.run_dir)
     try:
@@ -132,4 +134,50 @@ def _train_locked(job: Job, cfg, run_dir: Path, on_eval) -> tuple[str, str]:
     else:
         _record(run_dir, event="end", status=status, error=err)
     return status, err
+
+def run_ensemble(job: Job) -> tuple[str, str]:
+    """:func:`run_one` for a job that trains several seeds of one configuration as one batched
+    model (:mod:`rnnlab.ensemble`): ``job.extra["seeds"]`` lists ``[seed, run directory]`` and
+    ``job.overrides`` leave the seed out. Each member keeps run_one's rules: its own lock (a
+    member another process holds is busy, the others train), skip-if-finished, resume from its
+    checkpoint, its attempts in ``attempts.jsonl``. Returns ``("done" | "trained" | "failed",
+    error)``: failed when any member failed or was busy, the error one clause per such member."""
+    from .. import config
+    from ..ensemble import Member, run_members
+    from ..runtime import tune_malloc
+    from .pool import busy, stop_requested
+
+    tune_malloc()
+    try:
+        members = [Member(int(s), config.load(job.preset, [*job.overrides, f"train.seed={int(s)}"]), Path(d))
+                   for s, d in job.extra["seeds"]]
+    except Exception as e:
+        return "failed", one_line(e)
+    started = []
+
+    def start(m) -> None:
+        _record(m.root, event="start", resume=m.resume, ensemble=len(members))
+        started.append(m)
+
+    interrupted = False
+    try:
+        with busy():
+            run_members(members, "auto", progress=False, data_dir=job.data_dir, on_start=start, stop=stop_requested)
+    except KeyboardInterrupt:  # Ctrl-C: every member keeps its last checkpoint; the same command resumes them
+        interrupted = True
+        for m in members:
+            if m.status in ("pending", "training", "failed") and m.error in ("interrupted", "not finished", ""):
+                m.status, m.error = "interrupted", "stopped by Ctrl-C; the same command resumes it"
+    except Exception as e:  # the batched computation itself failed: every member still training did
+        for m in members:
+            if m.status in ("pending", "training") or m.error == "not finished":
+                m.status, m.error = "failed", one_line(e)
+    for m in started:
+        _record(m.root, event="end", status=m.status, error=m.error)
+    if interrupted:
+        return "interrupted", "stopped by Ctrl-C; the same command resumes its members"
+    bad = [m for m in members if m.status in ("failed", "busy")]
+    if bad:
+        return "failed", "; ".join(f"seed {m.seed} {m.status}: {m.error}" for m in bad)
+    return ("done" if all(m.status == "done" for m in members) else "trained"), ""
 
