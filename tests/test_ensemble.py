@@ -538,3 +538,27 @@ def test_a_suite_of_ensembles_on_a_local_ray_instance(tmp_path, capsys):
                         for p in sorted(root.rglob("result.json"))}
     assert res(tmp_path / "ray") == res(tmp_path / "local") and len(res(tmp_path / "ray")) == 4
     assert set(_ensembles_of(tmp_path / "ray").values()) == {2}
+
+
+# ---------------------------------------------------------------------------- the benchmark
+
+def test_bench_ensemble_in_miniature(tmp_path, monkeypatch, capsys):
+    """`rnnlab bench ensemble` on a tiny preset: the parts it times, the whole-run estimate
+    (start + steps x median step + evaluations x evaluation + end) and the record it writes."""
+    from rnnlab import ensemble_bench
+
+    assert ensemble_bench.full_run({"start_s": 1, "step_s": [2, 9, 3], "eval_s": 5, "end_s": 6}, 10, 4) == 52
+    monkeypatch.setitem(ensemble_bench.BENCHES, "tiny", ("demo/lstm", TINY + ["train.steps=9"]))
+    out = tmp_path / "record.json"
+    assert main(["bench", "ensemble", "--benches", "tiny", "--sizes", "1", "3", "--steps", "2", "--compare-paths",
+                 "--json", str(out), "--allow-load"]) == 0
+    text = capsys.readouterr().out
+    assert "| tiny | 3 |" in text and "step loop under vmap" in text
+    record = json.loads(out.read_text())
+    assert {"cpu_model", "loadavg_before", "loadavg_after", "loaded", "threads"} <= set(record["conditions"])
+    rows = record["rows"]
+    assert [r["members"] for r in rows] == [1, 3]
+    for r in rows:
+        assert len(r["ensemble"]["step_s"]) == 2 and len(r["ensemble"]["step_loop_step_s"]) == 2
+        assert r["ensemble_s"] == pytest.approx(ensemble_bench.full_run(r["ensemble"], 9, 3))
+        assert r["speedup"] == pytest.approx(r["members"] * r["one_run_s"] / r["ensemble_s"])

@@ -35,6 +35,7 @@ which a batched model cannot reproduce per member) and encoder-decoder tasks.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import json
@@ -71,7 +72,7 @@ from .train import (
 
 __all__ = [
     "EnsembleFailed", "Member", "StackedModel", "VMAP_PATHS", "batched_template", "check_ensemble", "member_configs",
-    "run_members", "train_ensemble",
+    "run_members", "started", "train_ensemble",
 ]
 
 #: the evaluation of several members runs in chunks of at most this many activation elements
@@ -338,12 +339,13 @@ class _Ensemble:
     """Members training together: the trainer's named steps per member, the forward and
     backward passes and the evaluations batched."""
 
-    def __init__(self, members: list[Member], task: Task, device: torch.device, on_eval, lines: bool):
+    def __init__(self, members: list[Member], task: Task, device: torch.device, on_eval, lines: bool,
+                 fast: bool = True):
         self.members, self.task, self.device = members, task, device
         self.on_eval, self.lines = on_eval, lines
         self.cfg = members[0].cfg
         self.precision = self.cfg.train.precision
-        self.stacked = StackedModel(members[0].tr.model)
+        self.stacked = StackedModel(members[0].tr.model, fast)
         self.size = len(members)
         self.last_line = time.perf_counter()
         self.stop: Callable[[], bool] | None = None  # true: stop after the next evaluation (Ctrl-C in a suite)
@@ -607,6 +609,33 @@ def run_members(members: list[Member], resume="auto", progress: bool | None = No
                 m.status, m.error = "failed", m.error or "not finished"
             _release(m)
     return members
+
+
+@contextlib.contextmanager
+def started(cfg: RunConfig, seeds: Sequence[int], out, task: Task | None = None, fast: bool = True):
+    """The members of a fresh ensemble, prepared and holding their locks but not trained: the
+    driver's steps (``step``, ``evaluate``, ``finish`` of the yielded object) for a caller that
+    times them one by one (``rnnlab bench ensemble``; ``fast=False``: every cell's step loop
+    under vmap, :func:`batched_template`). The locks are released at the end."""
+    members = _members(cfg, seeds, out)
+    task = task or build_task(cfg.task)
+    check_ensemble([m.cfg for m in members], task)
+    device = dev.resolve(cfg.train.device, cfg.train.precision)
+    provenance = {"git": git_state(), "source_sha256": source_hash()}
+    try:
+        for m in members:
+            _claim_and_check(m, False)
+            if m.status != "pending":
+                raise m.exc
+            _prepare(m, task, None, device, provenance)
+            if m.status != "training":
+                raise m.exc
+        yield _Ensemble(members, task, device, None, False, fast)
+    finally:
+        for m in members:
+            if m.training:
+                close_run(m.run)
+            _release(m)
 
 
 def train_ensemble(cfg: RunConfig, seeds: Sequence[int], out, resume: bool | str = False, progress: bool | None = None,
