@@ -27,11 +27,11 @@ SHAPES = [  # hidden size, layers, bidirectional, readout, lengths
 ]
 
 
-def _models(cell, options, E, H, layers, bidirectional, readout, I=3, O=2):
+def _models(cell, options, E, H, layers, bidirectional, readout, n_in=3, n_out=2):
     out = []
     for k in range(E):
         torch.manual_seed(10 + k)
-        out.append(SequenceModel(cell, I, O, H, num_layers=layers, readout=readout,
+        out.append(SequenceModel(cell, n_in, n_out, H, num_layers=layers, readout=readout,
                                  cell_options={**options, "bidirectional": bidirectional}).to(D))
     return out
 

@@ -65,9 +65,9 @@ from .rundir import (
 from .tasks import build_task
 from .tasks.base import Batch, Task
 from .train import (
-    RunState, Trainer, TrainingDiverged, add_metric_sums, apply_update, carried_state, check_loss, check_run_dir,
-    check_start, close_run, eval_data, evaluate_and_checkpoint, finish, load_best, log_step, next_batch, open_log,
-    prepare, scaled, split_metrics, step_loss,
+    RunState, Trainer, add_metric_sums, apply_update, carried_state, check_loss, check_run_dir, check_start, close_run,
+    eval_data, evaluate_and_checkpoint, finish, load_best, log_step, next_batch, open_log, prepare, scaled,
+    split_metrics, step_loss,
 )
 
 __all__ = [
@@ -179,12 +179,12 @@ def _gru_sequence(cell: GRUCell, x, state, lengths):
 
 def _dmu_sequence(cell: DMUCell, x, state, lengths):
     state = cell.start_sequence(x, state)
-    I, first, last = cell.input_size, cell.fnn[0], cell.fnn[-1]
-    u1 = F.linear(x, first.weight[:, :I], first.bias)
+    n_in, first, last = cell.input_size, cell.fnn[0], cell.fnn[-1]
+    u1 = F.linear(x, first.weight[:, :n_in], first.bias)
     if cell.depth == 1:  # layers=[]: the one linear layer is the output layer
-        return ensemble_dmu(u1, state, first.weight[:, I:], [], None, None, cell.activation, 0.01, lengths)
+        return ensemble_dmu(u1, state, first.weight[:, n_in:], [], None, None, cell.activation, 0.01, lengths)
     hidden = [(lin.weight, lin.bias) for lin in cell.fnn[1:-1]]
-    return ensemble_dmu(u1, state, first.weight[:, I:], hidden, last.weight, last.bias, cell.activation, 0.01,
+    return ensemble_dmu(u1, state, first.weight[:, n_in:], hidden, last.weight, last.bias, cell.activation, 0.01,
                         lengths)
 
 

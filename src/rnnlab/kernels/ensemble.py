@@ -26,7 +26,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
-from torch.nn import functional as F
 from torch.utils._pytree import tree_map
 
 from .amp import float32_region, recurrence_dtype
@@ -370,12 +369,12 @@ def _rhn(u, w_hh, bias, h0, lengths):
     """The RHN step with coupled carry gate (rnnlab.cells.dmu.RHNCell), ``u`` = W x."""
     T, depth = u.shape[1], w_hh.shape[1]
     mask = _mask(lengths, T, u.device)
-    layers = [_Gates(u if l == 0 else None, w_hh[:, l], 2, bias[:, l]) for l in range(depth)]
+    layers = [_Gates(u if k == 0 else None, w_hh[:, k], 2, bias[:, k]) for k in range(depth)]
     h, outs = h0, []
     for t in range(T):
         s = h
-        for l, gates in enumerate(layers):
-            a, b = gates(t if l == 0 else None, s)
+        for k, gates in enumerate(layers):
+            a, b = gates(t if k == 0 else None, s)
             g = torch.sigmoid(b)
             s = torch.tanh(a) * g + s * (1 - g)
         h, out = _advance(s, h, None if mask is None else mask[t])
