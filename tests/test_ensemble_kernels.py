@@ -9,7 +9,7 @@ from torch.func import vmap
 
 from rnnlab.cells import CELLS
 from rnnlab.ensemble import VMAP_PATHS, StackedModel, _vmap_path
-from rnnlab.kernels.ensemble import GATE_MAJOR_BELOW, _DMUSteps, ensemble_call
+from rnnlab.kernels.ensemble import GATE_MAJOR_BELOW, _DMUSteps, _ElementwiseSteps, ensemble_call
 from rnnlab.kernels.linear import MIN_ROWS, tall_linear
 from rnnlab.model import SequenceModel
 
@@ -103,3 +103,17 @@ def test_tall_linear_inside_vmap():
     W, b = torch.randn(2, 4, 3, dtype=D), torch.randn(2, 4, dtype=D)
     out = vmap(tall_linear, in_dims=(None, 0, 0))(x, W, b)
     torch.testing.assert_close(out, torch.stack([x @ W[k].T + b[k] for k in range(2)]))
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu", "modrelu", "identity"])
+def test_elementwise_steps_gradcheck(activation):
+    """The fused element-wise recurrence of an ensemble (hand-written backward), with and
+    without lengths, against autograd's numerical gradients."""
+    E, T, B, H = 2, 4, 3, 3
+    g = torch.Generator().manual_seed(2)
+    mk = lambda *s: torch.randn(*s, generator=g, dtype=D, requires_grad=True)  # noqa: E731
+    mask = (torch.arange(T)[:, None, None] < torch.tensor([[4, 2, 1], [3, 4, 2]])[None]).unsqueeze(-1).to(D)
+    bias = mk(E, H) if activation == "modrelu" else None
+    for m in (None, mask):
+        torch.autograd.gradcheck(lambda u, W, h0, b: _ElementwiseSteps.apply(activation, u, W, h0, b, m),
+                                 (mk(E, T, B, H), mk(E, H, H) * 0.5, mk(E, B, H), bias))

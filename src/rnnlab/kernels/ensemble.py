@@ -95,26 +95,92 @@ def _advance(new, old, mask_t):
 
 # ---------------------------------------------------------------------------- h = phi(W h + u)
 
+def _activate_(z: Tensor, activation: str, bias: Tensor | None, scratch: Tensor) -> None:
+    """phi in place on ``z`` (E, B, H); modReLU ``sign(z) relu(|z| + b)`` with ``bias`` (E, 1, H)."""
+    if activation == "tanh":
+        z.tanh_()
+    elif activation == "relu":
+        z.relu_()
+    elif activation == "modrelu":
+        torch.sign(z, out=scratch)
+        z.abs_().add_(bias).relu_().mul_(scratch)
+
+
+def _times_derivative_(g: Tensor, h: Tensor, activation: str, scratch: Tensor, grad_b: Tensor | None) -> None:
+    """``g *= phi'`` in place, read from phi's output ``h``; modReLU also adds its bias
+    gradient (``dh/db = sign(h)``, ``dh/dz = sign(h)^2``) to ``grad_b`` (E, H)."""
+    if activation == "tanh":
+        torch.ops.aten.tanh_backward.grad_input(g, h, grad_input=g)
+    elif activation == "relu":
+        torch.ops.aten.threshold_backward.grad_input(g, h, 0, grad_input=g)
+    elif activation == "modrelu":
+        torch.sign(h, out=scratch)
+        g.mul_(scratch)
+        grad_b.add_(g.sum(1))
+        g.mul_(scratch)
+
+
+class _ElementwiseSteps(torch.autograd.Function):
+    """``h_t = phi(W h_{t-1} + u_t)`` over time for an ensemble, fused: the forward builds no
+    graph and keeps the states (phi' is read from them), with a frozen state past each
+    sequence's length; the backward does one batched product per step. The E-leading twin of
+    :class:`rnnlab.kernels.recurrence._ElementwiseRNN`.
+
+    ``u`` (E, T, B, H), ``W`` (E, H, H), ``h0`` (E, B, H), ``bias`` (E, H) (modReLU) or None,
+    ``mask`` (T, E, B, 1) float or None. Returns the states (E, T, B, H)."""
+
+    @staticmethod
+    def forward(ctx, activation, u, W, h0, bias, mask):
+        E, T, B, H = u.shape
+        us = u.transpose(0, 1).contiguous()
+        S = u.new_empty(T, E, B, H)
+        scratch, kept = u.new_empty(E, B, H), u.new_empty(E, B, H) if mask is not None else None
+        Wt, b = W.transpose(1, 2), None if bias is None else bias.unsqueeze(1)
+        h = h0
+        for t in range(T):
+            z = S[t]
+            torch.baddbmm(us[t], h, Wt, out=z)
+            _activate_(z, activation, b, scratch)
+            if mask is not None:  # an ended sequence keeps its state
+                torch.where(mask[t].bool(), z, h, out=kept)
+                z.copy_(kept)
+            h = z
+        ctx.activation = activation
+        ctx.save_for_backward(S, W, h0, bias, mask)
+        return S.transpose(0, 1)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dS):
+        S, W, h0, bias, mask = ctx.saved_tensors
+        T, E, B, H = S.shape
+        dS = dS.transpose(0, 1).contiguous()
+        G = torch.empty_like(S)  # dL/dz_t = dL/du_t
+        carry = S.new_zeros(E, B, H)  # dL/dh_t arriving from step t+1
+        scratch, gh = S.new_empty(E, B, H), S.new_empty(E, B, H)
+        grad_b = S.new_zeros(E, H) if ctx.activation == "modrelu" else None
+        for t in range(T - 1, -1, -1):
+            g = G[t]
+            if mask is None:
+                torch.add(dS[t], carry, out=g)
+                _times_derivative_(g, S[t], ctx.activation, scratch, grad_b)
+                torch.bmm(g, W, out=carry)
+            else:
+                m = mask[t]
+                torch.add(dS[t], carry, out=gh)
+                torch.mul(gh, m, out=g)  # an ended sequence took no step: no dL/dz
+                _times_derivative_(g, S[t], ctx.activation, scratch, grad_b)
+                # ... and passes its gradient straight to h_{t-1}
+                torch.bmm(g, W, out=carry).add_(gh * (1 - m))
+        Hprev = torch.cat([h0.unsqueeze(0), S[:-1]])
+        return None, G.transpose(0, 1), _bgram(G, Hprev), carry, grad_b, None
+
+
 def _elementwise(u, W, h0, bias, lengths, activation: str):
-    T = u.shape[1]
-    mask = _mask(lengths, T, u.device)
-    us = u.unbind(1)  # (one backward for all steps; indexing u[:, t] would add T full-size gradients)
-    Wt = W.transpose(1, 2)
-    b = None if bias is None else bias.unsqueeze(1)  # (E, 1, H)
-    h, outs = h0, []
-    for t in range(T):
-        z = torch.baddbmm(us[t], h, Wt)
-        if activation == "tanh":
-            new = torch.tanh(z)
-        elif activation == "relu":
-            new = torch.relu(z)
-        elif activation == "identity":
-            new = z
-        else:  # modReLU: sign(z) relu(|z| + b), as rnnlab.cells.classic.modrelu
-            new = torch.sign(z) * torch.relu(z.abs() + b)
-        h, out = _advance(new, h, None if mask is None else mask[t])
-        outs.append(out)
-    return torch.stack(outs, 1), h
+    mask = None if lengths is None else torch.stack(_mask(lengths, u.shape[1], u.device)).to(u.dtype)
+    S = _ElementwiseSteps.apply(activation, u.contiguous(), W, h0.contiguous(), bias, mask)
+    out = S if mask is None else S * mask.transpose(0, 1)
+    return out, S[:, -1]
 
 
 def ensemble_elementwise_rnn(u: Tensor, weight: Tensor, h0: Tensor | None = None, activation: str = "tanh",
