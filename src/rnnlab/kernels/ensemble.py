@@ -257,10 +257,20 @@ def _lstm(gi, w_hh, h0, c0, lengths):
     return torch.stack(outs, 1), state[0], state[1]
 
 
+def _in_recurrence_dtype(fn, u: Tensor, *args):
+    """``ensemble_call(fn, u, *args)`` with every floating tensor in the recurrence's dtype
+    (float32 for a low-precision ``u`` under autocast) and autocast off, as the single-run
+    kernels compute (rnnlab.kernels.amp)."""
+    dt = recurrence_dtype(u)
+    cast = [a.to(dt) if isinstance(a, Tensor) and a.is_floating_point() else a for a in (u, *args)]
+    with float32_region(u):
+        return ensemble_call(fn, *cast)
+
+
 def ensemble_lstm(gi: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, lengths: Tensor | None = None):
     """The LSTM over time for a caller inside ``vmap``: ``gi`` (T, B, 4H) the input terms with
     both biases, ``w_hh`` (4H, H); returns ``(outputs (T, B, H), h_n, c_n)``."""
-    return ensemble_call(_lstm, gi, w_hh, h0, c0, lengths)
+    return _in_recurrence_dtype(_lstm, gi, w_hh, h0, c0, lengths)
 
 
 def _gru(gi, w_hh, b_hh, h0, lengths):
@@ -284,7 +294,7 @@ def _gru(gi, w_hh, b_hh, h0, lengths):
 def ensemble_gru(gi: Tensor, w_hh: Tensor, b_hh: Tensor, h0: Tensor, lengths: Tensor | None = None):
     """The GRU over time for a caller inside ``vmap``: ``gi`` (T, B, 3H) = ``W_ih x + b_ih``,
     ``w_hh`` (3H, H), ``b_hh`` (3H,); returns ``(outputs (T, B, H), h_n)``."""
-    return ensemble_call(_gru, gi, w_hh, b_hh, h0, lengths)
+    return _in_recurrence_dtype(_gru, gi, w_hh, b_hh, h0, lengths)
 
 
 def _leaky_backward(grad: Tensor, out: Tensor, slope: float, into: Tensor) -> Tensor:
@@ -428,7 +438,7 @@ def ensemble_dmu(u1: Tensor, h0: Tensor, w1h: Tensor, hidden: list[tuple[Tensor,
     """:func:`rnnlab.kernels.gated.dmu_recurrence`'s arguments, for a caller inside ``vmap``,
     plus ``lengths``; returns ``(outputs (T, B, H), h_n)``."""
     flat = [t for pair in hidden for t in pair]
-    return ensemble_call(_dmu, u1, h0, w1h, w_out, b_out, lengths, activation, slope, *flat)
+    return _in_recurrence_dtype(_dmu, u1, h0, w1h, w_out, b_out, lengths, activation, slope, *flat)
 
 
 def _rhn(u, w_hh, bias, h0, lengths):
@@ -451,4 +461,4 @@ def _rhn(u, w_hh, bias, h0, lengths):
 def ensemble_rhn(u: Tensor, w_hh: Tensor, bias: Tensor, h0: Tensor, lengths: Tensor | None = None):
     """The RHN over time for a caller inside ``vmap``: ``u`` (T, B, 2H) = ``W x``, ``w_hh``
     (depth, 2H, H), ``bias`` (depth, 2H); returns ``(outputs (T, B, H), h_n)``."""
-    return ensemble_call(_rhn, u, w_hh, bias, h0, lengths)
+    return _in_recurrence_dtype(_rhn, u, w_hh, bias, h0, lengths)
