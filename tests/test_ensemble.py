@@ -520,6 +520,19 @@ def test_a_busy_member_fails_alone_in_a_suite_and_the_cli_exits_non_zero(tmp_pat
     assert len(list((tmp_path / "r").rglob("result.json"))) == 4
 
 
+def test_rnnlab_suite_ensemble_flags_override_the_suite_file(tmp_path):
+    """``rnnlab suite --ensemble`` groups the seeds of a suite that does not ask for it;
+    ``--no-ensemble`` trains a suite that does ask for it one run at a time."""
+    plain = _suite(tmp_path / "plain.toml", ensemble="false", seeds=(0, 1))
+    grouped = _suite(tmp_path / "grouped.toml", ensemble="true", seeds=(0, 1))
+    assert main(["suite", str(plain), "--runs-dir", str(tmp_path / "a"), "--ensemble"]) == 0
+    assert main(["suite", str(grouped), "--runs-dir", str(tmp_path / "b"), "--no-ensemble"]) == 0
+    assert main(["suite", str(plain), "--runs-dir", str(tmp_path / "c")]) == 0
+    a, b, c = (_ensembles_of(tmp_path / r) for r in "abc")
+    assert len(a) == 4 and set(a.values()) == {2}
+    assert sorted(b) == sorted(a) == sorted(c) and set(b.values()) == set(c.values()) == {None}
+
+
 def test_a_suite_refuses_a_bad_ensemble_value(tmp_path):
     from rnnlab.suite import load_suite
 
