@@ -533,6 +533,23 @@ def test_rnnlab_suite_ensemble_flags_override_the_suite_file(tmp_path):
     assert sorted(b) == sorted(a) == sorted(c) and set(b.values()) == set(c.values()) == {None}
 
 
+@pytest.mark.parametrize("task", ["adding", "temporal_order", "noisy_sequence"])
+def test_the_dmu_suites_at_51_seeds_train_each_module_as_ensembles(task, tmp_path):
+    """dmu-TASK-51: the modules of dmu-TASK at the paper's 51 seeds, as ensembles; here two
+    seeds of each module for two steps (every module's ensemble path runs its task)."""
+    import dataclasses
+
+    from rnnlab.suite import load_suite, run_suite
+
+    suite, plain = load_suite(f"dmu-{task}-51"), load_suite(f"dmu-{task}")
+    assert suite.seeds == list(range(51)) and suite.ensemble is True and suite.presets == plain.presets
+    statuses: dict = {}
+    run_suite(dataclasses.replace(suite, seeds=[0, 1]), tmp_path, statuses=statuses, log=lambda m: None,
+              overrides=["train.steps=2", "train.eval_every=2", "task.L=20", "task.val_size=8", "task.test_size=8"])
+    assert len(statuses) == 10 and set(statuses.values()) == {"trained"}
+    assert set(_ensembles_of(tmp_path).values()) == {2}
+
+
 def test_a_suite_refuses_a_bad_ensemble_value(tmp_path):
     from rnnlab.suite import load_suite
 
