@@ -339,11 +339,14 @@ class _DMUSteps(torch.autograd.Function):
             u = u1.transpose(0, 1).contiguous()
             A = [u.new_empty(T, E, B, W1)] + [u.new_empty(T, E, B, W.shape[1]) for W in Ws]
             w1t, Wts = w1h.transpose(1, 2), [W.transpose(1, 2) for W in Ws]
-            bks = [b.unsqueeze(1) for b in bs]
+            # the biases spread over the batch once: baddbmm copies its input into out every step,
+            # and a copy from a broadcast (E, 1, K) view is many times slower than a contiguous one
+            bks = [b.unsqueeze(1).expand(E, B, -1).contiguous() for b in bs]
             wz, wh = w_out[:, :H].transpose(1, 2), w_out[:, H:].transpose(1, 2)
-            bz, bh = b_out[:, None, :H], b_out[:, None, H:]
+            bz, bh = (b_out[:, None, s].expand(E, B, H).contiguous() for s in (slice(None, H), slice(H, None)))
         Hs, Gs, Cs = (h0.new_empty(T, E, B, H) for _ in range(3))
         new = h0.new_empty(E, B, H) if mask is not None else None
+        keep = None if mask is None else mask.bool().expand(T, E, B, H).contiguous()  # (same reason)
         h = h0
         for t in range(T):
             g, c = Gs[t], Cs[t]
@@ -364,7 +367,7 @@ class _DMUSteps(torch.autograd.Function):
             hn = Hs[t] if mask is None else new
             torch.sub(h, c, out=hn).mul_(g).add_(c)  # c + g (h - c)
             if mask is not None:
-                torch.where(mask[t].bool(), new, h, out=Hs[t])
+                torch.where(keep[t], new, h, out=Hs[t])
             h = Hs[t]
         ctx.activation, ctx.slope, ctx.linear, ctx.n_hidden = activation, slope, linear, len(Ws)
         ctx.save_for_backward(h0, mask, w1h, w_out, Hs, Gs, Cs, *A, *Ws)
