@@ -585,7 +585,13 @@ def test_bench_ensemble_in_miniature(tmp_path, monkeypatch, capsys):
     text = capsys.readouterr().out
     assert "| tiny | 3 |" in text and "step loop under vmap" in text
     record = json.loads(out.read_text())
-    assert {"cpu_model", "loadavg_before", "loadavg_after", "loaded", "threads"} <= set(record["conditions"])
+    assert {"cpu_model", "loadavg_before", "loadavg_during", "loadavg_after", "loaded", "threads"} <= \
+        set(record["conditions"])
+    assert len(record["conditions"]["loadavg_during"]) == 2  # one sample per row
+    from rnnlab.benchdocs import render_block
+
+    block = render_block(f"ensemble {out.name}", tmp_path)  # the table BENCHMARKS.md shows, captioned
+    assert "| tiny | 3 |" in block and block.index("| benchmark |") > 0
     rows = record["rows"]
     assert [r["members"] for r in rows] == [1, 3]
     for r in rows:

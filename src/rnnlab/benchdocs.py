@@ -14,6 +14,7 @@ A block in a Markdown file is marked::
   reference step keeps and leaves out; ``papers-target``: the "at least 3x" target as a table
   row; ``papers-sentence``: the speed-ups in one sentence, with the record's standing;
 * ``overhead``: the backends' overhead per run (``benchmarks/backend_overhead.py``);
+* ``ensemble``: ``rnnlab bench ensemble``'s table (``--json``);
 * ``targets MAIN LARGE`` (two records): the issue's speed targets, measured and judged.
 
 Every table starts with the record's caption (:func:`rnnlab.benchrecord.caption`: idle, loaded
@@ -167,6 +168,13 @@ def overhead_table(record) -> str:
     return "\n".join(lines)
 
 
+def _ensemble_table(record) -> str:
+    """``rnnlab bench ensemble``'s table (members per second, ensemble against separate runs)."""
+    from .ensemble_bench import format_table
+
+    return format_table(record["rows"])
+
+
 # --- the blocks ---------------------------------------------------------------------------
 
 
@@ -182,6 +190,7 @@ VIEWS = {
                                             + papers_target(record, source),
     "papers-sentence": papers_sentence,
     "overhead": _captioned(overhead_table),
+    "ensemble": _captioned(_ensemble_table),
 }
 
 
