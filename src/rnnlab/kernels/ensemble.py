@@ -136,13 +136,14 @@ class _ElementwiseSteps(torch.autograd.Function):
         S = u.new_empty(T, E, B, H)
         scratch, kept = u.new_empty(E, B, H), u.new_empty(E, B, H) if mask is not None else None
         Wt, b = W.transpose(1, 2), None if bias is None else bias.unsqueeze(1)
+        keep = None if mask is None else mask.bool().expand(T, E, B, H).contiguous()  # (see _DMUSteps)
         h = h0
         for t in range(T):
             z = S[t]
             torch.baddbmm(us[t], h, Wt, out=z)
             _activate_(z, activation, b, scratch)
             if mask is not None:  # an ended sequence keeps its state
-                torch.where(mask[t].bool(), z, h, out=kept)
+                torch.where(keep[t], z, h, out=kept)
                 z.copy_(kept)
             h = z
         ctx.activation = activation
@@ -152,7 +153,7 @@ class _ElementwiseSteps(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, dS):
-        S, W, h0, bias, mask = ctx.saved_tensors
+        S, W, h0, _bias, mask = ctx.saved_tensors
         T, E, B, H = S.shape
         dS = dS.transpose(0, 1).contiguous()
         G = torch.empty_like(S)  # dL/dz_t = dL/du_t
