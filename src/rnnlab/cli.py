@@ -601,7 +601,7 @@ def _parser_train(sub) -> None:
     s.add_argument("--seeds", help="initialisation seeds, one run each: a comma-separated list and/or ranges "
                    "(default: the preset's train.seed), e.g. --seeds 0,1,2 or --seeds 0-50")
     s.add_argument("--ensemble", action="store_true", help="train all --seeds as one batched model in this "
-                   "process (the same run directories; docs/ensembles.md), e.g. --seeds 0-50 --ensemble")
+                   "process (the same run directories; the documentation's ensembles page), e.g. --seeds 0-50 --ensemble")
     s.add_argument("--threads", type=int, help="torch threads (default: the preset's, 1), e.g. --threads 2")
     s.add_argument("--resume", action="store_true", help="continue from the run's checkpoint.pt, e.g. "
                    "rnnlab train demo/lstm --resume")
@@ -668,7 +668,7 @@ def _parser_suite(sub) -> None:
     _opt_backend(s, "runs")
     s.add_argument("--ensemble", action=argparse.BooleanOptionalAction, default=None,
                    help="train the seeds of each configuration as one batched model, one job per ensemble (default: "
-                        "the suite's own 'ensemble' key; docs/ensembles.md), e.g. --ensemble")
+                        "the suite's own 'ensemble' key; the documentation's ensembles page), e.g. --ensemble")
     s.set_defaults(func=cmd_suite)
 
 

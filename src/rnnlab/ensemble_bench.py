@@ -200,7 +200,7 @@ def add_arguments(parser) -> None:
                         help="training steps measured per run after one warm-up step, e.g. --steps 5")
     parser.add_argument("--compare-paths", action="store_true",
                         help="also time training steps with every cell's step loop under vmap (the alternative to the "
-                             "batched recurrences; docs/ensembles.md), e.g. --compare-paths")
+                             "batched recurrences, compared in the documentation's ensembles page), e.g. --compare-paths")
     parser.add_argument("--json", default=None, help="write the record here, e.g. --json docs/ensemble-bench.json")
     benchrecord.add_arguments(parser)
 
