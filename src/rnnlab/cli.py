@@ -185,7 +185,7 @@ def _parse_seeds(text: str) -> list[int]:
                 raise ValueError(part)
             seeds += list(range(int(lo), int(hi) + 1)) if dash and lo.strip() else [int(part)]
     except ValueError:
-        raise ConfigError(f"--seeds must be integers >= 0 and ranges A-B (A <= B), comma-separated (e.g. --seeds "
+        raise ConfigError(f"--seeds must be comma-separated integers >= 0 or ranges A-B with A <= B (e.g. --seeds "
                           f"0,1,2 or --seeds 0-50), got {text!r}") from None
     if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
         raise ConfigError(f"--seeds must be distinct integers >= 0 (e.g. --seeds 0,1,2), got {text!r}")
@@ -600,8 +600,8 @@ def _parser_train(sub) -> None:
     _opt_runs_dir(s)
     s.add_argument("--seeds", help="initialisation seeds, one run each: a comma-separated list and/or ranges "
                    "(default: the preset's train.seed), e.g. --seeds 0,1,2 or --seeds 0-50")
-    s.add_argument("--ensemble", action="store_true", help="train all --seeds as one batched model in this "
-                   "process (the same run directories; the documentation's ensembles page), e.g. --seeds 0-50 --ensemble")
+    s.add_argument("--ensemble", action="store_true", help="train all --seeds as one batched model in this process "
+                   "(the same run directories; the documentation's ensembles page), e.g. --seeds 0-50 --ensemble")
     s.add_argument("--threads", type=int, help="torch threads (default: the preset's, 1), e.g. --threads 2")
     s.add_argument("--resume", action="store_true", help="continue from the run's checkpoint.pt, e.g. "
                    "rnnlab train demo/lstm --resume")

@@ -43,9 +43,9 @@ import statistics
 import sys
 import time
 import types
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -60,14 +60,39 @@ from .config import ConfigError, RunConfig
 from .kernels.ensemble import ensemble_dmu, ensemble_gru, ensemble_lstm, ensemble_rhn
 from .kernels.recurrence import elementwise_rnn
 from .rundir import (
-    RunExists, RunFiles, RunLocked, atomic_write_text, claim, config_key, git_state, resolved_saved_key, source_hash,
+    RunExists,
+    RunFiles,
+    RunLocked,
+    atomic_write_text,
+    claim,
+    config_key,
+    git_state,
+    resolved_saved_key,
+    source_hash,
 )
 from .tasks import build_task
 from .tasks.base import Batch, Task
 from .train import (
-    RunState, Trainer, add_metric_sums, apply_update, carried_state, check_loss, check_run_dir, check_start, close_run,
-    eval_data, evaluate_and_checkpoint, finish, load_best, log_step, next_batch, open_log, prepare, scaled,
-    split_metrics, step_loss,
+    RunState,
+    Trainer,
+    add_metric_sums,
+    apply_update,
+    carried_state,
+    check_loss,
+    check_run_dir,
+    check_start,
+    close_run,
+    eval_data,
+    evaluate_and_checkpoint,
+    finish,
+    load_best,
+    log_step,
+    next_batch,
+    open_log,
+    prepare,
+    scaled,
+    split_metrics,
+    step_loss,
 )
 
 __all__ = [

@@ -200,7 +200,8 @@ def add_arguments(parser) -> None:
                         help="training steps measured per run after one warm-up step, e.g. --steps 5")
     parser.add_argument("--compare-paths", action="store_true",
                         help="also time training steps with every cell's step loop under vmap (the alternative to the "
-                             "batched recurrences, compared in the documentation's ensembles page), e.g. --compare-paths")
+                             "batched recurrences, compared in the documentation's ensembles page), "
+                             "e.g. --compare-paths")
     parser.add_argument("--json", default=None, help="write the record here, e.g. --json docs/ensemble-bench.json")
     benchrecord.add_arguments(parser)
 
@@ -232,7 +233,8 @@ def main(benches=tuple(BENCHES), sizes=SIZES, threads: int = 1, steps: int = 3, 
     print(parts_table(rows))
     target = next((r for r in rows if r["bench"] == "dmu-adding" and r["members"] == 51), None)
     if target is not None:
-        verdict = "not judged: loaded" if cond["loaded"] else "met" if target["ensemble_over_one_run"] <= 4 else "not met"
+        ratio = target["ensemble_over_one_run"]
+        verdict = "not judged: loaded" if cond["loaded"] else "met" if ratio <= 4 else "not met"
         print(f"\nDMU adding, 51 members: {target['ensemble_over_one_run']:.2f}x one run's time "
               f"(target <= 4x: {verdict}), {target['speedup']:.1f}x the throughput of separate runs")
     if json:
