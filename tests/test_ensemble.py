@@ -170,6 +170,9 @@ CASES = {
     "ltrnn-adding": (ADD, ["model.cell=\"ltrnn\""]),
     "urnn": (COPY, ["model.cell=\"urnn\""]),
     "eurnn": (ADD, ["model.cell=\"eurnn\""]),
+    # issue 23's cells (their step loop under vmap)
+    **{c: ((COPY, ADD)[i % 2], [f"model.cell=\"{c}\""]) for i, c in enumerate(
+        ["momentumlstm", "fcurnn", "softorth", "kru", "antisymrnn", "incrnn", "naisnet", "lipschitz", "cornn", "lem"])},
 }
 
 

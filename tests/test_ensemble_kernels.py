@@ -68,7 +68,9 @@ def test_which_cells_leave_vmap_for_a_batched_loop():
     """Every registered cell is either routed to a batched recurrence or named as running its
     step loop under vmap (slower, still exact)."""
     paths = {name: _vmap_path(cls.__new__(cls)) for name, cls in CELLS.items()}
-    assert {k for k, v in paths.items() if v == "reference"} == {"asrnn", "urnn", "eurnn"}
+    assert {k for k, v in paths.items() if v == "reference"} == {
+        "asrnn", "urnn", "eurnn", "fcurnn", "kru", "momentumlstm", "softorth", "antisymrnn", "incrnn", "naisnet",
+        "lipschitz", "cornn", "lem"}
     assert all(callable(v) or v in ("fused", "auto") for k, v in paths.items() if v != "reference")
     assert len(VMAP_PATHS) == 8
 
