@@ -214,7 +214,7 @@ def run_suite(
 
 
 def main_suite(name: str, runs_dir: str, jobs: int, overrides: list[str], data_dir: str | None,
-               backend: str = "local", address: str | None = None) -> int:
+               backend: str = "local", address: str | None = None, ensemble: bool | None = None) -> int:
     """``rnnlab suite``: run (or continue) the suite and print its table. Ctrl-C cancels the
     queued runs, stops the running ones at their next checkpoint and exits 130; the same
     command continues."""
@@ -226,7 +226,7 @@ def main_suite(name: str, runs_dir: str, jobs: int, overrides: list[str], data_d
     log = lambda m: print(m, file=sys.stderr)  # noqa: E731
     try:
         out = run_suite(suite, runs_dir, jobs, overrides, data_dir, log=log, statuses=statuses, backend=backend,
-                        address=address)
+                        address=address, ensemble=ensemble)
     except KeyboardInterrupt:
         stopped = sum(st == "interrupted" for st in statuses.values())
         finished = sum(st in ("done", "trained", "resumed") for st in statuses.values())
