@@ -21,10 +21,7 @@ RECORDS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*
 #: records made before records carried their load and CPU model: each is captioned "legacy,
 #: load unknown" until it is re-recorded on an idle machine (then it leaves this list)
 LEGACY = {
-    "docs/backend-overhead.json",
-    "docs/papers-code.json",
     "docs/speed-results-copy-2threads.json",
-    "docs/speed-results-gru.json",
     "docs/speed-results-large.json",
     "docs/speed-results-long-last-default-malloc.json",
     "docs/speed-results-main.json",
