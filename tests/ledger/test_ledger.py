@@ -42,7 +42,7 @@ def test_a_nan_metric_is_left_out_with_a_note_and_does_not_move_a_verdict(tmp_pa
     clean, with_nan = ledger([tmp_path / "clean"]), ledger([tmp_path / "nan"])
     assert claims_section(with_nan) == claims_section(clean)
     assert "pMNIST: asRNN ahead of expRNN | confirmed |" in claims_section(clean)
-    assert str(bad) in with_nan and "non-finite metric (test/accuracy = nan)" in with_nan
+    assert str(bad.relative_to(tmp_path)) in with_nan and "non-finite metric (test/accuracy = nan)" in with_nan
 
 
 def test_a_seed_folder_copied_under_another_name_is_a_duplicate_not_a_new_seed(tmp_path):
@@ -50,7 +50,22 @@ def test_a_seed_folder_copied_under_another_name_is_a_duplicate_not_a_new_seed(t
     shutil.copytree(d, d.parent / "seed0-copy")
     text = ledger([tmp_path])
     assert "| 0.97 +- 0 (1 seed) |" in text and "(2 seeds)" not in text
+    d = d.relative_to(tmp_path.parent)  # the ledger names records from their root's folder
     assert f"duplicate of {d} (same configuration and seed 0)" in text and str(d.parent / "seed0-copy") in text
+
+
+def test_of_two_duplicates_the_record_with_provenance_counts(tmp_path):
+    """A re-run that records where it was made supersedes an older record of the same
+    configuration and seed without provenance, whatever their paths' order."""
+    old = write_record(tmp_path / "a", "asrnn/smnist-n122", 0, {"test/accuracy": 0.97})
+    new = write_record(tmp_path / "b", "asrnn/smnist-n122", 0, {"test/accuracy": 0.96},
+                       result_extra={"git": {"commit": "0123456789abcdef", "dirty": False},
+                                     "conditions": {"threads": 1, "cpu_model": "Some CPU"}})
+    text = ledger([tmp_path])
+    assert "| 0.96 +- 0 (1 seed) |" in text and "| 0.97 +- 0" not in text
+    new, old = new.relative_to(tmp_path.parent), old.relative_to(tmp_path.parent)  # named from the root's folder
+    assert f"duplicate of {new} (same configuration and seed 0; the record with provenance counts)" in text
+    assert str(old) in text
 
 
 def test_missing_or_empty_metrics_are_left_out_not_counted_as_never_reached(tmp_path):
@@ -62,6 +77,7 @@ def test_missing_or_empty_metrics_are_left_out_not_counted_as_never_reached(tmp_
     empty = write_record(tmp_path, "dmu/adding-dmu", 4, {"test/loss": 0.01}, metrics=[])
     text = ledger([tmp_path])
     assert "1e-02: 3/3 (median epoch 5)" in text and "/5" not in text.split("## Claims")[0]
+    gone, empty = gone.relative_to(tmp_path.parent), empty.relative_to(tmp_path.parent)
     assert f"| `{gone}` | no metrics.jsonl |" in text and f"| `{empty}` | empty metrics.jsonl |" in text
 
 

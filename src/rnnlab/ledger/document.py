@@ -238,6 +238,16 @@ def _claims(ev: Evidence) -> tuple[list[str], Counter]:
     return parts, counts
 
 
+
+def _shown(text, roots) -> str:
+    """``text`` with each records root's parent folder dropped from the paths in it, so that the
+    ledger names ``records/...`` the same way from any working directory or absolute root."""
+    text = str(text)
+    for root in roots:
+        parent = str(Path(root).resolve().parent)
+        text = text.replace(parent + "/", "")
+    return text
+
 def ledger(roots, command: str = COMMAND) -> str:
     """The Markdown text of REPRODUCTION.md from the run records below ``roots``."""
     records, analyses, left = load_records(roots)
@@ -294,7 +304,8 @@ def ledger(roots, command: str = COMMAND) -> str:
     if left:
         parts += ["A record with a non-finite metric, without metrics, unreadable, or repeating another record's "
                   "configuration and seed counts for nothing; each is named here.", "",
-                  _table(["record", "why"], [[f"`{lo.path}`", lo.reason] for lo in left]), ""]
+                  _table(["record", "why"], [[f"`{_shown(lo.path, roots)}`", _shown(lo.reason, roots)]
+                                             for lo in left]), ""]
     else:
         parts += ["None.", ""]
     return "\n".join(parts).rstrip() + "\n"

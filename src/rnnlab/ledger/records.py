@@ -202,11 +202,14 @@ def load_records(roots) -> tuple[list[Record], list[Analysis], list[LeftOut]]:
                 left.append(LeftOut(p.parent, f"analysis.json unreadable ({type(e).__name__}: {str(e)[:60]})"))
     first: dict[str, Record] = {}
     kept = []
-    for rec in records:
+    # of two records of one configuration and seed, the one that says where it was made counts
+    # (a re-run with provenance supersedes an older record without), else the first by path
+    for rec in sorted(records, key=lambda r: not r.has_provenance()):
         key = _identity(rec)
         if key in first:
             seed = rec.config.get("train", {}).get("seed")
-            left.append(LeftOut(rec.path, f"duplicate of {first[key].path} (same configuration and seed {seed})"))
+            why = "; the record with provenance counts" if first[key].has_provenance() and not rec.has_provenance() else ""
+            left.append(LeftOut(rec.path, f"duplicate of {first[key].path} (same configuration and seed {seed}{why})"))
             continue
         first[key] = rec
         kept.append(rec)
