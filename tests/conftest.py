@@ -38,6 +38,15 @@ def data_root() -> Path:
     return DATA_ROOT
 
 
+def torch_twins():
+    """(rnnlab cell key, its torch.nn layer class, keyword options): the layers that must equal
+    torch.nn's given the same weights (``pytest.mark.parametrize("ours,theirs,kw", torch_twins())``)."""
+    import torch
+
+    return [("lstm", torch.nn.LSTM, {}), ("gru", torch.nn.GRU, {}),
+            ("rnn", torch.nn.RNN, {"nonlinearity": "tanh"}), ("rnn", torch.nn.RNN, {"nonlinearity": "relu"})]
+
+
 def copy_weights_from_torch(layer, ref) -> None:
     """Copy a torch.nn RNN/LSTM/GRU's weights into an rnnlab layer by hand (layer l, direction d
     is cell 2l+d when bidirectional, else cell l): independent of rnnlab's own converters."""

@@ -8,16 +8,12 @@ import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from conftest import copy_weights_from_torch as copy_from_torch
+from conftest import torch_twins
 from rnnlab.cells import CELLS, Recurrent
 from rnnlab.kernels import map_state
 
 
-@pytest.mark.parametrize("ours,theirs,kw", [
-    ("lstm", torch.nn.LSTM, {}),
-    ("gru", torch.nn.GRU, {}),
-    ("rnn", torch.nn.RNN, {"nonlinearity": "tanh"}),
-    ("rnn", torch.nn.RNN, {"nonlinearity": "relu"}),
-])
+@pytest.mark.parametrize("ours,theirs,kw", torch_twins())
 @pytest.mark.parametrize("backend", ["auto", "reference"])
 def test_bidirectional_equals_torch_with_copied_weights(ours, theirs, kw, backend):
     torch.manual_seed(1)

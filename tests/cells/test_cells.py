@@ -5,7 +5,7 @@ import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 import rnnlab
-from conftest import copy_weights_from_torch
+from conftest import copy_weights_from_torch, torch_twins
 from rnnlab.cells import CELLS, Recurrent, unroll
 from rnnlab.kernels import map_state
 
@@ -57,12 +57,7 @@ def test_fast_path_equals_reference_forward_and_backward(key):
         torch.testing.assert_close(a, b)
 
 
-@pytest.mark.parametrize("ours,theirs,kw", [
-    ("lstm", torch.nn.LSTM, {}),
-    ("gru", torch.nn.GRU, {}),
-    ("rnn", torch.nn.RNN, {"nonlinearity": "tanh"}),
-    ("rnn", torch.nn.RNN, {"nonlinearity": "relu"}),
-])
+@pytest.mark.parametrize("ours,theirs,kw", torch_twins())
 @pytest.mark.parametrize("backend", ["auto", "reference"])
 def test_layers_equal_torch_native_with_copied_weights(ours, theirs, kw, backend):
     torch.manual_seed(1)

@@ -49,6 +49,7 @@ from torch import Tensor
 from .amp import float32_region, recurrence_dtype
 from .ensemble import batched, ensemble_elementwise_rnn
 from .linear import blocked_mm, column_sum, gram_t, tall_linear
+from .state import hold_past_length
 
 ACTIVATIONS = ("tanh", "relu", "modrelu", "identity")
 
@@ -407,9 +408,8 @@ def reference_elementwise_rnn(
         else:
             new = modrelu(z, bias)
         if lengths is not None:
-            keep = (torch.as_tensor(lengths, device=u.device) > t).unsqueeze(1)
-            new = torch.where(keep, new, h)
-            outs.append(new * keep.to(u.dtype))
+            new, out = hold_past_length(new, h, lengths, t)
+            outs.append(out)
         else:
             outs.append(new)
         h = new

@@ -33,6 +33,7 @@ from torch import Tensor
 from .amp import float32_region, recurrence_dtype
 from .gated import _refuse_graph
 from .linear import column_sum, gram_t
+from .state import hold_past_length
 
 ACTIVATIONS = ("tanh", "relu")
 _aten = torch.ops.aten
@@ -183,9 +184,8 @@ def reference_residual_recurrence(
         if linear is not None:
             new = new + h @ linear.t()
         if lengths is not None:
-            keep = (torch.as_tensor(lengths, device=u.device) > t).unsqueeze(1)
-            new = torch.where(keep, new, h)
-            outs.append(new * keep.to(u.dtype))
+            new, out = hold_past_length(new, h, lengths, t)
+            outs.append(out)
         else:
             outs.append(new)
         h = new

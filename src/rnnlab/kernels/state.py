@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
 from torch import Tensor
 
 State = Tensor | tuple[Tensor, ...]
@@ -15,3 +16,10 @@ def map_state(fn: Callable[..., Tensor], *states: State) -> State:
     if isinstance(states[0], Tensor):
         return fn(*states)
     return tuple(fn(*leaves) for leaves in zip(*states))
+
+
+def hold_past_length(new: Tensor, h: Tensor, lengths, t: int) -> tuple[Tensor, Tensor]:
+    """Step ``t`` of a reference loop with ``lengths``: ``(state, output)``, the state frozen and
+    the output zero past each sequence's length (``new`` and ``h`` are (B, H))."""
+    keep = (torch.as_tensor(lengths, device=new.device) > t).unsqueeze(1)
+    return torch.where(keep, new, h), new * keep.to(new.dtype)
