@@ -39,7 +39,9 @@ def main(argv=None) -> int:
     saved = dict(os.environ)
     for spec in specs:
         for name, (env, malloc) in SETTINGS.items():
-            spec = dict(spec, threads=a.threads, malloc=malloc, repeats=a.repeats, reference=False, baseline_hidden=None)
+            spec = dict(
+                spec, threads=a.threads, malloc=malloc, repeats=a.repeats, reference=False, baseline_hidden=None
+            )
             os.environ.clear()
             os.environ.update({k: v for k, v in saved.items() if not k.startswith("MALLOC_")}, RNNLAB_MALLOC="", **env)
             try:
@@ -51,8 +53,10 @@ def main(argv=None) -> int:
                 line = f"| {spec['label']} n={spec['hidden']} | {name} | error: {res['error'][:60]} | | |"
             else:
                 f = res["fast"]
-                line = (f"| {spec['label']} n={spec['hidden']} | {name} | {f['cpu']:.3f} ({f['wall']:.3f}) "
-                        f"| {f['faults']:.0f} | {res['peak_mb']:.0f} |")
+                line = (
+                    f"| {spec['label']} n={spec['hidden']} | {name} | {f['cpu']:.3f} ({f['wall']:.3f}) "
+                    f"| {f['faults']:.0f} | {res['peak_mb']:.0f} |"
+                )
             print(line, file=sys.stderr, flush=True)
             lines.append(line)
     print("\n".join(lines))

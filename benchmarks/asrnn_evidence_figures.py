@@ -29,7 +29,9 @@ def main(run_dir: str, out: str) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("optimizer step (batch 128)")
     ax.set_ylabel("cross-entropy per position")
-    ax.set_title(f"copy task K={K}, L={L}: asRNN preset asrnn/copy-L{L}, {tr[-1][0]} of {cfg['train']['steps']} steps on CPU")
+    ax.set_title(
+        f"copy task K={K}, L={L}: asRNN preset asrnn/copy-L{L}, {tr[-1][0]} of {cfg['train']['steps']} steps on CPU"
+    )
     ax.title.set_fontsize(9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)

@@ -44,9 +44,11 @@ def main():
     task = build_task(cfg.task)
     batch = task.make(cfg.train.batch_size, torch.Generator().manual_seed(0))
     models = {}
-    for label, preset, backend in (("asrnn n=138 (fast path)", "asrnn/copy-L1000", "auto"),
-                                   ("asrnn n=138 (step loop)", "asrnn/copy-L1000", "reference"),
-                                   ("rnnlab lstm n=68", "asrnn/copy-L1000-lstm", None)):
+    for label, preset, backend in (
+        ("asrnn n=138 (fast path)", "asrnn/copy-L1000", "auto"),
+        ("asrnn n=138 (step loop)", "asrnn/copy-L1000", "reference"),
+        ("rnnlab lstm n=68", "asrnn/copy-L1000-lstm", None),
+    ):
         c = config.load(preset, [f"task.L={args.L}"])
         torch.manual_seed(0)
         m = build_model(c.model, task)
@@ -74,7 +76,9 @@ def main():
     for _ in range(args.reps):
         for k, v in models.items():
             times[k].append(iteration(*v))
-    print(f"copy K=10, L={args.L}, batch {cfg.train.batch_size}, {args.threads} thread(s), {args.reps} interleaved reps")
+    print(
+        f"copy K=10, L={args.L}, batch {cfg.train.batch_size}, {args.threads} thread(s), {args.reps} interleaved reps"
+    )
     print("| model | median s/iter | min s/iter |")
     print("|---|---|---|")
     for k, ts in times.items():

@@ -28,8 +28,15 @@ from pathlib import Path
 from rnnlab import benchdocs, benchrecord
 from rnnlab.backends import job_for, run_jobs
 
-TINY = ["train.steps=2", "train.eval_every=2", "task.L=10", "model.hidden_size=8", "train.batch_size=16",
-        "task.val_size=32", "task.test_size=32"]
+TINY = [
+    "train.steps=2",
+    "train.eval_every=2",
+    "task.L=10",
+    "model.hidden_size=8",
+    "train.batch_size=16",
+    "task.val_size=32",
+    "task.test_size=32",
+]
 
 
 def measure(backend: str, runs: int, parallel: int, root: Path, address=None) -> dict:
@@ -39,8 +46,14 @@ def measure(backend: str, runs: int, parallel: int, root: Path, address=None) ->
     wall = time.perf_counter() - t0
     assert all(s == "trained" for _, s, _ in out), out
     inside = sum(json.loads((Path(j.run_dir) / "result.json").read_text())["wall_time_s"] for j in jobs)
-    return {"backend": backend, "runs": runs, "parallel": parallel, "wall_s": round(wall, 2),
-            "in_train_s": round(inside, 2), "overhead_per_run_s": round((wall * parallel - inside) / runs, 3)}
+    return {
+        "backend": backend,
+        "runs": runs,
+        "parallel": parallel,
+        "wall_s": round(wall, 2),
+        "in_train_s": round(inside, 2),
+        "overhead_per_run_s": round((wall * parallel - inside) / runs, 3),
+    }
 
 
 def render(record) -> str:
@@ -58,8 +71,10 @@ def _measure_all(runs: int, parallel: int, host: dict) -> list[dict]:
         measure("local", 1, 1, Path(tmp) / "warmup")  # in this process: later forks inherit the imports
         warm = measure("local", runs, parallel, Path(tmp) / "warm")
         benchrecord.sample(host)
-        rows += [{**cold, "backend": "local pool (fresh processes)"},
-                 {**warm, "backend": "local pool (forked after imports)"}]
+        rows += [
+            {**cold, "backend": "local pool (fresh processes)"},
+            {**warm, "backend": "local pool (forked after imports)"},
+        ]
         import ray
 
         t0 = time.perf_counter()
@@ -70,8 +85,10 @@ def _measure_all(runs: int, parallel: int, host: dict) -> list[dict]:
             warm = measure("ray", runs, parallel, Path(tmp) / "warm")  # workers already up
         finally:
             ray.shutdown()
-        rows += [{**cold, "backend": "ray (fresh workers)", "ray_init_s": round(start, 2)},
-                 {**warm, "backend": "ray (warm workers)"}]
+        rows += [
+            {**cold, "backend": "ray (fresh workers)", "ray_init_s": round(start, 2)},
+            {**warm, "backend": "ray (warm workers)"},
+        ]
     return rows
 
 
@@ -91,8 +108,14 @@ def main(argv=None) -> int:
         rows = _measure_all(args.runs, args.parallel, host)
         import ray
 
-        rec = {"conditions": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "ray": ray.__version__,
-                              **benchrecord.finish(host)}, "rows": rows}
+        rec = {
+            "conditions": {
+                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                "ray": ray.__version__,
+                **benchrecord.finish(host),
+            },
+            "rows": rows,
+        }
         print(benchdocs.VIEWS["overhead"](rec, args.out or "(not written)"))
         print(f"\nray.init (local instance, {args.parallel} CPUs): {rows[2]['ray_init_s']} s", file=sys.stderr)
         if args.out:

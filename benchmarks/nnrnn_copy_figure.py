@@ -15,7 +15,6 @@ from rnnlab.plots import read_metrics
 MODELS = [
     ("nnrnn-copy-T200", "nnRNN, n=128 (theta_init=uniform)"),
     ("nnrnn-copy-T200-theta-init", "nnRNN, n=128 (theta_init=init)"),
-
     ("nnrnn-copy-T200-exprnn", "expRNN, n=176"),
     ("nnrnn-copy-T200-lstm", "LSTM, n=62"),
     ("nnrnn-copy-T200-rnn-orth", "RNN-orth, n=128"),
@@ -44,7 +43,9 @@ def main(out: str, runs_dirs: list[str], metric: str = "val/loss") -> None:
             continue
         n = min(len(c) for c in curves)
         arr = np.array([c[:n] for c in curves])
-        line, = ax.plot(steps[:n], arr.mean(0), lw=1.4, label=f"{label} ({len(curves)} seed{'s' if len(curves) > 1 else ''})")
+        (line,) = ax.plot(
+            steps[:n], arr.mean(0), lw=1.4, label=f"{label} ({len(curves)} seed{'s' if len(curves) > 1 else ''})"
+        )
         if len(curves) > 1:
             ax.fill_between(steps[:n], arr.min(0), arr.max(0), color=line.get_color(), alpha=0.15)
     if baseline is not None:

@@ -107,8 +107,10 @@ def _shim_torch_solve(torch) -> None:
 def _require(root: Path, key: str) -> Path:
     path = root / REPOS[key]
     if not path.is_dir():
-        raise SetupError(f"{path} not found: clone the reference repository for {key} there unchanged "
-                         f"(see the docstring), or leave {key} out with --models")
+        raise SetupError(
+            f"{path} not found: clone the reference repository for {key} there unchanged "
+            f"(see the docstring), or leave {key} out with --models"
+        )
     return path
 
 
@@ -117,14 +119,22 @@ def _copy_batch(torch, batch: int, seed: int = 0):
     marker 9 at step L + K, the K symbols to recall at the end)."""
     g = torch.Generator().manual_seed(seed)
     seq = torch.randint(1, 9, (batch, K), generator=g)
-    idx = torch.cat([seq, torch.zeros(batch, L, dtype=torch.long), torch.full((batch, 1), 9),
-                     torch.zeros(batch, K - 1, dtype=torch.long)], 1)
+    idx = torch.cat(
+        [
+            seq,
+            torch.zeros(batch, L, dtype=torch.long),
+            torch.full((batch, 1), 9),
+            torch.zeros(batch, K - 1, dtype=torch.long),
+        ],
+        1,
+    )
     y = torch.cat([torch.zeros(batch, L + K, dtype=torch.long), seq], 1)
     x = torch.nn.functional.one_hot(idx, N_IN).float()
     return x, y
 
 
 # --- the papers' code ---------------------------------------------------------------------
+
 
 def papers_asrnn(torch, root: Path, x, y):
     repo = _require(root, "asrnn")
@@ -148,8 +158,18 @@ def papers_asrnn(torch, root: Path, x, y):
     args = argparse.Namespace(mode="dtriv", forget_bias=1, rho_rat_den=2, clip_norm=10)
     mode = ("dynamic", 100, 100)
     nonlinearity = asRNN(n, torch.zeros_like, mode, expm, 0.0, 0.0, 1e-5)
-    model = Model(N_IN, n, N_OUT, nonlinearity, initializer_skew=henaff_init_, mode=mode, param=expm,
-                  args=args, embed_layer=None, batch_first=True)
+    model = Model(
+        N_IN,
+        n,
+        N_OUT,
+        nonlinearity,
+        initializer_skew=henaff_init_,
+        mode=mode,
+        param=expm,
+        args=args,
+        embed_layer=None,
+        batch_first=True,
+    )
     model.lin.weight.data = nn.init.kaiming_normal_(model.lin.weight.data, nonlinearity="relu")
     model.lin.bias.data = torch.zeros_like(model.lin.bias.data)
     constrained = [p for name, p in model.named_parameters() if "recurrent_kernel" in name]
@@ -185,10 +205,12 @@ def papers_exprnn(torch, root: Path, x, y):
         from trivializations import expm
     n = SIZES["exprnn"]
     torch.manual_seed(5544)
-    model = nn.ModuleDict({
-        "rnn": OrthogonalRNN(N_IN, n, initializer_skew=henaff_init_, mode=("dynamic", 100, 30), param=expm),
-        "lin": nn.Linear(n, N_OUT),
-    })
+    model = nn.ModuleDict(
+        {
+            "rnn": OrthogonalRNN(N_IN, n, initializer_skew=henaff_init_, mode=("dynamic", 100, 30), param=expm),
+            "lin": nn.Linear(n, N_OUT),
+        }
+    )
     nn.init.kaiming_normal_(model.lin.weight.data, nonlinearity="relu")
     nn.init.constant_(model.lin.bias.data, 0)
     non_orth, log_orth = get_parameters(model)
@@ -236,16 +258,21 @@ def papers_nnrnn(torch, root: Path, x, y):
     RNN_Cell.OrthoRNNCell.reset_parameters = _nnrnn_reset_parameters
     n = SIZES["nnrnn"]
     torch.manual_seed(5544)
-    rnn = RNN_Cell.OrthoRNNCell(N_IN, n, "modrelu", bias=False, cuda=False, r_initializer=henaff_init,
-                                i_initializer=nn.init.xavier_normal_)
+    rnn = RNN_Cell.OrthoRNNCell(
+        N_IN, n, "modrelu", bias=False, cuda=False, r_initializer=henaff_init, i_initializer=nn.init.xavier_normal_
+    )
     lin = nn.Linear(n, N_OUT)
     nn.init.xavier_normal_(lin.weight)
     net = nn.ModuleDict({"rnn": rnn, "lin": lin})
     special = (rnn.log_P, rnn.P, rnn.UppT)
-    opt = torch.optim.RMSprop([
-        {"params": [p for p in net.parameters() if all(p is not s for s in special)]},
-        {"params": rnn.UppT, "weight_decay": 10e-6},
-    ], lr=2e-4, alpha=0.99)
+    opt = torch.optim.RMSprop(
+        [
+            {"params": [p for p in net.parameters() if all(p is not s for s in special)]},
+            {"params": rnn.UppT, "weight_decay": 10e-6},
+        ],
+        lr=2e-4,
+        alpha=0.99,
+    )
     opt_orth = torch.optim.RMSprop([rnn.log_P], lr=2e-5, alpha=0.99)
     loss_func = nn.CrossEntropyLoss()
     # its batch: symbol indices as floats (T, B, 1) and targets (T, B, 1), time-major
@@ -304,14 +331,14 @@ PAPERS = {"asrnn": papers_asrnn, "exprnn": papers_exprnn, "nnrnn": papers_nnrnn,
 #: what each timed reference step keeps and leaves out (written beside its row)
 REFERENCE_STEPS = {
     "asrnn": "as `copytask.py`: one-hot into its buffer, model, loss, clipping at 10, RMSprop, `loss.item()`, "
-             "`correct().item()`; left out: the print, the checkpoint on a new best loss and the pickled log "
-             "(file writes)",
+    "`correct().item()`; left out: the print, the checkpoint on a new best loss and the pickled log "
+    "(file writes)",
     "nnrnn": "as `copytask.py --onehot`: per-step one-hot, cell, readout, loss, alpha loss, `orthogonal_step`, "
-             "RMSprop, accuracy with `.item()` over the last K steps, `loss.item()`; left out: the print",
+    "RMSprop, accuracy with `.item()` over the last K steps, `loss.item()`; left out: the print",
     "exprnn": "as `1_copying.py`: one-hot into its buffer, OrthogonalRNN loop, readout, loss, both RMSprops, "
-              "accuracy; left out: the print",
+    "accuracy; left out: the print",
     "dmu": "its `DMULayer` with a linear readout, loss and RMSprop; not run: PyTorch Lightning's loop, metrics "
-           "and logging, through which the repository trains (it has no copy task)",
+    "and logging, through which the repository trains (it has no copy task)",
 }
 
 #: gradient clipping of rnnlab's step, as the paper's script clips
@@ -319,6 +346,7 @@ CLIP = {"asrnn": 10.0}
 
 
 # --- rnnlab and nn.LSTM -------------------------------------------------------------------
+
 
 def rnnlab_step(torch, key: str, x, y):
     from rnnlab import parametrize as par
@@ -371,6 +399,7 @@ def lstm_step(torch, x, y):
 
 # --- timing and the record ----------------------------------------------------------------
 
+
 def measure(steps: dict, iters: int, log=print, host: dict | None = None) -> dict:
     """Per-round wall seconds of each named step function: a warm-up step each, then
     ``iters`` rounds in which every step runs once, the order reversed every other round (the
@@ -382,7 +411,7 @@ def measure(steps: dict, iters: int, log=print, host: dict | None = None) -> dic
     names = list(steps)
     times = {name: [] for name in names}
     for r in range(iters):
-        for name in (names if r % 2 == 0 else names[::-1]):
+        for name in names if r % 2 == 0 else names[::-1]:
             t0 = time.perf_counter()
             steps[name]()
             times[name].append(time.perf_counter() - t0)
@@ -420,8 +449,9 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--json", type=Path, help="also write the record here (refused on a busy machine)")
     p.add_argument("--note", default="", help="added to the recorded conditions (e.g. the repositories' commits)")
-    p.add_argument("--table", action="store_true",
-                   help="print the table of a recorded JSON (REPOS is then that file) and exit")
+    p.add_argument(
+        "--table", action="store_true", help="print the table of a recorded JSON (REPOS is then that file) and exit"
+    )
     benchrecord.add_arguments(p)
     a = p.parse_args(argv)
     if a.table:
@@ -435,16 +465,28 @@ def main(argv=None) -> int:
         host = benchrecord.start(a.allow_load or not a.json, own=a.threads)
         steps, facts = _prepare(a)
         date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        text = (f"copy L={L}, K={K}, batch {a.batch}, threads={a.threads}, torch {facts['torch']}, "
-                f"allocator {facts['malloc']}, {a.iters} alternating rounds, {date}")
+        text = (
+            f"copy L={L}, K={K}, batch {a.batch}, threads={a.threads}, torch {facts['torch']}, "
+            f"allocator {facts['malloc']}, {a.iters} alternating rounds, {date}"
+        )
         text += f"; {a.note}" if a.note else ""
         print(text, flush=True)
         rounds = measure(steps, a.iters, log=lambda s: print(s, flush=True), host=host)
-        rec = {"conditions": {"text": text, "date": date, "threads": a.threads, "batch": a.batch,
-                              "rounds": a.iters, **facts, **benchrecord.finish(host)},
-               "sizes": {m: SIZES[m] for m in a.models},
-               "reference_steps": {m: REFERENCE_STEPS[m] for m in a.models},
-               "rounds_s": rounds, "median_s": {k: statistics.median(v) for k, v in rounds.items()}}
+        rec = {
+            "conditions": {
+                "text": text,
+                "date": date,
+                "threads": a.threads,
+                "batch": a.batch,
+                "rounds": a.iters,
+                **facts,
+                **benchrecord.finish(host),
+            },
+            "sizes": {m: SIZES[m] for m in a.models},
+            "reference_steps": {m: REFERENCE_STEPS[m] for m in a.models},
+            "rounds_s": rounds,
+            "median_s": {k: statistics.median(v) for k, v in rounds.items()},
+        }
         print("\n" + render(rec, str(a.json or "(not written)")))
         if a.json:
             benchrecord.write(a.json, rec, rec["conditions"])

@@ -40,8 +40,10 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(a.threads)
     impls = {"loop": linear_recurrence_loop, "fused": linear_recurrence_fused, "scan": linear_recurrence_scan}
-    print(f"T={a.T}, threads={torch.get_num_threads()}, torch {torch.__version__}, "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print(
+        f"T={a.T}, threads={torch.get_num_threads()}, torch {torch.__version__}, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+    )
     print()
     print("| B x H | loop s | fused s | scan s | fused vs loop | scan vs loop | auto takes |")
     print("|---|---|---|---|---|---|---|")
@@ -68,9 +70,11 @@ def main(argv=None) -> int:
                 times[k].append(time.process_time() - c0)
         med = {k: statistics.median(t) for k, t in times.items()}
         auto = "scan" if B * H * H <= SCAN_MAX_STEP_MACS else "fused"
-        print(f"| {B} x {H} | {med['loop']:.3f} | {med['fused']:.3f} | {med['scan']:.3f} | "
-              f"{med['loop'] / med['fused']:.2f}x faster | {med['loop'] / med['scan']:.2f}x faster | {auto} |",
-              flush=True)
+        print(
+            f"| {B} x {H} | {med['loop']:.3f} | {med['fused']:.3f} | {med['scan']:.3f} | "
+            f"{med['loop'] / med['fused']:.2f}x faster | {med['loop'] / med['scan']:.2f}x faster | {auto} |",
+            flush=True,
+        )
     return 0
 
 

@@ -43,8 +43,12 @@ def torch_twins():
     torch.nn's given the same weights (``pytest.mark.parametrize("ours,theirs,kw", torch_twins())``)."""
     import torch
 
-    return [("lstm", torch.nn.LSTM, {}), ("gru", torch.nn.GRU, {}),
-            ("rnn", torch.nn.RNN, {"nonlinearity": "tanh"}), ("rnn", torch.nn.RNN, {"nonlinearity": "relu"})]
+    return [
+        ("lstm", torch.nn.LSTM, {}),
+        ("gru", torch.nn.GRU, {}),
+        ("rnn", torch.nn.RNN, {"nonlinearity": "tanh"}),
+        ("rnn", torch.nn.RNN, {"nonlinearity": "relu"}),
+    ]
 
 
 def copy_weights_from_torch(layer, ref) -> None:
@@ -70,8 +74,18 @@ def walk_parsers(parser, path=("rnnlab",)):
                 yield from walk_parsers(sub, path + (name,))
 
 
-def write_record(root: Path, preset: str, seed: int, test: dict, overrides=(), steps=None, metrics=None,
-                 wall=10.0, result_extra=None, dirname=None) -> Path:
+def write_record(
+    root: Path,
+    preset: str,
+    seed: int,
+    test: dict,
+    overrides=(),
+    steps=None,
+    metrics=None,
+    wall=10.0,
+    result_extra=None,
+    dirname=None,
+) -> Path:
     """A finished run's directory as the trainer writes it (config.json, result.json,
     metrics.jsonl) for ledger tests, without training."""
     from rnnlab import config
@@ -80,9 +94,20 @@ def write_record(root: Path, preset: str, seed: int, test: dict, overrides=(), s
     d = root / cfg.name / (dirname or f"seed{seed}")
     d.mkdir(parents=True)
     (d / "config.json").write_text(cfg.to_json())
-    result = {"name": cfg.name, "task": cfg.task.name, "cell": cfg.model.cell, "seed": seed,
-              "steps": steps or cfg.train.steps, "final": {}, "test": test, "baseline": {"loss": 0.04},
-              "params": {"elements": 108}, "wall_time_s": wall, "conditions": {"threads": 1}, **(result_extra or {})}
+    result = {
+        "name": cfg.name,
+        "task": cfg.task.name,
+        "cell": cfg.model.cell,
+        "seed": seed,
+        "steps": steps or cfg.train.steps,
+        "final": {},
+        "test": test,
+        "baseline": {"loss": 0.04},
+        "params": {"elements": 108},
+        "wall_time_s": wall,
+        "conditions": {"threads": 1},
+        **(result_extra or {}),
+    }
     (d / "result.json").write_text(json.dumps(result))
     rows = metrics if metrics is not None else [{"step": steps or cfg.train.steps, "val/loss": 1.0}]
     (d / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in rows))
@@ -90,6 +115,7 @@ def write_record(root: Path, preset: str, seed: int, test: dict, overrides=(), s
 
 
 # --------------------------------------------------------------------------- child processes
+
 
 def wait_until(pred, timeout: float = 120.0, poll: float = 0.005) -> bool:
     """Whether ``pred()`` became true within ``timeout`` seconds (checked every ``poll``)."""
@@ -134,8 +160,9 @@ def kill_driver_and_check_its_workers_die(driver, what: str = "workers") -> None
     driver.kill()
     driver.wait()
     try:
-        assert wait_until(lambda: all(process_gone(w) for w in workers), timeout=5, poll=0.05), \
+        assert wait_until(lambda: all(process_gone(w) for w in workers), timeout=5, poll=0.05), (
             f"orphaned {what} still running: {[w for w in workers if not process_gone(w)]}"
+        )
     finally:
         for w in workers:
             if not process_gone(w):

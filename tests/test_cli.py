@@ -6,8 +6,17 @@ import sys
 
 from rnnlab.cli import main
 
-FAST = ["--set", "task.L=8", "--set", "task.val_size=32", "--set", "task.test_size=32",
-        "--set", "train.eval_every=5", "--quiet"]
+FAST = [
+    "--set",
+    "task.L=8",
+    "--set",
+    "task.val_size=32",
+    "--set",
+    "task.test_size=32",
+    "--set",
+    "train.eval_every=5",
+    "--quiet",
+]
 
 
 def test_list(capsys):
@@ -71,8 +80,26 @@ def test_thresholds_summary(tmp_path, capsys):
     from rnnlab.results import threshold_counts
 
     runs = tmp_path / "runs"
-    assert main(["train", "dmu/adding-dmu", "--runs-dir", str(runs), "--seeds", "0,1", "--quiet",
-                 "--set", "train.steps=30", "--set", "task.val_size=50", "--set", "task.test_size=50"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "dmu/adding-dmu",
+                "--runs-dir",
+                str(runs),
+                "--seeds",
+                "0,1",
+                "--quiet",
+                "--set",
+                "train.steps=30",
+                "--set",
+                "task.val_size=50",
+                "--set",
+                "task.test_size=50",
+            ]
+        )
+        == 0
+    )
     counts = threshold_counts(runs, "val/loss", (1.0, 1e-9), steps_per_epoch=10)["dmu-adding-dmu"]
     assert counts[1.0] == [2, 2, 2]  # every run is below 1.0 from the first epoch on
     assert counts[1e-9] == [0, 0, 0]
@@ -88,8 +115,22 @@ def test_suite_runs_in_parallel_skips_done_runs_and_tabulates(tmp_path, capsys):
         from rnnlab.suite import _jobs
 
         assert list(_jobs(load_suite(name), tmp_path, []))
-    argv = ["suite", "demo", "--runs-dir", str(tmp_path), "--jobs", "2", "--set", "train.steps=4",
-            "--set", "task.val_size=16", "--set", "task.test_size=16", "--set", "train.eval_every=2"]
+    argv = [
+        "suite",
+        "demo",
+        "--runs-dir",
+        str(tmp_path),
+        "--jobs",
+        "2",
+        "--set",
+        "train.steps=4",
+        "--set",
+        "task.val_size=16",
+        "--set",
+        "task.test_size=16",
+        "--set",
+        "train.eval_every=2",
+    ]
     assert main(argv) == 0
     out = capsys.readouterr()
     assert "| demo-exprnn | exprnn |" in out.out and "(3)" in out.out
@@ -106,7 +147,23 @@ def test_bench_speed_is_wired_and_train_records_the_allocator(tmp_path):
     args = build_parser().parse_args(["bench", "speed", "--quick", "--configs", "copy", "--cells", "lstm"])
     assert args.func is cmd_bench and args.quick and args.configs == ["copy"]
     out = tmp_path / "r"
-    assert main(["train", "demo/lstm", "--out", str(out), "--quiet", "--set", "train.steps=2",
-                 "--set", "task.val_size=8", "--set", "task.test_size=8"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "demo/lstm",
+                "--out",
+                str(out),
+                "--quiet",
+                "--set",
+                "train.steps=2",
+                "--set",
+                "task.val_size=8",
+                "--set",
+                "task.test_size=8",
+            ]
+        )
+        == 0
+    )
     r = json.loads((out / "result.json").read_text())
     assert r["conditions"]["malloc"].startswith(("glibc mallopt", "default"))

@@ -23,6 +23,7 @@ def one_error(err: str) -> str:
 
 def test_demo_steps_below_one_is_refused_before_anything_trains(tmp_path, capsys, monkeypatch):
     """``--steps 0`` used to mean "the presets' 600 steps" and trained all five models."""
+
     def no_training(*a, **k):
         raise AssertionError("the demo trained although --steps was refused")
 
@@ -63,14 +64,17 @@ def loop(tmp_path):
     return a
 
 
-@pytest.mark.parametrize("argv", [
-    ["train", "demo/lstm", "--runs-dir", "{loop}", "--quiet"],
-    ["train", "demo/lstm", "--out", "{loop}/x", "--quiet"],
-    ["demo", "--out", "{loop}", "--steps", "1"],
-    ["suite", "demo", "--runs-dir", "{loop}"],
-    ["table", "{loop}"],
-    ["analyze", "schur", "{loop}"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "demo/lstm", "--runs-dir", "{loop}", "--quiet"],
+        ["train", "demo/lstm", "--out", "{loop}/x", "--quiet"],
+        ["demo", "--out", "{loop}", "--steps", "1"],
+        ["suite", "demo", "--runs-dir", "{loop}"],
+        ["table", "{loop}"],
+        ["analyze", "schur", "{loop}"],
+    ],
+)
 def test_a_loop_of_symbolic_links_is_one_line(argv, loop, capsys, monkeypatch):
     def no_training(*a, **k):
         raise AssertionError("trained into a symlink loop")
@@ -105,8 +109,10 @@ def test_failed_starts_of_three_more_kinds_leave_no_stub(tmp_path, capsys):
     pytest.importorskip("tensorboard")
     empty = tmp_path / "no-data"
     empty.mkdir()
-    assert main(["train", "asrnn/smnist-n122", "--out", str(out), "--data-dir", str(empty), "--tensorboard",
-                 "--quiet"]) == 1
+    assert (
+        main(["train", "asrnn/smnist-n122", "--out", str(out), "--data-dir", str(empty), "--tensorboard", "--quiet"])
+        == 1
+    )
     assert "train-images" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
 
@@ -119,8 +125,26 @@ def test_a_failed_start_keeps_what_the_directory_held_and_a_run_that_trained_kee
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
     capsys.readouterr()
     # diverged at its first evaluation, before any checkpoint: its metrics row explains it and stays
-    assert main(["train", "demo/exprnn", "--out", str(tmp_path / "d"), "--set", 'optim.name="sgd"', "--set",
-                 "optim.lr=1e30", "--set", "train.eval_every=1", "--set", "train.steps=3", "--quiet"]) == 1
+    assert (
+        main(
+            [
+                "train",
+                "demo/exprnn",
+                "--out",
+                str(tmp_path / "d"),
+                "--set",
+                'optim.name="sgd"',
+                "--set",
+                "optim.lr=1e30",
+                "--set",
+                "train.eval_every=1",
+                "--set",
+                "train.steps=3",
+                "--quiet",
+            ]
+        )
+        == 1
+    )
     assert "no good checkpoint" in one_error(capsys.readouterr().err)
     assert (tmp_path / "d" / "metrics.jsonl").read_text().strip()
 
@@ -130,8 +154,13 @@ def test_a_closed_stdout_ends_quietly_like_other_tools(tmp_path):
     r, w = os.pipe()
     os.close(r)  # the reader is gone before rnnlab writes: every write fails with EPIPE
     try:
-        p = subprocess.run([sys.executable, "-m", "rnnlab.cli", "list", "presets"], stdout=w,
-                           stderr=subprocess.PIPE, text=True, timeout=120)
+        p = subprocess.run(
+            [sys.executable, "-m", "rnnlab.cli", "list", "presets"],
+            stdout=w,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
     finally:
         os.close(w)
     assert p.stderr == ""

@@ -9,13 +9,16 @@ from rnnlab import config
 from rnnlab.cli import main
 
 
-@pytest.mark.parametrize("override, wanted", [
-    ('model.cell="asrn"', "Did you mean 'asrnn'"),
-    ('model.cell="lstn"', "Did you mean 'lstm'"),
-    ('task.name="coppy"', "Did you mean 'copy'"),
-    ("train.stpes=3", "Did you mean 'steps'"),
-    ("task.LL=3", "Did you mean 'L'"),
-])
+@pytest.mark.parametrize(
+    "override, wanted",
+    [
+        ('model.cell="asrn"', "Did you mean 'asrnn'"),
+        ('model.cell="lstn"', "Did you mean 'lstm'"),
+        ('task.name="coppy"', "Did you mean 'copy'"),
+        ("train.stpes=3", "Did you mean 'steps'"),
+        ("task.LL=3", "Did you mean 'L'"),
+    ],
+)
 def test_misspelt_names_get_suggestions(override, wanted):
     with pytest.raises(config.ConfigError, match=wanted):
         config.load("demo/lstm", [override])
@@ -29,8 +32,11 @@ def test_misspelt_preset_and_metric(tmp_path, capsys):
     assert err.count("\n") == 1 and "demo/lstm" in err
     run = tmp_path / "r"
     run.mkdir()
-    (run / "result.json").write_text(json.dumps({"name": "a", "cell": "lstm", "task": "copy",
-                                                 "final": {"val/loss": 1.0}, "test": {"test/loss": 1.0}}))
+    (run / "result.json").write_text(
+        json.dumps(
+            {"name": "a", "cell": "lstm", "task": "copy", "final": {"val/loss": 1.0}, "test": {"test/loss": 1.0}}
+        )
+    )
     assert main(["table", str(tmp_path), "--metrics", "test/los"]) == 2
     assert "Did you mean 'test/loss'" in capsys.readouterr().err
     assert main(["table", str(tmp_path), "--metrics", "test/loss"]) == 0

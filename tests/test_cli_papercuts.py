@@ -16,11 +16,23 @@ ROOT = Path(__file__).parents[1]
 
 # ------------------------------------------------------------------ analyze: --out DIR, short output
 
+
 @pytest.fixture(scope="module")
 def asrnn_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("jac") / "run"
-    small = ["--set", "task.L=12", "--set", "task.val_size=4", "--set", "task.test_size=4",
-             "--set", "train.eval_every=2", "--set", "train.steps=2", "--quiet"]
+    small = [
+        "--set",
+        "task.L=12",
+        "--set",
+        "task.val_size=4",
+        "--set",
+        "task.test_size=4",
+        "--set",
+        "train.eval_every=2",
+        "--set",
+        "train.steps=2",
+        "--quiet",
+    ]
     assert main(["train", "asrnn/copy-L1000", "--out", str(run), "--set", "model.hidden_size=8"] + small) == 0
     return run
 
@@ -37,8 +49,10 @@ def test_both_analyses_write_into_out_dir(asrnn_run, tmp_path, capsys):
     digest = json.loads((asrnn_run / "jacobian" / "jacobian.json").read_text())
     assert list(digest) == ["asrnn (trained: asrnn-copy-L1000)", "rnn (at init, n=8)"]
     assert (asrnn_run / "jacobian" / "jacobian.png").stat().st_size > 1000
-    assert main(["analyze", "jacobian", str(asrnn_run / "checkpoint.pt"), "--which", "last",
-                 "--out", str(tmp_path / "j")]) == 0
+    assert (
+        main(["analyze", "jacobian", str(asrnn_run / "checkpoint.pt"), "--which", "last", "--out", str(tmp_path / "j")])
+        == 0
+    )
     assert (tmp_path / "j" / "jacobian.json").exists() and (tmp_path / "j" / "jacobian.png").exists()
 
 
@@ -62,8 +76,22 @@ def test_analyze_jacobian_prints_a_summary_and_the_json_only_when_asked(asrnn_ru
 
     assert main(["analyze", "jacobian", str(asrnn_run), "--compare", "rnn", "--out", str(out), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == digest
-    assert main(["analyze", "jacobian", str(asrnn_run), "--compare", "rnn", "--out", str(out),
-                 "--json", str(tmp_path / "d.json")]) == 0
+    assert (
+        main(
+            [
+                "analyze",
+                "jacobian",
+                str(asrnn_run),
+                "--compare",
+                "rnn",
+                "--out",
+                str(out),
+                "--json",
+                str(tmp_path / "d.json"),
+            ]
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "d.json").read_text()) == digest
     assert not capsys.readouterr().out.lstrip().startswith("{")
 
@@ -86,6 +114,7 @@ def test_old_output_spellings_still_work_with_a_note(asrnn_run, tmp_path, capsys
 
 
 # ------------------------------------------------------------------ presets to print and copy
+
 
 def test_preset_show_prints_the_shipped_file(capsys):
     assert main(["preset", "show", "asrnn/copy-L1000"]) == 0
@@ -110,6 +139,7 @@ def test_preset_copy_makes_a_trainable_file_and_never_overwrites(tmp_path, capsy
 
 
 # ------------------------------------------------------------------ documentation links
+
 
 def test_help_points_at_docs_by_absolute_url_with_one_base(capsys):
     from rnnlab.cli import DOCS_URL
@@ -143,8 +173,16 @@ def test_docs_url_is_the_repository_that_pyproject_names():
 
 # ------------------------------------------------------------------ descriptions that say what runs
 
-NAMES = {"lstm": "LSTM", "gru": "GRU", "rnn": "RNN", "exprnn": "expRNN", "asrnn": "asRNN", "nnrnn": "nnRNN",
-         "dmu": "DMU", "ltrnn": "LT-RNN"}
+NAMES = {
+    "lstm": "LSTM",
+    "gru": "GRU",
+    "rnn": "RNN",
+    "exprnn": "expRNN",
+    "asrnn": "asRNN",
+    "nnrnn": "nnRNN",
+    "dmu": "DMU",
+    "ltrnn": "LT-RNN",
+}
 COUNTS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
 
 

@@ -14,8 +14,12 @@ FUNCTIONS = [n for n in ast.walk(TREE) if isinstance(n, (ast.FunctionDef, ast.As
 
 def _length_without_docstring(fn) -> int:
     body = fn.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-            and isinstance(body[0].value.value, str):
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(getattr(body[0], "value", None), ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
         doc = body[0].end_lineno - body[0].lineno + 1
     else:
         doc = 0
@@ -43,8 +47,18 @@ def test_one_parser_function_per_command():
                 assert q.get_default("func").__name__.startswith(f"cmd_{name}"), (name, q.prog)
 
 
-SHARED = ["--runs-dir", "--data-dir", "--device", "--precision", "--set", "--seeds", "--quiet", "--which",
-          "--backend", "--address"]
+SHARED = [
+    "--runs-dir",
+    "--data-dir",
+    "--device",
+    "--precision",
+    "--set",
+    "--seeds",
+    "--quiet",
+    "--which",
+    "--backend",
+    "--address",
+]
 
 
 def test_shared_options_are_defined_once():
@@ -79,8 +93,9 @@ def test_the_parsed_arguments_never_leave_the_module():
     for fn in FUNCTIONS:
         for call in (n for n in ast.walk(fn) if isinstance(n, ast.Call)):
             passed = list(call.args) + [k.value for k in call.keywords]
-            if any(isinstance(a, ast.Name) and a.id == "args" for a in passed) or \
-                    any(isinstance(a, ast.Starred) and getattr(a.value, "id", None) == "args" for a in call.args):
+            if any(isinstance(a, ast.Name) and a.id == "args" for a in passed) or any(
+                isinstance(a, ast.Starred) and getattr(a.value, "id", None) == "args" for a in call.args
+            ):
                 callee = call.func.id if isinstance(call.func, ast.Name) else ast.unparse(call.func)
                 if callee not in own | {"getattr", "hasattr", "args.func"}:
                     leaks.append(f"{fn.name}: {ast.unparse(call)}")

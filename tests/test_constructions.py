@@ -1,6 +1,5 @@
 """Henaff et al.'s hand-built solutions and l2 pooling."""
 
-
 import pytest
 import torch
 

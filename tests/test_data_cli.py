@@ -18,8 +18,16 @@ WORDS = {
     "valid": " the dog sat \n a cat \n",
     "test": " the mat \n",
 }
-PAIRS = [("Go.", "Ve."), ("Hi.", "Hola."), ("Run!", "¡Corre!"), ("I see.", "Ya veo."), ("Tom ran.", "Tom corrió."),
-         ("I won.", "Gané."), ("Help!", "¡Ayuda!"), ("Tom won.", "Tom ganó.")] * 3
+PAIRS = [
+    ("Go.", "Ve."),
+    ("Hi.", "Hola."),
+    ("Run!", "¡Corre!"),
+    ("I see.", "Ya veo."),
+    ("Tom ran.", "Tom corrió."),
+    ("I won.", "Gané."),
+    ("Help!", "¡Ayuda!"),
+    ("Tom won.", "Tom ganó."),
+] * 3
 
 
 def write_idx(path, array):
@@ -29,6 +37,7 @@ def write_idx(path, array):
     header = bytes([0, 0, 0x08, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
     with gzip.open(path, "wb") as f:
         f.write(header + array.tobytes())
+
 
 torch.set_num_threads(1)
 
@@ -98,8 +107,10 @@ FIXTURE_TASKS = {
     "ptb_char": ('name = "ptb_char"\nbptt = 7\nverify = false', 'cell = "lstm"\nhidden_size = 8\nembedding = 4'),
     "ptb_word": ('name = "ptb_word"\nbptt = 5\nverify = false', 'cell = "gru"\nhidden_size = 8'),
     "music": ('name = "music"\ndataset = "nottingham"\nverify = false', 'cell = "gru"\nhidden_size = 8'),
-    "translation": ('name = "translation"\nval_size = 4\ntest_size = 4\nmin_freq = 1\nteacher_forcing = 0.5\nverify = false',
-                    'cell = "rnn"\nhidden_size = 8\nembedding = 6'),
+    "translation": (
+        'name = "translation"\nval_size = 4\ntest_size = 4\nmin_freq = 1\nteacher_forcing = 0.5\nverify = false',
+        'cell = "rnn"\nhidden_size = 8\nembedding = 6',
+    ),
 }
 
 
@@ -110,12 +121,20 @@ def test_cli_trains_each_task_on_fixture_files(task, tmp_path, capsys):
     build_fixture_root(tmp_path / "data")
     t, m = FIXTURE_TASKS[task]
     preset = write_preset(tmp_path / f"{task}.toml", t, m)
-    rc = cli.main(["train", str(preset), "--out", str(tmp_path / "run"), "--data-dir", str(tmp_path / "data"), "--quiet"])
+    rc = cli.main(
+        ["train", str(preset), "--out", str(tmp_path / "run"), "--data-dir", str(tmp_path / "data"), "--quiet"]
+    )
     assert rc == 0
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["steps"] == 3
-    primary = {"smnist": "accuracy", "psmnist": "accuracy", "ptb_char": "bpc", "ptb_word": "perplexity",
-               "music": "nll", "translation": "perplexity"}[task]
+    primary = {
+        "smnist": "accuracy",
+        "psmnist": "accuracy",
+        "ptb_char": "bpc",
+        "ptb_word": "perplexity",
+        "music": "nll",
+        "translation": "perplexity",
+    }[task]
     assert f"test/{primary}" in result["test"]
     if task == "translation":
         assert "test/bleu" in result["test"]
@@ -146,7 +165,10 @@ REAL_TASKS = {
     "ptb_word": ('name = "ptb_word"\nbptt = 10', 'cell = "gru"\nhidden_size = 16\nembedding = 16'),
     "shakespeare": ('name = "text_char"\ncorpus = "shakespeare"\nbptt = 30', 'cell = "gru"\nhidden_size = 16'),
     "jsb": ('name = "music"\ndataset = "jsb"', 'cell = "gru"\nhidden_size = 16'),
-    "spa-eng": ('name = "translation"\npair = "spa-eng"\nbleu_size = 50', 'cell = "gru"\nhidden_size = 16\nembedding = 16'),
+    "spa-eng": (
+        'name = "translation"\npair = "spa-eng"\nbleu_size = 50',
+        'cell = "gru"\nhidden_size = 16\nembedding = 16',
+    ),
 }
 
 
@@ -167,8 +189,9 @@ def test_trainer_carries_state_into_every_tbptt_chunk(tmp_path, monkeypatch):
     from rnnlab import config, train
 
     build_fixture_root(tmp_path / "data")
-    preset = write_preset(tmp_path / "c.toml", 'name = "ptb_char"\nbptt = 7\nverify = false',
-                          'cell = "gru"\nhidden_size = 8', steps=12)
+    preset = write_preset(
+        tmp_path / "c.toml", 'name = "ptb_char"\nbptt = 7\nverify = false', 'cell = "gru"\nhidden_size = 8', steps=12
+    )
     cfg = config.load(str(preset))
     seen = []
     real = train.model_forward
@@ -203,7 +226,9 @@ def test_cli_data_download_from_local_server(tmp_path, monkeypatch, capsys):
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{srv.server_address[1]}/f.bin"
-        ds = data.Dataset("local", "local", (data.DataFile("f.bin", hashlib.sha256(payload).hexdigest(), len(payload), (url,)),))
+        ds = data.Dataset(
+            "local", "local", (data.DataFile("f.bin", hashlib.sha256(payload).hexdigest(), len(payload), (url,)),)
+        )
         monkeypatch.setitem(data.DATASETS, "local", ds)
         root = tmp_path / "root"
         assert cli.main(["data", "verify", "local", "--data-dir", str(root)]) == 1

@@ -28,8 +28,13 @@ from rnnlab.parametrize import orthogonality_error
 HAS_MPS = bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
 DEVICES = [
     pytest.param("cpu", id="cpu"),
-    pytest.param("cuda", id="cuda", marks=pytest.mark.skipif(
-        not torch.cuda.is_available(), reason="no CUDA GPU on this machine (torch.cuda.is_available() is False)")),
+    pytest.param(
+        "cuda",
+        id="cuda",
+        marks=pytest.mark.skipif(
+            not torch.cuda.is_available(), reason="no CUDA GPU on this machine (torch.cuda.is_available() is False)"
+        ),
+    ),
     pytest.param("mps", id="mps", marks=pytest.mark.skipif(not HAS_MPS, reason="no Apple MPS device on this machine")),
 ]
 
@@ -131,8 +136,19 @@ def test_checkpointed_chunks_run_on_meta():
     assert x.grad.shape == x.shape
 
 
-FACTORIES = {torch.zeros, torch.ones, torch.empty, torch.full, torch.arange, torch.eye, torch.tensor,
-             torch.rand, torch.randn, torch.randint, torch.linspace}
+FACTORIES = {
+    torch.zeros,
+    torch.ones,
+    torch.empty,
+    torch.full,
+    torch.arange,
+    torch.eye,
+    torch.tensor,
+    torch.rand,
+    torch.randn,
+    torch.randint,
+    torch.linspace,
+}
 
 
 class FactoryAudit(TorchFunctionMode):
@@ -178,8 +194,9 @@ def test_factory_audit_catches_a_deviceless_buffer():
 # --- precision ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("steps", [pytest.param(20, id="20-steps"),
-                                   pytest.param(1000, id="1000-steps", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "steps", [pytest.param(20, id="20-steps"), pytest.param(1000, id="1000-steps", marks=pytest.mark.slow)]
+)
 def test_orthogonal_weights_stay_orthogonal_after_bf16_steps(steps):
     """1000 (default suite: 20) RMSprop steps with the forward under bf16 autocast: the orthogonal maps (expm for
     asRNN's W_hh and U_f and nnRNN's P, Cayley for scoRNN) run in float32, so |W^T W - I|
@@ -203,9 +220,12 @@ def test_orthogonal_weights_stay_orthogonal_after_bf16_steps(steps):
         opt.step()
     cells = {k: m.cells[0] for k, m in layers.items()}
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        mats = {"scornn W_hh": cells["scornn"].weight_hh,
-                "asrnn W_hh": cells["asrnn"].weight_hh, "asrnn U_f": cells["asrnn"].weight_uf,
-                "nnrnn P": cells["nnrnn"].P}
+        mats = {
+            "scornn W_hh": cells["scornn"].weight_hh,
+            "asrnn W_hh": cells["asrnn"].weight_hh,
+            "asrnn U_f": cells["asrnn"].weight_uf,
+            "nnrnn P": cells["nnrnn"].P,
+        }
         V = cells["nnrnn"].recurrent_matrix()
         W_f_inv = cells["asrnn"].transformed_weights()[-1]
     assert V.dtype == W_f_inv.dtype == torch.float32
@@ -234,13 +254,31 @@ def test_recurrences_run_in_float32_under_autocast():
 def test_cli_trains_in_low_precision_like_fp32(precision, tmp_path, capsys):
     """``rnnlab train PRESET --device cpu --precision bf16`` (and fp16 with its gradient
     scaler) on a small copy task: the loss falls as fp32's does."""
-    sets = ["--set", "task.K=3", "--set", "task.L=5", "--set", "task.val_size=64", "--set", "task.test_size=64",
-            "--set", "train.steps=40", "--set", "train.eval_every=40", "--set", "train.log_every=5",
-            "--set", "train.batch_size=32", "--set", "model.hidden_size=24"]
+    sets = [
+        "--set",
+        "task.K=3",
+        "--set",
+        "task.L=5",
+        "--set",
+        "task.val_size=64",
+        "--set",
+        "task.test_size=64",
+        "--set",
+        "train.steps=40",
+        "--set",
+        "train.eval_every=40",
+        "--set",
+        "train.log_every=5",
+        "--set",
+        "train.batch_size=32",
+        "--set",
+        "model.hidden_size=24",
+    ]
     curves = {}
     for p in ("fp32", precision):
-        code, err = _cli(capsys, "train", "demo/exprnn", "--device", "cpu", "--precision", p,
-                         "--out", tmp_path / p, "--quiet", *sets)
+        code, err = _cli(
+            capsys, "train", "demo/exprnn", "--device", "cpu", "--precision", p, "--out", tmp_path / p, "--quiet", *sets
+        )
         assert code == 0, err
         rows = [json.loads(ln) for ln in (tmp_path / p / "metrics.jsonl").read_text().splitlines()]
         curves[p] = [row["train/loss"] for row in rows if "train/loss" in row]
@@ -256,15 +294,24 @@ def test_cli_trains_in_low_precision_like_fp32(precision, tmp_path, capsys):
 # --- bad input ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("args, needle", [
-    pytest.param(["--device", "cuda"], "no CUDA GPU found", marks=pytest.mark.skipif(
-        torch.cuda.is_available(), reason="this machine has a GPU")),
-    pytest.param(["--device", "mps"], "'mps' is not available", marks=pytest.mark.skipif(
-        HAS_MPS, reason="this machine has MPS")),
-    (["--device", "tpu"], "must be one of auto, cpu, cuda, cuda:N, mps"),
-    (["--precision", "fp8"], "must be one of fp32, bf16, fp16"),
-    (["--set", "train.precision=half"], "must be one of fp32, bf16, fp16"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        pytest.param(
+            ["--device", "cuda"],
+            "no CUDA GPU found",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU"),
+        ),
+        pytest.param(
+            ["--device", "mps"],
+            "'mps' is not available",
+            marks=pytest.mark.skipif(HAS_MPS, reason="this machine has MPS"),
+        ),
+        (["--device", "tpu"], "must be one of auto, cpu, cuda, cuda:N, mps"),
+        (["--precision", "fp8"], "must be one of fp32, bf16, fp16"),
+        (["--set", "train.precision=half"], "must be one of fp32, bf16, fp16"),
+    ],
+)
 def test_bad_device_or_precision_is_one_line_before_anything_is_written(args, needle, tmp_path, capsys):
     code, err = _cli(capsys, "train", "demo/lstm", "--out", tmp_path / "run", *args)
     assert code == 2
@@ -382,22 +429,40 @@ def test_speed_worker_on_a_device_and_the_gpu_table():
 
     cfg = dataclasses.replace(speed.CONFIGS["copy"], T=6, batch=3)
     spec = {
-        "config": dataclasses.asdict(cfg), "label": "exprnn", "key": "exprnn", "options": {}, "hidden": 8,
-        "gates": 1, "baseline_hidden": 4, "reference": True, "warmup": 1, "repeats": 2,
-        "threads": 1, "malloc": "default", "device": "cpu",
+        "config": dataclasses.asdict(cfg),
+        "label": "exprnn",
+        "key": "exprnn",
+        "options": {},
+        "hidden": 8,
+        "gates": 1,
+        "baseline_hidden": 4,
+        "reference": True,
+        "warmup": 1,
+        "repeats": 2,
+        "threads": 1,
+        "malloc": "default",
+        "device": "cpu",
     }
     res = speed._worker(spec)
     assert res["device"] == "cpu" and res["floor"] is not None
     # the same row as a GPU row would come back: wall-time ratios to the cuDNN LSTM
-    row = {"config": "copy", "label": "exprnn", "hidden": 8, "params": 1, **res, "device": "cuda:0",
-           "peak_gpu_mb": 12.5}
+    row = {
+        "config": "copy",
+        "label": "exprnn",
+        "hidden": 8,
+        "params": 1,
+        **res,
+        "device": "cuda:0",
+        "peak_gpu_mb": 12.5,
+    }
     table = speed.format_table({"rows": [row]})
     assert "vs cuDNN LSTM" in table and "peak GPU MB" in table
     cells = [c.strip() for c in table.splitlines()[2].split("|")[1:-1]]
     for cell, other in ((cells[5], "baseline"), (cells[6], "reference")):  # median [min-max] of the repeats
         per_repeat = [f / o for f, o in zip(res["fast"]["wall_all"], res[other]["wall_all"])]
-        assert float(cell.split(" [")[0]) == pytest.approx(sorted(per_repeat)[0] / 2 + sorted(per_repeat)[1] / 2,
-                                                           abs=0.006)
+        assert float(cell.split(" [")[0]) == pytest.approx(
+            sorted(per_repeat)[0] / 2 + sorted(per_repeat)[1] / 2, abs=0.006
+        )
     assert cells[8] == "12"  # 12.5 MB rounds to even
 
 

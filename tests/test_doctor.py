@@ -36,8 +36,11 @@ def _doctor(capsys, *args):
 
 
 def _rows(text):
-    return [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()
-            if line.startswith("| ") and not line.startswith("| path")]
+    return [
+        [c.strip() for c in line.strip("|").split("|")]
+        for line in text.splitlines()
+        if line.startswith("| ") and not line.startswith("| path")
+    ]
 
 
 def test_doctor_subset_passes_on_cpu(capsys, tmp_path):
@@ -75,6 +78,7 @@ def test_doctor_fails_on_an_injected_mismatch(capsys, monkeypatch, where):
             real(z, out, activation, bias, scratch)
             if activation == "tanh":
                 out.mul_(1 + 1e-4)
+
         monkeypatch.setattr(recurrence, "_activate", wrong)
     else:
         real = recurrence._times_derivative_
@@ -83,6 +87,7 @@ def test_doctor_fails_on_an_injected_mismatch(capsys, monkeypatch, where):
             real(g, h, activation, scratch, grad_b)
             if activation == "tanh":
                 g.mul_(1 + 1e-4)
+
         monkeypatch.setattr(recurrence, "_times_derivative_", wrong)
     code, out, _ = _doctor(capsys, "--quick", "--sections", "kernel,cell,train", "--cells", "rnn")
     assert code == 1
@@ -101,20 +106,32 @@ def test_doctor_fails_on_an_injected_mismatch(capsys, monkeypatch, where):
 def test_doctor_fails_when_the_triton_guard_fell_back(capsys, monkeypatch):
     """A shape class whose self-check failed (on a GPU) computed right through the fused loop,
     but the kernel is wrong there: the doctor says so and exits 1."""
-    monkeypatch.setattr(tr, "CHECKED", {("cuda:0", "float32", 16, "tanh", False): None,
-                                        ("cuda:0", "float32", 16, "modrelu", True): "max error 3.1e-03 > 1e-04"})
+    monkeypatch.setattr(
+        tr,
+        "CHECKED",
+        {
+            ("cuda:0", "float32", 16, "tanh", False): None,
+            ("cuda:0", "float32", 16, "modrelu", True): "max error 3.1e-03 > 1e-04",
+        },
+    )
     code, out, _ = _doctor(capsys, "--quick", "--sections", "kernel", "--cells", "rnn")
     assert code == 1
     status = {r[0]: (r[4], r[5]) for r in _rows(out)}
     assert status["triton guard cuda:0 H<=16 tanh"][0] == "ok"
-    assert status["triton guard cuda:0 H<=16 modrelu lengths"] == ("**MISMATCH**", "fell back: max error 3.1e-03 > 1e-04")
+    assert status["triton guard cuda:0 H<=16 modrelu lengths"] == (
+        "**MISMATCH**",
+        "fell back: max error 3.1e-03 > 1e-04",
+    )
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--device", "cuda"], "no CUDA GPU found"),
-    (["--sections", "kernel,bogus"], "unknown doctor sections ['bogus']"),
-    (["--cells", "lstn"], "unknown cells ['lstn']"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--device", "cuda"], "no CUDA GPU found"),
+        (["--sections", "kernel,bogus"], "unknown doctor sections ['bogus']"),
+        (["--cells", "lstn"], "unknown cells ['lstn']"),
+    ],
+)
 def test_doctor_bad_arguments_are_one_line(capsys, args, needle):
     code, _, err = _doctor(capsys, *args)
     assert code == 2 and needle in err and err.count("\n") == 1, err
@@ -140,6 +157,7 @@ def test_error_measures():
 
 # --- slow: everything, with the Triton kernel through the interpreter -----------------------
 
+
 @pytest.mark.slow
 def test_doctor_full_run_on_cpu(capsys):
     pytest.importorskip("triton", reason="Triton is not installed (pip install 'rnnlab[triton]')")
@@ -161,11 +179,14 @@ def test_kernel_table_through_the_interpreter(tmp_path):
     or register claim, only that the code path works and the kernel agrees, also forced past
     the limit)."""
     pytest.importorskip("triton", reason="Triton is not installed (pip install 'rnnlab[triton]')")
-    code = ("import torch, triton; from rnnlab import doctor; "
-            "print(doctor.kernel_table(torch.device('cpu'), hiddens=(20, 130), T=3, batch=17, repeats=1))")
+    code = (
+        "import torch, triton; from rnnlab import doctor; "
+        "print(doctor.kernel_table(torch.device('cpu'), hiddens=(20, 130), T=3, batch=17, repeats=1))"
+    )
     env = dict(os.environ, TRITON_INTERPRET="1")
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900,
-                          check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("| float")]
     assert len(lines) == 4

@@ -34,8 +34,10 @@ STEPS = ["train.steps=50", "train.eval_every=10", "train.batch_size=4", "train.l
 # hs_adding: variable lengths (readout at each sequence's last step, MSE)
 ADD = ("dmu/adding-dmu", ["task.L=20", "task.val_size=16", "task.test_size=16", "model.cell_options={}"])
 # copy: one output per step (cross-entropy), token inputs through an embedding (float64-able)
-COPY = ("demo/lstm", ["task.K=2", "task.L=4", "task.alphabet=3", "task.val_size=16", "task.test_size=16",
-                      "model.embedding=4"])
+COPY = (
+    "demo/lstm",
+    ["task.K=2", "task.L=4", "task.alphabet=3", "task.val_size=16", "task.test_size=16", "model.embedding=4"],
+)
 F64_RTOL = 1e-9
 # float32, measured over 50 steps (docs/ensembles.md): LSTM 1.9e-7, DMU 1.0e-6 relative (largest of any metric)
 F32_RTOL = 2e-5
@@ -78,8 +80,10 @@ def _cfg(base, extra=(), seed=None):
 
 
 def _rows(d: Path) -> list[dict]:
-    return [{k: v for k, v in json.loads(ln).items() if k != "time"}
-            for ln in (d / "metrics.jsonl").read_text().splitlines()]
+    return [
+        {k: v for k, v in json.loads(ln).items() if k != "time"}
+        for ln in (d / "metrics.jsonl").read_text().splitlines()
+    ]
 
 
 def _close(a, b, rtol: float, where: str) -> None:
@@ -88,14 +92,23 @@ def _close(a, b, rtol: float, where: str) -> None:
         for k in a:
             _close(a[k], b[k], rtol, f"{where}.{k}")
     elif isinstance(a, float) and isinstance(b, float):
-        assert math.isclose(a, b, rel_tol=rtol, abs_tol=rtol) or (math.isnan(a) and math.isnan(b)), \
+        assert math.isclose(a, b, rel_tol=rtol, abs_tol=rtol) or (math.isnan(a) and math.isnan(b)), (
             f"{where}: {a!r} != {b!r} (rtol {rtol})"
+        )
     else:
         assert a == b, f"{where}: {a!r} != {b!r}"
 
 
-TIMING = ("wall_time_s", "train_time_s", "eval_time_s", "time_per_step_s", "conditions", "git", "source_sha256",
-          "versions")
+TIMING = (
+    "wall_time_s",
+    "train_time_s",
+    "eval_time_s",
+    "time_per_step_s",
+    "conditions",
+    "git",
+    "source_sha256",
+    "versions",
+)
 
 
 def _same_run(single: Path, member: Path, rtol: float) -> None:
@@ -113,8 +126,12 @@ def _same_run(single: Path, member: Path, rtol: float) -> None:
         ra, rb = (json.loads((d / "result.json").read_text()) for d in (single, member))
         assert ra.keys() == rb.keys()
         assert rb["conditions"]["ensemble"] >= 1 and "ensemble" not in ra["conditions"]
-        _close({k: v for k, v in ra.items() if k not in TIMING}, {k: v for k, v in rb.items() if k not in TIMING},
-               rtol, f"{member.name} result")
+        _close(
+            {k: v for k, v in ra.items() if k not in TIMING},
+            {k: v for k, v in rb.items() if k not in TIMING},
+            rtol,
+            f"{member.name} result",
+        )
     ca, cb = (torch.load(d / "checkpoint.pt", weights_only=False) for d in (single, member))
     assert ca["progress"]["step"] == cb["progress"]["step"]
     assert torch.equal(ca["rng"], cb["rng"])  # the single run's random state, saved with each member
@@ -147,62 +164,108 @@ def _singles_and_ensemble(tmp_path, base, extra, seeds, task=None, rtol=F64_RTOL
 
 # one case per cell family and the trainer's options; "id": (base, overrides)
 CASES = {
-    "rnn-clip-exponential": (ADD, ["model.cell=\"rnn\"", "optim.clip=0.5", "train.schedule=\"exponential\"",
-                                   "train.lr_gamma=0.8", "train.lr_step_every=10"]),
-    "irnn-copy": (COPY, ["model.cell=\"irnn\"", "optim.clip=0.0", "optim.lr=1e-4"]),
-    "lstm-plateau": (COPY, ["model.cell=\"lstm\"", "train.schedule=\"plateau\"", "train.plateau_patience=0",
-                            "train.plateau_factor=0.5"]),
-    "lstm-wide-adding": (ADD, ["model.cell=\"lstm\"", "model.hidden_size=16", "optim.clip=1.0"]),
-    "gru-layers": (ADD, ["model.cell=\"gru\"", "model.hidden_size=[4, 3]"]),
-    "gru-wide-copy": (COPY, ["model.cell=\"gru\"", "model.hidden_size=16"]),
-    "exprnn-dtriv-group-lr": (COPY, ["model.cell=\"exprnn\"", "model.cell_options={K=7}",
-                                     "optim.group_lr={orthogonal=1e-4}"]),
-    "scornn": (ADD, ["model.cell=\"scornn\"", "optim.group_lr={orthogonal=1e-4}"]),
-    "asrnn-group-lr": (COPY, ["model.cell=\"asrnn\"", "model.cell_options={init=\"henaff\"}",
-                              "optim.group_lr={orthogonal=1e-4}"]),
-    "nnrnn-regulariser": (COPY, ["model.cell=\"nnrnn\"", "model.cell_options={delta=0.1}", "optim.name=\"rmsprop\"",
-                                 "optim.lr=5e-4", "optim.group_lr={orthogonal=1e-6}",
-                                 "optim.group_weight_decay={nonnormal=1e-6}"]),
-    "dmu-memory-group": (ADD, ["model.cell=\"dmu\"", "model.cell_options={layers=[4]}"]),
-    "dmu-linear-copy": (COPY, ["model.cell=\"dmu\"", "model.cell_options={layers=[]}"]),
-    "rhn": (ADD, ["model.cell=\"rhn\"", "model.cell_options={depth=2}"]),
-    "ltrnn-copy": (COPY, ["model.cell=\"ltrnn\"", "model.cell_options={init=\"orthogonal\"}", "optim.lr=1e-4"]),
-    "ltrnn-adding": (ADD, ["model.cell=\"ltrnn\""]),
-    "urnn": (COPY, ["model.cell=\"urnn\""]),
-    "eurnn": (ADD, ["model.cell=\"eurnn\""]),
+    "rnn-clip-exponential": (
+        ADD,
+        [
+            'model.cell="rnn"',
+            "optim.clip=0.5",
+            'train.schedule="exponential"',
+            "train.lr_gamma=0.8",
+            "train.lr_step_every=10",
+        ],
+    ),
+    "irnn-copy": (COPY, ['model.cell="irnn"', "optim.clip=0.0", "optim.lr=1e-4"]),
+    "lstm-plateau": (
+        COPY,
+        ['model.cell="lstm"', 'train.schedule="plateau"', "train.plateau_patience=0", "train.plateau_factor=0.5"],
+    ),
+    "lstm-wide-adding": (ADD, ['model.cell="lstm"', "model.hidden_size=16", "optim.clip=1.0"]),
+    "gru-layers": (ADD, ['model.cell="gru"', "model.hidden_size=[4, 3]"]),
+    "gru-wide-copy": (COPY, ['model.cell="gru"', "model.hidden_size=16"]),
+    "exprnn-dtriv-group-lr": (
+        COPY,
+        ['model.cell="exprnn"', "model.cell_options={K=7}", "optim.group_lr={orthogonal=1e-4}"],
+    ),
+    "scornn": (ADD, ['model.cell="scornn"', "optim.group_lr={orthogonal=1e-4}"]),
+    "asrnn-group-lr": (
+        COPY,
+        ['model.cell="asrnn"', 'model.cell_options={init="henaff"}', "optim.group_lr={orthogonal=1e-4}"],
+    ),
+    "nnrnn-regulariser": (
+        COPY,
+        [
+            'model.cell="nnrnn"',
+            "model.cell_options={delta=0.1}",
+            'optim.name="rmsprop"',
+            "optim.lr=5e-4",
+            "optim.group_lr={orthogonal=1e-6}",
+            "optim.group_weight_decay={nonnormal=1e-6}",
+        ],
+    ),
+    "dmu-memory-group": (ADD, ['model.cell="dmu"', "model.cell_options={layers=[4]}"]),
+    "dmu-linear-copy": (COPY, ['model.cell="dmu"', "model.cell_options={layers=[]}"]),
+    "rhn": (ADD, ['model.cell="rhn"', "model.cell_options={depth=2}"]),
+    "ltrnn-copy": (COPY, ['model.cell="ltrnn"', 'model.cell_options={init="orthogonal"}', "optim.lr=1e-4"]),
+    "ltrnn-adding": (ADD, ['model.cell="ltrnn"']),
+    "urnn": (COPY, ['model.cell="urnn"']),
+    "eurnn": (ADD, ['model.cell="eurnn"']),
     # issue 23's cells (their step loop under vmap)
-    **{c: ((COPY, ADD)[i % 2], [f"model.cell=\"{c}\""]) for i, c in enumerate(
-        ["momentumlstm", "fcurnn", "softorth", "kru", "antisymrnn", "incrnn", "naisnet", "lipschitz", "cornn", "lem"])},
+    **{
+        c: ((COPY, ADD)[i % 2], [f'model.cell="{c}"'])
+        for i, c in enumerate(
+            [
+                "momentumlstm",
+                "fcurnn",
+                "softorth",
+                "kru",
+                "antisymrnn",
+                "incrnn",
+                "naisnet",
+                "lipschitz",
+                "cornn",
+                "lem",
+            ]
+        )
+    },
 }
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_members_follow_their_single_runs_in_float64(case, tmp_path, float64):
     base, extra = CASES[case]
-    _singles_and_ensemble(tmp_path, base, ["model.hidden_size=6", *extra] if "hidden_size" not in str(extra)
-                          else extra, [0, 3])
+    _singles_and_ensemble(
+        tmp_path, base, ["model.hidden_size=6", *extra] if "hidden_size" not in str(extra) else extra, [0, 3]
+    )
 
 
 def test_members_follow_their_single_runs_in_float32(tmp_path):
     """Without float64, batched and single products round differently: measured to F32_RTOL."""
-    for i, (base, extra) in enumerate([(COPY, ["model.hidden_size=8"]),
-                                       (ADD, ["model.cell_options={layers=[4]}", "model.hidden_size=4"])]):
+    for i, (base, extra) in enumerate(
+        [(COPY, ["model.hidden_size=8"]), (ADD, ["model.cell_options={layers=[4]}", "model.hidden_size=4"])]
+    ):
         _singles_and_ensemble(tmp_path / str(i), base, extra, [1, 2], rtol=F32_RTOL, wrap=None)
 
 
-@pytest.mark.parametrize("cell,options", [("lstm", "{}"), ("nnrnn", "{}"), ("dmu", "{layers=[3]}"),
-                                          ("asrnn", "{}")])
+@pytest.mark.parametrize("cell,options", [("lstm", "{}"), ("nnrnn", "{}"), ("dmu", "{layers=[3]}"), ("asrnn", "{}")])
 def test_initial_weights_are_bit_equal_to_the_single_runs(cell, options, tmp_path):
-    cfg = _cfg(COPY, [f"model.cell=\"{cell}\"", f"model.cell_options={options}", "model.hidden_size=6",
-                      "train.steps=1"])
+    cfg = _cfg(COPY, [f'model.cell="{cell}"', f"model.cell_options={options}", "model.hidden_size=6", "train.steps=1"])
     task = build_task(cfg.task)
     seen = {}
     members = [Member(s, c, tmp_path / f"seed{s}") for s, c in zip([0, 5], member_configs(cfg, [0, 5]))]
-    run_members(members, False, False, task=task, on_start=lambda m: seen.setdefault(
-        m.seed, {k: v.clone() for k, v in m.tr.model.state_dict().items()}))
+    run_members(
+        members,
+        False,
+        False,
+        task=task,
+        on_start=lambda m: seen.setdefault(m.seed, {k: v.clone() for k, v in m.tr.model.state_dict().items()}),
+    )
     for s in (0, 5):
-        single = T._build_trainer(_cfg(COPY, [f"model.cell=\"{cell}\"", f"model.cell_options={options}",
-                                              "model.hidden_size=6"], s), task, torch.device("cpu"), False)
+        single = T._build_trainer(
+            _cfg(COPY, [f'model.cell="{cell}"', f"model.cell_options={options}", "model.hidden_size=6"], s),
+            task,
+            torch.device("cpu"),
+            False,
+        )
         ref = single.model.state_dict()
         assert ref.keys() == seen[s].keys()
         assert all(torch.equal(ref[k], seen[s][k]) for k in ref), f"seed {s}: initial weights differ"
@@ -212,14 +275,20 @@ def test_early_stop_and_target_apply_per_member(tmp_path, float64):
     """target_value stops the members that reach it, at the evaluation where their single runs
     stop (result.json written then); the others train on."""
     base, extra = ADD, ["model.cell_options={layers=[4]}", "model.hidden_size=4", "train.steps=40"]
-    probe = train_ensemble(_cfg(base, extra), [0, 1, 2, 3], tmp_path / "probe", progress=False,
-                           task=Float64Task(build_task(_cfg(base).task)))
+    probe = train_ensemble(
+        _cfg(base, extra),
+        [0, 1, 2, 3],
+        tmp_path / "probe",
+        progress=False,
+        task=Float64Task(build_task(_cfg(base).task)),
+    )
     curves = {s: [r["val/loss"] for r in _rows(tmp_path / "probe" / f"seed{s}") if "val/loss" in r] for s in probe}
     # a member reaches it by step 20 (with a margin: single and member agree to 1e-9, not bit for bit) ...
     target = min(min(c[:2]) for c in curves.values()) * (1 + 1e-6)
     assert any(min(c) > target for c in curves.values())  # ... and another never does
-    res = _singles_and_ensemble(tmp_path, base, [*extra, "train.target_metric=\"val/loss\"",
-                                                 f"train.target_value={target!r}"], [0, 1, 2, 3])
+    res = _singles_and_ensemble(
+        tmp_path, base, [*extra, 'train.target_metric="val/loss"', f"train.target_value={target!r}"], [0, 1, 2, 3]
+    )
     stopped = {s: r["stopped"] for s, r in res.items()}
     assert "target" in stopped.values() and "completed" in stopped.values(), stopped
     assert any(r["stopped"] == "target" and r["steps"] <= 20 for r in res.values()), res
@@ -283,7 +352,7 @@ def test_a_diverging_member_stops_alone_with_its_last_good_checkpoint(mode, step
     under clipping (stopped at once), or its weights turn NaN (stopped at the evaluation that
     follows). Its run directory is its single run's (rows, the last good checkpoint, no
     result.json, the same error); the other members finish as their single runs."""
-    base, extra = ADD, ["model.cell=\"rnn\"", "model.hidden_size=4", "optim.clip=1.0"]
+    base, extra = ADD, ['model.cell="rnn"', "model.hidden_size=4", "optim.clip=1.0"]
     task = Poisoned(build_task(_cfg(base).task), data_seed=2, at=step if mode == "loss" else -1)
     poison.update(mode=mode, seed=1, step=step)
     res = _singles_and_ensemble(tmp_path, base, extra, [0, 1, 2], task=task)
@@ -304,8 +373,11 @@ def test_finished_members_are_not_retrained_and_locked_ones_are_busy(tmp_path):
     before = (tmp_path / "seed1" / "result.json").read_bytes()
     lock = _hold_lock(tmp_path / "seed2")
     try:
-        members = run_members([Member(s, c, tmp_path / f"seed{s}") for s, c in
-                               zip([0, 1, 2], member_configs(cfg, [0, 1, 2]))], "auto", False)
+        members = run_members(
+            [Member(s, c, tmp_path / f"seed{s}") for s, c in zip([0, 1, 2], member_configs(cfg, [0, 1, 2]))],
+            "auto",
+            False,
+        )
     finally:
         lock.release()
     status = {m.seed: m.status for m in members}
@@ -358,8 +430,16 @@ def _sets(items):
     return [a for kv in items for a in ("--set", kv)]
 
 
-TINY = ["task.L=6", "task.K=3", "task.val_size=16", "task.test_size=16", "train.eval_every=3", "train.batch_size=8",
-        "train.log_every=1", "model.hidden_size=8"]
+TINY = [
+    "task.L=6",
+    "task.K=3",
+    "task.val_size=16",
+    "task.test_size=16",
+    "train.eval_every=3",
+    "train.batch_size=8",
+    "train.log_every=1",
+    "model.hidden_size=8",
+]
 
 
 def test_cli_ensemble_writes_the_directories_seeds_would(tmp_path, capsys):
@@ -379,13 +459,23 @@ def test_cli_ensemble_writes_the_directories_seeds_would(tmp_path, capsys):
 
 # ---------------------------------------------------------------------------- kill and resume
 
+
 def _env() -> dict:
     return {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""), "PYTHONUNBUFFERED": "1"}
 
 
 def _ensemble_argv(runs: Path, steps: int) -> list[str]:
-    return ["train", "demo/lstm", "--seeds", "0-2", "--ensemble", "--runs-dir", str(runs), "--quiet",
-            *_sets(TINY + [f"train.steps={steps}"])]
+    return [
+        "train",
+        "demo/lstm",
+        "--seeds",
+        "0-2",
+        "--ensemble",
+        "--runs-dir",
+        str(runs),
+        "--quiet",
+        *_sets(TINY + [f"train.steps={steps}"]),
+    ]
 
 
 def _member_dirs(runs: Path) -> list[Path]:
@@ -395,23 +485,40 @@ def _member_dirs(runs: Path) -> list[Path]:
 def _record(d: Path) -> dict:
     res = json.loads((d / "result.json").read_text())
     rows = _rows(d)
-    assert [r["step"] for r in rows if "train/loss" in r] == list(range(1, res["steps"] + 1)), \
+    assert [r["step"] for r in rows if "train/loss" in r] == list(range(1, res["steps"] + 1)), (
         "a step missing or logged twice"
+    )
     w = torch.load(d / "checkpoint.pt", weights_only=False)["model"]
-    return {"final": res["final"], "test": res["test"], "best": res["best"], "steps": res["steps"], "rows": rows,
-            "weights": {k: v.tolist() for k, v in w.items()}}
+    return {
+        "final": res["final"],
+        "test": res["test"],
+        "best": res["best"],
+        "steps": res["steps"],
+        "rows": rows,
+        "weights": {k: v.tolist() for k, v in w.items()},
+    }
 
 
 def _kill_at_random(runs: Path, steps: int, rng: random.Random) -> bool:
     """Start the ensemble (resuming what is there), SIGKILL it after a random number of
     metrics rows; return whether it was killed before every member finished."""
     resume = ["--resume"] if _member_dirs(runs) else []
-    p = subprocess.Popen([sys.executable, "-m", "rnnlab.cli", *_ensemble_argv(runs, steps), *resume], env=_env(),
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "rnnlab.cli", *_ensemble_argv(runs, steps), *resume],
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         end = time.monotonic() + 120
-        count = lambda: sum((d / "metrics.jsonl").read_bytes().count(b"\n")  # noqa: E731
-                            for d in _member_dirs(runs) if (d / "metrics.jsonl").exists())
+
+        def count():
+            return sum(
+                (d / "metrics.jsonl").read_bytes().count(b"\n")
+                for d in _member_dirs(runs)
+                if (d / "metrics.jsonl").exists()
+            )
+
         start, wait = count(), rng.randint(1, 30)
         while time.monotonic() < end and p.poll() is None and count() < start + wait:
             time.sleep(0.002)
@@ -452,9 +559,14 @@ def test_sigint_leaves_every_member_resumable(tmp_path):
     them all."""
     runs = tmp_path / "runs"
     argv = _ensemble_argv(runs, 60) + _sets(["train.eval_every=10"])
-    p = subprocess.Popen([sys.executable, "-m", "rnnlab.cli", *argv], env=_env(),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    p = subprocess.Popen(
+        [sys.executable, "-m", "rnnlab.cli", *argv],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     end = time.monotonic() + 120
     while time.monotonic() < end and not all((d / "checkpoint.pt").exists() for d in _member_dirs(runs) or [runs]):
         time.sleep(0.01)
@@ -468,16 +580,21 @@ def test_sigint_leaves_every_member_resumable(tmp_path):
 
 # ---------------------------------------------------------------------------- suites
 
+
 def _suite(path: Path, ensemble="true", seeds=(0, 1, 2)) -> Path:
     sets = TINY + ["train.steps=6"]
-    path.write_text(f'name = "tiny"\npresets = ["demo/lstm", "demo/dmu"]\nseeds = {json.dumps(list(seeds))}\n'
-                    f'set = {json.dumps(sets)}\nmetrics = ["test/loss"]\nensemble = {ensemble}\n')
+    path.write_text(
+        f'name = "tiny"\npresets = ["demo/lstm", "demo/dmu"]\nseeds = {json.dumps(list(seeds))}\n'
+        f'set = {json.dumps(sets)}\nmetrics = ["test/loss"]\nensemble = {ensemble}\n'
+    )
     return path
 
 
 def _ensembles_of(root: Path) -> dict:
-    return {str(p.parent.relative_to(root)): json.loads(p.read_text())["conditions"].get("ensemble")
-            for p in sorted(root.rglob("result.json"))}
+    return {
+        str(p.parent.relative_to(root)): json.loads(p.read_text())["conditions"].get("ensemble")
+        for p in sorted(root.rglob("result.json"))
+    }
 
 
 def test_a_suite_groups_the_seeds_of_each_configuration_into_ensembles(tmp_path):
@@ -547,8 +664,13 @@ def test_the_dmu_suites_at_51_seeds_train_each_module_as_ensembles(task, tmp_pat
     suite, plain = load_suite(f"dmu-{task}-51"), load_suite(f"dmu-{task}")
     assert suite.seeds == list(range(51)) and suite.ensemble is True and suite.presets == plain.presets
     statuses: dict = {}
-    run_suite(dataclasses.replace(suite, seeds=[0, 1]), tmp_path, statuses=statuses, log=lambda m: None,
-              overrides=["train.steps=2", "train.eval_every=2", "task.L=20", "task.val_size=8", "task.test_size=8"])
+    run_suite(
+        dataclasses.replace(suite, seeds=[0, 1]),
+        tmp_path,
+        statuses=statuses,
+        log=lambda m: None,
+        overrides=["train.steps=2", "train.eval_every=2", "task.L=20", "task.val_size=8", "task.test_size=8"],
+    )
     assert len(statuses) == 10 and set(statuses.values()) == {"trained"}
     assert set(_ensembles_of(tmp_path).values()) == {2}
 
@@ -567,13 +689,16 @@ def test_a_suite_of_ensembles_on_a_local_ray_instance(tmp_path, capsys):
     assert main(["suite", str(suite), "--runs-dir", str(tmp_path / "ray"), "--backend", "ray"]) == 0
     assert main(["suite", str(suite), "--runs-dir", str(tmp_path / "local"), "--jobs", "2"]) == 0
     assert "ray: 2 tasks" in capsys.readouterr().err
-    res = lambda root: {str(p.relative_to(root)): json.loads(p.read_text())["final"]  # noqa: E731
-                        for p in sorted(root.rglob("result.json"))}
+
+    def res(root):
+        return {str(p.relative_to(root)): json.loads(p.read_text())["final"] for p in sorted(root.rglob("result.json"))}
+
     assert res(tmp_path / "ray") == res(tmp_path / "local") and len(res(tmp_path / "ray")) == 4
     assert set(_ensembles_of(tmp_path / "ray").values()) == {2}
 
 
 # ---------------------------------------------------------------------------- the benchmark
+
 
 def test_bench_ensemble_in_miniature(tmp_path, monkeypatch, capsys):
     """`rnnlab bench ensemble` on a tiny preset: the parts it times, the whole-run estimate
@@ -583,13 +708,32 @@ def test_bench_ensemble_in_miniature(tmp_path, monkeypatch, capsys):
     assert ensemble_bench.full_run({"start_s": 1, "step_s": [2, 9, 3], "eval_s": 5, "end_s": 6}, 10, 4) == 52
     monkeypatch.setitem(ensemble_bench.BENCHES, "tiny", ("demo/lstm", TINY + ["train.steps=9"]))
     out = tmp_path / "record.json"
-    assert main(["bench", "ensemble", "--benches", "tiny", "--sizes", "1", "3", "--steps", "2", "--compare-paths",
-                 "--json", str(out), "--allow-load"]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "ensemble",
+                "--benches",
+                "tiny",
+                "--sizes",
+                "1",
+                "3",
+                "--steps",
+                "2",
+                "--compare-paths",
+                "--json",
+                str(out),
+                "--allow-load",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "| tiny | 3 |" in text and "step loop under vmap" in text
     record = json.loads(out.read_text())
-    assert {"cpu_model", "loadavg_before", "loadavg_during", "loadavg_after", "loaded", "threads"} <= \
-        set(record["conditions"])
+    assert {"cpu_model", "loadavg_before", "loadavg_during", "loadavg_after", "loaded", "threads"} <= set(
+        record["conditions"]
+    )
     assert len(record["conditions"]["loadavg_during"]) == 2  # one sample per row
     from rnnlab.benchdocs import render_block
 

@@ -21,8 +21,16 @@ from rnnlab.config import ConfigError
 from rnnlab.results import find_results, summarize, table
 from rnnlab.train import TrainingDiverged, evaluate, load_run, train
 
-TINY = ["task.K=3", "task.L=6", "task.val_size=32", "task.test_size=32", "model.hidden_size=12",
-        "train.eval_every=5", "train.batch_size=16", "train.log_every=1"]
+TINY = [
+    "task.K=3",
+    "task.L=6",
+    "task.val_size=32",
+    "task.test_size=32",
+    "model.hidden_size=12",
+    "train.eval_every=5",
+    "train.batch_size=16",
+    "train.log_every=1",
+]
 
 
 def tiny(steps=10, *extra):
@@ -47,16 +55,34 @@ def sets(*items):
 
 # --- one definition of what is part of an experiment ----------------------------------------
 
+
 def test_not_experiment_keys_are_left_out_of_the_run_key_and_may_change_on_resume():
     """One definition, read by the run key (it omits RUN_KEY_OMITS), resume (all but the seeds)
     and the ledger (all of them)."""
     base = tiny()
-    values = {"name": "other", "description": "x", "paper": {"test/loss": 1.0}, "train.seed": 7,
-              "train.data_seed": 9, "train.threads": 3, "train.device": "cpu", "train.tensorboard": True,
-              "train.log_every": 3, "train.eval_batch_size": 64, "train.test": False}
+    values = {
+        "name": "other",
+        "description": "x",
+        "paper": {"test/loss": 1.0},
+        "train.seed": 7,
+        "train.data_seed": 9,
+        "train.threads": 3,
+        "train.device": "cpu",
+        "train.tensorboard": True,
+        "train.log_every": 3,
+        "train.eval_batch_size": 64,
+        "train.test": False,
+    }
     assert sorted(values) == sorted(config.NOT_EXPERIMENT)
-    assert set(config.RUN_KEY_OMITS) == {"name", "description", "paper", "train.seed", "train.threads",
-                                         "train.device", "train.tensorboard"}
+    assert set(config.RUN_KEY_OMITS) == {
+        "name",
+        "description",
+        "paper",
+        "train.seed",
+        "train.threads",
+        "train.device",
+        "train.tensorboard",
+    }
     for key, category in config.NOT_EXPERIMENT.items():
         flat = config.flatten(base.to_dict())
         assert key in flat or key == "paper"  # (an empty [paper] table adds no key)
@@ -89,6 +115,7 @@ def test_resume_with_other_threads_finds_the_run_and_continues_it(tmp_path, caps
 
 # --- precision changed on resume ----------------------------------------------------------------
 
+
 def test_resume_in_another_precision_is_a_mixed_run_that_table_keeps_apart(tmp_path, capsys):
     mixed, pure_bf16, pure_fp32 = tmp_path / "runs" / "a", tmp_path / "runs" / "b", tmp_path / "runs" / "c"
     train(tiny(10, "train.device='cpu'"), mixed, progress=False)
@@ -112,6 +139,7 @@ def test_resume_in_another_precision_is_a_mixed_run_that_table_keeps_apart(tmp_p
 
 # --- metrics.jsonl missing on resume -----------------------------------------------------------
 
+
 @pytest.mark.parametrize("damage", ["deleted", "emptied"])
 def test_resume_after_metrics_were_lost_is_refused_and_keeps_the_checkpoint(damage, tmp_path, capsys):
     out = tmp_path / "run"
@@ -130,12 +158,16 @@ def test_resume_after_metrics_were_lost_is_refused_and_keeps_the_checkpoint(dama
 
 # --- which="best" without best.pt --------------------------------------------------------------
 
+
 def test_which_best_without_best_pt_is_an_error_not_checkpoint_pt(tmp_path, capsys):
     out = tmp_path / "run"
     train(tiny(10), out, progress=False)
     (out / "best.pt").unlink()
-    with pytest.raises(FileNotFoundError, match=r"has no best.pt \(which='best'\); checkpoint.pt exists: load it "
-                                                 r"with which='last'"):
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"has no best.pt \(which='best'\); checkpoint.pt exists: load it "
+        r"with which='last'",
+    ):
         load_run(out, which="best")
     rc, err = cli(["evaluate", out, "--which", "best"], capsys)
     assert rc == 1 and "has no best.pt" in one_error(err) and "--which last" in err
@@ -145,16 +177,21 @@ def test_which_best_without_best_pt_is_an_error_not_checkpoint_pt(tmp_path, caps
 
 # --- metric names checked against the task ------------------------------------------------------
 
-@pytest.mark.parametrize("key,value,hint", [
-    ("train.select_metric", "val/los", "Did you mean 'val/loss'"),
-    ("train.target_metric", "val/accuracyy", "Did you mean 'val/accuracy'"),
-    ("train.target_metric", "train/loss", "val/loss, val/accuracy, val/recall_accuracy"),
-    ("train.select_metric", "val/bpc", "its validation metrics"),
-])
+
+@pytest.mark.parametrize(
+    "key,value,hint",
+    [
+        ("train.select_metric", "val/los", "Did you mean 'val/loss'"),
+        ("train.target_metric", "val/accuracyy", "Did you mean 'val/accuracy'"),
+        ("train.target_metric", "train/loss", "val/loss, val/accuracy, val/recall_accuracy"),
+        ("train.select_metric", "val/bpc", "its validation metrics"),
+    ],
+)
 def test_misspelt_selection_or_target_metric_is_refused_before_anything_runs(key, value, hint, tmp_path, capsys):
     out = tmp_path / "run"
-    rc, err = cli(["train", "demo/lstm", "--out", out, "--quiet", *sets(*TINY, "train.steps=5", f"{key}='{value}'")],
-                  capsys)
+    rc, err = cli(
+        ["train", "demo/lstm", "--out", out, "--quiet", *sets(*TINY, "train.steps=5", f"{key}='{value}'")], capsys
+    )
     line = one_error(err)
     assert rc == 2 and f"{key} = {value!r} is not a metric of task 'copy'" in line and hint in line
     assert not out.exists()  # nothing written, not even the directory
@@ -170,8 +207,14 @@ def _fixture_task(name, tmp_path):
     return config.TaskConfig(options.pop("name"), options), str(tmp_path / "data")
 
 
-SYNTHETIC = {"copy": {"K": 2, "L": 4}, "copy_variable": {"K": 2, "L": 6}, "adding": {"T": 8},
-             "hs_adding": {"L": 20}, "temporal_order": {"L": 20}, "noisy_sequence": {"L": 20}}
+SYNTHETIC = {
+    "copy": {"K": 2, "L": 4},
+    "copy_variable": {"K": 2, "L": 6},
+    "adding": {"T": 8},
+    "hs_adding": {"L": 20},
+    "temporal_order": {"L": 20},
+    "noisy_sequence": {"L": 20},
+}
 
 
 @pytest.mark.parametrize("name", sorted(rnnlab.tasks.TASKS))
@@ -203,15 +246,19 @@ def test_declared_metric_names_are_what_an_evaluation_reports(name, tmp_path):
 
 # --- every value type-checked ---------------------------------------------------------------
 
-@pytest.mark.parametrize("item,needle", [
-    ("task.L=abc", "task.L must be of type int for task 'copy' (CopyTask), got 'abc'"),
-    ("task.L=2.5", "task.L must be of type int for task 'copy' (CopyTask), got 2.5"),
-    ("task.encoding=3", "task.encoding must be of type str"),
-    ("model.cell_options.bias=1", "model.cell_options.bias must be of type bool for cell 'lstm'"),
-    ("train.steps=2.5", "train.steps must be of type int, got 2.5"),
-    ("model.hidden_size=2.5", "model.hidden_size must be of type int | list, got 2.5"),
-    ("optim.lr='fast'", "optim.lr must be of type float, got 'fast'"),
-])
+
+@pytest.mark.parametrize(
+    "item,needle",
+    [
+        ("task.L=abc", "task.L must be of type int for task 'copy' (CopyTask), got 'abc'"),
+        ("task.L=2.5", "task.L must be of type int for task 'copy' (CopyTask), got 2.5"),
+        ("task.encoding=3", "task.encoding must be of type str"),
+        ("model.cell_options.bias=1", "model.cell_options.bias must be of type bool for cell 'lstm'"),
+        ("train.steps=2.5", "train.steps must be of type int, got 2.5"),
+        ("model.hidden_size=2.5", "model.hidden_size must be of type int | list, got 2.5"),
+        ("optim.lr='fast'", "optim.lr must be of type float, got 'fast'"),
+    ],
+)
 def test_every_config_value_is_checked_against_its_declared_type(item, needle, tmp_path, capsys):
     out = tmp_path / "run"
     rc, err = cli(["train", "demo/lstm", "--out", out, "--quiet", *sets(*TINY, "train.steps=2", item)], capsys)
@@ -228,8 +275,11 @@ def test_every_option_of_every_cell_and_task_has_a_type_to_check_against():
     for registry in (CELLS, rnnlab.tasks.TASKS):
         for key, cls in registry.items():
             hints = config.option_types(cls)
-            params = [n for n, p in inspect.signature(cls.__init__).parameters.items()
-                      if n != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+            params = [
+                n
+                for n, p in inspect.signature(cls.__init__).parameters.items()
+                if n != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+            ]
             assert params and all(n in hints for n in params), (key, [n for n in params if n not in hints])
 
 
@@ -244,6 +294,7 @@ def test_type_check_accepts_what_toml_gives_for_each_declared_type():
 
 
 # --- layer sizes as torch.nn checks them ---------------------------------------------------------
+
 
 @pytest.mark.parametrize("layer", ["LSTM", "GRU", "RNN", "ExpRNN", "ASRNN", "NNRNN", "DMU", "LTRNN", "SCORNN"])
 @pytest.mark.parametrize("args", [(4, 6.5), (4.0, 6), (4, 6, 2.0)])
@@ -262,25 +313,47 @@ def test_cells_refuse_a_non_integer_width():
 
 # --- run names -----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", ["a\nb", "a\tb", "run\x1b[31m"])
 def test_a_control_character_in_a_run_name_is_refused(name, tmp_path, capsys):
     with pytest.raises(ConfigError, match="control character"):
         config.from_dict({**tiny().to_dict(), "name": name})
-    rc, err = cli(["train", "demo/lstm", "--runs-dir", tmp_path, "--quiet",
-                   *sets(*TINY, "train.steps=2", f"name={json.dumps(name)}")], capsys)
+    rc, err = cli(
+        [
+            "train",
+            "demo/lstm",
+            "--runs-dir",
+            tmp_path,
+            "--quiet",
+            *sets(*TINY, "train.steps=2", f"name={json.dumps(name)}"),
+        ],
+        capsys,
+    )
     assert rc == 2 and "control character" in one_error(err)
     assert list(tmp_path.iterdir()) == []
 
 
 # --- a finite loss with an infinite gradient norm ---------------------------------------------
 
+
 def test_infinite_gradient_norm_under_clipping_stops_the_run_as_diverged(tmp_path):
     """An LT-RNN at a too-large learning rate: the loss stays finite (about 1e17) while the
     gradient norm overflows; clipping then scales every update to zero and the run went on for
     its whole budget without learning. It must stop, saying why."""
-    cfg = config.load("henaff/adding-ltornn", [
-        "task.T=100", "task.val_size=32", "task.test_size=32", "model.hidden_size=32", "optim.lr=0.01",
-        "train.batch_size=32", "train.steps=60", "train.eval_every=30", "train.log_every=1"])
+    cfg = config.load(
+        "henaff/adding-ltornn",
+        [
+            "task.T=100",
+            "task.val_size=32",
+            "task.test_size=32",
+            "model.hidden_size=32",
+            "optim.lr=0.01",
+            "train.batch_size=32",
+            "train.steps=60",
+            "train.eval_every=30",
+            "train.log_every=1",
+        ],
+    )
     with pytest.raises(TrainingDiverged, match=r"gradient norm became inf at step (\d+) while the loss is finite"):
         train(cfg, tmp_path / "run", progress=False)
     rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -298,6 +371,7 @@ def test_a_finite_gradient_norm_is_clipped_and_trains_on(tmp_path):
 
 
 # --- progress off a terminal ---------------------------------------------------------------
+
 
 def test_off_a_terminal_progress_lines_come_between_evaluations(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(train_mod, "PROGRESS_EVERY_S", 0.0, raising=False)
@@ -325,9 +399,11 @@ def test_rundir_import_leaves_torch_out_and_reexports_stay(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys, rnnlab.rundir, rnnlab.results\nassert 'torch' not in sys.modules\n"
-            "import rnnlab, rnnlab.train\nassert rnnlab.load_run is rnnlab.rundir.load_run is rnnlab.train.load_run\n"
-            "print('OK')")
+    code = (
+        "import sys, rnnlab.rundir, rnnlab.results\nassert 'torch' not in sys.modules\n"
+        "import rnnlab, rnnlab.train\nassert rnnlab.load_run is rnnlab.rundir.load_run is rnnlab.train.load_run\n"
+        "print('OK')"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.stdout.strip() == "OK", r.stderr[-2000:]
 
@@ -372,8 +448,10 @@ def test_rnnlab_train_resolves_its_device_once(tmp_path, monkeypatch, capsys):
         return real(spec, what)
 
     monkeypatch.setattr(dev, "resolve_device", counting)
-    rc, err = cli(["train", "demo/lstm", "--out", tmp_path / "r", "--device", "cpu", "--quiet",
-                   *sets(*TINY, "train.steps=2")], capsys)
+    rc, err = cli(
+        ["train", "demo/lstm", "--out", tmp_path / "r", "--device", "cpu", "--quiet", *sets(*TINY, "train.steps=2")],
+        capsys,
+    )
     assert rc == 0, err
     assert calls == ["cpu"]
 

@@ -28,8 +28,15 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 SMALL = [
-    "task.K=3", "task.L=8", "task.val_size=64", "task.test_size=64", "model.hidden_size=24",
-    "train.eval_every=5", "train.batch_size=32", "train.log_every=5", "train.steps=10",
+    "task.K=3",
+    "task.L=8",
+    "task.val_size=64",
+    "task.test_size=64",
+    "model.hidden_size=24",
+    "train.eval_every=5",
+    "train.batch_size=32",
+    "train.log_every=5",
+    "train.steps=10",
 ]
 
 
@@ -237,8 +244,13 @@ def test_full_disk_during_a_checkpoint_keeps_the_previous_one_and_resume_finishe
     assert limit > 4 * (run / "metrics.jsonl").stat().st_size and limit > (run / "config.json").stat().st_size
     before = (run / "checkpoint.pt").read_bytes()
     env = {**os.environ, "PYTHONPATH": str(SRC)}
-    p = subprocess.run([sys.executable, "-c", FULL_DISK, str(limit), *map(str, train_args(run, "--resume", steps=20))],
-                       capture_output=True, text=True, env=env, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-c", FULL_DISK, str(limit), *map(str, train_args(run, "--resume", steps=20))],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     line = one_error(p.stderr)
     assert p.returncode == 1
     assert f"cannot write {run / 'checkpoint.pt'}" in line and "File too large" in line and "--resume" in line
@@ -315,8 +327,20 @@ def test_huge_learning_rate_writes_no_checkpoint_and_says_so(tmp_path, capsys):
     """expRNN with SGD at lr=1e30: the weights' matrix exponential is NaN after step 1 while the
     stored base is finite, so only the evaluation shows it. Nothing may be checkpointed."""
     out = tmp_path / "run"
-    rc, err = cli(train_args(out, "--set", 'model.cell="exprnn"', "--set", 'optim.name="sgd"',
-                             "--set", "optim.lr=1e30", "--set", "train.eval_every=1"), capsys)
+    rc, err = cli(
+        train_args(
+            out,
+            "--set",
+            'model.cell="exprnn"',
+            "--set",
+            'optim.name="sgd"',
+            "--set",
+            "optim.lr=1e30",
+            "--set",
+            "train.eval_every=1",
+        ),
+        capsys,
+    )
     line = one_error(err)
     assert rc == 1 and "became non-finite at step 1" in line and "no good checkpoint exists" in line
     assert not (out / "checkpoint.pt").exists() and not (out / "best.pt").exists()
@@ -355,8 +379,16 @@ def test_weights_gone_non_finite_are_never_checkpointed_and_the_message_points_a
 
 
 # --- data files ---------------------------------------------------------------------------------
-PAIRS = [("Go.", "Ve."), ("Hi.", "Hola."), ("Run!", "¡Corre!"), ("I see.", "Ya veo."), ("Tom ran.", "Tom corrió."),
-         ("I won.", "Gané."), ("Help!", "¡Ayuda!"), ("Tom won.", "Tom ganó.")] * 6
+PAIRS = [
+    ("Go.", "Ve."),
+    ("Hi.", "Hola."),
+    ("Run!", "¡Corre!"),
+    ("I see.", "Ya veo."),
+    ("Tom ran.", "Tom corrió."),
+    ("I won.", "Gané."),
+    ("Help!", "¡Ayuda!"),
+    ("Tom won.", "Tom ganó."),
+] * 6
 
 
 def _tatoeba(root: Path, damage: str) -> Path:
@@ -384,8 +416,10 @@ def test_corrupt_tatoeba_zip_fails_verify_and_training_with_the_fix(damage, tmp_
     line = next(ln for ln in out.splitlines() if "spa-eng.zip" in ln)
     assert rc == 1 and "CORRUPT" in line and "re-fetch" in line and "different release" not in line
     preset = tmp_path / "t.toml"
-    preset.write_text('[task]\nname = "translation"\nval_size = 5\ntest_size = 6\nmin_freq = 1\n'
-                      '[model]\ncell = "gru"\nhidden_size = 8\n[train]\nsteps = 1\n')
+    preset.write_text(
+        '[task]\nname = "translation"\nval_size = 5\ntest_size = 6\nmin_freq = 1\n'
+        '[model]\ncell = "gru"\nhidden_size = 8\n[train]\nsteps = 1\n'
+    )
     rc, err = cli(["train", preset, "--data-dir", tmp_path / "data", "--out", tmp_path / "run", "--quiet"], capsys)
     line = one_error(err)
     assert rc == 1 and str(path) in line and "corrupt" in line and "delete it and re-fetch" in line
@@ -425,8 +459,12 @@ def test_damaged_fixture_files_of_every_loader_raise_data_errors(tmp_path):
     truncated .mat (music), non-UTF-8 text (PTB, Shakespeare) each name the file and the fix."""
     d = tmp_path / "mnist"
     d.mkdir()
-    for name in ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
-                 "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"):
+    for name in (
+        "train-images-idx3-ubyte.gz",
+        "train-labels-idx1-ubyte.gz",
+        "t10k-images-idx3-ubyte.gz",
+        "t10k-labels-idx1-ubyte.gz",
+    ):
         with gzip.open(d / name, "wb") as f:
             f.write(os.urandom(20_000))
         (d / name).write_bytes((d / name).read_bytes()[:5000])

@@ -19,8 +19,14 @@ from conftest import default_sigint, kill_driver_and_check_its_workers_die, wait
 from rnnlab.cli import main
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
-TINY = ["task.L=8", "task.val_size=16", "task.test_size=16", "train.eval_every=2", "train.batch_size=16",
-        "train.log_every=1"]
+TINY = [
+    "task.L=8",
+    "task.val_size=16",
+    "task.test_size=16",
+    "train.eval_every=2",
+    "train.batch_size=16",
+    "train.log_every=1",
+]
 
 
 def _sets(items):
@@ -28,8 +34,7 @@ def _sets(items):
 
 
 def _env() -> dict:
-    return {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
-            "PYTHONUNBUFFERED": "1"}
+    return {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""), "PYTHONUNBUFFERED": "1"}
 
 
 def _train_argv(out: Path, steps: int) -> list[str]:
@@ -37,8 +42,14 @@ def _train_argv(out: Path, steps: int) -> list[str]:
 
 
 def _spawn(argv: list[str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "rnnlab.cli", *argv], env=_env(), preexec_fn=default_sigint,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "rnnlab.cli", *argv],
+        env=_env(),
+        preexec_fn=default_sigint,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _rows(out: Path) -> int:
@@ -46,8 +57,6 @@ def _rows(out: Path) -> int:
         return (out / "metrics.jsonl").read_bytes().count(b"\n")
     except OSError:
         return 0
-
-
 
 
 def _train_steps(out: Path) -> list[int]:
@@ -59,14 +68,22 @@ def _train_steps(out: Path) -> list[int]:
 def _record(out: Path) -> dict:
     """What must not depend on interruptions: results, metrics rows (without wall time), weights."""
     res = json.loads((out / "result.json").read_text())
-    rows = [{k: v for k, v in json.loads(ln).items() if k != "time"}
-            for ln in (out / "metrics.jsonl").read_text().splitlines()]
+    rows = [
+        {k: v for k, v in json.loads(ln).items() if k != "time"}
+        for ln in (out / "metrics.jsonl").read_text().splitlines()
+    ]
     assert _train_steps(out) == list(range(1, res["steps"] + 1)), "a step missing or logged twice"
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["train"]["steps"] == res["steps"]  # config.json agrees with result.json
     w = torch.load(out / "checkpoint.pt", weights_only=False)["model"]
-    return {"final": res["final"], "test": res["test"], "best": res["best"], "steps": res["steps"],
-            "rows": rows, "weights": {k: v.tolist() for k, v in w.items()}}
+    return {
+        "final": res["final"],
+        "test": res["test"],
+        "best": res["best"],
+        "steps": res["steps"],
+        "rows": rows,
+        "weights": {k: v.tolist() for k, v in w.items()},
+    }
 
 
 @pytest.fixture(scope="module")
@@ -194,8 +211,9 @@ def test_two_trainings_started_together_one_wins(tmp_path):
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to find the workers")
 def test_killed_suite_driver_takes_its_workers_along_and_a_restart_finishes_each_run_once(tmp_path, capsys):
     suite = tmp_path / "s.toml"
-    suite.write_text('name = "k"\npresets = ["demo/lstm"]\nseeds = [0, 1]\n'
-                     f'set = {json.dumps(TINY + ["train.steps=60"])}\n')
+    suite.write_text(
+        f'name = "k"\npresets = ["demo/lstm"]\nseeds = [0, 1]\nset = {json.dumps(TINY + ["train.steps=60"])}\n'
+    )
     runs = tmp_path / "runs"
     argv = ["suite", str(suite), "--runs-dir", str(runs), "--jobs", "2"]
     driver = _spawn(argv)

@@ -9,8 +9,21 @@ from rnnlab import cli
 
 torch.set_num_threads(1)
 
-SMALL = ["--set", "train.steps=3", "--set", "train.eval_every=3", "--set", "task.L=6", "--set", "task.K=3",
-         "--set", "task.val_size=4", "--set", "task.test_size=4", "--quiet"]
+SMALL = [
+    "--set",
+    "train.steps=3",
+    "--set",
+    "train.eval_every=3",
+    "--set",
+    "task.L=6",
+    "--set",
+    "task.K=3",
+    "--set",
+    "task.val_size=4",
+    "--set",
+    "task.test_size=4",
+    "--quiet",
+]
 
 
 def _train(tmp_path, preset, hidden):

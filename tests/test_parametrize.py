@@ -184,8 +184,8 @@ def test_expm_skew_backward_equals_torch_float64(case):
         X = skew(torch.diag(torch.ones(n - 1, dtype=torch.float64), 1))
     X.requires_grad_()
     G = torch.randn(n, n, dtype=torch.float64)
-    ref, = torch.autograd.grad((torch.linalg.matrix_exp(X) * G).sum(), X)
-    ours, = torch.autograd.grad((_ExpmSkew.apply(X) * G).sum(), X)
+    (ref,) = torch.autograd.grad((torch.linalg.matrix_exp(X) * G).sum(), X)
+    (ours,) = torch.autograd.grad((_ExpmSkew.apply(X) * G).sum(), X)
     torch.testing.assert_close(ours, ref, rtol=1e-11, atol=1e-11 * ref.abs().max().item())
 
 
@@ -318,9 +318,11 @@ def test_expm_taylor_float32_no_less_accurate_than_the_eig_path():
             X = X64.detach().float().requires_grad_()
             Q = par.expm_skew(X, method)
             (g,) = torch.autograd.grad((Q * G.float()).sum(), X)
-            errs[method] = (((Q.double() - Q64).norm() / Q64.norm()).item(),
-                            ((g.double() - g64).norm() / g64.norm()).item(),
-                            par.orthogonality_error(Q.detach().double()))
+            errs[method] = (
+                ((Q.double() - Q64).norm() / Q64.norm()).item(),
+                ((g.double() - g64).norm() / g64.norm()).item(),
+                par.orthogonality_error(Q.detach().double()),
+            )
         assert all(t <= max(e, 1e-6) for t, e in zip(errs["taylor"], errs["eig"])), (case, errs)
 
 

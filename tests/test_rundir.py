@@ -30,11 +30,18 @@ def _env() -> dict:
 
 # ------------------------------------------------------------------ configuration key
 
+
 def test_key_ignores_seed_and_execution_keys_but_nothing_else():
     base = config.load("demo/lstm")
     same = [["train.seed=7"], ["train.threads=2"], ["name=other-name"], ["description='x'"]]
-    differ = [["optim.lr=3e-4"], ["train.steps=11"], ["task.L=9"], ["model.hidden_size=33"],
-              ["train.data_seed=5"], ["optim.clip=1.0"]]
+    differ = [
+        ["optim.lr=3e-4"],
+        ["train.steps=11"],
+        ["task.L=9"],
+        ["model.hidden_size=33"],
+        ["train.data_seed=5"],
+        ["optim.clip=1.0"],
+    ]
     k0 = rundir.config_key(config.load("demo/lstm", ["optim.lr=1.0"]))
     assert rundir.config_key(config.load("demo/lstm", ["optim.lr=1"])) == k0  # int and float alike
     for ov in same:
@@ -72,8 +79,23 @@ def test_directory_names_carry_the_key(tmp_path):
 @pytest.mark.parametrize("bad", ["../evil", "/tmp/abs", "a/../../b", "", "a//b", "./x", "~/x"])
 def test_run_names_that_are_not_plain_relative_paths_are_refused(tmp_path, capsys, bad):
     runs = tmp_path / "runs"
-    assert main(["train", "demo/lstm", "--runs-dir", str(runs), "--set", f"name='{bad}'",
-                 "--set", "train.steps=1", "--quiet"] + TINY_SET) == 2
+    assert (
+        main(
+            [
+                "train",
+                "demo/lstm",
+                "--runs-dir",
+                str(runs),
+                "--set",
+                f"name='{bad}'",
+                "--set",
+                "train.steps=1",
+                "--quiet",
+            ]
+            + TINY_SET
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "not a plain relative path" in err and err.count("\n") == 1
     assert not runs.exists() and not (tmp_path / "evil").exists()
@@ -83,14 +105,18 @@ def test_run_names_that_are_not_plain_relative_paths_are_refused(tmp_path, capsy
 
 # a holder process running only the lock code (loaded from its file: no torch import, fast)
 # (sys.argv[2], the module's file, names which rundir: the one on PYTHONPATH)
-HOLD = ("import sys, time\n"
-        "import rnnlab.rundir as m\n"
-        "with m.claim(sys.argv[1]):\n    print('held', flush=True); time.sleep(60)\n")
+HOLD = (
+    "import sys, time\n"
+    "import rnnlab.rundir as m\n"
+    "with m.claim(sys.argv[1]):\n    print('held', flush=True); time.sleep(60)\n"
+)
 
 
 def test_lock_refuses_a_second_writer_names_the_holder_and_is_released(tmp_path):
     d = tmp_path / "run"
-    p = subprocess.Popen([sys.executable, "-c", HOLD, str(d), rundir.__file__], stdout=subprocess.PIPE, text=True, env=_env())
+    p = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(d), rundir.__file__], stdout=subprocess.PIPE, text=True, env=_env()
+    )
     try:
         assert p.stdout.readline().strip() == "held"
         with pytest.raises(rundir.RunLocked, match=f"pid {p.pid} on "):
@@ -128,14 +154,37 @@ def test_failed_starts_leave_no_stub_directory(tmp_path, capsys):
 
 # ------------------------------------------------------------------ resume and steps
 
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """Two tiny runs of demo/lstm (seeds 0, 1) and one with another lr, through the CLI."""
     runs = tmp_path_factory.mktemp("runs")
-    assert main(["train", "demo/lstm", "--runs-dir", str(runs), "--seeds", "0,1", "--quiet",
-                 "--set", "train.steps=4"] + TINY_SET) == 0
-    assert main(["train", "demo/lstm", "--runs-dir", str(runs), "--seeds", "0", "--quiet",
-                 "--set", "train.steps=4", "--set", "optim.lr=3e-4"] + TINY_SET) == 0
+    assert (
+        main(
+            ["train", "demo/lstm", "--runs-dir", str(runs), "--seeds", "0,1", "--quiet", "--set", "train.steps=4"]
+            + TINY_SET
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "train",
+                "demo/lstm",
+                "--runs-dir",
+                str(runs),
+                "--seeds",
+                "0",
+                "--quiet",
+                "--set",
+                "train.steps=4",
+                "--set",
+                "optim.lr=3e-4",
+            ]
+            + TINY_SET
+        )
+        == 0
+    )
     return runs
 
 
@@ -163,6 +212,7 @@ def test_resume_finds_the_run_when_only_steps_changed(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------ tables by configuration
+
 
 def test_table_never_pools_configurations_and_counts_a_repeated_seed_once(trained, tmp_path, capsys):
     runs = tmp_path / "runs"
@@ -221,22 +271,30 @@ def test_broken_metrics_lines_are_skipped_and_named(trained, tmp_path, capsys):
 
 # ------------------------------------------------------------------ suites with grids
 
+
 def _suite(tmp_path, body: str) -> str:
     p = tmp_path / "s.toml"
-    p.write_text('name = "g"\npresets = ["demo/lstm"]\nseeds = [0, 1]\n'
-                 f'set = {json.dumps(TINY + ["train.steps=2"])}\nmetrics = ["test/loss"]\n' + body)
+    p.write_text(
+        'name = "g"\npresets = ["demo/lstm"]\nseeds = [0, 1]\n'
+        f'set = {json.dumps(TINY + ["train.steps=2"])}\nmetrics = ["test/loss"]\n' + body
+    )
     return str(p)
 
 
 def test_grid_suite_one_row_per_point_reuse_only_on_match(tmp_path, capsys):
     from rnnlab.suite import grid_points
 
-    assert grid_points({"optim.lr": [1e-3, 3e-4], "size": [{"model.hidden_size": 8, "optim.clip": 1.0},
-                                                          {"model.hidden_size": 12, "optim.clip": 2.0}]}) == [
+    assert grid_points(
+        {
+            "optim.lr": [1e-3, 3e-4],
+            "size": [{"model.hidden_size": 8, "optim.clip": 1.0}, {"model.hidden_size": 12, "optim.clip": 2.0}],
+        }
+    ) == [
         ["optim.lr=0.001", "model.hidden_size=8", "optim.clip=1.0"],
         ["optim.lr=0.001", "model.hidden_size=12", "optim.clip=2.0"],
         ["optim.lr=0.0003", "model.hidden_size=8", "optim.clip=1.0"],
-        ["optim.lr=0.0003", "model.hidden_size=12", "optim.clip=2.0"]]
+        ["optim.lr=0.0003", "model.hidden_size=12", "optim.clip=2.0"],
+    ]
     suite = _suite(tmp_path, '[grid]\n"optim.lr" = [1e-3, 3e-4]\n')
     runs = tmp_path / "runs"
     assert main(["suite", suite, "--runs-dir", str(runs)]) == 0
@@ -256,13 +314,16 @@ def test_grid_suite_one_row_per_point_reuse_only_on_match(tmp_path, capsys):
     assert len(list(runs.rglob("result.json"))) == 8
 
 
-@pytest.mark.parametrize("grid, words", [
-    ('"optim.lrr" = [1e-3]', ["lrr", "valid keys"]),
-    ('"optim.lr" = []', ["optim.lr", "non-empty"]),
-    ('lr = [1e-3]', ["'lr'", "names no config key"]),
-    ('"train.seed" = [1, 2]', ["seeds"]),
-    ('t = [{"task.nope" = 1}]', ["nope"]),
-])
+@pytest.mark.parametrize(
+    "grid, words",
+    [
+        ('"optim.lrr" = [1e-3]', ["lrr", "valid keys"]),
+        ('"optim.lr" = []', ["optim.lr", "non-empty"]),
+        ("lr = [1e-3]", ["'lr'", "names no config key"]),
+        ('"train.seed" = [1, 2]', ["seeds"]),
+        ('t = [{"task.nope" = 1}]', ["nope"]),
+    ],
+)
 def test_bad_grids_are_one_line_errors(tmp_path, capsys, grid, words):
     assert main(["suite", _suite(tmp_path, "[grid]\n" + grid + "\n"), "--runs-dir", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
@@ -278,8 +339,10 @@ def test_a_suite_with_a_failed_run_finishes_the_others_and_exits_nonzero(tmp_pat
     tiny.write_text(text)
     assert config.load(str(tiny)).task.options["val_size"] == 16
     p = tmp_path / "s.toml"
-    p.write_text(f'name = "f"\npresets = [{json.dumps(str(tiny))}, "asrnn/smnist-n122"]\nseeds = [0]\n'
-                 f'set = {json.dumps(TINY[3:] + ["train.steps=2"])}\n')
+    p.write_text(
+        f'name = "f"\npresets = [{json.dumps(str(tiny))}, "asrnn/smnist-n122"]\nseeds = [0]\n'
+        f"set = {json.dumps(TINY[3:] + ['train.steps=2'])}\n"
+    )
     empty = tmp_path / "no-data"
     empty.mkdir()
     assert main(["suite", str(p), "--runs-dir", str(tmp_path / "r"), "--data-dir", str(empty)]) == 1
@@ -291,8 +354,10 @@ def test_a_suite_with_a_failed_run_finishes_the_others_and_exits_nonzero(tmp_pat
 
 def test_resume_drops_a_partial_last_metrics_line(tmp_path, capsys):
     def rows(out):
-        return [{k: v for k, v in json.loads(ln).items() if k != "time"}
-                for ln in (out / "metrics.jsonl").read_text().splitlines()]
+        return [
+            {k: v for k, v in json.loads(ln).items() if k != "time"}
+            for ln in (out / "metrics.jsonl").read_text().splitlines()
+        ]
 
     argv = ["train", "demo/lstm", "--quiet", "--set", "train.log_every=1"] + TINY_SET
     assert main(argv + ["--out", str(tmp_path / "a"), "--set", "train.steps=6"]) == 0
@@ -330,7 +395,8 @@ HOLD_THEN_DIE = (
     "import rnnlab.rundir as m\n"
     "lock = m.RunLock(m.Path(sys.argv[1])); m.Path(sys.argv[1]).mkdir(parents=True); lock.acquire()\n"
     "if os.fork() == 0:\n    time.sleep(float(sys.argv[3])); os._exit(0)\n"
-    "print('held', flush=True); os._exit(0)\n")
+    "print('held', flush=True); os._exit(0)\n"
+)
 
 
 def test_pid_alive_counts_a_zombie_as_exited():
@@ -353,8 +419,12 @@ def test_pid_alive_counts_a_zombie_as_exited():
 def test_a_lock_whose_recorded_holder_is_dead_is_awaited_a_moment(tmp_path, monkeypatch, linger, waits):
     monkeypatch.setattr(rundir, "DYING_HOLDER_WAIT_S", 2.0)
     d = tmp_path / "run"
-    p = subprocess.Popen([sys.executable, "-c", HOLD_THEN_DIE, str(d), rundir.__file__, str(linger)],
-                         stdout=subprocess.PIPE, text=True, env=_env())
+    p = subprocess.Popen(
+        [sys.executable, "-c", HOLD_THEN_DIE, str(d), rundir.__file__, str(linger)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
     assert p.stdout.readline().strip() == "held"
     p.wait()
     p.stdout.close()

@@ -25,8 +25,17 @@ from rnnlab.train import evaluate, git_state, load_run, source_hash, train
 
 
 def small(steps=6, **extra):
-    over = ["task.K=3", "task.L=6", "task.val_size=32", "task.test_size=32", "model.hidden_size=12",
-            f"train.steps={steps}", "train.eval_every=2", "train.batch_size=16", "train.log_every=1"]
+    over = [
+        "task.K=3",
+        "task.L=6",
+        "task.val_size=32",
+        "task.test_size=32",
+        "model.hidden_size=12",
+        f"train.steps={steps}",
+        "train.eval_every=2",
+        "train.batch_size=16",
+        "train.log_every=1",
+    ]
     return config.load("demo/lstm", over + [f"{k}={v}" for k, v in extra.items()])
 
 
@@ -83,9 +92,29 @@ def test_tensorboard_events_match_metrics(tmp_path):
     pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    assert main(["train", "demo/lstm", "--out", str(tmp_path / "r"), "--tensorboard", "--quiet",
-                 "--set", "train.steps=4", "--set", "train.eval_every=2", "--set", "task.L=6",
-                 "--set", "task.val_size=32", "--set", "task.test_size=32"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "demo/lstm",
+                "--out",
+                str(tmp_path / "r"),
+                "--tensorboard",
+                "--quiet",
+                "--set",
+                "train.steps=4",
+                "--set",
+                "train.eval_every=2",
+                "--set",
+                "task.L=6",
+                "--set",
+                "task.val_size=32",
+                "--set",
+                "task.test_size=32",
+            ]
+        )
+        == 0
+    )
     acc = EventAccumulator(str(tmp_path / "r" / "tensorboard"))
     acc.Reload()
     evals = [r for r in rows(tmp_path / "r") if "val/loss" in r]
@@ -132,8 +161,11 @@ def test_result_records_the_host_cpu_and_blas(tmp_path):
     assert cond["cpu_model"] == rnnlab.device.cpu_model() and cond["cpu_model"]
     assert cond["blas"] == rnnlab.device.blas_info()
     if Path("/proc/cpuinfo").exists():  # Linux: the model name line, independently read
-        names = [ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                 if ln.lower().startswith("model name")]
+        names = [
+            ln.split(":", 1)[1].strip()
+            for ln in Path("/proc/cpuinfo").read_text().splitlines()
+            if ln.lower().startswith("model name")
+        ]
         if names:
             assert cond["cpu_model"] == names[0]
     assert cond["blas"] in torch.__config__.show() or cond["blas"] == "unknown"
@@ -170,11 +202,14 @@ def ptb_root(tmp_path):
 
 
 def test_run_reloads_without_its_dataset(tmp_path, ptb_root):
-    cfg = config.from_dict({
-        "name": "words", "task": {"name": "ptb_word", "bptt": 4, "verify": False},
-        "model": {"cell": "lstm", "hidden_size": 8, "embedding": 6},
-        "train": {"steps": 3, "batch_size": 2, "eval_every": 3, "eval_batch_size": 2},
-    })
+    cfg = config.from_dict(
+        {
+            "name": "words",
+            "task": {"name": "ptb_word", "bptt": 4, "verify": False},
+            "model": {"cell": "lstm", "hidden_size": 8, "embedding": 6},
+            "train": {"steps": 3, "batch_size": 2, "eval_every": 3, "eval_batch_size": 2},
+        }
+    )
     r = train(cfg, tmp_path / "run", progress=False, data_dir=str(ptb_root))
     _, task, model = load_run(tmp_path / "run", data_dir=str(ptb_root), data=True)
     assert not isinstance(task, TaskInfo)
@@ -198,20 +233,28 @@ def test_run_reloads_without_its_dataset(tmp_path, ptb_root):
 
 
 def test_translation_run_keeps_both_vocabularies(tmp_path):
-    pairs = [("go .", "ve ."), ("run .", "corre ."), ("go now .", "ve ahora ."), ("i run .", "yo corro ."),
-             ("i go .", "yo voy ."), ("run now .", "corre ahora .")] * 4
+    pairs = [
+        ("go .", "ve ."),
+        ("run .", "corre ."),
+        ("go now .", "ve ahora ."),
+        ("i run .", "yo corro ."),
+        ("i go .", "yo voy ."),
+        ("run now .", "corre ahora ."),
+    ] * 4
     d = tmp_path / "data" / "tatoeba"
     d.mkdir(parents=True)
     import zipfile
 
     with zipfile.ZipFile(d / "spa-eng.zip", "w") as z:
         z.writestr("spa.txt", "".join(f"{e}\t{s}\tCC-BY\n" for e, s in pairs))
-    cfg = config.from_dict({
-        "name": "tr", "task": {"name": "translation", "val_size": 4, "test_size": 4, "min_freq": 1,
-                               "verify": False},
-        "model": {"cell": "gru", "hidden_size": 8},
-        "train": {"steps": 2, "batch_size": 4, "eval_every": 2, "eval_batch_size": 4},
-    })
+    cfg = config.from_dict(
+        {
+            "name": "tr",
+            "task": {"name": "translation", "val_size": 4, "test_size": 4, "min_freq": 1, "verify": False},
+            "model": {"cell": "gru", "hidden_size": 8},
+            "train": {"steps": 2, "batch_size": 4, "eval_every": 2, "eval_batch_size": 4},
+        }
+    )
     train(cfg, tmp_path / "run", progress=False, data_dir=str(tmp_path / "data"))
     _, task, model = load_run(tmp_path / "run", data_dir=str(tmp_path / "data"))
     x, lengths = torch.tensor([[4, 5, 0], [5, 4, 6]]), torch.tensor([2, 3])

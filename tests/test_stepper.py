@@ -17,8 +17,11 @@ torch.set_num_threads(1)
 STEPS = 6
 CASES = {
     # nnRNN: the eigenvalue penalty (delta), its "orthogonal" and "nonnormal" groups with their own lr/decay
-    "nnrnn": ["model.cell_options.delta=0.5", "optim.group_lr.orthogonal=3e-3",
-              "optim.group_weight_decay.nonnormal=1e-2"],
+    "nnrnn": [
+        "model.cell_options.delta=0.5",
+        "optim.group_lr.orthogonal=3e-3",
+        "optim.group_weight_decay.nonnormal=1e-2",
+    ],
     # asRNN with dynamic trivialization every 2 steps (after_optimizer_step re-bases), clipped gradients
     "asrnn": ["model.cell_options.K=2", "optim.clip=0.05", "optim.group_lr.orthogonal=2e-3"],
     # DMU: the memory group at lr / (2 n) through group_scales
@@ -27,11 +30,22 @@ CASES = {
 
 
 def _cfg(key: str):
-    return config.load(f"demo/{key}", [
-        "task.L=6", "task.K=3", "task.val_size=8", "task.test_size=8", "model.hidden_size=8",
-        f"train.steps={STEPS}", f"train.eval_every={STEPS}", "train.batch_size=4", "train.test=false",
-        "optim.lr=0.01", *CASES[key],
-    ])
+    return config.load(
+        f"demo/{key}",
+        [
+            "task.L=6",
+            "task.K=3",
+            "task.val_size=8",
+            "task.test_size=8",
+            "model.hidden_size=8",
+            f"train.steps={STEPS}",
+            f"train.eval_every={STEPS}",
+            "train.batch_size=4",
+            "train.test=false",
+            "optim.lr=0.01",
+            *CASES[key],
+        ],
+    )
 
 
 def _own_loop(cfg, stepper_of):
@@ -70,6 +84,7 @@ def test_stepper_loop_ends_where_the_trainer_ends(key, tmp_path):
             opt.zero_grad()
             loss.backward()
             opt.step()
+
         return step
 
     other = _own_loop(cfg, plain).state_dict()

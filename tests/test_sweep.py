@@ -20,8 +20,15 @@ from rnnlab.cli import main
 from rnnlab.config import ConfigError
 from rnnlab.train import train
 
-TINY = ["train.steps=20", "train.eval_every=5", "task.L=10", "model.hidden_size=8", "train.batch_size=16",
-        "task.val_size=64", "task.test_size=64"]
+TINY = [
+    "train.steps=20",
+    "train.eval_every=5",
+    "task.L=10",
+    "model.hidden_size=8",
+    "train.batch_size=16",
+    "task.val_size=64",
+    "task.test_size=64",
+]
 SPACE = """
 [space]
 "optim.lr" = { type = "loguniform", low = 1e-3, high = 3e-2 }
@@ -30,8 +37,9 @@ SPACE = """
 
 
 def write_sweep(path: Path, trials=3, space=SPACE, extra="", name="tiny", set_=TINY) -> Path:
-    path.write_text(f'name = "{name}"\npreset = "demo/lstm"\nset = {json.dumps(set_)}\n'
-                    f'trials = {trials}\n{extra}\n{space}')
+    path.write_text(
+        f'name = "{name}"\npreset = "demo/lstm"\nset = {json.dumps(set_)}\ntrials = {trials}\n{extra}\n{space}'
+    )
     return path
 
 
@@ -41,6 +49,7 @@ def eval_rows(run_dir: Path) -> list[dict]:
 
 
 # --------------------------------------------------------------------------- the trainer's hook
+
 
 def test_on_eval_sees_every_evaluation_and_can_stop(tmp_path):
     cfg = config.load("demo/lstm", TINY)
@@ -62,29 +71,36 @@ def test_on_eval_sees_every_evaluation_and_can_stop(tmp_path):
 
 # --------------------------------------------------------------------------- bad sweep files
 
-@pytest.mark.parametrize("space, words", [
-    ('"optim.lrr" = { type = "uniform", low = 0.1, high = 0.2 }', ["optim.lrr", "unknown key"]),
-    ('"task.Lx" = { type = "int", low = 1, high = 3 }', ["task.Lx", "Lx"]),
-    ('"foo.bar" = { type = "uniform", low = 0.1, high = 0.2 }', ["foo.bar", "not a config key"]),
-    ('"optim.lr" = { type = "uniform", low = 0.2, high = 0.2 }', ["optim.lr", "empty range"]),
-    ('"model.hidden_size" = { type = "int", low = 9, high = 8 }', ["model.hidden_size", "empty range"]),
-    ('"optim.lr" = { type = "loguniform", low = 0.0, high = 0.2 }', ["optim.lr", "low > 0"]),
-    ('"optim.name" = { type = "categorical", choices = [] }', ["optim.name", "non-empty"]),
-    ('"optim.name" = { type = "categorical", choices = ["adam", "lbfgs"] }', ["optim.name", "lbfgs"]),
-    ('"optim.lr" = { type = "normal", low = 0.1, high = 0.2 }', ["optim.lr", "normal"]),
-    ('"optim.lr" = { type = "uniform", low = 0.1, hi = 0.2 }', ["optim.lr", "hi"]),
-    ('"model.hidden_size" = { type = "int", low = 8, high = "16" }', ["model.hidden_size", "integers"]),
-    # accepted before, then refused or silently changed by Optuna
-    ('"model.hidden_size" = { type = "int", low = 8, high = 64, step = 8, log = true }', ["hidden_size", "log"]),
-    ('"model.hidden_size" = { type = "int", low = 8, high = 20, step = 8 }', ["hidden_size", "multiple of step", "16"]),
-    ('"model.hidden_size" = { type = "int", low = 8, high = 16, step = true }', ["hidden_size", "step"]),
-    ('"model.hidden_size" = { type = "int", low = 8, high = 16, log = 1 }', ["hidden_size", "true or false"]),
-    ('"optim.clip" = { type = "uniform", low = 0.1, high = inf }', ["optim.clip", "finite"]),
-    ('"optim.clip" = { type = "uniform", low = nan, high = 1.0 }', ["optim.clip", "finite"]),
-    ('"optim.clip" = { type = "uniform", low = -1.7e308, high = 1.7e308 }', ["optim.clip", "wider"]),
-    ('"optim.name" = { type = "categorical", choices = ["adam", "adam"] }', ["optim.name", "repeats"]),
-    ('"optim.clip" = { type = "categorical", choices = [1, 1.0] }', ["optim.clip", "repeats"]),
-])
+
+@pytest.mark.parametrize(
+    "space, words",
+    [
+        ('"optim.lrr" = { type = "uniform", low = 0.1, high = 0.2 }', ["optim.lrr", "unknown key"]),
+        ('"task.Lx" = { type = "int", low = 1, high = 3 }', ["task.Lx", "Lx"]),
+        ('"foo.bar" = { type = "uniform", low = 0.1, high = 0.2 }', ["foo.bar", "not a config key"]),
+        ('"optim.lr" = { type = "uniform", low = 0.2, high = 0.2 }', ["optim.lr", "empty range"]),
+        ('"model.hidden_size" = { type = "int", low = 9, high = 8 }', ["model.hidden_size", "empty range"]),
+        ('"optim.lr" = { type = "loguniform", low = 0.0, high = 0.2 }', ["optim.lr", "low > 0"]),
+        ('"optim.name" = { type = "categorical", choices = [] }', ["optim.name", "non-empty"]),
+        ('"optim.name" = { type = "categorical", choices = ["adam", "lbfgs"] }', ["optim.name", "lbfgs"]),
+        ('"optim.lr" = { type = "normal", low = 0.1, high = 0.2 }', ["optim.lr", "normal"]),
+        ('"optim.lr" = { type = "uniform", low = 0.1, hi = 0.2 }', ["optim.lr", "hi"]),
+        ('"model.hidden_size" = { type = "int", low = 8, high = "16" }', ["model.hidden_size", "integers"]),
+        # accepted before, then refused or silently changed by Optuna
+        ('"model.hidden_size" = { type = "int", low = 8, high = 64, step = 8, log = true }', ["hidden_size", "log"]),
+        (
+            '"model.hidden_size" = { type = "int", low = 8, high = 20, step = 8 }',
+            ["hidden_size", "multiple of step", "16"],
+        ),
+        ('"model.hidden_size" = { type = "int", low = 8, high = 16, step = true }', ["hidden_size", "step"]),
+        ('"model.hidden_size" = { type = "int", low = 8, high = 16, log = 1 }', ["hidden_size", "true or false"]),
+        ('"optim.clip" = { type = "uniform", low = 0.1, high = inf }', ["optim.clip", "finite"]),
+        ('"optim.clip" = { type = "uniform", low = nan, high = 1.0 }', ["optim.clip", "finite"]),
+        ('"optim.clip" = { type = "uniform", low = -1.7e308, high = 1.7e308 }', ["optim.clip", "wider"]),
+        ('"optim.name" = { type = "categorical", choices = ["adam", "adam"] }', ["optim.name", "repeats"]),
+        ('"optim.clip" = { type = "categorical", choices = [1, 1.0] }', ["optim.clip", "repeats"]),
+    ],
+)
 def test_bad_search_space_is_a_one_line_error(tmp_path, capsys, space, words):
     spec = write_sweep(tmp_path / "s.toml", space="[space]\n" + space)
     assert main(["sweep", str(spec), "--out", str(tmp_path / "o")]) == 2
@@ -105,10 +121,17 @@ def test_bad_sweep_fields(tmp_path):
     with pytest.raises(ConfigError, match="grid sampler needs a finite set"):
         load_sweep(write_sweep(tmp_path / "c.toml", extra='sampler = "grid"'))
     with pytest.raises(ConfigError, match="unknown key"):
-        load_sweep(write_sweep(tmp_path / "d.toml", extra='trails = 3'))
-    sw = load_sweep(write_sweep(tmp_path / "e.toml", extra='sampler = "grid"', trials=0, space="""[space]
+        load_sweep(write_sweep(tmp_path / "d.toml", extra="trails = 3"))
+    sw = load_sweep(
+        write_sweep(
+            tmp_path / "e.toml",
+            extra='sampler = "grid"',
+            trials=0,
+            space="""[space]
 "optim.name" = { type = "categorical", choices = ["adam", "rmsprop"] }
-"model.hidden_size" = { type = "int", low = 4, high = 8, step = 4 }"""))
+"model.hidden_size" = { type = "int", low = 4, high = 8, step = 4 }""",
+        )
+    )
     assert sw.trials == 4 and sw.metric == "val/loss" and sw.direction == "minimize"
     # every shipped sweep names a real preset and keys that fit it
     from rnnlab.sweep import SWEEP_DIR
@@ -119,15 +142,31 @@ def test_bad_sweep_fields(tmp_path):
         load_sweep("no-such-sweep")
     grid = 'sampler = "grid"'
     with pytest.raises(ConfigError, match="exceeds the grid's 4 points"):
-        load_sweep(write_sweep(tmp_path / "f.toml", extra=grid, trials=5, space="""[space]
+        load_sweep(
+            write_sweep(
+                tmp_path / "f.toml",
+                extra=grid,
+                trials=5,
+                space="""[space]
 "optim.name" = { type = "categorical", choices = ["adam", "rmsprop"] }
-"model.hidden_size" = { type = "int", low = 4, high = 8, step = 4 }"""))
+"model.hidden_size" = { type = "int", low = 4, high = 8, step = 4 }""",
+            )
+        )
     with pytest.raises(ConfigError, match="more than 100000"):
-        load_sweep(write_sweep(tmp_path / "g.toml", extra=grid, trials=0, space="""[space]
-"model.hidden_size" = { type = "int", low = 1, high = 1000000000000 }"""))
-    for bad, words in (("trials = 3\nmax_failures = 0", "max_failures must be >= 1"),
-                       ('trials = "3"', "trials must be an integer"),
-                       ("trials = 3\nseed = 1.5", "seed must be an integer")):
+        load_sweep(
+            write_sweep(
+                tmp_path / "g.toml",
+                extra=grid,
+                trials=0,
+                space="""[space]
+"model.hidden_size" = { type = "int", low = 1, high = 1000000000000 }""",
+            )
+        )
+    for bad, words in (
+        ("trials = 3\nmax_failures = 0", "max_failures must be >= 1"),
+        ('trials = "3"', "trials must be an integer"),
+        ("trials = 3\nseed = 1.5", "seed must be an integer"),
+    ):
         (tmp_path / "h.toml").write_text(write_sweep(tmp_path / "h.toml").read_text().replace("trials = 3", bad))
         with pytest.raises(ConfigError, match=re.escape(words)):
             load_sweep(tmp_path / "h.toml")
@@ -136,6 +175,7 @@ def test_bad_sweep_fields(tmp_path):
 
 
 # --------------------------------------------------------------------------- a real sweep
+
 
 def test_sweep_end_to_end_best_preset_resume(tmp_path, capsys):
     optuna = pytest.importorskip("optuna")
@@ -174,12 +214,13 @@ def test_sweep_end_to_end_best_preset_resume(tmp_path, capsys):
     trials = optuna.load_study(study_name="tiny", storage=f"sqlite:///{out / 'study.db'}").get_trials()
     assert [t.state.name for t in trials] == ["COMPLETE"] * 4
     for n in range(3):
-        starts = [json.loads(x) for x in (out / "trials" / f"trial-{n:04d}" / "attempts.jsonl").read_text().splitlines()]
+        starts = [
+            json.loads(x) for x in (out / "trials" / f"trial-{n:04d}" / "attempts.jsonl").read_text().splitlines()
+        ]
         assert [e["event"] for e in starts] == ["start", "end"]
 
     # the same output with a changed search space is refused
-    spec2 = write_sweep(tmp_path / "s2.toml", trials=3, extra='pruner = "none"',
-                        space=SPACE.replace("3e-2", "5e-2"))
+    spec2 = write_sweep(tmp_path / "s2.toml", trials=3, extra='pruner = "none"', space=SPACE.replace("3e-2", "5e-2"))
     assert main(["sweep", str(spec2), "--out", str(out)]) == 2
     assert "different sweep" in capsys.readouterr().err
 
@@ -188,8 +229,13 @@ def test_pruned_trials_stop_early_through_on_eval(tmp_path, capsys):
     optuna = pytest.importorskip("optuna")
     out = tmp_path / "sw"
     # random sampler, the median pruner after 2 trials; 5 trials: some are pruned
-    spec = write_sweep(tmp_path / "s.toml", trials=5, extra='sampler = "random"\nseed = 3', space="""[space]
-"optim.lr" = { type = "loguniform", low = 1e-5, high = 3e-2 }""")
+    spec = write_sweep(
+        tmp_path / "s.toml",
+        trials=5,
+        extra='sampler = "random"\nseed = 3',
+        space="""[space]
+"optim.lr" = { type = "loguniform", low = 1e-5, high = 3e-2 }""",
+    )
     assert main(["sweep", str(spec), "--out", str(out)]) == 0
     capsys.readouterr()
     trials = optuna.load_study(study_name="tiny", storage=f"sqlite:///{out / 'study.db'}").get_trials()
@@ -202,6 +248,7 @@ def test_pruned_trials_stop_early_through_on_eval(tmp_path, capsys):
 
 
 # --------------------------------------------------------------------------- faults
+
 
 def test_corrupt_and_locked_study_database(tmp_path, capsys):
     pytest.importorskip("optuna")
@@ -236,8 +283,12 @@ def test_killed_worker_mid_trial_is_retried_in_its_run_directory(tmp_path):
     spec = write_sweep(tmp_path / "s.toml", trials=2, extra='pruner = "none"', set_=slow_tiny)
     out = tmp_path / "sw"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
-    proc = subprocess.Popen([sys.executable, "-m", "rnnlab.cli", "sweep", str(spec), "--out", str(out),
-                             "--heartbeat", "1"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rnnlab.cli", "sweep", str(spec), "--out", str(out), "--heartbeat", "1"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     ck = out / "trials" / "trial-0000" / "checkpoint.pt"
     t0 = time.time()
     while not ck.exists() and time.time() - t0 < 120:
@@ -274,8 +325,12 @@ def test_two_workers_feed_one_study_without_duplicates(tmp_path, capsys, backend
     if backend == "ray":
         pytest.importorskip("ray")
     out = tmp_path / "sw"
-    spec = write_sweep(tmp_path / "s.toml", trials=4, extra='pruner = "none"',
-                       set_=[s.replace("train.steps=20", "train.steps=10") for s in TINY])
+    spec = write_sweep(
+        tmp_path / "s.toml",
+        trials=4,
+        extra='pruner = "none"',
+        set_=[s.replace("train.steps=20", "train.steps=10") for s in TINY],
+    )
     assert main(["sweep", str(spec), "--out", str(out), "--workers", "2", "--backend", backend]) == 0
     capsys.readouterr()
     trials = optuna.load_study(study_name="tiny", storage=f"sqlite:///{out / 'study.db'}").get_trials()
@@ -285,7 +340,10 @@ def test_two_workers_feed_one_study_without_duplicates(tmp_path, capsys, backend
     dirs = sorted((out / "trials").iterdir())
     assert [d.name for d in dirs] == [f"trial-{t.number:04d}" for t in trials]
     for d in dirs:  # every trial trained exactly once
-        assert [e["event"] for e in map(json.loads, (d / "attempts.jsonl").read_text().splitlines())] == ["start", "end"]
+        assert [e["event"] for e in map(json.loads, (d / "attempts.jsonl").read_text().splitlines())] == [
+            "start",
+            "end",
+        ]
 
 
 # --------------------------------------------------------------------------- reliability: no duplicates, no silence
@@ -350,14 +408,17 @@ def test_a_sweep_continues_on_other_hardware_but_not_with_another_experiment(tmp
     assert len(study_trials(out)) == 3
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["--trials", "-3"], ["--trials", "-3"]),
-    (["--trials", "0"], ["--trials", "0"]),
-    (["--workers", "0"], ["--workers", "0"]),
-    (["--workers", "-2"], ["--workers", "-2"]),
-    (["--heartbeat", "0"], ["--heartbeat", "0"]),
-    (["--db-timeout", "0"], ["--db-timeout", "60"]),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--trials", "-3"], ["--trials", "-3"]),
+        (["--trials", "0"], ["--trials", "0"]),
+        (["--workers", "0"], ["--workers", "0"]),
+        (["--workers", "-2"], ["--workers", "-2"]),
+        (["--heartbeat", "0"], ["--heartbeat", "0"]),
+        (["--db-timeout", "0"], ["--db-timeout", "60"]),
+    ],
+)
 def test_counts_below_one_are_refused(tmp_path, capsys, argv, words):
     pytest.importorskip("optuna")
     spec = write_sweep(tmp_path / "s.toml", set_=FAST)
@@ -413,8 +474,9 @@ def test_an_output_directory_of_another_sweep_is_refused(tmp_path, capsys):
         assert all(w in err for w in words), err
         assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == files  # nothing touched
 
-    renamed = write_sweep(tmp_path / "r.toml", trials=2, extra='sampler = "random"\npruner = "none"', set_=FAST,
-                          name="other")
+    renamed = write_sweep(
+        tmp_path / "r.toml", trials=2, extra='sampler = "random"\npruner = "none"', set_=FAST, name="other"
+    )
     refused(renamed, "'tiny'", "'other'")
     (out / "sweep.json").rename(tmp_path / "sweep.json")  # without sweep.json: the study's name says it
     files.pop(out / "sweep.json")
@@ -428,16 +490,22 @@ def test_an_output_directory_of_another_sweep_is_refused(tmp_path, capsys):
     assert main(["sweep", str(spec), "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "trial-0000 already holds a run" in err and "another study" in err, err
-    assert [e["event"] for e in map(json.loads, (out / "trials" / "trial-0000" / "attempts.jsonl")
-                                   .read_text().splitlines())] == ["start", "end"]
+    assert [
+        e["event"] for e in map(json.loads, (out / "trials" / "trial-0000" / "attempts.jsonl").read_text().splitlines())
+    ] == ["start", "end"]
 
 
 def test_a_sweep_whose_trials_all_fail_stops_with_a_clear_message(tmp_path, capsys):
     """Before, a sweep whose trials all diverged never ended (hundreds of FAIL trials a minute)."""
     pytest.importorskip("optuna")
-    spec = write_sweep(tmp_path / "s.toml", trials=10, set_=FAST + ["optim.clip=0.0", 'optim.name="sgd"'],
-                       extra='sampler = "random"\npruner = "none"\nmax_failures = 3', space="""[space]
-"optim.lr" = { type = "loguniform", low = 1e37, high = 1e38 }""")
+    spec = write_sweep(
+        tmp_path / "s.toml",
+        trials=10,
+        set_=FAST + ["optim.clip=0.0", 'optim.name="sgd"'],
+        extra='sampler = "random"\npruner = "none"\nmax_failures = 3',
+        space="""[space]
+"optim.lr" = { type = "loguniform", low = 1e37, high = 1e38 }""",
+    )
     out = tmp_path / "sw"
     t0 = time.time()
     assert main(["sweep", str(spec), "--out", str(out)]) == 2
@@ -492,15 +560,19 @@ def test_a_dead_trial_is_retried_once_by_workers_recovering_it_at_once(tmp_path)
     with warnings.catch_warnings():  # ("heartbeats are meant for optimize": the worker that died used it)
         warnings.simplefilter("ignore")
         dead = study.ask()  # a trial whose worker died after drawing its parameters
-    params = {"optim.lr": dead.suggest_float("optim.lr", 1e-3, 3e-2, log=True),
-              "optim.name": dead.suggest_categorical("optim.name", ["adam", "rmsprop"])}
+    params = {
+        "optim.lr": dead.suggest_float("optim.lr", 1e-3, 3e-2, log=True),
+        "optim.name": dead.suggest_categorical("optim.name", ["adam", "rmsprop"]),
+    }
     dead.set_user_attr("run_trial", dead.number)
     storage.record_heartbeat(dead._trial_id)
     time.sleep(3.5)  # past the grace period (3 heartbeats)
     go = tmp_path / "go"
     code = RACER.format(src=SRC, spec=str(spec), go=str(go), out=str(out), url=url)
-    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
     try:
         time.sleep(1.0)
         go.write_text("")
@@ -523,20 +595,32 @@ def test_a_dead_trial_is_retried_once_by_workers_recovering_it_at_once(tmp_path)
 
 # --------------------------------------------------------------------------- spaces: ours = Optuna's
 
+
 def _spec_strategy():
     from hypothesis import strategies as st
 
     ints = st.integers(-50, 50)
-    floats = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10),
-                       st.sampled_from([0.0, 1e-300, -1e308, 1e308, 5e-324]))
+    floats = st.one_of(
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.integers(-10, 10),
+        st.sampled_from([0.0, 1e-300, -1e308, 1e308, 5e-324]),
+    )
     scalars = st.one_of(st.booleans(), ints, st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=3))
     return st.one_of(
-        st.fixed_dictionaries({"type": st.just("int"), "low": ints, "high": ints},
-                              optional={"step": st.one_of(st.integers(-2, 12), st.booleans(), st.floats(0, 3)),
-                                        "log": st.one_of(st.booleans(), st.integers(0, 1))}),
+        st.fixed_dictionaries(
+            {"type": st.just("int"), "low": ints, "high": ints},
+            optional={
+                "step": st.one_of(st.integers(-2, 12), st.booleans(), st.floats(0, 3)),
+                "log": st.one_of(st.booleans(), st.integers(0, 1)),
+            },
+        ),
         st.fixed_dictionaries({"type": st.sampled_from(["uniform", "loguniform"]), "low": floats, "high": floats}),
-        st.fixed_dictionaries({"type": st.just("categorical"),
-                               "choices": st.lists(st.one_of(scalars, st.lists(ints, max_size=2)), max_size=4)}),
+        st.fixed_dictionaries(
+            {
+                "type": st.just("categorical"),
+                "choices": st.lists(st.one_of(scalars, st.lists(ints, max_size=2)), max_size=4),
+            }
+        ),
     )
 
 
@@ -566,8 +650,9 @@ def test_every_space_the_check_accepts_is_one_optuna_samples_without_complaint()
                 trial = study.ask()
                 value = _suggest(trial, "x.y", spec)
                 dist = trial.distributions["x.y"]
-                assert optuna.distributions.json_to_distribution(
-                    optuna.distributions.distribution_to_json(dist)) == dist
+                assert (
+                    optuna.distributions.json_to_distribution(optuna.distributions.distribution_to_json(dist)) == dist
+                )
                 study.tell(trial, 0.0)
                 if spec["type"] == "categorical":
                     assert any(value == c and type(value) is type(c) for c in spec["choices"])
@@ -616,11 +701,17 @@ def test_a_grid_point_is_never_trained_twice(tmp_path, capsys):
 
 # --------------------------------------------------------------------------- Ctrl-C and killed workers
 
+
 def _spawn_sweep(spec: Path, out: Path, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.Popen([sys.executable, "-m", "rnnlab.cli", "sweep", str(spec), "--out", str(out), *extra],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=default_sigint)
+    return subprocess.Popen(
+        [sys.executable, "-m", "rnnlab.cli", "sweep", str(spec), "--out", str(out), *extra],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
 
 
 def _attempts(run_dir: Path) -> list[tuple]:
@@ -689,8 +780,11 @@ def test_a_killed_sweep_worker_is_reported_and_its_trial_retried_once(tmp_path):
 
     proc = _spawn_sweep(spec, out, "--workers", "2", "--heartbeat", "1")
     try:
-        assert wait_until(lambda: (lock_pid() and (out / "trials" / "trial-0000" / "checkpoint.pt").exists())
-                      or proc.poll() is not None), "trial 0 never started"
+        assert wait_until(
+            lambda: (
+                (lock_pid() and (out / "trials" / "trial-0000" / "checkpoint.pt").exists()) or proc.poll() is not None
+            )
+        ), "trial 0 never started"
         assert proc.poll() is None, proc.communicate()
         victim = lock_pid()
         assert victim != proc.pid

@@ -17,8 +17,15 @@ from rnnlab.train import RunExists, TrainingDiverged, build_optimizer, build_tas
 
 def small(cell="exprnn", steps=40, **extra):
     over = [
-        "task.K=3", "task.L=8", "task.val_size=64", "task.test_size=64", f"model.cell=\"{cell}\"",
-        "model.hidden_size=24", f"train.steps={steps}", "train.eval_every=10", "train.batch_size=32",
+        "task.K=3",
+        "task.L=8",
+        "task.val_size=64",
+        "task.test_size=64",
+        f'model.cell="{cell}"',
+        "model.hidden_size=24",
+        f"train.steps={steps}",
+        "train.eval_every=10",
+        "train.batch_size=32",
         "train.log_every=5",
     ] + [f"{k}={v}" for k, v in extra.items()]
     if cell != "exprnn":
@@ -144,10 +151,18 @@ _TASKS: dict = {}
 
 
 def _one_step(preset, tmp_path, extra=()):
-    cfg = config.load(preset, [
-        "train.steps=1", "train.eval_every=1", "train.eval_max_batches=1", "train.eval_batch_size=8",
-        "train.batch_size=4", "train.test=false", *extra,
-    ])
+    cfg = config.load(
+        preset,
+        [
+            "train.steps=1",
+            "train.eval_every=1",
+            "train.eval_max_batches=1",
+            "train.eval_batch_size=8",
+            "train.batch_size=4",
+            "train.test=false",
+            *extra,
+        ],
+    )
     key = json.dumps(dataclasses.asdict(cfg.task), sort_keys=True)
     try:
         if key not in _TASKS:  # presets sharing a dataset and its options share one loaded task
@@ -191,19 +206,33 @@ def test_every_large_preset_runs_one_step_at_full_size(preset, tmp_path):
 
 
 def test_target_metric_stops_early(tmp_path):
-    r = train(small(steps=100, **{"train.target_metric": '"val/loss"', "train.target_value": 100.0}),
-              tmp_path / "r", progress=False)
+    r = train(
+        small(steps=100, **{"train.target_metric": '"val/loss"', "train.target_value": 100.0}),
+        tmp_path / "r",
+        progress=False,
+    )
     assert r["stopped"] == "target" and r["steps"] == 10
 
 
 def test_plateau_schedule_halves_the_learning_rate(tmp_path):
     # with a negligible lr the validation loss cannot improve (by the scheduler's 1e-4 relative
     # threshold), so with patience 0 every evaluation after the first halves the lr
-    cfg = small(steps=40, **{"optim.name": '"sgd"', "optim.lr": 1e-7, "optim.group_lr": "{orthogonal = 1e-7}",
-                             "train.schedule": '"plateau"', "train.plateau_patience": 0})
+    cfg = small(
+        steps=40,
+        **{
+            "optim.name": '"sgd"',
+            "optim.lr": 1e-7,
+            "optim.group_lr": "{orthogonal = 1e-7}",
+            "train.schedule": '"plateau"',
+            "train.plateau_patience": 0,
+        },
+    )
     train(cfg, tmp_path / "r", progress=False)
-    lrs = [json.loads(x)["lr"] for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()
-           if "lr" in json.loads(x)]
+    lrs = [
+        json.loads(x)["lr"]
+        for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()
+        if "lr" in json.loads(x)
+    ]
     # evaluations at 10, 20, 30, 40: halved after 20 and 30 (the row at 40 is logged before its eval)
     assert lrs[0] == 1e-7 and lrs[-1] == pytest.approx(1e-7 / 4)
     assert all(b == pytest.approx(a) or b == pytest.approx(a / 2) for a, b in zip(lrs, lrs[1:]))

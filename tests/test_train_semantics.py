@@ -14,8 +14,14 @@ from rnnlab.tasks import CopyTask
 from rnnlab.train import build_task, model_forward, train
 
 SMALL = [
-    "task.K=3", "task.L=8", "task.val_size=64", "task.test_size=64", "model.hidden_size=24",
-    "train.eval_every=5", "train.batch_size=32", "train.log_every=5",
+    "task.K=3",
+    "task.L=8",
+    "task.val_size=64",
+    "task.test_size=64",
+    "model.hidden_size=24",
+    "train.eval_every=5",
+    "train.batch_size=32",
+    "train.log_every=5",
 ]
 
 
@@ -24,8 +30,10 @@ def cfg_(*extra, steps=20):
 
 
 def rows(run):
-    return [{k: v for k, v in json.loads(x).items() if k != "time"}
-            for x in (run / "metrics.jsonl").read_text().splitlines()]
+    return [
+        {k: v for k, v in json.loads(x).items() if k != "time"}
+        for x in (run / "metrics.jsonl").read_text().splitlines()
+    ]
 
 
 def test_resume_with_dropout_equals_the_uninterrupted_run_bit_for_bit(tmp_path):

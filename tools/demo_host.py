@@ -17,8 +17,12 @@ def host() -> dict:
 
     from rnnlab.device import blas_info, cpu_model
 
-    return {"cpu_model": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "blas": blas_info(), "torch": torch.__version__}
+    return {
+        "cpu_model": cpu_model(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "blas": blas_info(),
+        "torch": torch.__version__,
+    }
 
 
 if __name__ == "__main__":

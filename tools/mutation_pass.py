@@ -25,8 +25,18 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
-        ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is}
+SWAP = {
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+}
 
 
 def candidates(tree: ast.AST, funcs: set[str]) -> list[tuple[str, int, str, int]]:
@@ -48,7 +58,8 @@ def candidates(tree: ast.AST, funcs: set[str]) -> list[tuple[str, int, str, int]
             elif isinstance(node, ast.Constant) and type(node.value) in (int, float):
                 kind = "constant"
             elif isinstance(node, (ast.Expr, ast.Assign, ast.AugAssign, ast.Raise)) and not (
-                    isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
+                isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+            ):
                 kind = "delete-stmt"
             if kind:
                 out.append((fn.name, node.lineno, kind, index[id(node)]))
@@ -107,15 +118,28 @@ def main(argv=None) -> int:
             (scratch / rel).write_text(mutate(text, index, kind))
             t0 = time.time()
             try:
-                r = subprocess.run([sys.executable, "-m", "pytest", *args.tests, "-x", "-q", "-p", "no:cacheprovider"],
-                                   cwd=scratch, env=env, capture_output=True, text=True, timeout=args.timeout)
+                r = subprocess.run(
+                    [sys.executable, "-m", "pytest", *args.tests, "-x", "-q", "-p", "no:cacheprovider"],
+                    cwd=scratch,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=args.timeout,
+                )
                 status = "killed" if r.returncode != 0 else "survived"
                 failed = next((ln for ln in r.stdout.splitlines() if ln.startswith("FAILED")), "")
             except subprocess.TimeoutExpired:
                 status, failed = "killed (timeout)", ""
-            row = {"module": args.module, "function": fname, "line": line, "kind": kind, "status": status,
-                   "seconds": round(time.time() - t0, 1), "code": text.splitlines()[line - 1].strip()[:120],
-                   "failed": failed[:160]}
+            row = {
+                "module": args.module,
+                "function": fname,
+                "line": line,
+                "kind": kind,
+                "status": status,
+                "seconds": round(time.time() - t0, 1),
+                "code": text.splitlines()[line - 1].strip()[:120],
+                "failed": failed[:160],
+            }
             with open(args.log, "a") as f:
                 f.write(json.dumps(row) + "\n")
             print(f"{status:9s} {args.module}:{line} {kind:11s} {row['code'][:70]}", file=sys.stderr)

@@ -40,8 +40,9 @@ def run(workdir: Path, steps: int | None = None, script: str | None = None) -> s
         script, n = re.subn(r"^steps = \d+$", f"steps = {steps}", script, flags=re.M)
         assert n == 1, "the tutorial's preset must set train.steps once"
     env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
-    return subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=workdir, env=env, capture_output=True,
-                          text=True, timeout=1800)
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script], cwd=workdir, env=env, capture_output=True, text=True, timeout=1800
+    )
 
 
 def record(workdir: Path) -> None:

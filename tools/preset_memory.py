@@ -21,9 +21,23 @@ import platform
 import subprocess
 import sys
 
-PRESETS = [f"dmu/{task}-{key}" for key in (
-    "lstm", "momentumlstm", "urnn", "fcurnn", "softorth", "kru", "antisymrnn", "incrnn", "exprnn", "naisnet",
-    "lipschitz") for task in ("smnist", "psmnist")] + ["cornn/psmnist", "lem/psmnist"]
+PRESETS = [
+    f"dmu/{task}-{key}"
+    for key in (
+        "lstm",
+        "momentumlstm",
+        "urnn",
+        "fcurnn",
+        "softorth",
+        "kru",
+        "antisymrnn",
+        "incrnn",
+        "exprnn",
+        "naisnet",
+        "lipschitz",
+    )
+    for task in ("smnist", "psmnist")
+] + ["cornn/psmnist", "lem/psmnist"]
 
 
 def _measure(name: str) -> dict:
@@ -38,8 +52,7 @@ def _measure(name: str) -> dict:
     from rnnlab.model import build_model
 
     cfg = config.load(name)
-    pixel_mnist = SimpleNamespace(model_kind="sequence", input_size=1, output_size=10, readout="last",
-                                  num_tokens=None)
+    pixel_mnist = SimpleNamespace(model_kind="sequence", input_size=1, output_size=10, readout="last", num_tokens=None)
     torch.manual_seed(0)
     model = build_model(cfg.model, pixel_mnist)
     B = cfg.train.batch_size
@@ -51,9 +64,15 @@ def _measure(name: str) -> dict:
     seconds = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     kib = 1 if sys.platform != "darwin" else 1024  # ru_maxrss: KiB on Linux, bytes on macOS
-    return {"cell": cfg.model.cell, "hidden_size": cfg.model.hidden_size, "batch_size": B,
-            "peak_before_mib": round(before / kib / 1024), "peak_after_mib": round(after / kib / 1024),
-            "step_mib": round((after - before) / kib / 1024), "step_seconds": round(seconds, 1)}
+    return {
+        "cell": cfg.model.cell,
+        "hidden_size": cfg.model.hidden_size,
+        "batch_size": B,
+        "peak_before_mib": round(before / kib / 1024),
+        "peak_after_mib": round(after / kib / 1024),
+        "step_mib": round((after - before) / kib / 1024),
+        "step_seconds": round(seconds, 1),
+    }
 
 
 def main() -> int:
@@ -67,13 +86,26 @@ def main() -> int:
     for name in names:
         r = subprocess.run([sys.executable, __file__, "--child", name], capture_output=True, text=True, check=True)
         rows[name] = json.loads(r.stdout.strip().splitlines()[-1])
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?") \
-        if os.path.exists("/proc/cpuinfo") else platform.processor()
-    print(json.dumps({
-        "command": "python tools/preset_memory.py", "cpu": cpu, "cores": os.cpu_count(),
-        "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-        "torch": torch.__version__, "threads": 1, "sequence_length": 784, "presets": rows,
-    }, indent=2))
+    cpu = (
+        next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
+        if os.path.exists("/proc/cpuinfo")
+        else platform.processor()
+    )
+    print(
+        json.dumps(
+            {
+                "command": "python tools/preset_memory.py",
+                "cpu": cpu,
+                "cores": os.cpu_count(),
+                "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+                "torch": torch.__version__,
+                "threads": 1,
+                "sequence_length": 784,
+                "presets": rows,
+            },
+            indent=2,
+        )
+    )
     return 0
 
 

@@ -62,15 +62,27 @@ def main() -> int:
     for n in (1, default):
         r = subprocess.run([sys.executable, __file__, "--child", str(n)], capture_output=True, text=True, check=True)
         runs[n] = json.loads(r.stdout)
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?") \
-        if os.path.exists("/proc/cpuinfo") else platform.processor()
-    print(json.dumps({
-        "command": "python tools/threads_probe.py", "cpu": cpu, "cores": os.cpu_count(),
-        "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-        "torch": torch.__version__, "default_threads": default,
-        "seconds_one_thread": runs[1], "seconds_default_threads": runs[default],
-        "ratio_default_over_one": {k: round(runs[default][k] / runs[1][k], 2) for k in runs[1]},
-    }, indent=2))
+    cpu = (
+        next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
+        if os.path.exists("/proc/cpuinfo")
+        else platform.processor()
+    )
+    print(
+        json.dumps(
+            {
+                "command": "python tools/threads_probe.py",
+                "cpu": cpu,
+                "cores": os.cpu_count(),
+                "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+                "torch": torch.__version__,
+                "default_threads": default,
+                "seconds_one_thread": runs[1],
+                "seconds_default_threads": runs[default],
+                "ratio_default_over_one": {k: round(runs[default][k] / runs[1][k], 2) for k in runs[1]},
+            },
+            indent=2,
+        )
+    )
     return 0
 
 

@@ -46,8 +46,7 @@ from pathlib import Path
 LOAD_PER_CORE = 0.5
 
 #: what a record's conditions must hold (records without them are legacy)
-HOST_KEYS = ("cpu_model", "blas", "cores", "load_limit", "own_load", "loadavg_before", "loadavg_after",
-             "loaded")
+HOST_KEYS = ("cpu_model", "blas", "cores", "load_limit", "own_load", "loadavg_before", "loadavg_after", "loaded")
 
 
 class LoadError(RuntimeError):
@@ -72,11 +71,19 @@ def start(allow_load: bool = False, own: float = 1.0, *, loadavg=None, cores: in
             f"the load average is {before[0]:.2f} over the last minute, above the limit of {limit:.2f} "
             f"({LOAD_PER_CORE} per core on {cores} cores): other processes are using this machine, so a "
             f"timing record made now would not hold. Run it when the machine is idle (`uptime` shows the "
-            f"load), or pass --allow-load to record anyway (the record is then marked loaded)")
+            f"load), or pass --allow-load to record anyway (the record is then marked loaded)"
+        )
     from . import device  # here, not at the top: reading records (docsync) must not import torch
 
-    return {"cpu_model": device.cpu_model(), "blas": device.blas_info(), "cores": cores,
-            "load_limit": limit, "own_load": float(own), "loadavg_before": before, "allow_load": bool(allow_load)}
+    return {
+        "cpu_model": device.cpu_model(),
+        "blas": device.blas_info(),
+        "cores": cores,
+        "load_limit": limit,
+        "own_load": float(own),
+        "loadavg_before": before,
+        "allow_load": bool(allow_load),
+    }
 
 
 def sample(cond: dict, *, loadavg=None) -> None:
@@ -108,16 +115,20 @@ def write(path, record: dict, cond: dict) -> Path:
             f"not written to {path}: the load average rose to {cond['loadavg_after'][0]:.2f} during the run "
             f"(limit {cond['load_limit']:.2f} beyond the benchmark's own {cond['own_load']:g}); the measurements "
             f"are kept, marked loaded, in {kept}. Rerun on an idle machine, or pass --allow-load to record a "
-            f"loaded run")
+            f"loaded run"
+        )
     path.write_text(text)
     return path
 
 
 def add_arguments(parser) -> None:
     """The ``--allow-load`` option every recording benchmark takes."""
-    parser.add_argument("--allow-load", action="store_true",
-                        help=f"write the record even when the 1-minute load average exceeds {LOAD_PER_CORE} per "
-                             "core (the record and its tables are then marked loaded), e.g. --allow-load")
+    parser.add_argument(
+        "--allow-load",
+        action="store_true",
+        help=f"write the record even when the 1-minute load average exceeds {LOAD_PER_CORE} per "
+        "core (the record and its tables are then marked loaded), e.g. --allow-load",
+    )
 
 
 # --- reading records ----------------------------------------------------------------------
@@ -144,17 +155,20 @@ def caption(record, source: str) -> str:
     if is_legacy(record):
         end = cond.get("loadavg_end")
         at_end = f"; load average at its end {end[0]:.2f} (1 minute), its own threads included" if end else ""
-        return (f"*Legacy record `{source}`, load unknown: made before records carried the load average "
-                f"before the run and the CPU model{at_end}. To be re-recorded on an idle machine.*")
+        return (
+            f"*Legacy record `{source}`, load unknown: made before records carried the load average "
+            f"before the run and the CPU model{at_end}. To be re-recorded on an idle machine.*"
+        )
     before, after = cond["loadavg_before"][0], cond["loadavg_after"][0]
     during = cond.get("loadavg_during")
     peak = f", at most {max(during):.2f} during" if during else ""
-    load = (f"load average {before:.2f} before{peak} and {after:.2f} after the run (the benchmark's own "
-            f"{cond['own_load']:g}; limit {cond['load_limit']:.2f}, {LOAD_PER_CORE} per core on {cond['cores']} "
-            f"cores); {cond['cpu_model']}, BLAS {cond['blas']}")
+    load = (
+        f"load average {before:.2f} before{peak} and {after:.2f} after the run (the benchmark's own "
+        f"{cond['own_load']:g}; limit {cond['load_limit']:.2f}, {LOAD_PER_CORE} per core on {cond['cores']} "
+        f"cores); {cond['cpu_model']}, BLAS {cond['blas']}"
+    )
     if cond["loaded"]:
-        return (f"**Loaded machine (`{source}`): {load}. Timings and ratios from a loaded machine are not "
-                f"results.**")
+        return f"**Loaded machine (`{source}`): {load}. Timings and ratios from a loaded machine are not results.**"
     return f"*Record `{source}`, idle machine: {load}.*"
 
 

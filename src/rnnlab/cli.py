@@ -41,6 +41,7 @@ def _at_least_one(value: int | None, flag: str, meaning: str) -> None:
 
 # ------------------------------------------------------------------------------ list, preset
 
+
 def _signature(cls, skip=("self", "input_size", "hidden_size")) -> str:
     parts = []
     for name, p in inspect.signature(cls.__init__).parameters.items():
@@ -115,12 +116,15 @@ def cmd_preset_copy(args) -> int:
             f.write(src.read_text(encoding="utf-8"))
     except FileExistsError:
         raise ConfigError(f"{dest} already exists; give another file name, or delete it first") from None
-    print(f"copied {args.name} to {dest}; edit it (and its name, so that its runs get their own "
-          f"directory), then: rnnlab train {dest}")
+    print(
+        f"copied {args.name} to {dest}; edit it (and its name, so that its runs get their own "
+        f"directory), then: rnnlab train {dest}"
+    )
     return 0
 
 
 # ------------------------------------------------------------------------------ train
+
 
 def _run_dir(args, cfg) -> Path:
     """``--out``, else RUNS_DIR/<name>[-<changes>-<hash>]/seed<k> (rundir.run_dir: the directory
@@ -134,9 +138,11 @@ def _run_dir(args, cfg) -> Path:
     if args.resume and not (d / "checkpoint.pt").exists():
         # resuming with a key a resume may change (config.resume_may_change: train.steps,
         # train.precision): the run lives under the name it started with
-        same = [p.parent for p in Path(args.runs_dir).glob(f"{cfg.name}*/seed{cfg.train.seed}/checkpoint.pt")
-                if all(config.resume_may_change(k)
-                       for k in rundir.differences(rundir.saved_config(p.parent) or {}, cfg))]
+        same = [
+            p.parent
+            for p in Path(args.runs_dir).glob(f"{cfg.name}*/seed{cfg.train.seed}/checkpoint.pt")
+            if all(config.resume_may_change(k) for k in rundir.differences(rundir.saved_config(p.parent) or {}, cfg))
+        ]
         if len(same) == 1:
             return same[0]
         if same:
@@ -185,8 +191,10 @@ def _parse_seeds(text: str) -> list[int]:
                 raise ValueError(part)
             seeds += list(range(int(lo), int(hi) + 1)) if dash and lo.strip() else [int(part)]
     except ValueError:
-        raise ConfigError(f"--seeds must be comma-separated integers >= 0 or ranges A-B with A <= B (e.g. --seeds "
-                          f"0,1,2 or --seeds 0-50), got {text!r}") from None
+        raise ConfigError(
+            f"--seeds must be comma-separated integers >= 0 or ranges A-B with A <= B (e.g. --seeds "
+            f"0,1,2 or --seeds 0-50), got {text!r}"
+        ) from None
     if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
         raise ConfigError(f"--seeds must be distinct integers >= 0 (e.g. --seeds 0,1,2), got {text!r}")
     return seeds
@@ -216,8 +224,9 @@ def cmd_train(args) -> int:
         if args.ensemble:  # all seeds as one batched model, below
             runs.append((cfg, run_dir))
             continue
-        r = train.train(cfg, run_dir, resume=args.resume, progress=False if args.quiet else None,
-                        data_dir=args.data_dir, device=dev)
+        r = train.train(
+            cfg, run_dir, resume=args.resume, progress=False if args.quiet else None, data_dir=args.data_dir, device=dev
+        )
         _print_result(r)
     if runs:
         from .ensemble import main_train
@@ -228,13 +237,13 @@ def cmd_train(args) -> int:
 
 # ------------------------------------------------------------------------------ runs: read, re-score
 
+
 def cmd_evaluate(args) -> int:
     import json
 
     from .train import evaluate, load_run
 
-    cfg, task, model = load_run(args.run, which=args.which, data_dir=args.data_dir, device=args.device,
-                                data=True)
+    cfg, task, model = load_run(args.run, which=args.which, data_dir=args.data_dir, device=args.device, data=True)
     metrics = evaluate(model, task, args.split, cfg.train.eval_batch_size, cfg.train.eval_max_batches)
     print(json.dumps(metrics, indent=2))
     return 0
@@ -244,8 +253,10 @@ def cmd_export(args) -> int:
     from .results import export_csv
 
     if args.csv:
-        _note(f"export --csv is no longer needed (CSV is the only format) and is ignored; it is accepted "
-              f"until rnnlab {DEPRECATED_UNTIL}")
+        _note(
+            f"export --csv is no longer needed (CSV is the only format) and is ignored; it is accepted "
+            f"until rnnlab {DEPRECATED_UNTIL}"
+        )
     print(f"wrote {export_csv(args.run, out=args.output)}")
     return 0
 
@@ -265,10 +276,10 @@ def cmd_thresholds(args) -> int:
     try:
         ths = DMU_THRESHOLDS if args.thresholds is None else tuple(float(t) for t in args.thresholds.split(","))
     except ValueError:
-        raise ConfigError(f"--thresholds must be comma-separated numbers (e.g. --thresholds 1e-2,1e-4), "
-                          f"got {args.thresholds!r}") from None
-    counts = threshold_counts(args.runs_dir, metric=args.metric, thresholds=ths,
-                              steps_per_epoch=args.steps_per_epoch)
+        raise ConfigError(
+            f"--thresholds must be comma-separated numbers (e.g. --thresholds 1e-2,1e-4), got {args.thresholds!r}"
+        ) from None
+    counts = threshold_counts(args.runs_dir, metric=args.metric, thresholds=ths, steps_per_epoch=args.steps_per_epoch)
     for name, per in counts.items():
         epochs = len(next(iter(per.values()), []))
         print(f"{name}: runs that reached {args.metric} <= threshold by epoch (of {epochs} epochs)")
@@ -306,6 +317,7 @@ def cmd_data(args) -> int:
 
 # ------------------------------------------------------------------------------ many runs
 
+
 def cmd_suite(args) -> int:
     from .suite import list_suites, load_suite, main_suite
 
@@ -314,19 +326,36 @@ def cmd_suite(args) -> int:
             s = load_suite(name)
             print(f"  {name:22s} {len(s.presets)} presets x {len(s.seeds)} seeds: {s.description}")
         return 0
-    return main_suite(name=args.name, runs_dir=args.runs_dir, jobs=args.jobs,
-                      overrides=list(args.set or []) + _device_overrides(args), data_dir=args.data_dir,
-                      backend=args.backend, address=args.address, ensemble=args.ensemble)
+    return main_suite(
+        name=args.name,
+        runs_dir=args.runs_dir,
+        jobs=args.jobs,
+        overrides=list(args.set or []) + _device_overrides(args),
+        data_dir=args.data_dir,
+        backend=args.backend,
+        address=args.address,
+        ensemble=args.ensemble,
+    )
 
 
 def cmd_sweep(args) -> int:
     from .sweep import main_sweep
 
-    return main_sweep(args.spec, out=args.out, runs_dir=args.runs_dir, trials=args.trials,
-                      overrides=list(args.set or []) + _device_overrides(args), storage=args.storage,
-                      workers=args.workers, backend=args.backend, address=args.address,
-                      heartbeat=args.heartbeat, db_timeout=args.db_timeout, report_only=args.report_only,
-                      data_dir=args.data_dir)
+    return main_sweep(
+        args.spec,
+        out=args.out,
+        runs_dir=args.runs_dir,
+        trials=args.trials,
+        overrides=list(args.set or []) + _device_overrides(args),
+        storage=args.storage,
+        workers=args.workers,
+        backend=args.backend,
+        address=args.address,
+        heartbeat=args.heartbeat,
+        db_timeout=args.db_timeout,
+        report_only=args.report_only,
+        data_dir=args.data_dir,
+    )
 
 
 def cmd_bench(args) -> int:
@@ -363,15 +392,21 @@ def _demo_run(name: str, out: Path, overrides: list[str], fresh: bool) -> Path:
     # a run with other steps gets its own directory; one is reused only if its config matches
     run_dir = rundir.run_dir(out, cfg, config.load(name)).parent
     with rundir.claim(run_dir):
-        if (not fresh and (run_dir / "result.json").exists()
-                and rundir.resolved_saved_key(run_dir) == rundir.config_key(cfg)):
+        if (
+            not fresh
+            and (run_dir / "result.json").exists()
+            and rundir.resolved_saved_key(run_dir) == rundir.config_key(cfg)
+        ):
             print(f"{cfg.name}: already done in {run_dir} (use --fresh to rerun)", file=sys.stderr)
             return run_dir
         for f in run_dir.iterdir():  # under the lock: clear a stale or --fresh run
             if f.name != rundir.LOCK_NAME:
                 shutil.rmtree(f) if f.is_dir() else f.unlink()
-        print(f"training {cfg.name} ({cfg.model.cell}, hidden {cfg.model.hidden_size}) "
-              f"on {cfg.task.name} L={cfg.task.options.get('L')} ...", file=sys.stderr)
+        print(
+            f"training {cfg.name} ({cfg.model.cell}, hidden {cfg.model.hidden_size}) "
+            f"on {cfg.task.name} L={cfg.task.options.get('L')} ...",
+            file=sys.stderr,
+        )
         _print_result(train.train(cfg, run_dir, progress=None))
     return run_dir
 
@@ -411,11 +446,11 @@ def cmd_demo(args) -> int:
 
 # ------------------------------------------------------------------------------ analyze
 
+
 def cmd_analyze_schur(args) -> int:
     from .analysis.schur import analyze_run
 
-    summaries = analyze_run(args.run, out_dir=args.out, which=args.which, data_dir=args.data_dir,
-                            device=args.device)
+    summaries = analyze_run(args.run, out_dir=args.out, which=args.which, data_dir=args.data_dir, device=args.device)
     for s in summaries:
         print(
             f"{s['name']}: n={s['n']}  mean |eigenvalue| = {s['mean_eigenvalue_modulus']:.4f} "
@@ -444,12 +479,18 @@ def _jacobian_summary(digest: dict) -> str:
         lines.append(f"{label}, T={d['T']}: log10 sigma_max / sigma_min at lag {lags}")
         checks = list((d.get("theorem21") or {}).values())
         if checks:
-            held = {name: ", ".join(str(c["t"]) for c in checks if c.get(key)) or "none"
-                    for name, key in (("assumption A3", "assumption_A3_holds"),
-                                      ("the D_f condition", "D_f_condition_holds"),
-                                      ("the W_hh condition", "W_hh_condition_holds"))}
-            lines.append(f"  Theorem 2.1 at t = {', '.join(str(c['t']) for c in checks)}: "
-                         + "; ".join(f"{name} holds at {ts}" for name, ts in held.items()))
+            held = {
+                name: ", ".join(str(c["t"]) for c in checks if c.get(key)) or "none"
+                for name, key in (
+                    ("assumption A3", "assumption_A3_holds"),
+                    ("the D_f condition", "D_f_condition_holds"),
+                    ("the W_hh condition", "W_hh_condition_holds"),
+                )
+            }
+            lines.append(
+                f"  Theorem 2.1 at t = {', '.join(str(c['t']) for c in checks)}: "
+                + "; ".join(f"{name} holds at {ts}" for name, ts in held.items())
+            )
     return "\n".join(lines)
 
 
@@ -463,13 +504,23 @@ def cmd_analyze_jacobian(args) -> int:
     if args.output and args.out:
         raise ConfigError("give --out DIR, or the deprecated -o/--output FILE, not both")
     cells = tuple(c for c in (args.compare or "").split(",") if c)
-    res = analyze_run(args.run, split=args.split, index=args.index, max_lag=args.max_lag, which=args.which,
-                      data_dir=args.data_dir, init_cells=cells, device=args.device)
+    res = analyze_run(
+        args.run,
+        split=args.split,
+        index=args.index,
+        max_lag=args.max_lag,
+        which=args.which,
+        data_dir=args.data_dir,
+        init_cells=cells,
+        device=args.device,
+    )
     digest = {label: summarize(r) for label, r in res.items()}
     text = json.dumps(digest, indent=2, default=float) + "\n"
     if args.output:  # the spelling before --out DIR: one figure file, the digest only with --json FILE
-        _note(f"analyze jacobian -o/--output FILE is deprecated and accepted until rnnlab {DEPRECATED_UNTIL}; "
-              f"use --out DIR (writes DIR/jacobian.png and DIR/jacobian.json)")
+        _note(
+            f"analyze jacobian -o/--output FILE is deprecated and accepted until rnnlab {DEPRECATED_UNTIL}; "
+            f"use --out DIR (writes DIR/jacobian.png and DIR/jacobian.json)"
+        )
         figure, written = Path(args.output), []
     else:  # like analyze schur: --out DIR, else RUN/jacobian (RUN: also the directory of a checkpoint)
         run = Path(args.run)
@@ -484,19 +535,29 @@ def cmd_analyze_jacobian(args) -> int:
         print(text, end="")
     else:
         print(_jacobian_summary(digest))
-    plot_lag_spectra({k: r["spectrum"] for k, r in res.items()}, figure,
-                     title=f"singular values of J(t1 + lag, t1) along {args.split} sequence {args.index}")
+    plot_lag_spectra(
+        {k: r["spectrum"] for k, r in res.items()},
+        figure,
+        title=f"singular values of J(t1 + lag, t1) along {args.split} sequence {args.index}",
+    )
     print(f"wrote {', '.join(map(str, [figure, *written]))}", file=sys.stderr)
     return 0
 
 
 # ------------------------------------------------------------------------------ the parser
 
+
 def cmd_doctor(args) -> int:
     from .doctor import main_doctor
 
-    return main_doctor(device=args.device, quick=args.quick, sections=args.sections, cells=args.cells,
-                       with_kernel_table=args.kernel_table, output=args.output)
+    return main_doctor(
+        device=args.device,
+        quick=args.quick,
+        sections=args.sections,
+        cells=args.cells,
+        with_kernel_table=args.kernel_table,
+        output=args.output,
+    )
 
 
 class _Help(argparse.RawDescriptionHelpFormatter):
@@ -520,18 +581,25 @@ def _sub(sub, name: str, help: str, example: str, docs: str | None = None, **kw)
 
 # options that several commands share: one definition each
 
+
 def _opt_runs_dir(p, what: str = "the run directories") -> None:
     p.add_argument("--runs-dir", default="runs", help=f"parent of {what}, e.g. --runs-dir /scratch/runs")
 
 
 def _opt_data_dir(p) -> None:
-    p.add_argument("--data-dir", help="data root for real-data tasks (default: $RNNLAB_DATA, else "
-                   "~/.cache/rnnlab/data), e.g. --data-dir ~/data")
+    p.add_argument(
+        "--data-dir",
+        help="data root for real-data tasks (default: $RNNLAB_DATA, else ~/.cache/rnnlab/data), e.g. --data-dir ~/data",
+    )
 
 
 def _opt_set(p, what: str = "override a config value") -> None:
-    p.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help=f"{what} (repeatable), e.g. --set train.steps=100 --set task.L=200")
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help=f"{what} (repeatable), e.g. --set train.steps=100 --set task.L=200",
+    )
 
 
 def _opt_quiet(p, what: str) -> None:
@@ -539,13 +607,19 @@ def _opt_quiet(p, what: str) -> None:
 
 
 def _opt_which(p) -> None:
-    p.add_argument("--which", default="best", choices=["best", "last"],
-                   help="best.pt (best validation score) or checkpoint.pt (the last), e.g. --which last")
+    p.add_argument(
+        "--which",
+        default="best",
+        choices=["best", "last"],
+        help="best.pt (best validation score) or checkpoint.pt (the last), e.g. --which last",
+    )
 
 
 def _opt_run(p) -> None:
-    p.add_argument("run", help="run directory, or a checkpoint file (best.pt / checkpoint.pt) inside one, "
-                   "e.g. runs/demo-lstm/seed1")
+    p.add_argument(
+        "run",
+        help="run directory, or a checkpoint file (best.pt / checkpoint.pt) inside one, e.g. runs/demo-lstm/seed1",
+    )
 
 
 def _opt_device(p, precision: bool = True, loads: bool = False) -> None:
@@ -553,70 +627,120 @@ def _opt_device(p, precision: bool = True, loads: bool = False) -> None:
     CPU unless told otherwise; else the configuration's ``train.device`` decides."""
     default = "cpu" if loads else None
     where = "" if loads else "; the default: the configuration's train.device, normally auto"
-    p.add_argument("--device", default=default, help=f"cpu, auto (CUDA, else MPS, else CPU), cuda, cuda:N or "
-                   f"mps{where}; e.g. --device cuda")
+    p.add_argument(
+        "--device",
+        default=default,
+        help=f"cpu, auto (CUDA, else MPS, else CPU), cuda, cuda:N or mps{where}; e.g. --device cuda",
+    )
     if precision:
-        p.add_argument("--precision", help="fp32 (default), bf16 or fp16 (torch.autocast; fp16 with a gradient "
-                       "scaler), e.g. --precision bf16")
+        p.add_argument(
+            "--precision",
+            help="fp32 (default), bf16 or fp16 (torch.autocast; fp16 with a gradient scaler), e.g. --precision bf16",
+        )
 
 
 def _opt_backend(p, what: str) -> None:
-    p.add_argument("--backend", default="local", choices=["local", "ray"],
-                   help=f"where {what} run: local processes or Ray (rnnlab[ray]), e.g. --backend ray")
-    p.add_argument("--address", help="Ray cluster address HOST:PORT or 'auto' (default: a local Ray instance), "
-                   "e.g. --address auto")
+    p.add_argument(
+        "--backend",
+        default="local",
+        choices=["local", "ray"],
+        help=f"where {what} run: local processes or Ray (rnnlab[ray]), e.g. --backend ray",
+    )
+    p.add_argument(
+        "--address", help="Ray cluster address HOST:PORT or 'auto' (default: a local Ray instance), e.g. --address auto"
+    )
 
 
 # one parser function per command
 
+
 def _parser_list(sub) -> None:
-    s = _sub(sub, "list", "registered cells, tasks and presets with their options", "rnnlab list presets",
-             docs="guide.md")
-    s.add_argument("what", nargs="?", default="all", choices=["all", "cells", "tasks", "presets"],
-                   help="what to list, e.g. presets")
+    s = _sub(
+        sub, "list", "registered cells, tasks and presets with their options", "rnnlab list presets", docs="guide.md"
+    )
+    s.add_argument(
+        "what",
+        nargs="?",
+        default="all",
+        choices=["all", "cells", "tasks", "presets"],
+        help="what to list, e.g. presets",
+    )
     s.set_defaults(func=cmd_list)
 
 
 def _parser_preset(sub) -> None:
-    s = _sub(sub, "preset", "print a shipped preset, or copy it to a file to edit", "rnnlab preset copy "
-             "asrnn/copy-L1000 my-copy.toml", docs="guide.md")
+    s = _sub(
+        sub,
+        "preset",
+        "print a shipped preset, or copy it to a file to edit",
+        "rnnlab preset copy asrnn/copy-L1000 my-copy.toml",
+        docs="guide.md",
+    )
     psub = s.add_subparsers(dest="preset_action", required=True, metavar="ACTION")
     a = _sub(psub, "show", "print a preset's TOML", "rnnlab preset show demo/asrnn", docs="guide.md")
     a.add_argument("name", help="preset name (see `rnnlab list presets`), e.g. demo/asrnn")
     a.set_defaults(func=cmd_preset_show)
-    a = _sub(psub, "copy", "copy a preset's TOML to a file (never overwrites one), to edit and train",
-             "rnnlab preset copy demo/asrnn mine.toml && rnnlab train mine.toml", docs="guide.md")
+    a = _sub(
+        psub,
+        "copy",
+        "copy a preset's TOML to a file (never overwrites one), to edit and train",
+        "rnnlab preset copy demo/asrnn mine.toml && rnnlab train mine.toml",
+        docs="guide.md",
+    )
     a.add_argument("name", help="preset name (see `rnnlab list presets`), e.g. demo/asrnn")
     a.add_argument("file", help="the new file, or a directory to copy it into, e.g. mine.toml")
     a.set_defaults(func=cmd_preset_copy)
 
 
 def _parser_train(sub) -> None:
-    s = _sub(sub, "train", "train a preset (configs/<paper>/<task>.toml) or a TOML file",
-             "rnnlab train demo/asrnn --set train.steps=100 --seeds 0,1", docs="runs.md")
+    s = _sub(
+        sub,
+        "train",
+        "train a preset (configs/<paper>/<task>.toml) or a TOML file",
+        "rnnlab train demo/asrnn --set train.steps=100 --seeds 0,1",
+        docs="runs.md",
+    )
     s.add_argument("preset", help="preset name (see `rnnlab list presets`) or path to a .toml, e.g. demo/lstm")
     _opt_set(s)
     s.add_argument("--out", help="run directory (default: RUNS_DIR/<name>/seed<seed>), e.g. --out runs/try1")
     _opt_runs_dir(s)
-    s.add_argument("--seeds", help="initialisation seeds, one run each: a comma-separated list and/or ranges "
-                   "(default: the preset's train.seed), e.g. --seeds 0,1,2 or --seeds 0-50")
-    s.add_argument("--ensemble", action="store_true", help="train all --seeds as one batched model in this process "
-                   "(the same run directories; the documentation's ensembles page), e.g. --seeds 0-50 --ensemble")
+    s.add_argument(
+        "--seeds",
+        help="initialisation seeds, one run each: a comma-separated list and/or ranges "
+        "(default: the preset's train.seed), e.g. --seeds 0,1,2 or --seeds 0-50",
+    )
+    s.add_argument(
+        "--ensemble",
+        action="store_true",
+        help="train all --seeds as one batched model in this process "
+        "(the same run directories; the documentation's ensembles page), e.g. --seeds 0-50 --ensemble",
+    )
     s.add_argument("--threads", type=int, help="torch threads (default: the preset's, 1), e.g. --threads 2")
-    s.add_argument("--resume", action="store_true", help="continue from the run's checkpoint.pt, e.g. "
-                   "rnnlab train demo/lstm --resume")
+    s.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from the run's checkpoint.pt, e.g. rnnlab train demo/lstm --resume",
+    )
     _opt_data_dir(s)
     _opt_quiet(s, "no progress bar and no evaluation lines, e.g. in scripts that only read result.json")
-    s.add_argument("--tensorboard", action="store_true",
-                   help="also write TensorBoard events to RUN/tensorboard (needs rnnlab[tensorboard]; "
-                        "same as --set train.tensorboard=true), e.g. then tensorboard --logdir runs")
+    s.add_argument(
+        "--tensorboard",
+        action="store_true",
+        help="also write TensorBoard events to RUN/tensorboard (needs rnnlab[tensorboard]; "
+        "same as --set train.tensorboard=true), e.g. then tensorboard --logdir runs",
+    )
     _opt_device(s)
     s.set_defaults(func=cmd_train)
 
 
 def _parser_evaluate(sub) -> None:
-    s = _sub(sub, "evaluate", "re-score a trained run on a split (needs the task's data)",
-             "rnnlab evaluate runs/demo-lstm/seed1 --split test", docs="outputs.md")
+    s = _sub(
+        sub,
+        "evaluate",
+        "re-score a trained run on a split (needs the task's data)",
+        "rnnlab evaluate runs/demo-lstm/seed1 --split test",
+        docs="outputs.md",
+    )
     _opt_run(s)
     s.add_argument("--split", default="test", choices=["val", "test"], help="split to score, e.g. --split val")
     _opt_which(s)
@@ -626,39 +750,63 @@ def _parser_evaluate(sub) -> None:
 
 
 def _parser_export(sub) -> None:
-    s = _sub(sub, "export", "a run's metrics.jsonl as CSV", "rnnlab export runs/demo-lstm/seed1 -o metrics.csv",
-             docs="outputs.md")
+    s = _sub(
+        sub,
+        "export",
+        "a run's metrics.jsonl as CSV",
+        "rnnlab export runs/demo-lstm/seed1 -o metrics.csv",
+        docs="outputs.md",
+    )
     s.add_argument("run", help="run directory, e.g. runs/demo-lstm/seed1")
     s.add_argument("-o", "--output", help="output file (default: RUN/metrics.csv), e.g. -o metrics.csv")
-    s.add_argument("--csv", action="store_true", help=f"deprecated and ignored (CSV is the only format; "
-                   f"accepted until {DEPRECATED_UNTIL}), e.g. leave it out")
+    s.add_argument(
+        "--csv",
+        action="store_true",
+        help=f"deprecated and ignored (CSV is the only format; accepted until {DEPRECATED_UNTIL}), e.g. leave it out",
+    )
     s.set_defaults(func=cmd_export)
 
 
 def _parser_data(sub) -> None:
-    s = _sub(sub, "data", "real-data files: list, verify (sha256) or download them", "rnnlab data download ptb",
-             docs="data.md")
+    s = _sub(
+        sub,
+        "data",
+        "real-data files: list, verify (sha256) or download them",
+        "rnnlab data download ptb",
+        docs="data.md",
+    )
     s.add_argument("action", choices=["list", "verify", "download"], help="what to do, e.g. verify")
     s.add_argument("names", nargs="*", help="datasets (default for list/verify: all), e.g. ptb mnist")
     _opt_data_dir(s)
-    s.add_argument("--force", action="store_true", help="download again even when verified, e.g. after a "
-                   "failed verify")
+    s.add_argument("--force", action="store_true", help="download again even when verified, e.g. after a failed verify")
     _opt_quiet(s, "no progress bar, e.g. in batch jobs")
     s.set_defaults(func=cmd_data)
 
 
 def _parser_table(sub) -> None:
-    s = _sub(sub, "table", "mean +- std over seeds of every run below RUNS_DIR",
-             "rnnlab table runs/ --metrics test/loss", docs="outputs.md")
+    s = _sub(
+        sub,
+        "table",
+        "mean +- std over seeds of every run below RUNS_DIR",
+        "rnnlab table runs/ --metrics test/loss",
+        docs="outputs.md",
+    )
     s.add_argument("runs_dir", help="directory searched for result.json files, e.g. runs/")
-    s.add_argument("--metrics", help="comma-separated metric keys (default: all test metrics), "
-                   "e.g. --metrics test/loss,test/accuracy")
+    s.add_argument(
+        "--metrics",
+        help="comma-separated metric keys (default: all test metrics), e.g. --metrics test/loss,test/accuracy",
+    )
     s.set_defaults(func=cmd_table)
 
 
 def _parser_suite(sub) -> None:
-    s = _sub(sub, "suite", "run a benchmark suite (presets x seeds, parallel) and print its table",
-             "rnnlab suite demo --jobs 2", docs="runs.md")
+    s = _sub(
+        sub,
+        "suite",
+        "run a benchmark suite (presets x seeds, parallel) and print its table",
+        "rnnlab suite demo --jobs 2",
+        docs="runs.md",
+    )
     s.add_argument("name", help="suite name (`rnnlab suite list`) or path to a suite .toml, e.g. demo")
     _opt_runs_dir(s)
     s.add_argument("--jobs", type=int, default=1, help="parallel runs (each one thread), e.g. --jobs 2")
@@ -666,49 +814,88 @@ def _parser_suite(sub) -> None:
     _opt_data_dir(s)
     _opt_device(s)
     _opt_backend(s, "runs")
-    s.add_argument("--ensemble", action=argparse.BooleanOptionalAction, default=None,
-                   help="train the seeds of each configuration as one batched model, one job per ensemble (default: "
-                        "the suite's own 'ensemble' key; the documentation's ensembles page), e.g. --ensemble")
+    s.add_argument(
+        "--ensemble",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="train the seeds of each configuration as one batched model, one job per ensemble (default: "
+        "the suite's own 'ensemble' key; the documentation's ensembles page), e.g. --ensemble",
+    )
     s.set_defaults(func=cmd_suite)
 
 
 def _parser_sweep(sub) -> None:
-    s = _sub(sub, "sweep", "hyperparameter sweep of a preset with Optuna (rnnlab[sweep]); rerun to continue a "
-             "killed sweep", "rnnlab sweep demo-lstm --trials 20 --workers 2", docs="sweeps.md")
-    s.add_argument("spec", help="sweep TOML file (preset, [space], metric, trials; its format: the "
-                   "documentation named below) or a shipped sweep name, e.g. demo-lstm")
+    s = _sub(
+        sub,
+        "sweep",
+        "hyperparameter sweep of a preset with Optuna (rnnlab[sweep]); rerun to continue a killed sweep",
+        "rnnlab sweep demo-lstm --trials 20 --workers 2",
+        docs="sweeps.md",
+    )
+    s.add_argument(
+        "spec",
+        help="sweep TOML file (preset, [space], metric, trials; its format: the "
+        "documentation named below) or a shipped sweep name, e.g. demo-lstm",
+    )
     s.add_argument("--out", help="sweep directory (default: RUNS_DIR/sweep-<name>), e.g. --out runs/sweep1")
     _opt_runs_dir(s, "the sweep directory")
     s.add_argument("--trials", type=int, help="finished trials to reach (default: the file's), e.g. --trials 20")
     _opt_set(s, "fixed override for every trial")
-    s.add_argument("--storage", help="Optuna RDB URL (default: sqlite:///OUT/study.db), "
-                   "e.g. --storage postgresql://host/db")
+    s.add_argument(
+        "--storage", help="Optuna RDB URL (default: sqlite:///OUT/study.db), e.g. --storage postgresql://host/db"
+    )
     s.add_argument("--workers", type=int, default=1, help="Optuna workers feeding the study, e.g. --workers 2")
     _opt_backend(s, "workers")
-    s.add_argument("--heartbeat", type=int, default=10,
-                   help="seconds between trial heartbeats; a trial silent for 3x this is retried, e.g. --heartbeat 30")
-    s.add_argument("--db-timeout", type=float, default=60.0,
-                   help="seconds to wait for a locked SQLite study, e.g. --db-timeout 120")
-    s.add_argument("--report-only", action="store_true",
-                   help="write best.toml, trials.md and plots; run nothing, e.g. after a killed sweep")
+    s.add_argument(
+        "--heartbeat",
+        type=int,
+        default=10,
+        help="seconds between trial heartbeats; a trial silent for 3x this is retried, e.g. --heartbeat 30",
+    )
+    s.add_argument(
+        "--db-timeout",
+        type=float,
+        default=60.0,
+        help="seconds to wait for a locked SQLite study, e.g. --db-timeout 120",
+    )
+    s.add_argument(
+        "--report-only",
+        action="store_true",
+        help="write best.toml, trials.md and plots; run nothing, e.g. after a killed sweep",
+    )
     _opt_data_dir(s)
     _opt_device(s)
     s.set_defaults(func=cmd_sweep)
 
 
 def _parser_bench(sub, bench_arguments: bool = True) -> None:
-    s = _sub(sub, "bench", "benchmarks (speed: training-iteration time, throughput, memory vs nn.LSTM)",
-             "rnnlab bench speed --quick", docs="speed.md")
+    s = _sub(
+        sub,
+        "bench",
+        "benchmarks (speed: training-iteration time, throughput, memory vs nn.LSTM)",
+        "rnnlab bench speed --quick",
+        docs="speed.md",
+    )
     bsub = s.add_subparsers(dest="bench", required=True, metavar="BENCH")
-    b = _sub(bsub, "speed", "the speed table of BENCHMARKS.md (add --quick for a short run)",
-             "rnnlab bench speed --quick --cells lstm asrnn", docs="speed.md")
+    b = _sub(
+        bsub,
+        "speed",
+        "the speed table of BENCHMARKS.md (add --quick for a short run)",
+        "rnnlab bench speed --quick --cells lstm asrnn",
+        docs="speed.md",
+    )
     if bench_arguments:  # reading them imports torch: only when the command line is a bench
         from .speed import add_arguments
 
         add_arguments(b)
     b.set_defaults(func=cmd_bench)
-    b = _sub(bsub, "ensemble", "members trained per second: the seeds as one batched model (rnnlab.ensemble) against "
-             "separate runs", "rnnlab bench ensemble --benches dmu-adding --sizes 1 8 51", docs="ensembles.md")
+    b = _sub(
+        bsub,
+        "ensemble",
+        "members trained per second: the seeds as one batched model (rnnlab.ensemble) against separate runs",
+        "rnnlab bench ensemble --benches dmu-adding --sizes 1 8 51",
+        docs="ensembles.md",
+    )
     if bench_arguments:
         from .ensemble_bench import add_arguments as ensemble_arguments
 
@@ -717,33 +904,59 @@ def _parser_bench(sub, bench_arguments: bool = True) -> None:
 
 
 def _parser_thresholds(sub) -> None:
-    s = _sub(sub, "thresholds", "DMU-style summary: how many seeds reached each loss threshold by each epoch",
-             "rnnlab thresholds runs/ --metric val/loss", docs="models.md")
+    s = _sub(
+        sub,
+        "thresholds",
+        "DMU-style summary: how many seeds reached each loss threshold by each epoch",
+        "rnnlab thresholds runs/ --metric val/loss",
+        docs="models.md",
+    )
     s.add_argument("runs_dir", help="directory searched for runs, e.g. runs/")
     s.add_argument("--metric", default="val/loss", help="metric of metrics.jsonl, e.g. --metric val/loss")
-    s.add_argument("--thresholds", default=None,
-                   help="comma-separated thresholds (default: the DMU protocol's 1e-2 ... 1e-6, the ledger's), "
-                        "e.g. --thresholds 1e-2,1e-4")
-    s.add_argument("--steps-per-epoch", type=int, default=10,
-                   help="optimizer steps per epoch, >= 1 (DMU presets: 10), e.g. --steps-per-epoch 10")
+    s.add_argument(
+        "--thresholds",
+        default=None,
+        help="comma-separated thresholds (default: the DMU protocol's 1e-2 ... 1e-6, the ledger's), "
+        "e.g. --thresholds 1e-2,1e-4",
+    )
+    s.add_argument(
+        "--steps-per-epoch",
+        type=int,
+        default=10,
+        help="optimizer steps per epoch, >= 1 (DMU presets: 10), e.g. --steps-per-epoch 10",
+    )
     s.set_defaults(func=cmd_thresholds)
 
 
 def _parser_reproduce(sub) -> None:
-    s = _sub(sub, "reproduce", "the reproduction ledger: REPRODUCTION.md from the papers' values and run "
-             "records (ledger), or copy runs' small files into a records folder (collect)",
-             "rnnlab reproduce ledger records/ -o REPRODUCTION.md", docs="reproduce.md")
+    s = _sub(
+        sub,
+        "reproduce",
+        "the reproduction ledger: REPRODUCTION.md from the papers' values and run "
+        "records (ledger), or copy runs' small files into a records folder (collect)",
+        "rnnlab reproduce ledger records/ -o REPRODUCTION.md",
+        docs="reproduce.md",
+    )
     s.add_argument("action", choices=["ledger", "collect"], help="what to do, e.g. ledger")
-    s.add_argument("runs", nargs="+", help="directories holding run records (ledger) / one runs directory "
-                   "(collect), e.g. records/")
-    s.add_argument("-o", "--output", help="ledger: output file (default: stdout); collect: the records folder, "
-                   "e.g. -o REPRODUCTION.md")
+    s.add_argument(
+        "runs", nargs="+", help="directories holding run records (ledger) / one runs directory (collect), e.g. records/"
+    )
+    s.add_argument(
+        "-o",
+        "--output",
+        help="ledger: output file (default: stdout); collect: the records folder, e.g. -o REPRODUCTION.md",
+    )
     s.set_defaults(func=cmd_reproduce)
 
 
 def _parser_plot(sub) -> None:
-    s = _sub(sub, "plot", "curves of a metric for the runs below the given directories",
-             "rnnlab plot runs/demo-lstm runs/demo-asrnn -o curves.png --metric val/loss", docs="outputs.md")
+    s = _sub(
+        sub,
+        "plot",
+        "curves of a metric for the runs below the given directories",
+        "rnnlab plot runs/demo-lstm runs/demo-asrnn -o curves.png --metric val/loss",
+        docs="outputs.md",
+    )
     s.add_argument("runs", nargs="+", help="directories searched for runs, e.g. runs/")
     s.add_argument("-o", "--output", default="curves.png", help="figure file, e.g. -o loss.png")
     s.add_argument("--metric", default="train/loss", help="metric of metrics.jsonl, e.g. --metric val/loss")
@@ -752,13 +965,23 @@ def _parser_plot(sub) -> None:
 
 
 def _parser_analyze(sub) -> None:
-    s = _sub(sub, "analyze", "analyses of a trained run (jacobian: temporal Jacobian spectra; schur: real "
-             "Schur form views); each writes into --out DIR (default: RUN/<analysis>)",
-             "rnnlab analyze schur runs/nnrnn-copy-T200/seed1", docs="models.md")
+    s = _sub(
+        sub,
+        "analyze",
+        "analyses of a trained run (jacobian: temporal Jacobian spectra; schur: real "
+        "Schur form views); each writes into --out DIR (default: RUN/<analysis>)",
+        "rnnlab analyze schur runs/nnrnn-copy-T200/seed1",
+        docs="models.md",
+    )
     asub = s.add_subparsers(dest="analysis", required=True, metavar="ANALYSIS")
-    a = _sub(asub, "schur", "real Schur form of each recurrent matrix of a run: |Theta| heat map, mean |T| "
-             "per sub-diagonal, block angles, eigenvalue moduli", "rnnlab analyze schur runs/nnrnn-copy-T200/seed1",
-             docs="nnrnn.md")
+    a = _sub(
+        asub,
+        "schur",
+        "real Schur form of each recurrent matrix of a run: |Theta| heat map, mean |T| "
+        "per sub-diagonal, block angles, eigenvalue moduli",
+        "rnnlab analyze schur runs/nnrnn-copy-T200/seed1",
+        docs="nnrnn.md",
+    )
     _opt_run(a)
     a.add_argument("--out", help="output directory (default: RUN/schur), e.g. --out schur-views")
     _opt_which(a)
@@ -766,31 +989,51 @@ def _parser_analyze(sub) -> None:
     _opt_device(a, precision=False, loads=True)
     a.set_defaults(func=cmd_analyze_schur)
 
-    a = _sub(asub, "jacobian", "temporal Jacobian spectra vs lag (and Theorem 2.1 for asRNN): a short summary "
-             "on stdout, the figure and the full digest in --out DIR",
-             "rnnlab analyze jacobian runs/asrnn-copy-L1000/seed5544 --compare exprnn,rnn", docs="asrnn.md")
+    a = _sub(
+        asub,
+        "jacobian",
+        "temporal Jacobian spectra vs lag (and Theorem 2.1 for asRNN): a short summary "
+        "on stdout, the figure and the full digest in --out DIR",
+        "rnnlab analyze jacobian runs/asrnn-copy-L1000/seed5544 --compare exprnn,rnn",
+        docs="asrnn.md",
+    )
     _opt_run(a)
-    a.add_argument("--out", help="output directory for jacobian.png and jacobian.json (default: RUN/jacobian), "
-                   "e.g. --out spectra")
-    a.add_argument("--json", nargs="?", const="-", metavar="FILE",
-                   help="print the full digest (sigma at lags 1/10/100/T, Theorem 2.1) as JSON instead of "
-                        "the summary; with FILE, also write it there; e.g. --json digest.json")
+    a.add_argument(
+        "--out", help="output directory for jacobian.png and jacobian.json (default: RUN/jacobian), e.g. --out spectra"
+    )
+    a.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        metavar="FILE",
+        help="print the full digest (sigma at lags 1/10/100/T, Theorem 2.1) as JSON instead of "
+        "the summary; with FILE, also write it there; e.g. --json digest.json",
+    )
     a.add_argument("--split", default="val", help="split the sequence comes from, e.g. --split test")
     a.add_argument("--index", type=int, default=0, help="which sequence of the split's first batch, e.g. --index 3")
-    a.add_argument("--max-lag", type=int, default=None, help="largest lag, >= 1 (default: the sequence "
-                   "length), e.g. --max-lag 200")
+    a.add_argument(
+        "--max-lag", type=int, default=None, help="largest lag, >= 1 (default: the sequence length), e.g. --max-lag 200"
+    )
     _opt_which(a)
     a.add_argument("--compare", help="comma-separated cells to add at initialisation, e.g. exprnn,rnn")
     _opt_data_dir(a)
-    a.add_argument("-o", "--output", help=f"deprecated (accepted until {DEPRECATED_UNTIL}): the figure file "
-                   f"alone, in place of --out DIR, e.g. --out spectra instead")
+    a.add_argument(
+        "-o",
+        "--output",
+        help=f"deprecated (accepted until {DEPRECATED_UNTIL}): the figure file "
+        f"alone, in place of --out DIR, e.g. --out spectra instead",
+    )
     _opt_device(a, precision=False, loads=True)
     a.set_defaults(func=cmd_analyze_jacobian)
 
 
 def _parser_doctor(sub) -> None:
-    s = _sub(sub, "doctor", "check every fast path against its reference on a device (table; exit 1 on a mismatch)",
-             "rnnlab doctor --device cuda")
+    s = _sub(
+        sub,
+        "doctor",
+        "check every fast path against its reference on a device (table; exit 1 on a mismatch)",
+        "rnnlab doctor --device cuda",
+    )
     from .doctor import add_arguments
 
     add_arguments(s)
@@ -798,16 +1041,29 @@ def _parser_doctor(sub) -> None:
 
 
 def _parser_demo(sub) -> None:
-    s = _sub(sub, "demo", "the papers' models beside an LSTM on the copy task (no downloads): table + loss plot",
-             "rnnlab demo --out demo-out", docs="guide.md")
+    s = _sub(
+        sub,
+        "demo",
+        "the papers' models beside an LSTM on the copy task (no downloads): table + loss plot",
+        "rnnlab demo --out demo-out",
+        docs="guide.md",
+    )
     s.add_argument("--out", default="demo-out", help="output directory, e.g. --out /tmp/demo")
-    s.add_argument("--steps", type=int, default=None, help="training steps per model, >= 1 (default: the "
-                   "presets' 600), e.g. --steps 100")
-    s.add_argument("--fresh", action="store_true", help="rerun models already done in --out, e.g. after "
-                   "changing the code")
-    s.add_argument("--record", metavar="DIR",
-                   help="also copy the runs' records (no weights), table and figure to DIR, "
-                        "e.g. --record docs/demo (what the README's demo table is made from)")
+    s.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="training steps per model, >= 1 (default: the presets' 600), e.g. --steps 100",
+    )
+    s.add_argument(
+        "--fresh", action="store_true", help="rerun models already done in --out, e.g. after changing the code"
+    )
+    s.add_argument(
+        "--record",
+        metavar="DIR",
+        help="also copy the runs' records (no weights), table and figure to DIR, "
+        "e.g. --record docs/demo (what the README's demo table is made from)",
+    )
     _opt_device(s)
     s.set_defaults(func=cmd_demo)
 
@@ -815,9 +1071,24 @@ def _parser_demo(sub) -> None:
 #: the commands, in the order ``rnnlab --help`` lists them. A new command is its parser function
 #: added here, e.g. ``rnnlab doctor``: ``_parser_doctor(sub)`` (its ``--device`` from
 #: ``_opt_device``) setting ``func=cmd_doctor``, which calls the doctor module with keywords.
-COMMANDS = [_parser_list, _parser_preset, _parser_train, _parser_evaluate, _parser_export, _parser_data,
-            _parser_table, _parser_suite, _parser_sweep, _parser_bench, _parser_thresholds, _parser_reproduce,
-            _parser_plot, _parser_analyze, _parser_demo, _parser_doctor]
+COMMANDS = [
+    _parser_list,
+    _parser_preset,
+    _parser_train,
+    _parser_evaluate,
+    _parser_export,
+    _parser_data,
+    _parser_table,
+    _parser_suite,
+    _parser_sweep,
+    _parser_bench,
+    _parser_thresholds,
+    _parser_reproduce,
+    _parser_plot,
+    _parser_analyze,
+    _parser_demo,
+    _parser_doctor,
+]
 
 
 def build_parser(bench_arguments: bool = True) -> argparse.ArgumentParser:
@@ -826,11 +1097,18 @@ def build_parser(bench_arguments: bool = True) -> argparse.ArgumentParser:
     from . import __version__
 
     p = argparse.ArgumentParser(
-        prog="rnnlab", description="Long-memory RNNs: train, compare, analyse.", formatter_class=_Help,
+        prog="rnnlab",
+        description="Long-memory RNNs: train, compare, analyse.",
+        formatter_class=_Help,
         epilog="examples:\n  rnnlab demo\n  rnnlab list presets\n  rnnlab train demo/asrnn --seeds 0,1\n"
-               f"  rnnlab table runs/\n\n`rnnlab COMMAND --help` describes each command; documentation: {DOCS_URL}")
-    p.add_argument("--version", action="version", version=f"rnnlab {__version__}",
-                   help="print the version and exit, e.g. rnnlab --version")
+        f"  rnnlab table runs/\n\n`rnnlab COMMAND --help` describes each command; documentation: {DOCS_URL}",
+    )
+    p.add_argument(
+        "--version",
+        action="version",
+        version=f"rnnlab {__version__}",
+        help="print the version and exit, e.g. rnnlab --version",
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in COMMANDS:
         if add is _parser_bench:
@@ -863,8 +1141,10 @@ def _refuse_symlink_loops(args) -> None:
                 os.stat(path)
             except OSError as e:
                 if e.errno == errno.ELOOP:
-                    raise ConfigError(f"{path}: a loop of symbolic links ({e.strerror}); give a path that "
-                                      f"leads to a real directory or file") from None
+                    raise ConfigError(
+                        f"{path}: a loop of symbolic links ({e.strerror}); give a path that "
+                        f"leads to a real directory or file"
+                    ) from None
 
 
 def _expected_errors() -> tuple[tuple, tuple]:
@@ -894,8 +1174,12 @@ def _out_of_memory(e: BaseException) -> str | None:
     torch = sys.modules.get("torch")
     oom = getattr(torch, "OutOfMemoryError", ()) if torch is not None else ()
     text = str(e)
-    if not (isinstance(e, MemoryError) or (oom and isinstance(e, oom))
-            or isinstance(e, RuntimeError) and re.search(r"can't allocate memory|out of memory", text)):
+    if not (
+        isinstance(e, MemoryError)
+        or (oom and isinstance(e, oom))
+        or isinstance(e, RuntimeError)
+        and re.search(r"can't allocate memory|out of memory", text)
+    ):
         return None
     asked = re.search(r"tried to allocate (\d+) bytes", text)
     if asked:
@@ -910,8 +1194,10 @@ def _error_line(e: Exception) -> tuple[str, int] | None:
         return str(e), 2 if isinstance(e, usage) else 1
     memory = _out_of_memory(e)
     if memory:
-        return (f"out of memory ({memory}); use a smaller model (model.hidden_size, model.num_layers) or "
-                f"batch (train.batch_size, train.eval_batch_size), or a device with more memory"), 1
+        return (
+            f"out of memory ({memory}); use a smaller model (model.hidden_size, model.num_layers) or "
+            f"batch (train.batch_size, train.eval_batch_size), or a device with more memory"
+        ), 1
     if isinstance(e, RuntimeError) and str(e).startswith("Symlink loop"):  # pathlib before Python 3.13
         return f"{str(e).split(' from ', 1)[-1]}: a loop of symbolic links; check the path", 1
     if isinstance(e, OSError):  # a file problem no layer above named more precisely
@@ -971,8 +1257,7 @@ def main(argv: list[str] | None = None) -> int:
         if line is None:
             raise
     except KeyboardInterrupt:
-        print("rnnlab: interrupted; `rnnlab train ... --resume` continues from the last checkpoint",
-              file=sys.stderr)
+        print("rnnlab: interrupted; `rnnlab train ... --resume` continues from the last checkpoint", file=sys.stderr)
         return 130
     print(f"rnnlab: error: {line[0]}", file=sys.stderr)
     return line[1]

@@ -141,10 +141,17 @@ SCHEDULES = ("none", "plateau", "exponential")
 #: the seeds (plus :data:`RESUME_MAY_ALSO_CHANGE`); the run key (directory names, table rows,
 #: reuse of a finished run) leaves out :data:`RUN_KEY_OMITS`.
 NOT_EXPERIMENT: dict[str, str] = {
-    "name": "label", "description": "label", "paper": "label",
-    "train.seed": "seed", "train.data_seed": "seed",
-    "train.threads": "execution", "train.device": "execution", "train.tensorboard": "execution",
-    "train.log_every": "recording", "train.eval_batch_size": "recording", "train.test": "recording",
+    "name": "label",
+    "description": "label",
+    "paper": "label",
+    "train.seed": "seed",
+    "train.data_seed": "seed",
+    "train.threads": "execution",
+    "train.device": "execution",
+    "train.tensorboard": "execution",
+    "train.log_every": "recording",
+    "train.eval_batch_size": "recording",
+    "train.test": "recording",
 }
 
 #: The keys the run key leaves out: the labels, ``train.seed`` (seeds of one experiment share a
@@ -189,8 +196,11 @@ def resume_refusals(saved, new) -> list[str]:
     """``"key: old -> new"`` for each key where ``new`` differs from ``saved`` (RunConfigs or
     their dicts) in a way a resume may not change."""
     a, b = flatten(as_dict(saved)), flatten(as_dict(new))
-    return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b))
-            if a.get(k) != b.get(k) and not resume_may_change(k)]
+    return [
+        f"{k}: {a.get(k)!r} -> {b.get(k)!r}"
+        for k in sorted(set(a) | set(b))
+        if a.get(k) != b.get(k) and not resume_may_change(k)
+    ]
 
 
 def as_dict(cfg) -> dict:
@@ -216,6 +226,7 @@ def flatten(data: dict, prefix: str = "") -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- TOML out
+
 
 def toml_value(v: Any) -> str:
     """``v`` as a TOML literal that reads back to it (what ``--set key=value`` parses): bools,
@@ -272,8 +283,9 @@ DEVICE_CHOICES = "auto, cpu, cuda, cuda:N, mps"
 DEVICE_PATTERN = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 
-def check_device_spelling(spec: Any, precision: Any = "fp32", what: str = "train.device",
-                          error: type[ConfigError] = ConfigError) -> None:
+def check_device_spelling(
+    spec: Any, precision: Any = "fp32", what: str = "train.device", error: type[ConfigError] = ConfigError
+) -> None:
     """Syntax of ``train.device`` and ``train.precision`` (no hardware query; the device module
     checks the hardware)."""
     if not isinstance(spec, str) or not DEVICE_PATTERN.match(spec):
@@ -294,11 +306,10 @@ def check_name(name: Any) -> str:
             f"run name {text!r} holds the control character {bad_char!r} (a newline, tab, ...), which "
             f"would break directory listings and `rnnlab table`; use letters, digits, '-', '_', '.', '/'"
         )
-    if (not text or text.startswith(("/", "~")) or "\\" in text
-            or any(p in ("", ".", "..") for p in parts)):
+    if not text or text.startswith(("/", "~")) or "\\" in text or any(p in ("", ".", "..") for p in parts):
         raise ConfigError(
             f"run name {text!r} is not a plain relative path (no leading '/', '~', no '..' or '.' "
-            f"components); set name = \"...\" in the preset or --set name=my-run"
+            f'components); set name = "..." in the preset or --set name=my-run'
         )
     return text
 
@@ -348,8 +359,10 @@ def _check_type(where: str, value: Any, hint) -> Any:
     """``value`` if it fits ``hint`` (a float field's int comes back as a float), else a
     :class:`ConfigError` naming the key, the value and the type expected."""
     if not matches(value, hint):
-        raise ConfigError(f"{where} must be of type {_type_name(hint)}, got {value!r} ({type(value).__name__}); "
-                          f"fix it in the preset or with --set {where}=...")
+        raise ConfigError(
+            f"{where} must be of type {_type_name(hint)}, got {value!r} ({type(value).__name__}); "
+            f"fix it in the preset or with --set {where}=..."
+        )
     if hint is float and isinstance(value, int):
         return float(value)
     return value
@@ -361,8 +374,9 @@ def _build(cls, data: dict, where: str):
     names = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(data) - set(names))
     if unknown:
-        raise ConfigError(f"unknown key(s) {unknown} in [{where}]; valid keys: {names}."
-                          + did_you_mean(unknown[0], names))
+        raise ConfigError(
+            f"unknown key(s) {unknown} in [{where}]; valid keys: {names}." + did_you_mean(unknown[0], names)
+        )
     kwargs = {k: _check_type(f"{where}.{k}", v, hints[k]) for k, v in data.items()}
     return cls(**kwargs)
 
@@ -389,9 +403,7 @@ def from_dict(data: dict) -> RunConfig:
             _check_section(data[section], section)
     unknown = sorted(set(data) - set(SECTIONS))
     if unknown:
-        raise ConfigError(
-            f"unknown section(s) {unknown}; valid: {sorted(SECTIONS) + ['name', 'description', 'paper']}"
-        )
+        raise ConfigError(f"unknown section(s) {unknown}; valid: {sorted(SECTIONS) + ['name', 'description', 'paper']}")
     task = dict(data.get("task", {}))
     if "options" in task:  # the resolved JSON layout
         options = task.pop("options")
@@ -417,8 +429,10 @@ def check_kwargs(cls, kwargs: dict, where: str, skip: tuple[str, ...] = (), pref
         valid = [n for n in params if n not in ("self",) + skip]
         unknown = sorted(set(kwargs) - set(valid))
         if unknown:
-            raise ConfigError(f"unknown option(s) {unknown} for {where} ({cls.__name__}); valid: {valid}."
-                              + did_you_mean(unknown[0], valid))
+            raise ConfigError(
+                f"unknown option(s) {unknown} for {where} ({cls.__name__}); valid: {valid}."
+                + did_you_mean(unknown[0], valid)
+            )
     hints = option_types(cls)
     for k, v in kwargs.items():
         if k in hints and not matches(v, hints[k]):
@@ -444,16 +458,21 @@ def validate(cfg: RunConfig) -> None:
     from .tasks import TASKS
 
     if cfg.task.name not in TASKS:
-        raise ConfigError(f"unknown task {cfg.task.name!r}; registered tasks: {sorted(TASKS)}."
-                          + did_you_mean(cfg.task.name, TASKS))
+        raise ConfigError(
+            f"unknown task {cfg.task.name!r}; registered tasks: {sorted(TASKS)}." + did_you_mean(cfg.task.name, TASKS)
+        )
     check_name(cfg.name)
     check_kwargs(TASKS[cfg.task.name], cfg.task.options, f"task {cfg.task.name!r}", prefix="task.")
     if cfg.model.cell not in CELLS:
-        raise ConfigError(f"unknown cell {cfg.model.cell!r}; registered cells: {sorted(CELLS)}."
-                          + did_you_mean(cfg.model.cell, CELLS))
+        raise ConfigError(
+            f"unknown cell {cfg.model.cell!r}; registered cells: {sorted(CELLS)}." + did_you_mean(cfg.model.cell, CELLS)
+        )
     check_kwargs(
-        CELLS[cfg.model.cell], cfg.model.cell_options, f"cell {cfg.model.cell!r}",
-        skip=("input_size", "hidden_size"), prefix="model.cell_options.",
+        CELLS[cfg.model.cell],
+        cfg.model.cell_options,
+        f"cell {cfg.model.cell!r}",
+        skip=("input_size", "hidden_size"),
+        prefix="model.cell_options.",
     )
     if cfg.optim.name not in OPTIMIZERS:
         raise ConfigError(f"unknown optimizer {cfg.optim.name!r}; expected one of {OPTIMIZERS}")
@@ -469,7 +488,9 @@ def validate(cfg: RunConfig) -> None:
             f"every train.lr_step_every steps), got {cfg.train.lr_gamma}"
         )
     if cfg.train.lr_step_every < 0:
-        raise ConfigError(f"train.lr_step_every must be >= 0 (0 = every train.eval_every steps), got {cfg.train.lr_step_every}")
+        raise ConfigError(
+            f"train.lr_step_every must be >= 0 (0 = every train.eval_every steps), got {cfg.train.lr_step_every}"
+        )
     if cfg.model.dense < 0:
         raise ConfigError(f"model.dense must be >= 0 (0 = no dense layer before the readout), got {cfg.model.dense}")
     _check_ranges(cfg)
@@ -488,8 +509,7 @@ def validate(cfg: RunConfig) -> None:
         )
     if cfg.model.pool < 0 or (cfg.model.pool and widths[-1] % cfg.model.pool):
         raise ConfigError(
-            f"model.pool must be 0 (off) or a divisor of the last layer's width {widths[-1]}, "
-            f"got {cfg.model.pool}"
+            f"model.pool must be 0 (off) or a divisor of the last layer's width {widths[-1]}, got {cfg.model.pool}"
         )
 
 
@@ -581,7 +601,7 @@ def load(name_or_path: str | Path, overrides: list[str] | None = None) -> RunCon
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
     except UnicodeDecodeError as e:
         raise ConfigError(
-            f"{path}: not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r}); TOML presets "
+            f"{path}: not UTF-8 text (byte {e.start}: {e.object[e.start : e.start + 1]!r}); TOML presets "
             f"must be saved as UTF-8"
         ) from None
     except OSError as e:
@@ -591,13 +611,14 @@ def load(name_or_path: str | Path, overrides: list[str] | None = None) -> RunCon
         for section in ("task", "model"):
             if section in data:
                 _check_section(data[section], section)
-        missing = [k for k, s in (("task.name", "task"), ("model.cell", "model"))
-                   if k.split(".")[1] not in data.get(s, {})]
+        missing = [
+            k for k, s in (("task.name", "task"), ("model.cell", "model")) if k.split(".")[1] not in data.get(s, {})
+        ]
         if missing:
             raise ConfigError(
                 f"a preset must name at least a task and a cell, but {' and '.join(missing)} "
                 f"{'is' if len(missing) == 1 else 'are'} not set (is the file empty?); add e.g. "
-                f"[task] name = \"copy\" and [model] cell = \"lstm\" (see `rnnlab list`)"
+                f'[task] name = "copy" and [model] cell = "lstm" (see `rnnlab list`)'
             )
         return from_dict(data)
     except ConfigError as e:
@@ -608,8 +629,10 @@ def load_json(path: str | Path) -> RunConfig:
     """The resolved configuration of a run (its ``config.json``); a damaged file is a
     :class:`ConfigError` naming it."""
     path = Path(path)
-    fix = ("restore it from a copy, or start the run again in a new directory; config.json "
-           "is the resolved configuration written when the run started")
+    fix = (
+        "restore it from a copy, or start the run again in a new directory; config.json "
+        "is the resolved configuration written when the run started"
+    )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

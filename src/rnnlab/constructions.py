@@ -43,8 +43,9 @@ class CopyClock:
     ``d`` must be even. ``distinct=True`` draws distinct rotation frequencies where possible.
     """
 
-    def __init__(self, d: int, K: int, L: int, alphabet: int = 8, generator: torch.Generator | None = None,
-                 distinct: bool = True):
+    def __init__(
+        self, d: int, K: int, L: int, alphabet: int = 8, generator: torch.Generator | None = None, distinct: bool = True
+    ):
         if d < 2 or d % 2:
             raise ValueError(f"the clock needs an even dimension d >= 2, got d={d}")
         self.d, self.K, self.L, self.alphabet = d, K, L, alphabet
@@ -102,8 +103,14 @@ class CopyClock:
         return {"sequences": ok.all(1).double().mean().item(), "symbols": ok.double().mean().item()}
 
 
-def copy_success_table(d: int = 128, L: int = 500, Ks: tuple[int, ...] = (5, 10, 20, 40),
-                       alphabets: tuple[int, ...] = (8, 32, 128), trials: int = 500, seed: int = 0) -> list[dict]:
+def copy_success_table(
+    d: int = 128,
+    L: int = 500,
+    Ks: tuple[int, ...] = (5, 10, 20, 40),
+    alphabets: tuple[int, ...] = (8, 32, 128),
+    trials: int = 500,
+    seed: int = 0,
+) -> list[dict]:
     """Success (fully recalled sequences, over ``trials`` draws of the construction and the data)
     against the number of symbols K and the alphabet size, the analogue of Henaff et al.'s
     Fig. 1 (T = 500, d = 128, 500 trials)."""

@@ -19,8 +19,20 @@ import torch
 
 from .config import DEVICE_CHOICES, PRECISIONS, ConfigError, check_device_spelling
 
-__all__ = ["DEVICE_CHOICES", "PRECISIONS", "DeviceError", "autocast", "available", "check_precision",
-           "conditions", "gpus_requested", "grad_scaler", "resolve", "resolve_device", "synchronize"]
+__all__ = [
+    "DEVICE_CHOICES",
+    "PRECISIONS",
+    "DeviceError",
+    "autocast",
+    "available",
+    "check_precision",
+    "conditions",
+    "gpus_requested",
+    "grad_scaler",
+    "resolve",
+    "resolve_device",
+    "synchronize",
+]
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -66,20 +78,29 @@ def resolve_device(spec: str = "auto", what: str = "train.device") -> torch.devi
         return torch.device("cpu")
     if spec == "mps":
         if not _mps_available():
-            why = "this is not an Apple machine" if platform.system() != "Darwin" else \
-                "torch.backends.mps.is_available() is False (macOS 12.3+ and an MPS build of torch are needed)"
-            raise DeviceError(f"{what}='mps' is not available: {why}; devices found: {found}; "
-                              f"choices: {DEVICE_CHOICES} (e.g. --device cpu)")
+            why = (
+                "this is not an Apple machine"
+                if platform.system() != "Darwin"
+                else "torch.backends.mps.is_available() is False (macOS 12.3+ and an MPS build of torch are needed)"
+            )
+            raise DeviceError(
+                f"{what}='mps' is not available: {why}; devices found: {found}; "
+                f"choices: {DEVICE_CHOICES} (e.g. --device cpu)"
+            )
         return torch.device("mps")
     if not torch.cuda.is_available():
         build = f"CUDA {torch.version.cuda} build" if torch.version.cuda else "a CPU-only build of torch"
-        raise DeviceError(f"{what}={spec!r} is not available: no CUDA GPU found ({build}, "
-                          f"torch.cuda.is_available() is False); devices found: {found}; "
-                          f"choices: {DEVICE_CHOICES} (e.g. --device cpu)")
+        raise DeviceError(
+            f"{what}={spec!r} is not available: no CUDA GPU found ({build}, "
+            f"torch.cuda.is_available() is False); devices found: {found}; "
+            f"choices: {DEVICE_CHOICES} (e.g. --device cpu)"
+        )
     index = int(spec.split(":")[1]) if ":" in spec else torch.cuda.current_device()
     if index >= torch.cuda.device_count():
-        raise DeviceError(f"{what}={spec!r} is not available: {torch.cuda.device_count()} CUDA "
-                          f"device(s); devices found: {found}; choices: {DEVICE_CHOICES}")
+        raise DeviceError(
+            f"{what}={spec!r} is not available: {torch.cuda.device_count()} CUDA "
+            f"device(s); devices found: {found}; choices: {DEVICE_CHOICES}"
+        )
     return torch.device("cuda", index)
 
 
@@ -102,8 +123,10 @@ def check_precision(precision: str, device: torch.device) -> None:
             torch.amp.GradScaler(device.type)
     except Exception as e:  # the message of the failing op names the reason
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise DeviceError(f"train.precision={precision!r} cannot run on {device} ({reason}); "
-                          f"choices: {', '.join(PRECISIONS)} (fp32 runs everywhere)") from None
+        raise DeviceError(
+            f"train.precision={precision!r} cannot run on {device} ({reason}); "
+            f"choices: {', '.join(PRECISIONS)} (fp32 runs everywhere)"
+        ) from None
 
 
 def resolve(spec: str = "auto", precision: str = "fp32") -> torch.device:
@@ -132,8 +155,12 @@ def conditions(device: torch.device, precision: str = "fp32") -> dict:
     out = {"device": str(device), "precision": precision}
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        out.update(device_name=props.name, device_memory_gb=round(props.total_memory / 2**30, 1),
-                   cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version())
+        out.update(
+            device_name=props.name,
+            device_memory_gb=round(props.total_memory / 2**30, 1),
+            cuda=torch.version.cuda,
+            cudnn=torch.backends.cudnn.version(),
+        )
     elif device.type == "mps":
         out.update(device_name=f"Apple MPS ({platform.machine()})")
     else:

@@ -87,10 +87,12 @@ def blocks(path: str | Path) -> list[tuple[str, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m rnnlab.docsync",
-                                description="Regenerate the Markdown tables marked <!-- table: DIR --> "
-                                            "(run records), <!-- bench: VIEW RECORD --> (timing records) and "
-                                            "<!-- ledger: RECORDS LEDGER --> (the reproduction ledger's summary).")
+    p = argparse.ArgumentParser(
+        prog="python -m rnnlab.docsync",
+        description="Regenerate the Markdown tables marked <!-- table: DIR --> "
+        "(run records), <!-- bench: VIEW RECORD --> (timing records) and "
+        "<!-- ledger: RECORDS LEDGER --> (the reproduction ledger's summary).",
+    )
     p.add_argument("files", nargs="+", help="Markdown files, e.g. README.md")
     p.add_argument("--check", action="store_true", help="only report stale blocks (exit 1 if any)")
     args = p.parse_args(argv)

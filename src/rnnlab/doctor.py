@@ -212,8 +212,10 @@ def _forward_backward(layer, x, h0, lengths, r, autocast=None):
             out, h_n = layer(x, state, lengths)
     else:
         out, h_n = layer(x, state, lengths)
-    out, h_n = out.float() if autocast is not None else out, [s.float() if autocast is not None else s
-                                                             for s in _leaves(h_n)]
+    out, h_n = (
+        out.float() if autocast is not None else out,
+        [s.float() if autocast is not None else s for s in _leaves(h_n)],
+    )
     g = torch.Generator().manual_seed(7)
     loss = (out * r.to(out.device, out.dtype)).sum()
     for s in h_n:
@@ -237,8 +239,11 @@ def _inputs(layer, seed=2):
 def _compare_layer(section, key, kw, device, dtypes, lengths, **layer_kw) -> list[Row]:
     import torch
 
-    path = f"{section} {_label(key, kw)}" + (" lengths" if lengths else "") + \
-        "".join(f" {k}={v}" for k, v in layer_kw.items())
+    path = (
+        f"{section} {_label(key, kw)}"
+        + (" lengths" if lengths else "")
+        + "".join(f" {k}={v}" for k, v in layer_kw.items())
+    )
     rows = []
     try:
         layer, ref = _build(key, kw, **layer_kw)
@@ -255,8 +260,14 @@ def _compare_layer(section, key, kw, device, dtypes, lengths, **layer_kw) -> lis
             cell = fast.cells[0]
             if hasattr(cell, "uses_fast_path") and not cell.uses_fast_path(dtype):
                 note = "the cell chose its reference loop here"
-            got = _forward_backward(fast, x.to(device, dtype), [s.to(device, dtype) for s in h0], lens, r,
-                                    autocast=torch.bfloat16 if dt == "bf16-autocast" else None)
+            got = _forward_backward(
+                fast,
+                x.to(device, dtype),
+                [s.to(device, dtype) for s in h0],
+                lens,
+                r,
+                autocast=torch.bfloat16 if dt == "bf16-autocast" else None,
+            )
             if dt == "bf16-autocast":  # forward: max relative error; backward: 1 - cos (module docstring)
                 n = 1 + len(h0)
                 fwd, bwd = _error(got[:n], want[:n]), _cosine_gap(got[n:], want[n:])
@@ -284,12 +295,14 @@ def _kernel_rows(device, dtypes) -> list[Row]:
     r = torch.randn(T, B, H, generator=g, dtype=torch.float64)
     lens = torch.tensor(LENGTHS)
     for act in ("tanh", "relu", "modrelu", "identity"):
+
         def go(fn, dtype, dev, act=act):
             ins = [t.to(dev, dtype).requires_grad_() for t in (u, W, h0, bias)]
             out, h_n = fn(ins[0], ins[1], ins[2], act, ins[3] if act == "modrelu" else None, lens)
             loss = (out * r.to(dev, dtype)).sum() + h_n.sum()
             grads = torch.autograd.grad(loss, ins if act == "modrelu" else ins[:3])
             return [out, h_n, *grads]
+
         want = go(reference_elementwise_rnn, torch.float64, "cpu")
         for dt in dtypes:
             if dt == "bf16-autocast":
@@ -312,6 +325,7 @@ def _kernel_rows(device, dtypes) -> list[Row]:
             y = fn(*ins)
         y = y.float() if autocast is not None else y
         return [y, *torch.autograd.grad((y * r.to(dev, y.dtype)).sum(), ins)]
+
     want = lin(nn.functional.linear, torch.float64, "cpu")
     for dt in dtypes:
         try:
@@ -345,8 +359,10 @@ def _train_rows(device, dtypes, cells=None) -> list[Row]:
             torch.manual_seed(3)
             readout = nn.Linear(H, 2).double()
             models = []
-            for lay, dev, dtype in ((layer, device, torch.float64 if dt == "float64" else torch.float32),
-                                    (ref_layer, torch.device("cpu"), torch.float64)):
+            for lay, dev, dtype in (
+                (layer, device, torch.float64 if dt == "float64" else torch.float32),
+                (ref_layer, torch.device("cpu"), torch.float64),
+            ):
                 models.append((nn.ModuleDict({"rnn": lay, "out": copy.deepcopy(readout)}).to(dev, dtype), dev, dtype))
             x, _, _ = _inputs(layer, seed=5)
             target = torch.randn(B, 2, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
@@ -375,8 +391,13 @@ def _train_rows(device, dtypes, cells=None) -> list[Row]:
 
 # --- the Triton kernel ----------------------------------------------------------------------
 
-def triton_rows(device: torch.device, dtypes=("float32", "float64"), hiddens=(20,),
-                activations=("tanh", "relu", "modrelu", "identity")) -> list[Row]:
+
+def triton_rows(
+    device: torch.device,
+    dtypes=("float32", "float64"),
+    hiddens=(20,),
+    activations=("tanh", "relu", "modrelu", "identity"),
+) -> list[Row]:
     """The Triton kernel (unguarded) against the fused loop in float64, in this process: on a
     CUDA device, or on the CPU when this process runs Triton's interpreter. Forward (states) and
     backward (gradients) are separate rows; on CUDA the compiled kernels' registers and spills
@@ -394,8 +415,9 @@ def triton_rows(device: torch.device, dtypes=("float32", "float64"), hiddens=(20
                 for has_len in (False, True):
                     path = f"triton H={hidden} {act}" + (" lengths" if has_len else "")
                     try:
-                        errs, tol = tr.compare(recurrence._ElementwiseRNN, device, dtype, hidden, act, has_len,
-                                               split=True)
+                        errs, tol = tr.compare(
+                            recurrence._ElementwiseRNN, device, dtype, hidden, act, has_len, split=True
+                        )
                     except Exception as e:  # noqa: BLE001 - a kernel that does not run
                         rows.append(_failed("triton", path + " forward+backward", dt, e))
                         continue
@@ -415,8 +437,17 @@ def _triton_section(device: torch.device, dtypes: list[str], quick: bool) -> lis
     except (ImportError, ValueError):
         have = False
     if not have:
-        return [Row("triton", "triton kernel", "-", None, None, None,
-                    "skipped: Triton is not installed (pip install 'rnnlab[triton]')")]
+        return [
+            Row(
+                "triton",
+                "triton kernel",
+                "-",
+                None,
+                None,
+                None,
+                "skipped: Triton is not installed (pip install 'rnnlab[triton]')",
+            )
+        ]
     kernel_dtypes = [d for d in dtypes if d in ("float32", "float64")]
     if device.type == "cuda":
         import torch
@@ -428,13 +459,23 @@ def _triton_section(device: torch.device, dtypes: list[str], quick: bool) -> lis
         for dt in kernel_dtypes:
             limit = tr.hidden_limit(getattr(torch, dt), budget)
             if limit == 0:
-                out.append(Row("triton", "triton kernel", dt, None, None, None,
-                               f"not dispatched on {budget.name} (compute capability {budget.capability}); "
-                               "the fused loop runs instead"))
+                out.append(
+                    Row(
+                        "triton",
+                        "triton kernel",
+                        dt,
+                        None,
+                        None,
+                        None,
+                        f"not dispatched on {budget.name} (compute capability {budget.capability}); "
+                        "the fused loop runs instead",
+                    )
+                )
                 continue
             # at the device's limit (the small sizes run in every cell row through the guard)
-            out += triton_rows(device, (dt,), (limit,), ("tanh", "modrelu") if quick else
-                               ("tanh", "relu", "modrelu", "identity"))
+            out += triton_rows(
+                device, (dt,), (limit,), ("tanh", "modrelu") if quick else ("tanh", "relu", "modrelu", "identity")
+            )
         return out
     if device.type != "cpu":
         return [Row("triton", "triton kernel", "-", None, None, None, f"skipped: no Triton kernel on {device.type}")]
@@ -451,13 +492,16 @@ def _interpreted(dtypes: list[str], quick: bool) -> list[Row]:
     """The Triton rows on the CPU: a subprocess under Triton's interpreter."""
     env = dict(os.environ, TRITON_INTERPRET="1")
     env.pop("RNNLAB_TRITON", None)
-    code = ("import json, torch; from rnnlab import doctor; from dataclasses import asdict; "
-            f"rows = doctor.triton_rows(torch.device('cpu'), {tuple(dtypes)!r}, "
-            f"activations=doctor._interpreted_activations({quick!r})); "
-            "print('ROWS=' + json.dumps([asdict(r) for r in rows]))")
+    code = (
+        "import json, torch; from rnnlab import doctor; from dataclasses import asdict; "
+        f"rows = doctor.triton_rows(torch.device('cpu'), {tuple(dtypes)!r}, "
+        f"activations=doctor._interpreted_activations({quick!r})); "
+        "print('ROWS=' + json.dumps([asdict(r) for r in rows]))"
+    )
     try:
-        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900,
-                              check=False)
+        proc = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900, check=False
+        )
     except subprocess.TimeoutExpired:
         return [Row("triton", "triton kernel (interpreter)", "-", None, None, False, "timed out after 900 s")]
     for line in proc.stdout.splitlines():
@@ -470,8 +514,9 @@ def _interpreted(dtypes: list[str], quick: bool) -> list[Row]:
     return [Row("triton", "triton kernel (interpreter)", "-", None, None, False, f"subprocess failed: {last}"[:160])]
 
 
-def kernel_table(device: torch.device, hiddens=(32, 64, 128, 192, 256), T: int = 512, batch: int = 128,
-                 repeats: int = 5) -> str:
+def kernel_table(
+    device: torch.device, hiddens=(32, 64, 128, 192, 256), T: int = 512, batch: int = 128, repeats: int = 5
+) -> str:
     """On CUDA (or under Triton's interpreter, for the tests): for float32 and float64 and each H, the Triton kernel forced (unguarded, also
     past the automatic limit) against the fused loop: the compiled kernels' registers and spills
     (Triton's report), the estimate of docs/device.md, the median milliseconds of one forward and
@@ -487,11 +532,15 @@ def kernel_table(device: torch.device, hiddens=(32, 64, 128, 192, 256), T: int =
     from .kernels import triton_recurrence as tr
 
     budget = tr.device_budget(device)
-    title = (f"Triton kernel on {budget.name} (compute capability {budget.capability}, "
-             f"{budget.registers_per_sm} registers/SM, {budget.shared_per_block // 1024} KiB shared/block), "
-             f"T={T}, batch {batch}, tanh, forward + backward:")
-    header = ("| dtype | H | automatic limit | est. registers/thread | registers fwd/bwd | spills fwd/bwd | "
-              "kernel ms | fused loop ms | max diff |")
+    title = (
+        f"Triton kernel on {budget.name} (compute capability {budget.capability}, "
+        f"{budget.registers_per_sm} registers/SM, {budget.shared_per_block // 1024} KiB shared/block), "
+        f"T={T}, batch {batch}, tanh, forward + backward:"
+    )
+    header = (
+        "| dtype | H | automatic limit | est. registers/thread | registers fwd/bwd | spills fwd/bwd | "
+        "kernel ms | fused loop ms | max diff |"
+    )
     lines = [title, "", header, "|---|---|---|---|---|---|---|---|---|"]
 
     def timed(fn):
@@ -533,12 +582,16 @@ def kernel_table(device: torch.device, hiddens=(32, 64, 128, 192, 256), T: int =
                 res = [tr.RESOURCES.get((kind, dtype, block, "tanh")) for kind in ("forward", "backward")]
                 regs = "/".join(str(r[0]) if r else "?" for r in res)
                 spills = "/".join(str(r[1]) if r else "?" for r in res)
-                lines.append(f"| {str(dtype)[6:]} | {hidden} | {limit} | {est} | {regs} | {spills} | {k_ms:.2f} | "
-                             f"{f_ms:.2f} | {diff:.1e} |")
+                lines.append(
+                    f"| {str(dtype)[6:]} | {hidden} | {limit} | {est} | {regs} | {spills} | {k_ms:.2f} | "
+                    f"{f_ms:.2f} | {diff:.1e} |"
+                )
             except Exception as e:  # noqa: BLE001 - a block that does not compile is a result here
                 text = str(e).strip().splitlines()[0] if str(e).strip() else ""
-                lines.append(f"| {str(dtype)[6:]} | {hidden} | {limit} | {est} | failed: {type(e).__name__}: "
-                             f"{text[:80]} | | | | |")
+                lines.append(
+                    f"| {str(dtype)[6:]} | {hidden} | {limit} | {est} | failed: {type(e).__name__}: "
+                    f"{text[:80]} | | | | |"
+                )
             finally:
                 u.grad = W.grad = h0.grad = None
     return "\n".join(lines)
@@ -549,8 +602,9 @@ def kernel_table(device: torch.device, hiddens=(32, 64, 128, 192, 256), T: int =
 SECTIONS = ("kernel", "cell", "checkpoint", "triton", "train")
 
 
-def run(device: str | torch.device = "auto", quick: bool = False, sections=SECTIONS,
-        cells: tuple[str, ...] | None = None) -> list[Row]:
+def run(
+    device: str | torch.device = "auto", quick: bool = False, sections=SECTIONS, cells: tuple[str, ...] | None = None
+) -> list[Row]:
     """Every check on ``device`` ("auto", "cpu", "cuda", "cuda:N", "mps" or a torch.device);
     ``quick``: without lengths rows and with fewer checkpoint and Triton rows; ``sections``: a
     subset of :data:`SECTIONS`; ``cells``: only these cell families (keys of ``rnnlab.CELLS``)
@@ -599,8 +653,17 @@ def _guard_rows() -> list[Row]:
     for key, reason in tr.CHECKED.items():
         device, dtype, block, act, has_len = key
         path = f"triton guard {device} H<={block} {act}" + (" lengths" if has_len else "")
-        rows.append(Row("triton", path, dtype, None, None, reason is None,
-                        "self-check passed, the kernel ran" if reason is None else f"fell back: {reason}"))
+        rows.append(
+            Row(
+                "triton",
+                path,
+                dtype,
+                None,
+                None,
+                reason is None,
+                "self-check passed, the kernel ran" if reason is None else f"fell back: {reason}",
+            )
+        )
     if tr.DISABLED is not None:
         rows.append(Row("triton", "triton guard", "-", None, None, False, f"kernel disabled: {tr.DISABLED}"[:160]))
     return rows
@@ -620,7 +683,9 @@ def table(rows: list[Row]) -> str:
 def summary(rows: list[Row], device: torch.device | str, seconds: float) -> str:
     bad = [r for r in rows if r.ok is False]
     skipped = sum(r.ok is None for r in rows)
-    head = f"{len(rows) - len(bad) - skipped} ok, {len(bad)} mismatched, {skipped} skipped on {device} in {seconds:.0f} s"
+    head = (
+        f"{len(rows) - len(bad) - skipped} ok, {len(bad)} mismatched, {skipped} skipped on {device} in {seconds:.0f} s"
+    )
     return head + ("" if not bad else "; mismatched: " + ", ".join(f"{r.path} ({r.dtype})" for r in bad))
 
 
@@ -638,26 +703,46 @@ def environment(device: torch.device) -> str:
 
     cond = conditions(device)
     extra = f", CUDA {cond['cuda']}, cuDNN {cond['cudnn']}" if device.type == "cuda" else ""
-    return f"rnnlab doctor on {device} ({cond['device_name']}{extra}); torch {torch.__version__}, triton {triton_version}"
+    return (
+        f"rnnlab doctor on {device} ({cond['device_name']}{extra}); torch {torch.__version__}, triton {triton_version}"
+    )
 
 
 def add_arguments(p) -> None:
     """The options of ``rnnlab doctor``."""
-    p.add_argument("--device", default="auto", help="where to check: auto, cpu, cuda, cuda:N or mps, e.g. --device cuda")
-    p.add_argument("--quick", action="store_true",
-                   help="no lengths rows, fewer checkpoint and Triton rows, e.g. in a test")
-    p.add_argument("--sections", default=",".join(SECTIONS),
-                   help=f"comma-separated subset of {','.join(SECTIONS)}, e.g. --sections cell,triton")
-    p.add_argument("--cells", help="comma-separated cell families for the cell, checkpoint and train sections "
-                   "(default: all), e.g. --cells asrnn,lstm")
-    p.add_argument("--kernel-table", action="store_true",
-                   help="CUDA only: also the Triton kernel's registers, spills and time against the fused loop "
-                        "for H = 32 ... 256 (forced past the limit), e.g. to check the documented register arithmetic (device.md)")
+    p.add_argument(
+        "--device", default="auto", help="where to check: auto, cpu, cuda, cuda:N or mps, e.g. --device cuda"
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="no lengths rows, fewer checkpoint and Triton rows, e.g. in a test"
+    )
+    p.add_argument(
+        "--sections",
+        default=",".join(SECTIONS),
+        help=f"comma-separated subset of {','.join(SECTIONS)}, e.g. --sections cell,triton",
+    )
+    p.add_argument(
+        "--cells",
+        help="comma-separated cell families for the cell, checkpoint and train sections "
+        "(default: all), e.g. --cells asrnn,lstm",
+    )
+    p.add_argument(
+        "--kernel-table",
+        action="store_true",
+        help="CUDA only: also the Triton kernel's registers, spills and time against the fused loop "
+        "for H = 32 ... 256 (forced past the limit), e.g. to check the documented register arithmetic (device.md)",
+    )
     p.add_argument("-o", "--output", help="also write the table to this file, e.g. -o doctor.md")
 
 
-def main_doctor(device: str = "auto", quick: bool = False, sections: str = ",".join(SECTIONS),
-                cells: str | None = None, with_kernel_table: bool = False, output: str | None = None) -> int:
+def main_doctor(
+    device: str = "auto",
+    quick: bool = False,
+    sections: str = ",".join(SECTIONS),
+    cells: str | None = None,
+    with_kernel_table: bool = False,
+    output: str | None = None,
+) -> int:
     """Print the table (``rnnlab doctor``); 0 when every row is ok or skipped, 1 on a mismatch."""
     from .device import resolve_device
 

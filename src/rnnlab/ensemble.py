@@ -96,8 +96,16 @@ from .train import (
 )
 
 __all__ = [
-    "EnsembleFailed", "Member", "StackedModel", "VMAP_PATHS", "batched_template", "check_ensemble", "member_configs",
-    "run_members", "started", "train_ensemble",
+    "EnsembleFailed",
+    "Member",
+    "StackedModel",
+    "VMAP_PATHS",
+    "batched_template",
+    "check_ensemble",
+    "member_configs",
+    "run_members",
+    "started",
+    "train_ensemble",
 ]
 
 #: the evaluation of several members runs in chunks of at most this many activation elements
@@ -166,16 +174,20 @@ def check_ensemble(cfgs: Sequence[RunConfig], task: Task | None = None) -> None:
             from .rundir import differences
 
             diff = {k: v for k, v in differences(cfgs[0], c).items() if k != "train.seed"}
-            raise ConfigError(f"the members of an ensemble may differ only in train.seed; seed {c.train.seed} "
-                              f"differs from seed {seeds[0]} in {sorted(diff)}: train them apart")
+            raise ConfigError(
+                f"the members of an ensemble may differ only in train.seed; seed {c.train.seed} "
+                f"differs from seed {seeds[0]} in {sorted(diff)}: train them apart"
+            )
     if cfgs[0].model.dropout > 0:
         raise ConfigError(
             f"model.dropout = {cfgs[0].model.dropout}: dropout masks come from the global random stream, which "
             f"one batched model cannot draw as each single run would; train these seeds without --ensemble"
         )
     if task is not None and task.model_kind != "sequence":
-        raise ConfigError(f"task {cfgs[0].task.name!r} trains an encoder-decoder ({task.model_kind}); ensembles "
-                          f"batch sequence models only: train these seeds without --ensemble")
+        raise ConfigError(
+            f"task {cfgs[0].task.name!r} trains an encoder-decoder ({task.model_kind}); ensembles "
+            f"batch sequence models only: train these seeds without --ensemble"
+        )
 
 
 # ---------------------------------------------------------------------------- the batched model
@@ -209,8 +221,9 @@ def _dmu_sequence(cell: DMUCell, x, state, lengths):
     if cell.depth == 1:  # layers=[]: the one linear layer is the output layer
         return ensemble_dmu(u1, state, first.weight[:, n_in:], [], None, None, cell.activation, 0.01, lengths)
     hidden = [(lin.weight, lin.bias) for lin in cell.fnn[1:-1]]
-    return ensemble_dmu(u1, state, first.weight[:, n_in:], hidden, last.weight, last.bias, cell.activation, 0.01,
-                        lengths)
+    return ensemble_dmu(
+        u1, state, first.weight[:, n_in:], hidden, last.weight, last.bias, cell.activation, 0.01, lengths
+    )
 
 
 def _rhn_sequence(cell: RHNCell, x, state, lengths):
@@ -225,8 +238,14 @@ def _ltrnn_sequence(cell: LTRNNCell, x, state, lengths):
 
 #: cell class -> the backend whose fast path runs in vmap, or a sequence function for vmap
 VMAP_PATHS: dict[type, str | Callable] = {
-    RNNCell: "fused", OrthogonalRNNCell: "auto", NNRNNCell: "auto", LSTMCell: _lstm_sequence,
-    GRUCell: _gru_sequence, DMUCell: _dmu_sequence, RHNCell: _rhn_sequence, LTRNNCell: _ltrnn_sequence,
+    RNNCell: "fused",
+    OrthogonalRNNCell: "auto",
+    NNRNNCell: "auto",
+    LSTMCell: _lstm_sequence,
+    GRUCell: _gru_sequence,
+    DMUCell: _dmu_sequence,
+    RHNCell: _rhn_sequence,
+    LTRNNCell: _ltrnn_sequence,
 }
 
 
@@ -282,8 +301,15 @@ class StackedModel:
                 out[n] = torch.stack([b[n] for b in buffers])
         return out
 
-    def forward(self, models: Sequence[nn.Module], x: Tensor, state=None, lengths: Tensor | None = None,
-                shared: bool = False, tensors: dict | None = None):
+    def forward(
+        self,
+        models: Sequence[nn.Module],
+        x: Tensor,
+        state=None,
+        lengths: Tensor | None = None,
+        shared: bool = False,
+        tensors: dict | None = None,
+    ):
         data_dim = None if shared else 0
 
         def one(p, x, state, lengths):
@@ -292,14 +318,22 @@ class StackedModel:
         in_dims = (0, data_dim, None if state is None else 0, None if lengths is None else data_dim)
         return vmap(one, in_dims=in_dims)(tensors or self.tensors(models), x, state, lengths)
 
-    def evaluate(self, models: Sequence[nn.Module], task: Task, split: str, batch_size: int, max_batches: int,
-                 precision: str, device: torch.device) -> list[dict]:
+    def evaluate(
+        self,
+        models: Sequence[nn.Module],
+        task: Task,
+        split: str,
+        batch_size: int,
+        max_batches: int,
+        precision: str,
+        device: torch.device,
+    ) -> list[dict]:
         """``rnnlab.train.evaluate`` of every model, in one pass over the split per chunk of
         models (:data:`EVAL_ELEMENTS`)."""
         metrics: list[dict] = []
         chunk = self._eval_chunk(task, split, batch_size)
         for i in range(0, len(models), chunk):
-            metrics += self._evaluate(models[i:i + chunk], task, split, batch_size, max_batches, precision, device)
+            metrics += self._evaluate(models[i : i + chunk], task, split, batch_size, max_batches, precision, device)
         return metrics
 
     def _eval_chunk(self, task: Task, split: str, batch_size: int) -> int:
@@ -323,8 +357,14 @@ class StackedModel:
                 if batch.lengths is not None:
                     check_lengths(torch.as_tensor(batch.lengths), batch.x.shape[1], batch.x.shape[0])
                 with dev.autocast(device, precision):
-                    out, carry = self.forward(models, batch.x, carry if batch.carry_state else None,
-                                              batch.lengths, shared=True, tensors=tensors)
+                    out, carry = self.forward(
+                        models,
+                        batch.x,
+                        carry if batch.carry_state else None,
+                        batch.lengths,
+                        shared=True,
+                        tensors=tensors,
+                    )
                 for k in range(len(models)):
                     add_metric_sums(sums[k], task, out[k], batch)
         finally:
@@ -360,12 +400,14 @@ class _NoBar:
 
 # ---------------------------------------------------------------------------- the driver
 
+
 class _Ensemble:
     """Members training together: the trainer's named steps per member, the forward and
     backward passes and the evaluations batched."""
 
-    def __init__(self, members: list[Member], task: Task, device: torch.device, on_eval, lines: bool,
-                 fast: bool = True):
+    def __init__(
+        self, members: list[Member], task: Task, device: torch.device, on_eval, lines: bool, fast: bool = True
+    ):
         self.members, self.task, self.device = members, task, device
         self.on_eval, self.lines = on_eval, lines
         self.cfg = members[0].cfg
@@ -393,8 +435,15 @@ class _Ensemble:
         if tc.test:
             for m in ms:
                 load_best(m.run, m.tr)
-            tests = self.stacked.evaluate([m.tr.model for m in ms], self.task, "test", tc.eval_batch_size,
-                                          tc.eval_max_batches, self.precision, self.device)
+            tests = self.stacked.evaluate(
+                [m.tr.model for m in ms],
+                self.task,
+                "test",
+                tc.eval_batch_size,
+                tc.eval_max_batches,
+                self.precision,
+                self.device,
+            )
         for m, test in zip(ms, tests):
             try:
                 torch.set_rng_state(m.rng)
@@ -455,8 +504,15 @@ class _Ensemble:
     def evaluate(self, ms: list[Member]) -> None:
         tc = self.cfg.train
         t0 = time.perf_counter()
-        metrics = self.stacked.evaluate([m.tr.model for m in ms], self.task, "val", tc.eval_batch_size,
-                                        tc.eval_max_batches, self.precision, self.device)
+        metrics = self.stacked.evaluate(
+            [m.tr.model for m in ms],
+            self.task,
+            "val",
+            tc.eval_batch_size,
+            tc.eval_max_batches,
+            self.precision,
+            self.device,
+        )
         shared = time.perf_counter() - t0
         for m, met in zip(ms, metrics):
             m.run.prog.eval_elapsed += shared  # the one pass, timed as each member's evaluation
@@ -494,8 +550,14 @@ class _Ensemble:
         tc = self.cfg.train
         self.finish([m for m in self.members if m.training and (m.run.prog.stopped or m.run.prog.step >= tc.steps)])
         start = min((m.run.prog.step for m in self.members if m.training), default=tc.steps)
-        bar = tqdm(total=tc.steps, initial=start, disable=(None if progress is None else not progress),
-                   desc=f"{self.cfg.name} x{self.size}", dynamic_ncols=True, leave=False)
+        bar = tqdm(
+            total=tc.steps,
+            initial=start,
+            disable=(None if progress is None else not progress),
+            desc=f"{self.cfg.name} x{self.size}",
+            dynamic_ncols=True,
+            leave=False,
+        )
         shown = start
         try:
             while True:
@@ -535,6 +597,7 @@ def _release(m: Member) -> None:
 
 # ---------------------------------------------------------------------------- starting members
 
+
 def _claim_and_check(m: Member, resume) -> None:
     """Take the member's lock and decide how it starts (``resume``: True, False or ``"auto"``:
     a finished run of this configuration is done, one with a checkpoint resumes)."""
@@ -554,8 +617,10 @@ def _claim_and_check(m: Member, resume) -> None:
                     m.status, m.result = "done", json.loads(files.result.read_text())
                     _release(m)
                     return
-                raise RunExists(f"{m.root} holds a finished run of another configuration (config.json); "
-                                f"move it away or use another --runs-dir")
+                raise RunExists(
+                    f"{m.root} holds a finished run of another configuration (config.json); "
+                    f"move it away or use another --runs-dir"
+                )
             m.resume = files.checkpoint.exists()
         else:
             m.resume = bool(resume)
@@ -589,9 +654,17 @@ def _members(cfg: RunConfig, seeds: Sequence[int], out) -> list[Member]:
     return [Member(c.train.seed, c, d) for c, d in zip(cfgs, dirs)]
 
 
-def run_members(members: list[Member], resume="auto", progress: bool | None = None, data_dir: str | None = None,
-                task: Task | None = None, on_eval: Callable | None = None, strict: bool = False,
-                on_start: Callable | None = None, stop: Callable[[], bool] | None = None) -> list[Member]:
+def run_members(
+    members: list[Member],
+    resume="auto",
+    progress: bool | None = None,
+    data_dir: str | None = None,
+    task: Task | None = None,
+    on_eval: Callable | None = None,
+    strict: bool = False,
+    on_start: Callable | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> list[Member]:
     """Train ``members`` (one configuration, distinct seeds; see :func:`check_ensemble`) as one
     batched model; every member ends with its ``status`` (and ``error``) set.
 
@@ -663,8 +736,16 @@ def started(cfg: RunConfig, seeds: Sequence[int], out, task: Task | None = None,
             _release(m)
 
 
-def train_ensemble(cfg: RunConfig, seeds: Sequence[int], out, resume: bool | str = False, progress: bool | None = None,
-                   data_dir: str | None = None, task: Task | None = None, on_eval: Callable | None = None) -> dict:
+def train_ensemble(
+    cfg: RunConfig,
+    seeds: Sequence[int],
+    out,
+    resume: bool | str = False,
+    progress: bool | None = None,
+    data_dir: str | None = None,
+    task: Task | None = None,
+    on_eval: Callable | None = None,
+) -> dict:
     """Train the runs of ``cfg`` with each of ``seeds`` as one batched model (see the module
     docstring); returns ``{seed: result}``, each result the dict its ``result.json`` holds.
 
@@ -690,13 +771,19 @@ def train_ensemble(cfg: RunConfig, seeds: Sequence[int], out, resume: bool | str
     errors = {m.seed: m.exc or RuntimeError(m.error) for m in members if m.status in ("failed", "busy")}
     if errors:
         lines = "; ".join(f"seed {s}: {m.error}" for s, m in ((m.seed, m) for m in members) if s in errors)
-        raise EnsembleFailed(f"{len(errors)} of {len(members)} members failed ({lines}); the others finished",
-                             results, errors)
+        raise EnsembleFailed(
+            f"{len(errors)} of {len(members)} members failed ({lines}); the others finished", results, errors
+        )
     return results
 
 
-def main_train(runs: list[tuple[RunConfig, Path]], resume: bool, progress: bool | None, data_dir: str | None,
-               print_result: Callable) -> int:
+def main_train(
+    runs: list[tuple[RunConfig, Path]],
+    resume: bool,
+    progress: bool | None,
+    data_dir: str | None,
+    print_result: Callable,
+) -> int:
     """``rnnlab train ... --ensemble``: ``runs`` are the (configuration, run directory) pairs
     ``--seeds`` alone would train one after the other; prints each finished member's result.
     With ``--resume`` every member continues where it is (finished, checkpointed or not

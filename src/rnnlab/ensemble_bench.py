@@ -98,8 +98,9 @@ def _time_ensemble(cfg, task, root: Path, size: int, steps: int, warmup: int, fa
 def full_run(parts: dict, steps: int, eval_every: int) -> float:
     """A whole run's seconds from its measured parts (the median step)."""
     evaluations = math.ceil(steps / eval_every)
-    return (parts["start_s"] + steps * statistics.median(parts["step_s"]) + evaluations * parts["eval_s"]
-            + parts["end_s"])
+    return (
+        parts["start_s"] + steps * statistics.median(parts["step_s"]) + evaluations * parts["eval_s"] + parts["end_s"]
+    )
 
 
 def _time_step_loop(cfg, task, root: Path, size: int, steps: int) -> list[float]:
@@ -117,8 +118,15 @@ def _time_step_loop(cfg, task, root: Path, size: int, steps: int) -> list[float]
     return times
 
 
-def run(benches=tuple(BENCHES), sizes=SIZES, threads: int = 1, steps: int = 3, compare_paths: bool = False,
-        log=print, between=lambda: None) -> list[dict]:
+def run(
+    benches=tuple(BENCHES),
+    sizes=SIZES,
+    threads: int = 1,
+    steps: int = 3,
+    compare_paths: bool = False,
+    log=print,
+    between=lambda: None,
+) -> list[dict]:
     """Time every benchmark and size; returns the rows of the record. ``compare_paths``: also
     time training steps with every cell's step loop under vmap (``step_loop_step_s``);
     ``between()`` is called after each row (the load average during the run)."""
@@ -131,7 +139,7 @@ def run(benches=tuple(BENCHES), sizes=SIZES, threads: int = 1, steps: int = 3, c
     rows = []
     for name in benches:
         preset, overrides = BENCHES[name]
-        cfg = config.load(preset, [*overrides, f"train.threads={threads}", "train.device=\"cpu\""])
+        cfg = config.load(preset, [*overrides, f"train.threads={threads}", 'train.device="cpu"'])
         task = build_task(cfg.task)
         budget, every = cfg.train.steps, cfg.train.eval_every
         with tempfile.TemporaryDirectory() as tmp:
@@ -146,26 +154,41 @@ def run(benches=tuple(BENCHES), sizes=SIZES, threads: int = 1, steps: int = 3, c
                 if compare_paths:
                     log(f"{name}: ensemble of {size}, step loop under vmap ...")
                     ens["step_loop_step_s"] = _time_step_loop(cfg, task, Path(tmp) / f"loop{size}", size, steps)
-                rows.append({
-                    "bench": name, "preset": preset, "overrides": overrides, "members": size, "steps": budget,
-                    "eval_every": every, "single": single, "ensemble": ens, "one_run_s": one,
-                    "separate_s": size * one, "ensemble_s": together,
-                    "members_per_s_separate": 1 / one, "members_per_s_ensemble": size / together,
-                    "speedup": size * one / together, "ensemble_over_one_run": together / one,
-                })
+                rows.append(
+                    {
+                        "bench": name,
+                        "preset": preset,
+                        "overrides": overrides,
+                        "members": size,
+                        "steps": budget,
+                        "eval_every": every,
+                        "single": single,
+                        "ensemble": ens,
+                        "one_run_s": one,
+                        "separate_s": size * one,
+                        "ensemble_s": together,
+                        "members_per_s_separate": 1 / one,
+                        "members_per_s_ensemble": size / together,
+                        "speedup": size * one / together,
+                        "ensemble_over_one_run": together / one,
+                    }
+                )
                 between()
     return rows
 
 
 def format_table(rows: list[dict]) -> str:
-    head = ("| benchmark | E | one run (s) | E separate runs (s) | ensemble of E (s) | members/s separate | "
-            "members/s ensemble | speed-up | ensemble / one run |")
+    head = (
+        "| benchmark | E | one run (s) | E separate runs (s) | ensemble of E (s) | members/s separate | "
+        "members/s ensemble | speed-up | ensemble / one run |"
+    )
     lines = [head, "|" + "---|" * 9]
     for r in rows:
         lines.append(
             f"| {r['bench']} | {r['members']} | {r['one_run_s']:.0f} | {r['separate_s']:.0f} | {r['ensemble_s']:.0f} | "
             f"{r['members_per_s_separate']:.4f} | {r['members_per_s_ensemble']:.4f} | {r['speedup']:.1f}x | "
-            f"{r['ensemble_over_one_run']:.2f} |")
+            f"{r['ensemble_over_one_run']:.2f} |"
+        )
     return "\n".join(lines)
 
 
@@ -179,11 +202,15 @@ def parts_table(rows: list[dict]) -> str:
             if key in seen:
                 continue
             seen.add(key)
-            lines.append(f"| {r['bench']} | {r['members']} | {kind} | {p['start_s']:.2f} | "
-                         f"{statistics.median(p['step_s']):.3f} | {p['eval_s']:.2f} | {p['end_s']:.2f} |")
+            lines.append(
+                f"| {r['bench']} | {r['members']} | {kind} | {p['start_s']:.2f} | "
+                f"{statistics.median(p['step_s']):.3f} | {p['eval_s']:.2f} | {p['end_s']:.2f} |"
+            )
             if "step_loop_step_s" in p:
-                lines.append(f"| {r['bench']} | {r['members']} | {kind}, cells' step loop under vmap | | "
-                             f"{statistics.median(p['step_loop_step_s']):.3f} | | |")
+                lines.append(
+                    f"| {r['bench']} | {r['members']} | {kind}, cells' step loop under vmap | | "
+                    f"{statistics.median(p['step_loop_step_s']):.3f} | | |"
+                )
     return "\n".join(lines)
 
 
@@ -191,23 +218,40 @@ def add_arguments(parser) -> None:
     """``rnnlab bench ensemble``'s options."""
     from . import benchrecord
 
-    parser.add_argument("--benches", nargs="+", default=list(BENCHES), choices=list(BENCHES),
-                        help="benchmarks to run, e.g. --benches dmu-adding")
-    parser.add_argument("--sizes", nargs="+", type=int, default=list(SIZES),
-                        help="ensemble sizes E, e.g. --sizes 1 8 51")
+    parser.add_argument(
+        "--benches",
+        nargs="+",
+        default=list(BENCHES),
+        choices=list(BENCHES),
+        help="benchmarks to run, e.g. --benches dmu-adding",
+    )
+    parser.add_argument(
+        "--sizes", nargs="+", type=int, default=list(SIZES), help="ensemble sizes E, e.g. --sizes 1 8 51"
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch threads, e.g. --threads 2")
-    parser.add_argument("--steps", type=int, default=3,
-                        help="training steps measured per run after one warm-up step, e.g. --steps 5")
-    parser.add_argument("--compare-paths", action="store_true",
-                        help="also time training steps with every cell's step loop under vmap (the alternative to the "
-                             "batched recurrences, compared in the documentation's ensembles page), "
-                             "e.g. --compare-paths")
+    parser.add_argument(
+        "--steps", type=int, default=3, help="training steps measured per run after one warm-up step, e.g. --steps 5"
+    )
+    parser.add_argument(
+        "--compare-paths",
+        action="store_true",
+        help="also time training steps with every cell's step loop under vmap (the alternative to the "
+        "batched recurrences, compared in the documentation's ensembles page), "
+        "e.g. --compare-paths",
+    )
     parser.add_argument("--json", default=None, help="write the record here, e.g. --json docs/ensemble-bench.json")
     benchrecord.add_arguments(parser)
 
 
-def main(benches=tuple(BENCHES), sizes=SIZES, threads: int = 1, steps: int = 3, compare_paths: bool = False,
-         json: str | None = None, allow_load: bool = False) -> int:
+def main(
+    benches=tuple(BENCHES),
+    sizes=SIZES,
+    threads: int = 1,
+    steps: int = 3,
+    compare_paths: bool = False,
+    json: str | None = None,
+    allow_load: bool = False,
+) -> int:
     """Run, print the tables, write the record (``json``); refuses a busy machine for a record
     unless ``allow_load``."""
     import torch
@@ -219,15 +263,32 @@ def main(benches=tuple(BENCHES), sizes=SIZES, threads: int = 1, steps: int = 3, 
 
         raise ConfigError(f"--steps, --threads and --sizes must be >= 1, got {steps}, {threads}, {list(sizes)}")
     host = benchrecord.start(allow_load or not json, own=threads)
-    rows = run(benches, sizes, threads, steps, compare_paths, log=lambda m: print(m, file=sys.stderr, flush=True),
-               between=lambda: benchrecord.sample(host))
-    cond = {"date": time.strftime("%Y-%m-%d %H:%M"), "torch": torch.__version__, "threads": threads,
-            "steps_measured": steps, **benchrecord.finish(host)}
-    print(f"\n{cond['date']}; {cond['cpu_model']}; torch {cond['torch']}; {threads} thread(s); load average "
-          f"{cond['loadavg_before'][0]:.2f} before, {cond['loadavg_after'][0]:.2f} after"
-          + (" (loaded: not a result)" if cond["loaded"] else "") + "\n")
-    print("Whole runs estimated from the measured parts (start + steps x step + evaluations x evaluation + end, "
-          "at each preset's step budget):\n")
+    rows = run(
+        benches,
+        sizes,
+        threads,
+        steps,
+        compare_paths,
+        log=lambda m: print(m, file=sys.stderr, flush=True),
+        between=lambda: benchrecord.sample(host),
+    )
+    cond = {
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "torch": torch.__version__,
+        "threads": threads,
+        "steps_measured": steps,
+        **benchrecord.finish(host),
+    }
+    print(
+        f"\n{cond['date']}; {cond['cpu_model']}; torch {cond['torch']}; {threads} thread(s); load average "
+        f"{cond['loadavg_before'][0]:.2f} before, {cond['loadavg_after'][0]:.2f} after"
+        + (" (loaded: not a result)" if cond["loaded"] else "")
+        + "\n"
+    )
+    print(
+        "Whole runs estimated from the measured parts (start + steps x step + evaluations x evaluation + end, "
+        "at each preset's step budget):\n"
+    )
     print(format_table(rows))
     print("\nThe measured parts (seconds):\n")
     print(parts_table(rows))
@@ -235,8 +296,10 @@ def main(benches=tuple(BENCHES), sizes=SIZES, threads: int = 1, steps: int = 3, 
     if target is not None:
         ratio = target["ensemble_over_one_run"]
         verdict = "not judged: loaded" if cond["loaded"] else "met" if ratio <= 4 else "not met"
-        print(f"\nDMU adding, 51 members: {target['ensemble_over_one_run']:.2f}x one run's time "
-              f"(target <= 4x: {verdict}), {target['speedup']:.1f}x the throughput of separate runs")
+        print(
+            f"\nDMU adding, 51 members: {target['ensemble_over_one_run']:.2f}x one run's time "
+            f"(target <= 4x: {verdict}), {target['speedup']:.1f}x the throughput of separate runs"
+        )
     if json:
         benchrecord.write(json, {"conditions": cond, "rows": rows}, cond)
         print(f"\nwrote {json}", file=sys.stderr)

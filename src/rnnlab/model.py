@@ -71,9 +71,19 @@ class SequenceModel(nn.Module):
     """
 
     def __init__(
-        self, cell: str, input_size: int, output_size: int, hidden_size: int | list[int], num_layers: int = 1,
-        readout: str = "all", num_tokens: int | None = None, embedding: int = 0,
-        dropout: float = 0.0, cell_options: dict | None = None, pool: int = 0, dense: int = 0,
+        self,
+        cell: str,
+        input_size: int,
+        output_size: int,
+        hidden_size: int | list[int],
+        num_layers: int = 1,
+        readout: str = "all",
+        num_tokens: int | None = None,
+        embedding: int = 0,
+        dropout: float = 0.0,
+        cell_options: dict | None = None,
+        pool: int = 0,
+        dense: int = 0,
     ):
         super().__init__()
         width = hidden_size[-1] if isinstance(hidden_size, (list, tuple)) and hidden_size else hidden_size
@@ -90,8 +100,13 @@ class SequenceModel(nn.Module):
             self.encoder = nn.Identity()
         self.readout_kind = readout
         self.rnn = Recurrent(
-            input_size, hidden_size, num_layers, batch_first=True, dropout=dropout,
-            cell=CELLS[cell], **(cell_options or {}),
+            input_size,
+            hidden_size,
+            num_layers,
+            batch_first=True,
+            dropout=dropout,
+            cell=CELLS[cell],
+            **(cell_options or {}),
         )
         self.drop = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.pool = L2Pool(pool) if pool else nn.Identity()
@@ -109,7 +124,11 @@ class SequenceModel(nn.Module):
         # With nothing between the recurrent layer and the linear readout (no dropout while
         # training, no pooling), cells that compute in other coordinates (asRNN: g = W_f h)
         # hand their map M over and the readout uses W_o M (Recurrent.forward_mapped).
-        direct = isinstance(self.pool, nn.Identity) and isinstance(self.dense, nn.Identity) and (isinstance(self.drop, nn.Identity) or not self.training)
+        direct = (
+            isinstance(self.pool, nn.Identity)
+            and isinstance(self.dense, nn.Identity)
+            and (isinstance(self.drop, nn.Identity) or not self.training)
+        )
         if direct:
             out, state, M = self.rnn.forward_mapped(self.encoder(x), state, lengths)
         else:
@@ -178,9 +197,19 @@ class Seq2Seq(nn.Module):
     returned); ``generate(x, lengths, max_len) -> (B, max_len)`` greedy ids.
     """
 
-    def __init__(self, cell: str, src_vocab: int, tgt_vocab: int, hidden_size: int, num_layers: int = 1,
-                 embedding: int = 0, dropout: float = 0.0, cell_options: dict | None = None,
-                 bos_id: int = 1, eos_id: int = 2):
+    def __init__(
+        self,
+        cell: str,
+        src_vocab: int,
+        tgt_vocab: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        embedding: int = 0,
+        dropout: float = 0.0,
+        cell_options: dict | None = None,
+        bos_id: int = 1,
+        eos_id: int = 2,
+    ):
         super().__init__()
         if cell not in CELLS:
             raise ValueError(f"unknown cell {cell!r}; registered cells: {sorted(CELLS)}")
@@ -189,10 +218,16 @@ class Seq2Seq(nn.Module):
         self.tgt_embed, e_tgt = _encoder(tgt_vocab, embedding)
         opts = dict(cell_options or {})
         if opts.get("bidirectional"):
-            raise ValueError("bidirectional=True is not supported by the encoder-decoder (a backward "
-                             "decoder would read the targets it predicts); remove it from model.cell_options")
-        self.encoder = Recurrent(e_src, hidden_size, num_layers, batch_first=True, dropout=dropout, cell=CELLS[cell], **opts)
-        self.decoder = Recurrent(e_tgt, hidden_size, num_layers, batch_first=True, dropout=dropout, cell=CELLS[cell], **opts)
+            raise ValueError(
+                "bidirectional=True is not supported by the encoder-decoder (a backward "
+                "decoder would read the targets it predicts); remove it from model.cell_options"
+            )
+        self.encoder = Recurrent(
+            e_src, hidden_size, num_layers, batch_first=True, dropout=dropout, cell=CELLS[cell], **opts
+        )
+        self.decoder = Recurrent(
+            e_tgt, hidden_size, num_layers, batch_first=True, dropout=dropout, cell=CELLS[cell], **opts
+        )
         self.drop = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.readout = nn.Linear(self.decoder.hidden_size, tgt_vocab)
 
@@ -201,20 +236,36 @@ class Seq2Seq(nn.Module):
         """From a ``ModelConfig`` (cell, hidden_size, num_layers, embedding, dropout,
         cell_options) and a task with ``num_tokens`` (source), ``output_size`` (target)."""
         return cls(
-            cfg.cell, task.num_tokens, task.output_size, cfg.hidden_size, cfg.num_layers,
-            embedding=cfg.embedding, dropout=cfg.dropout, cell_options=cfg.cell_options,
-            bos_id=getattr(task, "bos_id", 1), eos_id=getattr(task, "eos_id", 2),
+            cfg.cell,
+            task.num_tokens,
+            task.output_size,
+            cfg.hidden_size,
+            cfg.num_layers,
+            embedding=cfg.embedding,
+            dropout=cfg.dropout,
+            cell_options=cfg.cell_options,
+            bos_id=getattr(task, "bos_id", 1),
+            eos_id=getattr(task, "eos_id", 2),
         )
 
     def encode(self, x: Tensor, lengths: Tensor | None):
         _, state = self.encoder(self.src_embed(x), None, lengths)
         return state
 
-    def forward(self, x: Tensor, state=None, lengths: Tensor | None = None, tgt_in: Tensor | None = None,
-                teacher_mask: Tensor | None = None, **_ignored):
+    def forward(
+        self,
+        x: Tensor,
+        state=None,
+        lengths: Tensor | None = None,
+        tgt_in: Tensor | None = None,
+        teacher_mask: Tensor | None = None,
+        **_ignored,
+    ):
         if tgt_in is None:
-            raise ValueError("Seq2Seq needs the decoder input: call model(x, state, lengths, **batch.extra) "
-                             "with batch.extra['tgt_in'] (B, T)")
+            raise ValueError(
+                "Seq2Seq needs the decoder input: call model(x, state, lengths, **batch.extra) "
+                "with batch.extra['tgt_in'] (B, T)"
+            )
         state = self.encode(x, lengths)
         if teacher_mask is None or bool(teacher_mask[:, 1:].all()):
             out, state = self.decoder(self.tgt_embed(tgt_in), state)
@@ -282,11 +333,22 @@ def build_model(cfg: ModelConfig, task: Task) -> nn.Module:
     """The model a task needs: tasks with ``model_kind = "seq2seq"`` get an encoder-decoder."""
     if task.model_kind == "seq2seq":
         if cfg.dense:
-            raise ValueError(f"model.dense={cfg.dense} applies to sequence models only; the "
-                             f"encoder-decoder of task {type(task).__name__} has no dense layer (set it to 0)")
+            raise ValueError(
+                f"model.dense={cfg.dense} applies to sequence models only; the "
+                f"encoder-decoder of task {type(task).__name__} has no dense layer (set it to 0)"
+            )
         return Seq2Seq.from_config(cfg, task)
     return SequenceModel(
-        cfg.cell, task.input_size, task.output_size, cfg.hidden_size, cfg.num_layers,
-        readout=task.readout, num_tokens=task.num_tokens, embedding=cfg.embedding,
-        dropout=cfg.dropout, cell_options=cfg.cell_options, pool=cfg.pool, dense=cfg.dense,
+        cfg.cell,
+        task.input_size,
+        task.output_size,
+        cfg.hidden_size,
+        cfg.num_layers,
+        readout=task.readout,
+        num_tokens=task.num_tokens,
+        embedding=cfg.embedding,
+        dropout=cfg.dropout,
+        cell_options=cfg.cell_options,
+        pool=cfg.pool,
+        dense=cfg.dense,
     )

@@ -42,8 +42,12 @@ def metric_names(run_dir: str | Path) -> set[str]:
 
 
 def plot_curves(
-    run_dirs: list[str | Path], out: str | Path, metric: str = "train/loss", logy: bool = True,
-    title: str | None = None, labels: list[str] | None = None,
+    run_dirs: list[str | Path],
+    out: str | Path,
+    metric: str = "train/loss",
+    logy: bool = True,
+    title: str | None = None,
+    labels: list[str] | None = None,
 ) -> Path:
     """One curve of ``metric`` per run, with each task's memoryless baseline as a dashed line."""
     from .results import UnknownMetric
@@ -51,8 +55,9 @@ def plot_curves(
     curves = [read_metrics(rd, metric) for rd in run_dirs]
     if not any(steps for steps, _ in curves):
         have = sorted(set().union(*(metric_names(rd) for rd in run_dirs)))
-        raise UnknownMetric(f"no run logged metric {metric!r}; the runs have: {', '.join(have) or 'none'} "
-                            f"(choose one with --metric)")
+        raise UnknownMetric(
+            f"no run logged metric {metric!r}; the runs have: {', '.join(have) or 'none'} (choose one with --metric)"
+        )
     import matplotlib
 
     matplotlib.use("Agg")

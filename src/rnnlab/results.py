@@ -79,8 +79,10 @@ def _groups(results: list[dict], notes: list[str]) -> dict[tuple, list[dict]]:
         g = (r["name"], r.get("config_key"), mixed_precision(r))
         s = (g, r.get("seed"))
         if s in seen:
-            notes.append(f"{r['run_dir']} repeats seed {r.get('seed')} of {seen[s]['run_dir']} "
-                         f"(same configuration); counted once")
+            notes.append(
+                f"{r['run_dir']} repeats seed {r.get('seed')} of {seen[s]['run_dir']} "
+                f"(same configuration); counted once"
+            )
             continue
         seen[s] = r
         groups[g].append(r)
@@ -149,8 +151,9 @@ def summarize(results: list[dict], metrics: list[str] | None = None, notes: list
         if missing and results:
             from .config import did_you_mean
 
-            raise UnknownMetric(f"no run has metric(s) {missing}; the runs have: {', '.join(have)}."
-                                + did_you_mean(missing[0], have))
+            raise UnknownMetric(
+                f"no run has metric(s) {missing}; the runs have: {', '.join(have)}." + did_you_mean(missing[0], have)
+            )
     rows = []
     for g, rs in groups.items():
         name = labels[g]
@@ -162,15 +165,25 @@ def summarize(results: list[dict], metrics: list[str] | None = None, notes: list
                 continue
             mean, std = _mean_std(vals)
             metric = key.split("/")[-1]
-            rows.append({
-                "name": name, "cell": rs[0]["cell"], "task": rs[0]["task"], "seeds": len(vals),
-                "params": rs[0].get("params", {}).get("free"), "steps": rs[0].get("steps"),
-                "s_per_step": rs[0].get("time_per_step_s"),
-                "eval_s": rs[0].get("eval_time_s"), "metric": key, "mean": mean, "std": std,
-                "baseline": rs[0].get("baseline", {}).get(metric), "paper": rs[0].get("paper", {}).get(key),
-                # text tasks: the unigram predictor beside the uniform one (tasks/text.py)
-                "baseline_unigram": rs[0].get("baseline", {}).get(f"unigram_{metric}"),
-            })
+            rows.append(
+                {
+                    "name": name,
+                    "cell": rs[0]["cell"],
+                    "task": rs[0]["task"],
+                    "seeds": len(vals),
+                    "params": rs[0].get("params", {}).get("free"),
+                    "steps": rs[0].get("steps"),
+                    "s_per_step": rs[0].get("time_per_step_s"),
+                    "eval_s": rs[0].get("eval_time_s"),
+                    "metric": key,
+                    "mean": mean,
+                    "std": std,
+                    "baseline": rs[0].get("baseline", {}).get(metric),
+                    "paper": rs[0].get("paper", {}).get(key),
+                    # text tasks: the unigram predictor beside the uniform one (tasks/text.py)
+                    "baseline_unigram": rs[0].get("baseline", {}).get(f"unigram_{metric}"),
+                }
+            )
     return rows
 
 
@@ -217,17 +230,25 @@ def epoch_of(step: int, steps_per_epoch) -> int:
     return math.ceil(Fraction(int(step)) / spe)
 
 
-def first_reached(rows: list[dict], metric: str, thresholds=DMU_THRESHOLDS,
-                  steps_per_epoch=1) -> dict[float, int | None] | None:
+def first_reached(
+    rows: list[dict], metric: str, thresholds=DMU_THRESHOLDS, steps_per_epoch=1
+) -> dict[float, int | None] | None:
     """The DMU paper's rule ("runs that have reached the threshold in or before the specific
     epoch"): for each threshold, the first epoch (``epoch_of``) at whose evaluation ``metric``
     had been ``<=`` it, None if never. Returns None when no row has a finite ``metric``: a run
     that logged nothing is no evidence of "never reached"."""
     out: dict[float, int | None] = {th: None for th in thresholds}
     best, seen = math.inf, False
-    for row in sorted((r for r in rows if isinstance(r.get(metric), (int, float))
-                       and not isinstance(r.get(metric), bool) and math.isfinite(r[metric])),
-                      key=lambda r: r.get("step", 0)):
+    for row in sorted(
+        (
+            r
+            for r in rows
+            if isinstance(r.get(metric), (int, float))
+            and not isinstance(r.get(metric), bool)
+            and math.isfinite(r[metric])
+        ),
+        key=lambda r: r.get("step", 0),
+    ):
         seen = True
         best = min(best, row[metric])
         for th in thresholds:
@@ -237,7 +258,9 @@ def first_reached(rows: list[dict], metric: str, thresholds=DMU_THRESHOLDS,
 
 
 def threshold_counts(
-    runs_dir: str | Path, metric: str = "val/loss", thresholds: tuple[float, ...] = DMU_THRESHOLDS,
+    runs_dir: str | Path,
+    metric: str = "val/loss",
+    thresholds: tuple[float, ...] = DMU_THRESHOLDS,
     steps_per_epoch: int = 1,
 ) -> dict[str, dict[float, list[int]]]:
     """The DMU paper's summary of synthetic runs: for each run name and loss threshold, how many
@@ -250,8 +273,9 @@ def threshold_counts(
     notes: list[str] = []
     results = find_results(runs_dir, notes)
     if not results:
-        raise FileNotFoundError(f"no finished runs (result.json) below {runs_dir}; train some first "
-                                f"(rnnlab train / rnnlab suite)")
+        raise FileNotFoundError(
+            f"no finished runs (result.json) below {runs_dir}; train some first (rnnlab train / rnnlab suite)"
+        )
     groups = _groups(results, notes)
     labels = _labels(groups)
     firsts: dict[str, list[dict]] = defaultdict(list)
@@ -278,8 +302,10 @@ def threshold_counts(
     for n in notes:
         _note(n)
     if metric not in seen_metrics:
-        raise UnknownMetric(f"no run below {runs_dir} logged metric {metric!r}; the runs have: "
-                            f"{', '.join(sorted(seen_metrics)) or 'none'}")
+        raise UnknownMetric(
+            f"no run below {runs_dir} logged metric {metric!r}; the runs have: "
+            f"{', '.join(sorted(seen_metrics)) or 'none'}"
+        )
     out = {}
     for name, runs in firsts.items():
         out[name] = {

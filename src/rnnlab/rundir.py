@@ -51,10 +51,31 @@ from .config import RUN_KEY_OMITS, ConfigError, as_dict, check_name, flatten, lo
 LOCK_NAME = ".lock"
 
 __all__ = [
-    "CheckpointError", "RunExists", "RunFiles", "RunLocked", "RunWriteError", "atomic_save", "atomic_write_text",
-    "check_name", "claim", "config_key", "differences", "dir_name", "git_state", "identity", "is_finished",
-    "load_checkpoint", "load_run", "load_weights", "read_jsonl", "run_dir", "runtime_conditions", "saved_config",
-    "saved_key", "source_hash", "versions",
+    "CheckpointError",
+    "RunExists",
+    "RunFiles",
+    "RunLocked",
+    "RunWriteError",
+    "atomic_save",
+    "atomic_write_text",
+    "check_name",
+    "claim",
+    "config_key",
+    "differences",
+    "dir_name",
+    "git_state",
+    "identity",
+    "is_finished",
+    "load_checkpoint",
+    "load_run",
+    "load_weights",
+    "read_jsonl",
+    "run_dir",
+    "runtime_conditions",
+    "saved_config",
+    "saved_key",
+    "source_hash",
+    "versions",
 ]
 
 
@@ -76,6 +97,7 @@ class CheckpointError(RuntimeError):
 
 
 # ---------------------------------------------------------------------------- layout
+
 
 @dataclass(frozen=True)
 class RunFiles:
@@ -123,6 +145,7 @@ def is_finished(run_dir: str | Path, cfg=None) -> bool:
 
 
 # ---------------------------------------------------------------------------- identity
+
 
 def identity(cfg) -> dict:
     """The part of a resolved configuration that names a run, seed aside: the configuration
@@ -301,8 +324,10 @@ class RunLock:
                     if time.monotonic() - dying_since < DYING_HOLDER_WAIT_S:
                         time.sleep(0.05)
                         continue
-                raise RunLocked(f"{self.run_dir} is in use: {describe_holder(self.path)}; wait for it "
-                                f"to finish or stop it (kill PID), or choose another directory") from None
+                raise RunLocked(
+                    f"{self.run_dir} is in use: {describe_holder(self.path)}; wait for it "
+                    f"to finish or stop it (kill PID), or choose another directory"
+                ) from None
             # the previous holder may have unlinked the file between our open and our lock
             try:
                 same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
@@ -320,16 +345,23 @@ class RunLock:
             try:
                 info = json.loads(old)
                 pid, host = int(info.get("pid", -1)), info.get("host", "?")
-                state = ("no longer running" if host == socket.gethostname() and not pid_alive(pid)
-                         else "no longer holding it")
-                self.took_over = (f"took over the stale lock of {self.run_dir} left by pid {pid} on {host} "
-                                  f"(started {info.get('started', '?')}, {state})")
+                state = (
+                    "no longer running"
+                    if host == socket.gethostname() and not pid_alive(pid)
+                    else "no longer holding it"
+                )
+                self.took_over = (
+                    f"took over the stale lock of {self.run_dir} left by pid {pid} on {host} "
+                    f"(started {info.get('started', '?')}, {state})"
+                )
             except (ValueError, TypeError, AttributeError):
                 self.took_over = f"took over a stale lock of {self.run_dir} (unreadable holder record)"
             print(f"note: {self.took_over}", file=sys.stderr)
         record = {
-            "pid": os.getpid(), "host": socket.gethostname(),
-            "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": _command(),
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "command": _command(),
         }
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
@@ -356,8 +388,9 @@ def _command() -> str:
 def describe_holder(lock_path: Path) -> str:
     try:
         info = json.loads(Path(lock_path).read_text())
-        return (f"locked by pid {info.get('pid')} on {info.get('host')} since {info.get('started')} "
-                f"({info.get('command')})")
+        return (
+            f"locked by pid {info.get('pid')} on {info.get('host')} since {info.get('started')} ({info.get('command')})"
+        )
     except (OSError, ValueError, AttributeError):
         return f"locked by another process ({lock_path})"
 
@@ -386,8 +419,9 @@ class claim:
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
-            raise ConfigError(f"run directory {self.run_dir} is a file or lies below one; "
-                              f"choose another --out / --runs-dir") from None
+            raise ConfigError(
+                f"run directory {self.run_dir} is a file or lies below one; choose another --out / --runs-dir"
+            ) from None
         try:
             self.lock = RunLock(self.run_dir).acquire()
         except BaseException:
@@ -441,6 +475,7 @@ def discard_failed_start(run_dir: str | Path, before: set[str]) -> list[str]:
 
 # ---------------------------------------------------------------------------- metrics.jsonl
 
+
 def read_jsonl(path: str | Path) -> tuple[list[dict], list[int]]:
     """The rows of a ``metrics.jsonl`` and the line numbers (1-based) that are not JSON objects
     (a partial last line left by an interrupted write, or garbage)."""
@@ -464,10 +499,13 @@ def read_jsonl(path: str | Path) -> tuple[list[dict], list[int]]:
 
 # ---------------------------------------------------------------------------- writing files
 
+
 def _write_fix(e: OSError) -> str:
     if e.errno in (errno.EFBIG, errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
-        return ("the disk is full or a file-size limit was reached: free space (or choose another --out) "
-                "and continue with `rnnlab train ... --resume`; the files written before are intact")
+        return (
+            "the disk is full or a file-size limit was reached: free space (or choose another --out) "
+            "and continue with `rnnlab train ... --resume`; the files written before are intact"
+        )
     if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return "the directory is not writable: choose another --out / --runs-dir or fix its permissions"
     if e.errno in (errno.ENOTDIR, errno.EEXIST, errno.EISDIR):
@@ -513,12 +551,14 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 # ---------------------------------------------------------------------------- checkpoints
 
+
 def all_finite(state_dict: dict) -> bool:
     """True when every floating-point (or complex) tensor of ``state_dict`` is finite."""
     import torch
 
     return all(
-        bool(torch.isfinite(v).all()) for v in state_dict.values()
+        bool(torch.isfinite(v).all())
+        for v in state_dict.values()
         if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())
     )
 
@@ -533,8 +573,11 @@ def load_checkpoint(path: Path, *, full: bool, map_location="cpu") -> dict:
     :class:`CheckpointError` naming the file and the fix."""
     import torch
 
-    fix = (f"delete {path.name} (the run then starts over without --resume) or restore it from a copy"
-           if full else f"delete {path.name} or restore it from a copy; checkpoint.pt holds the last weights")
+    fix = (
+        f"delete {path.name} (the run then starts over without --resume) or restore it from a copy"
+        if full
+        else f"delete {path.name} or restore it from a copy; checkpoint.pt holds the last weights"
+    )
     try:
         obj = torch.load(path, weights_only=True, map_location=map_location)
     except FileNotFoundError:
@@ -545,9 +588,7 @@ def load_checkpoint(path: Path, *, full: bool, map_location="cpu") -> dict:
     if full:
         missing = [k for k in CHECKPOINT_KEYS if not isinstance(obj, dict) or k not in obj]
         if missing:
-            raise CheckpointError(
-                f"{path} is not a checkpoint written by `rnnlab train` (missing {missing}); {fix}"
-            )
+            raise CheckpointError(f"{path} is not a checkpoint written by `rnnlab train` (missing {missing}); {fix}")
         weights = obj["model"]
     else:
         weights = obj["model"] if isinstance(obj, dict) and "model" in obj else obj
@@ -572,6 +613,7 @@ def load_weights(model, weights: dict, path: Path) -> None:
 
 # ---------------------------------------------------------------------------- provenance
 
+
 def _package_version() -> str:
     # the package's version lives in its __init__ (already imported: it is this module's
     # parent); read there rather than imported, so that the package root, which re-exports
@@ -585,8 +627,11 @@ def versions() -> dict:
     import torch
 
     return {
-        "rnnlab": _package_version(), "torch": torch.__version__, "numpy": numpy.__version__,
-        "python": platform.python_version(), "platform": platform.platform(),
+        "rnnlab": _package_version(),
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
     }
 
 
@@ -597,12 +642,16 @@ def git_state(path: str | Path | None = None) -> dict | None:
 
     where = Path(path) if path is not None else Path(__file__).resolve().parent
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True,
-                             timeout=10)
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=10)
         if sha.returncode != 0:
             return None
-        st = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
-                            capture_output=True, text=True, timeout=10)
+        st = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=where,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return {"commit": sha.stdout.strip(), "dirty": bool(st.stdout.strip()) if st.returncode == 0 else None}
@@ -627,14 +676,19 @@ def runtime_conditions(threads: int, device=None, precision: str = "fp32") -> di
     from .device import conditions
     from .runtime import malloc_conditions
 
-    return {"threads": threads, "malloc": malloc_conditions(),
-            **conditions(device or torch.device("cpu"), precision)}
+    return {"threads": threads, "malloc": malloc_conditions(), **conditions(device or torch.device("cpu"), precision)}
 
 
 # ---------------------------------------------------------------------------- loading a run
 
-def load_run(path: str | Path, which: str = "best", data_dir: str | None = None, device: str | None = "cpu",
-             data: bool | None = None):
+
+def load_run(
+    path: str | Path,
+    which: str = "best",
+    data_dir: str | None = None,
+    device: str | None = "cpu",
+    data: bool | None = None,
+):
     """Load a trained run for inference or re-scoring: returns ``(cfg, task, model)``.
 
     ``path``: a run directory or a checkpoint file inside one. ``which``: ``"best"`` (best.pt,
@@ -680,8 +734,11 @@ def _weights_file(files: RunFiles, which: str) -> Path:
     if wanted.exists():
         return wanted
     flag = "last" if which == "best" else "best"
-    hint = (f"; {other.name} exists: load it with which={flag!r} (rnnlab evaluate/analyze: --which {flag})"
-            if other.exists() else "; neither weights file exists (the run has not reached an evaluation)")
+    hint = (
+        f"; {other.name} exists: load it with which={flag!r} (rnnlab evaluate/analyze: --which {flag})"
+        if other.exists()
+        else "; neither weights file exists (the run has not reached an evaluation)"
+    )
     raise FileNotFoundError(f"{files.root} has no {wanted.name} (which={which!r}){hint}")
 
 
@@ -697,10 +754,14 @@ def _load_task(cfg, files: RunFiles, data_dir: str | None, data: bool | None):
         except (DataError, FileNotFoundError) as e:
             if data or not files.task.exists():
                 raise
-            print(f"note: {e.__class__.__name__}: data of task {cfg.task.name!r} unavailable; "
-                  f"model rebuilt from {files.task}", file=sys.stderr)
+            print(
+                f"note: {e.__class__.__name__}: data of task {cfg.task.name!r} unavailable; "
+                f"model rebuilt from {files.task}",
+                file=sys.stderr,
+            )
     if not files.task.exists():
         raise FileNotFoundError(
             f"{files.task} is missing (runs trained before rnnlab 0.2 lack it): load the run "
-            f"with its data (data=None or True)")
+            f"with its data (data=None or True)"
+        )
     return TaskInfo(json.loads(files.task.read_text()))

@@ -97,29 +97,74 @@ MEMORY_EXTRAS = {
 
 #: the DMU paper's Table IV systems (and coRNN, LEM) with their presets' options and sizes
 TABLE4_ROWS = {
-    "lstm": ("lstm", {}), "momentumlstm": ("momentumlstm", {}), "urnn": ("urnn", {}),
-    "fcurnn": ("fcurnn", {"K": 1}), "softorth": ("softorth", {"penalty": 0.1}),
-    "kru": ("kru", {"complex_input": False, "penalty": 0.001}), "antisymrnn": ("antisymrnn", {}),
-    "incrnn": ("incrnn", {"rank": 9}), "exprnn": ("exprnn", {"init": "cayley"}), "naisnet": ("naisnet", {}),
-    "lipschitz": ("lipschitz", {"init_std": 32.0}), "cornn": ("cornn", {}), "lem": ("lem", {"dt": 0.31}),
+    "lstm": ("lstm", {}),
+    "momentumlstm": ("momentumlstm", {}),
+    "urnn": ("urnn", {}),
+    "fcurnn": ("fcurnn", {"K": 1}),
+    "softorth": ("softorth", {"penalty": 0.1}),
+    "kru": ("kru", {"complex_input": False, "penalty": 0.001}),
+    "antisymrnn": ("antisymrnn", {}),
+    "incrnn": ("incrnn", {"rank": 9}),
+    "exprnn": ("exprnn", {"init": "cayley"}),
+    "naisnet": ("naisnet", {}),
+    "lipschitz": ("lipschitz", {"init_std": 32.0}),
+    "cornn": ("cornn", {}),
+    "lem": ("lem", {"dt": 0.31}),
 }
 TABLE4_SIZES = {
-    "lstm": 128, "momentumlstm": 256, "urnn": 1024, "fcurnn": 1024, "softorth": 128, "kru": 1024,
-    "antisymrnn": 128, "incrnn": 128, "exprnn": 360, "naisnet": 128, "lipschitz": 128, "cornn": 256, "lem": 128,
+    "lstm": 128,
+    "momentumlstm": 256,
+    "urnn": 1024,
+    "fcurnn": 1024,
+    "softorth": 128,
+    "kru": 1024,
+    "antisymrnn": 128,
+    "incrnn": 128,
+    "exprnn": 360,
+    "naisnet": 128,
+    "lipschitz": 128,
+    "cornn": 256,
+    "lem": 128,
 }
 
 CONFIGS = {
     "copy": BenchConfig(
-        "copy", 1020, 128, 10, 9, True, "all", "exprnn", 190,
+        "copy",
+        1020,
+        128,
+        10,
+        9,
+        True,
+        "all",
+        "exprnn",
+        190,
         {"exprnn": 190, "scornn": 190, "asrnn": 138, BASELINE: 68, "lstm": 68},
         note="copy task L=1000, K=10 (T=1020), batch 128, ~22K parameters",
     ),
     "mnist": BenchConfig(
-        "mnist", 784, 128, 1, 10, False, "last", "exprnn", 170, {"asrnn": 122},
+        "mnist",
+        784,
+        128,
+        1,
+        10,
+        False,
+        "last",
+        "exprnn",
+        170,
+        {"asrnn": 122},
         note="sequential MNIST (T=784, 1 pixel/step), batch 128, ~16K parameters",
     ),
     "ptb": BenchConfig(
-        "ptb", 150, 128, 50, 50, True, "all", "exprnn", 1024, {"asrnn": 1024},
+        "ptb",
+        150,
+        128,
+        50,
+        50,
+        True,
+        "all",
+        "exprnn",
+        1024,
+        {"asrnn": 1024},
         note="PTB-char shapes (T=150, 50 symbols one-hot), batch 128, expRNN n=1024 budget",
     ),
     # sequential MNIST at the papers' larger sizes: expRNN n = 257, 364, 512 sets the budget
@@ -127,8 +172,18 @@ CONFIGS = {
     # The reference loops are not timed here (minutes per row at these sizes).
     **{
         f"mnist-n{n}": BenchConfig(
-            f"mnist-n{n}", 784, 128, 1, 10, False, "last", "exprnn", n, fixed,
-            reference=False, repeats=3,
+            f"mnist-n{n}",
+            784,
+            128,
+            1,
+            10,
+            False,
+            "last",
+            "exprnn",
+            n,
+            fixed,
+            reference=False,
+            repeats=3,
             note=f"sequential MNIST (T=784, 1 pixel/step), batch 128, expRNN n={n} budget",
         )
         for n, fixed in ((257, {}), (364, {}), (512, {"asrnn": 364}))
@@ -136,13 +191,33 @@ CONFIGS = {
     # sequential MNIST with each system of the DMU paper's Table IV at the table's size and
     # preset options (dmu/smnist-<key>), and coRNN, LEM at their papers' psMNIST sizes
     "mnist-table4": BenchConfig(
-        "mnist-table4", 784, 128, 1, 10, False, "last", "lstm", 128, dict(TABLE4_SIZES),
-        cells=(BASELINE,), extras=dict(TABLE4_ROWS), reference=False, repeats=3,
+        "mnist-table4",
+        784,
+        128,
+        1,
+        10,
+        False,
+        "last",
+        "lstm",
+        128,
+        dict(TABLE4_SIZES),
+        cells=(BASELINE,),
+        extras=dict(TABLE4_ROWS),
+        reference=False,
+        repeats=3,
         note="sequential MNIST (T=784, 1 pixel/step), batch 128, the DMU paper's Table IV systems at the "
-             "table's sizes (nn.LSTM at the LSTM baseline's n=128 budget), coRNN and LEM at theirs",
+        "table's sizes (nn.LSTM at the LSTM baseline's n=128 budget), coRNN and LEM at theirs",
     ),
     "long": BenchConfig(
-        "long", 10_000, 128, 10, 9, True, "all", "exprnn", 190,
+        "long",
+        10_000,
+        128,
+        10,
+        9,
+        True,
+        "all",
+        "exprnn",
+        190,
         {"exprnn": 190, "scornn": 190, "asrnn": 138, BASELINE: 68},
         cells=("exprnn", "scornn", "asrnn", "nnrnn", BASELINE),
         extras=MEMORY_EXTRAS,
@@ -150,7 +225,15 @@ CONFIGS = {
         note="copy-style input at T=10,000, batch 128, ~22K parameters (memory row)",
     ),
     "long-last": BenchConfig(
-        "long-last", 10_000, 128, 10, 10, True, "last", "exprnn", 190,
+        "long-last",
+        10_000,
+        128,
+        10,
+        10,
+        True,
+        "last",
+        "exprnn",
+        190,
         {"exprnn": 190, BASELINE: 68},
         cells=("exprnn", BASELINE),
         extras=MEMORY_EXTRAS,
@@ -204,6 +287,7 @@ def match_hidden(key: str, options: dict, cfg: BenchConfig, target: int) -> int:
         n0 = (-b + math.sqrt(max(b * b - 4 * a * (c - target), 0.0))) / (2 * a)
     else:
         n0 = (target - c) / b
+
     def distance(n):
         try:
             return (abs(_count(key, options, cfg, n) - target), n)
@@ -262,8 +346,9 @@ def _worker(spec: dict) -> dict:
         res["baseline_floor"] = _floor(torch, cfg, 4, spec["baseline_hidden"])
     from . import runtime
 
-    res.update(torch=torch.__version__, threads=torch.get_num_threads(), malloc=runtime.malloc_conditions(),
-               device=str(device))
+    res.update(
+        torch=torch.__version__, threads=torch.get_num_threads(), malloc=runtime.malloc_conditions(), device=str(device)
+    )
     return res
 
 
@@ -398,15 +483,18 @@ def _time_alternating(variants: dict, warmup: int, repeats: int, device) -> dict
     names = list(variants)
     samples = {name: [] for name in names}
     for r in range(repeats):
-        for name in (names if r % 2 == 0 else names[::-1]):
+        for name in names if r % 2 == 0 else names[::-1]:
             samples[name].append(_timed(variants[name], device))
-    return {name: {
-        "wall": statistics.median(v[0] for v in s),
-        "cpu": statistics.median(v[1] for v in s),
-        "faults": statistics.median(v[2] for v in s),
-        "wall_all": [round(v[0], 4) for v in s],
-        "cpu_all": [round(v[1], 4) for v in s],
-    } for name, s in samples.items()}
+    return {
+        name: {
+            "wall": statistics.median(v[0] for v in s),
+            "cpu": statistics.median(v[1] for v in s),
+            "faults": statistics.median(v[2] for v in s),
+            "wall_all": [round(v[0], 4) for v in s],
+            "cpu_all": [round(v[1], 4) for v in s],
+        }
+        for name, s in samples.items()
+    }
 
 
 def _map_step(torch, maps):
@@ -494,7 +582,11 @@ def _spawn(spec: dict, timeout: float) -> dict:
     try:
         p = subprocess.run(
             [sys.executable, "-c", "import rnnlab.speed as s; s._worker_main()"],
-            input=json.dumps(spec), capture_output=True, text=True, env=env, timeout=timeout,
+            input=json.dumps(spec),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
         )
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
@@ -528,21 +620,38 @@ def plan(configs=("copy", "mnist", "ptb", "long"), cells=None, quick=False) -> l
             key, opts = variants_c[label]
             hidden = cfg.fixed.get(label) or cfg.fixed.get(key) or match_hidden(key, opts, cfg, target)
             long = cfg.T > 2000
-            specs.append({
-                "config": asdict(cfg), "label": label, "key": key, "options": opts, "hidden": hidden,
-                "params": _count(key, opts, cfg, hidden), "target_params": target,
-                "gates": FLOOR_GATES.get(key),
-                "baseline_hidden": None if label == BASELINE or not cfg.compare else base_hidden,
-                "reference": cfg.compare and cfg.reference and opts.get("backend") != "reference",
-                "warmup": 1,
-                "repeats": (1 if long else 3) if quick else (
-                    cfg.repeats or (2 if long else (3 if cname == "ptb" else 5))),
-            })
+            specs.append(
+                {
+                    "config": asdict(cfg),
+                    "label": label,
+                    "key": key,
+                    "options": opts,
+                    "hidden": hidden,
+                    "params": _count(key, opts, cfg, hidden),
+                    "target_params": target,
+                    "gates": FLOOR_GATES.get(key),
+                    "baseline_hidden": None if label == BASELINE or not cfg.compare else base_hidden,
+                    "reference": cfg.compare and cfg.reference and opts.get("backend") != "reference",
+                    "warmup": 1,
+                    "repeats": (1 if long else 3)
+                    if quick
+                    else (cfg.repeats or (2 if long else (3 if cname == "ptb" else 5))),
+                }
+            )
     return specs
 
 
-def run(configs=("copy", "mnist", "ptb", "long"), cells=None, quick=False, threads=1, malloc="tuned",
-        timeout=1800.0, log=print, device: str = "cpu", allow_load: bool = True) -> dict:
+def run(
+    configs=("copy", "mnist", "ptb", "long"),
+    cells=None,
+    quick=False,
+    threads=1,
+    malloc="tuned",
+    timeout=1800.0,
+    log=print,
+    device: str = "cpu",
+    allow_load: bool = True,
+) -> dict:
     """Run the benchmark; returns ``{"conditions": ..., "rows": [...]}``. ``device`` ("cpu",
     "cuda", "cuda:N", "mps") runs every row there; ``nn.LSTM`` is then cuDNN's LSTM, times are
     synchronized wall times and ``peak_gpu_mb`` the rise of allocated GPU memory. The
@@ -575,9 +684,14 @@ def run(configs=("copy", "mnist", "ptb", "long"), cells=None, quick=False, threa
     conditions = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
-        "torch": torch.__version__, "python": platform.python_version(),
-        "threads": int(threads), "malloc": malloc, "quick": quick,
-        "maps_timed": True, **dev.conditions(resolved), **benchrecord.finish(host),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "threads": int(threads),
+        "malloc": malloc,
+        "quick": quick,
+        "maps_timed": True,
+        **dev.conditions(resolved),
+        **benchrecord.finish(host),
     }
     return {"conditions": conditions, "rows": rows}
 
@@ -600,8 +714,10 @@ def _row_line(row: dict) -> str:
         extra += f" maps {row['maps'][k]:.3f}"
     fl = row.get("floor")
     gpu = f" gpu peak {row['peak_gpu_mb']:.0f} MB" if "peak_gpu_mb" in row else ""
-    return (f"{row['config']:6s} {row['label']:12s} n={row['hidden']:<5d} cpu {f['cpu']:.3f} wall {f['wall']:.3f}"
-            f"{extra} floor {_fmt(fl and fl['s'], '{:.3f}')} peak {row['peak_mb']:.0f} MB{gpu} faults {f['faults']:.0f}")
+    return (
+        f"{row['config']:6s} {row['label']:12s} n={row['hidden']:<5d} cpu {f['cpu']:.3f} wall {f['wall']:.3f}"
+        f"{extra} floor {_fmt(fl and fl['s'], '{:.3f}')} peak {row['peak_mb']:.0f} MB{gpu} faults {f['faults']:.0f}"
+    )
 
 
 def _time_key(row: dict) -> str:
@@ -630,14 +746,18 @@ def format_table(result: dict) -> str:
     # results recorded before the maps were timed keep their table (no maps column)
     with_maps = result.get("conditions", {}).get("maps_timed") or any("maps" in r for r in result["rows"])
     maps_head = " maps s/it (share) |" if with_maps else ""
-    head = ("| config | cell | n | params | train s/it CPU (wall) | vs nn.LSTM CPU [min-max] (wall) "
-            f"| vs reference loop [min-max] | matmul floor s | vs floor |{maps_head} inference seq/s | peak MB "
-            "| minor faults/it |")
+    head = (
+        "| config | cell | n | params | train s/it CPU (wall) | vs nn.LSTM CPU [min-max] (wall) "
+        f"| vs reference loop [min-max] | matmul floor s | vs floor |{maps_head} inference seq/s | peak MB "
+        "| minor faults/it |"
+    )
     lines = [head, "|" + "|".join(["---"] * (13 if with_maps else 12)) + "|"]
     for row in result["rows"]:
         if "error" in row:
-            lines.append(f"| {row['config']} | {row['label']} | {row['hidden']} | {row['params']} | error: {row['error'][:80]} |"
-                         + " |" * (8 if with_maps else 7))
+            lines.append(
+                f"| {row['config']} | {row['label']} | {row['hidden']} | {row['params']} | error: {row['error'][:80]} |"
+                + " |" * (8 if with_maps else 7)
+            )
             continue
         f = row["fast"]
         B = CONFIGS[row["config"]].batch
@@ -666,8 +786,10 @@ def format_limits(result: dict) -> str:
     time, and floor + maps as a multiple of the LSTM's iteration: a cell cannot be faster than
     that ratio without doing less arithmetic. The measured ratio is median [min-max] over the
     repeats."""
-    head = ("| config | cell | n | floor s | LSTM floor s | floor / LSTM floor | floor / LSTM time | maps s "
-            "| (floor + maps) / LSTM time | measured / LSTM time [min-max] |")
+    head = (
+        "| config | cell | n | floor s | LSTM floor s | floor / LSTM floor | floor / LSTM time | maps s "
+        "| (floor + maps) / LSTM time | measured / LSTM time [min-max] |"
+    )
     lines = [head, "|" + "|".join(["---"] * 10) + "|"]
     for row in result["rows"]:
         fl, b, bf = row.get("floor"), row.get("baseline"), row.get("baseline_floor")
@@ -695,12 +817,17 @@ def format_gpu_table(result: dict) -> str:
     """Markdown table of a GPU :func:`run`: synchronized wall-time medians, ratios (median
     [min-max] over the repeats) to cuDNN's LSTM (``nn.LSTM`` on CUDA) of matched parameter
     count and to the reference loop, peak allocated GPU memory."""
-    head = ("| config | cell | n | params | train s/it (wall) | vs cuDNN LSTM [min-max] | vs reference loop [min-max] "
-            "| inference seq/s | peak GPU MB |")
+    head = (
+        "| config | cell | n | params | train s/it (wall) | vs cuDNN LSTM [min-max] | vs reference loop [min-max] "
+        "| inference seq/s | peak GPU MB |"
+    )
     lines = [head, "|" + "|".join(["---"] * 9) + "|"]
     for row in result["rows"]:
         if "error" in row:
-            lines.append(f"| {row['config']} | {row['label']} | {row['hidden']} | {row['params']} | error: {row['error'][:80]} |" + " |" * 4)
+            lines.append(
+                f"| {row['config']} | {row['label']} | {row['hidden']} | {row['params']} | error: {row['error'][:80]} |"
+                + " |" * 4
+            )
             continue
         f = row["fast"]
         vs_l = "1 (baseline)" if row["label"] == BASELINE else "-"
@@ -724,33 +851,66 @@ OPTIONS = ("configs", "cells", "quick", "threads", "malloc", "json", "device", "
 def add_arguments(parser) -> None:
     """Add the benchmark's options to an ``argparse`` parser (does not read argv); their
     destinations are :data:`OPTIONS`, the keyword arguments of :func:`main`."""
-    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS),
-                        help="benchmark shapes to run, e.g. --configs copy")
-    parser.add_argument("--cells", nargs="+", default=None,
-                        help="cell labels (default: every registered cell), e.g. --cells lstm asrnn")
-    parser.add_argument("--quick", action="store_true",
-                        help="fewer repeats; the long row for expRNN/LSTM only, e.g. for a first look")
+    parser.add_argument(
+        "--configs",
+        nargs="+",
+        default=list(CONFIGS),
+        choices=list(CONFIGS),
+        help="benchmark shapes to run, e.g. --configs copy",
+    )
+    parser.add_argument(
+        "--cells", nargs="+", default=None, help="cell labels (default: every registered cell), e.g. --cells lstm asrnn"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="fewer repeats; the long row for expRNN/LSTM only, e.g. for a first look"
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch threads, e.g. --threads 2")
-    parser.add_argument("--malloc", choices=("tuned", "default"), default="tuned",
-                        help="tuned: glibc told not to mmap or trim (rnnlab.runtime.tune_malloc); default: glibc "
-                             "as is; e.g. --malloc default")
-    parser.add_argument("--json", default=None,
-                        help="also write the raw results here (refused on a busy machine, see --allow-load), "
-                             "e.g. --json speed.json")
-    parser.add_argument("--device", default="cpu",
-                        help="cpu (default), cuda, cuda:N or mps: every row runs there; nn.LSTM is then cuDNN's "
-                             "LSTM; e.g. --device cuda")
+    parser.add_argument(
+        "--malloc",
+        choices=("tuned", "default"),
+        default="tuned",
+        help="tuned: glibc told not to mmap or trim (rnnlab.runtime.tune_malloc); default: glibc "
+        "as is; e.g. --malloc default",
+    )
+    parser.add_argument(
+        "--json",
+        default=None,
+        help="also write the raw results here (refused on a busy machine, see --allow-load), e.g. --json speed.json",
+    )
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help="cpu (default), cuda, cuda:N or mps: every row runs there; nn.LSTM is then cuDNN's "
+        "LSTM; e.g. --device cuda",
+    )
     benchrecord.add_arguments(parser)
 
 
-def main(*, configs=tuple(CONFIGS), cells=None, quick=False, threads=1, malloc="tuned", json=None,
-         device="cpu", allow_load=False) -> int:
+def main(
+    *,
+    configs=tuple(CONFIGS),
+    cells=None,
+    quick=False,
+    threads=1,
+    malloc="tuned",
+    json=None,
+    device="cpu",
+    allow_load=False,
+) -> int:
     """The command line's run: progress lines to stderr, the markdown table (with its caption:
     idle or loaded machine) to stdout, the record to ``json`` if given. A record is refused
     (exit status 2, nothing lost) when the machine is busy, unless ``allow_load``."""
     try:
-        result = run(configs, cells, quick, threads, malloc, log=lambda s: print(s, file=sys.stderr, flush=True),
-                     device=device, allow_load=allow_load or not json)
+        result = run(
+            configs,
+            cells,
+            quick,
+            threads,
+            malloc,
+            log=lambda s: print(s, file=sys.stderr, flush=True),
+            device=device,
+            allow_load=allow_load or not json,
+        )
         if json:
             benchrecord.write(json, result, result["conditions"])
     except benchrecord.LoadError as e:

@@ -129,5 +129,8 @@ class Stepper:
         gnorm = nn.utils.clip_grad_norm_(self.params, clip) if clip > 0 else None
         self.optimizer.step()
         par.after_optimizer_step(self.model)
-        return {"loss": float(loss.detach()), "reg": None if reg is None else float(reg.detach()),
-                "grad_norm": None if gnorm is None else float(gnorm)}
+        return {
+            "loss": float(loss.detach()),
+            "reg": None if reg is None else float(reg.detach()),
+            "grad_norm": None if gnorm is None else float(gnorm),
+        }

@@ -73,8 +73,10 @@ def load_suite(name_or_path: str) -> Suite:
         raise ConfigError(f"{p}: a suite needs 'name' and 'presets'")
     suite = Suite(**data)
     if not isinstance(suite.ensemble, (bool, int)) or suite.ensemble < 0:
-        raise ConfigError(f"{p}: ensemble must be true, false or the most members per ensemble (an integer >= 1), "
-                          f"got {suite.ensemble!r}")
+        raise ConfigError(
+            f"{p}: ensemble must be true, false or the most members per ensemble (an integer >= 1), "
+            f"got {suite.ensemble!r}"
+        )
     grid_points(suite.grid, str(p))  # shape errors now; key errors when the runs are resolved
     return suite
 
@@ -82,8 +84,10 @@ def load_suite(name_or_path: str) -> Suite:
 def _check_grid_key(key: str, where: str) -> None:
     parts = key.split(".")
     if len(parts) < 2 or parts[0] not in SECTIONS or not all(parts):
-        raise ConfigError(f"{where}: grid key {key!r} names no config key; expected section.key with "
-                          f"section one of {sorted(SECTIONS)} (e.g. \"optim.lr\")")
+        raise ConfigError(
+            f"{where}: grid key {key!r} names no config key; expected section.key with "
+            f'section one of {sorted(SECTIONS)} (e.g. "optim.lr")'
+        )
     if key == "train.seed":
         raise ConfigError(f"{where}: grid key 'train.seed': list seeds under seeds = [...], not in [grid]")
 
@@ -111,8 +115,9 @@ def grid_points(grid: dict, where: str = "suite") -> list[list[str]]:
                     _check_grid_key(k, where)
                 points.append([f"{k}={toml_value(x)}" for k, x in entry.items()])
         elif any(isinstance(v, dict) for v in values):
-            raise ConfigError(f"{where}: grid axis {axis!r} mixes tables and values; a tied axis is a "
-                              f"list of tables only")
+            raise ConfigError(
+                f"{where}: grid axis {axis!r} mixes tables and values; a tied axis is a list of tables only"
+            )
         else:
             _check_grid_key(axis, where)
             points = [[f"{axis}={toml_value(v)}"] for v in values]
@@ -154,7 +159,7 @@ def _ensembles(todo: list, size: int, data_dir: str | None) -> list:
     for (preset, ov), members in groups.items():
         step = size or len(members)
         for i in range(0, len(members), step):
-            part = members[i:i + step]
+            part = members[i : i + step]
             job = job_for(preset, [*ov, f"train.seed={part[0][0]}"], part[0][1].parent, data_dir)
             job.overrides = list(ov)
             job.label = f"{job.label} x{len(part)}"
@@ -164,9 +169,16 @@ def _ensembles(todo: list, size: int, data_dir: str | None) -> list:
 
 
 def run_suite(
-    suite: Suite, runs_dir: str | Path = "runs", jobs: int = 1, overrides: list[str] | None = None,
-    data_dir: str | None = None, log=print, statuses: dict | None = None, backend: str = "local",
-    address: str | None = None, ensemble: bool | int | None = None,
+    suite: Suite,
+    runs_dir: str | Path = "runs",
+    jobs: int = 1,
+    overrides: list[str] | None = None,
+    data_dir: str | None = None,
+    log=print,
+    statuses: dict | None = None,
+    backend: str = "local",
+    address: str | None = None,
+    ensemble: bool | int | None = None,
 ) -> Path:
     """Run (or continue) every run of ``suite``; returns the suite's run directory. ``statuses``
     (a dict) receives {run directory: "done" | "trained" | "resumed" | "failed" | "busy" |
@@ -185,10 +197,14 @@ def run_suite(
     ensemble = suite.ensemble if ensemble is None else ensemble
     npoints = len(grid_points(suite.grid))
     grid = f" x {npoints} grid points" if suite.grid else ""
-    where = f"{jobs} parallel job(s), one thread each" if backend == "local" else \
-        "Ray " + (f"cluster at {address}" if address else "(local instance)")
-    log(f"suite {suite.name}: {len(todo)} runs ({len(suite.presets)} presets{grid} x {len(suite.seeds)} seeds), "
-        f"{where}")
+    where = (
+        f"{jobs} parallel job(s), one thread each"
+        if backend == "local"
+        else "Ray " + (f"cluster at {address}" if address else "(local instance)")
+    )
+    log(
+        f"suite {suite.name}: {len(todo)} runs ({len(suite.presets)} presets{grid} x {len(suite.seeds)} seeds), {where}"
+    )
     statuses = {} if statuses is None else statuses
 
     groups: dict[int, tuple] = {}  # an ensemble job -> its members and those finished before
@@ -213,8 +229,16 @@ def run_suite(
     return runs_dir / suite.name
 
 
-def main_suite(name: str, runs_dir: str, jobs: int, overrides: list[str], data_dir: str | None,
-               backend: str = "local", address: str | None = None, ensemble: bool | None = None) -> int:
+def main_suite(
+    name: str,
+    runs_dir: str,
+    jobs: int,
+    overrides: list[str],
+    data_dir: str | None,
+    backend: str = "local",
+    address: str | None = None,
+    ensemble: bool | None = None,
+) -> int:
     """``rnnlab suite``: run (or continue) the suite and print its table. Ctrl-C cancels the
     queued runs, stops the running ones at their next checkpoint and exits 130; the same
     command continues."""
@@ -225,13 +249,26 @@ def main_suite(name: str, runs_dir: str, jobs: int, overrides: list[str], data_d
     statuses: dict[Path, str] = {}
     log = lambda m: print(m, file=sys.stderr)  # noqa: E731
     try:
-        out = run_suite(suite, runs_dir, jobs, overrides, data_dir, log=log, statuses=statuses, backend=backend,
-                        address=address, ensemble=ensemble)
+        out = run_suite(
+            suite,
+            runs_dir,
+            jobs,
+            overrides,
+            data_dir,
+            log=log,
+            statuses=statuses,
+            backend=backend,
+            address=address,
+            ensemble=ensemble,
+        )
     except KeyboardInterrupt:
         stopped = sum(st == "interrupted" for st in statuses.values())
         finished = sum(st in ("done", "trained", "resumed") for st in statuses.values())
-        print(f"rnnlab: interrupted: {finished} run(s) finished, {stopped} stopped (each resumes from its last "
-              f"checkpoint), the others not started; rerun the same command to continue", file=sys.stderr)
+        print(
+            f"rnnlab: interrupted: {finished} run(s) finished, {stopped} stopped (each resumes from its last "
+            f"checkpoint), the others not started; rerun the same command to continue",
+            file=sys.stderr,
+        )
         return 130
     finished = [rd for rd in statuses if rundir.is_finished(rd)]  # this suite's runs only
     md = table(finished, suite.metrics or None) if finished else f"(no finished runs in {out})"
@@ -241,7 +278,10 @@ def main_suite(name: str, runs_dir: str, jobs: int, overrides: list[str], data_d
     print(f"\nwrote {out / 'table.md'}", file=sys.stderr)
     failed = sorted(str(rd) for rd, st in statuses.items() if st in ("failed", "busy"))
     if failed:
-        print(f"rnnlab: error: {len(failed)} of {len(statuses)} runs of suite {suite.name} failed or were "
-              f"busy (see above): {', '.join(failed)}; rerun the suite to retry them", file=sys.stderr)
+        print(
+            f"rnnlab: error: {len(failed)} of {len(statuses)} runs of suite {suite.name} failed or were "
+            f"busy (see above): {', '.join(failed)}; rerun the suite to retry them",
+            file=sys.stderr,
+        )
         return 1
     return 0

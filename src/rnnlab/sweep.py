@@ -53,7 +53,9 @@ SAMPLERS = ("tpe", "random", "grid")
 PRUNERS = ("median", "none")
 SWEEP_DIR = Path(__file__).parent / "sweeps"
 PARAM_TYPES = {
-    "loguniform": ("low", "high"), "uniform": ("low", "high"), "int": ("low", "high", "step", "log"),
+    "loguniform": ("low", "high"),
+    "uniform": ("low", "high"),
+    "int": ("low", "high", "step", "log"),
     "categorical": ("choices",),
 }
 #: the most points a grid sampler may have (each is a trial)
@@ -111,6 +113,7 @@ def import_optuna():
 
 # --------------------------------------------------------------------------- the sweep file
 
+
 def override(key: str, value) -> str:
     """``key=value`` with the value as a TOML literal (what ``--set`` parses)."""
     return f"{key}={toml_value(value)}"
@@ -129,7 +132,7 @@ def grid_values(key: str, spec: dict) -> list:
         return list(range(spec["low"], spec["high"] + 1, spec.get("step", 1)))
     raise ConfigError(
         f"search space key {key!r}: the grid sampler needs a finite set of values; give it "
-        f"type = \"categorical\" with choices = [...] (or type = \"int\"), not {spec['type']!r}"
+        f'type = "categorical" with choices = [...] (or type = "int"), not {spec["type"]!r}'
     )
 
 
@@ -142,8 +145,9 @@ def _check_param(key: str, spec) -> dict:
     about or silently change (``tests/test_sweep.py`` samples every space this accepts)."""
     where = f"search space key {key!r}"
     if not isinstance(spec, dict) or "type" not in spec:
-        raise ConfigError(f"{where}: expected a table like {{ type = \"loguniform\", low = 1e-4, high = 1e-2 }}, "
-                          f"got {spec!r}")
+        raise ConfigError(
+            f'{where}: expected a table like {{ type = "loguniform", low = 1e-4, high = 1e-2 }}, got {spec!r}'
+        )
     kind = spec["type"]
     if kind not in PARAM_TYPES:
         raise ConfigError(f"{where}: unknown type {kind!r}; expected one of {sorted(PARAM_TYPES)}")
@@ -157,11 +161,15 @@ def _check_param(key: str, spec) -> dict:
         raise ConfigError(f"{where}: type {kind!r} needs {missing}")
     low, high = spec["low"], spec["high"]
     if not all(_is_number(x, (int,) if kind == "int" else (int, float)) for x in (low, high)):
-        raise ConfigError(f"{where}: low and high must be {'integers' if kind == 'int' else 'finite numbers'}, "
-                          f"got low={low!r}, high={high!r}")
+        raise ConfigError(
+            f"{where}: low and high must be {'integers' if kind == 'int' else 'finite numbers'}, "
+            f"got low={low!r}, high={high!r}"
+        )
     if (kind == "int" and low > high) or (kind != "int" and not low < high):
-        raise ConfigError(f"{where}: empty range low={low!r}, high={high!r}; need low < high"
-                          + (" (low <= high for int)" if kind == "int" else ""))
+        raise ConfigError(
+            f"{where}: empty range low={low!r}, high={high!r}; need low < high"
+            + (" (low <= high for int)" if kind == "int" else "")
+        )
     if not math.isfinite(float(high) - float(low)):
         raise ConfigError(f"{where}: the range low={low!r}, high={high!r} is wider than a float holds; narrow it")
     if kind == "int":
@@ -178,12 +186,16 @@ def _check_int(where: str, spec: dict) -> None:
     if not isinstance(log, bool):
         raise ConfigError(f"{where}: log must be true or false, got {log!r}")
     if log and step != 1:
-        raise ConfigError(f"{where}: step = {step} cannot be combined with log = true (Optuna samples a log "
-                          f"scale only with step 1); drop one of them")
+        raise ConfigError(
+            f"{where}: step = {step} cannot be combined with log = true (Optuna samples a log "
+            f"scale only with step 1); drop one of them"
+        )
     if (spec["high"] - spec["low"]) % step:
         fit = spec["low"] + (spec["high"] - spec["low"]) // step * step
-        raise ConfigError(f"{where}: high - low = {spec['high'] - spec['low']} is not a multiple of step = {step} "
-                          f"(Optuna would silently lower high to {fit}); set high = {fit} or another step")
+        raise ConfigError(
+            f"{where}: high - low = {spec['high'] - spec['low']} is not a multiple of step = {step} "
+            f"(Optuna would silently lower high to {fit}); set high = {fit} or another step"
+        )
 
 
 def _check_choices(where: str, spec: dict) -> dict:
@@ -196,8 +208,9 @@ def _check_choices(where: str, spec: dict) -> dict:
         if isinstance(c, dict):
             raise ConfigError(f"{where}: choice {c!r} is a table; choices are numbers, strings, booleans or lists")
         if any(c == d for d in choices[:i]):  # Optuna tells 1, 1.0 and true apart by equality only
-            raise ConfigError(f"{where}: choice {c!r} repeats an earlier one (equal values) in {choices!r}; "
-                              f"list each value once")
+            raise ConfigError(
+                f"{where}: choice {c!r} repeats an earlier one (equal values) in {choices!r}; list each value once"
+            )
     return spec
 
 
@@ -227,8 +240,9 @@ def _find_sweep_file(path: str | Path) -> Path:
         p = SWEEP_DIR / f"{path}.toml"
     if not p.exists():
         shipped = sorted(q.stem for q in SWEEP_DIR.glob("*.toml"))
-        raise ConfigError(f"no sweep file {str(path)!r}; give a sweep TOML file (see docs/sweeps.md) "
-                          f"or a shipped sweep: {shipped}")
+        raise ConfigError(
+            f"no sweep file {str(path)!r}; give a sweep TOML file (see docs/sweeps.md) or a shipped sweep: {shipped}"
+        )
     return p
 
 
@@ -244,17 +258,31 @@ def _read_sweep_file(p: Path) -> dict:
     missing = [k for k in ("name", "preset", "space") if k not in data]
     if missing:
         raise ConfigError(f"{p}: a sweep needs {missing} (see docs/sweeps.md)")
-    kinds = {"name": str, "preset": str, "space": dict, "metric": str, "direction": str, "trials": int,
-             "sampler": str, "pruner": str, "seed": int, "set": list, "description": str, "max_failures": int}
+    kinds = {
+        "name": str,
+        "preset": str,
+        "space": dict,
+        "metric": str,
+        "direction": str,
+        "trials": int,
+        "sampler": str,
+        "pruner": str,
+        "seed": int,
+        "set": list,
+        "description": str,
+        "max_failures": int,
+    }
     words = {str: "a string", int: "an integer", dict: "a table", list: "a list"}
     for k, v in data.items():
         if not isinstance(v, kinds[k]) or isinstance(v, bool):
             raise ConfigError(f"{p}: {k} must be {words[kinds[k]]}, got {v!r}")
     if not data["name"].strip() or any(c in data["name"] for c in "/\\\n\t"):
-        raise ConfigError(f"{p}: name must be non-empty, without '/', '\\', tabs or line breaks (it names the "
-                          f"study and the directory sweep-<name>), got {data['name']!r}")
+        raise ConfigError(
+            f"{p}: name must be non-empty, without '/', '\\', tabs or line breaks (it names the "
+            f"study and the directory sweep-<name>), got {data['name']!r}"
+        )
     if not all(isinstance(x, str) for x in data.get("set", [])):
-        raise ConfigError(f"{p}: set must be a list of \"key=value\" strings, got {data['set']!r}")
+        raise ConfigError(f'{p}: set must be a list of "key=value" strings, got {data["set"]!r}')
     return data
 
 
@@ -270,8 +298,10 @@ def load_sweep(path: str | Path, extra_set: list[str] | None = None) -> Sweep:
     if Path(sw.preset).suffix == ".toml" and Path(sw.preset).is_file():  # the same file from any directory
         sw.preset = str(Path(sw.preset).expanduser().absolute())
     if not sw.space:
-        raise ConfigError(f"{p}: [space] is empty; give at least one key, e.g. \"optim.lr\" = "
-                          f"{{ type = \"loguniform\", low = 1e-4, high = 1e-2 }}")
+        raise ConfigError(
+            f'{p}: [space] is empty; give at least one key, e.g. "optim.lr" = '
+            f'{{ type = "loguniform", low = 1e-4, high = 1e-2 }}'
+        )
     if sw.sampler not in SAMPLERS:
         raise ConfigError(f"{p}: unknown sampler {sw.sampler!r}; expected one of {SAMPLERS}")
     if sw.pruner not in PRUNERS:
@@ -287,17 +317,22 @@ def load_sweep(path: str | Path, extra_set: list[str] | None = None) -> Sweep:
     if sw.sampler == "grid":
         size = math.prod(_grid_size(s) for s in sw.space.values())
         if size > MAX_GRID:
-            raise ConfigError(f"{p}: the grid has {size} points (more than {MAX_GRID}); use sampler = \"tpe\" "
-                              f"or \"random\", or fewer values")
+            raise ConfigError(
+                f'{p}: the grid has {size} points (more than {MAX_GRID}); use sampler = "tpe" '
+                f'or "random", or fewer values'
+            )
         if sw.trials > size:
-            raise ConfigError(f"{p}: trials = {sw.trials} exceeds the grid's {size} points (a grid trial is "
-                              f"never repeated); use trials <= {size}")
+            raise ConfigError(
+                f"{p}: trials = {sw.trials} exceeds the grid's {size} points (a grid trial is "
+                f"never repeated); use trials <= {size}"
+            )
         sw.trials = sw.trials or size
     if sw.trials < 1:
         raise ConfigError(f"{p}: trials must be >= 1, got {sw.trials}")
     if sw.max_failures < 1:
-        raise ConfigError(f"{p}: max_failures must be >= 1 (consecutive failed trials that end the sweep), "
-                          f"got {sw.max_failures}")
+        raise ConfigError(
+            f"{p}: max_failures must be >= 1 (consecutive failed trials that end the sweep), got {sw.max_failures}"
+        )
     return sw
 
 
@@ -308,16 +343,20 @@ def _check_space(p: Path, sw: Sweep) -> None:
         _check_param(key, spec)
         section = key.split(".")[0]
         if section not in config.SECTIONS or "." not in key:
-            raise ConfigError(f"{p}: search space key {key!r} is not a config key; expected "
-                              f"SECTION.KEY with SECTION in {sorted(config.SECTIONS)} (e.g. optim.lr)")
+            raise ConfigError(
+                f"{p}: search space key {key!r} is not a config key; expected "
+                f"SECTION.KEY with SECTION in {sorted(config.SECTIONS)} (e.g. optim.lr)"
+            )
         if sw.sampler == "grid" and spec["type"] not in ("categorical", "int"):
             grid_values(key, spec)  # the grid sampler's one-line refusal
         for value in _representatives(spec):
             try:
                 config.load(sw.preset, [*sw.set, override(key, value)])
             except ConfigError as e:
-                raise ConfigError(f"{p}: search space key {key!r} = {value!r} does not fit preset "
-                                  f"{sw.preset!r}: {str(e).split(': ', 1)[-1]}") from None
+                raise ConfigError(
+                    f"{p}: search space key {key!r} = {value!r} does not fit preset "
+                    f"{sw.preset!r}: {str(e).split(': ', 1)[-1]}"
+                ) from None
 
 
 def _primary_metric(cfg) -> str:
@@ -371,12 +410,15 @@ def check_metric(sw: Sweep, data_dir: str | None = None, log=print) -> None:
         raise ConfigError(f"sweep {sw.name}: preset {sw.preset}: {e}") from None
     names = reported_metrics(cfg, task)
     if sw.metric not in names:
-        raise ConfigError(f"sweep {sw.name}: metric {sw.metric!r} is never reported by a run of {sw.preset} "
-                          f"(task {cfg.task.name}); its runs report {sorted(names)}; set metric = one of these "
-                          f"in the sweep file")
+        raise ConfigError(
+            f"sweep {sw.name}: metric {sw.metric!r} is never reported by a run of {sw.preset} "
+            f"(task {cfg.task.name}); its runs report {sorted(names)}; set metric = one of these "
+            f"in the sweep file"
+        )
 
 
 # --------------------------------------------------------------------------- storage and study
+
 
 def default_storage(out: Path) -> str:
     return f"sqlite:///{(Path(out) / 'study.db').absolute()}"
@@ -387,7 +429,7 @@ def absolute_url(url: str) -> str:
     another machine, would resolve it against its own working directory)."""
     prefix = "sqlite:///"
     if url.startswith(prefix) and not url.startswith(prefix + "/"):
-        path = url[len(prefix):]
+        path = url[len(prefix) :]
         if path and not path.startswith(":memory:") and not path.startswith("file:"):
             return prefix + str(Path(path).expanduser().absolute())
     return url
@@ -414,7 +456,10 @@ def make_storage(url: str, heartbeat: int = 10, db_timeout: float = 60.0):
     engine_kwargs = {"connect_args": {"timeout": db_timeout}} if url.startswith("sqlite") else {}
     try:
         storage = RDBStorage(
-            url, engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat, grace_period=3 * heartbeat,
+            url,
+            engine_kwargs=engine_kwargs,
+            heartbeat_interval=heartbeat,
+            grace_period=3 * heartbeat,
             heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=3),
         )
     except sqlalchemy.exc.SQLAlchemyError as e:
@@ -456,8 +501,9 @@ def _db_error(url: str, e: Exception) -> str:
     if "locked" in msg:
         hint = "another process holds it: wait, stop that process, or raise --db-timeout"
     elif "not a database" in msg or "malformed" in msg or "corrupt" in msg:
-        hint = ("the file is not a usable SQLite database: move it away to start a new study, or point --storage "
-                "elsewhere")
+        hint = (
+            "the file is not a usable SQLite database: move it away to start a new study, or point --storage elsewhere"
+        )
     else:
         hint = "check the --storage URL and that the database server is reachable"
     return f"study database {public_url(url)!r}: {msg}; {hint}"
@@ -547,8 +593,9 @@ def _identity(spec: dict) -> dict:
     from . import config
 
     out = {k: v for k, v in spec.items() if k not in MAY_CHANGE}
-    out["set"] = [o for o in out.get("set", [])
-                  if config.experiment_category(o.split("=", 1)[0].strip()) != "execution"]
+    out["set"] = [
+        o for o in out.get("set", []) if config.experiment_category(o.split("=", 1)[0].strip()) != "execution"
+    ]
     return out
 
 
@@ -560,8 +607,14 @@ def open_study(sw: Sweep, storage, worker_index: int = 0):
 
     url = getattr(storage, "url", str(storage))
     try:
-        study = optuna.create_study(study_name=sw.name, storage=storage, sampler=_sampler(sw),
-                                    pruner=_pruner(sw), direction=sw.direction, load_if_exists=True)
+        study = optuna.create_study(
+            study_name=sw.name,
+            storage=storage,
+            sampler=_sampler(sw),
+            pruner=_pruner(sw),
+            direction=sw.direction,
+            load_if_exists=True,
+        )
         spec = _spec(sw)
         saved = study.user_attrs.get("sweep")
         if saved is None:
@@ -572,7 +625,8 @@ def open_study(sw: Sweep, storage, worker_index: int = 0):
                 diffs = sorted(k for k in set(saved) | set(spec) if saved.get(k) != spec.get(k))
                 raise ConfigError(
                     f"study {sw.name!r} in {public_url(url)} was made from a different sweep (differs in "
-                    f"{diffs}); use another sweep name or output directory, or the original sweep file")
+                    f"{diffs}); use another sweep name or output directory, or the original sweep file"
+                )
     except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError) as e:
         raise ConfigError(_db_error(url, e)) from None
     return study
@@ -601,8 +655,10 @@ def check_out_dir(sw: Sweep, out: Path, url: str, db_timeout: float = 60.0) -> N
             other = saved.get("name") if isinstance(saved, dict) else saved
             raise ConfigError(f"{out} holds sweep {other!r} (its sweep.json, study and trials), not {sw.name!r}; {fix}")
         if saved.get("storage") not in (None, public_url(url)):
-            raise ConfigError(f"{out} belongs to the study in {saved['storage']}, not {public_url(url)}; pass "
-                              f"--storage {saved['storage']} to continue it, or {fix}")
+            raise ConfigError(
+                f"{out} belongs to the study in {saved['storage']}, not {public_url(url)}; pass "
+                f"--storage {saved['storage']} to continue it, or {fix}"
+            )
     if url == default_storage(out) and (out / "study.db").exists():
         names = [s.study_name for s in make_storage(url, db_timeout=db_timeout).get_all_studies()]
         others = [n for n in names if n != sw.name]
@@ -614,6 +670,7 @@ def check_out_dir(sw: Sweep, out: Path, url: str, db_timeout: float = 60.0) -> N
 
 
 # --------------------------------------------------------------------------- one trial
+
 
 def trial_run_dir(out: Path, number: int) -> Path:
     return out / "trials" / f"trial-{number:04d}"
@@ -644,9 +701,11 @@ def _trial_dir(trial, out: Path, study_name: str) -> tuple[int, Path]:
         return owner, trial_run_dir(out, owner)
     run_dir = trial_run_dir(out, trial.number)
     if run_dir.is_dir() and any(p.name != ".lock" for p in run_dir.iterdir()):
-        raise SweepError(f"{run_dir} already holds a run, but trial {trial.number} of study {study_name!r} is new: "
-                         f"the directory holds another study's trials (a study.db replaced or deleted?); move "
-                         f"{out / 'trials'} away or use another --out")
+        raise SweepError(
+            f"{run_dir} already holds a run, but trial {trial.number} of study {study_name!r} is new: "
+            f"the directory holds another study's trials (a study.db replaced or deleted?); move "
+            f"{out / 'trials'} away or use another --out"
+        )
     trial.set_user_attr("run_trial", trial.number)
     return trial.number, run_dir
 
@@ -729,8 +788,10 @@ def _suggest(trial, key: str, spec: dict):
 def failure_streak(study) -> list:
     """The trials that failed one after another most recently (in completion order): runs that
     failed or stayed busy. Trials of dead workers and Ctrl-C are neither counted nor break it."""
-    finished = sorted((t for t in study.get_trials(deepcopy=False) if t.state.is_finished()),
-                      key=lambda t: (t.datetime_complete or t.datetime_start, t.number))
+    finished = sorted(
+        (t for t in study.get_trials(deepcopy=False) if t.state.is_finished()),
+        key=lambda t: (t.datetime_complete or t.datetime_start, t.number),
+    )
     streak = []
     for t in reversed(finished):
         if t.state.name != "FAIL":
@@ -760,8 +821,16 @@ def _requeue(study, number: int) -> None:
     RetryHeartbeatStaleTrialCallback(max_retry=None)(study, trial)
 
 
-def worker(sw: Sweep, out: str | Path, storage_url: str, data_dir: str | None = None, heartbeat: int = 10,
-           db_timeout: float = 60.0, index: int = 0, on_trial=None) -> int:
+def worker(
+    sw: Sweep,
+    out: str | Path,
+    storage_url: str,
+    data_dir: str | None = None,
+    heartbeat: int = 10,
+    db_timeout: float = 60.0,
+    index: int = 0,
+    on_trial=None,
+) -> int:
     """One Optuna worker: run trials of the study until ``sw.trials`` are finished or taken by
     running trials and none is waiting (re-queued), the last ``sw.max_failures`` trials failed,
     or a stop was requested (Ctrl-C). Returns the number of trials it ran; ``on_trial()`` is
@@ -795,8 +864,9 @@ def worker(sw: Sweep, out: str | Path, storage_url: str, data_dir: str | None = 
     return ran
 
 
-def _worker_entry(sweep: dict, out: str, storage_url: str, data_dir: str | None, heartbeat: int,
-                  db_timeout: float, index: int = 0) -> int:
+def _worker_entry(
+    sweep: dict, out: str, storage_url: str, data_dir: str | None, heartbeat: int, db_timeout: float, index: int = 0
+) -> int:
     from .runtime import tune_malloc
 
     tune_malloc()
@@ -804,6 +874,7 @@ def _worker_entry(sweep: dict, out: str, storage_url: str, data_dir: str | None,
 
 
 # --------------------------------------------------------------------------- the driver
+
 
 class TrialLog:
     """Prints one line per finished trial, as the driver sees them in the study."""
@@ -846,8 +917,10 @@ def _check_run_args(sw: Sweep, workers: int, backend: str, heartbeat, db_timeout
     if sw.sampler == "grid":
         size = math.prod(_grid_size(s) for s in sw.space.values())
         if sw.trials > size:
-            raise ConfigError(f"--trials {sw.trials} exceeds the grid's {size} points (a grid point is never "
-                              f"trained twice); use --trials {size} or fewer")
+            raise ConfigError(
+                f"--trials {sw.trials} exceeds the grid's {size} points (a grid point is never "
+                f"trained twice); use --trials {size} or fewer"
+            )
     check_count(workers, "--workers", "Optuna workers feeding the study")
     check_count(heartbeat, "--heartbeat", "seconds between trial heartbeats")
     if not _is_number(db_timeout) or db_timeout <= 0:
@@ -857,8 +930,15 @@ def _check_run_args(sw: Sweep, workers: int, backend: str, heartbeat, db_timeout
 
 
 def run_sweep(
-    sw: Sweep, out: str | Path, storage: str | None = None, workers: int = 1, backend: str = "local",
-    address: str | None = None, data_dir: str | None = None, heartbeat: int = 10, db_timeout: float = 60.0,
+    sw: Sweep,
+    out: str | Path,
+    storage: str | None = None,
+    workers: int = 1,
+    backend: str = "local",
+    address: str | None = None,
+    data_dir: str | None = None,
+    heartbeat: int = 10,
+    db_timeout: float = 60.0,
     log=print,
 ) -> Path:
     """Run (or continue) the sweep: ``workers`` Optuna workers on ``backend`` (``local``: this
@@ -877,8 +957,10 @@ def run_sweep(
         out.mkdir(parents=True, exist_ok=True)
         study = open_study(sw, make_storage(url, heartbeat, db_timeout))  # fails early on a bad database
         (out / "sweep.json").write_text(json.dumps({**sw.to_dict(), "storage": public_url(url)}, indent=2) + "\n")
-        log(f"sweep {sw.name}: {sw.trials} trials of {sw.preset} ({sw.sampler}, {sw.direction} {sw.metric}), "
-            f"{workers} worker(s) on backend {backend}; study {public_url(url)}; already {_counts_text(study)}")
+        log(
+            f"sweep {sw.name}: {sw.trials} trials of {sw.preset} ({sw.sampler}, {sw.direction} {sw.metric}), "
+            f"{workers} worker(s) on backend {backend}; study {public_url(url)}; already {_counts_text(study)}"
+        )
         args = (sw.to_dict(), str(out), url, data_dir, heartbeat, db_timeout)
         trial_log = TrialLog(study, sw, log)
         try:
@@ -894,7 +976,8 @@ def run_sweep(
             raise SweepError(
                 f"sweep {sw.name} stopped: the last {len(streak)} trials failed (max_failures = {sw.max_failures}); "
                 f"the latest, trial {last.number}: {last.user_attrs.get('error', 'failed')}; narrow the search space "
-                f"or fix the preset (see {out / 'trials.md'}), or raise max_failures in the sweep file")
+                f"or fix the preset (see {out / 'trials.md'}), or raise max_failures in the sweep file"
+            )
     return out
 
 
@@ -943,8 +1026,9 @@ def _round(sw: Sweep, args: tuple, workers: int, backend: str, address: str | No
 def _in_process(args: tuple, trial_log, log) -> None:
     def first() -> None:
         request_stop()
-        log("interrupted: the running trial stops at its next checkpoint and is re-queued (Ctrl-C again to stop "
-            "it now)")
+        log(
+            "interrupted: the running trial stops at its next checkpoint and is re-queued (Ctrl-C again to stop it now)"
+        )
 
     with interruptible(first):
         worker(Sweep(**args[0]), *args[1:], index=0, on_trial=trial_log)
@@ -964,8 +1048,14 @@ def _local_pool(args: tuple, workers: int, trial_log, errors: list, log) -> None
             text = o.error if isinstance(o.error, str) else f"{type(o.error).__name__}: {o.error}"
             log(f"  [worker {o.index + 1}/{workers}] failed: {text}")
 
-    run_pool(_worker_entry, [(*args, i) for i in range(workers)], workers, on_outcome,
-             tick=lambda: trial_log(force=False), log=log)
+    run_pool(
+        _worker_entry,
+        [(*args, i) for i in range(workers)],
+        workers,
+        on_outcome,
+        tick=lambda: trial_log(force=False),
+        log=log,
+    )
 
 
 @contextlib.contextmanager
@@ -981,8 +1071,9 @@ def _backend_ready(sw: Sweep, backend: str, address: str | None):
 
     with session(address) as ray:
         resources, device = _ray_resources(sw, ray)
-        check_resources(ray, [(resources["num_cpus"], resources["num_gpus"], f"a worker of sweep {sw.name}", device)],
-                        address)
+        check_resources(
+            ray, [(resources["num_cpus"], resources["num_gpus"], f"a worker of sweep {sw.name}", device)], address
+        )
         yield
 
 
@@ -1012,8 +1103,16 @@ def _ray_workers(sw: Sweep, args: tuple, workers: int, address: str | None, tria
                 errors.append(error)
                 log(f"  [worker {i + 1}/{workers}] failed: {error}")
 
-        run_calls(_worker_entry, [(*args, i) for i in range(workers)], resources, address, on_result=on_result,
-                  tick=lambda: trial_log(force=False), what=f"a worker of sweep {sw.name}", device=device)
+        run_calls(
+            _worker_entry,
+            [(*args, i) for i in range(workers)],
+            resources,
+            address,
+            on_result=on_result,
+            tick=lambda: trial_log(force=False),
+            what=f"a worker of sweep {sw.name}",
+            device=device,
+        )
 
 
 def _counts_text(study) -> str:
@@ -1022,6 +1121,7 @@ def _counts_text(study) -> str:
 
 
 # --------------------------------------------------------------------------- the report
+
 
 def _fmt(v) -> str:
     if isinstance(v, float):
@@ -1040,10 +1140,20 @@ def trials_table(study, sw: Sweep) -> str:
             note = f"retry of trial {retried}" + (f"; {note}" if note else "")
         if t.state.name == "FAIL" and not note:
             note = "worker died (re-queued)" if t.user_attrs.get("run_dir") else "failed"
-        value = t.value if t.value is not None else (
-            t.intermediate_values[max(t.intermediate_values)] if t.intermediate_values else None)
-        row = [t.number, t.state.name.lower(), value, *(t.params.get(k) for k in keys),
-               t.user_attrs.get("steps"), t.user_attrs.get("run_dir"), note.replace("|", "/")]
+        value = (
+            t.value
+            if t.value is not None
+            else (t.intermediate_values[max(t.intermediate_values)] if t.intermediate_values else None)
+        )
+        row = [
+            t.number,
+            t.state.name.lower(),
+            value,
+            *(t.params.get(k) for k in keys),
+            t.user_attrs.get("steps"),
+            t.user_attrs.get("run_dir"),
+            note.replace("|", "/"),
+        ]
         lines.append("| " + " | ".join(_fmt(x) for x in row) + " |")
     return "\n".join(lines)
 
@@ -1057,8 +1167,10 @@ def best_preset_text(sw: Sweep, trial) -> str:
     params = {k: decode(sw.space[k], v) if k in sw.space else v for k, v in trial.params.items()}
     data = config.apply_overrides(data, [*sw.set, *(override(k, v) for k, v in params.items())])
     data["name"] = f"{sw.name}-best"
-    data["description"] = (f"Best trial ({trial.number}) of sweep {sw.name!r} over {sw.preset}: "
-                           f"{sw.metric} = {trial.value:.6g}. " + data.get("description", "")).strip()
+    data["description"] = (
+        f"Best trial ({trial.number}) of sweep {sw.name!r} over {sw.preset}: "
+        f"{sw.metric} = {trial.value:.6g}. " + data.get("description", "")
+    ).strip()
     config.from_dict(json.loads(json.dumps(data)))  # what rnnlab train will do with it
     return dump_toml(data)
 
@@ -1079,8 +1191,10 @@ def report(sw: Sweep, out: str | Path, storage_url: str | None = None, log=print
         best = study.best_trial
         (out / "best.toml").write_text(best_preset_text(sw, best))
         files.append(out / "best.toml")
-        log(f"best: trial {best.number}, {sw.metric} = {best.value:.6g}, "
-            + ", ".join(f"{k}={_fmt(v)}" for k, v in best.params.items()))
+        log(
+            f"best: trial {best.number}, {sw.metric} = {best.value:.6g}, "
+            + ", ".join(f"{k}={_fmt(v)}" for k, v in best.params.items())
+        )
     else:
         log("no trial completed yet: no best.toml")
     files += _plots(study, out, log)
@@ -1128,10 +1242,22 @@ def _check_report_only(sw: Sweep, out: Path, storage: str | None) -> None:
         raise ConfigError(f"no study named {sw.name!r} in {public_url(url)}; run the sweep first")
 
 
-def main_sweep(spec: str, *, out: str | None = None, runs_dir: str = "runs", trials: int | None = None,
-               overrides: list[str] | None = None, storage: str | None = None, workers: int = 1,
-               backend: str = "local", address: str | None = None, heartbeat: int = 10, db_timeout: float = 60.0,
-               report_only: bool = False, data_dir: str | None = None) -> int:
+def main_sweep(
+    spec: str,
+    *,
+    out: str | None = None,
+    runs_dir: str = "runs",
+    trials: int | None = None,
+    overrides: list[str] | None = None,
+    storage: str | None = None,
+    workers: int = 1,
+    backend: str = "local",
+    address: str | None = None,
+    heartbeat: int = 10,
+    db_timeout: float = 60.0,
+    report_only: bool = False,
+    data_dir: str | None = None,
+) -> int:
     """``rnnlab sweep``: run (or continue) the sweep ``spec`` and print its trials table; every
     option as the command line's (``overrides`` = ``--set``). Returns the exit code: 130 after
     Ctrl-C (the same command continues)."""
@@ -1145,11 +1271,24 @@ def main_sweep(spec: str, *, out: str | None = None, runs_dir: str = "runs", tri
             _check_report_only(sw, out, storage)
             report(sw, out, storage, log=log)
         else:
-            out = run_sweep(sw, out, storage, workers, backend, address, data_dir, heartbeat=heartbeat,
-                            db_timeout=db_timeout, log=log)
+            out = run_sweep(
+                sw,
+                out,
+                storage,
+                workers,
+                backend,
+                address,
+                data_dir,
+                heartbeat=heartbeat,
+                db_timeout=db_timeout,
+                log=log,
+            )
     except KeyboardInterrupt:
-        print(f"rnnlab: interrupted; the running trials stopped at a checkpoint and are re-queued; rerun the "
-              f"same command to continue (report so far in {out})", file=sys.stderr)
+        print(
+            f"rnnlab: interrupted; the running trials stopped at a checkpoint and are re-queued; rerun the "
+            f"same command to continue (report so far in {out})",
+            file=sys.stderr,
+        )
         return 130
     print((out / "trials.md").read_text(), end="")
     written = [n for n in ("trials.md", "best.toml", "history.png", "importance.png") if (out / n).exists()]

@@ -69,8 +69,21 @@ from .tasks.base import Batch, Task
 
 # re-exported: public names that live in the run-directory module (rnnlab.train.load_run in docs)
 __all__ = [
-    "CheckpointError", "RunExists", "RunState", "RunWriteError", "Trainer", "TrainingDiverged", "build_optimizer",
-    "build_task", "evaluate", "git_state", "higher_is_better", "load_run", "model_forward", "source_hash", "train",
+    "CheckpointError",
+    "RunExists",
+    "RunState",
+    "RunWriteError",
+    "Trainer",
+    "TrainingDiverged",
+    "build_optimizer",
+    "build_task",
+    "evaluate",
+    "git_state",
+    "higher_is_better",
+    "load_run",
+    "model_forward",
+    "source_hash",
+    "train",
     "versions",
 ]
 
@@ -105,8 +118,11 @@ def build_optimizer(cfg: OptimConfig, model: Model) -> tuple[torch.optim.Optimiz
         summary[tag] = {"lr": lr, "weight_decay": wd, "elements": sum(p.numel() for p in params)}
     unused = sorted((set(cfg.group_lr) | set(cfg.group_weight_decay)) - set(summary))
     if unused:
-        print(f"note: parameter group(s) {unused} named in [optim] do not exist in this model "
-              f"(its groups: {sorted(summary)}); ignored", file=sys.stderr)
+        print(
+            f"note: parameter group(s) {unused} named in [optim] do not exist in this model "
+            f"(its groups: {sorted(summary)}); ignored",
+            file=sys.stderr,
+        )
     if cfg.name == "rmsprop":
         opt = torch.optim.RMSprop(groups, lr=cfg.lr, alpha=cfg.alpha, eps=cfg.eps, momentum=cfg.momentum)
     elif cfg.name == "adam":
@@ -142,11 +158,23 @@ def to_device(batch: Batch, device: torch.device) -> Batch:
         return batch
     if device.type == "cuda":
         pin = lambda t: t.pin_memory() if isinstance(t, torch.Tensor) and t.device.type == "cpu" else t  # noqa: E731
-        batch = Batch(pin(batch.x), pin(batch.y), batch.lengths, pin(batch.mask), batch.carry_state,
-                      {k: pin(v) for k, v in batch.extra.items()})
+        batch = Batch(
+            pin(batch.x),
+            pin(batch.y),
+            batch.lengths,
+            pin(batch.mask),
+            batch.carry_state,
+            {k: pin(v) for k, v in batch.extra.items()},
+        )
         mv = lambda t: t.to(device, non_blocking=True) if isinstance(t, torch.Tensor) else t  # noqa: E731
-        return Batch(mv(batch.x), mv(batch.y), batch.lengths, mv(batch.mask), batch.carry_state,
-                     {k: mv(v) for k, v in batch.extra.items()})
+        return Batch(
+            mv(batch.x),
+            mv(batch.y),
+            batch.lengths,
+            mv(batch.mask),
+            batch.carry_state,
+            {k: mv(v) for k, v in batch.extra.items()},
+        )
     return batch.to(device)
 
 
@@ -156,8 +184,9 @@ def _model_device(model: nn.Module) -> torch.device:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, task: Task, split: str, batch_size: int = 256, max_batches: int = 0,
-             precision: str = "fp32") -> dict:
+def evaluate(
+    model: nn.Module, task: Task, split: str, batch_size: int = 256, max_batches: int = 0, precision: str = "fp32"
+) -> dict:
     """Metrics of ``model`` over the whole ``split`` (or its first ``max_batches`` batches),
     keyed ``"<split>/<metric>"``; batches go to the model's device, the forward pass runs
     under ``precision``'s autocast."""
@@ -200,8 +229,7 @@ def split_metrics(task: Task, model: nn.Module, split: str, batch_size: int, sum
     return {f"{split}/{k}": float(v) for k, v in means.items()}
 
 
-def _eval_line(name: str, step: int, steps: int, train_loss: float, metrics: dict, lr: float,
-               s_per_step: float) -> str:
+def _eval_line(name: str, step: int, steps: int, train_loss: float, metrics: dict, lr: float, s_per_step: float) -> str:
     parts = [f"{name} step {step}/{steps}", f"train/loss {train_loss:.4g}"]
     parts += [f"{k} {v:.4g}" for k, v in metrics.items()]
     parts += [f"lr {lr:.3g}", f"{s_per_step:.4f} s/step (training)"]
@@ -219,8 +247,6 @@ def _tensorboard_class():
     return SummaryWriter
 
 
-
-
 def _improved(value: float, best: float, higher: bool) -> bool:
     if not math.isfinite(value):
         return False  # a NaN/inf score is never "best" (best.pt only ever holds a finite one)
@@ -231,7 +257,6 @@ def _improved(value: float, best: float, higher: bool) -> bool:
 
 def _reached(value: float, target: float, higher: bool) -> bool:
     return value >= target if higher else value <= target
-
 
 
 @dataclass
@@ -296,8 +321,14 @@ class StepOut:
 
 
 def train(
-    cfg: RunConfig, run_dir: str | Path, resume: bool = False, progress: bool | None = None,
-    data_dir: str | None = None, task: Task | None = None, on_eval=None, device: torch.device | None = None,
+    cfg: RunConfig,
+    run_dir: str | Path,
+    resume: bool = False,
+    progress: bool | None = None,
+    data_dir: str | None = None,
+    task: Task | None = None,
+    on_eval=None,
+    device: torch.device | None = None,
 ) -> dict:
     """Train ``cfg`` into ``run_dir``; return the result dict (also written to result.json).
 
@@ -345,8 +376,16 @@ def check_run_dir(run_dir: Path) -> None:
             break
 
 
-def _train(cfg: RunConfig, files: RunFiles, resume: bool, progress: bool | None, data_dir: str | None,
-           task: Task | None, on_eval, device: torch.device) -> dict:
+def _train(
+    cfg: RunConfig,
+    files: RunFiles,
+    resume: bool,
+    progress: bool | None,
+    data_dir: str | None,
+    task: Task | None,
+    on_eval,
+    device: torch.device,
+) -> dict:
     """The driver: the named steps in order, for one run."""
     check_start(files, cfg, resume)
     run, tr = prepare(cfg, files, resume, data_dir, task, device)
@@ -369,6 +408,7 @@ def _train(cfg: RunConfig, files: RunFiles, resume: bool, progress: bool | None,
 
 
 # ---------------------------------------------------------------------------- prepare or resume
+
 
 def check_start(files: RunFiles, cfg: RunConfig, resume: bool) -> None:
     """Before anything is built or written: a resume needs its checkpoint, its metrics and the
@@ -406,19 +446,29 @@ def check_start(files: RunFiles, cfg: RunConfig, resume: bool) -> None:
 def _check_metrics_kept(files: RunFiles) -> None:
     """A checkpoint is only written after its evaluation's row: a resume that finds no rows
     would continue a run whose record of the steps before is gone."""
-    fix = ("restore it from a copy, or start the run over (delete checkpoint.pt, or train into "
-           "another --out)")
+    fix = "restore it from a copy, or start the run over (delete checkpoint.pt, or train into another --out)"
     if not files.metrics.exists():
-        raise FileNotFoundError(f"cannot resume {files.root}: metrics.jsonl is missing, so the record of the "
-                                f"steps before the checkpoint is gone; {fix}")
+        raise FileNotFoundError(
+            f"cannot resume {files.root}: metrics.jsonl is missing, so the record of the "
+            f"steps before the checkpoint is gone; {fix}"
+        )
     rows, _ = read_jsonl(files.metrics)
     if not rows:
-        raise FileNotFoundError(f"cannot resume {files.root}: metrics.jsonl holds no rows, so the record of "
-                                f"the steps before the checkpoint is gone; {fix}")
+        raise FileNotFoundError(
+            f"cannot resume {files.root}: metrics.jsonl holds no rows, so the record of "
+            f"the steps before the checkpoint is gone; {fix}"
+        )
 
 
-def prepare(cfg: RunConfig, files: RunFiles, resume: bool, data_dir: str | None, task: Task | None,
-            device: torch.device, provenance: dict | None = None) -> tuple[RunState, Trainer]:
+def prepare(
+    cfg: RunConfig,
+    files: RunFiles,
+    resume: bool,
+    data_dir: str | None,
+    task: Task | None,
+    device: torch.device,
+    provenance: dict | None = None,
+) -> tuple[RunState, Trainer]:
     """Build (and on resume restore) the run: task, model, optimizer, progress; write
     task.json, config.json and metrics.jsonl; position the data stream. ``provenance``: the
     code's git state and source hash, when the caller has them (runs started together)."""
@@ -472,14 +522,24 @@ def _build_trainer(cfg: RunConfig, task: Task, device: torch.device, higher_sele
     sched = None
     if tc.schedule == "plateau":
         sched = torch.optim.lr_scheduler.ReduceLROnPlateau(
-            opt, mode="max" if higher_select else "min", factor=tc.plateau_factor,
+            opt,
+            mode="max" if higher_select else "min",
+            factor=tc.plateau_factor,
             patience=tc.plateau_patience,
         )
     elif tc.schedule == "exponential":  # lr <- lr * lr_gamma every lr_step_every steps (an "epoch")
         sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=tc.lr_gamma)
     return Trainer(
-        task, model, opt, sched, dev.grad_scaler(device, tc.precision), groups, device, tc.precision,
-        lr_every=tc.lr_step_every or tc.eval_every, params=[p for g in opt.param_groups for p in g["params"]],
+        task,
+        model,
+        opt,
+        sched,
+        dev.grad_scaler(device, tc.precision),
+        groups,
+        device,
+        tc.precision,
+        lr_every=tc.lr_step_every or tc.eval_every,
+        params=[p for g in opt.param_groups for p in g["params"]],
     )
 
 
@@ -540,9 +600,12 @@ def _note_precision(run: RunState, saved_precision: str) -> None:
     segments = run.prog.precision_segments or [[0, saved_precision]]  # checkpoints before 0.3
     precision = run.cfg.train.precision
     if segments[-1][1] != precision:
-        print(f"note: {run.files.root} trained in {segments[-1][1]} up to step {run.prog.step} continues in "
-              f"{precision}: it is recorded as a mixed-precision run (result.json precision_segments), which "
-              f"`rnnlab table` keeps apart from runs in one precision", file=sys.stderr)
+        print(
+            f"note: {run.files.root} trained in {segments[-1][1]} up to step {run.prog.step} continues in "
+            f"{precision}: it is recorded as a mixed-precision run (result.json precision_segments), which "
+            f"`rnnlab table` keeps apart from runs in one precision",
+            file=sys.stderr,
+        )
         segments = [*segments, [run.prog.step, precision]]
     run.prog.precision_segments = segments
 
@@ -578,11 +641,18 @@ def open_log(run: RunState, progress: bool | None) -> None:
 def _progress_bar(cfg: RunConfig, initial: int, progress: bool | None):
     from tqdm.auto import tqdm
 
-    return tqdm(total=cfg.train.steps, initial=initial, disable=(None if progress is None else not progress),
-                desc=cfg.name, dynamic_ncols=True, leave=False)
+    return tqdm(
+        total=cfg.train.steps,
+        initial=initial,
+        disable=(None if progress is None else not progress),
+        desc=cfg.name,
+        dynamic_ncols=True,
+        leave=False,
+    )
 
 
 # ---------------------------------------------------------------------------- one step
+
 
 def train_step(run: RunState, tr: Trainer) -> StepOut:
     """One optimizer step on the next training batch (a non-finite loss stops the run)."""
@@ -705,9 +775,12 @@ def progress_line(run: RunState) -> None:
     run.last_line = now
     step, steps, window = run.prog.step, run.cfg.train.steps, run.window
     left = (now - window["start"]) / max(step - window["step"], 1) * (steps - step)
-    print(f"{run.cfg.name} {step}/{steps} steps ({100 * step // steps}%)  train/loss "
-          f"{window['loss'] / max(window['n'], 1):.4g}  about {_duration(left)} of training left",
-          file=sys.stderr, flush=True)
+    print(
+        f"{run.cfg.name} {step}/{steps} steps ({100 * step // steps}%)  train/loss "
+        f"{window['loss'] / max(window['n'], 1):.4g}  about {_duration(left)} of training left",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _duration(seconds: float) -> str:
@@ -736,6 +809,7 @@ def kept(run: RunState) -> str:
 
 
 # ---------------------------------------------------------------------------- evaluate and checkpoint
+
 
 def evaluate_and_checkpoint(run: RunState, tr: Trainer, on_eval=None, metrics: dict | None = None) -> None:
     """Validation, best.pt, the schedule on plateau, early stop, the log line, checkpoint.pt.
@@ -796,26 +870,38 @@ def _report_eval(run: RunState, tr: Trainer, s_per_step: float) -> None:
     if run.lines:
         lr = next((g["lr"] for g in tr.opt.param_groups if g.get("tag") == "default"), tr.opt.param_groups[0]["lr"])
         train_loss = run.window["loss"] / max(run.window["n"], 1)
-        print(_eval_line(run.cfg.name, step, run.cfg.train.steps, train_loss, run.last_eval, lr, s_per_step),
-              file=sys.stderr, flush=True)
+        print(
+            _eval_line(run.cfg.name, step, run.cfg.train.steps, train_loss, run.last_eval, lr, s_per_step),
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def save_checkpoint(run: RunState, tr: Trainer, value: float | None) -> None:
     """checkpoint.pt, atomically: everything a resume needs to continue exactly."""
     run.prog.elapsed = time.perf_counter() - run.t_start
     device = tr.device
-    atomic_save({
-        "model": tr.model.state_dict(), "optimizer": tr.opt.state_dict(),
-        "scheduler": tr.sched.state_dict() if tr.sched is not None else None,
-        "rng": torch.get_rng_state(), "progress": vars(run.prog).copy(), "carry": tr.carry,
-        "config": run.cfg.to_dict(), "select_value": value, "device": str(device),
-        "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-        "scaler": tr.scaler.state_dict() if tr.scaler is not None else None,
-    }, run.files.checkpoint)
+    atomic_save(
+        {
+            "model": tr.model.state_dict(),
+            "optimizer": tr.opt.state_dict(),
+            "scheduler": tr.sched.state_dict() if tr.sched is not None else None,
+            "rng": torch.get_rng_state(),
+            "progress": vars(run.prog).copy(),
+            "carry": tr.carry,
+            "config": run.cfg.to_dict(),
+            "select_value": value,
+            "device": str(device),
+            "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+            "scaler": tr.scaler.state_dict() if tr.scaler is not None else None,
+        },
+        run.files.checkpoint,
+    )
     run.good = (run.prog.step, value)
 
 
 # ---------------------------------------------------------------------------- finish
+
 
 def close_run(run: RunState) -> None:
     """Close the log and the TensorBoard writer (also after an error)."""
@@ -836,14 +922,25 @@ def finish(run: RunState, tr: Trainer, test: dict | None = None) -> dict:
     if not run.last_eval:  # resumed a run that had already finished
         run.last_eval = evaluate(tr.model, tr.task, "val", tc.eval_batch_size, tc.eval_max_batches, tr.precision)
     result = {
-        "name": cfg.name, "task": cfg.task.name, "cell": cfg.model.cell, "seed": tc.seed,
-        "data_seed": cfg.data_seed, "steps": prog.step, "stopped": prog.stopped or "completed",
-        "final": run.last_eval, "best": {"step": prog.best_step, run.select: prog.best_value},
-        "select_metric": run.select, "baseline": tr.task.baseline(), "paper": cfg.paper,
+        "name": cfg.name,
+        "task": cfg.task.name,
+        "cell": cfg.model.cell,
+        "seed": tc.seed,
+        "data_seed": cfg.data_seed,
+        "steps": prog.step,
+        "stopped": prog.stopped or "completed",
+        "final": run.last_eval,
+        "best": {"step": prog.best_step, run.select: prog.best_value},
+        "select_metric": run.select,
+        "baseline": tr.task.baseline(),
+        "paper": cfg.paper,
         "params": tr.model.parameter_counts(),
-        "param_groups": tr.groups, "wall_time_s": round(time.perf_counter() - run.t_start, 2),
-        "conditions": runtime_conditions(tc.threads, tr.device, tr.precision), "versions": versions(),
-        "config_key": config_key(cfg), "git": run.provenance["git"],
+        "param_groups": tr.groups,
+        "wall_time_s": round(time.perf_counter() - run.t_start, 2),
+        "conditions": runtime_conditions(tc.threads, tr.device, tr.precision),
+        "versions": versions(),
+        "config_key": config_key(cfg),
+        "git": run.provenance["git"],
         "source_sha256": run.provenance["source_sha256"],
     }
     # training alone: evaluation and checkpoint writing are timed apart (eval_time_s)

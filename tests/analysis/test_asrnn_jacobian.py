@@ -140,9 +140,7 @@ def test_theorem21_quantities():
     assert q["D_f_bound"] == pytest.approx(0.0, abs=1e-3) and not q["D_f_condition_holds"]
     assert q["U_f_to_signed_permutation"] == pytest.approx(0.0, abs=1e-6)  # U_f = I at init
     m = q["W_hh_max_entry"]
-    expected = math.log10(
-        torch.linalg.matrix_norm(cell.weight_ih, ord=2).item() * (((m + 1) ** 5 - 1) / m)
-    )
+    expected = math.log10(torch.linalg.matrix_norm(cell.weight_ih, ord=2).item() * (((m + 1) ** 5 - 1) / m))
     assert q["bound_log10_denominator"] == pytest.approx(expected, rel=1e-9)
     # a non-orthogonal W_hh with sigma_min > 1 gives a positive bound
     with torch.no_grad():
@@ -187,8 +185,19 @@ def test_cli_analyze_jacobian(tmp_path, capsys):
     from rnnlab.cli import main
 
     run = tmp_path / "run"
-    small = ["--set", "task.L=12", "--set", "task.val_size=4", "--set", "task.test_size=4",
-             "--set", "train.eval_every=2", "--set", "train.steps=2", "--quiet"]
+    small = [
+        "--set",
+        "task.L=12",
+        "--set",
+        "task.val_size=4",
+        "--set",
+        "task.test_size=4",
+        "--set",
+        "train.eval_every=2",
+        "--set",
+        "train.steps=2",
+        "--quiet",
+    ]
     assert main(["train", "asrnn/copy-L1000", "--out", str(run)] + small) == 0
     png, js = tmp_path / "j.png", tmp_path / "j.json"
     assert main(["analyze", "jacobian", str(run), "--compare", "exprnn,rnn", "-o", str(png), "--json", str(js)]) == 0

@@ -100,7 +100,10 @@ def test_fmc_matches_exact_rational_arithmetic():
     n = 6
     a, b, d = Fraction(3, 2), Fraction(1, 10), Fraction(1, 5)
     M = [[d if i == j else a if i == j + 1 else b if i >= j + 2 else Fraction(0) for j in range(n)] for i in range(n)]
-    S = [[Fraction(2) if i == j else Fraction(1, 2) if abs(i - j) == 1 else Fraction(0) for j in range(n)] for i in range(n)]
+    S = [
+        [Fraction(2) if i == j else Fraction(1, 2) if abs(i - j) == 1 else Fraction(0) for j in range(n)]
+        for i in range(n)
+    ]
     v = [Fraction(1), Fraction(0), Fraction(-1, 2), Fraction(0), Fraction(0), Fraction(1, 3)]
     exact = _exact_fmc(M, v, S, horizon=9, steps=8)
     Mf = np.array([[float(x) for x in r] for r in M])

@@ -17,14 +17,23 @@ from rnnlab.backends import job_for, run_jobs, run_one
 from rnnlab.cli import main
 
 SRC = str(Path(__file__).parents[2] / "src")
-TINY = ["train.steps=10", "train.eval_every=5", "task.L=10", "model.hidden_size=8", "train.batch_size=16",
-        "task.val_size=64", "task.test_size=64"]
+TINY = [
+    "train.steps=10",
+    "train.eval_every=5",
+    "task.L=10",
+    "model.hidden_size=8",
+    "train.batch_size=16",
+    "task.val_size=64",
+    "task.test_size=64",
+]
 
 
 def write_suite(path: Path, steps: int = 10, seeds=(1, 2), presets=("demo/lstm", "demo/rnn")) -> Path:
     sets = [s.replace("train.steps=10", f"train.steps={steps}") for s in TINY]
-    path.write_text(f'name = "tiny"\npresets = {json.dumps(list(presets))}\nseeds = {json.dumps(list(seeds))}\n'
-                    f'set = {json.dumps(sets)}\nmetrics = ["test/loss"]\n')
+    path.write_text(
+        f'name = "tiny"\npresets = {json.dumps(list(presets))}\nseeds = {json.dumps(list(seeds))}\n'
+        f'set = {json.dumps(sets)}\nmetrics = ["test/loss"]\n'
+    )
     return path
 
 
@@ -34,9 +43,12 @@ def events(run_dir: Path) -> list[dict]:
 
 
 def results(root: Path) -> dict:
-    return {str(p.parent.relative_to(root)): {k: v for k, v in json.loads(p.read_text()).items()
-                                              if k in ("final", "test", "steps", "best")}
-            for p in sorted(root.rglob("result.json"))}
+    return {
+        str(p.parent.relative_to(root)): {
+            k: v for k, v in json.loads(p.read_text()).items() if k in ("final", "test", "steps", "best")
+        }
+        for p in sorted(root.rglob("result.json"))
+    }
 
 
 def free_port() -> int:
@@ -52,11 +64,27 @@ def start_head(env: dict) -> tuple[subprocess.Popen, int]:
     port = free_port()
     temp = tempfile.mkdtemp(prefix="rnnray", dir="/tmp")  # Ray's socket paths must stay short
     head = subprocess.Popen(
-        [ray_bin, "start", "--head", "--block", "--node-ip-address", "127.0.0.1", f"--port={port}", "--num-cpus=2",
-         "--include-dashboard=false", f"--temp-dir={temp}", f"--ray-client-server-port={free_port()}",
-         f"--dashboard-agent-listen-port={free_port()}", f"--metrics-export-port={free_port()}",
-         f"--runtime-env-agent-port={free_port()}"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        [
+            ray_bin,
+            "start",
+            "--head",
+            "--block",
+            "--node-ip-address",
+            "127.0.0.1",
+            f"--port={port}",
+            "--num-cpus=2",
+            "--include-dashboard=false",
+            f"--temp-dir={temp}",
+            f"--ray-client-server-port={free_port()}",
+            f"--dashboard-agent-listen-port={free_port()}",
+            f"--metrics-export-port={free_port()}",
+            f"--runtime-env-agent-port={free_port()}",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     t0 = time.time()
     while time.time() - t0 < 120:
         try:
@@ -79,8 +107,12 @@ def stop_head(head: subprocess.Popen) -> None:
 
 def clean_env(**extra) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
-    return {**env, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
-            "RAY_USAGE_STATS_ENABLED": "0", **extra}
+    return {
+        **env,
+        "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "RAY_USAGE_STATS_ENABLED": "0",
+        **extra,
+    }
 
 
 # about 20 s idle (the refused driver gives up after Ray's 2 connection tries instead of 20). Ray >= 2.5x turns token authentication on in `ray start --head` whenever the
@@ -96,12 +128,32 @@ def test_ray_head_with_token_authentication(tmp_path):
     good, bad = secrets.token_hex(32), secrets.token_hex(32)
     suite = write_suite(tmp_path / "s.toml", seeds=(1,), presets=("demo/rnn",))
     head, port = start_head(clean_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=good))
-    driver = [sys.executable, "-m", "rnnlab.cli", "suite", str(suite), "--backend", "ray", "--address", f"127.0.0.1:{port}"]
+    driver = [
+        sys.executable,
+        "-m",
+        "rnnlab.cli",
+        "suite",
+        str(suite),
+        "--backend",
+        "ray",
+        "--address",
+        f"127.0.0.1:{port}",
+    ]
     try:
-        refused = subprocess.run(driver + ["--runs-dir", str(tmp_path / "bad")], env=clean_env(RAY_AUTH_TOKEN=bad, RAY_NUM_REDIS_GET_RETRIES="2"),
-                                 capture_output=True, text=True, timeout=300)
-        ok = subprocess.run(driver + ["--runs-dir", str(tmp_path / "ray")], env=clean_env(RAY_AUTH_TOKEN=good),
-                            capture_output=True, text=True, timeout=300)
+        refused = subprocess.run(
+            driver + ["--runs-dir", str(tmp_path / "bad")],
+            env=clean_env(RAY_AUTH_TOKEN=bad, RAY_NUM_REDIS_GET_RETRIES="2"),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        ok = subprocess.run(
+            driver + ["--runs-dir", str(tmp_path / "ray")],
+            env=clean_env(RAY_AUTH_TOKEN=good),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     finally:
         stop_head(head)
     assert refused.returncode == 2, refused.stderr[-2000:]
@@ -117,8 +169,10 @@ def test_a_busy_run_is_reported_or_waited_for(tmp_path):
     """Another process holds the run's lock: run_one reports it busy at once, or with a wait
     (what a Ray task of a restarted driver does) trains it as soon as the holder lets go."""
     d = tmp_path / "run"
-    code = f"import sys, time; sys.path.insert(0, {SRC!r}); from rnnlab.rundir import claim\n" \
-           f"with claim({str(d)!r}):\n    print('held', flush=True); time.sleep(float(sys.stdin.readline()))"
+    code = (
+        f"import sys, time; sys.path.insert(0, {SRC!r}); from rnnlab.rundir import claim\n"
+        f"with claim({str(d)!r}):\n    print('held', flush=True); time.sleep(float(sys.stdin.readline()))"
+    )
     job = job_for("demo/lstm", TINY, d)
     p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
@@ -160,9 +214,6 @@ def _lock_pid(run_dir: Path) -> int | None:
         return int(json.loads((run_dir / ".lock").read_text())["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-
 
 
 def test_a_killed_pool_worker_fails_only_its_own_run(tmp_path):
@@ -213,12 +264,15 @@ def test_ctrl_c_cancels_queued_runs_and_stops_running_ones_at_their_next_checkpo
     every = 40
     suite = tmp_path / "s.toml"
     sets = [s for s in TINY if "steps" not in s and "eval_every" not in s]
-    suite.write_text(f'name = "c"\npresets = ["demo/lstm"]\nseeds = [1, 2, 3]\nset = '
-                     f'{json.dumps(sets + ["train.steps=200", f"train.eval_every={every}", "train.log_every=1"])}\n')
+    suite.write_text(
+        f'name = "c"\npresets = ["demo/lstm"]\nseeds = [1, 2, 3]\nset = '
+        f"{json.dumps(sets + ['train.steps=200', f'train.eval_every={every}', 'train.log_every=1'])}\n"
+    )
     runs = tmp_path / "runs"
     argv = [sys.executable, "-m", "rnnlab.cli", "suite", str(suite), "--runs-dir", str(runs), "--jobs", "2"]
-    driver = subprocess.Popen(argv, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              start_new_session=True)
+    driver = subprocess.Popen(
+        argv, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         running = lambda: [d for d in runs.glob("c/*/seed*") if (d / "metrics.jsonl").exists()]  # noqa: E731
         assert wait_until(lambda: len(running()) >= 2 and all(_train_steps(d) for d in running()))
@@ -255,14 +309,21 @@ def test_a_killed_sweep_driver_takes_its_workers_along(tmp_path):
     pytest.importorskip("optuna")
     spec = tmp_path / "s.toml"
     sets = [s.replace("train.steps=10", "train.steps=2000") for s in TINY]
-    spec.write_text(f'name = "k"\npreset = "demo/lstm"\nset = {json.dumps(sets)}\ntrials = 4\npruner = "none"\n'
-                    '[space]\n"optim.lr" = { type = "loguniform", low = 1e-3, high = 1e-2 }\n')
+    spec.write_text(
+        f'name = "k"\npreset = "demo/lstm"\nset = {json.dumps(sets)}\ntrials = 4\npruner = "none"\n'
+        '[space]\n"optim.lr" = { type = "loguniform", low = 1e-3, high = 1e-2 }\n'
+    )
     out = tmp_path / "sw"
-    driver = subprocess.Popen([sys.executable, "-m", "rnnlab.cli", "sweep", str(spec), "--out", str(out), "--workers",
-                               "2"], env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "rnnlab.cli", "sweep", str(spec), "--out", str(out), "--workers", "2"],
+        env=clean_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
-        assert wait_until(lambda: len(list(out.glob("trials/*/checkpoint.pt"))) >= 2 or driver.poll() is not None,
-                          timeout=300)  # (starting torch, Optuna and two workers takes minutes on a loaded machine)
+        assert wait_until(
+            lambda: len(list(out.glob("trials/*/checkpoint.pt"))) >= 2 or driver.poll() is not None, timeout=300
+        )  # (starting torch, Optuna and two workers takes minutes on a loaded machine)
         assert driver.poll() is None
         kill_driver_and_check_its_workers_die(driver, "sweep workers")
     finally:
@@ -297,10 +358,14 @@ def test_unreachable_or_malformed_ray_address_is_a_one_line_error(tmp_path, caps
     assert not list((tmp_path / "r").rglob("result.json"))
     pytest.importorskip("optuna")  # a sweep makes nothing either (before: its study.db and sweep.json)
     sweep = tmp_path / "w.toml"
-    sweep.write_text(f'name = "w"\npreset = "demo/rnn"\nset = {json.dumps(TINY)}\ntrials = 1\n'
-                     '[space]\n"optim.lr" = { type = "loguniform", low = 1e-3, high = 1e-2 }\n')
-    assert main(["sweep", str(sweep), "--out", str(tmp_path / "sw"), "--backend", "ray", "--address",
-                 f"127.0.0.1:{port}"]) == 2
+    sweep.write_text(
+        f'name = "w"\npreset = "demo/rnn"\nset = {json.dumps(TINY)}\ntrials = 1\n'
+        '[space]\n"optim.lr" = { type = "loguniform", low = 1e-3, high = 1e-2 }\n'
+    )
+    assert (
+        main(["sweep", str(sweep), "--out", str(tmp_path / "sw"), "--backend", "ray", "--address", f"127.0.0.1:{port}"])
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("rnnlab: error:") and f"127.0.0.1:{port}" in err
     assert not (tmp_path / "sw").exists()
@@ -346,8 +411,10 @@ def test_ray_paths_given_relative_to_the_driver_are_used_there(tmp_path, capsys,
     pytest.importorskip("optuna")
     suite = write_suite(tmp_path / "s.toml", seeds=(1,), presets=("demo/rnn",))
     sweep = tmp_path / "w.toml"
-    sweep.write_text(f'name = "w"\npreset = "demo/rnn"\nset = {json.dumps(TINY)}\ntrials = 1\npruner = "none"\n'
-                     '[space]\n"optim.lr" = { type = "loguniform", low = 1e-3, high = 1e-2 }\n')
+    sweep.write_text(
+        f'name = "w"\npreset = "demo/rnn"\nset = {json.dumps(TINY)}\ntrials = 1\npruner = "none"\n'
+        '[space]\n"optim.lr" = { type = "loguniform", low = 1e-3, high = 1e-2 }\n'
+    )
     here = tmp_path / "driver"
     here.mkdir()
     monkeypatch.chdir(here)
@@ -368,17 +435,21 @@ def test_ray_device_requests_are_checked_against_the_cluster(tmp_path, capsys, r
     pytest.importorskip("optuna")
     suite = write_suite(tmp_path / "s.toml", seeds=(1,), presets=("demo/rnn",))
     runs = tmp_path / "runs"
-    for extra, words in ((["--device", "cuda"], ["1 GPU", "'cuda'", "no node of the local Ray instance"]),
-                         (["--set", 'train.device="cuda:0"'], ["1 GPU", "'cuda:0'", "--num-gpus"]),
-                         (["--set", "train.threads=64"], ["64 CPUs", "train.threads", "largest has 2"])):
+    for extra, words in (
+        (["--device", "cuda"], ["1 GPU", "'cuda'", "no node of the local Ray instance"]),
+        (["--set", 'train.device="cuda:0"'], ["1 GPU", "'cuda:0'", "--num-gpus"]),
+        (["--set", "train.threads=64"], ["64 CPUs", "train.threads", "largest has 2"]),
+    ):
         t0 = time.time()
         assert main(["suite", str(suite), "--backend", "ray", "--runs-dir", str(runs), *extra]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert err[-1].startswith("rnnlab: error:") and all(w in err[-1] for w in words), err
         assert time.time() - t0 < 60 and not runs.exists()
     sweep = tmp_path / "w.toml"
-    sweep.write_text(f'name = "w"\npreset = "demo/rnn"\nset = {json.dumps(TINY)}\ntrials = 1\n'
-                     '[space]\n"optim.lr" = { type = "loguniform", low = 1e-3, high = 1e-2 }\n')
+    sweep.write_text(
+        f'name = "w"\npreset = "demo/rnn"\nset = {json.dumps(TINY)}\ntrials = 1\n'
+        '[space]\n"optim.lr" = { type = "loguniform", low = 1e-3, high = 1e-2 }\n'
+    )
     assert main(["sweep", str(sweep), "--backend", "ray", "--out", str(tmp_path / "sw"), "--device", "cuda"]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "a worker of sweep w asks Ray for 1 GPU" in err, err
@@ -397,8 +468,19 @@ def test_ray_cluster_survives_a_killed_driver(tmp_path):
     runs = tmp_path / "ray"
     try:
         t0 = time.time()
-        driver = [sys.executable, "-m", "rnnlab.cli", "suite", str(suite), "--runs-dir", str(runs),
-                  "--backend", "ray", "--address", f"127.0.0.1:{port}"]
+        driver = [
+            sys.executable,
+            "-m",
+            "rnnlab.cli",
+            "suite",
+            str(suite),
+            "--runs-dir",
+            str(runs),
+            "--backend",
+            "ray",
+            "--address",
+            f"127.0.0.1:{port}",
+        ]
         first = subprocess.Popen(driver, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         while time.time() - t0 < 300 and not list(runs.rglob("result.json")):
             time.sleep(0.2)

@@ -18,8 +18,9 @@ from rnnlab.kernels import map_state
 def test_bidirectional_equals_torch_with_copied_weights(ours, theirs, kw, backend):
     torch.manual_seed(1)
     ref = theirs(4, 5, num_layers=2, batch_first=True, bidirectional=True, **kw).double()
-    layer = Recurrent(4, 5, num_layers=2, batch_first=True, bidirectional=True, cell=CELLS[ours],
-                      backend=backend, **kw).double()
+    layer = Recurrent(
+        4, 5, num_layers=2, batch_first=True, bidirectional=True, cell=CELLS[ours], backend=backend, **kw
+    ).double()
     copy_from_torch(layer, ref)
     x = torch.randn(3, 6, 4, dtype=torch.float64)
     h0 = map_state(lambda s: torch.randn(4, 3, 5, dtype=torch.float64), layer.cells[0].init_state(3))

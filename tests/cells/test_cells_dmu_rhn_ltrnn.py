@@ -37,8 +37,16 @@ def test_dmu_init_and_learning_rate_rule():
     bound = gain * math.sqrt(6.0 / (7 + 8))
     assert cell.fnn[0].weight.abs().max() <= bound
     assert cell.depth == 2 and cell.group_scales() == {"memory": 0.25}
-    cfg = config.load("demo/lstm", ['model.cell="dmu"', "model.hidden_size=4", "optim.lr=0.02",
-                                    "optim.weight_decay=0.1", "model.cell_options.layers=[8, 8]"])
+    cfg = config.load(
+        "demo/lstm",
+        [
+            'model.cell="dmu"',
+            "model.hidden_size=4",
+            "optim.lr=0.02",
+            "optim.weight_decay=0.1",
+            "model.cell_options.layers=[8, 8]",
+        ],
+    )
     from rnnlab.model import build_model
     from rnnlab.train import build_task
 
@@ -132,7 +140,9 @@ def test_ltrnn_backends_gradients_equal_reference_float64(backend, lengths):
     """Outputs, final state and every gradient of the fused loop / scan against the step loop."""
     torch.manual_seed(7)
     ref = LTRNNCell(4, 6, activation="relu", init="orthogonal", backend="reference").double()
-    fast = LTRNNCell(4, 6, activation="relu", init="orthogonal", backend=backend, chunk=6 if backend == "scan" else 0).double()
+    fast = LTRNNCell(
+        4, 6, activation="relu", init="orthogonal", backend=backend, chunk=6 if backend == "scan" else 0
+    ).double()
     fast.load_state_dict(ref.state_dict())
     x, h0 = torch.randn(40, 3, 4, dtype=torch.float64), torch.randn(3, 6, dtype=torch.float64)
     lengths = None if lengths is None else torch.tensor(lengths)
@@ -150,7 +160,9 @@ def test_fused_linear_recurrence_gradcheck():
     h0 = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda *a: elementwise_rnn(*a, activation="identity")[0], (v, W, h0))
     lengths = torch.tensor([7, 3])
-    assert torch.autograd.gradcheck(lambda *a: elementwise_rnn(*a, activation="identity", lengths=lengths)[0], (v, W, h0))
+    assert torch.autograd.gradcheck(
+        lambda *a: elementwise_rnn(*a, activation="identity", lengths=lengths)[0], (v, W, h0)
+    )
 
 
 def test_bad_options():
@@ -175,15 +187,18 @@ def _cell_grads(cell, x, h0, backend):
     return [out.detach(), x.grad, h0.grad] + [p.grad.clone() for p in cell.parameters()]
 
 
-@pytest.mark.parametrize("key,kw", [
-    ("dmu", {"layers": [7]}),
-    ("dmu", {"layers": [5, 6], "activation": "identity"}),
-    ("dmu", {"layers": [4, 3, 5]}),
-    ("rhn", {"depth": 1}),
-    ("rhn", {"depth": 3}),
-    ("gru", {}),
-    ("gru", {"bias": False}),
-])
+@pytest.mark.parametrize(
+    "key,kw",
+    [
+        ("dmu", {"layers": [7]}),
+        ("dmu", {"layers": [5, 6], "activation": "identity"}),
+        ("dmu", {"layers": [4, 3, 5]}),
+        ("rhn", {"depth": 1}),
+        ("rhn", {"depth": 3}),
+        ("gru", {}),
+        ("gru", {"bias": False}),
+    ],
+)
 def test_fused_gated_loops_equal_the_step_loop_float64(key, kw):
     torch.manual_seed(0)
     cell = CELLS[key](3, 4, **kw).double()
@@ -208,7 +223,8 @@ def test_fused_gated_loops_gradcheck():
     bo = torch.randn(6, dtype=D, requires_grad=True)
     assert torch.autograd.gradcheck(
         lambda u1, h0, w1h, W2, b2, wo, bo: dmu_recurrence(u1, h0, w1h, [(W2, b2)], wo, bo),
-        (u1, h0, w1h, W2, b2, wo, bo))
+        (u1, h0, w1h, W2, b2, wo, bo),
+    )
     u = torch.randn(5, 2, 6, dtype=D, requires_grad=True)
     R, b = torch.randn(2, 6, 3, dtype=D, requires_grad=True), torch.randn(2, 6, dtype=D, requires_grad=True)
     assert torch.autograd.gradcheck(rhn_recurrence, (u, h0, R, b))

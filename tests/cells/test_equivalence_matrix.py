@@ -94,8 +94,9 @@ def test_every_registered_cell_is_in_the_matrix():
 
 def build(key, kw, num_layers, batch_first, bidirectional=False, seed=0):
     torch.manual_seed(seed)
-    layer = Recurrent(I, H, num_layers=num_layers, batch_first=batch_first, bidirectional=bidirectional,
-                      cell=CELLS[key], **kw).double()
+    layer = Recurrent(
+        I, H, num_layers=num_layers, batch_first=batch_first, bidirectional=bidirectional, cell=CELLS[key], **kw
+    ).double()
     g = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for p in layer.parameters():
@@ -157,7 +158,8 @@ LAYER_OPTIONS = [(False, 1, False), (True, 1, True), (False, 2, True), (True, 2,
 
 
 @pytest.mark.parametrize(
-    "lengths,num_layers,batch_first", LAYER_OPTIONS,
+    "lengths,num_layers,batch_first",
+    LAYER_OPTIONS,
     ids=[f"{'lengths' if l else 'full'}-L{n}-{'bfirst' if b else 'tmajor'}" for l, n, b in LAYER_OPTIONS],
 )
 @pytest.mark.parametrize("cfg", CONFIGS, ids=_id)

@@ -71,20 +71,30 @@ def test_mixed_widths_train_with_carried_state():
 # a 2-class readout would add 12), and Adding RHN ((4, 3)) = 136 is its block (2*4*2 + 3*(2*4*4
 # + 2*4) = 136), while the four other Adding counts include the readout (RHN with it: 141).
 TABLE_VIII = {
-    "dmu/noisy_sequence-rnn": (595, "block"), "dmu/noisy_sequence-lstm": (880, "block"),
-    "dmu/noisy_sequence-gru": (687, "block"), "dmu/noisy_sequence-rhn": (672, "block"),
+    "dmu/noisy_sequence-rnn": (595, "block"),
+    "dmu/noisy_sequence-lstm": (880, "block"),
+    "dmu/noisy_sequence-gru": (687, "block"),
+    "dmu/noisy_sequence-rhn": (672, "block"),
     "dmu/noisy_sequence-dmu": (573, "block"),
-    "dmu/adding-rnn": (111, "model"), "dmu/adding-lstm": (99, "model"), "dmu/adding-gru": (108, "model"),
-    "dmu/adding-rhn": (136, "block"), "dmu/adding-dmu": (106, "model"),
-    "dmu/temporal_order-rnn": (236, "model"), "dmu/temporal_order-lstm": (212, "model"),
-    "dmu/temporal_order-gru": (208, "model"), "dmu/temporal_order-rhn": (224, "model"),
+    "dmu/adding-rnn": (111, "model"),
+    "dmu/adding-lstm": (99, "model"),
+    "dmu/adding-gru": (108, "model"),
+    "dmu/adding-rhn": (136, "block"),
+    "dmu/adding-dmu": (106, "model"),
+    "dmu/temporal_order-rnn": (236, "model"),
+    "dmu/temporal_order-lstm": (212, "model"),
+    "dmu/temporal_order-gru": (208, "model"),
+    "dmu/temporal_order-rhn": (224, "model"),
     "dmu/temporal_order-dmu": (203, "model"),
 }
 
 
 def test_table_viii_covers_every_dmu_synthetic_preset():
-    presets = {p for p in config.list_presets() if p.startswith("dmu/") and p.split("/")[1].split("-")[0]
-               in ("adding", "noisy_sequence", "temporal_order")}
+    presets = {
+        p
+        for p in config.list_presets()
+        if p.startswith("dmu/") and p.split("/")[1].split("-")[0] in ("adding", "noisy_sequence", "temporal_order")
+    }
     assert presets == set(TABLE_VIII)
 
 

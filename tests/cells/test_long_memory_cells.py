@@ -118,7 +118,7 @@ def ref_momentum(cell, x, state, lengths):
     for t in range(x.shape[0]):
         v_n = cell.mu * v + cell.epsilon * (x[t] @ cell.weight_ih.T + b_ih)  # v_t = mu v + s (U x + b)
         gates = v_n + h @ cell.weight_hh.T + b_hh
-        i, f, gg, o = (gates[:, k * H:(k + 1) * H] for k in range(4))
+        i, f, gg, o = (gates[:, k * H : (k + 1) * H] for k in range(4))
         c_n = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(gg)
         h_n = torch.sigmoid(o) * torch.tanh(c_n)
         h, c, v = (_masked(lengths, t, a, b) for a, b in ((h_n, h), (c_n, c), (v_n, v)))
@@ -194,7 +194,9 @@ def ref_softorth(cell, x, state, lengths):
     s = p if cell.margin is None else 1 + 2 * cell.margin * (torch.sigmoid(p) - 0.5)
     W = U @ torch.diag(s) @ V.T
     phi = torch.tanh if cell.nonlinearity == "tanh" else torch.relu
-    return _plain_loop(x, state, lengths, cell.hidden_size, lambda h, xt: phi(h @ W.T + xt @ cell.weight_ih.T + cell.bias))
+    return _plain_loop(
+        x, state, lengths, cell.hidden_size, lambda h, xt: phi(h @ W.T + xt @ cell.weight_ih.T + cell.bias)
+    )
 
 
 def _plain_loop(x, state, lengths, H, step):
@@ -211,6 +213,7 @@ def ref_antisym(cell, x, state, lengths):
     M, H = cell.weight_m, cell.hidden_size
     A = M - M.T - cell.gamma * torch.eye(H, dtype=D)
     if not cell.gated:
+
         def step(h, xt):
             return h + cell.eps * torch.tanh(h @ A.T + xt @ cell.weight_ih.T + cell.bias)
     else:
@@ -220,6 +223,7 @@ def ref_antisym(cell, x, state, lengths):
         def step(h, xt):
             z = torch.sigmoid(h @ A.T + xt @ Vz.T + bz)
             return h + cell.eps * z * torch.tanh(h @ A.T + xt @ Vh.T + bh)
+
     return _plain_loop(x, state, lengths, H, step)
 
 
@@ -232,6 +236,7 @@ def ref_incremental(cell, x, state, lengths):
         for _ in range(cell.steps):
             g = g + cell.eta * (-cell.alpha * (g + h) + phi((g + h) @ U.T + xt @ cell.weight_ih.T + cell.bias))
         return h + g
+
     return _plain_loop(x, state, lengths, cell.hidden_size, step)
 
 
@@ -242,8 +247,9 @@ def ref_naisnet(cell, x, state, lengths):
         fro = torch.sqrt((G * G).sum())
         G = G * torch.minimum(torch.ones((), dtype=D), cell.bound / fro)
     A = -G - cell.delta * torch.eye(H, dtype=D)
-    return _plain_loop(x, state, lengths, H,
-                       lambda h, xt: h + cell.step * torch.tanh(h @ A.T + xt @ cell.weight_ih.T + cell.bias))
+    return _plain_loop(
+        x, state, lengths, H, lambda h, xt: h + cell.step * torch.tanh(h @ A.T + xt @ cell.weight_ih.T + cell.bias)
+    )
 
 
 def ref_lipschitz(cell, x, state, lengths):
@@ -252,9 +258,15 @@ def ref_lipschitz(cell, x, state, lengths):
 
     def structured(M, gamma):
         return (1 - beta) * (M + M.T) + beta * (M - M.T) - gamma * eye
+
     A, W = structured(cell.weight_a, cell.gamma_a), structured(cell.weight_w, cell.gamma_w)
-    return _plain_loop(x, state, lengths, H, lambda h, xt: h + cell.eps * h @ A.T
-                       + cell.eps * torch.tanh(h @ W.T + xt @ cell.weight_ih.T + cell.bias))
+    return _plain_loop(
+        x,
+        state,
+        lengths,
+        H,
+        lambda h, xt: h + cell.eps * h @ A.T + cell.eps * torch.tanh(h @ W.T + xt @ cell.weight_ih.T + cell.bias),
+    )
 
 
 def ref_cornn(cell, x, state, lengths):
@@ -274,10 +286,10 @@ def ref_cornn(cell, x, state, lengths):
 def ref_lem(cell, x, state, lengths):
     H = cell.hidden_size
     y, z = (torch.zeros(B, H, dtype=D), torch.zeros(B, H, dtype=D)) if state is None else state
-    V = [cell.weight_ih[k * H:(k + 1) * H] for k in range(4)]
-    bi = [cell.bias_ih[k * H:(k + 1) * H] for k in range(4)]
-    W = [cell.weight_hh[k * H:(k + 1) * H] for k in range(3)]
-    bh = [cell.bias_hh[k * H:(k + 1) * H] for k in range(3)]
+    V = [cell.weight_ih[k * H : (k + 1) * H] for k in range(4)]
+    bi = [cell.bias_ih[k * H : (k + 1) * H] for k in range(4)]
+    W = [cell.weight_hh[k * H : (k + 1) * H] for k in range(3)]
+    bh = [cell.bias_hh[k * H : (k + 1) * H] for k in range(3)]
     outs = []
     for t in range(x.shape[0]):
         xt = x[t]
@@ -302,7 +314,12 @@ CASES = [
     ("antisymrnn", AntisymmetricRNNCell, {"eps": 0.3}, ref_antisym),
     ("antisymrnn-gated", AntisymmetricRNNCell, {"eps": 0.3, "gated": True}, ref_antisym),
     ("incrnn", IncrementalRNNCell, {"eta": 0.3}, ref_incremental),
-    ("incrnn-rank-relu", IncrementalRNNCell, {"eta": 0.3, "rank": 2, "activation": "relu", "alpha": 0.5}, ref_incremental),
+    (
+        "incrnn-rank-relu",
+        IncrementalRNNCell,
+        {"eta": 0.3, "rank": 2, "activation": "relu", "alpha": 0.5},
+        ref_incremental,
+    ),
     ("incrnn-3-steps", IncrementalRNNCell, {"eta": 0.2, "steps": 3}, ref_incremental),
     ("naisnet", NAISNetCell, {"step": 0.5}, ref_naisnet),
     ("naisnet-unbounded", NAISNetCell, {"step": 0.5, "bound": None}, ref_naisnet),
@@ -325,8 +342,11 @@ def test_step_loop_and_fast_path_equal_the_papers_equations(case, with_state, le
     state = None
     if with_state:
         proto = cell.init_state(B)
-        state = proto.normal_(generator=g) if isinstance(proto, torch.Tensor) else tuple(
-            s.normal_(generator=g) for s in proto)
+        state = (
+            proto.normal_(generator=g)
+            if isinstance(proto, torch.Tensor)
+            else tuple(s.normal_(generator=g) for s in proto)
+        )
     lens = torch.tensor([T, 2, 4]) if lengths else None
     _compare(cell, reference, x, state, lens)
 
@@ -369,7 +389,7 @@ def test_momentum_lstm_paper_initialisation():
     Q = cell.weight_ih
     torch.testing.assert_close(Q.T @ Q, torch.eye(3), atol=1e-6, rtol=0)  # orthogonal columns
     for b in (cell.bias_ih, cell.bias_hh):
-        assert (b[H:2 * H] == 1.0).all() and b[:H].abs().max() == 0 and b[2 * H:].abs().max() == 0
+        assert (b[H : 2 * H] == 1.0).all() and b[:H].abs().max() == 0 and b[2 * H :].abs().max() == 0
 
 
 @pytest.fixture
@@ -467,10 +487,13 @@ def test_kru_kronecker_product_unitary_factors_and_soft_constraint(float64_defau
     assert cell.regularization().abs() < 1e-24
     with torch.no_grad():
         cell.factor1.add_(0.1)
-    factors = [torch.complex(getattr(cell, f"factor{f}")[..., 0], getattr(cell, f"factor{f}")[..., 1]).detach()
-               for f in range(3)]
-    expected = 0.3 * sum(torch.linalg.matrix_norm(F.conj().T @ F - torch.eye(F.shape[0], dtype=C)).square()
-                         for F in factors)
+    factors = [
+        torch.complex(getattr(cell, f"factor{f}")[..., 0], getattr(cell, f"factor{f}")[..., 1]).detach()
+        for f in range(3)
+    ]
+    expected = 0.3 * sum(
+        torch.linalg.matrix_norm(F.conj().T @ F - torch.eye(F.shape[0], dtype=C)).square() for F in factors
+    )
     torch.testing.assert_close(cell.regularization().detach(), expected)
     assert KRUCell(1, 1024).sizes == [2] * 9 and KRUCell(1, 1024).unitary_parameter_count() == 72
     with pytest.raises(ValueError, match="product is the number of complex units"):
@@ -546,7 +569,11 @@ def test_cornn_converges_to_its_oscillator_ode_at_first_order():
 
     def f(s):
         y, z = s[:, :H], s[:, H:]
-        acc = torch.tanh(y @ base.weight_hy.T + z @ base.weight_hz.T + u @ base.weight_ih.T + base.bias) - 2.0 * y - 0.5 * z
+        acc = (
+            torch.tanh(y @ base.weight_hy.T + z @ base.weight_hz.T + u @ base.weight_ih.T + base.bias)
+            - 2.0 * y
+            - 0.5 * z
+        )
         return torch.cat([z, acc], 1)
 
     exact = _rk4(f, torch.zeros(1, 2 * H, dtype=D), t_end, 400)[:, :H]
@@ -574,9 +601,9 @@ def test_lem_converges_to_its_multiscale_ode_and_stays_bounded():
     def f(s):
         y, z = s[:, :H], s[:, H:]
         uu = base._input_terms(u)
-        p = y @ base.weight_hh.T + uu[:, :3 * H]
-        dz = torch.sigmoid(p[:, :H]) * (torch.tanh(p[:, 2 * H:]) - z)
-        dy = torch.sigmoid(p[:, H:2 * H]) * (torch.tanh(z @ base.weight_zy.T + uu[:, 3 * H:]) - y)
+        p = y @ base.weight_hh.T + uu[:, : 3 * H]
+        dz = torch.sigmoid(p[:, :H]) * (torch.tanh(p[:, 2 * H :]) - z)
+        dy = torch.sigmoid(p[:, H : 2 * H]) * (torch.tanh(z @ base.weight_zy.T + uu[:, 3 * H :]) - y)
         return torch.cat([dy, dz], 1)
 
     exact = _rk4(f, torch.zeros(1, 2 * H, dtype=D), t_end, 400)[:, :H]
@@ -602,9 +629,13 @@ def test_lem_converges_to_its_multiscale_ode_and_stays_bounded():
 def test_residual_kernel_equals_its_loop_and_gradchecks(activation, linear, lengths):
     g = torch.Generator().manual_seed(0)
     H = 4
-    ins = [torch.randn(T, B, H, generator=g, dtype=D), 0.5 * torch.randn(H, H, generator=g, dtype=D),
-           torch.randn(B, H, generator=g, dtype=D), 0.5 + 0.1 * torch.randn(H, generator=g, dtype=D),
-           1 + 0.1 * torch.randn(H, generator=g, dtype=D)]
+    ins = [
+        torch.randn(T, B, H, generator=g, dtype=D),
+        0.5 * torch.randn(H, H, generator=g, dtype=D),
+        torch.randn(B, H, generator=g, dtype=D),
+        0.5 + 0.1 * torch.randn(H, generator=g, dtype=D),
+        1 + 0.1 * torch.randn(H, generator=g, dtype=D),
+    ]
     if linear:
         ins.append(0.3 * torch.randn(H, H, generator=g, dtype=D))
     ins = [t.requires_grad_() for t in ins]
@@ -630,13 +661,15 @@ def test_oscillator_kernels_gradcheck(lengths):
     y0, z0 = (torch.randn(B, H, generator=g, dtype=D, requires_grad=True) for _ in range(2))
     u = torch.randn(T, B, H, generator=g, dtype=D, requires_grad=True)
     W = (0.5 * torch.randn(H, 2 * H, generator=g, dtype=D)).requires_grad_()
-    assert torch.autograd.gradcheck(lambda u, W, y0, z0: cornn_recurrence(u, W, y0, z0, 0.3, 0.7, 1.2, lens),
-                                    (u, W, y0, z0))
+    assert torch.autograd.gradcheck(
+        lambda u, W, y0, z0: cornn_recurrence(u, W, y0, z0, 0.3, 0.7, 1.2, lens), (u, W, y0, z0)
+    )
     u4 = torch.randn(T, B, 4 * H, generator=g, dtype=D, requires_grad=True)
     Wy = (0.5 * torch.randn(3 * H, H, generator=g, dtype=D)).requires_grad_()
     Wz = (0.5 * torch.randn(H, H, generator=g, dtype=D)).requires_grad_()
-    assert torch.autograd.gradcheck(lambda u, a, b, y0, z0: lem_recurrence(u, a, b, y0, z0, 0.8, lens),
-                                    (u4, Wy, Wz, y0, z0))
+    assert torch.autograd.gradcheck(
+        lambda u, a, b, y0, z0: lem_recurrence(u, a, b, y0, z0, 0.8, lens), (u4, Wy, Wz, y0, z0)
+    )
 
 
 @pytest.mark.parametrize("lengths", [None, [6, 2, 0]])
@@ -649,9 +682,13 @@ def test_modrelu_kernel_equals_complex_autograd_and_gradchecks(lengths):
     n = 3
     lens = None if lengths is None else torch.tensor(lengths)
     Q = haar_unitary(n, g)
-    ins = (torch.randn(T, B, 2 * n, generator=g, dtype=D), Q.real + 0.1 * torch.randn(n, n, generator=g, dtype=D),
-           Q.imag + 0.1 * torch.randn(n, n, generator=g, dtype=D), 0.3 * torch.randn(n, generator=g, dtype=D),
-           torch.randn(B, 2 * n, generator=g, dtype=D))
+    ins = (
+        torch.randn(T, B, 2 * n, generator=g, dtype=D),
+        Q.real + 0.1 * torch.randn(n, n, generator=g, dtype=D),
+        Q.imag + 0.1 * torch.randn(n, n, generator=g, dtype=D),
+        0.3 * torch.randn(n, generator=g, dtype=D),
+        torch.randn(B, 2 * n, generator=g, dtype=D),
+    )
     ins = tuple(t.requires_grad_() for t in ins)
 
     def f(u, a, c, b, h0):
@@ -683,16 +720,19 @@ def test_kernels_refuse_bad_shapes_with_the_sizes():
         lem_recurrence(u, torch.randn(9, 3), torch.randn(3, 3), torch.zeros(2, 3), torch.zeros(2, 3), 1.0)
 
 
-@pytest.mark.parametrize("kw,match", [
-    ({"cls": AntisymmetricRNNCell, "eps": 0.0}, "eps must be a positive number"),
-    ({"cls": LipschitzRNNCell, "beta": 1.5}, r"beta must be in \[0, 1\]"),
-    ({"cls": IncrementalRNNCell, "rank": 9}, "rank must be None"),
-    ({"cls": IncrementalRNNCell, "steps": 0}, "steps must be a positive integer"),
-    ({"cls": SoftOrthRNNCell, "margin": 1.0}, r"margin must be None .* or in \[0, 1\)"),
-    ({"cls": CoRNNCell, "dt": -1.0}, "dt must be a positive number"),
-    ({"cls": MomentumLSTMCell, "init": "xavier"}, "init must be 'paper' or 'default'"),
-    ({"cls": FCURNNCell, "init": "svd"}, "init must be 'haar' or 'identity'"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({"cls": AntisymmetricRNNCell, "eps": 0.0}, "eps must be a positive number"),
+        ({"cls": LipschitzRNNCell, "beta": 1.5}, r"beta must be in \[0, 1\]"),
+        ({"cls": IncrementalRNNCell, "rank": 9}, "rank must be None"),
+        ({"cls": IncrementalRNNCell, "steps": 0}, "steps must be a positive integer"),
+        ({"cls": SoftOrthRNNCell, "margin": 1.0}, r"margin must be None .* or in \[0, 1\)"),
+        ({"cls": CoRNNCell, "dt": -1.0}, "dt must be a positive number"),
+        ({"cls": MomentumLSTMCell, "init": "xavier"}, "init must be 'paper' or 'default'"),
+        ({"cls": FCURNNCell, "init": "svd"}, "init must be 'haar' or 'identity'"),
+    ],
+)
 def test_bad_options_are_one_line_errors(kw, match):
     kw = dict(kw)
     cls = kw.pop("cls")
@@ -704,9 +744,18 @@ def test_bad_options_are_one_line_errors(kw, match):
 # --- second-order gradients: right, or refused with the way out --------------------------------
 
 SECOND = [
-    ("momentumlstm", {}), ("fcurnn", {}), ("softorth", {"penalty": 0.1}), ("kru", {"factors": [2], "penalty": 0.1}),
-    ("antisymrnn", {}), ("antisymrnn", {"gated": True}), ("incrnn", {}), ("incrnn", {"steps": 2}), ("naisnet", {}),
-    ("lipschitz", {}), ("cornn", {}), ("lem", {}),
+    ("momentumlstm", {}),
+    ("fcurnn", {}),
+    ("softorth", {"penalty": 0.1}),
+    ("kru", {"factors": [2], "penalty": 0.1}),
+    ("antisymrnn", {}),
+    ("antisymrnn", {"gated": True}),
+    ("incrnn", {}),
+    ("incrnn", {"steps": 2}),
+    ("naisnet", {}),
+    ("lipschitz", {}),
+    ("cornn", {}),
+    ("lem", {}),
 ]
 
 
@@ -836,12 +885,15 @@ def test_no_fast_path_selects_time_steps_out_of_a_graph(key):
     at psMNIST's T = 784, N = 512 took 250 s for one step; 12 s with ``unbind``). In every
     registered layer's graph the selects out of a T-long dimension (the last state as h_n) do
     not grow with T."""
+
     def selects(Tn):
         torch.manual_seed(0)
         layer = Recurrent(2, 6, cell=CELLS[key])
         out, h_n = layer(torch.randn(Tn, 3, 2, requires_grad=True))
-        return sum(1 for n in _graph_nodes([out.grad_fn, *(h.grad_fn for h in _leaves(h_n))])
-                   if type(n).__name__ == "SelectBackward0" and n._saved_dim == 0
-                   and n._saved_self_sym_sizes[0] == Tn)
+        return sum(
+            1
+            for n in _graph_nodes([out.grad_fn, *(h.grad_fn for h in _leaves(h_n))])
+            if type(n).__name__ == "SelectBackward0" and n._saved_dim == 0 and n._saved_self_sym_sizes[0] == Tn
+        )
 
     assert selects(9) == selects(5) <= 2, key

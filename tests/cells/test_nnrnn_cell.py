@@ -197,9 +197,9 @@ def test_uniform_theta_init_puts_the_initialiser_into_P(init):
 def test_orthogonal_schur_of_haar_matrix():
     Q0, Z, theta = initial_orthogonal("haar", 12, torch.Generator().manual_seed(5))
     assert par.orthogonality_error(Z) < 1e-12
-    blocks = torch.block_diag(*[
-        torch.tensor([[math.cos(t), -math.sin(t)], [math.sin(t), math.cos(t)]], dtype=torch.float64) for t in theta
-    ])
+    blocks = torch.block_diag(
+        *[torch.tensor([[math.cos(t), -math.sin(t)], [math.sin(t), math.cos(t)]], dtype=torch.float64) for t in theta]
+    )
     assert torch.allclose(Z @ blocks @ Z.T, Q0, atol=1e-10)
 
 
@@ -267,10 +267,14 @@ def test_structure_survives_optimizer_steps():
     torch.manual_seed(1)
     cell = NNRNNCell(3, 8, init="henaff").double()
     groups = cell.param_groups()
-    opt = torch.optim.RMSprop([
-        {"params": groups["default"]}, {"params": groups["orthogonal"], "lr": 1e-2},
-        {"params": groups["nonnormal"], "weight_decay": 1e-2},
-    ], lr=1e-2)
+    opt = torch.optim.RMSprop(
+        [
+            {"params": groups["default"]},
+            {"params": groups["orthogonal"], "lr": 1e-2},
+            {"params": groups["nonnormal"], "weight_decay": 1e-2},
+        ],
+        lr=1e-2,
+    )
     for _ in range(5):
         out, _ = cell.sequence(torch.randn(6, 4, 3, dtype=torch.float64))
         loss = out.pow(2).mean() + cell.regularization()
@@ -278,7 +282,9 @@ def test_structure_survives_optimizer_steps():
         loss.backward()
         opt.step()
     assert par.orthogonality_error(cell.P.detach()) < 1e-12
-    assert cell.T.detach().abs().sum() > 0 and not torch.allclose(cell.gamma.detach(), torch.ones(4, dtype=torch.float64))
+    assert cell.T.detach().abs().sum() > 0 and not torch.allclose(
+        cell.gamma.detach(), torch.ones(4, dtype=torch.float64)
+    )
     moduli = np.sort(np.abs(np.linalg.eigvals(cell.recurrent_matrix().detach().numpy())))
     assert np.allclose(moduli, np.sort(np.repeat(np.abs(cell.gamma.detach().numpy()), 2)), atol=1e-10)
     assert torch.allclose(cell.recurrent_matrix().detach(), dense_V(cell), atol=1e-12)

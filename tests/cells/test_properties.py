@@ -29,8 +29,13 @@ EXAMPLES = int(os.environ.get("RNNLAB_HYPOTHESIS_EXAMPLES", "0"))
 
 
 def examples(n: int):
-    return settings(max_examples=EXAMPLES or n, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+    return settings(
+        max_examples=EXAMPLES or n,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
 
 
 TORCH_TWINS = {
@@ -165,18 +170,32 @@ OPTIONS = {
 def cell_cases(draw):
     key = draw(st.sampled_from(sorted(OPTIONS)))
     return dict(
-        key=key, kw=draw(st.sampled_from(OPTIONS[key])),
-        T=draw(st.integers(1, 7)), B=draw(st.integers(1, 4)), I=draw(st.integers(1, 4)),
-        H=draw(st.sampled_from([2, 4])), num_layers=draw(st.integers(1, 2)),
-        batch_first=draw(st.booleans()), bidirectional=draw(st.booleans()),
-        with_h0=draw(st.booleans()), with_lengths=draw(st.booleans()), seed=draw(st.integers(0, 2**16)),
+        key=key,
+        kw=draw(st.sampled_from(OPTIONS[key])),
+        T=draw(st.integers(1, 7)),
+        B=draw(st.integers(1, 4)),
+        I=draw(st.integers(1, 4)),
+        H=draw(st.sampled_from([2, 4])),
+        num_layers=draw(st.integers(1, 2)),
+        batch_first=draw(st.booleans()),
+        bidirectional=draw(st.booleans()),
+        with_h0=draw(st.booleans()),
+        with_lengths=draw(st.booleans()),
+        seed=draw(st.integers(0, 2**16)),
     )
 
 
 def _build(c):
     torch.manual_seed(c["seed"])
-    layer = Recurrent(c["I"], c["H"], num_layers=c["num_layers"], batch_first=c["batch_first"],
-                      bidirectional=c["bidirectional"], cell=CELLS[c["key"]], **c["kw"]).double()
+    layer = Recurrent(
+        c["I"],
+        c["H"],
+        num_layers=c["num_layers"],
+        batch_first=c["batch_first"],
+        bidirectional=c["bidirectional"],
+        cell=CELLS[c["key"]],
+        **c["kw"],
+    ).double()
     g = torch.Generator().manual_seed(c["seed"] + 1)
     with torch.no_grad():
         for p in layer.parameters():
@@ -187,8 +206,10 @@ def _build(c):
     n = layer.num_directions * layer.num_layers
     h0 = None
     if c["with_h0"]:
-        h0 = map_state(lambda s: torch.randn(n, c["B"], c["H"], generator=g, dtype=torch.float64),
-                       layer.cells[0].init_state(c["B"]))
+        h0 = map_state(
+            lambda s: torch.randn(n, c["B"], c["H"], generator=g, dtype=torch.float64),
+            layer.cells[0].init_state(c["B"]),
+        )
     lengths = torch.randint(1, c["T"] + 1, (c["B"],), generator=g) if c["with_lengths"] else None
     return layer, x, h0, lengths
 

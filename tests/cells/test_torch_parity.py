@@ -15,8 +15,11 @@ from rnnlab.cells import base as cell_base
 torch.set_num_threads(1)
 
 #: every family layer rnnlab exports, by its cell class
-LAYERS = {cls.cell_class: cls for cls in (getattr(rnnlab, n) for n in rnnlab._CELLS)
-          if isinstance(cls, type) and issubclass(cls, Recurrent) and cls.cell_class is not None}
+LAYERS = {
+    cls.cell_class: cls
+    for cls in (getattr(rnnlab, n) for n in rnnlab._CELLS)
+    if isinstance(cls, type) and issubclass(cls, Recurrent) and cls.cell_class is not None
+}
 FAMILY = {key: LAYERS[cls] for key, cls in CELLS.items()}
 PAPERS = ["asrnn", "nnrnn", "dmu", "ltrnn"]
 TORCH = {"lstm": nn.LSTM, "gru": nn.GRU, "rnn": nn.RNN}
@@ -131,12 +134,20 @@ def test_unbatched_input_needs_an_unbatched_h0():
 
 
 # --- converters -------------------------------------------------------------------------------
-@pytest.mark.parametrize("key,opts", [
-    ("lstm", {}), ("lstm", {"bidirectional": True, "num_layers": 2, "batch_first": True}),
-    ("lstm", {"bias": False}), ("gru", {}), ("gru", {"bidirectional": True, "num_layers": 2}),
-    ("gru", {"bias": False, "batch_first": True}), ("rnn", {}), ("rnn", {"nonlinearity": "relu", "num_layers": 3}),
-    ("rnn", {"bidirectional": True, "bias": False}),
-])
+@pytest.mark.parametrize(
+    "key,opts",
+    [
+        ("lstm", {}),
+        ("lstm", {"bidirectional": True, "num_layers": 2, "batch_first": True}),
+        ("lstm", {"bias": False}),
+        ("gru", {}),
+        ("gru", {"bidirectional": True, "num_layers": 2}),
+        ("gru", {"bias": False, "batch_first": True}),
+        ("rnn", {}),
+        ("rnn", {"nonlinearity": "relu", "num_layers": 3}),
+        ("rnn", {"bidirectional": True, "bias": False}),
+    ],
+)
 def test_from_torch_and_back_give_torch_outputs(key, opts):
     torch.manual_seed(1)
     ref = TORCH[key](5, 8, **opts).eval()

@@ -266,7 +266,14 @@ def test_unitary_presets_load_and_meet_the_papers_budgets(name):
     cfg = config.load(name)
     assert cfg.model.cell in ("eurnn", "urnn")
     I, O, tokens, budget = UNITARY_PRESETS[name]
-    model = SequenceModel(cfg.model.cell, I, O, cfg.model.hidden_size, num_tokens=tokens,
-                          embedding=cfg.model.embedding, cell_options=cfg.model.cell_options)
+    model = SequenceModel(
+        cfg.model.cell,
+        I,
+        O,
+        cfg.model.hidden_size,
+        num_tokens=tokens,
+        embedding=cfg.model.embedding,
+        cell_options=cfg.model.cell_options,
+    )
     free = model.parameter_counts()["free"]
     assert abs(free - budget) / budget < 0.001, free

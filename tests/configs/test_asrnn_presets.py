@@ -20,8 +20,12 @@ def raw(name):
 
 def test_every_experiment_of_the_paper_has_a_preset():
     expected = {f"asrnn/copy-L{L}{s}" for L in (1000, 2000) for s in ("", "-lstm", "-exprnn", "-scornn")}
-    expected |= {f"asrnn/{t}-n{n}{s}" for t in ("smnist", "psmnist") for n in (122, 257, 364)
-                 for s in ("", "-lstm", "-exprnn", "-scornn")}
+    expected |= {
+        f"asrnn/{t}-n{n}{s}"
+        for t in ("smnist", "psmnist")
+        for n in (122, 257, 364)
+        for s in ("", "-lstm", "-exprnn", "-scornn")
+    }
     expected |= {f"asrnn/ptb_char-bptt{T}{s}" for T in (150, 300) for s in ("", "-lstm", "-exprnn")}
     assert expected <= set(PRESETS), sorted(expected - set(PRESETS))
 
@@ -39,10 +43,13 @@ def test_preset_sections_are_valid(name):
 
 
 # (task input size, output size, readout, tokens) of the paper's tasks
-SIZES = {"copy": (10, 9, "all", 10), "smnist": (1, 10, "last", None), "psmnist": (1, 10, "last", None),
-         "ptb_char": (50, 50, "all", 50)}
-BUDGET = {"copy": 22_000, "smnist-n122": 16_000, "smnist-n257": 69_000, "smnist-n364": 137_000,
-          "ptb_char": 1_320_000}
+SIZES = {
+    "copy": (10, 9, "all", 10),
+    "smnist": (1, 10, "last", None),
+    "psmnist": (1, 10, "last", None),
+    "ptb_char": (50, 50, "all", 50),
+}
+BUDGET = {"copy": 22_000, "smnist-n122": 16_000, "smnist-n257": 69_000, "smnist-n364": 137_000, "ptb_char": 1_320_000}
 
 
 @pytest.mark.parametrize("name", [n for n in PRESETS if "ptb" not in n or n.endswith(("150", "150-lstm"))])
@@ -51,8 +58,16 @@ def test_parameter_budgets_match_the_paper(name):
     task = data["task"]["name"]
     I, O, readout, tokens = SIZES[task]
     m = data["model"]
-    model = SequenceModel(m["cell"], I, O, m["hidden_size"], readout=readout, num_tokens=tokens,
-                          embedding=m.get("embedding", 0), cell_options=m.get("cell_options", {}))
+    model = SequenceModel(
+        m["cell"],
+        I,
+        O,
+        m["hidden_size"],
+        readout=readout,
+        num_tokens=tokens,
+        embedding=m.get("embedding", 0),
+        cell_options=m.get("cell_options", {}),
+    )
     free = model.parameter_counts()["free"]
     key = task if task in ("copy", "ptb_char") else f"smnist-n{name.split('-n')[1][:3]}"
     assert abs(free - BUDGET[key]) / BUDGET[key] < 0.03, (name, free)
@@ -64,7 +79,6 @@ def test_parameter_budgets_match_the_paper(name):
 def test_copy_presets_train_one_step(name, tmp_path):
     from rnnlab.train import train
 
-    cfg = config.load(name, ["task.L=10", "task.val_size=4", "task.test_size=4", "train.steps=1",
-                             "train.eval_every=1"])
+    cfg = config.load(name, ["task.L=10", "task.val_size=4", "task.test_size=4", "train.steps=1", "train.eval_every=1"])
     r = train(cfg, tmp_path / "run", progress=False)
     assert r["steps"] == 1 and r["final"]["val/loss"] > 0

@@ -75,31 +75,61 @@ def test_asrnn_ptb_presets_use_the_papers_eps0_and_train_one_step(tmp_path):
         cfg = config.load(f"asrnn/ptb_char-bptt{T}")
         assert cfg.model.cell_options["eps"] == 0.0 and cfg.model.cell_options["a"] > 0
     # the PTB cell options on a small copy task (no data needed): one finite step
-    cfg = config.load("asrnn/ptb_char-bptt300", ["model.hidden_size=8", "model.embedding=0", "train.steps=1",
-                                                "train.eval_every=1", "train.schedule='none'"])
+    cfg = config.load(
+        "asrnn/ptb_char-bptt300",
+        ["model.hidden_size=8", "model.embedding=0", "train.steps=1", "train.eval_every=1", "train.schedule='none'"],
+    )
     # (the copy task has no bpc: selection by its own primary metric)
-    cfg = dataclasses.replace(cfg, task=config.TaskConfig("copy", {"K": 3, "L": 5, "val_size": 4, "test_size": 4}),
-                              train=dataclasses.replace(cfg.train, select_metric=""))
+    cfg = dataclasses.replace(
+        cfg,
+        task=config.TaskConfig("copy", {"K": 3, "L": 5, "val_size": 4, "test_size": 4}),
+        train=dataclasses.replace(cfg.train, select_metric=""),
+    )
     r = train(cfg, tmp_path / "run", progress=False, task=CopyTask(K=3, L=5, val_size=4, test_size=4))
     assert r["steps"] == 1 and np.isfinite(r["final"]["val/loss"])
 
 
 # --- exponential schedule ------------------------------------------------------------------
 def small_copy(extra=()):
-    return config.load("demo/lstm", ["task.L=4", "task.K=2", "task.val_size=4", "task.test_size=4",
-                                     "model.hidden_size=4", "train.eval_every=2", "train.log_every=1", *extra])
+    return config.load(
+        "demo/lstm",
+        [
+            "task.L=4",
+            "task.K=2",
+            "task.val_size=4",
+            "task.test_size=4",
+            "model.hidden_size=4",
+            "train.eval_every=2",
+            "train.log_every=1",
+            *extra,
+        ],
+    )
 
 
 def test_exponential_schedule_multiplies_the_lr_every_n_steps_and_resumes(tmp_path):
-    cfg = small_copy(["train.steps=7", "train.schedule='exponential'", "train.lr_gamma=0.5",
-                      "train.lr_step_every=3", "optim.lr=0.01"])
+    cfg = small_copy(
+        [
+            "train.steps=7",
+            "train.schedule='exponential'",
+            "train.lr_gamma=0.5",
+            "train.lr_step_every=3",
+            "optim.lr=0.01",
+        ]
+    )
     train(cfg, tmp_path / "a", progress=False)
     rows = [json.loads(x) for x in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
     lrs = {r["step"]: r["lr"] for r in rows if "lr" in r}
     assert lrs == {s: 0.01 * 0.5 ** (s // 3) for s in range(1, 8)}
     # interrupted at step 4 (a checkpoint) and resumed: the same schedule
-    short = small_copy(["train.steps=4", "train.schedule='exponential'", "train.lr_gamma=0.5",
-                        "train.lr_step_every=3", "optim.lr=0.01"])
+    short = small_copy(
+        [
+            "train.steps=4",
+            "train.schedule='exponential'",
+            "train.lr_gamma=0.5",
+            "train.lr_step_every=3",
+            "optim.lr=0.01",
+        ]
+    )
     train(short, tmp_path / "b", progress=False)
     train(cfg, tmp_path / "b", resume=True, progress=False)
     rows_b = [json.loads(x) for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
@@ -122,10 +152,14 @@ def test_dense_layer_sits_between_the_recurrent_block_and_the_readout():
     x = torch.randn(2, 7, 3, dtype=D)
     out, _ = m(x)
     h, _ = m.rnn(x)
-    expected = nn.functional.linear(nn.functional.linear(h, m.dense.weight, m.dense.bias), m.readout.weight, m.readout.bias)
+    expected = nn.functional.linear(
+        nn.functional.linear(h, m.dense.weight, m.dense.bias), m.readout.weight, m.readout.bias
+    )
     torch.testing.assert_close(out, expected)
     plain = SequenceModel("gru", 3, 5, 6)
-    assert m.parameter_counts()["elements"] - plain.parameter_counts()["elements"] == (6 * 4 + 4) + (4 * 5 + 5) - (6 * 5 + 5)
+    assert m.parameter_counts()["elements"] - plain.parameter_counts()["elements"] == (6 * 4 + 4) + (4 * 5 + 5) - (
+        6 * 5 + 5
+    )
     with pytest.raises(ConfigError, match="model.dense must be >= 0"):
         small_copy(["model.dense=-1"])
 
@@ -161,13 +195,21 @@ def table9(exp, N):
 def test_dmu_polymusic_and_natlang_presets_have_table_ix_sizes(N):
     """RHN matches the printed count to its rounding; DMU (the paper's 'matching' architecture)
     within 0.5%."""
-    for exp, stem, kw, unit in (("PolyMusic", "polymusic", dict(input_size=88, output_size=88), 100),
-                                ("NatLang", "natlang", dict(input_size=0, output_size=10000, num_tokens=10000), 1e5)):
+    for exp, stem, kw, unit in (
+        ("PolyMusic", "polymusic", dict(input_size=88, output_size=88), 100),
+        ("NatLang", "natlang", dict(input_size=0, output_size=10000, num_tokens=10000), 1e5),
+    ):
         want = table9(exp, N)
         for module in ("rhn", "dmu"):
             m = config.load(f"dmu/{stem}-N{N}-{module}").model
-            model = SequenceModel(m.cell, hidden_size=m.hidden_size, embedding=m.embedding, dense=m.dense,
-                                  cell_options=m.cell_options, **kw)
+            model = SequenceModel(
+                m.cell,
+                hidden_size=m.hidden_size,
+                embedding=m.embedding,
+                dense=m.dense,
+                cell_options=m.cell_options,
+                **kw,
+            )
             n = model.parameter_counts()["elements"]
             if unit == 100 and want >= 1e5:  # printed as 127K, 228K
                 unit = 1000
@@ -201,7 +243,9 @@ def test_dmu_without_hidden_layers_is_one_linear_map_of_x_and_h():
 def test_dmu_mnist_presets_weights():
     for n, k in ((96, 20e3), (128, 34e3)):
         m = config.load(f"dmu/smnist-N{n}").model
-        count = SequenceModel("dmu", 1, 10, m.hidden_size, readout="last", cell_options=m.cell_options).parameter_counts()
+        count = SequenceModel(
+            "dmu", 1, 10, m.hidden_size, readout="last", cell_options=m.cell_options
+        ).parameter_counts()
         assert abs(count["elements"] - k) <= 0.02 * k  # "~20K", "~34K"
 
 
@@ -217,8 +261,10 @@ def _fixtures(root):
             c[0, i] = (rng.rand(T, 88) < 0.1).astype(np.uint8)
         return c
 
-    sio.savemat(root / "polyphonic" / "Nottingham.mat",
-                {"traindata": cells([5, 9, 3, 7]), "validdata": cells([4, 6]), "testdata": cells([6])})
+    sio.savemat(
+        root / "polyphonic" / "Nottingham.mat",
+        {"traindata": cells([5, 9, 3, 7]), "validdata": cells([4, 6]), "testdata": cells([6])},
+    )
     (root / "ptb").mkdir()
     words = "the cat sat on a mat and the dog ran to the cat".split()
     for split, n in (("train", 900), ("valid", 450), ("test", 450)):
@@ -244,18 +290,37 @@ def _fixtures(root):
     return root
 
 
-NEW = sorted(n for n in config.list_presets()
-             if n.startswith(("dmu/polymusic", "dmu/natlang", "dmu/spa2eng", "dmu/ger2eng", "dmu/smnist-N", "dmu/psmnist-N")))
+NEW = sorted(
+    n
+    for n in config.list_presets()
+    if n.startswith(("dmu/polymusic", "dmu/natlang", "dmu/spa2eng", "dmu/ger2eng", "dmu/smnist-N", "dmu/psmnist-N"))
+)
 QUICK = [n for n in NEW if n.endswith(("N1-dmuc", "N2-rhn", "N10-dmu", "N96"))]
 
 
 def _one_step(name, tmp_path):
     root = _fixtures(tmp_path / "data")
     task = config.load(name).task.name
-    extra = {"music": [], "ptb_word": ["task.bptt=8"], "translation": ["task.val_size=2", "task.test_size=2", "task.bleu_size=2"],
-             "smnist": ["task.val_size=2"], "psmnist": ["task.val_size=2"]}[task]
-    cfg = config.load(name, ["task.verify=false", "train.steps=2", "train.eval_every=1", "train.batch_size=2",
-                             "train.eval_batch_size=4", "train.eval_max_batches=1", "train.lr_step_every=1", *extra])
+    extra = {
+        "music": [],
+        "ptb_word": ["task.bptt=8"],
+        "translation": ["task.val_size=2", "task.test_size=2", "task.bleu_size=2"],
+        "smnist": ["task.val_size=2"],
+        "psmnist": ["task.val_size=2"],
+    }[task]
+    cfg = config.load(
+        name,
+        [
+            "task.verify=false",
+            "train.steps=2",
+            "train.eval_every=1",
+            "train.batch_size=2",
+            "train.eval_batch_size=4",
+            "train.eval_max_batches=1",
+            "train.lr_step_every=1",
+            *extra,
+        ],
+    )
     r = train(cfg, tmp_path / "run", progress=False, data_dir=str(root))
     assert r["steps"] == 2 and all(np.isfinite(v) for v in r["final"].values())
     return r
@@ -264,8 +329,18 @@ def _one_step(name, tmp_path):
 @pytest.mark.parametrize("name", ["nnrnn/ptb-bptt150-fixed-gamma", "nnrnn/ptb-bptt150-lstm-n1024"])
 def test_new_nnrnn_presets_train_a_step(name, tmp_path):
     root = _fixtures(tmp_path / "data")
-    cfg = config.load(name, ["task.verify=false", "task.bptt=8", "model.hidden_size=16", "train.steps=1",
-                             "train.eval_every=1", "train.batch_size=2", "train.eval_max_batches=1"])
+    cfg = config.load(
+        name,
+        [
+            "task.verify=false",
+            "task.bptt=8",
+            "model.hidden_size=16",
+            "train.steps=1",
+            "train.eval_every=1",
+            "train.batch_size=2",
+            "train.eval_max_batches=1",
+        ],
+    )
     r = train(cfg, tmp_path / "run", progress=False, data_dir=str(root))
     assert r["steps"] == 1 and np.isfinite(r["final"]["val/bpc"])
 

@@ -19,8 +19,12 @@ def test_presets_named_in_data_md_exist():
         assert config.load(n).name == "data-" + n.split("/")[1]
 
 
-SHORT = {"ptb_char": "data/ptb_char-short", "music": "data/music-jsb-short", "psmnist": "data/psmnist-short",
-         "translation": "data/translation-spa-eng-short"}
+SHORT = {
+    "ptb_char": "data/ptb_char-short",
+    "music": "data/music-jsb-short",
+    "psmnist": "data/psmnist-short",
+    "translation": "data/translation-spa-eng-short",
+}
 
 
 @pytest.mark.parametrize("task", sorted(SHORT))
@@ -29,6 +33,10 @@ def test_short_run_rows_match_their_presets(task):
     m = re.search(r"\| (\w+) (\d+)(?:, emb (\d+))?; (\d+) steps, ([\d.e-]+) \|", row)
     cell, hidden, emb, steps, lr = m.groups()
     cfg = config.load(SHORT[task])
-    assert (cfg.task.name, cfg.model.cell, cfg.model.hidden_size, cfg.model.embedding) == \
-        (task, cell, int(hidden), int(emb or 0))
+    assert (cfg.task.name, cfg.model.cell, cfg.model.hidden_size, cfg.model.embedding) == (
+        task,
+        cell,
+        int(hidden),
+        int(emb or 0),
+    )
     assert (cfg.train.steps, cfg.optim.lr, cfg.train.batch_size, cfg.optim.clip) == (int(steps), float(lr), 32, 1.0)

@@ -22,10 +22,17 @@ from rnnlab.train import train
 
 #: key -> (N, the table's parameter figure(s), hidden_size: 2N for the complex cells)
 TABLE = {
-    "lstm": (128, 68e3, 128), "momentumlstm": (256, 270e3, 256), "urnn": (512, 9e3, 1024),
-    "fcurnn": (512, 270e3, 1024), "softorth": (128, 18e3, 128), "kru": (512, 11e3, 1024),
-    "antisymrnn": (128, 10e3, 128), "incrnn": (128, (4e3, 8e3), 128), "exprnn": (360, 69e3, 360),
-    "naisnet": (128, 18e3, 128), "lipschitz": (128, 34e3, 128),
+    "lstm": (128, 68e3, 128),
+    "momentumlstm": (256, 270e3, 256),
+    "urnn": (512, 9e3, 1024),
+    "fcurnn": (512, 270e3, 1024),
+    "softorth": (128, 18e3, 128),
+    "kru": (512, 11e3, 1024),
+    "antisymrnn": (128, 10e3, 128),
+    "incrnn": (128, (4e3, 8e3), 128),
+    "exprnn": (360, 69e3, 360),
+    "naisnet": (128, 18e3, 128),
+    "lipschitz": (128, 34e3, 128),
 }
 ISSUE_CELLS = {"momentumlstm", "fcurnn", "softorth", "kru", "antisymrnn", "incrnn", "naisnet", "lipschitz"}
 PRESETS = [f"dmu/{t}-{k}" for k in TABLE for t in ("smnist", "psmnist")] + ["cornn/psmnist", "lem/psmnist"]
@@ -33,7 +40,9 @@ PRESETS = [f"dmu/{t}-{k}" for k in TABLE for t in ("smnist", "psmnist")] + ["cor
 
 def _count(name: str) -> int:
     m = config.load(name).model
-    return SequenceModel(m.cell, 1, 10, m.hidden_size, readout="last", cell_options=m.cell_options).parameter_counts()["free"]
+    return SequenceModel(m.cell, 1, 10, m.hidden_size, readout="last", cell_options=m.cell_options).parameter_counts()[
+        "free"
+    ]
 
 
 def test_every_table_iv_row_has_a_preset():
@@ -61,18 +70,22 @@ def test_presets_have_the_tables_size_and_count(key):
 def test_exact_counts_written_in_the_docs():
     """The arithmetic of docs/models.md, recomputed here from the formulas."""
     expected = {
-        "lstm": 4 * 128 * (1 + 128 + 2) + 1290, "momentumlstm": 4 * 256 * (1 + 256 + 2) + 2570,
-        "fcurnn": 1024 + 512 + 512 ** 2 + 10250, "softorth": 128 + 128 + 128 * 127 + 128 + 1290,
-        "kru": 512 + 512 + 9 * 8 + 10250, "antisymrnn": 128 + 128 + 128 * 127 // 2 + 1290,
-        "exprnn": 360 + 360 + 360 * 359 // 2 + 3610, "naisnet": 128 + 128 + 128 ** 2 + 1290,
-        "lipschitz": 128 + 128 + 2 * 128 ** 2 + 1290,
+        "lstm": 4 * 128 * (1 + 128 + 2) + 1290,
+        "momentumlstm": 4 * 256 * (1 + 256 + 2) + 2570,
+        "fcurnn": 1024 + 512 + 512**2 + 10250,
+        "softorth": 128 + 128 + 128 * 127 + 128 + 1290,
+        "kru": 512 + 512 + 9 * 8 + 10250,
+        "antisymrnn": 128 + 128 + 128 * 127 // 2 + 1290,
+        "exprnn": 360 + 360 + 360 * 359 // 2 + 3610,
+        "naisnet": 128 + 128 + 128**2 + 1290,
+        "lipschitz": 128 + 128 + 2 * 128**2 + 1290,
     }
     for key, n in expected.items():
         assert _count(f"dmu/smnist-{key}") == n, key
     assert _count("dmu/smnist-incrnn") == 3 * 128 + 2 * 128 * 9 + 1290 == 3978
     assert _count("dmu/psmnist-incrnn") == 3 * 128 + 2 * 128 * 25 + 1290 == 8074
     assert _count("cornn/psmnist") == 256 * (1 + 2 * 256) + 256 + 2570 == 134154  # the coRNN paper's 134k
-    assert _count("lem/psmnist") == 4 * 128 + 512 + 3 * 128 ** 2 + 384 + 128 ** 2 + 128 + 1290 == 68362
+    assert _count("lem/psmnist") == 4 * 128 + 512 + 3 * 128**2 + 384 + 128**2 + 128 + 1290 == 68362
 
 
 def test_presets_carry_the_published_accuracies():
@@ -86,7 +99,9 @@ def test_presets_carry_the_published_accuracies():
 
 def test_one_epoch_suites_cover_every_preset_once():
     suites = {
-        "dmu-table4-1epoch": 429, "dmu-table4-1epoch-batch50": 1100, "cornn-psmnist-1epoch": 458,
+        "dmu-table4-1epoch": 429,
+        "dmu-table4-1epoch-batch50": 1100,
+        "cornn-psmnist-1epoch": 458,
         "lem-psmnist-1epoch": 429,
     }
     covered = []
@@ -103,8 +118,19 @@ def test_one_epoch_suites_cover_every_preset_once():
 
 def _one_step(name, tmp_path, extra=()):
     root = _fixtures(tmp_path / "data")
-    cfg = config.load(name, ["task.verify=false", "task.val_size=2", "train.steps=2", "train.eval_every=1",
-                             "train.batch_size=2", "train.eval_batch_size=4", "train.eval_max_batches=1", *extra])
+    cfg = config.load(
+        name,
+        [
+            "task.verify=false",
+            "task.val_size=2",
+            "train.steps=2",
+            "train.eval_every=1",
+            "train.batch_size=2",
+            "train.eval_batch_size=4",
+            "train.eval_max_batches=1",
+            *extra,
+        ],
+    )
     r = train(cfg, tmp_path / "run", progress=False, data_dir=str(root))
     assert r["steps"] == 2 and all(np.isfinite(v) for v in r["final"].values())
     return r
@@ -144,8 +170,7 @@ def test_memory_table_quotes_its_record():
     rows = re.findall(r"^\| `([^`]+)` \| (\d+) \| (\d+) \| ([\d,]+) \|$", section, re.M)
     quoted = {}
     for preset, hidden, batch, mib in rows:
-        names = ([preset.replace("{smnist,psmnist}", t) for t in ("smnist", "psmnist")]
-                 if "{" in preset else [preset])
+        names = [preset.replace("{smnist,psmnist}", t) for t in ("smnist", "psmnist")] if "{" in preset else [preset]
         for name in names:
             quoted[name] = (int(hidden), int(batch), int(mib.replace(",", "")))
     assert set(quoted) == set(PRESETS)

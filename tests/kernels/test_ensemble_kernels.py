@@ -22,7 +22,9 @@ OPTIONS = {
     "exprnn": [{"K": 3}],
 }
 SHAPES = [  # hidden size, layers, bidirectional, readout, lengths
-    (4, 1, False, "all", False), (4, 2, False, "last", True), (6, 1, True, "all", True),
+    (4, 1, False, "all", False),
+    (4, 2, False, "last", True),
+    (6, 1, True, "all", True),
     (GATE_MAJOR_BELOW + 2, 1, False, "last", True),
 ]
 
@@ -31,8 +33,17 @@ def _models(cell, options, E, H, layers, bidirectional, readout, n_in=3, n_out=2
     out = []
     for k in range(E):
         torch.manual_seed(10 + k)
-        out.append(SequenceModel(cell, n_in, n_out, H, num_layers=layers, readout=readout,
-                                 cell_options={**options, "bidirectional": bidirectional}).to(D))
+        out.append(
+            SequenceModel(
+                cell,
+                n_in,
+                n_out,
+                H,
+                num_layers=layers,
+                readout=readout,
+                cell_options={**options, "bidirectional": bidirectional},
+            ).to(D)
+        )
     return out
 
 
@@ -69,8 +80,20 @@ def test_which_cells_leave_vmap_for_a_batched_loop():
     step loop under vmap (slower, still exact)."""
     paths = {name: _vmap_path(cls.__new__(cls)) for name, cls in CELLS.items()}
     assert {k for k, v in paths.items() if v == "reference"} == {
-        "asrnn", "urnn", "eurnn", "fcurnn", "kru", "momentumlstm", "softorth", "antisymrnn", "incrnn", "naisnet",
-        "lipschitz", "cornn", "lem"}
+        "asrnn",
+        "urnn",
+        "eurnn",
+        "fcurnn",
+        "kru",
+        "momentumlstm",
+        "softorth",
+        "antisymrnn",
+        "incrnn",
+        "naisnet",
+        "lipschitz",
+        "cornn",
+        "lem",
+    }
     assert all(callable(v) or v in ("fused", "auto") for k, v in paths.items() if v != "reference")
     assert len(VMAP_PATHS) == 8
 
@@ -117,5 +140,7 @@ def test_elementwise_steps_gradcheck(activation):
     mask = (torch.arange(T)[:, None, None] < torch.tensor([[4, 2, 1], [3, 4, 2]])[None]).unsqueeze(-1).to(D)
     bias = mk(E, H) if activation == "modrelu" else None
     for m in (None, mask):
-        torch.autograd.gradcheck(lambda u, W, h0, b: _ElementwiseSteps.apply(activation, u, W, h0, b, m),
-                                 (mk(E, T, B, H), mk(E, H, H) * 0.5, mk(E, B, H), bias))
+        torch.autograd.gradcheck(
+            lambda u, W, h0, b: _ElementwiseSteps.apply(activation, u, W, h0, b, m),
+            (mk(E, T, B, H), mk(E, H, H) * 0.5, mk(E, B, H), bias),
+        )

@@ -166,9 +166,11 @@ def _gradgradcheck(layer: Recurrent, x, kwargs) -> bool:
     names = [n for n, _ in layer.named_parameters()]
     params = tuple(p.detach().clone().requires_grad_() for p in layer.parameters())
     if layer.checkpoint_chunk is not None:
+
         def fx(x):
             out, h_n = layer(x, **kwargs)
             return out, h_n
+
         return torch.autograd.gradgradcheck(fx, (x.clone().requires_grad_(),), fast_mode=True)
 
     def f(x, *ps):
@@ -268,6 +270,7 @@ def test_triton_path_second_order_through_the_interpreter():
     env = dict(os.environ, TRITON_INTERPRET="1", RNNLAB_TRITON="force")
     src = Path(__file__).resolve().parents[2] / "src"
     env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")])
-    done = subprocess.run([sys.executable, "-c", _TRITON_SCRIPT], env=env, capture_output=True, text=True,
-                          timeout=600, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", _TRITON_SCRIPT], env=env, capture_output=True, text=True, timeout=600, check=False
+    )
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]

@@ -25,6 +25,7 @@ def _flat(fn, act, lengths):
     def f(u, W, h0, *b):
         out, h_n = fn(u, W, h0, act, b[0] if b else None, lengths)
         return out, h_n
+
     return f
 
 
@@ -57,10 +58,12 @@ def test_matches_reference_loop_outputs_and_gradients(act, lengths):
 
 def _projected(act, lengths, with_bias):
     """elementwise_rnn with the fused input projection, as a function of (x, W_ih, [b_in,] W, h0, [b])."""
+
     def f(x, w_in, *rest):
         b_in, rest = (rest[0], rest[1:]) if with_bias else (None, rest)
         W, h0, *b = rest
         return elementwise_rnn(x, W, h0, act, b[0] if b else None, lengths, input_weight=w_in, input_bias=b_in)
+
     return f
 
 
@@ -87,8 +90,9 @@ def test_fused_projection_gradcheck_and_reference(act, lengths, with_bias):
     b_in = rest.pop(0) if with_bias else None
     W, h0, *b = rest
     got = fn(*ins)
-    want = reference_elementwise_rnn(torch.nn.functional.linear(x, w_in, b_in), W, h0, act, b[0] if b else None,
-                                     lengths)
+    want = reference_elementwise_rnn(
+        torch.nn.functional.linear(x, w_in, b_in), W, h0, act, b[0] if b else None, lengths
+    )
     r = torch.randn_like(got[0])
     grads = [torch.autograd.grad((o[0] * r).sum() + o[1].sum(), ins) for o in (got, want)]
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
@@ -193,7 +197,9 @@ def _cell_pair(key, kw, I=3, H=6):
                 b.copy_(torch.linspace(-0.8, 0.4, H, dtype=torch.float64))
         if key == "irnn":  # move IRNN off its identity init so relu cuts some units
             for c in (fast, ref):
-                c.weight_hh.add_(0.3 * torch.randn(H, H, generator=torch.Generator().manual_seed(5), dtype=torch.float64))
+                c.weight_hh.add_(
+                    0.3 * torch.randn(H, H, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+                )
     return fast, ref
 
 

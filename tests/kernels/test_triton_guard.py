@@ -64,8 +64,13 @@ class FakeForward:
                 raise self.fail
             act = list(tr._ACT_CODES)[ACT]
             with torch.no_grad():
-                S.copy_(recurrence._ElementwiseRNN.apply(u, weight, h0, bias if act == "modrelu" else None,
-                                                         _mask(lengths, T) if HAS_LEN else None, act) + self.error)
+                S.copy_(
+                    recurrence._ElementwiseRNN.apply(
+                        u, weight, h0, bias if act == "modrelu" else None, _mask(lengths, T) if HAS_LEN else None, act
+                    )
+                    + self.error
+                )
+
         return launch
 
 
@@ -84,14 +89,18 @@ class FakeBackward:
                 raise self.fail
             act = list(tr._ACT_CODES)[ACT]
             bias = S.new_zeros(H) if act == "modrelu" else None
-            ctx = SimpleNamespace(saved_tensors=(S, weight, None, bias, _mask(lengths, T) if HAS_LEN else None),
-                                  activation=act, needs_input_grad=(True, False, True, act == "modrelu"))
+            ctx = SimpleNamespace(
+                saved_tensors=(S, weight, None, bias, _mask(lengths, T) if HAS_LEN else None),
+                activation=act,
+                needs_input_grad=(True, False, True, act == "modrelu"),
+            )
             g, _, gh0, gb = recurrence._ElementwiseRNN.backward(ctx, grad_S)[:4]
             G.copy_(g * (1 + self.error))
             grad_h0.copy_(gh0)
             if gb is not None:
                 gb_parts.zero_()
                 gb_parts[0].copy_(gb)
+
         return launch
 
 
@@ -124,14 +133,16 @@ def _runtime_warnings(record):
 
 # --- failures -------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("act", ["tanh", "modrelu"])
 def test_backward_launch_failure_falls_back_with_one_warning(guard, monkeypatch, act):
     """The issue's case: the backward kernel fails inside ``loss.backward()``. Automatic mode
     warns once and computes the gradients with the fused loop's backward (equal to the
     reference loop's); the process then stops using the kernel."""
     monkeypatch.setattr(tr, "_forward_kernel", FakeForward(guard.forward))
-    monkeypatch.setattr(tr, "_backward_kernel", FakeBackward(guard.backward, fail=RuntimeError("out of resource: "
-                                                                                                 "shared memory\nlog")))
+    monkeypatch.setattr(
+        tr, "_backward_kernel", FakeBackward(guard.backward, fail=RuntimeError("out of resource: shared memory\nlog"))
+    )
     tr.CHECKED[tr.shape_class(torch.device("cpu"), F64, 7, act, True)] = None  # as if checked earlier
     p = _problem(act, lengths=True)
     with warnings.catch_warnings(record=True) as record:
@@ -193,6 +204,7 @@ def test_out_of_memory_is_not_a_kernel_failure(guard, monkeypatch):
 
 # --- the self-check -------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("which", ["forward", "backward"])
 def test_wrong_kernel_is_caught_by_the_self_check(guard, monkeypatch, which):
     """A kernel that compiles and runs but is off by 1e-3 (forward states, or the backward's
@@ -241,13 +253,17 @@ def test_self_check_runs_under_the_callers_modes(guard, monkeypatch, context):
     monkeypatch.setattr(tr, "_forward_kernel", FakeForward(guard.forward))
     monkeypatch.setattr(tr, "_backward_kernel", FakeBackward(guard.backward))
     u, W, h0, _, _ = _problem()
-    ctx = {"no_grad": torch.no_grad, "inference_mode": torch.inference_mode,
-           "autocast": lambda: torch.autocast("cpu", dtype=torch.bfloat16)}[context]
+    ctx = {
+        "no_grad": torch.no_grad,
+        "inference_mode": torch.inference_mode,
+        "autocast": lambda: torch.autocast("cpu", dtype=torch.bfloat16),
+    }[context]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with ctx():
-            S = tr.triton_elementwise_rnn(u.detach(), W.detach(), h0.detach(), "tanh",
-                                          fallback=recurrence._ElementwiseRNN)
+            S = tr.triton_elementwise_rnn(
+                u.detach(), W.detach(), h0.detach(), "tanh", fallback=recurrence._ElementwiseRNN
+            )
     assert tr.DISABLED is None and list(tr.CHECKED.values()) == [None]
     assert len(guard.forward) == 2 and len(guard.backward) == 1  # the check's launches and the call's forward
     torch.testing.assert_close(S, reference_elementwise_rnn(u.detach(), W.detach(), h0.detach())[0])
@@ -279,14 +295,17 @@ def test_register_arithmetic_by_hand():
     assert tr.shared_bytes(128, torch.float32) == 64 * 1024 and tr.shared_bytes(64, F64) == 32 * 1024
 
 
-@pytest.mark.parametrize("budget,f32,f64", [
-    (H100, 128, 64),
-    (RTX4090, 128, 0),  # no float64 tensor cores
-    (tr.CONSERVATIVE_BUDGET, 128, 0),
-    (tr.Budget(65536, 48 * 1024, (8, 0)), 64, 64),  # 48 KiB of shared memory: a float32 W of 128^2 is 64 KiB
-    (tr.Budget(32768, 227 * 1024, (9, 0)), 64, 64),  # half the register file: 168 > 32768 / 256 at 128
-    (tr.Budget(16384, 227 * 1024, (9, 0)), 32, 32),
-])
+@pytest.mark.parametrize(
+    "budget,f32,f64",
+    [
+        (H100, 128, 64),
+        (RTX4090, 128, 0),  # no float64 tensor cores
+        (tr.CONSERVATIVE_BUDGET, 128, 0),
+        (tr.Budget(65536, 48 * 1024, (8, 0)), 64, 64),  # 48 KiB of shared memory: a float32 W of 128^2 is 64 KiB
+        (tr.Budget(32768, 227 * 1024, (9, 0)), 64, 64),  # half the register file: 168 > 32768 / 256 at 128
+        (tr.Budget(16384, 227 * 1024, (9, 0)), 32, 32),
+    ],
+)
 def test_hidden_limit_from_the_budget(budget, f32, f64):
     assert tr.hidden_limit(torch.float32, budget) == f32
     assert tr.hidden_limit(F64, budget) == f64
@@ -299,15 +318,25 @@ def test_hidden_limit_from_the_budget(budget, f32, f64):
             nxt = 2 * limit
             if nxt <= tr.MAX_HIDDEN:
                 regs = min(tr.REGISTERS_PER_THREAD, budget.registers_per_sm // (32 * tr._warps(nxt)))
-                assert tr.registers_per_thread(nxt, dtype) > regs or tr.shared_bytes(nxt, dtype) > budget.shared_per_block
+                assert (
+                    tr.registers_per_thread(nxt, dtype) > regs or tr.shared_bytes(nxt, dtype) > budget.shared_per_block
+                )
 
 
 def test_dispatch_reads_the_device_properties(monkeypatch):
     """On CUDA the limit and the float64 rule come from torch.cuda.get_device_properties."""
-    props = {0: SimpleNamespace(name="NVIDIA H200", major=9, minor=0, regs_per_multiprocessor=65536,
-                                shared_memory_per_block_optin=232448),
-             1: SimpleNamespace(name="NVIDIA GeForce RTX 4090", major=8, minor=9, regs_per_multiprocessor=65536,
-                                shared_memory_per_block_optin=101376)}
+    props = {
+        0: SimpleNamespace(
+            name="NVIDIA H200", major=9, minor=0, regs_per_multiprocessor=65536, shared_memory_per_block_optin=232448
+        ),
+        1: SimpleNamespace(
+            name="NVIDIA GeForce RTX 4090",
+            major=8,
+            minor=9,
+            regs_per_multiprocessor=65536,
+            shared_memory_per_block_optin=101376,
+        ),
+    }
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props[i])
@@ -336,10 +365,16 @@ def test_guard_sends_unfit_shapes_to_the_fused_loop_silently(guard, monkeypatch)
         warnings.simplefilter("error")
         S = tr.triton_elementwise_rnn(u, W, h0, "tanh", fallback=recurrence._ElementwiseRNN)  # float64 on a 4090
         u32 = torch.randn(2, 3, 130)
-        S32 = tr.triton_elementwise_rnn(u32, torch.eye(130) * 0.5, torch.zeros(3, 130), "tanh",
-                                        fallback=recurrence._ElementwiseRNN)
-        S300 = tr.triton_elementwise_rnn(torch.randn(2, 3, 300), torch.eye(300) * 0.5, torch.zeros(3, 300), "relu",
-                                         fallback=recurrence._ElementwiseRNN)  # past what the kernel's code accepts
+        S32 = tr.triton_elementwise_rnn(
+            u32, torch.eye(130) * 0.5, torch.zeros(3, 130), "tanh", fallback=recurrence._ElementwiseRNN
+        )
+        S300 = tr.triton_elementwise_rnn(
+            torch.randn(2, 3, 300),
+            torch.eye(300) * 0.5,
+            torch.zeros(3, 300),
+            "relu",
+            fallback=recurrence._ElementwiseRNN,
+        )  # past what the kernel's code accepts
         monkeypatch.setattr(tr, "triton", None)  # Triton not installed
         S_none = tr.triton_elementwise_rnn(u, W, h0, "tanh", fallback=recurrence._ElementwiseRNN)
     assert guard.forward == [] and S300.shape == (2, 3, 300)
@@ -349,6 +384,7 @@ def test_guard_sends_unfit_shapes_to_the_fused_loop_silently(guard, monkeypatch)
 
 
 # --- the real kernel, interpreted, in automatic mode -----------------------------------------
+
 
 def _interpreted_worker(path: str) -> None:
     """Subprocess (TRITON_INTERPRET=1, RNNLAB_TRITON unset): the guarded launch on CPU float32
@@ -373,8 +409,11 @@ def _interpreted_worker(path: str) -> None:
             got = [S.detach(), *torch.autograd.grad(S.pow(2).sum(), ins)]
         mask = None if lengths is None else (torch.arange(5)[:, None] < lengths[None, :]).unsqueeze(2)
         S2 = recurrence._ElementwiseRNN.apply(u, W, h0, b, mask, act)
-        out[act] = {"got": got, "want": [S2.detach(), *torch.autograd.grad(S2.pow(2).sum(), ins)],
-                    "warnings": [str(w.message) for w in record]}
+        out[act] = {
+            "got": got,
+            "want": [S2.detach(), *torch.autograd.grad(S2.pow(2).sum(), ins)],
+            "warnings": [str(w.message) for w in record],
+        }
     out["launches"] = len(launches)
     out["checked"] = dict(tr.CHECKED)
     torch.save(out, path)
@@ -387,8 +426,9 @@ def test_real_kernel_passes_its_self_check_under_the_interpreter(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "RNNLAB_TRITON"}
     env.update(TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join([str(here), *[p for p in sys.path if p]]))
     code = f"import test_triton_guard as t; t._interpreted_worker({str(path)!r})"
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
-                          check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     res = torch.load(path)
     assert res["launches"] == 4  # per activation: the self-check's launch and the call's
@@ -443,5 +483,9 @@ def test_kernel_on_cuda_passes_its_check_and_agrees(monkeypatch, act):
                 tol = 1e-10 if dtype == F64 else 1e-4
                 for x, y in zip(got, want, strict=True):
                     torch.testing.assert_close(x.cpu().double(), y, atol=tol, rtol=tol)
-    assert len(launches) == 2 * n + sum(act == "modrelu" and k[1] == "float32" for k in tr.CHECKED), (len(launches), n, tr.CHECKED)
+    assert len(launches) == 2 * n + sum(act == "modrelu" and k[1] == "float32" for k in tr.CHECKED), (
+        len(launches),
+        n,
+        tr.CHECKED,
+    )
     assert tr.CHECKED and set(tr.CHECKED.values()) == {None}

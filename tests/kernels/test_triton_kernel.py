@@ -40,8 +40,9 @@ CASES = {f"{a}-{s}-{d}": (*SHAPES[s], a, d, None) for a in ACTS for s in SHAPES 
 # lengths 4, 1 and 0: frozen states, zero outputs, gradients passed straight through
 CASES.update({f"{a}-lengths-f64": (4, 3, 6, True, a, "f64", [4, 1, 0]) for a in ACTS})
 # H = 130 (padded to 256, near the on-chip limit), three batch programs, 40 steps
-SLOW_CASES = {f"{a}-T40B40H130-lengths-f32": (40, 40, 130, True, a, "f32", [40] * 30 + [17] * 10)
-              for a in ("tanh", "modrelu")}
+SLOW_CASES = {
+    f"{a}-T40B40H130-lengths-f32": (40, 40, 130, True, a, "f32", [40] * 30 + [17] * 10) for a in ("tanh", "modrelu")
+}
 
 
 def _problem(T, B, H, act, dtype, with_h0, seed=0):
@@ -77,22 +78,28 @@ def _worker(path: str, slow: bool) -> None:
         lengths = None if lengths is None else torch.tensor(lengths)
         n = len(calls)
         got = _run(elementwise_rnn, u, W, h0, b, act, lengths, r_out, r_last)
-        results[name] = {"triton_calls": len(calls) - n, "got": got,
-                         "want": _run(reference_elementwise_rnn, u, W, h0, b, act, lengths, r_out, r_last)}
+        results[name] = {
+            "triton_calls": len(calls) - n,
+            "got": got,
+            "want": _run(reference_elementwise_rnn, u, W, h0, b, act, lengths, r_out, r_last),
+        }
         if slow:  # float32 at this size: judged against the CPU path's own error from float64
             os.environ["RNNLAB_TRITON"] = "off"
             results[name]["fused"] = _run(elementwise_rnn, u, W, h0, b, act, lengths, r_out, r_last)
             os.environ["RNNLAB_TRITON"] = "force"
             d = [x.detach().double().requires_grad_() if x is not None else None for x in (u, W, h0, b)]
-            results[name]["want"] = _run(reference_elementwise_rnn, d[0], d[1], d[2], d[3], act, lengths,
-                                         r_out.double(), r_last.double())
+            results[name]["want"] = _run(
+                reference_elementwise_rnn, d[0], d[1], d[2], d[3], act, lengths, r_out.double(), r_last.double()
+            )
     if not slow:  # the kernel's state sequence against the CPU fused Function directly
         u, W, h0, b, r_out, _ = _problem(5, 4, 9, "modrelu", torch.float32, True, seed=3)
         ins = [u, W, h0, b]
         S = real(u, W, h0, "modrelu", b)
         S2 = recurrence._ElementwiseRNN.apply(u, W, h0, b, None, "modrelu")
-        results["fused"] = {"got": [S.detach(), *torch.autograd.grad((S * r_out).sum(), ins)],
-                            "want": [S2.detach(), *torch.autograd.grad((S2 * r_out).sum(), ins)]}
+        results["fused"] = {
+            "got": [S.detach(), *torch.autograd.grad((S * r_out).sum(), ins)],
+            "want": [S2.detach(), *torch.autograd.grad((S2 * r_out).sum(), ins)],
+        }
         # asRNN's transformed coordinates: the fast path (Triton under force) against the step loop
         from rnnlab.cells.asrnn import ASRNNCell
         from rnnlab.cells.base import unroll
@@ -121,8 +128,12 @@ def _interpret(tmp_path_factory, slow: bool) -> dict:
     pytest.importorskip("triton", reason="Triton is not installed (pip install 'rnnlab[triton]')")
     path = tmp_path_factory.mktemp("triton") / "results.pt"
     here = Path(__file__).resolve().parent
-    env = dict(os.environ, TRITON_INTERPRET="1", RNNLAB_TRITON="force",
-               PYTHONPATH=os.pathsep.join([str(here), *[p for p in sys.path if p]]))
+    env = dict(
+        os.environ,
+        TRITON_INTERPRET="1",
+        RNNLAB_TRITON="force",
+        PYTHONPATH=os.pathsep.join([str(here), *[p for p in sys.path if p]]),
+    )
     code = f"import test_triton_kernel as t; t._worker({str(path)!r}, {slow})"
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, f"the interpreter run failed:\n{proc.stderr[-4000:]}"
@@ -140,8 +151,12 @@ def interpreted_slow(tmp_path_factory):
 
 
 def _check(result, name, dtype, with_h0, has_bias):
-    assert result["triton_calls"] == 1, f"{name}: elementwise_rnn did not take the Triton path under RNNLAB_TRITON=force"
-    names = ["outputs", "h_n", "grad_u", "grad_W"] + (["grad_h0"] if with_h0 else []) + (["grad_bias"] if has_bias else [])
+    assert result["triton_calls"] == 1, (
+        f"{name}: elementwise_rnn did not take the Triton path under RNNLAB_TRITON=force"
+    )
+    names = (
+        ["outputs", "h_n", "grad_u", "grad_W"] + (["grad_h0"] if with_h0 else []) + (["grad_bias"] if has_bias else [])
+    )
     assert len(result["got"]) == len(names) == len(result["want"])
     for label, x, y in zip(names, result["got"], result["want"]):
         torch.testing.assert_close(x, y, **TOL[dtype], msg=lambda m, n=label: f"{name} {n}: {m}")
@@ -186,6 +201,7 @@ def test_triton_rejects_large_hidden(interpreted):
 
 
 # --- dispatch (no Triton needed) ----------------------------------------------------------
+
 
 def test_use_triton_decision():
     f32 = torch.float32

@@ -58,9 +58,16 @@ def test_of_two_duplicates_the_record_with_provenance_counts(tmp_path):
     """A re-run that records where it was made supersedes an older record of the same
     configuration and seed without provenance, whatever their paths' order."""
     old = write_record(tmp_path / "a", "asrnn/smnist-n122", 0, {"test/accuracy": 0.97})
-    new = write_record(tmp_path / "b", "asrnn/smnist-n122", 0, {"test/accuracy": 0.96},
-                       result_extra={"git": {"commit": "0123456789abcdef", "dirty": False},
-                                     "conditions": {"threads": 1, "cpu_model": "Some CPU"}})
+    new = write_record(
+        tmp_path / "b",
+        "asrnn/smnist-n122",
+        0,
+        {"test/accuracy": 0.96},
+        result_extra={
+            "git": {"commit": "0123456789abcdef", "dirty": False},
+            "conditions": {"threads": 1, "cpu_model": "Some CPU"},
+        },
+    )
     text = ledger([tmp_path])
     assert "| 0.96 +- 0 (1 seed) |" in text and "| 0.97 +- 0" not in text
     new, old = new.relative_to(tmp_path.parent), old.relative_to(tmp_path.parent)  # named from the root's folder
@@ -119,23 +126,33 @@ def test_confirmed_only_at_full_budget_with_three_seeds_and_a_test(tmp_path):
     assert judge("nnRNN solves it", tmp_path / "full") == "confirmed"
     assert judge("nnRNN solves it", tmp_path / "two").startswith("inconclusive (2 seeds of the 3 needed")
     assert judge("nnRNN solves it", tmp_path / "short").startswith(
-        "inconclusive (reduced budget: `nnrnn/copy` train.steps; so far the runs agree")
+        "inconclusive (reduced budget: `nnrnn/copy` train.steps; so far the runs agree"
+    )
 
 
 def test_one_reduced_run_never_refutes(tmp_path):
     """Henaff's pooling claim from one 1,000-step run at T=100 is inconclusive, not refuted."""
-    write_record(tmp_path, "henaff/copy-ltornn-pool", 0, {"test/recall_accuracy": 0.6, "test/loss": 0.1},
-                 ["task.L=100", "train.steps=1000"], steps=1000)
+    write_record(
+        tmp_path,
+        "henaff/copy-ltornn-pool",
+        0,
+        {"test/recall_accuracy": 0.6, "test/loss": 0.1},
+        ["task.L=100", "train.steps=1000"],
+        steps=1000,
+    )
     verdict = judge("LT-ORNN + pooling solves copy (first timescale)", tmp_path)
-    assert verdict.startswith("inconclusive (reduced budget: `henaff/copy-ltornn-pool` task.L, train.steps; "
-                              "1 seed of the 3 needed; so far the runs disagree")
+    assert verdict.startswith(
+        "inconclusive (reduced budget: `henaff/copy-ltornn-pool` task.L, train.steps; "
+        "1 seed of the 3 needed; so far the runs disagree"
+    )
 
 
 def test_a_variant_is_named_in_the_verdict(tmp_path):
     write_record(tmp_path, "asrnn/copy-L1000-code", 5544, {"test/recall_accuracy": 1.0, "test/loss": 1e-6})
     verdict = judge("solves copy L=1000 with the reference code's settings", tmp_path)
-    assert verdict == ("confirmed with a variant (variant `asrnn/copy-L1000-code`: the reference code's "
-                       "eps 1e-5 and W_hh lr 2e-5)")
+    assert verdict == (
+        "confirmed with a variant (variant `asrnn/copy-L1000-code`: the reference code's eps 1e-5 and W_hh lr 2e-5)"
+    )
     assert judge("solves copy L=1000 with Table 5's values", tmp_path) == "untested"
 
 
@@ -156,14 +173,25 @@ def test_the_paper_count_of_one_seed_suffices_with_a_test_on_the_test_set(tmp_pa
 def test_claims_encode_the_whole_sentence():
     parts = {c.where: [p.text for p in c.parts] for c in claims.CLAIMS}
     temporal = parts["Fig. 4, Sec. IV-B"]
-    assert {"DMU converges faster than GRU", "DMU and GRU similar down to 1e-4", "DMU ahead of GRU at 1e-5 and 1e-6",
-            "LSTM: partial success down to 1e-4", "LSTM: no run reaches 1e-5"} <= set(temporal)
+    assert {
+        "DMU converges faster than GRU",
+        "DMU and GRU similar down to 1e-4",
+        "DMU ahead of GRU at 1e-5 and 1e-6",
+        "LSTM: partial success down to 1e-4",
+        "LSTM: no run reaches 1e-5",
+    } <= set(temporal)
     noisy = parts["Fig. 5, Sec. IV-C"]
-    assert {"GRU and DMU similar", "GRU trains faster than DMU", "RHN: about half reach none, half all",
-            "RHN ahead of RNN", "RNN ahead of LSTM"} <= set(noisy)
+    assert {
+        "GRU and DMU similar",
+        "GRU trains faster than DMU",
+        "RHN: about half reach none, half all",
+        "RHN ahead of RNN",
+        "RNN ahead of LSTM",
+    } <= set(noisy)
     ptb = parts["Table 1, Sec. 3"]
-    assert ptb == ["the LSTM ahead of asRNN"] + [f"asRNN ahead of {m}" for m in
-                                                  ("nnRNN", "expRNN", "EURNN", "RNN-orth", "RNN")]
+    assert ptb == ["the LSTM ahead of asRNN"] + [
+        f"asRNN ahead of {m}" for m in ("nnRNN", "expRNN", "EURNN", "RNN-orth", "RNN")
+    ]
     for c in claims.CLAIMS:  # every rule names runs or analyses when it has them
         assert c.parts and all(p.text for p in c.parts)
 
@@ -171,6 +199,7 @@ def test_claims_encode_the_whole_sentence():
 def test_similar_needs_enough_runs_to_show_it():
     """No significant difference on 5 runs each is no evidence of similarity; on 51 each, equal
     shares give a Newcombe interval within +-0.2."""
+
     class G:
         def __init__(self, preset, firsts):
             self.preset, self.diffs, self.budget, self.other = preset, (), [], []
@@ -190,8 +219,12 @@ def test_similar_needs_enough_runs_to_show_it():
             return self.g.get(p)
 
     rule = claims.dmu_similar("noisy_sequence", "gru", "dmu")
-    few = Ev(**{"dmu/noisy_sequence-gru": G("g", [10, 20, None, None, None]),
-                "dmu/noisy_sequence-dmu": G("d", [10, 20, 30, None, None])})
+    few = Ev(
+        **{
+            "dmu/noisy_sequence-gru": G("g", [10, 20, None, None, None]),
+            "dmu/noisy_sequence-dmu": G("d", [10, 20, 30, None, None]),
+        }
+    )
     many = Ev(**{"dmu/noisy_sequence-gru": G("g", [10] * 51), "dmu/noisy_sequence-dmu": G("d", [12] * 51)})
     apart = Ev(**{"dmu/noisy_sequence-gru": G("g", [None] * 51), "dmu/noisy_sequence-dmu": G("d", [12] * 51)})
     assert rule(few).outcome == claims.UNDECIDED
@@ -205,7 +238,7 @@ def test_t_distribution_against_closed_forms():
         assert stats.t_sf(t, 1) == pytest.approx(0.5 - math.atan(t) / math.pi, abs=1e-12)  # Cauchy
         assert stats.t_sf(t, 2) == pytest.approx(0.5 - t / (2 * math.sqrt(2 + t * t)), abs=1e-12)
     assert stats.t_ppf(0.975, 2) == pytest.approx(4.302652729749, abs=1e-9)  # sqrt(2) * 0.975 ... closed form
-    assert stats.t_ppf(0.975, 2) == pytest.approx(0.95 * math.sqrt(2 / (1 - 0.95 ** 2)), abs=1e-9)
+    assert stats.t_ppf(0.975, 2) == pytest.approx(0.95 * math.sqrt(2 / (1 - 0.95**2)), abs=1e-9)
 
 
 def test_tests_agree_with_scipy():
@@ -252,6 +285,7 @@ def test_one_threshold_rule_for_the_ledger_and_rnnlab_thresholds(tmp_path):
     assert counts[1e-2] == [0, 1, 1]
     assert [epoch_of(s, 10) for s in (1, 10, 11, 20, 21)] == [1, 1, 2, 2, 3]
     from fractions import Fraction
+
     assert epoch_of(200, Fraction(200, 3)) == 3  # exact, no float rounding (200 / 66.67 = 3.0000000000000004)
     with pytest.raises(ValueError, match="steps_per_epoch"):
         epoch_of(1, 0)
@@ -288,7 +322,10 @@ def test_every_ledger_suite_lists_the_seeds_and_settings_of_its_records():
             seed = rec.config["train"]["seed"]
             want = config.load(rec.preset, [*suite.set, f"train.seed={seed}"])
             assert records._resolved(rec.config) == records._resolved(want.to_dict()), (
-                name, rec.path, records._diffs(records._resolved(rec.config), records._resolved(want.to_dict())))
+                name,
+                rec.path,
+                records._diffs(records._resolved(rec.config), records._resolved(want.to_dict())),
+            )
             found[(preset, seed)] = rec
             checked += 1
         assert set(found) == jobs, f"{name}: suite {sorted(jobs)} vs records {sorted(found)}"

@@ -69,9 +69,13 @@ def test_every_row_has_a_preset_or_a_reason():
 
 def test_every_table_and_figure_of_the_papers_is_covered():
     have = {(r.paper, r.table) for r in published.ROWS}
-    expected = {("asrnn", t) for t in ("Table 1", "Table 2", "Table 3", "Table 4", "Table 5", "Fig. 1a", "Fig. 1b",
-                                       "Fig. 1c", "Fig. 2")}
-    expected |= {("nnrnn", t) for t in ("Table 1", "SM A.3", "Sec. 5.1", "Sec. 5.2", "Fig. 1", "Fig. 2", "Fig. 3", "SM F")}
+    expected = {
+        ("asrnn", t)
+        for t in ("Table 1", "Table 2", "Table 3", "Table 4", "Table 5", "Fig. 1a", "Fig. 1b", "Fig. 1c", "Fig. 2")
+    }
+    expected |= {
+        ("nnrnn", t) for t in ("Table 1", "SM A.3", "Sec. 5.1", "Sec. 5.2", "Fig. 1", "Fig. 2", "Fig. 3", "SM F")
+    }
     expected |= {("dmu", f"Table {t}") for t in ("I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX", "X", "XI")}
     expected |= {("dmu", f"Fig. {i}") for i in (3, 4, 5)}
     expected |= {("henaff", f"Fig. {i}") for i in range(1, 7)}
@@ -80,6 +84,7 @@ def test_every_table_and_figure_of_the_papers_is_covered():
 
 def test_some_published_values_against_the_paper_text():
     """Spot checks typed from the papers a second time."""
+
     def one(**kw):
         rows = [r for r in published.ROWS if all(getattr(r, k) == v for k, v in kw.items())]
         assert len(rows) == 1, (kw, rows)
@@ -88,7 +93,10 @@ def test_some_published_values_against_the_paper_text():
     assert one(paper="asrnn", table="Table 1", model="asRNN", size="T=300, 1.32M params").spread == 0.005
     assert one(paper="asrnn", table="Table 3", model="scoRNN", size="L=2000").value == 1.35
     assert one(paper="dmu", table="Table II", model="RHN", size="N=10", metric="test/perplexity").spread == 60.383
-    assert one(paper="dmu", table="Table VII", model="DMU-C", task="Ger2Eng", size="N=5", metric="test/accuracy").value == 0.647
+    assert (
+        one(paper="dmu", table="Table VII", model="DMU-C", task="Ger2Eng", size="N=5", metric="test/accuracy").value
+        == 0.647
+    )
     assert one(paper="dmu", table="Table VIII", model="GRU", task="adding").value == 108
     assert one(paper="dmu", table="Table IV", model="Lipschitz RNN [32]", task="psMNIST").value == 0.963
 
@@ -144,9 +152,13 @@ def test_asrnn_table_2_spreads_against_the_paper_text():
     """Typed again from the paper: '69.81 +- 0.001' (LSTM, T=150) is a spread of 0.001 as a
     fraction (0.1 points: Table 1's 0.005 bits is ~0.09 points), '68.07 +- 0.15' (expRNN) one of
     0.15 points; the ledger shows 0.001 and 0.0015, not 1e-05."""
+
     def row(model, T):
-        (r,) = [r for r in published.ROWS if r.paper == "asrnn" and r.table == "Table 2" and r.model == model
-                and r.size.startswith(f"T={T}")]
+        (r,) = [
+            r
+            for r in published.ROWS
+            if r.paper == "asrnn" and r.table == "Table 2" and r.model == model and r.size.startswith(f"T={T}")
+        ]
         return r
 
     assert row("LSTM", 150).spread == 0.001 and row("LSTM", 300).spread == 0.0003
@@ -169,8 +181,12 @@ def test_rows_carry_their_provenance_and_labels():
     henaff = [r for r in published.ROWS if r.paper == "henaff" and r.table in ("Fig. 2", "Fig. 3", "Fig. 4")]
     assert not any("T=500" in r.size for r in henaff)
     assert {r.table for r in henaff if r.size.startswith("T=750")} == {"Fig. 2", "Fig. 3", "Fig. 4"}
-    assert all(config.load(p).task.options.get("L", config.load(p).task.options.get("T")) == 750
-               for r in henaff if r.size.startswith("T=750") for p in r.presets)
+    assert all(
+        config.load(p).task.options.get("L", config.load(p).task.options.get("T")) == 750
+        for r in henaff
+        if r.size.startswith("T=750")
+        for p in r.presets
+    )
 
 
 # --- the ledger on records made here ----------------------------------------------------------
@@ -208,8 +224,11 @@ def test_a_reduced_budget_or_another_configuration_is_not_comparable(tmp_path):
 
 def test_too_few_seeds_at_full_budget_is_inconclusive(tmp_path):
     """PTB (the paper: 5 runs) needs 3 seeds; with 2 the row is inconclusive, whatever the value."""
-    (row,) = [r for r in published.ROWS if r.paper == "asrnn" and r.table == "Table 1" and r.model == "asRNN"
-              and r.size.startswith("T=150")]
+    (row,) = [
+        r
+        for r in published.ROWS
+        if r.paper == "asrnn" and r.table == "Table 1" and r.model == "asRNN" and r.size.startswith("T=150")
+    ]
     for seed in (1, 2):
         write_record(tmp_path / "two", "asrnn/ptb_char-bptt150", seed, {"test/bpc": 1.46})
     for seed in (1, 2, 3):
@@ -226,8 +245,10 @@ def test_mean_and_std_over_seeds_and_variants_are_named(tmp_path):
     assert [ln[9] for ln in lines] == ["`asrnn/copy-L1000`", "`asrnn/copy-L1000-code` (variant)"]
     assert lines[0][8] == "not run yet"
     assert lines[1][3] == "2 +- 1.414 (2 seeds)"  # mean 2, sample std sqrt(2)
-    assert lines[1][8] == ("variant (the reference code's eps 1e-5 and W_hh lr 2e-5): "
-                           "not comparable (reduced budget: task.L); curves only (see claims)")
+    assert lines[1][8] == (
+        "variant (the reference code's eps 1e-5 and W_hh lr 2e-5): "
+        "not comparable (reduced budget: task.L); curves only (see claims)"
+    )
 
 
 def test_weight_counts_do_not_depend_on_the_budget(tmp_path):
@@ -241,9 +262,14 @@ def test_every_line_has_a_summary_column_and_the_summary_counts_every_line(tmp_p
     write_record(tmp_path, "dmu/polymusic-N2-dmu", 0, {"test/nll": 3.5})  # its train/nll row: metric not recorded
     text = document.ledger([tmp_path])
     summary = text.split("## Summary")[1].split("\n## ")[0]
-    counted = sum(int(line.split("|")[3]) for line in summary.splitlines() if line.startswith("| ") and "paper" not in line)
-    per_status = sum(sum(int(x) for x in line.split("|")[4:-1]) for line in summary.splitlines()
-                     if line.startswith("| ") and "paper" not in line)
+    counted = sum(
+        int(line.split("|")[3]) for line in summary.splitlines() if line.startswith("| ") and "paper" not in line
+    )
+    per_status = sum(
+        sum(int(x) for x in line.split("|")[4:-1])
+        for line in summary.splitlines()
+        if line.startswith("| ") and "paper" not in line
+    )
     body = text.split("## Claims")[0].split("\n## ", 2)[2]
     lines = [ln for ln in body.splitlines() if ln.startswith("| ") and not ln.startswith("| row |")]
     assert counted == per_status == len(lines)
@@ -309,7 +335,8 @@ def test_cli_ledger_and_a_missing_directory(tmp_path, capsys):
 def test_committed_reproduction_md_is_what_the_command_produces():
     committed = (ROOT / "REPRODUCTION.md").read_text()
     assert document.ledger([ROOT / "records"]) == committed, (
-        "REPRODUCTION.md is stale: run `rnnlab reproduce ledger records -o REPRODUCTION.md`")
+        "REPRODUCTION.md is stale: run `rnnlab reproduce ledger records -o REPRODUCTION.md`"
+    )
 
 
 def test_readme_line_is_the_ledger_summary():
@@ -345,9 +372,18 @@ def test_a_record_written_by_other_code_is_attributed_with_its_differences(tmp_p
 
 def test_where_records_were_made_is_shown_and_records_without_provenance_are_flagged(tmp_path):
     write_record(tmp_path / "a", "asrnn/smnist-n122", 0, {"test/accuracy": 0.9})
-    write_record(tmp_path / "a", "asrnn/smnist-n122-lstm", 0, {"test/accuracy": 0.9}, result_extra={
-        "git": {"commit": "0123456789abcdef", "dirty": True}, "source_sha256": "feed",
-        "versions": {"torch": "2.13.0+cpu"}, "conditions": {"threads": 1, "cpu_model": "Test CPU 9000", "blas": "mkl"}})
+    write_record(
+        tmp_path / "a",
+        "asrnn/smnist-n122-lstm",
+        0,
+        {"test/accuracy": 0.9},
+        result_extra={
+            "git": {"commit": "0123456789abcdef", "dirty": True},
+            "source_sha256": "feed",
+            "versions": {"torch": "2.13.0+cpu"},
+            "conditions": {"threads": 1, "cpu_model": "Test CPU 9000", "blas": "mkl"},
+        },
+    )
     text = document.ledger([tmp_path / "a"])
     where = text.split("## Where the records were made")[1].split("\n## ")[0]
     assert "| 0123456+dirty | Test CPU 9000 | 2.13.0+cpu | mkl | CPU | 1 |" in where

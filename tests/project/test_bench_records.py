@@ -15,8 +15,11 @@ from rnnlab import benchdocs, benchrecord, docsync
 ROOT = Path(__file__).parents[2]
 
 #: the timing records in the repository, and the docs that show them
-RECORDS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.json")
-                 if p.name.startswith("speed-results-") or p.name in ("papers-code.json", "backend-overhead.json"))
+RECORDS = sorted(
+    p.relative_to(ROOT).as_posix()
+    for p in (ROOT / "docs").glob("*.json")
+    if p.name.startswith("speed-results-") or p.name in ("papers-code.json", "backend-overhead.json")
+)
 
 #: records made before records carried their load and CPU model: each is captioned "legacy,
 #: load unknown" until it is re-recorded on an idle machine (then it leaves this list)
@@ -44,8 +47,9 @@ def _bench_blocks():
 def test_every_generated_block_in_the_docs_is_what_its_record_gives():
     found = list(_bench_blocks())
     assert len(found) >= 10
-    stale = [f"{md.relative_to(ROOT)}: {args}" for md, args, body in found
-             if body != benchdocs.render_block(args, md.parent)]
+    stale = [
+        f"{md.relative_to(ROOT)}: {args}" for md, args, body in found if body != benchdocs.render_block(args, md.parent)
+    ]
     assert not stale, f"stale blocks (run python -m rnnlab.docsync FILE.md): {stale}"
 
 
@@ -93,13 +97,16 @@ def test_a_busy_machine_is_refused_with_the_load_and_the_fix():
     assert cond["cpu_model"] and cond["blas"]
 
 
-@pytest.mark.parametrize("before, during, after, own, loaded", [
-    (0.1, [1.0], 1.05, 1, False),  # the benchmark's own thread: idle
-    (0.1, [], 2.1, 1, True),  # another process came during the run
-    (0.1, [2.5], 1.0, 1, True),  # ... and left before its end
-    (0.2, [2.9], 2.9, 2, False),  # two workers of its own on 2 cores, limit 1
-    (1.5, [], 1.0, 1, True),  # allowed, but busy before
-])
+@pytest.mark.parametrize(
+    "before, during, after, own, loaded",
+    [
+        (0.1, [1.0], 1.05, 1, False),  # the benchmark's own thread: idle
+        (0.1, [], 2.1, 1, True),  # another process came during the run
+        (0.1, [2.5], 1.0, 1, True),  # ... and left before its end
+        (0.2, [2.9], 2.9, 2, False),  # two workers of its own on 2 cores, limit 1
+        (1.5, [], 1.0, 1, True),  # allowed, but busy before
+    ],
+)
 def test_loaded_is_judged_net_of_the_benchmarks_own_load(before, during, after, own, loaded):
     cond = benchrecord.start(allow_load=True, own=own, loadavg=(before, 0, 0), cores=2)
     for v in during:
@@ -139,14 +146,20 @@ def _papers_record(rounds: dict, loaded: bool | None) -> dict:
     med = {k: sorted(v)[len(v) // 2] for k, v in rounds.items()}
     cond = {"text": "t"}
     if loaded is not None:
-        cond = benchrecord.finish(benchrecord.start(allow_load=True, loadavg=(0.1, 0, 0), cores=2),
-                                  loadavg=(3.5 if loaded else 1.0, 0, 0))
+        cond = benchrecord.finish(
+            benchrecord.start(allow_load=True, loadavg=(0.1, 0, 0), cores=2), loadavg=(3.5 if loaded else 1.0, 0, 0)
+        )
     return {"conditions": cond, "rounds_s": rounds, "median_s": med}
 
 
 def test_papers_ratios_are_medians_of_rounds_and_only_an_idle_record_judges_the_target():
-    rounds = {"asrnn papers": [3.3, 2.4, 3.0], "asrnn rnnlab": [1.0, 1.0, 1.0],
-              "dmu papers": [1.2, 1.6, 1.3], "dmu rnnlab": [1.0, 1.0, 1.0], "nn.LSTM (n=67)": [1.0, 1.0, 1.0]}
+    rounds = {
+        "asrnn papers": [3.3, 2.4, 3.0],
+        "asrnn rnnlab": [1.0, 1.0, 1.0],
+        "dmu papers": [1.2, 1.6, 1.3],
+        "dmu rnnlab": [1.0, 1.0, 1.0],
+        "nn.LSTM (n=67)": [1.0, 1.0, 1.0],
+    }
     idle = _papers_record(rounds, loaded=False)
     assert benchdocs.papers_ratio(idle, "asrnn papers", "asrnn rnnlab") == (3.0, 2.4, 3.3)
     table = benchdocs.papers_table(idle)
@@ -179,9 +192,17 @@ def test_a_stale_block_is_reported_and_rewritten(tmp_path):
 # --- issue 20: no long functions in this benchmark code -----------------------------------
 
 
-@pytest.mark.parametrize("path", ["src/rnnlab/speed.py", "src/rnnlab/benchrecord.py", "src/rnnlab/benchdocs.py",
-                                  "benchmarks/papers_code.py", "benchmarks/backend_overhead.py",
-                                  "benchmarks/speed.py"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "src/rnnlab/speed.py",
+        "src/rnnlab/benchrecord.py",
+        "src/rnnlab/benchdocs.py",
+        "benchmarks/papers_code.py",
+        "benchmarks/backend_overhead.py",
+        "benchmarks/speed.py",
+    ],
+)
 def test_no_function_is_longer_than_80_lines(path):
     tree = ast.parse((ROOT / path).read_text())
     for node in ast.walk(tree):

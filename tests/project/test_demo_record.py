@@ -55,7 +55,7 @@ def test_record_was_made_from_the_demo_presets():
 
 
 def _verdict(result: dict) -> str | None:
-    """"solved" (test loss under 10% of the memoryless baseline, recall >= 0.95), "not solved"
+    """ "solved" (test loss under 10% of the memoryless baseline, recall >= 0.95), "not solved"
     (over half of it), else None (in between: no verdict)."""
     loss, base = result["test"]["test/loss"], result["baseline"]["loss"]
     if loss < 0.1 * base and result["test"]["test/recall_accuracy"] >= 0.95:
@@ -86,8 +86,9 @@ def test_readme_sentence_on_dmu_quotes_the_record():
     first, last = min(val), max(val)
     assert f"from {val[first]:.2f} at step {first} to {val[last]:.2f} at step {last}" in readme
     assert val[last] > json.loads((RECORD / "demo-dmu" / "result.json").read_text())["baseline"]["loss"]
-    assert all(a > b for a, b in zip([val[k] for k in sorted(val)], [val[k] for k in sorted(val)][1:])), \
+    assert all(a > b for a, b in zip([val[k] for k in sorted(val)], [val[k] for k in sorted(val)][1:])), (
         "the README says DMU's loss is still falling"
+    )
 
 
 @pytest.mark.slow

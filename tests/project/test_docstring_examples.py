@@ -16,8 +16,13 @@ from rnnlab.cells import CELLS
 
 def _public_objects():
     objs = {f"cells.{c.__name__}": c for c in CELLS.values()}
-    objs.update({f"cells.{n}": getattr(cells, n) for n in dir(cells)
-                 if isinstance(getattr(cells, n), type) and issubclass(getattr(cells, n), cells.Recurrent)})
+    objs.update(
+        {
+            f"cells.{n}": getattr(cells, n)
+            for n in dir(cells)
+            if isinstance(getattr(cells, n), type) and issubclass(getattr(cells, n), cells.Recurrent)
+        }
+    )
     objs.update({"train.train": train.train, "rundir.load_run": rundir.load_run, "from_torch": rnnlab.from_torch})
     return objs
 

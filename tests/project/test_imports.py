@@ -156,8 +156,9 @@ def test_circles_are_found():
 def test_no_import_circles():
     arrows = import_arrows()
     found = [c for c in circles(set(arrows)) if set(c) not in KNOWN_CIRCLES]
-    detail = {tuple(c): [f"{a} -> {b} ({', '.join(arrows[(a, b)])})" for (a, b) in arrows if a in c and b in c]
-              for c in found}
+    detail = {
+        tuple(c): [f"{a} -> {b} ({', '.join(arrows[(a, b)])})" for (a, b) in arrows if a in c and b in c] for c in found
+    }
     assert not found, f"import circles between rooms: {detail}"
 
 

@@ -19,7 +19,9 @@ _spec.loader.exec_module(own_data)
 
 
 def _results(workdir: Path) -> dict[str, dict]:
-    return {json.loads(p.read_text())["cell"]: json.loads(p.read_text()) for p in (workdir / "runs").rglob("result.json")}
+    return {
+        json.loads(p.read_text())["cell"]: json.loads(p.read_text()) for p in (workdir / "runs").rglob("result.json")
+    }
 
 
 def test_five_commands():
@@ -75,4 +77,7 @@ def test_python_examples_run(heading, tmp_path, monkeypatch):
         assert scope["result"]["steps"] == 50 and (tmp_path / "mine.npz").exists()
     else:
         assert scope["info"]["grad_norm"] is not None and sorted(scope["stepper"].groups) == [
-            "default", "nonnormal", "orthogonal"]
+            "default",
+            "nonnormal",
+            "orthogonal",
+        ]

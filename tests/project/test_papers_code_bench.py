@@ -56,7 +56,7 @@ def test_copy_batch_layout(bench):
     L, K = bench.L, bench.K
     idx = x.argmax(-1)
     assert x.shape == (5, L + 2 * K, 10) and torch.all(x.sum(-1) == 1)
-    assert torch.all(idx[:, L + K] == 9) and torch.all(idx[:, K:L + K] == 0)
+    assert torch.all(idx[:, L + K] == 9) and torch.all(idx[:, K : L + K] == 0)
     assert torch.equal(y[:, -K:], idx[:, :K]) and torch.all(y[:, :-K] == 0)
     assert int(idx[:, :K].min()) >= 1 and int(idx[:, :K].max()) <= 8
 
@@ -88,6 +88,7 @@ def test_measure_alternates_and_keeps_every_round(bench):
         def fn():
             calls.append(name)
             return torch.zeros(())
+
         return fn
 
     times = bench.measure({k: step(k) for k in ("a", "b", "c")}, 4, log=lambda s: None)

@@ -56,27 +56,31 @@ def test_cli_example_parses():
     assert n >= 9
 
 
-LIGHT = [["--help"], ["--version"], ["list", "presets"], ["table", "docs/demo"], ["data", "list"],
-         ["train", "--help"]]
+LIGHT = [["--help"], ["--version"], ["list", "presets"], ["table", "docs/demo"], ["data", "list"], ["train", "--help"]]
 
 
 @pytest.mark.parametrize("argv", LIGHT, ids=" ".join)
 def test_light_commands_do_not_import_torch(argv):
-    code = ("import sys\nfrom rnnlab.cli import main\n"
-            f"try:\n    rc = main({argv!r})\nexcept SystemExit as e:\n    rc = e.code\n"
-            "print('RC', rc, 'TORCH' if 'torch' in sys.modules else 'NO-TORCH')")
+    code = (
+        "import sys\nfrom rnnlab.cli import main\n"
+        f"try:\n    rc = main({argv!r})\nexcept SystemExit as e:\n    rc = e.code\n"
+        "print('RC', rc, 'TORCH' if 'torch' in sys.modules else 'NO-TORCH')"
+    )
     env = {**os.environ, "RNNLAB_DATA": str(ROOT / "no-such-data-dir")}
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=env,
-                       timeout=120)
-    assert r.stdout.strip().endswith("RC 0 NO-TORCH") or r.stdout.strip().endswith("RC None NO-TORCH"), \
-        (r.stdout[-500:], r.stderr[-2000:])
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+    assert r.stdout.strip().endswith("RC 0 NO-TORCH") or r.stdout.strip().endswith("RC None NO-TORCH"), (
+        r.stdout[-500:],
+        r.stderr[-2000:],
+    )
 
 
 def test_import_rnnlab_is_lazy_but_complete():
-    code = ("import sys, rnnlab\nassert 'torch' not in sys.modules\n"
-            "names = [n for n in rnnlab.__all__ if n != '__version__' and n[0].isupper() or n in ('unroll', 'load_run')]\n"
-            "assert all(getattr(rnnlab, n) is not None for n in names)\n"
-            "assert 'torch' in sys.modules and callable(rnnlab.load_run)\n"
-            "from rnnlab.tasks import TASKS, CopyTask\nassert TASKS['copy'] is CopyTask\nprint('OK')")
+    code = (
+        "import sys, rnnlab\nassert 'torch' not in sys.modules\n"
+        "names = [n for n in rnnlab.__all__ if n != '__version__' and n[0].isupper() or n in ('unroll', 'load_run')]\n"
+        "assert all(getattr(rnnlab, n) is not None for n in names)\n"
+        "assert 'torch' in sys.modules and callable(rnnlab.load_run)\n"
+        "from rnnlab.tasks import TASKS, CopyTask\nassert TASKS['copy'] is CopyTask\nprint('OK')"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.stdout.strip() == "OK", r.stderr[-2000:]

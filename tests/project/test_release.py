@@ -46,8 +46,9 @@ def test_cli_version(capsys):
 def test_api_reference_builds(tmp_path):
     pytest.importorskip("pdoc", reason="pdoc (extra 'docs') is not installed")
     # the same command as `make api-docs`, in a subprocess: pdoc imports every module
-    r = subprocess.run([sys.executable, "-m", "pdoc", "-o", str(tmp_path), "rnnlab"], capture_output=True,
-                       text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "pdoc", "-o", str(tmp_path), "rnnlab"], capture_output=True, text=True, timeout=600
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     page = (tmp_path / "rnnlab" / "train.html").read_text()
     assert "load_run" in page and "weights_only=True" in page  # a docstring made it through

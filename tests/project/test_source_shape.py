@@ -35,7 +35,9 @@ def long_functions(paths, limit: int = MAX_LINES) -> list[str]:
 
 def test_body_lines_counts_without_the_docstring(tmp_path):
     f = tmp_path / "m.py"
-    f.write_text('def f():\n    """doc\n    more"""\n    a = 1\n\n    return a\n\n\ndef g():\n    """only a docstring"""\n')
+    f.write_text(
+        'def f():\n    """doc\n    more"""\n    a = 1\n\n    return a\n\n\ndef g():\n    """only a docstring"""\n'
+    )
     nodes = [n for n in ast.walk(ast.parse(f.read_text())) if isinstance(n, ast.FunctionDef)]
     assert [body_lines(n) for n in nodes] == [3, 0]
 

@@ -64,9 +64,18 @@ def test_large_mnist_configurations_match_the_budget_of_exprnn_at_that_size():
 def test_worker_row_on_a_tiny_configuration():
     cfg = dataclasses.replace(speed.CONFIGS["copy"], T=6, batch=3)
     spec = {
-        "config": dataclasses.asdict(cfg), "label": "exprnn", "key": "exprnn", "options": {}, "hidden": 8,
-        "gates": 1, "baseline_hidden": 4, "reference": True, "warmup": 1, "repeats": 2,
-        "threads": 1, "malloc": "default",
+        "config": dataclasses.asdict(cfg),
+        "label": "exprnn",
+        "key": "exprnn",
+        "options": {},
+        "hidden": 8,
+        "gates": 1,
+        "baseline_hidden": 4,
+        "reference": True,
+        "warmup": 1,
+        "repeats": 2,
+        "threads": 1,
+        "malloc": "default",
     }
     res = speed._worker(spec)
     for name in ("fast", "reference", "baseline"):
@@ -82,8 +91,9 @@ def test_tune_malloc_and_opt_out():
     code = "import rnnlab.runtime as r; print(r.tune_malloc(), '|', r.malloc_conditions())"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     on = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env).stdout
-    off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**env, "RNNLAB_MALLOC": "default"}).stdout
+    off = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**env, "RNNLAB_MALLOC": "default"}
+    ).stdout
     assert on.startswith("True") and "M_MMAP_MAX=0" in on
     assert off.startswith("False") and "RNNLAB_MALLOC=default" in off
 
@@ -97,8 +107,18 @@ def test_worker_times_the_orthogonal_maps_and_the_table_shows_their_share(monkey
     real = par.Orthogonal.forward
     monkeypatch.setattr(par.Orthogonal, "forward", lambda self, A: calls.append(self.n) or real(self, A))
     cfg = dataclasses.replace(speed.CONFIGS["mnist"], T=5, batch=3)
-    base = {"config": dataclasses.asdict(cfg), "options": {}, "hidden": 8, "gates": 1, "baseline_hidden": None,
-            "reference": False, "warmup": 1, "repeats": 2, "threads": 1, "malloc": "default"}
+    base = {
+        "config": dataclasses.asdict(cfg),
+        "options": {},
+        "hidden": 8,
+        "gates": 1,
+        "baseline_hidden": None,
+        "reference": False,
+        "warmup": 1,
+        "repeats": 2,
+        "threads": 1,
+        "malloc": "default",
+    }
     res = speed._worker({**base, "label": "asrnn", "key": "asrnn"})
     assert res["maps_n"] == [8, 8]
     assert res["maps"]["cpu"] > 0 and len(res["maps"]["cpu_all"]) == 2
@@ -114,8 +134,10 @@ def test_worker_times_the_orthogonal_maps_and_the_table_shows_their_share(monkey
     assert calls == [6, 6]
     lstm = speed._worker({**base, "label": "nn.LSTM", "key": "nn.LSTM", "gates": 4})
     assert "maps" not in lstm
-    rows = [{"config": "mnist", "label": "asrnn", "hidden": 8, "params": 1, **res},
-            {"config": "mnist", "label": "nn.LSTM", "hidden": 8, "params": 1, **lstm}]
+    rows = [
+        {"config": "mnist", "label": "asrnn", "hidden": 8, "params": 1, **res},
+        {"config": "mnist", "label": "nn.LSTM", "hidden": 8, "params": 1, **lstm},
+    ]
     table = speed.format_table({"conditions": {"maps_timed": True}, "rows": rows})
     head, rule, a, l = table.splitlines()
     assert "maps s/it (share)" in head and rule.count("---") == 13
@@ -128,15 +150,33 @@ def test_worker_times_the_orthogonal_maps_and_the_table_shows_their_share(monkey
 
 
 def test_limits_table_divides_the_recorded_times():
-    row = {"config": "ptb", "label": "exprnn", "hidden": 1024, "params": 1, "fast": {"cpu": 3.0, "wall": 3.0},
-           "baseline": {"cpu": 1.2, "wall": 1.2}, "floor": {"s": 1.8}, "baseline_floor": {"s": 0.9},
-           "maps": {"cpu": 0.6, "wall": 0.6}}
-    lstm = {"config": "ptb", "label": "nn.LSTM", "hidden": 365, "params": 1, "fast": {"cpu": 1.2, "wall": 1.2},
-            "floor": {"s": 0.9}}
+    row = {
+        "config": "ptb",
+        "label": "exprnn",
+        "hidden": 1024,
+        "params": 1,
+        "fast": {"cpu": 3.0, "wall": 3.0},
+        "baseline": {"cpu": 1.2, "wall": 1.2},
+        "floor": {"s": 1.8},
+        "baseline_floor": {"s": 0.9},
+        "maps": {"cpu": 0.6, "wall": 0.6},
+    }
+    lstm = {
+        "config": "ptb",
+        "label": "nn.LSTM",
+        "hidden": 365,
+        "params": 1,
+        "fast": {"cpu": 1.2, "wall": 1.2},
+        "floor": {"s": 0.9},
+    }
     nomaps = {**row, "label": "rnn", "maps": None}
     # per-repeat times: ratios 3.3/1.1 = 3, 2.8/1.4 = 2, 3.0/1.2 = 2.5 -> median 2.5 in [2, 3]
-    rounds = {**row, "label": "scornn", "fast": {"cpu": 3.0, "wall": 3.0, "cpu_all": [3.3, 2.8, 3.0]},
-              "baseline": {"cpu": 1.2, "wall": 1.2, "cpu_all": [1.1, 1.4, 1.2]}}
+    rounds = {
+        **row,
+        "label": "scornn",
+        "fast": {"cpu": 3.0, "wall": 3.0, "cpu_all": [3.3, 2.8, 3.0]},
+        "baseline": {"cpu": 1.2, "wall": 1.2, "cpu_all": [1.1, 1.4, 1.2]},
+    }
     lines = speed.format_limits({"rows": [row, lstm, nomaps, rounds]}).splitlines()
     assert len(lines) == 5  # the LSTM row itself has no baseline: left out
     assert lines[2] == "| ptb | exprnn | 1024 | 1.800 | 0.900 | 2.00 | 1.50 | 0.600 | 2.00 | 2.50 |"
@@ -147,11 +187,19 @@ def test_limits_table_divides_the_recorded_times():
 def test_ratios_are_the_median_of_per_repeat_ratios_with_their_range():
     """Not the ratio of the medians: with fast (1, 2, 4) against baseline (2, 1, 8) the medians
     give 2/2 = 1, the per-repeat ratios 0.5, 2 and 0.5 give median 0.5 in [0.5, 2]."""
-    row = {"config": "copy", "label": "exprnn", "hidden": 8, "params": 1, "depth": 1,
-           "fast": {"cpu": 2.0, "wall": 2.0, "faults": 0, "cpu_all": [1.0, 2.0, 4.0], "wall_all": [1.0, 2.0, 4.0]},
-           "baseline": {"cpu": 2.0, "wall": 2.0, "cpu_all": [2.0, 1.0, 8.0], "wall_all": [2.0, 1.0, 8.0]},
-           "reference": {"cpu": 4.0, "wall": 4.0, "cpu_all": [4.0, 4.0, 4.0], "wall_all": [4.0, 4.0, 4.0]},
-           "infer": {"cpu": 0.1, "wall": 0.1}, "peak_mb": 1.0, "floor": None}
+    row = {
+        "config": "copy",
+        "label": "exprnn",
+        "hidden": 8,
+        "params": 1,
+        "depth": 1,
+        "fast": {"cpu": 2.0, "wall": 2.0, "faults": 0, "cpu_all": [1.0, 2.0, 4.0], "wall_all": [1.0, 2.0, 4.0]},
+        "baseline": {"cpu": 2.0, "wall": 2.0, "cpu_all": [2.0, 1.0, 8.0], "wall_all": [2.0, 1.0, 8.0]},
+        "reference": {"cpu": 4.0, "wall": 4.0, "cpu_all": [4.0, 4.0, 4.0], "wall_all": [4.0, 4.0, 4.0]},
+        "infer": {"cpu": 0.1, "wall": 0.1},
+        "peak_mb": 1.0,
+        "floor": None,
+    }
     assert speed.ratio(row, "baseline") == (0.5, 0.5, 2.0)
     assert speed.ratio(row, "reference") == (0.5, 0.25, 1.0)
     cells = [c.strip() for c in speed.format_table({"rows": [row]}).splitlines()[2].split("|")[1:-1]]
@@ -166,8 +214,7 @@ def test_variants_alternate_their_order_every_repeat():
     out = speed._time_alternating(variants, warmup=1, repeats=3, device=__import__("torch").device("cpu"))
     timed = calls[2:]  # the warm-ups of the two non-fast variants come first
     assert calls[:2] == ["reference", "baseline"]
-    assert timed == ["fast", "reference", "baseline", "baseline", "reference", "fast",
-                     "fast", "reference", "baseline"]
+    assert timed == ["fast", "reference", "baseline", "baseline", "reference", "fast", "fast", "reference", "baseline"]
     assert all(len(out[n]["cpu_all"]) == 3 for n in variants)
 
 

@@ -81,8 +81,23 @@ def _build_wheel(out: Path) -> Path:
     shutil.copytree(ROOT / "src", src / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(ROOT / name, src / name)
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                        "-w", str(out / "dist"), str(src)], capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out / "dist"),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     (wheel,) = (out / "dist").glob("rnnlab-*.whl")
     return wheel
@@ -96,12 +111,20 @@ def test_wheel_installed_outside_the_repo(tmp_path):
     env_dir = tmp_path / "env"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True, timeout=300)
     py = env_dir / "bin" / "python"
-    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps",
-                        "--no-index", str(wheel)], capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     # torch, numpy, ... from this environment: a path line, not its .pth files (no editable rnnlab)
-    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    site = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     Path(site, "deps-of-the-test.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     work = tmp_path / "elsewhere"
     work.mkdir()
@@ -127,6 +150,7 @@ def test_wheel_installed_outside_the_repo(tmp_path):
     assert "demo/asrnn" in info["presets"] and "nnrnn/copy" in info["presets"] and "demo" in info["suites"]
     description = info["description"]
     assert "Citing" in description and not re.findall(r"\]\((?!https://|#)", description)
-    r = subprocess.run([str(env_dir / "bin" / "rnnlab"), "list", "presets"], cwd=work, capture_output=True,
-                       text=True, timeout=300)
+    r = subprocess.run(
+        [str(env_dir / "bin" / "rnnlab"), "list", "presets"], cwd=work, capture_output=True, text=True, timeout=300
+    )
     assert r.returncode == 0 and "demo/asrnn" in r.stdout, r.stderr[-2000:]

@@ -47,8 +47,9 @@ def memoryless_predictor(task, n, seed):
     V, C = task.num_tokens, task.output_size
     counts = torch.zeros(task.T, V, C, dtype=torch.float64)
     t = torch.arange(task.T).expand_as(b.x)
-    counts.index_put_((t.reshape(-1), b.x.reshape(-1), b.y.reshape(-1)), torch.ones(b.x.numel(), dtype=torch.float64),
-                      accumulate=True)
+    counts.index_put_(
+        (t.reshape(-1), b.x.reshape(-1), b.y.reshape(-1)), torch.ones(b.x.numel(), dtype=torch.float64), accumulate=True
+    )
     return (counts + 1e-3).log() - (counts + 1e-3).sum(-1, keepdim=True).log()
 
 
@@ -93,7 +94,9 @@ def test_registered_options_and_presets():
 def test_a_preset_trains_one_step(tmp_path):
     from rnnlab.train import train
 
-    cfg = config.load("henaff/copy_variable-lstm", ["task.L=10", "task.val_size=4", "task.test_size=4",
-                                                    "train.steps=1", "train.eval_every=1"])
+    cfg = config.load(
+        "henaff/copy_variable-lstm",
+        ["task.L=10", "task.val_size=4", "task.test_size=4", "train.steps=1", "train.eval_every=1"],
+    )
     r = train(cfg, tmp_path / "run", progress=False)
     assert r["steps"] == 1 and "val/recall_accuracy" in r["final"]

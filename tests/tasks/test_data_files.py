@@ -75,11 +75,18 @@ def url(srv, path="/blob.bin"):
 
 @pytest.fixture
 def fake_dataset(monkeypatch, server):
-    ds = Dataset("fake", "fakefolder", (
-        DataFile("blob.bin", SHA, len(PAYLOAD), (url(server, "/missing.bin"), url(server))),
-        DataFile("derived.txt", hashlib.sha256(b"derived:" + PAYLOAD[:10]).hexdigest(),
-                 derive=lambda folder: b"derived:" + (folder / "blob.bin").read_bytes()[:10]),
-    ))
+    ds = Dataset(
+        "fake",
+        "fakefolder",
+        (
+            DataFile("blob.bin", SHA, len(PAYLOAD), (url(server, "/missing.bin"), url(server))),
+            DataFile(
+                "derived.txt",
+                hashlib.sha256(b"derived:" + PAYLOAD[:10]).hexdigest(),
+                derive=lambda folder: b"derived:" + (folder / "blob.bin").read_bytes()[:10],
+            ),
+        ),
+    )
     monkeypatch.setitem(data.DATASETS, "fake", ds)
     return ds
 

@@ -128,7 +128,9 @@ def test_ptb_word_vocab_and_full_eval_stream(ptb_root):
         assert [b.carry_state for b in batches] == [False] + [True] * (len(batches) - 1)
         rows_y = torch.cat([b.y for b in batches], 1)
         rows_x = torch.cat([b.x for b in batches], 1)
-        masks = torch.cat([b.mask if b.mask is not None else torch.ones_like(b.y, dtype=torch.bool) for b in batches], 1)
+        masks = torch.cat(
+            [b.mask if b.mask is not None else torch.ones_like(b.y, dtype=torch.bool) for b in batches], 1
+        )
         ys = rows_y[masks]
         xs = rows_x[masks]
         assert torch.equal(ys, stream[1:]) and torch.equal(xs, stream[:-1])
@@ -305,9 +307,18 @@ def test_bleu_hand_cases():
 
 
 PAIRS = [
-    ("Go.", "Ve."), ("Hi.", "Hola."), ("Run!", "¡Corre!"), ("I see.", "Ya veo."), ("Tom ran.", "Tom corrió."),
-    ("I won.", "Gané."), ("Help!", "¡Ayuda!"), ("Tom won.", "Tom ganó."), ("I ran.", "Corrí."),
-    ("Go away.", "Vete."), ("Tom is here.", "Tom está aquí."), ("I am here.", "Estoy aquí."),
+    ("Go.", "Ve."),
+    ("Hi.", "Hola."),
+    ("Run!", "¡Corre!"),
+    ("I see.", "Ya veo."),
+    ("Tom ran.", "Tom corrió."),
+    ("I won.", "Gané."),
+    ("Help!", "¡Ayuda!"),
+    ("Tom won.", "Tom ganó."),
+    ("I ran.", "Corrí."),
+    ("Go away.", "Vete."),
+    ("Tom is here.", "Tom está aquí."),
+    ("I am here.", "Estoy aquí."),
 ] * 3
 
 
@@ -325,7 +336,9 @@ def test_translation_split_vocab_and_batches(tatoeba_root):
     t = TASKS["translation"](pair="spa-eng", val_size=5, test_size=6, min_freq=2, data_dir=tatoeba_root, verify=False)
     assert t.model_kind == "seq2seq"
     assert {s: len(v) for s, v in t.data.items()} == {"test": 6, "val": 5, "train": len(PAIRS) - 11}
-    again = TASKS["translation"](pair="spa-eng", val_size=5, test_size=6, min_freq=2, data_dir=tatoeba_root, verify=False)
+    again = TASKS["translation"](
+        pair="spa-eng", val_size=5, test_size=6, min_freq=2, data_dir=tatoeba_root, verify=False
+    )
     assert again.raw == t.raw  # deterministic
     assert t.src_vocab.itos[:4] == ["<pad>", "<sos>", "<eos>", "<unk>"] and "tom" in t.src_vocab.stoi
     # min_freq: a token seen once in training maps to <unk>
@@ -345,7 +358,10 @@ def test_translation_split_vocab_and_batches(tatoeba_root):
 
 def test_teacher_forcing_ratio_meaning(tatoeba_root):
     kw = dict(val_size=5, test_size=6, data_dir=tatoeba_root, verify=False)
-    assert "teacher_mask" not in next(TASKS["translation"](teacher_forcing=1.0, **kw).train_batches(8, torch.Generator())).extra
+    assert (
+        "teacher_mask"
+        not in next(TASKS["translation"](teacher_forcing=1.0, **kw).train_batches(8, torch.Generator())).extra
+    )
     t = TASKS["translation"](teacher_forcing=0.25, **kw)
     it = t.train_batches(16, torch.Generator().manual_seed(0))
     frac = torch.cat([next(it).extra["teacher_mask"].flatten() for _ in range(50)]).float().mean()

@@ -19,8 +19,11 @@ needs_data = pytest.mark.needs_data
 
 
 def _present(dataset: str, root) -> bool:
-    return all(data.file_status(dataset, f.name, root, check_hash=False).state != "missing"
-               for f in data.get_dataset(dataset).files if not f.optional)
+    return all(
+        data.file_status(dataset, f.name, root, check_hash=False).state != "missing"
+        for f in data.get_dataset(dataset).files
+        if not f.optional
+    )
 
 
 @needs_data
@@ -50,11 +53,14 @@ def test_ptb_char_files_follow_from_word_files(data_root):
 
 
 @needs_data
-@pytest.mark.parametrize("name,counts", [
-    ("jsb", {"train": (229, 13807), "val": (76, 4602), "test": (77, 4725)}),
-    ("nottingham", {"train": (694, 176561), "val": (173, 45513), "test": (170, 44463)}),
-    ("piano", {"train": (87, 75911), "val": (12, 8540), "test": (25, 19036)}),
-])
+@pytest.mark.parametrize(
+    "name,counts",
+    [
+        ("jsb", {"train": (229, 13807), "val": (76, 4602), "test": (77, 4725)}),
+        ("nottingham", {"train": (694, 176561), "val": (173, 45513), "test": (170, 44463)}),
+        ("piano", {"train": (87, 75911), "val": (12, 8540), "test": (25, 19036)}),
+    ],
+)
 def test_music_split_sizes_and_half_baseline(name, counts, data_root):
     pytest.importorskip("scipy")
     task = TASKS["music"](dataset=name, data_dir=data_root)

@@ -52,8 +52,13 @@ def test_full_teacher_mask_equals_fast_path():
     src, lengths, tgt_in = data()
     fast, _ = m(src, None, lengths, tgt_in=tgt_in)
     slow, _ = m(src, None, lengths, tgt_in=tgt_in, teacher_mask=torch.ones(3, 4, dtype=torch.bool))
-    step = m(src, None, lengths, tgt_in=tgt_in,
-             teacher_mask=torch.tensor([[True, True, True, True]] * 2 + [[True, True, True, False]]))[0]
+    step = m(
+        src,
+        None,
+        lengths,
+        tgt_in=tgt_in,
+        teacher_mask=torch.tensor([[True, True, True, True]] * 2 + [[True, True, True, False]]),
+    )[0]
     torch.testing.assert_close(fast, slow)
     torch.testing.assert_close(step[:, :3], fast[:, :3])  # the step loop agrees until the masks differ
     assert not torch.allclose(step[2, 3], fast[2, 3])

@@ -34,14 +34,17 @@ def test_registered_and_public():
     assert TASKS["arrays"] is ArraysTask and rnnlab.tasks.from_arrays is from_arrays
 
 
-@pytest.mark.parametrize("y,kind,readout,out", [
-    ((X[:, :, 0].sum(1) > 0).astype(np.int64), "ce", "last", 2),            # labels per sequence
-    (X[:, :, 0].sum(1), "mse", "last", 1),                                  # a float per sequence
-    (X.sum(1), "mse", "last", 2),                                           # (N, O) floats
-    ((X[..., 0] > 0).astype(np.int32), "ce", "all", 2),                     # labels per step
-    (np.cumsum(X[..., 0], 1), "mse", "all", 1),                             # (N, T) floats per step
-    (np.cumsum(X, 1), "mse", "all", 2),                                     # (N, T, O)
-])
+@pytest.mark.parametrize(
+    "y,kind,readout,out",
+    [
+        ((X[:, :, 0].sum(1) > 0).astype(np.int64), "ce", "last", 2),  # labels per sequence
+        (X[:, :, 0].sum(1), "mse", "last", 1),  # a float per sequence
+        (X.sum(1), "mse", "last", 2),  # (N, O) floats
+        ((X[..., 0] > 0).astype(np.int32), "ce", "all", 2),  # labels per step
+        (np.cumsum(X[..., 0], 1), "mse", "all", 1),  # (N, T) floats per step
+        (np.cumsum(X, 1), "mse", "all", 2),  # (N, T, O)
+    ],
+)
 def test_kinds_follow_dtype_and_shape(y, kind, readout, out):
     task = from_arrays(**_split(y))
     assert (task.loss_kind, task.readout, task.output_size, task.input_size) == (kind, readout, out, 2)
@@ -88,7 +91,7 @@ def test_lengths_mask_the_loss_and_reach_the_model():
     b = next(iter(task.eval_batches("val", 4)))
     assert b.lengths.tolist() == L[40:44].tolist()
     out = torch.zeros(4, 9, 1)
-    out[0, L[40]:] = 1e6  # past the length: must not count
+    out[0, L[40] :] = 1e6  # past the length: must not count
     want = np.concatenate([(y[40 + i, : L[40 + i]]) ** 2 for i in range(4)]).mean()
     assert task.loss(out, b).item() == pytest.approx(want, rel=1e-5)
 
@@ -177,7 +180,7 @@ def test_trains_from_a_preset_and_reloads_without_the_file(tmp_path, monkeypatch
     from_arrays(**_split(y)).save("mine.npz")
     (tmp_path / "mine.toml").write_text(
         'name = "mine"\n[task]\nname = "arrays"\npath = "mine.npz"\n[model]\ncell = "asrnn"\nhidden_size = 8\n'
-        '[train]\nsteps = 20\nbatch_size = 8\neval_every = 10\n'
+        "[train]\nsteps = 20\nbatch_size = 8\neval_every = 10\n"
     )
     cfg = config.load(str(tmp_path / "mine.toml"))
     result = train(cfg, tmp_path / "runs" / "mine", progress=False)
@@ -194,8 +197,14 @@ def test_trains_from_a_preset_and_reloads_without_the_file(tmp_path, monkeypatch
 def test_from_python_with_train(tmp_path):
     y = np.cumsum(X[..., 0], 1)
     task = from_arrays(**_split(y, test=False))
-    cfg = config.from_dict({"name": "py", "task": {"name": "arrays"}, "model": {"cell": "nnrnn", "hidden_size": 8},
-                            "train": {"steps": 10, "batch_size": 8, "eval_every": 10, "test": False}})
+    cfg = config.from_dict(
+        {
+            "name": "py",
+            "task": {"name": "arrays"},
+            "model": {"cell": "nnrnn", "hidden_size": 8},
+            "train": {"steps": 10, "batch_size": 8, "eval_every": 10, "test": False},
+        }
+    )
     result = train(cfg, tmp_path / "py", task=task, progress=False)
     assert result["baseline"]["loss"] == pytest.approx(task.baseline()["loss"])
     assert math.isfinite(result["final"]["val/loss"])

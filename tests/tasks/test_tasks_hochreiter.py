@@ -63,7 +63,9 @@ def test_noisy_sequence(fixed):
     assert t.loss(torch.zeros(64, 2), b).item() == pytest.approx(math.log(2))
 
 
-@pytest.mark.parametrize("task", [HSAddingTask(L=30), TemporalOrderTask(L=30), NoisySequenceTask(L=30, noise_symbols=5)])
+@pytest.mark.parametrize(
+    "task", [HSAddingTask(L=30), TemporalOrderTask(L=30), NoisySequenceTask(L=30, noise_symbols=5)]
+)
 def test_readout_at_each_sequence_end(task):
     """The model's answer depends on the steps up to each sequence's own length only."""
     torch.manual_seed(3)

@@ -58,9 +58,16 @@ def test_unigram_of_words_has_a_perplexity(tmp_path):
 def test_table_shows_both_baselines(tmp_path):
     run = tmp_path / "ptb-run" / "seed0"
     run.mkdir(parents=True)
-    result = {"name": "ptb-run", "task": "ptb_char", "cell": "lstm", "seed": 0, "steps": 1,
-              "final": {"val/bpc": 3.5}, "test": {"test/bpc": 3.4},
-              "baseline": {"bpc": 5.6439, "loss": 3.912, "unigram_bpc": 4.4, "unigram_loss": 3.05}}
+    result = {
+        "name": "ptb-run",
+        "task": "ptb_char",
+        "cell": "lstm",
+        "seed": 0,
+        "steps": 1,
+        "final": {"val/bpc": 3.5},
+        "test": {"test/bpc": 3.4},
+        "baseline": {"bpc": 5.6439, "loss": 3.912, "unigram_bpc": 4.4, "unigram_loss": 3.05},
+    }
     (run / "result.json").write_text(json.dumps(result))
     text = table(tmp_path, ["test/bpc"], timing=False)
     assert "| 5.6439 uniform, 4.4000 unigram |" in text

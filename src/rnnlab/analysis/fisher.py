@@ -46,8 +46,9 @@ def _check(V, noise_cov):
     return V, S
 
 
-def noise_factor(V, noise_cov=None, noise_steps: int | None = None, block: int = 32,
-                 max_steps: int = 1_000_000) -> np.ndarray:
+def noise_factor(
+    V, noise_cov=None, noise_steps: int | None = None, block: int = 32, max_steps: int = 1_000_000
+) -> np.ndarray:
     """An upper-triangular U with ``U^T U = C = sum_{m=0}^{M-1} V^m Sigma V^{m T}``.
 
     ``noise_steps`` = M; ``None`` sums to convergence (the stationary covariance, which needs
@@ -167,7 +168,9 @@ def fig1_curves(N: int = 100, steps: int = 150, alphas=FIG1_ALPHAS, betas=FIG1_B
     e1[0] = 1.0
     return {
         (a, b, d): fisher_memory_curve(feedforward_matrix(N, a, b, d), e1, steps=steps)
-        for a in alphas for b in betas for d in ds
+        for a in alphas
+        for b in betas
+        for d in ds
     }
 
 
@@ -192,8 +195,13 @@ def plot_fmc(curves: dict, path=None, ax=None, title: str = "Fisher memory curve
     for (a, b, d), J in curves.items():
         t = np.arange(len(J))
         ax.semilogy(
-            t, np.where(J > 0, J, np.nan), linestyle=styles[alphas.index(a) % 4], color=colors[betas.index(b) % 3],
-            marker=markers[ds.index(d) % 3], markevery=(5 * ds.index(d) + 3 * betas.index(b), 25), markersize=4,
+            t,
+            np.where(J > 0, J, np.nan),
+            linestyle=styles[alphas.index(a) % 4],
+            color=colors[betas.index(b) % 3],
+            marker=markers[ds.index(d) % 3],
+            markevery=(5 * ds.index(d) + 3 * betas.index(b), 25),
+            markersize=4,
             label=f"alpha={a}, beta={b}, d={d}",
         )
     ax.set_ylim(5e-3, 1.2)
@@ -209,8 +217,15 @@ def plot_fmc(curves: dict, path=None, ax=None, title: str = "Fisher memory curve
     return ax
 
 
-def transient_trajectories(N: int = 100, steps: int = 150, alpha: float = 1.0, beta: float = 0.0, d: float = 0.0,
-                           samples: int = 200, seed: int = 0) -> np.ndarray:
+def transient_trajectories(
+    N: int = 100,
+    steps: int = 150,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+    d: float = 0.0,
+    samples: int = 200,
+    seed: int = 0,
+) -> np.ndarray:
     """Free evolution ``h_t = Theta h_{t-1}`` of an ensemble of initial conditions uniform on
     the unit sphere (the paper's Fig. 1b setting, d = 0). Returns (samples, steps, N)."""
     rng = np.random.default_rng(seed)
@@ -224,8 +239,9 @@ def transient_trajectories(N: int = 100, steps: int = 150, alpha: float = 1.0, b
     return out
 
 
-def plot_transients(path=None, N: int = 100, steps: int = 150, alphas=FIG1_ALPHAS, betas=FIG1_BETAS,
-                    units=(20, 50, 80), seed: int = 0):
+def plot_transients(
+    path=None, N: int = 100, steps: int = 150, alphas=FIG1_ALPHAS, betas=FIG1_BETAS, units=(20, 50, 80), seed: int = 0
+):
     """Fig. 1(b): single-unit trajectories h^i_t (one initial condition) for each alpha, beta
     (d = 0), and the ensemble norm ||h_t||. The transients end abruptly at t = N: the strictly
     triangular matrix is nilpotent."""
@@ -234,7 +250,9 @@ def plot_transients(path=None, N: int = 100, steps: int = 150, alphas=FIG1_ALPHA
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(betas) + 1, len(alphas), figsize=(3.2 * len(alphas), 2.4 * (len(betas) + 1)), sharex=True)
+    fig, axes = plt.subplots(
+        len(betas) + 1, len(alphas), figsize=(3.2 * len(alphas), 2.4 * (len(betas) + 1)), sharex=True
+    )
     colors = ["tab:blue", "tab:red"]
     for j, a in enumerate(alphas):
         for i, b in enumerate(betas):

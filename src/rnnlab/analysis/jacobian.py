@@ -166,9 +166,15 @@ def lag_spectrum(J: Tensor, start: int = 0, max_lag: int | None = None, rtol: fl
         out["qmin"][k] = log_r.min().item() / math.log(10)
     with np.errstate(over="ignore", under="ignore"):
         return LagSpectrum(
-            lags=np.arange(1, K + 1), sigma_max=10.0 ** out["smax"], sigma_min=10.0 ** out["smin"],
-            resolved=out["res"].astype(bool), qr_max=10.0 ** out["qmax"], qr_min=10.0 ** out["qmin"],
-            log10_sigma_max=out["smax"], log10_sigma_min=out["smin"], log10_qr_min=out["qmin"],
+            lags=np.arange(1, K + 1),
+            sigma_max=10.0 ** out["smax"],
+            sigma_min=10.0 ** out["smin"],
+            resolved=out["res"].astype(bool),
+            qr_max=10.0 ** out["qmax"],
+            qr_min=10.0 ** out["qmin"],
+            log10_sigma_max=out["smax"],
+            log10_sigma_min=out["smin"],
+            log10_qr_min=out["qmin"],
         )
 
 
@@ -237,7 +243,9 @@ def theorem21(cell: ASRNNCell, C_x: float = 1.0, t: int = 1) -> dict:
     denom0 = torch.linalg.matrix_norm(cell.weight_ih.detach().to(F64), ord=2).item() * C_x
     denom0 += cell.bias.detach().abs().max().item()
     # sum_{i<t} (m + 1)^i = ((m + 1)^t - 1) / m, as a logarithm (it grows exponentially in t)
-    log_sum = math.log(t) if w_max == 0 else (t * math.log1p(w_max) + math.log1p(-(1 + w_max) ** (-t)) - math.log(w_max))
+    log_sum = (
+        math.log(t) if w_max == 0 else (t * math.log1p(w_max) + math.log1p(-((1 + w_max) ** (-t))) - math.log(w_max))
+    )
     inner = 1.0 - inv_norm
     if -1e-5 < inner < 0:  # an orthogonal W_hh in float32 (drifting ~1e-6 over re-bases): ||W^{-1}|| = 1
         inner = 0.0
@@ -247,13 +255,21 @@ def theorem21(cell: ASRNNCell, C_x: float = 1.0, t: int = 1) -> dict:
     dist_uf, _ = permutation_distance(cell.weight_uf, signed=True)
     D_norm, D_min = d.max().item(), d.min().item()
     return {
-        "t": t, "C_x": C_x,
-        "D_f_norm": D_norm, "D_f_sigma_min": D_min, "D_f_cond": D_norm / D_min,
-        "W_hh_inv_norm": inv_norm, "W_hh_sigma_min": sv[-1].item(), "W_hh_max_entry": w_max,
+        "t": t,
+        "C_x": C_x,
+        "D_f_norm": D_norm,
+        "D_f_sigma_min": D_min,
+        "D_f_cond": D_norm / D_min,
+        "W_hh_inv_norm": inv_norm,
+        "W_hh_sigma_min": sv[-1].item(),
+        "W_hh_max_entry": w_max,
         "assumption_A3_holds": inner >= 0,
-        "bound_numerator": num, "bound_log10_denominator": (math.log(denom0) + log_sum) / math.log(10),
-        "D_f_bound": bound, "D_f_condition_holds": bool(D_norm <= bound) if bound == bound else False,
-        "W_hh_to_generalized_permutation": dist_hh, "W_hh_allowed_distance": D_min / D_norm,
+        "bound_numerator": num,
+        "bound_log10_denominator": (math.log(denom0) + log_sum) / math.log(10),
+        "D_f_bound": bound,
+        "D_f_condition_holds": bool(D_norm <= bound) if bound == bound else False,
+        "W_hh_to_generalized_permutation": dist_hh,
+        "W_hh_allowed_distance": D_min / D_norm,
         "W_hh_condition_holds": dist_hh <= D_min / D_norm,
         "U_f_to_signed_permutation": dist_uf,
     }
@@ -315,8 +331,16 @@ def plot_lag_spectra(spectra: dict, path, title: str | None = None) -> None:
         zero = np.isneginf(s.log10_qr_min)
         if zero.any():  # a rank-deficient product (e.g. modReLU units switched off): sigma_min = 0
             k0 = int(s.lags[np.argmax(zero)])
-            ax.text(0.98, 0.04, rf"$\sigma_{{\min}} = 0$ from lag {k0}", transform=ax.transAxes,
-                    ha="right", va="bottom", fontsize=8, color="C0")
+            ax.text(
+                0.98,
+                0.04,
+                rf"$\sigma_{{\min}} = 0$ from lag {k0}",
+                transform=ax.transAxes,
+                ha="right",
+                va="bottom",
+                fontsize=8,
+                color="C0",
+            )
         ax.axhline(0.0, color="0.6", lw=0.8)
         ax.set_title(label, fontsize=10)
         ax.set_xlabel("lag $t_2 - t_1$")
@@ -351,9 +375,17 @@ def summarize(res: dict, lags=(1, 10, 100, 1000)) -> dict:
     return out
 
 
-def analyze_run(path, split: str = "val", index: int = 0, max_lag: int | None = None, which: str = "best",
-                data_dir: str | None = None, init_cells: tuple[str, ...] = (), init_seed: int = 0,
-                device: str = "cpu") -> dict:
+def analyze_run(
+    path,
+    split: str = "val",
+    index: int = 0,
+    max_lag: int | None = None,
+    which: str = "best",
+    data_dir: str | None = None,
+    init_cells: tuple[str, ...] = (),
+    init_seed: int = 0,
+    device: str = "cpu",
+) -> dict:
     """Analyse a trained run (a run directory or a checkpoint file inside one) on sequence
     ``index`` of its task's ``split``; ``init_cells`` adds untrained models of other cells
     (same task and hidden size, initialised with ``init_seed``) for comparison.

@@ -127,9 +127,15 @@ def schur_view(Theta, name: str = "", extra: dict | None = None) -> SchurView:
             angles.append(abs(np.angle(ev[0])))
     eig = np.asarray(eig)
     view = SchurView(
-        Theta=Theta, blocks=blocks, eigenvalues=eig, mean_modulus=float(np.abs(eig).mean()),
-        block_angles=np.asarray(angles), subdiagonal_mean_abs=np.zeros(0), departure=0.0,
-        name=name, extra=dict(extra or {}),
+        Theta=Theta,
+        blocks=blocks,
+        eigenvalues=eig,
+        mean_modulus=float(np.abs(eig).mean()),
+        block_angles=np.asarray(angles),
+        subdiagonal_mean_abs=np.zeros(0),
+        departure=0.0,
+        name=name,
+        extra=dict(extra or {}),
     )
     T = view.block_free_part()
     free = np.tril(~view.block_mask(), -1)
@@ -208,15 +214,18 @@ def plot_schur_view(view: SchurView, path=None, title: str | None = None):
     ax[3].axvline(view.mean_modulus, color="k", ls="--", lw=1)
     ax[3].set_xlabel("|eigenvalue|")
     ax[3].set_title(f"mean |lambda| = {view.mean_modulus:.4f}")
-    fig.suptitle(title or f"{view.name}: departure from normality (Henrici, relative) = {view.departure:.3g}", fontsize=10)
+    fig.suptitle(
+        title or f"{view.name}: departure from normality (Henrici, relative) = {view.departure:.3g}", fontsize=10
+    )
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
-def analyze_run(path, out_dir=None, which: str = "best", data_dir: str | None = None,
-                device: str = "cpu") -> list[dict]:
+def analyze_run(
+    path, out_dir=None, which: str = "best", data_dir: str | None = None, device: str = "cpu"
+) -> list[dict]:
     """Schur views of a trained run (a run directory or a checkpoint file inside one): one
     PNG per recurrent matrix plus ``schur.json`` with the summaries, in ``out_dir`` (default
     ``<run>/schur``). Returns the summaries."""
@@ -238,8 +247,12 @@ def analyze_run(path, out_dir=None, which: str = "best", data_dir: str | None = 
     summaries = []
     for i, view in enumerate(views):
         png = out / f"schur_{i}.png"
-        plot_schur_view(view, png, title=f"{cfg.name} ({cfg.model.cell}), layer {i}: mean |lambda| = "
-                        f"{view.mean_modulus:.4f}, departure from normality = {view.departure:.3g}")
+        plot_schur_view(
+            view,
+            png,
+            title=f"{cfg.name} ({cfg.model.cell}), layer {i}: mean |lambda| = "
+            f"{view.mean_modulus:.4f}, departure from normality = {view.departure:.3g}",
+        )
         s = view.summary()
         s["figure"] = str(png)
         summaries.append(s)

@@ -23,8 +23,9 @@ def check_count(n, flag: str, what: str) -> None:
         raise ConfigError(f"{flag} must be an integer >= 1 ({what}), got {n!r}; e.g. {flag} 2")
 
 
-def run_jobs(jobs: list[Job], backend: str = "local", parallel: int = 1, address: str | None = None,
-             log=print, on_result=None) -> list[tuple[Job, str, str]]:
+def run_jobs(
+    jobs: list[Job], backend: str = "local", parallel: int = 1, address: str | None = None, log=print, on_result=None
+) -> list[tuple[Job, str, str]]:
     """Run ``jobs`` on ``backend``; returns ``(job, status, error)`` per job, in completion order,
     and calls ``on_result(job, status, error)`` as each ends. ``parallel`` is the local pool's
     size; ``address`` the Ray cluster (None: a local instance). Ctrl-C (local backend) raises
@@ -34,9 +35,11 @@ def run_jobs(jobs: list[Job], backend: str = "local", parallel: int = 1, address
     check_count(parallel, "--jobs", "parallel runs")
     if backend == "local":
         from .local import run_jobs as run
+
         return run(jobs, parallel=parallel, log=log, on_result=on_result)
     if backend == "ray":
         from .ray import run_jobs as run
+
         return run(jobs, address=address, log=log, on_result=on_result)
     raise ConfigError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
 

@@ -38,8 +38,16 @@ def job_for(preset: str, overrides: list[str], run_dir: str | Path, data_dir: st
 
     cfg = config.load(preset, overrides)
     device = str(getattr(cfg.train, "device", "cpu") or "cpu")
-    return Job(preset, list(overrides), str(run_dir), data_dir, threads=cfg.train.threads,
-               gpus=gpus_requested(device), label=cfg.name, extra={"device": device})
+    return Job(
+        preset,
+        list(overrides),
+        str(run_dir),
+        data_dir,
+        threads=cfg.train.threads,
+        gpus=gpus_requested(device),
+        label=cfg.name,
+        extra={"device": device},
+    )
 
 
 def _record(run_dir: Path, **event) -> None:
@@ -97,8 +105,10 @@ def run_one(job: Job, on_eval=None, wait: float = 0.0) -> tuple[str, str]:
         if rundir.is_finished(run_dir):
             if rundir.is_finished(run_dir, cfg):
                 return "done", ""
-            return "failed", (f"{run_dir} holds a finished run of another configuration "
-                              f"(config.json); move it away or use another --runs-dir")
+            return "failed", (
+                f"{run_dir} holds a finished run of another configuration "
+                f"(config.json); move it away or use another --runs-dir"
+            )
         return _train_locked(job, cfg, run_dir, on_eval)
     finally:
         lock.__exit__(None, None, None)
@@ -135,6 +145,7 @@ def _train_locked(job: Job, cfg, run_dir: Path, on_eval) -> tuple[str, str]:
         _record(run_dir, event="end", status=status, error=err)
     return status, err
 
+
 def run_ensemble(job: Job) -> tuple[str, str]:
     """:func:`run_one` for a job that trains several seeds of one configuration as one batched
     model (:mod:`rnnlab.ensemble`): ``job.extra["seeds"]`` lists ``[seed, run directory]`` and
@@ -149,8 +160,10 @@ def run_ensemble(job: Job) -> tuple[str, str]:
 
     tune_malloc()
     try:
-        members = [Member(int(s), config.load(job.preset, [*job.overrides, f"train.seed={int(s)}"]), Path(d))
-                   for s, d in job.extra["seeds"]]
+        members = [
+            Member(int(s), config.load(job.preset, [*job.overrides, f"train.seed={int(s)}"]), Path(d))
+            for s, d in job.extra["seeds"]
+        ]
     except Exception as e:
         return "failed", one_line(e)
     started = []
@@ -180,4 +193,3 @@ def run_ensemble(job: Job) -> tuple[str, str]:
     if bad:
         return "failed", "; ".join(f"seed {m.seed} {m.status}: {m.error}" for m in bad)
     return ("done" if all(m.status == "done" for m in members) else "trained"), ""
-

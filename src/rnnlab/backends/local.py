@@ -42,8 +42,10 @@ def run_jobs(jobs: list[Job], parallel: int = 1, log=print, on_result=None) -> l
 def _run_here(jobs: list[Job], report, log) -> None:
     def first() -> None:
         request_stop()
-        log("interrupted: the queued runs are cancelled; the running one stops at its next checkpoint "
-            "(Ctrl-C again to stop it now)")
+        log(
+            "interrupted: the queued runs are cancelled; the running one stops at its next checkpoint "
+            "(Ctrl-C again to stop it now)"
+        )
 
     with interruptible(first):
         for job in jobs:
@@ -54,4 +56,3 @@ def _run_here(jobs: list[Job], report, log) -> None:
         interrupted = stop_requested()
     if interrupted:
         raise Interrupted("interrupted")
-

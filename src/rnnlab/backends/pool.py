@@ -63,6 +63,7 @@ def _on_stop_signal(signum, frame) -> None:
 
 # --------------------------------------------------------------------------- worker processes
 
+
 def worker_setup(driver_pid: int) -> None:
     """Make this worker process die with the driver, even when the driver is SIGKILLed: the
     kernel's parent-death signal on Linux, plus a watchdog thread anywhere (the parent changed
@@ -184,6 +185,7 @@ class _Worker:
 
 # --------------------------------------------------------------------------- Ctrl-C
 
+
 @contextlib.contextmanager
 def interruptible(on_first, on_second=None):
     """While inside: Ctrl-C calls ``on_first()`` (cancel, ask for a stop at the next
@@ -279,6 +281,7 @@ class CheckpointStop:
 
 # --------------------------------------------------------------------------- the pool
 
+
 def _collect(worker: _Worker) -> Outcome | None:
     """The outcome of ``worker``'s task if it has one (a reply, or its death), else None."""
     if worker.conn.poll():
@@ -292,8 +295,7 @@ def _collect(worker: _Worker) -> Outcome | None:
     return None
 
 
-def run_pool(fn, tasks: list[tuple], parallel: int, on_outcome, tick=None, tick_every: float = 0.5,
-             log=print) -> None:
+def run_pool(fn, tasks: list[tuple], parallel: int, on_outcome, tick=None, tick_every: float = 0.5, log=print) -> None:
     """Run ``fn(*args)`` for every ``args`` in ``tasks`` in at most ``parallel`` worker
     processes; ``on_outcome(Outcome)`` is called as each task ends (in completion order),
     ``tick()`` about every ``tick_every`` seconds while tasks run. Ctrl-C: see the module
@@ -367,7 +369,9 @@ def _stop_everything(queue: deque, workers: list[_Worker], on_outcome, log) -> N
     running = [w for w in workers if w.task is not None]
     for w in running:
         w.signal(STOP_SIGNAL)
-    log(f"interrupted: {len(cancelled)} queued task(s) cancelled; {len(running)} running task(s) stop at "
-        f"their next checkpoint (Ctrl-C again to stop them now)")
+    log(
+        f"interrupted: {len(cancelled)} queued task(s) cancelled; {len(running)} running task(s) stop at "
+        f"their next checkpoint (Ctrl-C again to stop them now)"
+    )
     for index in cancelled:
         on_outcome(Outcome(index, "cancelled", error="cancelled by Ctrl-C before it started"))

@@ -95,10 +95,12 @@ def use_token_auth_for_address() -> bool:
 
 
 def _auth_hint(address: str) -> str:
-    return (f"the Ray cluster at {address!r} refused this machine's authentication token; it uses "
-            "token authentication (Ray's default when the head holds ~/.ray/auth_token). Run "
-            "`ray get-auth-token` on the head and put the token in ~/.ray/auth_token here, or set "
-            "RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) and RAY_AUTH_MODE=token")
+    return (
+        f"the Ray cluster at {address!r} refused this machine's authentication token; it uses "
+        "token authentication (Ray's default when the head holds ~/.ray/auth_token). Run "
+        "`ray get-auth-token` on the head and put the token in ~/.ray/auth_token here, or set "
+        "RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) and RAY_AUTH_MODE=token"
+    )
 
 
 @contextlib.contextmanager
@@ -137,8 +139,12 @@ def remote_options(job: Job, cluster_gpus: float = 0) -> dict:
     from ..device import gpus_requested
 
     gpus = gpus_requested(job.extra.get("device", "auto"), cluster_gpus)
-    return {"num_cpus": job.threads, "num_gpus": gpus, "max_retries": MAX_RETRIES,
-            "name": f"rnnlab:{job.label or job.run_dir}"}
+    return {
+        "num_cpus": job.threads,
+        "num_gpus": gpus,
+        "max_retries": MAX_RETRIES,
+        "name": f"rnnlab:{job.label or job.run_dir}",
+    }
 
 
 def absolute(path: str | None) -> str | None:
@@ -173,12 +179,14 @@ def check_resources(ray, needs: list[tuple[float, float, str, str]], address: st
             raise ConfigError(
                 f"{what} asks Ray for {gpus:g} GPU (train.device={device!r}), but no node of {where(address)} "
                 f"has one (nodes: {have}); start workers with GPUs (`ray start ... --num-gpus N`) or train on "
-                f"the CPU (--device cpu, or auto)")
+                f"the CPU (--device cpu, or auto)"
+            )
         largest = max((r.get("CPU", 0) for r in nodes), default=0)
         raise ConfigError(
             f"{what} asks Ray for {cpus:g} CPUs (train.threads={cpus:g}){f' and {gpus:g} GPU' if gpus else ''}, "
             f"but no node of {where(address)} has that much (nodes: {have}; the largest has {largest:g} CPUs); "
-            f"lower train.threads (e.g. --set train.threads=1) or add a larger node")
+            f"lower train.threads (e.g. --set train.threads=1) or add a larger node"
+        )
 
 
 def run_jobs(jobs: list[Job], address: str | None = None, log=print, on_result=None) -> list[tuple[Job, str, str]]:
@@ -187,8 +195,14 @@ def run_jobs(jobs: list[Job], address: str | None = None, log=print, on_result=N
         task = ray.remote(_run_task)
         gpus = ray.cluster_resources().get("GPU", 0)
         options = [remote_options(j, gpus) for j in jobs]
-        check_resources(ray, [(o["num_cpus"], o["num_gpus"], f"run {j.run_dir}", j.extra.get("device", "auto"))
-                              for j, o in zip(jobs, options, strict=True)], address)
+        check_resources(
+            ray,
+            [
+                (o["num_cpus"], o["num_gpus"], f"run {j.run_dir}", j.extra.get("device", "auto"))
+                for j, o in zip(jobs, options, strict=True)
+            ],
+            address,
+        )
         pending = {task.options(**o).remote(shipped(j)): j for j, o in zip(jobs, options, strict=True)}
         nodes = len(ray.nodes())
         log(f"  ray: {n} tasks on {nodes} node(s), {ray.cluster_resources().get('CPU', 0):g} CPUs")
@@ -207,8 +221,16 @@ def run_jobs(jobs: list[Job], address: str | None = None, log=print, on_result=N
     return out
 
 
-def run_calls(fn, calls: list[tuple], resources: dict, address: str | None = None, on_result=None,
-              tick=None, what: str = "task", device: str = "auto") -> None:
+def run_calls(
+    fn,
+    calls: list[tuple],
+    resources: dict,
+    address: str | None = None,
+    on_result=None,
+    tick=None,
+    what: str = "task",
+    device: str = "auto",
+) -> None:
     """Run ``fn(*args)`` for each of ``calls`` as Ray tasks with ``resources`` (``num_cpus``,
     ``num_gpus``; checked against the cluster first); ``on_result(i, value, error)`` as each
     ends, ``tick()`` about once a second meanwhile. Paths in ``calls`` must already be absolute."""

@@ -83,13 +83,39 @@ class RNN(Recurrent):
 
     cell_class = RNNCell
 
-    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True, batch_first=False,
-                 dropout=0.0, bidirectional=False, device=None, dtype=None, **kwargs):
+    def __init__(
+        self,
+        input_size,
+        hidden_size,
+        num_layers=1,
+        nonlinearity="tanh",
+        bias=True,
+        batch_first=False,
+        dropout=0.0,
+        bidirectional=False,
+        device=None,
+        dtype=None,
+        **kwargs,
+    ):
         if not isinstance(nonlinearity, str):
-            raise TypeError(f"RNN takes nonlinearity fourth, as torch.nn.RNN does: RNN(input_size, hidden_size, "
-                            f"num_layers, nonlinearity, bias, batch_first, ...); got nonlinearity={nonlinearity!r}")
-        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, 0,
-                         device, dtype, nonlinearity=nonlinearity, **kwargs)
+            raise TypeError(
+                f"RNN takes nonlinearity fourth, as torch.nn.RNN does: RNN(input_size, hidden_size, "
+                f"num_layers, nonlinearity, bias, batch_first, ...); got nonlinearity={nonlinearity!r}"
+            )
+        super().__init__(
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            0,
+            device,
+            dtype,
+            nonlinearity=nonlinearity,
+            **kwargs,
+        )
 
 
 IRNN = _layer(IRNNCell, "IRNN")
@@ -116,12 +142,60 @@ CoRNN = _layer(CoRNNCell, "CoRNN")
 LEM = _layer(LEMCell, "LEM")
 
 __all__ = [
-    "CELLS", "Cell", "Recurrent", "State", "unroll", "saturating", "from_torch", "to_torch", "ThreadsWarning",
-    "RNNCell", "IRNNCell", "LSTMCell", "GRUCell", "ExpRNNCell", "SCORNNCell", "OrthogonalRNNCell",
-    "ASRNNCell", "NNRNNCell", "DMUCell", "RHNCell", "LTRNNCell", "URNNCell", "EURNNCell",
-    "RNN", "IRNN", "LSTM", "GRU", "ExpRNN", "SCORNN", "ASRNN", "NNRNN", "DMU", "RHN", "LTRNN", "URNN", "EURNN",
-    "MomentumLSTMCell", "FCURNNCell", "SoftOrthRNNCell", "KRUCell", "AntisymmetricRNNCell", "IncrementalRNNCell",
-    "NAISNetCell", "LipschitzRNNCell", "CoRNNCell", "LEMCell",
-    "MomentumLSTM", "FCURNN", "SoftOrthRNN", "KRU", "AntisymmetricRNN", "IncrementalRNN", "NAISNet", "LipschitzRNN",
-    "CoRNN", "LEM",
+    "CELLS",
+    "Cell",
+    "Recurrent",
+    "State",
+    "unroll",
+    "saturating",
+    "from_torch",
+    "to_torch",
+    "ThreadsWarning",
+    "RNNCell",
+    "IRNNCell",
+    "LSTMCell",
+    "GRUCell",
+    "ExpRNNCell",
+    "SCORNNCell",
+    "OrthogonalRNNCell",
+    "ASRNNCell",
+    "NNRNNCell",
+    "DMUCell",
+    "RHNCell",
+    "LTRNNCell",
+    "URNNCell",
+    "EURNNCell",
+    "RNN",
+    "IRNN",
+    "LSTM",
+    "GRU",
+    "ExpRNN",
+    "SCORNN",
+    "ASRNN",
+    "NNRNN",
+    "DMU",
+    "RHN",
+    "LTRNN",
+    "URNN",
+    "EURNN",
+    "MomentumLSTMCell",
+    "FCURNNCell",
+    "SoftOrthRNNCell",
+    "KRUCell",
+    "AntisymmetricRNNCell",
+    "IncrementalRNNCell",
+    "NAISNetCell",
+    "LipschitzRNNCell",
+    "CoRNNCell",
+    "LEMCell",
+    "MomentumLSTM",
+    "FCURNN",
+    "SoftOrthRNN",
+    "KRU",
+    "AntisymmetricRNN",
+    "IncrementalRNN",
+    "NAISNet",
+    "LipschitzRNN",
+    "CoRNN",
+    "LEM",
 ]

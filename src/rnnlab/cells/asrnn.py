@@ -103,9 +103,18 @@ class ASRNNCell(Cell):
     """
 
     def __init__(
-        self, input_size: int, hidden_size: int, map: str = "expm", init: str = "henaff",
-        K: int | None = None, M: int | None = None, a: float = 0.0, b: float = 0.0,
-        eps: float = 1e-5, uf_map: str = "expm", uf_group: str = "orthogonal",
+        self,
+        input_size: int,
+        hidden_size: int,
+        map: str = "expm",
+        init: str = "henaff",
+        K: int | None = None,
+        M: int | None = None,
+        a: float = 0.0,
+        b: float = 0.0,
+        eps: float = 1e-5,
+        uf_map: str = "expm",
+        uf_group: str = "orthogonal",
         backend: str = "auto",
     ):
         super().__init__(input_size, hidden_size, backend)

@@ -72,7 +72,8 @@ def _warn_threads(layer: Recurrent, x: Tensor) -> None:
         f"slower multi-threaded than on one thread (torch.nn.RNN too); call torch.set_num_threads(1) "
         f"(docs/layers.md, 'Threads'). Shown once per process; silence it with "
         f"warnings.simplefilter('ignore', rnnlab.ThreadsWarning).",
-        ThreadsWarning, stacklevel=6,  # the caller of layer(x)
+        ThreadsWarning,
+        stacklevel=6,  # the caller of layer(x)
     )
 
 
@@ -140,9 +141,7 @@ class Cell(nn.Module):
     # --- state -------------------------------------------------------------------------
     def init_state(self, batch_size: int, *, device=None, dtype=None) -> State:
         p = next(self.parameters())
-        return torch.zeros(
-            batch_size, self.hidden_size, device=device or p.device, dtype=dtype or p.dtype
-        )
+        return torch.zeros(batch_size, self.hidden_size, device=device or p.device, dtype=dtype or p.dtype)
 
     # --- parameters --------------------------------------------------------------------
     def tag_parameters(self, prefix: str, tag: str) -> None:
@@ -195,8 +194,10 @@ class Cell(nn.Module):
         shapes = getattr(self, "_state_shapes_cache", None)
         if shapes is None:
             empty = self.init_state(0)
-            shapes = (("tensor", tuple(empty.shape[1:])),) if isinstance(empty, Tensor) else tuple(
-                ("tuple", tuple(s.shape[1:])) for s in empty
+            shapes = (
+                (("tensor", tuple(empty.shape[1:])),)
+                if isinstance(empty, Tensor)
+                else tuple(("tuple", tuple(s.shape[1:])) for s in empty)
             )
             object.__setattr__(self, "_state_shapes_cache", shapes)
         return shapes
@@ -229,16 +230,22 @@ class Cell(nn.Module):
         name = self._name()
         if shapes[0][0] == "tensor":
             if not isinstance(state, Tensor):
-                raise ValueError(f"{name} expects its state as one tensor of shape ({batch}, {self.hidden_size}), "
-                                 f"got a {type(state).__name__}")
+                raise ValueError(
+                    f"{name} expects its state as one tensor of shape ({batch}, {self.hidden_size}), "
+                    f"got a {type(state).__name__}"
+                )
             leaves = [state]
         else:
-            if not isinstance(state, (tuple, list)) or len(state) != len(shapes) or not all(
-                isinstance(s, Tensor) for s in state
+            if (
+                not isinstance(state, (tuple, list))
+                or len(state) != len(shapes)
+                or not all(isinstance(s, Tensor) for s in state)
             ):
                 got = type(state).__name__ + ("" if not isinstance(state, (tuple, list)) else f" of {len(state)}")
-                raise ValueError(f"{name} expects its state as a tuple of {len(shapes)} tensors (e.g. LSTM's "
-                                 f"(h, c)), each of shape ({batch}, {self.hidden_size}); got a {got}")
+                raise ValueError(
+                    f"{name} expects its state as a tuple of {len(shapes)} tensors (e.g. LSTM's "
+                    f"(h, c)), each of shape ({batch}, {self.hidden_size}); got a {got}"
+                )
             leaves = list(state)
         for i, (leaf, (_, per_example)) in enumerate(zip(leaves, shapes)):
             expected = (batch,) + per_example
@@ -256,11 +263,15 @@ class Cell(nn.Module):
                 f"{name} expects a time-major input of shape (T, B, {self.input_size}), got {tuple(x.shape)}"
             )
         if x.shape[0] == 0:
-            raise ValueError(f"{name} got an empty sequence (T = 0, input shape {tuple(x.shape)}); "
-                             f"a recurrence needs at least one time step")
+            raise ValueError(
+                f"{name} got an empty sequence (T = 0, input shape {tuple(x.shape)}); "
+                f"a recurrence needs at least one time step"
+            )
         if x.shape[1] == 0:
-            raise ValueError(f"{name}.sequence got an empty batch (B = 0, input shape {tuple(x.shape)}); "
-                             f"the layers (rnnlab.Recurrent) return an empty result for it")
+            raise ValueError(
+                f"{name}.sequence got an empty batch (B = 0, input shape {tuple(x.shape)}); "
+                f"the layers (rnnlab.Recurrent) return an empty result for it"
+            )
         self.check_dtype_device(x)
 
     def start_sequence(self, x: Tensor, state: State | None) -> State:
@@ -281,8 +292,9 @@ class Cell(nn.Module):
         dtype, device) before the step runs."""
         if not isinstance(x_t, Tensor) or x_t.dim() not in (1, 2) or x_t.shape[-1] != self.input_size:
             shape = tuple(x_t.shape) if isinstance(x_t, Tensor) else type(x_t).__name__
-            raise ValueError(f"{self._name()} expects one step of shape (B, {self.input_size}) "
-                             f"or ({self.input_size},), got {shape}")
+            raise ValueError(
+                f"{self._name()} expects one step of shape (B, {self.input_size}) or ({self.input_size},), got {shape}"
+            )
         if _tracing():
             # torch.jit.trace / torch.export / torch.compile: shapes are symbolic; the checks
             # ran when the model was called eagerly
@@ -329,7 +341,7 @@ def unroll(cell: Cell, x: Tensor, state: State | None = None, lengths: Tensor | 
     state = cell.start_sequence(x, state)
     outputs = []
     # torch.jit.trace refuses parametrization caching: a traced loop evaluates the maps per step
-    with (contextlib.nullcontext() if torch.jit.is_tracing() else P.cached()):
+    with contextlib.nullcontext() if torch.jit.is_tracing() else P.cached():
         if lengths is None:
             for x_t in x.unbind(0):
                 h, state = cell(x_t, state)
@@ -433,21 +445,29 @@ class Recurrent(nn.Module):
         check_size("num_layers", num_layers)
         name = type(self).__name__ if self.cell_class is not None else f"Recurrent({cell.__name__})"
         if not isinstance(bias, bool):
-            raise TypeError(f"{name}: bias must be True or False, got {bias!r} (the torch.nn order is "
-                            f"input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional)")
+            raise TypeError(
+                f"{name}: bias must be True or False, got {bias!r} (the torch.nn order is "
+                f"input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional)"
+            )
         if not isinstance(batch_first, bool) and batch_first not in (0, 1):
-            raise TypeError(f"{name}: batch_first must be True or False, got {batch_first!r} (the torch.nn order "
-                            f"is input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional)")
+            raise TypeError(
+                f"{name}: batch_first must be True or False, got {batch_first!r} (the torch.nn order "
+                f"is input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional)"
+            )
         if proj_size:
-            raise ValueError(f"{name}: proj_size={proj_size} (LSTM output projections) is not supported; "
-                             f"use proj_size=0, or a torch.nn.Linear after the layer")
+            raise ValueError(
+                f"{name}: proj_size={proj_size} (LSTM output projections) is not supported; "
+                f"use proj_size=0, or a torch.nn.Linear after the layer"
+            )
         if not bias:
             import inspect
 
             if "bias" not in inspect.signature(cell.__init__).parameters:
-                raise ValueError(f"{name}: bias=False is not an option of {cell.__name__} (its update has a bias "
-                                 f"it cannot drop); leave bias=True. Cells with the option: RNN, IRNN, LSTM, "
-                                 f"GRU, LT-RNN, MomentumLSTM")
+                raise ValueError(
+                    f"{name}: bias=False is not an option of {cell.__name__} (its update has a bias "
+                    f"it cannot drop); leave bias=True. Cells with the option: RNN, IRNN, LSTM, "
+                    f"GRU, LT-RNN, MomentumLSTM"
+                )
             cell_kwargs["bias"] = False
         if isinstance(hidden_size, (list, tuple)):
             widths = [int(w) for w in hidden_size]
@@ -493,8 +513,10 @@ class Recurrent(nn.Module):
 
         layer = from_torch(module)
         if not isinstance(layer, Recurrent) or (cls is not Recurrent and not isinstance(layer, cls)):
-            raise TypeError(f"{cls.__name__}.from_torch got a torch.nn.{type(module).__name__}, which converts to "
-                            f"rnnlab.{type(layer).__name__}; call rnnlab.from_torch(module)")
+            raise TypeError(
+                f"{cls.__name__}.from_torch got a torch.nn.{type(module).__name__}, which converts to "
+                f"rnnlab.{type(layer).__name__}; call rnnlab.from_torch(module)"
+            )
         return layer
 
     def to_torch(self) -> nn.Module:
@@ -546,14 +568,24 @@ class Recurrent(nn.Module):
             # per-cell states (layers of different widths) gain a batch dim in front, stacked ones
             # in the middle; a wrong structure is left to check_h0's message
             mixed = self._mixed and isinstance(h0, list)
-            leaves = [t for st in (h0 if mixed else [h0]) for t in ([st] if isinstance(st, Tensor) else st)
-                      if isinstance(t, Tensor)] if isinstance(h0, (Tensor, tuple, list)) else []
+            leaves = (
+                [
+                    t
+                    for st in (h0 if mixed else [h0])
+                    for t in ([st] if isinstance(st, Tensor) else st)
+                    if isinstance(t, Tensor)
+                ]
+                if isinstance(h0, (Tensor, tuple, list))
+                else []
+            )
             want = 1 if self._mixed else 2
             bad = [tuple(t.shape) for t in leaves if t.dim() != want]
             if bad:
                 shape = "(H,) per cell" if self._mixed else "(D * num_layers, H)"
-                raise ValueError(f"{name}: for an unbatched 2-D input (T, I), h0 must be unbatched too, {shape}; "
-                                 f"got a leaf of shape {bad[0]}")
+                raise ValueError(
+                    f"{name}: for an unbatched 2-D input (T, I), h0 must be unbatched too, {shape}; "
+                    f"got a leaf of shape {bad[0]}"
+                )
             grow = lambda t: t.unsqueeze(0 if self._mixed else 1)  # noqa: E731
             if mixed:
                 h0 = [map_state(grow, st) for st in h0]
@@ -592,24 +624,35 @@ class Recurrent(nn.Module):
                 raise ValueError(f"{name} expects h0 as one tensor of size {expected}, got a {type(h0).__name__}")
             leaves = [h0]
         else:
-            if not isinstance(h0, (tuple, list)) or len(h0) != len(shapes) or not all(
-                isinstance(s, Tensor) for s in h0
+            if (
+                not isinstance(h0, (tuple, list))
+                or len(h0) != len(shapes)
+                or not all(isinstance(s, Tensor) for s in h0)
             ):
-                got = (f"a tensor of size {list(h0.shape)}" if isinstance(h0, Tensor)
-                       else f"a {type(h0).__name__}" + (f" of {len(h0)}" if isinstance(h0, (tuple, list)) else ""))
-                raise ValueError(f"{name} expects h0 as a tuple of {len(shapes)} tensors (e.g. (h0, c0)), each of "
-                                 f"size {expected}; got {got}")
+                got = (
+                    f"a tensor of size {list(h0.shape)}"
+                    if isinstance(h0, Tensor)
+                    else f"a {type(h0).__name__}" + (f" of {len(h0)}" if isinstance(h0, (tuple, list)) else "")
+                )
+                raise ValueError(
+                    f"{name} expects h0 as a tuple of {len(shapes)} tensors (e.g. (h0, c0)), each of "
+                    f"size {expected}; got {got}"
+                )
             leaves = list(h0)
         for i, leaf in enumerate(leaves):
             what = "hidden" if len(leaves) == 1 else f"hidden[{i}]"
             if tuple(leaf.shape) != expected:
                 raise ValueError(f"{name}: Expected {what} size {expected}, got {list(leaf.shape)}")
             if leaf.dtype != x.dtype and not (leaf.is_floating_point() and _autocast_on(x.device)):
-                raise ValueError(f"{name}: {what} dtype ({leaf.dtype}) does not match the input dtype ({x.dtype}); "
-                                 f"convert it with .to({x.dtype})")
+                raise ValueError(
+                    f"{name}: {what} dtype ({leaf.dtype}) does not match the input dtype ({x.dtype}); "
+                    f"convert it with .to({x.dtype})"
+                )
             if leaf.device != x.device:
-                raise ValueError(f"{name}: {what} is on device {leaf.device} but the input is on {x.device}; "
-                                 f"move it with .to({str(x.device)!r})")
+                raise ValueError(
+                    f"{name}: {what} is on device {leaf.device} but the input is on {x.device}; "
+                    f"move it with .to({str(x.device)!r})"
+                )
 
     def _check_h0_per_layer(self, h0, x: Tensor) -> None:
         """``check_h0`` for layers of different widths: a list of one state per cell."""
@@ -683,12 +726,13 @@ class Recurrent(nn.Module):
             x = input.transpose(0, 1) if self.batch_first else input
         if x.shape[-1] != self.input_size:
             raise ValueError(
-                f"{name} was built with input_size={self.input_size} but got "
-                f"input features of size {x.shape[-1]}"
+                f"{name} was built with input_size={self.input_size} but got input features of size {x.shape[-1]}"
             )
         if x.shape[0] == 0:
-            raise ValueError(f"{name} got an empty sequence (T = 0, input shape {tuple(input.shape)}); "
-                             f"a recurrence needs at least one time step")
+            raise ValueError(
+                f"{name} got an empty sequence (T = 0, input shape {tuple(input.shape)}); "
+                f"a recurrence needs at least one time step"
+            )
         self.cells[0].check_dtype_device(x, name=name)
         if h0 is not None:
             self.check_h0(h0, x)
@@ -711,7 +755,9 @@ class Recurrent(nn.Module):
             finals.append(s)
             if D == 2:
                 xr = x.flip(0) if rev is None else x.gather(0, rev.unsqueeze(2).expand_as(x))
-                outr, sr, _ = self._run_cell(self.cells[i * D + 1], xr, self._layer_state(h0, i * D + 1), lengths, False)
+                outr, sr, _ = self._run_cell(
+                    self.cells[i * D + 1], xr, self._layer_state(h0, i * D + 1), lengths, False
+                )
                 outr = outr.flip(0) if rev is None else outr.gather(0, rev.unsqueeze(2).expand_as(outr))
                 out = torch.cat([out, outr], dim=2)
                 finals.append(sr)

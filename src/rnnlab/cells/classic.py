@@ -34,8 +34,9 @@ def run_native(fn, x: Tensor, state: State, weights: list[Tensor], lengths: Tens
     if x.device.type == "cpu" and autocasting("cpu"):
         with torch.autocast("cpu", enabled=False):
             dt = full_precision(x)
-            return run_native(fn, x.to(dt), map_state(lambda s: s.to(dt), state), [w.to(dt) for w in weights],
-                              lengths, training)
+            return run_native(
+                fn, x.to(dt), map_state(lambda s: s.to(dt), state), [w.to(dt) for w in weights], lengths, training
+            )
     tuple_state = not isinstance(state, Tensor)
     hx = map_state(lambda s: s.unsqueeze(0).contiguous(), state)
     if lengths is None:
@@ -114,8 +115,13 @@ class RNNCell(_Affine):
     """
 
     def __init__(
-        self, input_size: int, hidden_size: int, nonlinearity: str = "tanh", init: str = "default",
-        bias: bool = True, backend: str = "auto",
+        self,
+        input_size: int,
+        hidden_size: int,
+        nonlinearity: str = "tanh",
+        init: str = "default",
+        bias: bool = True,
+        backend: str = "auto",
     ):
         if nonlinearity not in ("tanh", "relu", "modrelu"):
             raise ValueError(f"nonlinearity must be 'tanh', 'relu' or 'modrelu', got {nonlinearity!r}")
@@ -210,7 +216,11 @@ class LSTMCell(_Affine):
     gates = 4
 
     def __init__(
-        self, input_size: int, hidden_size: int, bias: bool = True, forget_bias: float | None = None,
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        forget_bias: float | None = None,
         backend: str = "auto",
     ):
         self.forget_bias = forget_bias

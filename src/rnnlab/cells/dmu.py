@@ -50,8 +50,13 @@ class DMUCell(Cell):
     """
 
     def __init__(
-        self, input_size: int, hidden_size: int, layers: list[int] | tuple[int, ...] | None = None,
-        z_bias: float = 3.0, activation: str = "tanh", backend: str = "auto",
+        self,
+        input_size: int,
+        hidden_size: int,
+        layers: list[int] | tuple[int, ...] | None = None,
+        z_bias: float = 3.0,
+        activation: str = "tanh",
+        backend: str = "auto",
     ):
         super().__init__(input_size, hidden_size, backend)
         layers = [hidden_size] if layers is None else [int(w) for w in layers]
@@ -121,7 +126,11 @@ class RHNCell(Cell):
     """
 
     def __init__(
-        self, input_size: int, hidden_size: int, depth: int = 2, transform_bias: float = -2.0,
+        self,
+        input_size: int,
+        hidden_size: int,
+        depth: int = 2,
+        transform_bias: float = -2.0,
         backend: str = "auto",
     ):
         super().__init__(input_size, hidden_size, backend)

@@ -97,8 +97,14 @@ class AntisymmetricRNNCell(EulerCell):
     """
 
     def __init__(
-        self, input_size: int, hidden_size: int, eps: float = 0.01, gamma: float = 0.01, gated: bool = False,
-        init_std: float = 1.0, backend: str = "auto",
+        self,
+        input_size: int,
+        hidden_size: int,
+        eps: float = 0.01,
+        gamma: float = 0.01,
+        gated: bool = False,
+        init_std: float = 1.0,
+        backend: str = "auto",
     ):
         super().__init__(input_size, hidden_size, backend)
         self.eps, self.gamma = _check_positive("eps", eps), _check_nonnegative("gamma", gamma)
@@ -159,8 +165,15 @@ class LipschitzRNNCell(EulerCell):
     """
 
     def __init__(
-        self, input_size: int, hidden_size: int, eps: float = 0.01, beta: float = 0.8, gamma_a: float = 0.001,
-        gamma_w: float = 0.001, init_std: float = 1.0, backend: str = "auto",
+        self,
+        input_size: int,
+        hidden_size: int,
+        eps: float = 0.01,
+        beta: float = 0.8,
+        gamma_a: float = 0.001,
+        gamma_w: float = 0.001,
+        init_std: float = 1.0,
+        backend: str = "auto",
     ):
         super().__init__(input_size, hidden_size, backend)
         if not (isinstance(beta, (int, float)) and 0.0 <= beta <= 1.0):
@@ -205,8 +218,14 @@ class NAISNetCell(EulerCell):
     """
 
     def __init__(
-        self, input_size: int, hidden_size: int, step: float = 0.1, delta: float = 0.01, bound: float | None = 1.0,
-        init_std: float = 1.0, backend: str = "auto",
+        self,
+        input_size: int,
+        hidden_size: int,
+        step: float = 0.1,
+        delta: float = 0.01,
+        bound: float | None = 1.0,
+        init_std: float = 1.0,
+        backend: str = "auto",
     ):
         super().__init__(input_size, hidden_size, backend)
         self.step, self.delta = _check_positive("step", step), _check_nonnegative("delta", delta)
@@ -256,8 +275,16 @@ class IncrementalRNNCell(EulerCell):
     """
 
     def __init__(
-        self, input_size: int, hidden_size: int, eta: float = 0.01, alpha: float = 1.0, steps: int = 1,
-        activation: str = "tanh", rank: int | None = None, init_std: float = 1.0, backend: str = "auto",
+        self,
+        input_size: int,
+        hidden_size: int,
+        eta: float = 0.01,
+        alpha: float = 1.0,
+        steps: int = 1,
+        activation: str = "tanh",
+        rank: int | None = None,
+        init_std: float = 1.0,
+        backend: str = "auto",
     ):
         super().__init__(input_size, hidden_size, backend)
         if activation not in ACTIVATIONS:
@@ -265,7 +292,9 @@ class IncrementalRNNCell(EulerCell):
         if int(steps) != steps or steps < 1:
             raise ValueError(f"steps must be a positive integer, got {steps!r}")
         if rank is not None and not (int(rank) == rank and 1 <= rank <= hidden_size):
-            raise ValueError(f"rank must be None (dense U) or an integer in [1, hidden_size={hidden_size}], got {rank!r}")
+            raise ValueError(
+                f"rank must be None (dense U) or an integer in [1, hidden_size={hidden_size}], got {rank!r}"
+            )
         self.activation, self.steps, self.rank = activation, int(steps), None if rank is None else int(rank)
         self.alpha = _check_nonnegative("alpha", alpha)
         H = hidden_size

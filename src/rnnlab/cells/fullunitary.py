@@ -52,8 +52,10 @@ def real_form(W: Tensor) -> Tensor:
 
 def haar_unitary(n: int, generator: torch.Generator | None = None) -> Tensor:
     """A Haar-distributed unitary (QR of a complex Gaussian with the phase fix), complex128."""
-    G = torch.complex(torch.randn(n, n, generator=generator, dtype=torch.float64),
-                      torch.randn(n, n, generator=generator, dtype=torch.float64))
+    G = torch.complex(
+        torch.randn(n, n, generator=generator, dtype=torch.float64),
+        torch.randn(n, n, generator=generator, dtype=torch.float64),
+    )
     Q, R = torch.linalg.qr(G)
     d = torch.diagonal(R)
     return Q * (d / d.abs()).unsqueeze(0)
@@ -102,8 +104,14 @@ class FCURNNCell(UnitaryCell):
     """
 
     def __init__(
-        self, input_size: int, hidden_size: int, map: str = "cayley", K: int | None = None, M: int | None = None,
-        init: str = "haar", backend: str = "auto",
+        self,
+        input_size: int,
+        hidden_size: int,
+        map: str = "cayley",
+        K: int | None = None,
+        M: int | None = None,
+        init: str = "haar",
+        backend: str = "auto",
     ):
         super().__init__(input_size, hidden_size, backend)
         if init not in ("haar", "identity"):
@@ -117,7 +125,7 @@ class FCURNNCell(UnitaryCell):
         self.tag_parameters("parametrizations.weight_hh", "unitary")
 
     def unitary_parameter_count(self) -> int:
-        return self.units ** 2
+        return self.units**2
 
     def operator(self) -> Tensor:
         W, n = self.weight_hh, self.units

@@ -74,8 +74,13 @@ class KRUCell(UnitaryCell):
     """
 
     def __init__(
-        self, input_size: int, hidden_size: int, factors: list[int] | None = None, penalty: float = 0.0,
-        complex_input: bool = True, backend: str = "auto",
+        self,
+        input_size: int,
+        hidden_size: int,
+        factors: list[int] | None = None,
+        penalty: float = 0.0,
+        complex_input: bool = True,
+        backend: str = "auto",
     ):
         super().__init__(input_size, hidden_size, backend)
         n = self.units

@@ -41,8 +41,14 @@ class LTRNNCell(Cell):
     """
 
     def __init__(
-        self, input_size: int, hidden_size: int, activation: str = "relu", init: str = "identity",
-        bias: bool = True, chunk: int = 0, backend: str = "auto",
+        self,
+        input_size: int,
+        hidden_size: int,
+        activation: str = "relu",
+        init: str = "identity",
+        bias: bool = True,
+        chunk: int = 0,
+        backend: str = "auto",
     ):
         super().__init__(input_size, hidden_size, backend)
         if activation not in ("relu", "tanh", "identity"):

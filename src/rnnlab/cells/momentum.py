@@ -49,8 +49,15 @@ class MomentumLSTMCell(Cell):
     """
 
     def __init__(
-        self, input_size: int, hidden_size: int, mu: float = 0.6, epsilon: float = 0.6, bias: bool = True,
-        forget_bias: float = 1.0, init: str = "paper", backend: str = "auto",
+        self,
+        input_size: int,
+        hidden_size: int,
+        mu: float = 0.6,
+        epsilon: float = 0.6,
+        bias: bool = True,
+        forget_bias: float = 1.0,
+        init: str = "paper",
+        backend: str = "auto",
     ):
         super().__init__(input_size, hidden_size, backend)
         for name, value in (("mu", mu), ("epsilon", epsilon), ("forget_bias", forget_bias)):
@@ -78,7 +85,7 @@ class MomentumLSTMCell(Cell):
             for b in (self.bias_ih, self.bias_hh):
                 if b is not None:
                     b.zero_()
-                    b[H:2 * H].fill_(self.forget_bias)
+                    b[H : 2 * H].fill_(self.forget_bias)
 
     def init_state(self, batch_size: int, *, device=None, dtype=None):
         h = super().init_state(batch_size, device=device, dtype=dtype)
@@ -123,8 +130,7 @@ class MomentumLSTMCell(Cell):
         w_in = torch.cat([self.weight_ih, b_ih.unsqueeze(1)], 1)
         b_hh = self.bias_hh if self.bias_hh is not None else x.new_zeros(self.weight_hh.shape[0])
         zeros = b_hh.new_zeros(b_hh.shape)
-        out, (h, c) = run_native(torch.lstm, M, (h0, c0), [w_in, self.weight_hh, zeros, b_hh], lengths,
-                                 self.training)
+        out, (h, c) = run_native(torch.lstm, M, (h0, c0), [w_in, self.weight_hh, zeros, b_hh], lengths, self.training)
         if lengths is None:
             last = M[-1]
         else:

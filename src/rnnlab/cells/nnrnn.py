@@ -155,10 +155,19 @@ class NNRNNCell(Cell):
     """
 
     def __init__(
-        self, input_size: int, hidden_size: int, init: str = "cayley", delta: float = 1e-4,
-        t_mask: str = "paper", K: int | None = None, M: int | None = None,
-        seed: int | None = None, input_init: str = "xavier", theta_init: str = "uniform",
-        backend: str = "auto", fixed_gamma: float | None = None,
+        self,
+        input_size: int,
+        hidden_size: int,
+        init: str = "cayley",
+        delta: float = 1e-4,
+        t_mask: str = "paper",
+        K: int | None = None,
+        M: int | None = None,
+        seed: int | None = None,
+        input_init: str = "xavier",
+        theta_init: str = "uniform",
+        backend: str = "auto",
+        fixed_gamma: float | None = None,
     ):
         if fixed_gamma is not None and not float(fixed_gamma) > 0:
             raise ValueError(f"fixed_gamma must be None (trained) or a modulus > 0, got {fixed_gamma!r}")
@@ -225,9 +234,12 @@ class NNRNNCell(Cell):
     def free_parameter_count(self) -> int:
         n = self.hidden_size
         return (
-            self.weight_ih.numel() + self.bias.numel() + self.theta.numel()
+            self.weight_ih.numel()
+            + self.bias.numel()
+            + self.theta.numel()
             + (self.gamma.numel() if self.fixed_gamma is None else 0)
-            + int(self.mask.sum()) + n * (n - 1) // 2
+            + int(self.mask.sum())
+            + n * (n - 1) // 2
         )
 
     # --- time ----------------------------------------------------------------------------

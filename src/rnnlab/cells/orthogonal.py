@@ -21,8 +21,15 @@ from .base import Cell
 
 class OrthogonalRNNCell(Cell):
     def __init__(
-        self, input_size: int, hidden_size: int, map: str = "expm", init: str = "henaff",
-        K: int | None = None, M: int | None = None, negatives: int = 0, backend: str = "auto",
+        self,
+        input_size: int,
+        hidden_size: int,
+        map: str = "expm",
+        init: str = "henaff",
+        K: int | None = None,
+        M: int | None = None,
+        negatives: int = 0,
+        backend: str = "auto",
     ):
         super().__init__(input_size, hidden_size, backend)
         if not 0 <= negatives <= hidden_size:
@@ -73,8 +80,13 @@ class ExpRNNCell(OrthogonalRNNCell):
     """
 
     def __init__(
-        self, input_size: int, hidden_size: int, init: str = "henaff", K: int | None = None,
-        M: int | None = None, backend: str = "auto",
+        self,
+        input_size: int,
+        hidden_size: int,
+        init: str = "henaff",
+        K: int | None = None,
+        M: int | None = None,
+        backend: str = "auto",
     ):
         super().__init__(input_size, hidden_size, "expm", init, K, M, 0, backend)
 
@@ -93,7 +105,11 @@ class SCORNNCell(OrthogonalRNNCell):
     """
 
     def __init__(
-        self, input_size: int, hidden_size: int, init: str = "cayley", negatives: int = 0,
+        self,
+        input_size: int,
+        hidden_size: int,
+        init: str = "cayley",
+        negatives: int = 0,
         backend: str = "auto",
     ):
         super().__init__(input_size, hidden_size, "cayley", init, None, None, negatives, backend)

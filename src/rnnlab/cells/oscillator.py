@@ -53,11 +53,20 @@ class CoRNNCell(_TwoPartState):
     """
 
     def __init__(
-        self, input_size: int, hidden_size: int, dt: float = 0.076, gamma: float = 0.4, epsilon: float = 8.0,
+        self,
+        input_size: int,
+        hidden_size: int,
+        dt: float = 0.076,
+        gamma: float = 0.4,
+        epsilon: float = 8.0,
         backend: str = "auto",
     ):
         super().__init__(input_size, hidden_size, backend)
-        self.dt, self.gamma, self.epsilon = _positive("dt", dt), _positive("gamma", gamma), _positive("epsilon", epsilon)
+        self.dt, self.gamma, self.epsilon = (
+            _positive("dt", dt),
+            _positive("gamma", gamma),
+            _positive("epsilon", epsilon),
+        )
         H = hidden_size
         self.weight_ih = nn.Parameter(torch.empty(H, input_size))
         self.weight_hy = nn.Parameter(torch.empty(H, H))
@@ -69,8 +78,11 @@ class CoRNNCell(_TwoPartState):
 
     def forward(self, x_t: Tensor, state: tuple[Tensor, Tensor]):
         y, z = state
-        a = torch.tanh(nn.functional.linear(x_t, self.weight_ih, self.bias) + nn.functional.linear(y, self.weight_hy)
-                       + nn.functional.linear(z, self.weight_hz))
+        a = torch.tanh(
+            nn.functional.linear(x_t, self.weight_ih, self.bias)
+            + nn.functional.linear(y, self.weight_hy)
+            + nn.functional.linear(z, self.weight_hz)
+        )
         z = z + self.dt * (a - self.gamma * y - self.epsilon * z)
         y = y + self.dt * z
         return y, (y, z)
@@ -135,11 +147,11 @@ class LEMCell(_TwoPartState):
         y, z = state
         H = self.hidden_size
         u = self._input_terms(x_t)
-        p = nn.functional.linear(y, self.weight_hh) + u[:, :3 * H]
+        p = nn.functional.linear(y, self.weight_hh) + u[:, : 3 * H]
         dt_n = self.dt * torch.sigmoid(p[:, :H])
-        dtb_n = self.dt * torch.sigmoid(p[:, H:2 * H])
-        z = (1 - dt_n) * z + dt_n * torch.tanh(p[:, 2 * H:])
-        y = (1 - dtb_n) * y + dtb_n * torch.tanh(nn.functional.linear(z, self.weight_zy) + u[:, 3 * H:])
+        dtb_n = self.dt * torch.sigmoid(p[:, H : 2 * H])
+        z = (1 - dt_n) * z + dt_n * torch.tanh(p[:, 2 * H :])
+        y = (1 - dtb_n) * y + dtb_n * torch.tanh(nn.functional.linear(z, self.weight_zy) + u[:, 3 * H :])
         return y, (y, z)
 
     def sequence(self, x: Tensor, state=None, lengths: Tensor | None = None):

@@ -45,8 +45,15 @@ class SoftOrthRNNCell(Cell):
     """
 
     def __init__(
-        self, input_size: int, hidden_size: int, margin: float | None = None, penalty: float = 0.0,
-        nonlinearity: str = "tanh", map: str = "cayley", init: str = "haar", backend: str = "auto",
+        self,
+        input_size: int,
+        hidden_size: int,
+        margin: float | None = None,
+        penalty: float = 0.0,
+        nonlinearity: str = "tanh",
+        map: str = "cayley",
+        init: str = "haar",
+        backend: str = "auto",
     ):
         super().__init__(input_size, hidden_size, backend)
         if nonlinearity not in ("tanh", "relu"):

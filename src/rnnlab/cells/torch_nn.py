@@ -35,8 +35,10 @@ def _layer_class(module: nn.RNNBase) -> type[Recurrent]:
 
     if isinstance(module, nn.LSTM):
         if module.proj_size:
-            raise ValueError(f"torch.nn.LSTM with proj_size={module.proj_size} has no rnnlab counterpart "
-                             f"(rnnlab's LSTM has no output projection)")
+            raise ValueError(
+                f"torch.nn.LSTM with proj_size={module.proj_size} has no rnnlab counterpart "
+                f"(rnnlab's LSTM has no output projection)"
+            )
         return LSTM
     if isinstance(module, nn.GRU):
         return GRU
@@ -69,10 +71,18 @@ def from_torch(module: nn.Module) -> nn.Module:
         _copy(cell, "", module, "", bias)
         return cell.train(module.training)
     if not isinstance(module, nn.RNNBase):
-        raise TypeError(f"from_torch converts torch.nn.LSTM, GRU and RNN (and their cells), got {type(module).__name__}")
+        raise TypeError(
+            f"from_torch converts torch.nn.LSTM, GRU and RNN (and their cells), got {type(module).__name__}"
+        )
     cls = _layer_class(module)
-    kwargs = dict(num_layers=module.num_layers, bias=module.bias, batch_first=module.batch_first,
-                  dropout=float(module.dropout), bidirectional=module.bidirectional, **_place(module))
+    kwargs = dict(
+        num_layers=module.num_layers,
+        bias=module.bias,
+        batch_first=module.batch_first,
+        dropout=float(module.dropout),
+        bidirectional=module.bidirectional,
+        **_place(module),
+    )
     if isinstance(module, nn.RNN):
         kwargs["nonlinearity"] = module.nonlinearity
     layer = cls(module.input_size, module.hidden_size, **kwargs)
@@ -117,9 +127,17 @@ def to_torch(module: nn.Module) -> nn.Module:
     if module._mixed:
         raise ValueError(f"{name} has layers of different widths {module.hidden_sizes}; torch.nn layers have one width")
     bias = first.bias_ih is not None
-    out = layer_cls(module.input_size, module.hidden_size, module.num_layers, bias=bias,
-                    batch_first=module.batch_first, dropout=module.dropout, bidirectional=module.bidirectional,
-                    **extra, **_place(module))
+    out = layer_cls(
+        module.input_size,
+        module.hidden_size,
+        module.num_layers,
+        bias=bias,
+        batch_first=module.batch_first,
+        dropout=module.dropout,
+        bidirectional=module.bidirectional,
+        **extra,
+        **_place(module),
+    )
     D = module.num_directions
     for k in range(module.num_layers):
         for d in range(D):

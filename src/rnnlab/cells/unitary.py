@@ -203,9 +203,7 @@ def eurnn_layers(n: int, variant: str, capacity: int) -> list[list[tuple[int, in
     if variant == "tunable":
         return [[(i, i + 1) for i in range(l % 2, n - 1, 2)] for l in range(capacity)]
     stages = n.bit_length() - 1
-    return [
-        [(i, i + (n >> (k + 1))) for i in range(n) if not i & (n >> (k + 1))] for k in range(stages)
-    ]
+    return [[(i, i + (n >> (k + 1))) for i in range(n) if not i & (n >> (k + 1))] for k in range(stages)]
 
 
 class EURNNCell(UnitaryCell):
@@ -223,7 +221,11 @@ class EURNNCell(UnitaryCell):
     """
 
     def __init__(
-        self, input_size: int, hidden_size: int, capacity: int = 2, variant: str = "tunable",
+        self,
+        input_size: int,
+        hidden_size: int,
+        capacity: int = 2,
+        variant: str = "tunable",
         backend: str = "auto",
     ):
         super().__init__(input_size, hidden_size, backend)

@@ -17,5 +17,13 @@ from .linear import tall_linear
 from .recurrence import ACTIVATIONS, elementwise_rnn, modrelu, reference_elementwise_rnn
 from .state import State, map_state
 
-__all__ = ["ACTIVATIONS", "State", "checkpointed_sequence", "elementwise_rnn", "map_state", "modrelu",
-           "reference_elementwise_rnn", "tall_linear"]
+__all__ = [
+    "ACTIVATIONS",
+    "State",
+    "checkpointed_sequence",
+    "elementwise_rnn",
+    "map_state",
+    "modrelu",
+    "reference_elementwise_rnn",
+    "tall_linear",
+]

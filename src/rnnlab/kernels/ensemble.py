@@ -95,6 +95,7 @@ def _advance(new, old, mask_t):
 
 # ---------------------------------------------------------------------------- h = phi(W h + u)
 
+
 def _activate_(z: Tensor, activation: str, bias: Tensor | None, scratch: Tensor) -> None:
     """phi in place on ``z`` (E, B, H); modReLU ``sign(z) relu(|z| + b)`` with ``bias`` (E, 1, H)."""
     if activation == "tanh":
@@ -184,8 +185,14 @@ def _elementwise(u, W, h0, bias, lengths, activation: str):
     return out, S[:, -1]
 
 
-def ensemble_elementwise_rnn(u: Tensor, weight: Tensor, h0: Tensor | None = None, activation: str = "tanh",
-                             bias: Tensor | None = None, lengths: Tensor | None = None):
+def ensemble_elementwise_rnn(
+    u: Tensor,
+    weight: Tensor,
+    h0: Tensor | None = None,
+    activation: str = "tanh",
+    bias: Tensor | None = None,
+    lengths: Tensor | None = None,
+):
     """:func:`rnnlab.kernels.elementwise_rnn` (``h_t = phi(W h_{t-1} + u_t)``) for a caller
     inside ``vmap``: the same arguments and result, per member."""
     dtype = recurrence_dtype(u)
@@ -222,8 +229,11 @@ class _Gates:
         if self.major:
             self.W = W.view(E, G, self.H, K).transpose(-1, -2)
             self.b = None if bias is None else bias.view(E, G, 1, self.H)
-            self.u = None if u is None else u.view(E, u.shape[1], u.shape[2], G, self.H).permute(1, 0, 3, 2, 4) \
-                .contiguous().unbind(0)
+            self.u = (
+                None
+                if u is None
+                else u.view(E, u.shape[1], u.shape[2], G, self.H).permute(1, 0, 3, 2, 4).contiguous().unbind(0)
+            )
         else:
             self.W = W.transpose(1, 2)
             self.b = None if bias is None else bias.unsqueeze(1)
@@ -379,7 +389,7 @@ class _DMUSteps(torch.autograd.Function):
     def backward(ctx, dHs):
         h0, mask, w1h, w_out, Hs, Gs, Cs, *rest = ctx.saved_tensors
         slope, linear = ctx.slope, ctx.linear
-        A, Ws = (rest[:ctx.n_hidden + 1], rest[ctx.n_hidden + 1:]) if not linear else ([], [])
+        A, Ws = (rest[: ctx.n_hidden + 1], rest[ctx.n_hidden + 1 :]) if not linear else ([], [])
         T, E, B, H = Hs.shape
         dHs = dHs.transpose(0, 1).contiguous()  # (T, E, B, H)
         dZ, dC = torch.empty_like(Hs), torch.empty_like(Hs)  # dL/d(z), dL/d(hh) of every step
@@ -423,22 +433,39 @@ class _DMUSteps(torch.autograd.Function):
         grads = []
         for k in range(1, len(A)):
             grads += [_bgram(dA[k], A[k - 1]), _bsum(dA[k])]
-        return (None, None, dA[0].transpose(0, 1), carry, None, _bgram(dA[0], Hprev), _bgram(dO, A[-1]), _bsum(dO),
-                *grads)
+        return (
+            None,
+            None,
+            dA[0].transpose(0, 1),
+            carry,
+            None,
+            _bgram(dA[0], Hprev),
+            _bgram(dO, A[-1]),
+            _bsum(dO),
+            *grads,
+        )
 
 
 def _dmu(u1, h0, w1h, w_out, b_out, lengths, activation, slope, *hidden):
     """The DMU (rnnlab.cells.dmu) through :class:`_DMUSteps`: outputs (zero past each length)
     and the final states."""
     mask = None if lengths is None else torch.stack(_mask(lengths, u1.shape[1], u1.device)).to(u1.dtype)
-    Hs = _DMUSteps.apply(activation, float(slope), u1.contiguous(), h0.contiguous(), mask, w1h, w_out, b_out,
-                         *hidden)
+    Hs = _DMUSteps.apply(activation, float(slope), u1.contiguous(), h0.contiguous(), mask, w1h, w_out, b_out, *hidden)
     out = Hs if mask is None else Hs * mask.transpose(0, 1)
     return out, Hs[:, -1]
 
 
-def ensemble_dmu(u1: Tensor, h0: Tensor, w1h: Tensor, hidden: list[tuple[Tensor, Tensor]], w_out: Tensor | None,
-                 b_out: Tensor | None, activation: str = "tanh", slope: float = 0.01, lengths: Tensor | None = None):
+def ensemble_dmu(
+    u1: Tensor,
+    h0: Tensor,
+    w1h: Tensor,
+    hidden: list[tuple[Tensor, Tensor]],
+    w_out: Tensor | None,
+    b_out: Tensor | None,
+    activation: str = "tanh",
+    slope: float = 0.01,
+    lengths: Tensor | None = None,
+):
     """:func:`rnnlab.kernels.gated.dmu_recurrence`'s arguments, for a caller inside ``vmap``,
     plus ``lengths``; returns ``(outputs (T, B, H), h_n)``."""
     flat = [t for pair in hidden for t in pair]

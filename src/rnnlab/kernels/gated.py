@@ -57,8 +57,9 @@ def _gate_step(activation: str, o: Tensor, h: Tensor, g: Tensor, c: Tensor, hn: 
     return hn.mul_(g).add_(c)
 
 
-def _gate_step_backward(activation: str, dh: Tensor, h_prev: Tensor, g: Tensor, c: Tensor, o: Tensor,
-                        carry: Tensor, t1: Tensor, t2: Tensor) -> None:
+def _gate_step_backward(
+    activation: str, dh: Tensor, h_prev: Tensor, g: Tensor, c: Tensor, o: Tensor, carry: Tensor, t1: Tensor, t2: Tensor
+) -> None:
     """Backward of :func:`_gate_step` for ``dh = dL/dh_t``: write ``dL/d[z; hh]`` into ``o``
     (B, 2H) and the gate's share of ``dL/dh_{t-1}`` (``dh * g``) into ``carry``; ``t1``, ``t2``
     are (B, H) scratch. ``h = c + g (h_prev - c)``: ``dg = dh (h_prev - c)``,
@@ -76,8 +77,17 @@ def _gate_step_backward(activation: str, dh: Tensor, h_prev: Tensor, g: Tensor, 
 
 class _DMURecurrence(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, activation: str, slope: float, u1: Tensor, h0: Tensor, w1h: Tensor, w_out: Tensor,
-                b_out: Tensor, *hidden: Tensor):
+    def forward(
+        ctx,
+        activation: str,
+        slope: float,
+        u1: Tensor,
+        h0: Tensor,
+        w1h: Tensor,
+        w_out: Tensor,
+        b_out: Tensor,
+        *hidden: Tensor,
+    ):
         Ws, bs = hidden[0::2], hidden[1::2]
         T, B, _ = u1.shape
         H = h0.shape[1]
@@ -102,7 +112,7 @@ class _DMURecurrence(torch.autograd.Function):
     def backward(ctx, dHs: Tensor):
         _refuse_graph("DMU", "backend='reference'")
         h0, w1h, w_out, Hs, Gs, Cs, *rest = ctx.saved_tensors
-        A, Ws = rest[: ctx.n_hidden], rest[ctx.n_hidden:]
+        A, Ws = rest[: ctx.n_hidden], rest[ctx.n_hidden :]
         slope = ctx.slope
         T, B, H = Hs.shape
         dHs = dHs.contiguous()
@@ -177,8 +187,14 @@ class _DMULinearRecurrence(torch.autograd.Function):
 
 
 def dmu_recurrence(
-    u1: Tensor, h0: Tensor, w1h: Tensor, hidden: list[tuple[Tensor, Tensor]], w_out: Tensor | None,
-    b_out: Tensor | None, activation: str = "tanh", slope: float = 0.01,
+    u1: Tensor,
+    h0: Tensor,
+    w1h: Tensor,
+    hidden: list[tuple[Tensor, Tensor]],
+    w_out: Tensor | None,
+    b_out: Tensor | None,
+    activation: str = "tanh",
+    slope: float = 0.01,
 ) -> Tensor:
     """Run the DMU over time (see the module docstring) and return all states (T, B, H).
 
@@ -216,8 +232,16 @@ def dmu_recurrence(
             return _DMULinearRecurrence.apply(activation, u1.to(dt).contiguous(), h0.to(dt).contiguous(), w1h.to(dt))
     flat = [t.to(dt) for pair in hidden for t in pair]
     with float32_region(u1):
-        return _DMURecurrence.apply(activation, float(slope), u1.to(dt).contiguous(), h0.to(dt).contiguous(),
-                                    w1h.to(dt), w_out.to(dt), b_out.to(dt), *flat)
+        return _DMURecurrence.apply(
+            activation,
+            float(slope),
+            u1.to(dt).contiguous(),
+            h0.to(dt).contiguous(),
+            w1h.to(dt),
+            w_out.to(dt),
+            b_out.to(dt),
+            *flat,
+        )
 
 
 class _RHNRecurrence(torch.autograd.Function):
@@ -312,10 +336,10 @@ class _GRURecurrence(torch.autograd.Function):
             torch.addmm(b_hh, h, w_t, out=gh)
             g = gi[t]
             r, z, n, hn, hnew = R[t], Z[t], N[t], HN[t], Hs[t]
-            hn.copy_(gh[:, 2 * H:])
+            hn.copy_(gh[:, 2 * H :])
             torch.add(g[:, :H], gh[:, :H], out=r).sigmoid_()
-            torch.add(g[:, H:2 * H], gh[:, H:2 * H], out=z).sigmoid_()
-            torch.addcmul(g[:, 2 * H:], r, hn, out=n).tanh_()
+            torch.add(g[:, H : 2 * H], gh[:, H : 2 * H], out=z).sigmoid_()
+            torch.addcmul(g[:, 2 * H :], r, hn, out=n).tanh_()
             torch.sub(h, n, out=a)
             torch.addcmul(n, z, a, out=hnew)  # n + z (h - n) = (1 - z) n + z h
             h = hnew
@@ -339,13 +363,13 @@ class _GRURecurrence(torch.autograd.Function):
             torch.add(dHs[t], carry, out=dh)
             # h = n + z (h_prev - n): dn = dh (1 - z), dz = dh (h_prev - n), dh_prev = dh z
             torch.addcmul(dh, dh, z, value=-1.0, out=t1)
-            _aten.tanh_backward.grad_input(t1, n, grad_input=gi[:, 2 * H:])  # d pre_n
-            torch.mul(gi[:, 2 * H:], r, out=gh[:, 2 * H:])  # d(W_hn h + b_hn) = d pre_n * r
-            torch.mul(gi[:, 2 * H:], hn, out=t1)  # dr
+            _aten.tanh_backward.grad_input(t1, n, grad_input=gi[:, 2 * H :])  # d pre_n
+            torch.mul(gi[:, 2 * H :], r, out=gh[:, 2 * H :])  # d(W_hn h + b_hn) = d pre_n * r
+            torch.mul(gi[:, 2 * H :], hn, out=t1)  # dr
             _aten.sigmoid_backward.grad_input(t1, r, grad_input=gi[:, :H])
             torch.sub(h_prev, n, out=t1).mul_(dh)  # dz
-            _aten.sigmoid_backward.grad_input(t1, z, grad_input=gi[:, H:2 * H])
-            gh[:, :2 * H].copy_(gi[:, :2 * H])
+            _aten.sigmoid_backward.grad_input(t1, z, grad_input=gi[:, H : 2 * H])
+            gh[:, : 2 * H].copy_(gi[:, : 2 * H])
             torch.mul(dh, z, out=carry)
             carry.addmm_(gh, w_hh)
         n_rows = T * B
@@ -371,4 +395,6 @@ def gru_recurrence(gi: Tensor, h0: Tensor, w_hh: Tensor, b_hh: Tensor) -> Tensor
         )
     dt = recurrence_dtype(gi)  # float32 under autocast (see rnnlab.kernels.amp)
     with float32_region(gi):
-        return _GRURecurrence.apply(gi.to(dt).contiguous(), h0.to(dt).contiguous(), w_hh.to(dt).contiguous(), b_hh.to(dt))
+        return _GRURecurrence.apply(
+            gi.to(dt).contiguous(), h0.to(dt).contiguous(), w_hh.to(dt).contiguous(), b_hh.to(dt)
+        )

@@ -49,9 +49,9 @@ def blocked_mm(a: Tensor, b: Tensor, bias: Tensor | None = None, block: int | No
     out = a.new_empty(n, m)
     for i in range(0, n, block):
         if bias is None:
-            torch.mm(a[i:i + block], b, out=out[i:i + block])
+            torch.mm(a[i : i + block], b, out=out[i : i + block])
         else:
-            torch.addmm(bias, a[i:i + block], b, out=out[i:i + block])
+            torch.addmm(bias, a[i : i + block], b, out=out[i : i + block])
     return out
 
 
@@ -82,8 +82,11 @@ class _Linear(torch.autograd.Function):
         x2, weight = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad
         if torch.is_grad_enabled():  # a graph of the backward is asked for: the same products in autograd
-            return (dy @ weight if need_x else None, dy.t() @ x2 if need_w else None,
-                    dy.sum(0) if (need_b and ctx.has_bias) else None)
+            return (
+                dy @ weight if need_x else None,
+                dy.t() @ x2 if need_w else None,
+                dy.sum(0) if (need_b and ctx.has_bias) else None,
+            )
         dy = dy.contiguous()
         dx = blocked_mm(dy, weight) if need_x else None
         dw = gram_t(dy, x2) if need_w else None
@@ -95,9 +98,14 @@ def tall_linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor
     """``torch.nn.functional.linear(x, weight, bias)`` (same values and gradients) with the
     blocked forward and fast weight gradient for inputs of many rows."""
     rows = x.numel() // x.shape[-1] if x.numel() else 0
-    if (not ENABLED or rows < MIN_ROWS or x.dtype not in (torch.float32, torch.float64) or x.device.type != "cpu"
-            or autocasting(x.device.type)  # under autocast, F.linear runs in autocast's dtype
-            or batched(x, weight, bias)):  # inside vmap (an ensemble): no autograd Function
+    if (
+        not ENABLED
+        or rows < MIN_ROWS
+        or x.dtype not in (torch.float32, torch.float64)
+        or x.device.type != "cpu"
+        or autocasting(x.device.type)  # under autocast, F.linear runs in autocast's dtype
+        or batched(x, weight, bias)
+    ):  # inside vmap (an ensemble): no autograd Function
         return torch.nn.functional.linear(x, weight, bias)
     if x.dim() == 3 and not x.is_contiguous() and x.transpose(0, 1).is_contiguous():
         # a batch-first view of time-major memory: compute in that memory, hand back a view

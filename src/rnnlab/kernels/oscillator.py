@@ -93,7 +93,13 @@ class _CoRNN(torch.autograd.Function):
 
 
 def cornn_recurrence(
-    u: Tensor, weight: Tensor, y0: Tensor, z0: Tensor, dt: float, gamma: float, eps: float,
+    u: Tensor,
+    weight: Tensor,
+    y0: Tensor,
+    z0: Tensor,
+    dt: float,
+    gamma: float,
+    eps: float,
     lengths: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """coRNN over time (see the module docstring).
@@ -112,14 +118,17 @@ def cornn_recurrence(
     if T == 0:
         raise ValueError("cannot run a recurrence over an empty sequence (T = 0)")
     if weight.shape != (H, 2 * H) or y0.shape != (B, H) or z0.shape != (B, H):
-        raise ValueError(f"inconsistent coRNN shapes: u {tuple(u.shape)}, weight {tuple(weight.shape)} (expected "
-                         f"({H}, {2 * H})), y0 {tuple(y0.shape)}, z0 {tuple(z0.shape)} (expected ({B}, {H}))")
+        raise ValueError(
+            f"inconsistent coRNN shapes: u {tuple(u.shape)}, weight {tuple(weight.shape)} (expected "
+            f"({H}, {2 * H})), y0 {tuple(y0.shape)}, z0 {tuple(z0.shape)} (expected ({B}, {H}))"
+        )
     mask = lengths_mask(lengths, T, B, u.device)
     dtype = recurrence_dtype(u)
     with float32_region(u):
         s0 = torch.cat([y0, z0], 1).to(dtype)
-        S = _CoRNN.apply(u.to(dtype).contiguous(), s0, weight.to(dtype).contiguous(), float(dt), float(gamma),
-                         float(eps), mask)
+        S = _CoRNN.apply(
+            u.to(dtype).contiguous(), s0, weight.to(dtype).contiguous(), float(dt), float(gamma), float(eps), mask
+        )
     Y = S[:, :, :H]
     return (Y if mask is None else Y * mask.to(Y.dtype)), S[-1, :, :H], S[-1, :, H:]
 
@@ -139,14 +148,14 @@ class _LEM(torch.autograd.Function):
         s = s0
         for t in range(T):
             y, z = s[:, :H], s[:, H:]
-            torch.addmm(u[t, :, :3 * H], y, wyt, out=p)
+            torch.addmm(u[t, :, : 3 * H], y, wyt, out=p)
             g = G[t]
-            torch.sigmoid(p[:, :2 * H], out=g[:, :2 * H]).mul_(dt)
-            torch.tanh(p[:, 2 * H:], out=g[:, 2 * H:3 * H])
+            torch.sigmoid(p[:, : 2 * H], out=g[:, : 2 * H]).mul_(dt)
+            torch.tanh(p[:, 2 * H :], out=g[:, 2 * H : 3 * H])
             yn, zn = new[:, :H], new[:, H:]
-            torch.sub(g[:, 2 * H:3 * H], z, out=zn).mul_(g[:, :H]).add_(z)  # z + dt_n (c - z)
-            torch.addmm(u[t, :, 3 * H:], zn, wzt, out=g[:, 3 * H:]).tanh_()
-            torch.sub(g[:, 3 * H:], y, out=yn).mul_(g[:, H:2 * H]).add_(y)  # y + dtb_n (d - y)
+            torch.sub(g[:, 2 * H : 3 * H], z, out=zn).mul_(g[:, :H]).add_(z)  # z + dt_n (c - z)
+            torch.addmm(u[t, :, 3 * H :], zn, wzt, out=g[:, 3 * H :]).tanh_()
+            torch.sub(g[:, 3 * H :], y, out=yn).mul_(g[:, H : 2 * H]).add_(y)  # y + dtb_n (d - y)
             if mask is None:
                 S[t].copy_(new)
             else:
@@ -175,8 +184,8 @@ class _LEM(torch.autograd.Function):
                 frozen = g * ~mask[t]
                 g.mul_(mask[t])
             _lem_step_backward(g, y, z, gt, du, dzn, t1, w_z, dt, H)
-            torch.mm(du[:, :3 * H], w_y, out=carry[:, :H])
-            carry[:, :H].addcmul_(g[:, :H], 1.0 - gt[:, H:2 * H])
+            torch.mm(du[:, : 3 * H], w_y, out=carry[:, :H])
+            carry[:, :H].addcmul_(g[:, :H], 1.0 - gt[:, H : 2 * H])
             torch.mul(dzn, 1.0 - gt[:, :H], out=carry[:, H:])
             if mask is not None:
                 carry.add_(frozen)
@@ -187,16 +196,16 @@ def _lem_step_backward(g, y, z, gt, du, dzn, t1, w_z, dt, H) -> None:
     """One step of LEM's backward: write dL/d(pre-activations) into ``du`` (B, 4H) and the total
     dL/dz_n into ``dzn``, from ``g = dL/d[y_n; z_n]`` and the step's gates ``gt``."""
     gy, gz = g[:, :H], g[:, H:]
-    dtn, dtb, c, d = gt[:, :H], gt[:, H:2 * H], gt[:, 2 * H:3 * H], gt[:, 3 * H:]
+    dtn, dtb, c, d = gt[:, :H], gt[:, H : 2 * H], gt[:, 2 * H : 3 * H], gt[:, 3 * H :]
     # y_n = y + dtb (d - y): dd = gy dtb, ddtb = gy (d - y)
     torch.mul(gy, dtb, out=t1)
-    _aten.tanh_backward.grad_input(t1, d, grad_input=du[:, 3 * H:])
+    _aten.tanh_backward.grad_input(t1, d, grad_input=du[:, 3 * H :])
     torch.sub(d, y, out=t1).mul_(gy)
-    _sigmoid_scaled_backward(t1, dtb, dt, du[:, H:2 * H])
-    torch.addmm(gz, du[:, 3 * H:], w_z, out=dzn)  # total dL/dz_n
+    _sigmoid_scaled_backward(t1, dtb, dt, du[:, H : 2 * H])
+    torch.addmm(gz, du[:, 3 * H :], w_z, out=dzn)  # total dL/dz_n
     # z_n = z + dtn (c - z): dc = dzn dtn, ddtn = dzn (c - z)
     torch.mul(dzn, dtn, out=t1)
-    _aten.tanh_backward.grad_input(t1, c, grad_input=du[:, 2 * H:3 * H])
+    _aten.tanh_backward.grad_input(t1, c, grad_input=du[:, 2 * H : 3 * H])
     torch.sub(c, z, out=t1).mul_(dzn)
     _sigmoid_scaled_backward(t1, dtn, dt, du[:, :H])
 
@@ -213,15 +222,21 @@ def _lem_grads(ctx, dU, carry, s0, S, T, B, H):
     grad_wy = grad_wz = None
     if need_wy:
         prev_y = torch.cat([s0[:, :H].unsqueeze(0), S[:-1, :, :H]]).reshape(n, H)
-        grad_wy = gram_t(dU[:, :, :3 * H].reshape(n, 3 * H), prev_y)
+        grad_wy = gram_t(dU[:, :, : 3 * H].reshape(n, 3 * H), prev_y)
     if need_wz:
         # the new z of every step (a frozen row stores its old z, but its dL/du is zero there)
-        grad_wz = gram_t(dU[:, :, 3 * H:].reshape(n, H), S[:, :, H:].reshape(n, H))
+        grad_wz = gram_t(dU[:, :, 3 * H :].reshape(n, H), S[:, :, H:].reshape(n, H))
     return (dU if need_u else None), (carry if need_s0 else None), grad_wy, grad_wz, None, None
 
 
 def lem_recurrence(
-    u: Tensor, w_y: Tensor, w_z: Tensor, y0: Tensor, z0: Tensor, dt: float, lengths: Tensor | None = None,
+    u: Tensor,
+    w_y: Tensor,
+    w_z: Tensor,
+    y0: Tensor,
+    z0: Tensor,
+    dt: float,
+    lengths: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """LEM over time (see the module docstring).
 
@@ -241,16 +256,19 @@ def lem_recurrence(
     if T == 0:
         raise ValueError("cannot run a recurrence over an empty sequence (T = 0)")
     if H4 != 4 * H or w_y.shape != (3 * H, H) or w_z.shape != (H, H) or y0.shape != (B, H) or z0.shape != (B, H):
-        raise ValueError(f"inconsistent LEM shapes: u {tuple(u.shape)}, w_y {tuple(w_y.shape)}, w_z {tuple(w_z.shape)}, "
-                         f"y0 {tuple(y0.shape)}, z0 {tuple(z0.shape)} (expected u (T, B, 4H), w_y (3H, H), "
-                         f"w_z (H, H), y0 and z0 (B, H))")
+        raise ValueError(
+            f"inconsistent LEM shapes: u {tuple(u.shape)}, w_y {tuple(w_y.shape)}, w_z {tuple(w_z.shape)}, "
+            f"y0 {tuple(y0.shape)}, z0 {tuple(z0.shape)} (expected u (T, B, 4H), w_y (3H, H), "
+            f"w_z (H, H), y0 and z0 (B, H))"
+        )
     if not dt > 0:
         raise ValueError(f"LEM's dt must be positive, got {dt}")
     mask = lengths_mask(lengths, T, B, u.device)
     dtype = recurrence_dtype(u)
     with float32_region(u):
         s0 = torch.cat([y0, z0], 1).to(dtype)
-        S = _LEM.apply(u.to(dtype).contiguous(), s0, w_y.to(dtype).contiguous(), w_z.to(dtype).contiguous(),
-                       float(dt), mask)
+        S = _LEM.apply(
+            u.to(dtype).contiguous(), s0, w_y.to(dtype).contiguous(), w_z.to(dtype).contiguous(), float(dt), mask
+        )
     Y = S[:, :, :H]
     return (Y if mask is None else Y * mask.to(Y.dtype)), S[-1, :, :H], S[-1, :, H:]

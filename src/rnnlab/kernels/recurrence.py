@@ -152,8 +152,16 @@ class _ElementwiseRNN(torch.autograd.Function):
         else:
             G, grad_w, grad_h0, grad_b = _fused_backward(ctx, grad_S.contiguous(), S, weight, h0, mask)
         need = ctx.needs_input_grad
-        grads = [G if need[0] else None, grad_w if need[1] else None, grad_h0 if need[2] else None,
-                 grad_b if need[3] else None, None, None, None, None]
+        grads = [
+            G if need[0] else None,
+            grad_w if need[1] else None,
+            grad_h0 if need[2] else None,
+            grad_b if need[3] else None,
+            None,
+            None,
+            None,
+            None,
+        ]
         if w_in is not None:
             grads[0], grads[6], grads[7] = _projection_grads(G, x, w_in, need[0], need[6], need[7])
         return tuple(grads)
@@ -189,8 +197,9 @@ def _fused_backward(ctx, grad_S: Tensor, S: Tensor, weight: Tensor, h0: Tensor, 
     return G, grad_w, carry, grad_b
 
 
-def backward_graph(grad_S: Tensor, S: Tensor, weight: Tensor, h0: Tensor, mask: Tensor | None,
-                   activation: str) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+def backward_graph(
+    grad_S: Tensor, S: Tensor, weight: Tensor, h0: Tensor, mask: Tensor | None, activation: str
+) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
     """The backward of the recurrence written in autograd operations, for a backward pass that
     must itself be differentiable (``create_graph=True``: gradient penalties, Hessian-vector
     products). ``S`` is the recurrence's own output as saved by its autograd Function, so the
@@ -228,10 +237,16 @@ def _projection_grads(G: Tensor, x: Tensor, w_in: Tensor, need_x: bool, need_w: 
     T, B, H = G.shape
     G2, x2 = G.reshape(T * B, H), x.reshape(T * B, -1)
     if torch.is_grad_enabled():
-        return ((G2 @ w_in).view_as(x) if need_x else None, G2.t() @ x2 if need_w else None,
-                G2.sum(0) if need_b else None)
-    return (blocked_mm(G2, w_in).view_as(x) if need_x else None, gram_t(G2, x2) if need_w else None,
-            column_sum(G2) if need_b else None)
+        return (
+            (G2 @ w_in).view_as(x) if need_x else None,
+            G2.t() @ x2 if need_w else None,
+            G2.sum(0) if need_b else None,
+        )
+    return (
+        blocked_mm(G2, w_in).view_as(x) if need_x else None,
+        gram_t(G2, x2) if need_w else None,
+        column_sum(G2) if need_b else None,
+    )
 
 
 class _SecondOrderThroughGraph(torch.autograd.Function):
@@ -275,15 +290,20 @@ def _triton_forward(u, weight, h0, activation, bias, lengths):
     from . import triton_recurrence
 
     try:
-        return triton_recurrence.triton_elementwise_rnn(u, weight, h0, activation, bias, lengths,
-                                                        fallback=_ElementwiseRNN)
+        return triton_recurrence.triton_elementwise_rnn(
+            u, weight, h0, activation, bias, lengths, fallback=_ElementwiseRNN
+        )
     except Exception as e:
         if triton_recurrence.mode() == "force":
             raise
         reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         triton_recurrence.disable(reason)
-        warnings.warn(f"the Triton recurrence failed on {u.device} ({reason}); using the fused loop for the rest "
-                      "of this process (set RNNLAB_TRITON=0 to skip it)", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"the Triton recurrence failed on {u.device} ({reason}); using the fused loop for the rest "
+            "of this process (set RNNLAB_TRITON=0 to skip it)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         return None
 
 
@@ -337,8 +357,9 @@ def elementwise_rnn(
     if lengths is not None:
         lengths = torch.as_tensor(lengths)  # checked where it lives (the CPU for the layers)
         if lengths.shape != (B,) or int(lengths.min()) < 0 or int(lengths.max()) > T:
-            raise ValueError(f"lengths must hold one length in [0, {T}] per batch element ({B}), "
-                             f"got {lengths.tolist()}")
+            raise ValueError(
+                f"lengths must hold one length in [0, {T}] per batch element ({B}), got {lengths.tolist()}"
+            )
         lengths = lengths.to(u.device)
         mask = (torch.arange(T, device=u.device).unsqueeze(1) < lengths.unsqueeze(0)).unsqueeze(2)  # (T, B, 1)
     with float32_region(u):
@@ -350,15 +371,22 @@ def elementwise_rnn(
             if S is not None:
                 S = _SecondOrderThroughGraph.apply(S, u, weight, h0, bias, mask, activation)
         if S is None:
-            S = _ElementwiseRNN.apply(u.contiguous(), weight.contiguous(), h0.contiguous(), bias, mask, activation,
-                                      w_in, b_in)
+            S = _ElementwiseRNN.apply(
+                u.contiguous(), weight.contiguous(), h0.contiguous(), bias, mask, activation, w_in, b_in
+            )
     h_n = S[-1]
     outputs = S if mask is None else S * mask.to(dtype)
     return outputs, h_n
 
 
-def _check_arguments(u: Tensor, weight: Tensor, activation: str, bias: Tensor | None,
-                     input_weight: Tensor | None, input_bias: Tensor | None) -> int:
+def _check_arguments(
+    u: Tensor,
+    weight: Tensor,
+    activation: str,
+    bias: Tensor | None,
+    input_weight: Tensor | None,
+    input_bias: Tensor | None,
+) -> int:
     """Check :func:`elementwise_rnn`'s shapes and options; return the hidden size H."""
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
@@ -373,8 +401,10 @@ def _check_arguments(u: Tensor, weight: Tensor, activation: str, bias: Tensor | 
     else:
         H = input_weight.shape[0]
         if input_weight.dim() != 2 or input_weight.shape[1] != u.shape[2]:
-            raise ValueError(f"input_weight must be (H, I) with I = {u.shape[2]} (x's last dimension), "
-                             f"got {tuple(input_weight.shape)}")
+            raise ValueError(
+                f"input_weight must be (H, I) with I = {u.shape[2]} (x's last dimension), "
+                f"got {tuple(input_weight.shape)}"
+            )
         if input_bias is not None and input_bias.shape != (H,):
             raise ValueError(f"input_bias must have shape ({H},), got {tuple(input_bias.shape)}")
     if weight.shape != (H, H):
@@ -390,8 +420,12 @@ def _check_arguments(u: Tensor, weight: Tensor, activation: str, bias: Tensor | 
 
 
 def reference_elementwise_rnn(
-    u: Tensor, weight: Tensor, h0: Tensor | None = None, activation: str = "tanh",
-    bias: Tensor | None = None, lengths: Tensor | None = None,
+    u: Tensor,
+    weight: Tensor,
+    h0: Tensor | None = None,
+    activation: str = "tanh",
+    bias: Tensor | None = None,
+    lengths: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """The same recurrence as a plain autograd loop (the twin :func:`elementwise_rnn` is
     tested against; uses ``torch.tanh`` and :func:`modrelu`)."""

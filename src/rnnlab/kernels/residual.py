@@ -124,8 +124,13 @@ class _Residual(torch.autograd.Function):
 
 
 def residual_recurrence(
-    u: Tensor, weight: Tensor, h0: Tensor | None = None, step: Tensor | float = 1.0,
-    decay: Tensor | float = 1.0, linear: Tensor | None = None, activation: str = "tanh",
+    u: Tensor,
+    weight: Tensor,
+    h0: Tensor | None = None,
+    step: Tensor | float = 1.0,
+    decay: Tensor | float = 1.0,
+    linear: Tensor | None = None,
+    activation: str = "tanh",
     lengths: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Run ``h_t = d * h_{t-1} + C h_{t-1} + e * phi(W h_{t-1} + u_t)`` with a fused BPTT.
@@ -160,17 +165,27 @@ def residual_recurrence(
     mask = lengths_mask(lengths, T, B, u.device)
     with float32_region(u):
         S = _Residual.apply(
-            u.to(dtype).contiguous(), h0.to(dtype).contiguous(), weight.to(dtype).contiguous(),
-            None if linear is None else linear.to(dtype).contiguous(), vec[1].contiguous(), vec[0].contiguous(),
-            mask, activation,
+            u.to(dtype).contiguous(),
+            h0.to(dtype).contiguous(),
+            weight.to(dtype).contiguous(),
+            None if linear is None else linear.to(dtype).contiguous(),
+            vec[1].contiguous(),
+            vec[0].contiguous(),
+            mask,
+            activation,
         )
     outputs = S if mask is None else S * mask.to(S.dtype)
     return outputs, S[-1]
 
 
 def reference_residual_recurrence(
-    u: Tensor, weight: Tensor, h0: Tensor | None = None, step: Tensor | float = 1.0,
-    decay: Tensor | float = 1.0, linear: Tensor | None = None, activation: str = "tanh",
+    u: Tensor,
+    weight: Tensor,
+    h0: Tensor | None = None,
+    step: Tensor | float = 1.0,
+    decay: Tensor | float = 1.0,
+    linear: Tensor | None = None,
+    activation: str = "tanh",
     lengths: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """The same recurrence as a plain autograd loop (the twin :func:`residual_recurrence` is

@@ -79,8 +79,19 @@ BLOCK_B = 16
 
 _ACT_CODES = {"tanh": 0, "relu": 1, "modrelu": 2, "identity": 3}
 _DTYPES = (torch.float32, torch.float64)
-_MODES = {"": "auto", "auto": "auto", "0": "off", "off": "off", "false": "off", "no": "off",
-          "1": "force", "force": "force", "on": "force", "true": "force", "yes": "force"}
+_MODES = {
+    "": "auto",
+    "auto": "auto",
+    "0": "off",
+    "off": "off",
+    "false": "off",
+    "no": "off",
+    "1": "force",
+    "force": "force",
+    "on": "force",
+    "true": "force",
+    "yes": "force",
+}
 
 # --- the on-chip budget ---------------------------------------------------------------------
 
@@ -110,8 +121,9 @@ class Budget:
 
 #: the budget assumed where no CUDA device can be asked (the interpreter, tests): Turing (7.5),
 #: the smallest shared memory of the GPUs Triton supports (64 KiB per block), 64 Ki registers
-CONSERVATIVE_BUDGET = Budget(registers_per_sm=65536, shared_per_block=64 * 1024, capability=(7, 5),
-                             name="conservative (no CUDA device asked)")
+CONSERVATIVE_BUDGET = Budget(
+    registers_per_sm=65536, shared_per_block=64 * 1024, capability=(7, 5), name="conservative (no CUDA device asked)"
+)
 
 
 def _pow2(n: int) -> int:
@@ -163,8 +175,11 @@ def hidden_limit(dtype: torch.dtype, budget: Budget = CONSERVATIVE_BUDGET) -> in
 def _cuda_budget(index: int) -> Budget:
     props = torch.cuda.get_device_properties(index)
     regs = getattr(props, "regs_per_multiprocessor", None) or CONSERVATIVE_BUDGET.registers_per_sm
-    shared = (getattr(props, "shared_memory_per_block_optin", None) or getattr(props, "shared_memory_per_block", None)
-              or CONSERVATIVE_BUDGET.shared_per_block)
+    shared = (
+        getattr(props, "shared_memory_per_block_optin", None)
+        or getattr(props, "shared_memory_per_block", None)
+        or CONSERVATIVE_BUDGET.shared_per_block
+    )
     return Budget(int(regs), int(shared), (int(props.major), int(props.minor)), props.name)
 
 
@@ -174,8 +189,9 @@ def device_budget(device: torch.device | str | None = None) -> Budget:
     device = torch.device(device) if device is not None else None
     if (device is not None and device.type != "cuda") or not torch.cuda.is_available():
         return CONSERVATIVE_BUDGET
-    return _cuda_budget(device.index if device is not None and device.index is not None
-                        else torch.cuda.current_device())
+    return _cuda_budget(
+        device.index if device is not None and device.index is not None else torch.cuda.current_device()
+    )
 
 
 #: set by :func:`disable` after a failed launch (the reason), so automatic dispatch stops trying
@@ -216,9 +232,7 @@ def mode() -> str:
     raw = os.environ.get("RNNLAB_TRITON", "auto")
     key = raw.strip().lower()
     if key not in _MODES:
-        raise ValueError(
-            f"RNNLAB_TRITON={raw!r} is not understood; expected auto, 0/off or 1/force (or unset it)"
-        )
+        raise ValueError(f"RNNLAB_TRITON={raw!r} is not understood; expected auto, 0/off or 1/force (or unset it)")
     return _MODES[key]
 
 
@@ -226,8 +240,14 @@ def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
-def use_triton(device_type: str, dtype: torch.dtype, hidden: int, setting: str | None = None,
-               have_triton: bool | None = None, device: torch.device | str | None = None) -> bool:
+def use_triton(
+    device_type: str,
+    dtype: torch.dtype,
+    hidden: int,
+    setting: str | None = None,
+    have_triton: bool | None = None,
+    device: torch.device | str | None = None,
+) -> bool:
     """The dispatch decision for one call of :func:`rnnlab.kernels.elementwise_rnn`.
 
     Args:
@@ -247,11 +267,14 @@ def use_triton(device_type: str, dtype: torch.dtype, hidden: int, setting: str |
         return False
     if setting == "force":
         if not have_triton:
-            raise ValueError("RNNLAB_TRITON=force but Triton is not installed; pip install 'rnnlab[triton]' "
-                             "or unset RNNLAB_TRITON")
+            raise ValueError(
+                "RNNLAB_TRITON=force but Triton is not installed; pip install 'rnnlab[triton]' or unset RNNLAB_TRITON"
+            )
         if device_type == "cpu" and not _interpreting():
-            raise ValueError("RNNLAB_TRITON=force on CPU tensors needs Triton's interpreter: set TRITON_INTERPRET=1 "
-                             "before Triton is imported, or unset RNNLAB_TRITON")
+            raise ValueError(
+                "RNNLAB_TRITON=force on CPU tensors needs Triton's interpreter: set TRITON_INTERPRET=1 "
+                "before Triton is imported, or unset RNNLAB_TRITON"
+            )
         return dtype in _DTYPES and 1 <= hidden <= MAX_HIDDEN
     if not (have_triton and device_type == "cuda"):
         return False
@@ -272,9 +295,21 @@ if triton is not None:
         return _sign(z) * ((1.0 - e) / (1.0 + e))
 
     @triton.jit
-    def _forward_kernel(u_ptr, w_ptr, h0_ptr, b_ptr, len_ptr, s_ptr, T, B, H,
-                        ACT: tl.constexpr, HAS_LEN: tl.constexpr, BLOCK_B: tl.constexpr,
-                        BLOCK_H: tl.constexpr):
+    def _forward_kernel(
+        u_ptr,
+        w_ptr,
+        h0_ptr,
+        b_ptr,
+        len_ptr,
+        s_ptr,
+        T,
+        B,
+        H,
+        ACT: tl.constexpr,
+        HAS_LEN: tl.constexpr,
+        BLOCK_B: tl.constexpr,
+        BLOCK_H: tl.constexpr,
+    ):
         pid = tl.program_id(0)
         rb = pid * BLOCK_B + tl.arange(0, BLOCK_B)
         rh = tl.arange(0, BLOCK_H)
@@ -308,9 +343,23 @@ if triton is not None:
             s_ptrs += step
 
     @triton.jit
-    def _backward_kernel(gs_ptr, s_ptr, w_ptr, len_ptr, gu_ptr, gh0_ptr, gb_ptr, T, B, H, last,
-                         ACT: tl.constexpr, HAS_LEN: tl.constexpr, BLOCK_B: tl.constexpr,
-                         BLOCK_H: tl.constexpr):
+    def _backward_kernel(
+        gs_ptr,
+        s_ptr,
+        w_ptr,
+        len_ptr,
+        gu_ptr,
+        gh0_ptr,
+        gb_ptr,
+        T,
+        B,
+        H,
+        last,
+        ACT: tl.constexpr,
+        HAS_LEN: tl.constexpr,
+        BLOCK_B: tl.constexpr,
+        BLOCK_H: tl.constexpr,
+    ):
         pid = tl.program_id(0)
         rb = pid * BLOCK_B + tl.arange(0, BLOCK_B)
         rh = tl.arange(0, BLOCK_H)
@@ -375,8 +424,9 @@ def _record(kind: str, compiled, dtype: torch.dtype, block_h: int, activation: s
         RESOURCES[(kind, dtype, block_h, activation)] = (n_regs, n_spills)
 
 
-def _launch_forward(u: Tensor, weight: Tensor, h0: Tensor, bias: Tensor | None, lengths: Tensor | None,
-                    activation: str) -> Tensor:
+def _launch_forward(
+    u: Tensor, weight: Tensor, h0: Tensor, bias: Tensor | None, lengths: Tensor | None, activation: str
+) -> Tensor:
     """The forward kernel: the state sequence S (T, B, H)."""
     T, B, H = u.shape
     S = torch.empty_like(u)
@@ -384,16 +434,28 @@ def _launch_forward(u: Tensor, weight: Tensor, h0: Tensor, bias: Tensor | None, 
     dummy = u.new_empty(1)
     with _on(u.device):
         compiled = _forward_kernel[(n_prog,)](
-            u, weight, h0, dummy if bias is None else bias, dummy if lengths is None else lengths, S,
-            T, B, H, ACT=_ACT_CODES[activation], HAS_LEN=lengths is not None, BLOCK_B=block_b, BLOCK_H=block_h,
+            u,
+            weight,
+            h0,
+            dummy if bias is None else bias,
+            dummy if lengths is None else lengths,
+            S,
+            T,
+            B,
+            H,
+            ACT=_ACT_CODES[activation],
+            HAS_LEN=lengths is not None,
+            BLOCK_B=block_b,
+            BLOCK_H=block_h,
             num_warps=_warps(block_h),
         )
     _record("forward", compiled, u.dtype, block_h, activation)
     return S
 
 
-def _launch_backward(grad_S: Tensor, S: Tensor, weight: Tensor, lengths: Tensor | None,
-                     activation: str) -> tuple[Tensor, Tensor, Tensor | None]:
+def _launch_backward(
+    grad_S: Tensor, S: Tensor, weight: Tensor, lengths: Tensor | None, activation: str
+) -> tuple[Tensor, Tensor, Tensor | None]:
     """The backward kernel: ``(G = dL/du (T, B, H), dL/dh0 (B, H), modReLU's per-program bias
     gradients (n_programs, H) or None)``."""
     T, B, H = S.shape
@@ -404,15 +466,29 @@ def _launch_backward(grad_S: Tensor, S: Tensor, weight: Tensor, lengths: Tensor 
     gb_parts = S.new_zeros(n_prog, H) if act == 2 else S.new_empty(1)
     with _on(S.device):
         compiled = _backward_kernel[(n_prog,)](
-            grad_S, S, weight, S.new_empty(1) if lengths is None else lengths, G, grad_h0, gb_parts,
-            T, B, H, (T - 1) * B * H, ACT=act, HAS_LEN=lengths is not None, BLOCK_B=block_b,
-            BLOCK_H=block_h, num_warps=_warps(block_h),
+            grad_S,
+            S,
+            weight,
+            S.new_empty(1) if lengths is None else lengths,
+            G,
+            grad_h0,
+            gb_parts,
+            T,
+            B,
+            H,
+            (T - 1) * B * H,
+            ACT=act,
+            HAS_LEN=lengths is not None,
+            BLOCK_B=block_b,
+            BLOCK_H=block_h,
+            num_warps=_warps(block_h),
         )
     _record("backward", compiled, S.dtype, block_h, activation)
     return G, grad_h0, (gb_parts if act == 2 else None)
 
 
 # --- the guard ------------------------------------------------------------------------------
+
 
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
@@ -429,8 +505,11 @@ def _give_up(device: torch.device, where: str, error: BaseException) -> None:
     """A failed launch in automatic mode: one warning, and no kernel for the rest of the process."""
     reason = _first_line(error)
     disable(f"{where}: {reason}")
-    _warn_once("failed", f"the Triton recurrence failed on {device} ({reason}) in its {where}; using the "
-                         "fused loop for the rest of this process (set RNNLAB_TRITON=0 to skip it)")
+    _warn_once(
+        "failed",
+        f"the Triton recurrence failed on {device} ({reason}) in its {where}; using the "
+        "fused loop for the rest of this process (set RNNLAB_TRITON=0 to skip it)",
+    )
 
 
 def _mask(lengths: Tensor | None, T: int, device: torch.device) -> Tensor | None:
@@ -447,8 +526,11 @@ def _fused_forward(fallback, u, weight, h0, bias, lengths, activation) -> Tensor
 def _fused_backward(fallback, needs_input_grad, grad_S, S, weight, h0, bias, lengths, activation):
     """The fused loop's backward on the kernel's saved states (the same S: frozen past each
     sequence's length), through its ``backward(ctx, grad_S)``."""
-    ctx = SimpleNamespace(saved_tensors=(S, weight, h0, bias, _mask(lengths, S.shape[0], S.device)),
-                          activation=activation, needs_input_grad=tuple(needs_input_grad[:4]) + (False, False))
+    ctx = SimpleNamespace(
+        saved_tensors=(S, weight, h0, bias, _mask(lengths, S.shape[0], S.device)),
+        activation=activation,
+        needs_input_grad=tuple(needs_input_grad[:4]) + (False, False),
+    )
     return tuple(fallback.backward(ctx, grad_S))[:4]
 
 
@@ -478,8 +560,17 @@ def check_problem(hidden: int, activation: str, has_lengths: bool, T: int = 5, B
     return u, W, h0, bias, lengths, grad_S
 
 
-def compare(fallback, device: torch.device, dtype: torch.dtype, hidden: int, activation: str, has_lengths: bool,
-            launch=None, split: bool = False, **problem):
+def compare(
+    fallback,
+    device: torch.device,
+    dtype: torch.dtype,
+    hidden: int,
+    activation: str,
+    has_lengths: bool,
+    launch=None,
+    split: bool = False,
+    **problem,
+):
     """Run :func:`check_problem` through the kernel in ``dtype`` on ``device`` (unguarded, or
     through ``launch(u, W, h0, bias, lengths, activation) -> S`` if given) and through the
     fused loop in float64 on the same device (the same inputs, rounded to ``dtype`` first).
@@ -510,12 +601,22 @@ def _compare(fallback, device, dtype, hidden, activation, has_lengths, launch, s
         S = run(ins[0], ins[1], ins[2], b, lengths, activation)
         got = [S.detach(), *torch.autograd.grad(S, ins, grad_S)]
         ref = [x.to(device=device, dtype=f64) for x in inputs]
-        want_S = _fused_forward(fallback, ref[0], ref[1], ref[2], ref[3] if bias is not None else None,
-                                lengths, activation).detach()
+        want_S = _fused_forward(
+            fallback, ref[0], ref[1], ref[2], ref[3] if bias is not None else None, lengths, activation
+        ).detach()
     with torch.no_grad():
         needs = (True, True, True, bias is not None)
-        grads = _fused_backward(fallback, needs, grad_S.to(f64), got[0].to(f64), ref[1], ref[2],
-                                ref[3] if bias is not None else None, lengths, activation)
+        grads = _fused_backward(
+            fallback,
+            needs,
+            grad_S.to(f64),
+            got[0].to(f64),
+            ref[1],
+            ref[2],
+            ref[3] if bias is not None else None,
+            lengths,
+            activation,
+        )
     want = [want_S, *(g for g in grads if g is not None)]
     errs = []
     for x, y in zip(got, want, strict=True):
@@ -526,8 +627,9 @@ def _compare(fallback, device, dtype, hidden, activation, has_lengths, launch, s
     return max(errs), TOLERANCE[dtype]
 
 
-def self_check(fallback, device: torch.device, dtype: torch.dtype, hidden: int, activation: str,
-               has_lengths: bool) -> str | None:
+def self_check(
+    fallback, device: torch.device, dtype: torch.dtype, hidden: int, activation: str, has_lengths: bool
+) -> str | None:
     """The first launch of a shape class in this process: :func:`compare` on a small problem;
     None when the kernel agrees, else the reason (remembered in :data:`CHECKED`, one warning).
     A kernel that fails here disables itself (:func:`_give_up`)."""
@@ -547,10 +649,13 @@ def self_check(fallback, device: torch.device, dtype: torch.dtype, hidden: int, 
     if not err <= tol:  # also NaN
         CHECKED[key] = f"max error {err:.2e} > {tol:.0e}"
         name = f"{key[1]}, H padded to {key[2]}, {activation}{', lengths' if has_lengths else ''}"
-        _warn_once(("mismatch", key), f"the Triton recurrence disagrees with the fused loop on {device} ({name}: "
-                                      f"{CHECKED[key]} on a small check problem); using the fused loop for this shape "
-                                      "class for the rest of this process (set RNNLAB_TRITON=0 to skip the kernel; "
-                                      "`rnnlab doctor --device cuda` shows every path)")
+        _warn_once(
+            ("mismatch", key),
+            f"the Triton recurrence disagrees with the fused loop on {device} ({name}: "
+            f"{CHECKED[key]} on a small check problem); using the fused loop for this shape "
+            "class for the rest of this process (set RNNLAB_TRITON=0 to skip the kernel; "
+            "`rnnlab doctor --device cuda` shows every path)",
+        )
         return CHECKED[key]
     CHECKED[key] = None
     return None
@@ -602,8 +707,14 @@ class TritonElementwiseRNN(torch.autograd.Function):
             if ctx.fallback is None or mode() == "force":
                 raise
             _give_up(S.device, "backward", e)
-            return (*_fused_backward(ctx.fallback, ctx.needs_input_grad, grad_S, S, weight, h0, bias, lengths,
-                                     ctx.activation), None, None, None)
+            return (
+                *_fused_backward(
+                    ctx.fallback, ctx.needs_input_grad, grad_S, S, weight, h0, bias, lengths, ctx.activation
+                ),
+                None,
+                None,
+                None,
+            )
         grad_w = None
         if need_w:  # sum_t dz_t^T h_{t-1}: one large product, outside the kernel
             grad_w = G[0].t() @ h0
@@ -613,8 +724,15 @@ class TritonElementwiseRNN(torch.autograd.Function):
         return (G if need_u else None), grad_w, (grad_h0 if need_h0 else None), grad_b, None, None, None
 
 
-def triton_elementwise_rnn(u: Tensor, weight: Tensor, h0: Tensor, activation: str, bias: Tensor | None = None,
-                           lengths: Tensor | None = None, fallback=None) -> Tensor:
+def triton_elementwise_rnn(
+    u: Tensor,
+    weight: Tensor,
+    h0: Tensor,
+    activation: str,
+    bias: Tensor | None = None,
+    lengths: Tensor | None = None,
+    fallback=None,
+) -> Tensor:
     """The state sequence S (T, B, H) of ``h_t = phi(W h_{t-1} + u_t)`` by the Triton kernel.
 
     Inputs are as :func:`rnnlab.kernels.elementwise_rnn` passes them: contiguous, one dtype
@@ -635,16 +753,21 @@ def triton_elementwise_rnn(u: Tensor, weight: Tensor, h0: Tensor, activation: st
     if not guarded and triton is None:
         raise ValueError("the Triton recurrence needs Triton; pip install 'rnnlab[triton]'")
     if not guarded and H > MAX_HIDDEN:
-        raise ValueError(f"the Triton recurrence holds W on chip for H <= {MAX_HIDDEN}, got H = {H}; "
-                         "use elementwise_rnn, which falls back to the fused CPU-style loop")
+        raise ValueError(
+            f"the Triton recurrence holds W on chip for H <= {MAX_HIDDEN}, got H = {H}; "
+            "use elementwise_rnn, which falls back to the fused CPU-style loop"
+        )
     if lengths is not None:
         lengths = lengths.to(device=u.device, dtype=torch.int32).contiguous()
     u, weight, h0 = u.contiguous(), weight.contiguous(), h0.contiguous()
     bias = None if bias is None else bias.contiguous()
     if not guarded:
         return TritonElementwiseRNN.apply(u, weight, h0, bias, lengths, activation, None)
-    reason = ("Triton is not installed" if triton is None else None) or unfit_reason(u.device, u.dtype, H) \
+    reason = (
+        ("Triton is not installed" if triton is None else None)
+        or unfit_reason(u.device, u.dtype, H)
         or self_check(fallback, u.device, u.dtype, H, activation, lengths is not None)
+    )
     if reason is None:
         try:
             return TritonElementwiseRNN.apply(u, weight, h0, bias, lengths, activation, fallback)

@@ -106,7 +106,11 @@ def _modrelu_backward(h: Tensor, g: Tensor, bias: Tensor, n: int, out: Tensor) -
 
 
 def modrelu_recurrence(
-    u: Tensor, weight: Tensor, bias: Tensor, h0: Tensor | None = None, lengths: Tensor | None = None,
+    u: Tensor,
+    weight: Tensor,
+    bias: Tensor,
+    h0: Tensor | None = None,
+    lengths: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Run ``h_t = modReLU(W h_{t-1} + u_t, b)`` on packed complex units (see the module docstring).
 
@@ -124,22 +128,28 @@ def modrelu_recurrence(
         raise ValueError(f"u must be (T, B, 2N) with T >= 1, got shape {tuple(u.shape)}")
     T, B, H2 = u.shape
     if weight.shape != (H2, H2) or bias.shape != (H2 // 2,):
-        raise ValueError(f"weight must be ({H2}, {H2}) and bias ({H2 // 2},), got {tuple(weight.shape)} and "
-                         f"{tuple(bias.shape)}")
+        raise ValueError(
+            f"weight must be ({H2}, {H2}) and bias ({H2 // 2},), got {tuple(weight.shape)} and {tuple(bias.shape)}"
+        )
     dtype = recurrence_dtype(u)
     h0 = u.new_zeros(B, H2, dtype=dtype) if h0 is None else h0
     if h0.shape != (B, H2):
         raise ValueError(f"h0 must be ({B}, {H2}), got {tuple(h0.shape)}")
     mask = lengths_mask(lengths, T, B, u.device)
     with float32_region(u):
-        S = _ModReLURecurrence.apply(u.to(dtype).contiguous(), h0.to(dtype).contiguous(),
-                                     weight.to(dtype).contiguous(), bias.to(dtype), mask)
+        S = _ModReLURecurrence.apply(
+            u.to(dtype).contiguous(), h0.to(dtype).contiguous(), weight.to(dtype).contiguous(), bias.to(dtype), mask
+        )
     outputs = S if mask is None else S * mask.to(S.dtype)
     return outputs, S[-1]
 
 
 def reference_modrelu_recurrence(
-    u: Tensor, weight: Tensor, bias: Tensor, h0: Tensor | None = None, lengths: Tensor | None = None,
+    u: Tensor,
+    weight: Tensor,
+    bias: Tensor,
+    h0: Tensor | None = None,
+    lengths: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """The same recurrence with complex tensors through autograd (the twin the kernel is tested
     against)."""
@@ -151,8 +161,9 @@ def reference_modrelu_recurrence(
     for t in range(T):
         z = h @ W.t() + torch.complex(u[t, :, :n], u[t, :, n:])
         mod = z.abs()
-        new = z * torch.where(mod > 0, torch.relu(mod + bias) / torch.where(mod > 0, mod, torch.ones_like(mod)),
-                              torch.zeros_like(mod))
+        new = z * torch.where(
+            mod > 0, torch.relu(mod + bias) / torch.where(mod > 0, mod, torch.ones_like(mod)), torch.zeros_like(mod)
+        )
         if lengths is not None:
             keep = (torch.as_tensor(lengths) > t).unsqueeze(1)
             new = torch.where(keep, new, h)

@@ -217,8 +217,12 @@ def level(g, metric: str, bound: float, below: bool, what: str) -> Finding:
     side = "<" if below else ">="
     text = f"`{g.preset}` {metric} {_fmt(mean)}"
     if iv is None:
-        return Finding(UNDECIDED, text + f" (needs {what}: {metric} {side} {_fmt(bound)}; one run, no interval)",
-                       (g,), tested=False)
+        return Finding(
+            UNDECIDED,
+            text + f" (needs {what}: {metric} {side} {_fmt(bound)}; one run, no interval)",
+            (g,),
+            tested=False,
+        )
     text += f" [{_fmt(iv[0])}, {_fmt(iv[1])}] ({how}); {what}: {metric} {side} {_fmt(bound)}"
     lo_ok, hi_ok = (iv[1] < bound, iv[0] >= bound) if below else (iv[0] >= bound, iv[1] < bound)
     if lo_ok:
@@ -236,8 +240,12 @@ def within(g, metric: str, centre: float, rel: float, what: str) -> Finding:
     lo, hi = centre * (1 - rel), centre * (1 + rel)
     text = f"`{g.preset}` {metric} {_fmt(mean)}"
     if iv is None:
-        return Finding(UNDECIDED, text + f" (needs {what}: within [{_fmt(lo)}, {_fmt(hi)}]; one run, no interval)",
-                       (g,), tested=False)
+        return Finding(
+            UNDECIDED,
+            text + f" (needs {what}: within [{_fmt(lo)}, {_fmt(hi)}]; one run, no interval)",
+            (g,),
+            tested=False,
+        )
     text += f" [{_fmt(iv[0])}, {_fmt(iv[1])}] (95% t interval over {len(vals)} seeds); {what}: within [{_fmt(lo)}, {_fmt(hi)}]"
     if lo <= iv[0] and iv[1] <= hi:
         return Finding(HOLDS, text, (g,))
@@ -313,6 +321,7 @@ def _bonferroni(ps: list[float]) -> list[float]:
 def dmu_ahead(task: str, a: str, b: str, thresholds=DMU_THRESHOLDS):
     """``a`` outperforms ``b``: its runs reach a threshold earlier or more often (one-sided
     Mann-Whitney on first epochs, never = inf; Bonferroni over the thresholds)."""
+
     def rule(ev):
         gs, missing = _dmu(ev, task, (a, b))
         if missing:
@@ -322,14 +331,21 @@ def dmu_ahead(task: str, a: str, b: str, thresholds=DMU_THRESHOLDS):
         rev = _bonferroni([mann_whitney(_firsts(gb, t), _firsts(ga, t)) for t in thresholds])
         sig = [t for t, p in zip(thresholds, fwd) if p <= ALPHA]
         bad = [t for t, p in zip(thresholds, rev) if p <= ALPHA]
-        text = (_profile(ga) + "; " + _profile(gb) + f"; Mann-Whitney on first epochs (never = later than all), "
-                f"Bonferroni over {len(thresholds)} thresholds: {a} ahead {fmt_p(min(fwd))}, {b} ahead {fmt_p(min(rev))}")
+        text = (
+            _profile(ga) + "; " + _profile(gb) + f"; Mann-Whitney on first epochs (never = later than all), "
+            f"Bonferroni over {len(thresholds)} thresholds: {a} ahead {fmt_p(min(fwd))}, {b} ahead {fmt_p(min(rev))}"
+        )
         if sig and not bad:
             return Finding(HOLDS, text, (ga, gb))
         if bad and not sig:
             return Finding(FAILS, text, (ga, gb))
-        return Finding(UNDECIDED, text, (ga, gb),
-                       why="ahead at some thresholds, behind at others" if sig else "no significant difference")
+        return Finding(
+            UNDECIDED,
+            text,
+            (ga, gb),
+            why="ahead at some thresholds, behind at others" if sig else "no significant difference",
+        )
+
     return rule
 
 
@@ -343,6 +359,7 @@ def dmu_similar(task: str, a: str, b: str, thresholds=DMU_THRESHOLDS):
     +-``SIMILAR_MARGIN``; refuted when a Fisher exact test (two-sided, Bonferroni over the
     thresholds) finds a difference. No significant difference with wide intervals is no
     evidence of similarity: inconclusive."""
+
     def rule(ev):
         gs, missing = _dmu(ev, task, (a, b))
         if missing:
@@ -355,20 +372,24 @@ def dmu_similar(task: str, a: str, b: str, thresholds=DMU_THRESHOLDS):
             ivs.append(newcombe(ka, na, kb, nb))
         ps = _bonferroni(ps)
         widest = max(max(abs(lo), abs(hi)) for lo, hi in ivs)
-        text = (_profile(ga) + "; " + _profile(gb) + f"; at {', '.join(f'{t:.0e}' for t in thresholds)}: Fisher exact "
-                f"(two-sided, Bonferroni) smallest {fmt_p(min(ps))}; 95% Newcombe intervals of the difference of shares "
-                f"reach +-{widest:.2f} ('similar': within +-{SIMILAR_MARGIN})")
+        text = (
+            _profile(ga) + "; " + _profile(gb) + f"; at {', '.join(f'{t:.0e}' for t in thresholds)}: Fisher exact "
+            f"(two-sided, Bonferroni) smallest {fmt_p(min(ps))}; 95% Newcombe intervals of the difference of shares "
+            f"reach +-{widest:.2f} ('similar': within +-{SIMILAR_MARGIN})"
+        )
         if min(ps) <= ALPHA:
             return Finding(FAILS, text, (ga, gb))
         if widest <= SIMILAR_MARGIN:
             return Finding(HOLDS, text, (ga, gb))
         return Finding(UNDECIDED, text, (ga, gb), why="no significant difference, but too few runs to show similarity")
+
     return rule
 
 
 def dmu_faster(task: str, a: str, b: str):
     """``a`` reaches the thresholds sooner than ``b`` among the runs that reach them (one-sided
     Mann-Whitney on first epochs, Bonferroni over the thresholds both reach)."""
+
     def rule(ev):
         gs, missing = _dmu(ev, task, (a, b))
         if missing:
@@ -385,14 +406,17 @@ def dmu_faster(task: str, a: str, b: str):
             return Finding(UNDECIDED, text + "; no threshold reached by both", (ga, gb), tested=False)
         fwd = _bonferroni([mann_whitney(ea, eb) for _, ea, eb in both])
         rev = _bonferroni([mann_whitney(eb, ea) for _, ea, eb in both])
-        text += (f"; Mann-Whitney on first epochs of the runs that reached {', '.join(f'{t:.0e}' for t, *_ in both)}, "
-                 f"Bonferroni: {a} sooner {fmt_p(min(fwd))}, {b} sooner {fmt_p(min(rev))}")
+        text += (
+            f"; Mann-Whitney on first epochs of the runs that reached {', '.join(f'{t:.0e}' for t, *_ in both)}, "
+            f"Bonferroni: {a} sooner {fmt_p(min(fwd))}, {b} sooner {fmt_p(min(rev))}"
+        )
         sig, bad = min(fwd) <= ALPHA, min(rev) <= ALPHA
         if sig and not bad:
             return Finding(HOLDS, text, (ga, gb))
         if bad and not sig:
             return Finding(FAILS, text, (ga, gb))
         return Finding(UNDECIDED, text, (ga, gb), why="no significant difference" if not sig else "mixed")
+
     return rule
 
 
@@ -405,6 +429,7 @@ def dmu_never(task: str, m: str, thresholds=DMU_THRESHOLDS):
     """No run of ``m`` reaches any of ``thresholds``: refuted by a single run that does;
     confirmed when none did and the Clopper-Pearson upper bound of the share is at most
     ``NEVER_BOUND`` (0 of 5 runs leaves room for a share of up to 0.52)."""
+
     def rule(ev):
         gs, missing = _dmu(ev, task, (m,))
         if missing:
@@ -412,34 +437,46 @@ def dmu_never(task: str, m: str, thresholds=DMU_THRESHOLDS):
         g = gs[f"dmu/{task}-{m}"]
         k, n = _reached(g, thresholds[0])
         lo, hi = clopper_pearson(k, n)
-        text = (f"`{g.preset}`: {k}/{n} runs reached val loss {thresholds[0]:.0e} "
-                f"(95% Clopper-Pearson interval of the share {lo:.2f}-{hi:.2f}; 'none': at most {NEVER_BOUND})")
+        text = (
+            f"`{g.preset}`: {k}/{n} runs reached val loss {thresholds[0]:.0e} "
+            f"(95% Clopper-Pearson interval of the share {lo:.2f}-{hi:.2f}; 'none': at most {NEVER_BOUND})"
+        )
         if k:
             return Finding(FAILS, text, (g,))
         if hi <= NEVER_BOUND:
             return Finding(HOLDS, text, (g,))
-        return Finding(UNDECIDED, text, (g,), why=f"no run reached it, but {n} runs leave room for a share up to {hi:.2f}")
+        return Finding(
+            UNDECIDED, text, (g,), why=f"no run reached it, but {n} runs leave room for a share up to {hi:.2f}"
+        )
+
     return rule
 
 
 def dmu_partial(task: str, m: str, thresholds=HIGH):
     """Some but not all runs of ``m`` reach a threshold of ``thresholds`` ("partial success")."""
+
     def rule(ev):
         gs, missing = _dmu(ev, task, (m,))
         if missing:
             return untested(*missing)
         g = gs[f"dmu/{task}-{m}"]
         counts = [(t, *_reached(g, t)) for t in thresholds]
-        text = f"`{g.preset}`: " + ", ".join(
-            f"{t:.0e} {k}/{n} ({clopper_pearson(k, n)[0]:.2f}-{clopper_pearson(k, n)[1]:.2f})" for t, k, n in counts
-        ) + " runs (95% Clopper-Pearson interval of the share)"
+        text = (
+            f"`{g.preset}`: "
+            + ", ".join(
+                f"{t:.0e} {k}/{n} ({clopper_pearson(k, n)[0]:.2f}-{clopper_pearson(k, n)[1]:.2f})" for t, k, n in counts
+            )
+            + " runs (95% Clopper-Pearson interval of the share)"
+        )
         partial = any(0 < k < n for _, k, n in counts)
         return Finding(HOLDS if partial else FAILS, text, (g,))
+
     return rule
 
 
 def dmu_most_reach_all(task: str, m: str):
     """Most runs of ``m`` reach every threshold (one-sided binomial test against one half)."""
+
     def rule(ev):
         gs, missing = _dmu(ev, task, (m,))
         if missing:
@@ -447,19 +484,23 @@ def dmu_most_reach_all(task: str, m: str):
         g = gs[f"dmu/{task}-{m}"]
         k, n = _reached(g, DMU_THRESHOLDS[-1])
         p_most, p_few = binom_sf(k, n, 0.5), binom_sf(n - k, n, 0.5)
-        text = (f"`{g.preset}`: {k}/{n} runs reached every threshold (down to {DMU_THRESHOLDS[-1]:.0e}); "
-                f"binomial test against one half: most {fmt_p(p_most)}, few {fmt_p(p_few)}")
+        text = (
+            f"`{g.preset}`: {k}/{n} runs reached every threshold (down to {DMU_THRESHOLDS[-1]:.0e}); "
+            f"binomial test against one half: most {fmt_p(p_most)}, few {fmt_p(p_few)}"
+        )
         if p_most <= ALPHA:
             return Finding(HOLDS, text, (g,))
         if p_few <= ALPHA:
             return Finding(FAILS, text, (g,))
         return Finding(UNDECIDED, text, (g,), why="not significantly more or fewer than half")
+
     return rule
 
 
 def dmu_about_half(task: str, m: str, band=(0.2, 0.8)):
     """About half of the runs reach no threshold and the other half all of them: the exact 95%
     intervals of both shares lie within ``band`` (refuted when one excludes one half)."""
+
     def rule(ev):
         gs, missing = _dmu(ev, task, (m,))
         if missing:
@@ -468,14 +509,17 @@ def dmu_about_half(task: str, m: str, band=(0.2, 0.8)):
         none = sum(1 for e in _firsts(g, DMU_THRESHOLDS[0]) if not math.isfinite(e))
         k_all, n = _reached(g, DMU_THRESHOLDS[-1])
         iv_none, iv_all = clopper_pearson(none, n), clopper_pearson(k_all, n)
-        text = (f"`{g.preset}`: {none}/{n} runs reached no threshold ({iv_none[0]:.2f}-{iv_none[1]:.2f}), "
-                f"{k_all}/{n} all of them ({iv_all[0]:.2f}-{iv_all[1]:.2f}); 95% Clopper-Pearson intervals, "
-                f"'about half': within {band[0]}-{band[1]}")
+        text = (
+            f"`{g.preset}`: {none}/{n} runs reached no threshold ({iv_none[0]:.2f}-{iv_none[1]:.2f}), "
+            f"{k_all}/{n} all of them ({iv_all[0]:.2f}-{iv_all[1]:.2f}); 95% Clopper-Pearson intervals, "
+            f"'about half': within {band[0]}-{band[1]}"
+        )
         if any(not lo <= 0.5 <= hi for lo, hi in (iv_none, iv_all)):
             return Finding(FAILS, text, (g,))
         if all(band[0] <= lo and hi <= band[1] for lo, hi in (iv_none, iv_all)):
             return Finding(HOLDS, text, (g,))
         return Finding(UNDECIDED, text, (g,), why="too few runs to tell 'about half' (the intervals are wide)")
+
     return rule
 
 
@@ -484,6 +528,7 @@ def _one(preset: str, fn, variants: bool = True):
     def rule(ev):
         g = _pick(ev, preset, variants=variants)
         return untested(preset) if g is None else fn(g)
+
     return rule
 
 
@@ -491,6 +536,7 @@ def _two(a: str, b: str, fn):
     def rule(ev):
         gs, missing = _picks(ev, (a, b))
         return untested(*missing) if missing else fn(gs[a], gs[b])
+
     return rule
 
 
@@ -500,12 +546,14 @@ def beats(a: str, b: str, metric: str, higher: bool):
 
 def solves_copy(preset: str, variants: bool = True):
     """Recall accuracy >= 0.99 (its interval above it); the loss is shown beside it."""
+
     def fn(g):
         f = level(g, "test/recall_accuracy", 0.99, below=False, what="solved")
         loss, base = g.stat("test/loss"), g.records[0].value("baseline/loss")
         if loss is not None and base:
             f.text += f"; test loss {_fmt(loss[0])} against the memoryless {_fmt(base)}"
         return f
+
     return _one(preset, fn, variants)
 
 
@@ -513,14 +561,17 @@ def not_solves_copy(preset: str):
     def fn(g):
         f = level(g, "test/recall_accuracy", 0.99, below=False, what="solved")
         return Finding({HOLDS: FAILS, FAILS: HOLDS}.get(f.outcome, f.outcome), f.text, f.groups, f.tested, f.why)
+
     return _one(preset, fn)
 
 
 def loss_below_baseline(preset: str, share: float, what: str):
     """Test loss below ``share`` x the task's memoryless baseline."""
+
     def fn(g):
         base = g.records[0].value("baseline/loss")
         return level(g, "test/loss", share * base, below=True, what=what)
+
     return _one(preset, fn)
 
 
@@ -529,20 +580,24 @@ def loss_not_below_baseline(preset: str, share: float, what: str):
         base = g.records[0].value("baseline/loss")
         f = level(g, "test/loss", share * base, below=True, what=what)
         return Finding({HOLDS: FAILS, FAILS: HOLDS}.get(f.outcome, f.outcome), f.text, f.groups, f.tested, f.why)
+
     return _one(preset, fn)
 
 
 def at_baseline(preset: str, rel: float):
     def fn(g):
         return within(g, "test/loss", g.records[0].value("baseline/loss"), rel, "at the memoryless baseline")
+
     return _one(preset, fn)
 
 
 def at_chance(preset: str, chance: float, margin: float):
     """Recall accuracy within ``margin`` of chance (its interval inside chance +- margin)."""
+
     def fn(g):
         f = level(g, "test/recall_accuracy", chance + margin, below=True, what=f"at chance ({chance:.3f})")
         return f
+
     return _one(preset, fn)
 
 
@@ -567,15 +622,16 @@ def _analysis_finding(a, outcome: str, text: str) -> Finding:
 
 
 def asrnn_s_stuck(ev):
-    a = _analysis(ev, ["asrnn/copy-L1000", "asrnn/copy-L1000-code"],
-                  lambda v: "t=1" in v.get("theorem21", {}))
+    a = _analysis(ev, ["asrnn/copy-L1000", "asrnn/copy-L1000-code"], lambda v: "t=1" in v.get("theorem21", {}))
     if a is None:
         return untested("a Jacobian analysis of an asRNN copy run")
     th, eps = a.data["values"]["theorem21"]["t=1"], a.data.get("eps")
     stuck = math.isclose(th["D_f_norm"], eps, rel_tol=1e-6) and math.isclose(th["D_f_cond"], 1.0, rel_tol=1e-6)
-    text = (f"trained copy model (best checkpoint, step {a.data.get('steps')}): ||D_f||_2 = {th['D_f_norm']:g}, "
-            f"sigma_min(D_f) = {th['D_f_sigma_min']:g}, cond(D_f) = {th['D_f_cond']:g}, eps = {eps:g}: D_f = eps I, "
-            "so asRNN ran as a linear orthogonal RNN (s starts at 0, where d|s|/ds = 0)")
+    text = (
+        f"trained copy model (best checkpoint, step {a.data.get('steps')}): ||D_f||_2 = {th['D_f_norm']:g}, "
+        f"sigma_min(D_f) = {th['D_f_sigma_min']:g}, cond(D_f) = {th['D_f_cond']:g}, eps = {eps:g}: D_f = eps I, "
+        "so asRNN ran as a linear orthogonal RNN (s starts at 0, where d|s|/ds = 0)"
+    )
     return _analysis_finding(a, HOLDS if stuck else FAILS, text)
 
 
@@ -585,8 +641,10 @@ def asrnn_conditions(ev):
         return untested("a Jacobian analysis of an asRNN copy run")
     th = a.data["values"]["theorem21"]
     holds = [k for k, v in th.items() if v.get("D_f_condition_holds")]
-    text = (f"the first condition (||D_f||_2 <= bound) holds at {len(holds)} of {len(th)} checked t: the bound is "
-            f"{th['t=1']['D_f_bound']:g} because arctanh(sqrt(1 - ||W_hh^-1||_2)) = 0 for an orthogonal W_hh")
+    text = (
+        f"the first condition (||D_f||_2 <= bound) holds at {len(holds)} of {len(th)} checked t: the bound is "
+        f"{th['t=1']['D_f_bound']:g} because arctanh(sqrt(1 - ||W_hh^-1||_2)) = 0 for an orthogonal W_hh"
+    )
     return _analysis_finding(a, HOLDS if holds else FAILS, text)
 
 
@@ -597,9 +655,10 @@ def asrnn_conclusion(ev):
     lags = a.data["values"]["lags"]
     last = max(lags, key=int)
     lo = lags[last]["log10_sigma_min"]
-    text = (f"log10 sigma_min(J) = {lo:.2g} at lag {last} (sigma_min = {10 ** lo:.5f}); "
-            "'approximately': sigma_min >= 0.999")
-    return _analysis_finding(a, HOLDS if 10 ** lo >= 0.999 else FAILS, text)
+    text = (
+        f"log10 sigma_min(J) = {lo:.2g} at lag {last} (sigma_min = {10**lo:.5f}); 'approximately': sigma_min >= 0.999"
+    )
+    return _analysis_finding(a, HOLDS if 10**lo >= 0.999 else FAILS, text)
 
 
 def nnrnn_schur(key: str, check, what: str):
@@ -613,143 +672,341 @@ def nnrnn_schur(key: str, check, what: str):
         if steps and a.data.get("steps", steps) < steps:
             f.steps_short = f"analysed at step {a.data['steps']:,} of {steps:,}"
         return f
+
     return rule
 
 
 # --- the claims ------------------------------------------------------------------------------
 def _ptb(model: str) -> str:
-    return {"LSTM": "asrnn/ptb_char-bptt150-lstm", "asRNN": "asrnn/ptb_char-bptt150",
-            "expRNN": "asrnn/ptb_char-bptt150-exprnn", "EURNN": "asrnn/ptb_char-bptt150-eurnn",
-            "nnRNN": "nnrnn/ptb-bptt150", "RNN-orth": "nnrnn/ptb-bptt150-rnn-orth", "RNN": "nnrnn/ptb-bptt150-rnn"}[model]
+    return {
+        "LSTM": "asrnn/ptb_char-bptt150-lstm",
+        "asRNN": "asrnn/ptb_char-bptt150",
+        "expRNN": "asrnn/ptb_char-bptt150-exprnn",
+        "EURNN": "asrnn/ptb_char-bptt150-eurnn",
+        "nnRNN": "nnrnn/ptb-bptt150",
+        "RNN-orth": "nnrnn/ptb-bptt150-rnn-orth",
+        "RNN": "nnrnn/ptb-bptt150-rnn",
+    }[model]
 
 
 CLAIMS: list[Claim] = [
     # asRNN
-    Claim("asrnn", "Fig. 2, Sec. 3", "asRNN shows excellent performance by converging stably on the Copy task "
-          "(Fig. 2: L=1000, training loss to ~0)",
-          (Part("solves copy L=1000 with Table 5's values", solves_copy("asrnn/copy-L1000", variants=False)),
-           Part("solves copy L=1000 with the reference code's settings", solves_copy("asrnn/copy-L1000-code"))),
-          runs=1),
-    Claim("asrnn", "Fig. 2", "asRNN beats the LSTM on copy at L=1000",
-          (Part("asRNN ahead of the LSTM (recall accuracy)", beats("asrnn/copy-L1000", "asrnn/copy-L1000-lstm",
-                                                                   "test/recall_accuracy", True)),), runs=1),
-    Claim("asrnn", "Fig. 1a", "asRNN beats the LSTM on copy at L=2000",
-          (Part("asRNN ahead of the LSTM (recall accuracy)", beats("asrnn/copy-L2000", "asrnn/copy-L2000-lstm",
-                                                                   "test/recall_accuracy", True)),), runs=1),
-    Claim("asrnn", "Fig. 1b-c, Sec. 3", "asRNN achieves better generalization on the sequential and permuted MNIST "
-          "tasks (n=122 budget)",
-          (Part("sMNIST: asRNN ahead of expRNN", beats("asrnn/smnist-n122", "asrnn/smnist-n122-exprnn", "test/accuracy", True)),
-           Part("sMNIST: asRNN ahead of the LSTM", beats("asrnn/smnist-n122", "asrnn/smnist-n122-lstm", "test/accuracy", True)),
-           Part("pMNIST: asRNN ahead of expRNN", beats("asrnn/psmnist-n122", "asrnn/psmnist-n122-exprnn", "test/accuracy", True)),
-           Part("pMNIST: asRNN ahead of the LSTM", beats("asrnn/psmnist-n122", "asrnn/psmnist-n122-lstm", "test/accuracy", True))),
-          runs=1),
-    Claim("asrnn", "Table 1, Sec. 3", "On the PTB task, asRNN achieved encouraging results by outperforming all "
-          "orthogonal RNN baselines, only second to LSTM (T=150; Table 1's baselines: nnRNN, expRNN, EURNN, "
-          "RNN-orth, RNN)",
-          (Part("the LSTM ahead of asRNN", beats(_ptb("LSTM"), _ptb("asRNN"), "test/bpc", False)),
-           *(Part(f"asRNN ahead of {m}", beats(_ptb("asRNN"), _ptb(m), "test/bpc", False))
-             for m in ("nnRNN", "expRNN", "EURNN", "RNN-orth", "RNN"))),
-          runs=5),
-    Claim("asrnn", "ours", "Finding: on copy L=1000, at equal steps, expRNN and scoRNN reach a higher recall "
-          "accuracy than asRNN with the paper's Table 5 values",
-          (Part("expRNN ahead of asRNN", beats("asrnn/copy-L1000-exprnn", "asrnn/copy-L1000", "test/recall_accuracy", True)),
-           Part("scoRNN ahead of asRNN", beats("asrnn/copy-L1000-scornn", "asrnn/copy-L1000", "test/recall_accuracy", True))),
-          runs=1, ours=True),
-    Claim("asrnn", "ours", "Finding: the copy setting a = b = 0 leaves s at 0, so D_f stays eps I",
-          (Part("D_f = eps I in the trained model", asrnn_s_stuck),), runs=1, ours=True),
-    Claim("asrnn", "Theorem 2.1", "Under its conditions, sigma_min(J(t2, t1)) >= 1",
-          (Part("the conditions hold on a trained copy model", asrnn_conditions),
-           Part("the conclusion holds there approximately (sigma_min >= 0.999)", asrnn_conclusion)), runs=1),
+    Claim(
+        "asrnn",
+        "Fig. 2, Sec. 3",
+        "asRNN shows excellent performance by converging stably on the Copy task (Fig. 2: L=1000, training loss to ~0)",
+        (
+            Part("solves copy L=1000 with Table 5's values", solves_copy("asrnn/copy-L1000", variants=False)),
+            Part("solves copy L=1000 with the reference code's settings", solves_copy("asrnn/copy-L1000-code")),
+        ),
+        runs=1,
+    ),
+    Claim(
+        "asrnn",
+        "Fig. 2",
+        "asRNN beats the LSTM on copy at L=1000",
+        (
+            Part(
+                "asRNN ahead of the LSTM (recall accuracy)",
+                beats("asrnn/copy-L1000", "asrnn/copy-L1000-lstm", "test/recall_accuracy", True),
+            ),
+        ),
+        runs=1,
+    ),
+    Claim(
+        "asrnn",
+        "Fig. 1a",
+        "asRNN beats the LSTM on copy at L=2000",
+        (
+            Part(
+                "asRNN ahead of the LSTM (recall accuracy)",
+                beats("asrnn/copy-L2000", "asrnn/copy-L2000-lstm", "test/recall_accuracy", True),
+            ),
+        ),
+        runs=1,
+    ),
+    Claim(
+        "asrnn",
+        "Fig. 1b-c, Sec. 3",
+        "asRNN achieves better generalization on the sequential and permuted MNIST tasks (n=122 budget)",
+        (
+            Part(
+                "sMNIST: asRNN ahead of expRNN",
+                beats("asrnn/smnist-n122", "asrnn/smnist-n122-exprnn", "test/accuracy", True),
+            ),
+            Part(
+                "sMNIST: asRNN ahead of the LSTM",
+                beats("asrnn/smnist-n122", "asrnn/smnist-n122-lstm", "test/accuracy", True),
+            ),
+            Part(
+                "pMNIST: asRNN ahead of expRNN",
+                beats("asrnn/psmnist-n122", "asrnn/psmnist-n122-exprnn", "test/accuracy", True),
+            ),
+            Part(
+                "pMNIST: asRNN ahead of the LSTM",
+                beats("asrnn/psmnist-n122", "asrnn/psmnist-n122-lstm", "test/accuracy", True),
+            ),
+        ),
+        runs=1,
+    ),
+    Claim(
+        "asrnn",
+        "Table 1, Sec. 3",
+        "On the PTB task, asRNN achieved encouraging results by outperforming all "
+        "orthogonal RNN baselines, only second to LSTM (T=150; Table 1's baselines: nnRNN, expRNN, EURNN, "
+        "RNN-orth, RNN)",
+        (
+            Part("the LSTM ahead of asRNN", beats(_ptb("LSTM"), _ptb("asRNN"), "test/bpc", False)),
+            *(
+                Part(f"asRNN ahead of {m}", beats(_ptb("asRNN"), _ptb(m), "test/bpc", False))
+                for m in ("nnRNN", "expRNN", "EURNN", "RNN-orth", "RNN")
+            ),
+        ),
+        runs=5,
+    ),
+    Claim(
+        "asrnn",
+        "ours",
+        "Finding: on copy L=1000, at equal steps, expRNN and scoRNN reach a higher recall "
+        "accuracy than asRNN with the paper's Table 5 values",
+        (
+            Part(
+                "expRNN ahead of asRNN",
+                beats("asrnn/copy-L1000-exprnn", "asrnn/copy-L1000", "test/recall_accuracy", True),
+            ),
+            Part(
+                "scoRNN ahead of asRNN",
+                beats("asrnn/copy-L1000-scornn", "asrnn/copy-L1000", "test/recall_accuracy", True),
+            ),
+        ),
+        runs=1,
+        ours=True,
+    ),
+    Claim(
+        "asrnn",
+        "ours",
+        "Finding: the copy setting a = b = 0 leaves s at 0, so D_f stays eps I",
+        (Part("D_f = eps I in the trained model", asrnn_s_stuck),),
+        runs=1,
+        ours=True,
+    ),
+    Claim(
+        "asrnn",
+        "Theorem 2.1",
+        "Under its conditions, sigma_min(J(t2, t1)) >= 1",
+        (
+            Part("the conditions hold on a trained copy model", asrnn_conditions),
+            Part("the conclusion holds there approximately (sigma_min >= 0.999)", asrnn_conclusion),
+        ),
+        runs=1,
+    ),
     # nnRNN
-    Claim("nnrnn", "Fig. 2, Sec. 5.1", "Copy (T=200): the LSTM struggled to solve the task and RNN failed completely, "
-          "unlike all orthogonal RNNs who learn to solve at very high performance very quickly; the nnRNN matched "
-          "the performance of orthogonal RNNs (solved: test loss below 10% of the 0.095 baseline)",
-          (Part("nnRNN solves it", loss_below_baseline("nnrnn/copy", 0.1, "solved")),
-           Part("expRNN solves it", loss_below_baseline("nnrnn/copy-exprnn", 0.1, "solved")),
-           Part("RNN-orth (orthogonal init) solves it", loss_below_baseline("nnrnn/copy-rnn-orth", 0.1, "solved")),
-           Part("the LSTM does not solve it", loss_not_below_baseline("nnrnn/copy-lstm", 0.1, "solved")),
-           Part("the RNN stays at the baseline (within 10%)", at_baseline("nnrnn/copy-rnn", 0.1)))),
-    Claim("nnrnn", "Fig. 3", "Trained on copy, nnRNN's eigenvalue moduli go to about 1 and its T to about 0",
-          (Part("mean eigenvalue modulus within 0.01 of 1",
-                nnrnn_schur("gamma_mean", lambda v: abs(v - 1) <= 0.01, "paper ~1; tolerance 0.01")),
-           Part("T about 0 (departure from normality <= 0.05)",
-                nnrnn_schur("departure_from_normality", lambda v: v <= 0.05, "paper: T ~ 0; tolerance 0.05")))),
-    Claim("nnrnn", "Table 1, Sec. 5.2", "The performance gap to expRNN is modest for equal number of parameters and "
-          "T=150, it appreciatively improves for T=300; where the nnRNN shines is for equal numbers of hidden units",
-          (Part("T=150, equal parameters: nnRNN ahead of expRNN",
-                beats("nnrnn/ptb-bptt150", "nnrnn/ptb-bptt150-exprnn", "test/bpc", False)),
-           Part("T=300, equal parameters: nnRNN ahead of expRNN",
-                beats("nnrnn/ptb-bptt300", "nnrnn/ptb-bptt300-exprnn", "test/bpc", False)),
-           Part("T=150, equal hidden units (N=1024): nnRNN ahead of expRNN",
-                beats("nnrnn/ptb-bptt150", "nnrnn/ptb-bptt150-exprnn-n1024", "test/bpc", False)))),
+    Claim(
+        "nnrnn",
+        "Fig. 2, Sec. 5.1",
+        "Copy (T=200): the LSTM struggled to solve the task and RNN failed completely, "
+        "unlike all orthogonal RNNs who learn to solve at very high performance very quickly; the nnRNN matched "
+        "the performance of orthogonal RNNs (solved: test loss below 10% of the 0.095 baseline)",
+        (
+            Part("nnRNN solves it", loss_below_baseline("nnrnn/copy", 0.1, "solved")),
+            Part("expRNN solves it", loss_below_baseline("nnrnn/copy-exprnn", 0.1, "solved")),
+            Part("RNN-orth (orthogonal init) solves it", loss_below_baseline("nnrnn/copy-rnn-orth", 0.1, "solved")),
+            Part("the LSTM does not solve it", loss_not_below_baseline("nnrnn/copy-lstm", 0.1, "solved")),
+            Part("the RNN stays at the baseline (within 10%)", at_baseline("nnrnn/copy-rnn", 0.1)),
+        ),
+    ),
+    Claim(
+        "nnrnn",
+        "Fig. 3",
+        "Trained on copy, nnRNN's eigenvalue moduli go to about 1 and its T to about 0",
+        (
+            Part(
+                "mean eigenvalue modulus within 0.01 of 1",
+                nnrnn_schur("gamma_mean", lambda v: abs(v - 1) <= 0.01, "paper ~1; tolerance 0.01"),
+            ),
+            Part(
+                "T about 0 (departure from normality <= 0.05)",
+                nnrnn_schur("departure_from_normality", lambda v: v <= 0.05, "paper: T ~ 0; tolerance 0.05"),
+            ),
+        ),
+    ),
+    Claim(
+        "nnrnn",
+        "Table 1, Sec. 5.2",
+        "The performance gap to expRNN is modest for equal number of parameters and "
+        "T=150, it appreciatively improves for T=300; where the nnRNN shines is for equal numbers of hidden units",
+        (
+            Part(
+                "T=150, equal parameters: nnRNN ahead of expRNN",
+                beats("nnrnn/ptb-bptt150", "nnrnn/ptb-bptt150-exprnn", "test/bpc", False),
+            ),
+            Part(
+                "T=300, equal parameters: nnRNN ahead of expRNN",
+                beats("nnrnn/ptb-bptt300", "nnrnn/ptb-bptt300-exprnn", "test/bpc", False),
+            ),
+            Part(
+                "T=150, equal hidden units (N=1024): nnRNN ahead of expRNN",
+                beats("nnrnn/ptb-bptt150", "nnrnn/ptb-bptt150-exprnn-n1024", "test/bpc", False),
+            ),
+        ),
+    ),
     # DMU
-    Claim("dmu", "Fig. 3, Sec. IV-A", "Adding: DMU significantly outperforms all other modules, and GRU scores better "
-          "than LSTM. RNN and RHN are not able to reach any threshold within 100 training epochs",
-          (*(Part(f"DMU ahead of {m.upper()}", dmu_ahead("adding", "dmu", m)) for m in ("rnn", "lstm", "gru", "rhn")),
-           Part("GRU ahead of LSTM", dmu_ahead("adding", "gru", "lstm")),
-           Part("RNN reaches no threshold", dmu_never("adding", "rnn")),
-           Part("RHN reaches no threshold", dmu_never("adding", "rhn"))), runs=51),
-    Claim("dmu", "Fig. 4, Sec. IV-B", "Temporal order: DMU has faster convergence than GRU and maintains similar "
-          "results for high thresholds (up to 1e-4). For lower thresholds, DMU outperforms GRU. LSTM reaches partial "
-          "success on higher thresholds but fails for lower ones. RNN and RHN fail for all thresholds",
-          (Part("DMU converges faster than GRU", dmu_faster("temporal_order", "dmu", "gru")),
-           Part("DMU and GRU similar down to 1e-4", dmu_similar("temporal_order", "dmu", "gru", HIGH)),
-           Part("DMU ahead of GRU at 1e-5 and 1e-6", dmu_ahead("temporal_order", "dmu", "gru", LOW)),
-           Part("LSTM: partial success down to 1e-4", dmu_partial("temporal_order", "lstm")),
-           Part("LSTM: no run reaches 1e-5", dmu_never("temporal_order", "lstm", LOW)),
-           Part("RNN reaches no threshold", dmu_never("temporal_order", "rnn")),
-           Part("RHN reaches no threshold", dmu_never("temporal_order", "rhn"))), runs=51),
-    Claim("dmu", "Fig. 5, Sec. IV-C", "Noisy sequence: GRU and DMU obtain similar results, in most cases reaching all "
-          "the loss thresholds, with GRU training faster. RHN in about half of the cases does not reach any threshold, "
-          "and in the other half, it reaches all of them. RNN performs worse than RHN, and LSTM performs worse than RNN",
-          (Part("GRU and DMU similar", dmu_similar("noisy_sequence", "gru", "dmu")),
-           Part("GRU: most runs reach every threshold", dmu_most_reach_all("noisy_sequence", "gru")),
-           Part("DMU: most runs reach every threshold", dmu_most_reach_all("noisy_sequence", "dmu")),
-           Part("GRU trains faster than DMU", dmu_faster("noisy_sequence", "gru", "dmu")),
-           Part("RHN: about half reach none, half all", dmu_about_half("noisy_sequence", "rhn")),
-           Part("RHN ahead of RNN", dmu_ahead("noisy_sequence", "rhn", "rnn")),
-           Part("RNN ahead of LSTM", dmu_ahead("noisy_sequence", "rnn", "lstm"))), runs=51),
-    Claim("dmu", "Table I, Sec. IV-D", "PolyMusic: DMU outperforms RHN at 3 out of 4 depths with regard to test mean "
-          "loss (Table I: RHN ahead at depth 1, DMU at 2, 5 and 10)",
-          (Part("depth 1: RHN ahead of DMU", beats("dmu/polymusic-N1-rhn", "dmu/polymusic-N1-dmu", "test/nll", False)),
-           *(Part(f"depth {n}: DMU ahead of RHN", beats(f"dmu/polymusic-N{n}-dmu", f"dmu/polymusic-N{n}-rhn",
-                                                         "test/nll", False)) for n in (2, 5, 10))), runs=5),
-    Claim("dmu", "Tables V-VII, Sec. V-C", "The results confirm that efficiency benefits from reducing the learning "
-          "rate of the DMU module (NatLang depth 5 tested here)",
-          (Part("NatLang N=5: DMU (lr/(2n)) ahead of DMU-C (one rate)",
-                beats("dmu/natlang-N5-dmu", "dmu/natlang-N5-dmuc", "test/perplexity", False)),), runs=5),
+    Claim(
+        "dmu",
+        "Fig. 3, Sec. IV-A",
+        "Adding: DMU significantly outperforms all other modules, and GRU scores better "
+        "than LSTM. RNN and RHN are not able to reach any threshold within 100 training epochs",
+        (
+            *(Part(f"DMU ahead of {m.upper()}", dmu_ahead("adding", "dmu", m)) for m in ("rnn", "lstm", "gru", "rhn")),
+            Part("GRU ahead of LSTM", dmu_ahead("adding", "gru", "lstm")),
+            Part("RNN reaches no threshold", dmu_never("adding", "rnn")),
+            Part("RHN reaches no threshold", dmu_never("adding", "rhn")),
+        ),
+        runs=51,
+    ),
+    Claim(
+        "dmu",
+        "Fig. 4, Sec. IV-B",
+        "Temporal order: DMU has faster convergence than GRU and maintains similar "
+        "results for high thresholds (up to 1e-4). For lower thresholds, DMU outperforms GRU. LSTM reaches partial "
+        "success on higher thresholds but fails for lower ones. RNN and RHN fail for all thresholds",
+        (
+            Part("DMU converges faster than GRU", dmu_faster("temporal_order", "dmu", "gru")),
+            Part("DMU and GRU similar down to 1e-4", dmu_similar("temporal_order", "dmu", "gru", HIGH)),
+            Part("DMU ahead of GRU at 1e-5 and 1e-6", dmu_ahead("temporal_order", "dmu", "gru", LOW)),
+            Part("LSTM: partial success down to 1e-4", dmu_partial("temporal_order", "lstm")),
+            Part("LSTM: no run reaches 1e-5", dmu_never("temporal_order", "lstm", LOW)),
+            Part("RNN reaches no threshold", dmu_never("temporal_order", "rnn")),
+            Part("RHN reaches no threshold", dmu_never("temporal_order", "rhn")),
+        ),
+        runs=51,
+    ),
+    Claim(
+        "dmu",
+        "Fig. 5, Sec. IV-C",
+        "Noisy sequence: GRU and DMU obtain similar results, in most cases reaching all "
+        "the loss thresholds, with GRU training faster. RHN in about half of the cases does not reach any threshold, "
+        "and in the other half, it reaches all of them. RNN performs worse than RHN, and LSTM performs worse than RNN",
+        (
+            Part("GRU and DMU similar", dmu_similar("noisy_sequence", "gru", "dmu")),
+            Part("GRU: most runs reach every threshold", dmu_most_reach_all("noisy_sequence", "gru")),
+            Part("DMU: most runs reach every threshold", dmu_most_reach_all("noisy_sequence", "dmu")),
+            Part("GRU trains faster than DMU", dmu_faster("noisy_sequence", "gru", "dmu")),
+            Part("RHN: about half reach none, half all", dmu_about_half("noisy_sequence", "rhn")),
+            Part("RHN ahead of RNN", dmu_ahead("noisy_sequence", "rhn", "rnn")),
+            Part("RNN ahead of LSTM", dmu_ahead("noisy_sequence", "rnn", "lstm")),
+        ),
+        runs=51,
+    ),
+    Claim(
+        "dmu",
+        "Table I, Sec. IV-D",
+        "PolyMusic: DMU outperforms RHN at 3 out of 4 depths with regard to test mean "
+        "loss (Table I: RHN ahead at depth 1, DMU at 2, 5 and 10)",
+        (
+            Part("depth 1: RHN ahead of DMU", beats("dmu/polymusic-N1-rhn", "dmu/polymusic-N1-dmu", "test/nll", False)),
+            *(
+                Part(
+                    f"depth {n}: DMU ahead of RHN",
+                    beats(f"dmu/polymusic-N{n}-dmu", f"dmu/polymusic-N{n}-rhn", "test/nll", False),
+                )
+                for n in (2, 5, 10)
+            ),
+        ),
+        runs=5,
+    ),
+    Claim(
+        "dmu",
+        "Tables V-VII, Sec. V-C",
+        "The results confirm that efficiency benefits from reducing the learning "
+        "rate of the DMU module (NatLang depth 5 tested here)",
+        (
+            Part(
+                "NatLang N=5: DMU (lr/(2n)) ahead of DMU-C (one rate)",
+                beats("dmu/natlang-N5-dmu", "dmu/natlang-N5-dmuc", "test/perplexity", False),
+            ),
+        ),
+        runs=5,
+    ),
     # Henaff et al.
-    Claim("henaff", "Fig. 2, Sec. 4.1", "LT-ORNN solves fixed-length copy almost immediately, while LT-IRNN does not",
-          (Part("LT-ORNN solves copy (first timescale; ours T=500)", solves_copy("henaff/copy-ltornn")),
-           Part("LT-IRNN does not", not_solves_copy("henaff/copy-ltirnn")))),
-    Claim("henaff", "Fig. 2, Sec. 4.1", "The same at T=750, one run of each",
-          (Part("LT-ORNN solves copy at T=750", solves_copy("henaff/copy-ltornn-T750")),
-           Part("LT-IRNN does not", not_solves_copy("henaff/copy-ltirnn-T750"))), runs=1),
-    Claim("henaff", "Fig. 3, Sec. 4.1", "On addition, LT-IRNN solves efficiently, whereas LT-ORNN may take much "
-          "longer or fail (solved: test MSE < 0.01)",
-          (Part("LT-IRNN solves adding (first timescale; ours T=500)",
-                _one("henaff/adding-ltirnn", lambda g: level(g, "test/loss", 0.01, True, "solved"))),
-           Part("LT-ORNN behind LT-IRNN", beats("henaff/adding-ltirnn", "henaff/adding-ltornn", "test/loss", False)))),
-    Claim("henaff", "Fig. 4, Sec. 4.2", "Pooling lets LT-ORNN solve copy at both tested timescales and approximately "
-          "solve addition (approximately: test MSE below 10% of the predict-the-mean baseline)",
-          (Part("LT-ORNN + pooling solves copy (first timescale)", solves_copy("henaff/copy-ltornn-pool")),
-           Part("LT-ORNN + pooling solves copy at T=750", solves_copy("henaff/copy-ltornn-pool-T750")),
-           Part("LT-ORNN + pooling approximately solves adding",
-                loss_below_baseline("henaff/adding-ltornn-pool", 0.1, "approximately solved")))),
-    Claim("henaff", "Fig. 5, Sec. 4.3", "On variable-length copy at T = 100, none of the tested LT-RNNs beat chance, "
-          "while the LSTM solves the task slowly",
-          (Part("LT-ORNN at chance (within 0.05 of 1/8)", at_chance("henaff/copy_variable-ltornn", 1 / 8, 0.05)),
-           Part("LT-IRNN at chance (within 0.05 of 1/8)", at_chance("henaff/copy_variable-ltirnn", 1 / 8, 0.05)),
-           Part("the LSTM solves it", solves_copy("henaff/copy_variable-lstm")))),
+    Claim(
+        "henaff",
+        "Fig. 2, Sec. 4.1",
+        "LT-ORNN solves fixed-length copy almost immediately, while LT-IRNN does not",
+        (
+            Part("LT-ORNN solves copy (first timescale; ours T=500)", solves_copy("henaff/copy-ltornn")),
+            Part("LT-IRNN does not", not_solves_copy("henaff/copy-ltirnn")),
+        ),
+    ),
+    Claim(
+        "henaff",
+        "Fig. 2, Sec. 4.1",
+        "The same at T=750, one run of each",
+        (
+            Part("LT-ORNN solves copy at T=750", solves_copy("henaff/copy-ltornn-T750")),
+            Part("LT-IRNN does not", not_solves_copy("henaff/copy-ltirnn-T750")),
+        ),
+        runs=1,
+    ),
+    Claim(
+        "henaff",
+        "Fig. 3, Sec. 4.1",
+        "On addition, LT-IRNN solves efficiently, whereas LT-ORNN may take much "
+        "longer or fail (solved: test MSE < 0.01)",
+        (
+            Part(
+                "LT-IRNN solves adding (first timescale; ours T=500)",
+                _one("henaff/adding-ltirnn", lambda g: level(g, "test/loss", 0.01, True, "solved")),
+            ),
+            Part("LT-ORNN behind LT-IRNN", beats("henaff/adding-ltirnn", "henaff/adding-ltornn", "test/loss", False)),
+        ),
+    ),
+    Claim(
+        "henaff",
+        "Fig. 4, Sec. 4.2",
+        "Pooling lets LT-ORNN solve copy at both tested timescales and approximately "
+        "solve addition (approximately: test MSE below 10% of the predict-the-mean baseline)",
+        (
+            Part("LT-ORNN + pooling solves copy (first timescale)", solves_copy("henaff/copy-ltornn-pool")),
+            Part("LT-ORNN + pooling solves copy at T=750", solves_copy("henaff/copy-ltornn-pool-T750")),
+            Part(
+                "LT-ORNN + pooling approximately solves adding",
+                loss_below_baseline("henaff/adding-ltornn-pool", 0.1, "approximately solved"),
+            ),
+        ),
+    ),
+    Claim(
+        "henaff",
+        "Fig. 5, Sec. 4.3",
+        "On variable-length copy at T = 100, none of the tested LT-RNNs beat chance, "
+        "while the LSTM solves the task slowly",
+        (
+            Part("LT-ORNN at chance (within 0.05 of 1/8)", at_chance("henaff/copy_variable-ltornn", 1 / 8, 0.05)),
+            Part("LT-IRNN at chance (within 0.05 of 1/8)", at_chance("henaff/copy_variable-ltirnn", 1 / 8, 0.05)),
+            Part("the LSTM solves it", solves_copy("henaff/copy_variable-lstm")),
+        ),
+    ),
     # coRNN and LEM (their psMNIST results; issue 23)
-    Claim("cornn", "Abstract, psMNIST", "Experiments show that the proposed RNN is comparable in performance to the "
-          "state of the art on a variety of benchmarks (psMNIST tested here: within 1% of the paper's 97.34%)",
-          (Part("coRNN's psMNIST accuracy within 1% of 97.34%",
-                _one("cornn/psmnist", lambda g: within(g, "test/accuracy", 0.9734, 0.01, "the paper's accuracy"))),),
-          runs=1),
-    Claim("lem", "Abstract, psMNIST", "LEM outperforms state-of-the-art recurrent neural networks, gated recurrent "
-          "units, and long short-term memory models (psMNIST tested here: against the LSTM baseline of the DMU "
-          "paper's Table IV, N=128 both)",
-          (Part("LEM ahead of the LSTM on psMNIST", beats("lem/psmnist", "dmu/psmnist-lstm", "test/accuracy", True)),),
-          runs=1),
+    Claim(
+        "cornn",
+        "Abstract, psMNIST",
+        "Experiments show that the proposed RNN is comparable in performance to the "
+        "state of the art on a variety of benchmarks (psMNIST tested here: within 1% of the paper's 97.34%)",
+        (
+            Part(
+                "coRNN's psMNIST accuracy within 1% of 97.34%",
+                _one("cornn/psmnist", lambda g: within(g, "test/accuracy", 0.9734, 0.01, "the paper's accuracy")),
+            ),
+        ),
+        runs=1,
+    ),
+    Claim(
+        "lem",
+        "Abstract, psMNIST",
+        "LEM outperforms state-of-the-art recurrent neural networks, gated recurrent "
+        "units, and long short-term memory models (psMNIST tested here: against the LSTM baseline of the DMU "
+        "paper's Table IV, N=128 both)",
+        (Part("LEM ahead of the LSTM on psMNIST", beats("lem/psmnist", "dmu/psmnist-lstm", "test/accuracy", True)),),
+        runs=1,
+    ),
 ]

@@ -34,12 +34,36 @@ from .records import PROVENANCE_SINCE, Analysis, Evidence, Group, Record, _num, 
 
 REL_TOL = {"params": 0.005}
 COMMAND = "rnnlab reproduce ledger records -o REPRODUCTION.md"
-KINDS = {"trained": "Trained results", "timing": "Timings", "weights": "Weight counts",
-         "analytic": "Analytic checks", "settings": "Hyperparameters"}
-STATUS_KINDS = ("reproduced", "not reproduced", "inconclusive", "not comparable", "curves only",
-                "metric not recorded", "not run yet", "no preset")
-HEAD = ["row", "metric", "paper", "ours (mean +- std)", "steps run", "hardware", "wall time", "diff", "status",
-        "preset", "note"]
+KINDS = {
+    "trained": "Trained results",
+    "timing": "Timings",
+    "weights": "Weight counts",
+    "analytic": "Analytic checks",
+    "settings": "Hyperparameters",
+}
+STATUS_KINDS = (
+    "reproduced",
+    "not reproduced",
+    "inconclusive",
+    "not comparable",
+    "curves only",
+    "metric not recorded",
+    "not run yet",
+    "no preset",
+)
+HEAD = [
+    "row",
+    "metric",
+    "paper",
+    "ours (mean +- std)",
+    "steps run",
+    "hardware",
+    "wall time",
+    "diff",
+    "status",
+    "preset",
+    "note",
+]
 
 
 # --- the ledger rows -------------------------------------------------------------------------
@@ -110,12 +134,25 @@ def _analysis_line(row: Published, label: str, paper: str, tag: str, a: Analysis
         status = "curves only (see claims)"
     elif len(seeds) < need:
         within = abs(v - row.value) <= _tolerance(row, 0.0)
-        status = (f"inconclusive ({len(seeds)} seed{'s' if len(seeds) != 1 else ''} of the {need} needed; "
-                  f"ours is {'within' if within else 'outside'} the tolerance)")
+        status = (
+            f"inconclusive ({len(seeds)} seed{'s' if len(seeds) != 1 else ''} of the {need} needed; "
+            f"ours is {'within' if within else 'outside'} the tolerance)"
+        )
     else:
         status = "reproduced" if abs(v - row.value) <= _tolerance(row, 0.0) else "not reproduced"
-    return [label, row.metric, paper, ours, f"{a.data.get('steps', 0):,}", "-", "-", diff,
-            _variant_prefix(a.preset) + status, tag, row.note]
+    return [
+        label,
+        row.metric,
+        paper,
+        ours,
+        f"{a.data.get('steps', 0):,}",
+        "-",
+        "-",
+        diff,
+        _variant_prefix(a.preset) + status,
+        tag,
+        row.note,
+    ]
 
 
 def _group_line(row: Published, label: str, paper: str, tag: str, g: Group) -> list[str]:
@@ -161,20 +198,41 @@ def _group_line(row: Published, label: str, paper: str, tag: str, g: Group) -> l
             if not_comparable:
                 verdict, not_comparable = f"not comparable ({'; '.join(not_comparable)})", []
             elif n < need and row.kind == "trained":
-                verdict = (f"inconclusive ({n} seed{'s' if n != 1 else ''} of the {need} needed; "
-                           f"ours is {'within' if within else 'outside'} the tolerance)")
+                verdict = (
+                    f"inconclusive ({n} seed{'s' if n != 1 else ''} of the {need} needed; "
+                    f"ours is {'within' if within else 'outside'} the tolerance)"
+                )
             else:
                 verdict = "reproduced" if within else "not reproduced"
     status = (f"not comparable ({'; '.join(not_comparable)}); " if not_comparable else "") + verdict
-    return [label, row.metric, paper, ours, g.steps(), g.hardware(), g.wall(), diff,
-            _variant_prefix(g.preset) + status, tag, row.note]
+    return [
+        label,
+        row.metric,
+        paper,
+        ours,
+        g.steps(),
+        g.hardware(),
+        g.wall(),
+        diff,
+        _variant_prefix(g.preset) + status,
+        tag,
+        row.note,
+    ]
 
 
 def status_kind(status: str) -> str:
     """The summary column of a status (every status has one)."""
     s = status.split("): ", 1)[1] if status.startswith("variant (") else status
-    for k in ("no preset", "not run yet", "metric", "not comparable", "inconclusive", "not reproduced",
-              "reproduced", "curves only"):
+    for k in (
+        "no preset",
+        "not run yet",
+        "metric",
+        "not comparable",
+        "inconclusive",
+        "not reproduced",
+        "reproduced",
+        "curves only",
+    ):
         if s.startswith(k) or (k == "metric" and "not recorded" in s):
             return {"metric": "metric not recorded"}.get(k, k)
     raise ValueError(f"a ledger status without a summary column: {status!r}")
@@ -203,24 +261,56 @@ def _provenance(records: list[Record]) -> list[str]:
     groups: dict[tuple, list[Record]] = defaultdict(list)
     for r in records:
         p = r.provenance()
-        key = (p["commit"] or (f"source {p['source']}" if p["source"] else None), p["cpu"], p["torch"], p["blas"],
-               p["device"]) if r.has_provenance() else None
+        key = (
+            (
+                p["commit"] or (f"source {p['source']}" if p["source"] else None),
+                p["cpu"],
+                p["torch"],
+                p["blas"],
+                p["device"],
+            )
+            if r.has_provenance()
+            else None
+        )
         groups[key].append(r)
     lines = []
     for key, rs in sorted(groups.items(), key=lambda kv: (kv[0] is None, str(kv[0]))):
         folders = sorted({str(r.path.parent.parent.name) for r in rs})
         if key is None:
             torch = sorted({str(r.provenance()["torch"]) for r in rs})
-            lines.append([f"provenance not recorded (made before rnnlab recorded it, commit {PROVENANCE_SINCE})",
-                          "-", ", ".join(torch), "-", "-", str(len(rs)), ", ".join(folders)])
+            lines.append(
+                [
+                    f"provenance not recorded (made before rnnlab recorded it, commit {PROVENANCE_SINCE})",
+                    "-",
+                    ", ".join(torch),
+                    "-",
+                    "-",
+                    str(len(rs)),
+                    ", ".join(folders),
+                ]
+            )
         else:
             commit, cpu, torch, blas, device = key
-            lines.append([commit or "-", cpu or "-", torch or "-", blas or "-", device or "CPU", str(len(rs)),
-                          ", ".join(folders)])
-    return ["## Where the records were made", "",
-            "Each record's commit (or source hash), host CPU, torch, BLAS and device, as its `result.json` "
-            "states them; a number can be traced to the code and machine that made it.", "",
-            _table(["commit", "CPU", "torch", "BLAS", "device", "records", "record folders"], lines), ""]
+            lines.append(
+                [
+                    commit or "-",
+                    cpu or "-",
+                    torch or "-",
+                    blas or "-",
+                    device or "CPU",
+                    str(len(rs)),
+                    ", ".join(folders),
+                ]
+            )
+    return [
+        "## Where the records were made",
+        "",
+        "Each record's commit (or source hash), host CPU, torch, BLAS and device, as its `result.json` "
+        "states them; a number can be traced to the code and machine that made it.",
+        "",
+        _table(["commit", "CPU", "torch", "BLAS", "device", "records", "record folders"], lines),
+        "",
+    ]
 
 
 def _claims(ev: Evidence) -> tuple[list[str], Counter]:
@@ -238,7 +328,6 @@ def _claims(ev: Evidence) -> tuple[list[str], Counter]:
     return parts, counts
 
 
-
 def _shown(text, roots) -> str:
     """``text`` with each records root's parent folder dropped from the paths in it, so that the
     ledger names ``records/...`` the same way from any working directory or absolute root."""
@@ -247,6 +336,7 @@ def _shown(text, roots) -> str:
         parent = str(Path(root).resolve().parent)
         text = text.replace(parent + "/", "")
     return text
+
 
 def ledger(roots, command: str = COMMAND) -> str:
     """The Markdown text of REPRODUCTION.md from the run records below ``roots``."""
@@ -294,18 +384,25 @@ def ledger(roots, command: str = COMMAND) -> str:
             parts += [f"### {paper}: {KINDS[kind].lower()}", ""]
             for table, trs in tables.items():
                 parts += [f"#### {paper}: {table}", "", _table(HEAD, [ln for _, lns in trs for ln in lns]), ""]
-    parts += ["## Claims", "",
-              "Each claim is the paper's sentence; each part of it is judged on its own, with the test behind the "
-              "verdict. The whole claim is *confirmed* when every part is, *refuted* when a part is (*in part* "
-              "when others are not), *untested* when no part has runs, else *inconclusive*.", ""]
+    parts += [
+        "## Claims",
+        "",
+        "Each claim is the paper's sentence; each part of it is judged on its own, with the test behind the "
+        "verdict. The whole claim is *confirmed* when every part is, *refuted* when a part is (*in part* "
+        "when others are not), *untested* when no part has runs, else *inconclusive*.",
+        "",
+    ]
     parts += claim_parts
     parts += _provenance(records)
     parts += ["## Records left out of the evidence", ""]
     if left:
-        parts += ["A record with a non-finite metric, without metrics, unreadable, or repeating another record's "
-                  "configuration and seed counts for nothing; each is named here.", "",
-                  _table(["record", "why"], [[f"`{_shown(lo.path, roots)}`", _shown(lo.reason, roots)]
-                                             for lo in left]), ""]
+        parts += [
+            "A record with a non-finite metric, without metrics, unreadable, or repeating another record's "
+            "configuration and seed counts for nothing; each is named here.",
+            "",
+            _table(["record", "why"], [[f"`{_shown(lo.path, roots)}`", _shown(lo.reason, roots)] for lo in left]),
+            "",
+        ]
     else:
         parts += ["None.", ""]
     return "\n".join(parts).rstrip() + "\n"
@@ -325,11 +422,16 @@ def summary_counts(roots) -> dict:
     return {"rows": rows, "claims": claims}
 
 
-SUMMARY_WORDS = {"reproduced": "reproduced at full budget", "not reproduced": "not reproduced",
-                 "inconclusive": "inconclusive (too few seeds)",
-                 "not comparable": "not comparable (reduced budget or another configuration)",
-                 "curves only": "curves judged by the claims", "metric not recorded": "with the metric not recorded",
-                 "not run yet": "not run yet", "no preset": "without a preset"}
+SUMMARY_WORDS = {
+    "reproduced": "reproduced at full budget",
+    "not reproduced": "not reproduced",
+    "inconclusive": "inconclusive (too few seeds)",
+    "not comparable": "not comparable (reduced budget or another configuration)",
+    "curves only": "curves judged by the claims",
+    "metric not recorded": "with the metric not recorded",
+    "not run yet": "not run yet",
+    "no preset": "without a preset",
+}
 
 
 def summary_line(roots, link: str = "REPRODUCTION.md") -> str:
@@ -337,12 +439,17 @@ def summary_line(roots, link: str = "REPRODUCTION.md") -> str:
     trained-result row by the status of its primary line, every claim part by its verdict."""
     c = summary_counts(roots)
     r, k = c["rows"], c["claims"]
-    rows = ", ".join(f"{r[s]} {SUMMARY_WORDS[s]}" for s in STATUS_KINDS
-                     if r[s] or s in ("reproduced", "not reproduced", "inconclusive"))
+    rows = ", ".join(
+        f"{r[s]} {SUMMARY_WORDS[s]}"
+        for s in STATUS_KINDS
+        if r[s] or s in ("reproduced", "not reproduced", "inconclusive")
+    )
     parts = ", ".join(f"{k[v]} {v}" for v in ("confirmed", "refuted", "inconclusive", "untested") if k[v])
     # the link's text is its file name (the README links absolutely: it is the wheel's description)
-    return (f"**Reproduction** ([{link.rsplit('/', 1)[-1]}]({link})): of the papers' {sum(r.values())} trained results, {rows}; "
-            f"of the {sum(k.values())} parts of their claims, {parts}.")
+    return (
+        f"**Reproduction** ([{link.rsplit('/', 1)[-1]}]({link})): of the papers' {sum(r.values())} trained results, {rows}; "
+        f"of the {sum(k.values())} parts of their claims, {parts}."
+    )
 
 
 # --- collecting runs -------------------------------------------------------------------------
@@ -376,8 +483,11 @@ def collect(runs_dir, out_dir) -> list[Path]:
         if (dest / "result.json").exists() and _key_and_seed(dest) != _key_and_seed(src):
             key = _key_and_seed(src)[0] or "nokey"
             alt = dest.with_name(f"{dest.name}-{key[:8]}")
-            print(f"note: {dest} holds a record of another configuration or seed; "
-                  f"{src} goes to {alt} instead (nothing overwritten)", file=sys.stderr)
+            print(
+                f"note: {dest} holds a record of another configuration or seed; "
+                f"{src} goes to {alt} instead (nothing overwritten)",
+                file=sys.stderr,
+            )
             dest = alt
             if (dest / "result.json").exists() and _key_and_seed(dest) != _key_and_seed(src):
                 raise FileExistsError(f"{dest} also holds another record; move one of them by hand")

@@ -38,8 +38,16 @@ from ..rundir import read_jsonl
 #: Flat configuration keys that do not change what a run computes (its name and description, the
 #: seeds, where and how fast it ran, how often it logs): the ledger compares runs without them.
 NOT_EXPERIMENT = tuple(config.NOT_EXPERIMENT)
-BUDGET = ("train.steps", "task.L", "task.T", "task.val_size", "task.test_size", "task.max_pairs",
-          "train.eval_every", "train.eval_max_batches")
+BUDGET = (
+    "train.steps",
+    "task.L",
+    "task.T",
+    "task.val_size",
+    "task.test_size",
+    "task.max_pairs",
+    "train.eval_every",
+    "train.eval_max_batches",
+)
 #: the DMU protocol's epoch: 200 training sequences
 DMU_SEQUENCES_PER_EPOCH = 200
 #: the commit from which ``result.json`` records the host's CPU, BLAS and the source hash
@@ -208,7 +216,11 @@ def load_records(roots) -> tuple[list[Record], list[Analysis], list[LeftOut]]:
         key = _identity(rec)
         if key in first:
             seed = rec.config.get("train", {}).get("seed")
-            why = "; the record with provenance counts" if first[key].has_provenance() and not rec.has_provenance() else ""
+            why = (
+                "; the record with provenance counts"
+                if first[key].has_provenance() and not rec.has_provenance()
+                else ""
+            )
             left.append(LeftOut(rec.path, f"duplicate of {first[key].path} (same configuration and seed {seed}{why})"))
             continue
         first[key] = rec
@@ -319,8 +331,11 @@ class Group:
         return [d for d in self.diffs if not _is_budget(d)]
 
     def values(self, metric: str) -> list[float]:
-        return [v for v in (r.value(metric) for r in self.records)
-                if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        return [
+            v
+            for v in (r.value(metric) for r in self.records)
+            if isinstance(v, (int, float)) and not isinstance(v, bool)
+        ]
 
     def stat(self, metric: str):
         """(mean, sample std, number of runs) of ``metric``, or None."""
@@ -341,7 +356,9 @@ class Group:
             if prov["device"]:
                 parts.add(prov["device"])
             else:
-                parts.add(f"CPU{' ' + prov['cpu'] if prov['cpu'] else ''}, {threads} thread{'s' if threads != 1 else ''}")
+                parts.add(
+                    f"CPU{' ' + prov['cpu'] if prov['cpu'] else ''}, {threads} thread{'s' if threads != 1 else ''}"
+                )
         return " / ".join(sorted(parts))
 
     def steps(self) -> str:
@@ -390,8 +407,10 @@ class Evidence:
         if not gs:
             return None
         n = sum(len(g.records) for g in gs)
-        diffs = tuple(f"{sum(len(g.records) for g in gs if d in g.diffs)} of {n} with {d}"
-                      for d in sorted({d for g in gs for d in g.diffs}))
+        diffs = tuple(
+            f"{sum(len(g.records) for g in gs if d in g.diffs)} of {n} with {d}"
+            for d in sorted({d for g in gs for d in g.diffs})
+        )
         return Group(preset, diffs, [r for g in gs for r in g.records])
 
     def best(self, preset: str) -> Group | None:
@@ -400,7 +419,10 @@ class Evidence:
 
 
 def _protocol(preset: str) -> str:
-    """"thresholds" for the DMU synthetic presets (judged by the threshold protocol)."""
+    """ "thresholds" for the DMU synthetic presets (judged by the threshold protocol)."""
     stem = preset.split("/")[-1]
-    return "thresholds" if preset.startswith("dmu/") and stem.split("-")[0] in (
-        "adding", "temporal_order", "noisy_sequence") else ""
+    return (
+        "thresholds"
+        if preset.startswith("dmu/") and stem.split("-")[0] in ("adding", "temporal_order", "noisy_sequence")
+        else ""
+    )

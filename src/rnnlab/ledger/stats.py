@@ -124,7 +124,7 @@ def welch(a: list[float], b: list[float]) -> float | None:
     se2 = va / len(a) + vb / len(b)
     if se2 == 0.0:  # identical values within each group: the order of the means is certain
         return 0.0 if ma > mb else 1.0
-    df = se2 ** 2 / ((va / len(a)) ** 2 / (len(a) - 1) + (vb / len(b)) ** 2 / (len(b) - 1))
+    df = se2**2 / ((va / len(a)) ** 2 / (len(a) - 1) + (vb / len(b)) ** 2 / (len(b) - 1))
     return t_sf((ma - mb) / math.sqrt(se2), df)
 
 
@@ -171,7 +171,7 @@ def clopper_pearson(k: int, n: int, level: float = 1 - ALPHA) -> tuple[float, fl
 
 def binom_sf(k: int, n: int, p: float) -> float:
     """P(X >= k) for X ~ Binomial(n, p)."""
-    return math.fsum(math.comb(n, x) * p ** x * (1 - p) ** (n - x) for x in range(max(k, 0), n + 1))
+    return math.fsum(math.comb(n, x) * p**x * (1 - p) ** (n - x) for x in range(max(k, 0), n + 1))
 
 
 def fisher_one_sided(ka: int, na: int, kb: int, nb: int) -> float:
@@ -213,7 +213,7 @@ def mann_whitney(a: list[float], b: list[float]) -> float:
     ties = {}
     for v in pooled:
         ties[v] = ties.get(v, 0) + 1
-    var = na * nb / 12.0 * ((n + 1) - sum(t ** 3 - t for t in ties.values()) / (n * (n - 1)))
+    var = na * nb / 12.0 * ((n + 1) - sum(t**3 - t for t in ties.values()) / (n * (n - 1)))
     if var <= 0:
         return 1.0
     return normal_sf((u - na * nb / 2.0 - 0.5) / math.sqrt(var))

@@ -9,9 +9,25 @@ package must not import torch, or ``rnnlab data list`` would take seconds to sta
 from __future__ import annotations
 
 __all__ = [
-    "TASKS", "Task", "Batch", "build_task", "CopyTask", "VariableCopyTask", "AddingTask", "SequentialMNIST",
-    "PermutedMNIST", "PTBCharTask", "PTBWordTask", "TextCharTask", "MusicTask", "TranslationTask",
-    "HSAddingTask", "TemporalOrderTask", "NoisySequenceTask", "ArraysTask", "from_arrays",
+    "TASKS",
+    "Task",
+    "Batch",
+    "build_task",
+    "CopyTask",
+    "VariableCopyTask",
+    "AddingTask",
+    "SequentialMNIST",
+    "PermutedMNIST",
+    "PTBCharTask",
+    "PTBWordTask",
+    "TextCharTask",
+    "MusicTask",
+    "TranslationTask",
+    "HSAddingTask",
+    "TemporalOrderTask",
+    "NoisySequenceTask",
+    "ArraysTask",
+    "from_arrays",
 ]
 
 

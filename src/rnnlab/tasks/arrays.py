@@ -51,11 +51,15 @@ def _numpy(value, name: str) -> np.ndarray:
     try:
         a = np.asarray(value)
     except Exception as e:  # ragged lists and the like
-        raise ValueError(f"{name} cannot be read as an array ({type(e).__name__}: {e}); pass a numpy array "
-                         f"of one shape (pad variable-length sequences and give lengths_*)") from None
+        raise ValueError(
+            f"{name} cannot be read as an array ({type(e).__name__}: {e}); pass a numpy array "
+            f"of one shape (pad variable-length sequences and give lengths_*)"
+        ) from None
     if a.dtype.kind not in "biuf":
-        raise ValueError(f"{name} has dtype {a.dtype}; expected numbers (float features or targets, integer "
-                         f"token ids, labels or lengths)")
+        raise ValueError(
+            f"{name} has dtype {a.dtype}; expected numbers (float features or targets, integer "
+            f"token ids, labels or lengths)"
+        )
     return a
 
 
@@ -76,27 +80,36 @@ class ArraysTask(Task):
 
     def __init__(self, path: str = "", target: str = "auto", sha256: str | None = None):
         if not path:
-            raise ValueError('task "arrays" needs path = "FILE.npz" (x_train, y_train, x_val, y_val, optionally '
-                             'x_test, y_test, lengths_*); from Python use rnnlab.tasks.from_arrays(...)')
+            raise ValueError(
+                'task "arrays" needs path = "FILE.npz" (x_train, y_train, x_val, y_val, optionally '
+                "x_test, y_test, lengths_*); from Python use rnnlab.tasks.from_arrays(...)"
+            )
         p = Path(path).expanduser()
         if not p.is_file():
-            raise DataError(f"task \"arrays\": no such file {str(p)!r} (relative paths start at the directory you "
-                            f"run in, {Path.cwd()}); write it with numpy.savez or ArraysTask.save")
+            raise DataError(
+                f'task "arrays": no such file {str(p)!r} (relative paths start at the directory you '
+                f"run in, {Path.cwd()}); write it with numpy.savez or ArraysTask.save"
+            )
         digest = _sha256(p)
         if sha256 and digest != sha256.lower():
-            raise DataError(f"{p} has SHA-256 {digest}, but the task asks for {sha256}: the file changed since the "
-                            f"preset was written; update task.sha256 (and so the run's identity) or restore the file")
+            raise DataError(
+                f"{p} has SHA-256 {digest}, but the task asks for {sha256}: the file changed since the "
+                f"preset was written; update task.sha256 (and so the run's identity) or restore the file"
+            )
         with open(p, "rb") as f:
             magic = f.read(4)
         if magic != b"PK\x03\x04":  # numpy.savez writes a zip archive
-            raise DataError(f"{p} is not an .npz file (a zip archive of arrays); write it with numpy.savez(path, "
-                            f"x_train=..., y_train=..., x_val=..., y_val=...)")
+            raise DataError(
+                f"{p} is not an .npz file (a zip archive of arrays); write it with numpy.savez(path, "
+                f"x_train=..., y_train=..., x_val=..., y_val=...)"
+            )
         try:
             with np.load(p, allow_pickle=False) as f:
                 arrays = {k: f[k] for k in f.files}
         except ValueError as e:
-            raise DataError(f"{p}: cannot read it as .npz without pickles ({e}); save plain numeric arrays with "
-                            f"numpy.savez") from None
+            raise DataError(
+                f"{p}: cannot read it as .npz without pickles ({e}); save plain numeric arrays with numpy.savez"
+            ) from None
         except (OSError, EOFError) as e:
             raise DataError(f"{p} is not a readable .npz file ({type(e).__name__}: {e})") from None
         self.path, self.sha256 = str(path), digest
@@ -104,11 +117,32 @@ class ArraysTask(Task):
 
     # --- construction ---------------------------------------------------------------------------
     @classmethod
-    def from_arrays(cls, x_train, y_train, x_val, y_val, x_test=None, y_test=None, *, lengths_train=None,
-                    lengths_val=None, lengths_test=None, target: str = "auto") -> ArraysTask:
+    def from_arrays(
+        cls,
+        x_train,
+        y_train,
+        x_val,
+        y_val,
+        x_test=None,
+        y_test=None,
+        *,
+        lengths_train=None,
+        lengths_val=None,
+        lengths_test=None,
+        target: str = "auto",
+    ) -> ArraysTask:
         """The task over in-memory arrays (numpy or torch); the same checks as a file's."""
-        given = dict(x_train=x_train, y_train=y_train, x_val=x_val, y_val=y_val, x_test=x_test, y_test=y_test,
-                     lengths_train=lengths_train, lengths_val=lengths_val, lengths_test=lengths_test)
+        given = dict(
+            x_train=x_train,
+            y_train=y_train,
+            x_val=x_val,
+            y_val=y_val,
+            x_test=x_test,
+            y_test=y_test,
+            lengths_train=lengths_train,
+            lengths_val=lengths_val,
+            lengths_test=lengths_test,
+        )
         task = cls.__new__(cls)
         task.path, task.sha256 = "", None
         task._setup({k: v for k, v in given.items() if v is not None}, target, where="from_arrays")
@@ -120,12 +154,15 @@ class ArraysTask(Task):
         known = {f"{a}_{s}" for a in ("x", "y", "lengths") for s in SPLITS}
         unknown = sorted(set(arrays) - known)
         if unknown:
-            raise ValueError(f"{where}: unexpected array(s) {unknown}; the arrays task reads x_/y_/lengths_ of "
-                             f"train, val and test")
+            raise ValueError(
+                f"{where}: unexpected array(s) {unknown}; the arrays task reads x_/y_/lengths_ of train, val and test"
+            )
         for need in ("x_train", "y_train", "x_val", "y_val"):
             if need not in arrays:
-                raise ValueError(f"{where}: {need} is missing; the arrays task needs x_train, y_train, x_val and "
-                                 f"y_val (x_test, y_test and lengths_* are optional)")
+                raise ValueError(
+                    f"{where}: {need} is missing; the arrays task needs x_train, y_train, x_val and "
+                    f"y_val (x_test, y_test and lengths_* are optional)"
+                )
         if ("x_test" in arrays) != ("y_test" in arrays):
             have, miss = ("x_test", "y_test") if "x_test" in arrays else ("y_test", "x_test")
             raise ValueError(f"{where}: {have} is given without {miss}; give both or neither")
@@ -141,12 +178,15 @@ class ArraysTask(Task):
         if classes:
             self.per_step = y0.dim() == 2
         else:
-            self.per_step = y0.dim() == 3 or (y0.dim() == 2 and target != "sequence"
-                                              and (target == "step" or y0.shape[1] == x0.shape[1]))
+            self.per_step = y0.dim() == 3 or (
+                y0.dim() == 2 and target != "sequence" and (target == "step" or y0.shape[1] == x0.shape[1])
+            )
         if target != "auto" and self.per_step != (target == "step"):
-            raise ValueError(f"target={target!r} but y_train has shape {tuple(y0.shape)}, which holds targets per "
-                             f"{'step' if self.per_step else 'sequence'}; per sequence: (N,) labels, (N,) or (N, O) "
-                             f"floats; per step: (N, T) labels, (N, T) or (N, T, O) floats")
+            raise ValueError(
+                f"target={target!r} but y_train has shape {tuple(y0.shape)}, which holds targets per "
+                f"{'step' if self.per_step else 'sequence'}; per sequence: (N,) labels, (N,) or (N, O) "
+                f"floats; per step: (N, T) labels, (N, T) or (N, T, O) floats"
+            )
         if classes:
             top = max(int(self.y[s].max()) for s in self.splits)
             self.output_size = top + 1
@@ -165,29 +205,40 @@ class ArraysTask(Task):
     def _check_split(self, a: dict, s: str, tokens: bool, classes: bool):
         x, y = a[f"x_{s}"], a[f"y_{s}"]
         if (x.dtype.kind in "biu") != tokens:
-            raise ValueError(f"x_{s} has dtype {x.dtype} but x_train has {a['x_train'].dtype}: features must be "
-                             f"floats in every split, or token ids (integers) in every split")
+            raise ValueError(
+                f"x_{s} has dtype {x.dtype} but x_train has {a['x_train'].dtype}: features must be "
+                f"floats in every split, or token ids (integers) in every split"
+            )
         if (y.dtype.kind in "biu") != classes:
-            raise ValueError(f"y_{s} has dtype {y.dtype} but y_train has {a['y_train'].dtype}: targets must be "
-                             f"integer labels in every split, or float targets in every split")
+            raise ValueError(
+                f"y_{s} has dtype {y.dtype} but y_train has {a['y_train'].dtype}: targets must be "
+                f"integer labels in every split, or float targets in every split"
+            )
         want_x = "(N, T) token ids" if tokens else "(N, T, I) or (N, T) floats"
         if x.ndim not in ((2,) if tokens else (2, 3)) or x.shape[0] == 0 or x.shape[1] == 0:
             raise ValueError(f"x_{s} has shape {x.shape}; expected {want_x} with N >= 1 sequences of T >= 1 steps")
         N, T = x.shape[:2]
         if y.ndim == 0 or y.shape[0] != N:
-            raise ValueError(f"y_{s} has shape {y.shape} but x_{s} holds {N} sequences; y_{s} needs one row per "
-                             f"sequence: (N,) or (N, O) per sequence, (N, T) or (N, T, O) per step")
+            raise ValueError(
+                f"y_{s} has shape {y.shape} but x_{s} holds {N} sequences; y_{s} needs one row per "
+                f"sequence: (N,) or (N, O) per sequence, (N, T) or (N, T, O) per step"
+            )
         if y.ndim > 3 or (classes and y.ndim > 2):
-            raise ValueError(f"y_{s} has shape {y.shape}; expected (N,) labels or (N, T) labels per step"
-                             if classes else f"y_{s} has shape {y.shape}; expected (N,), (N, O), (N, T) or (N, T, O)")
+            raise ValueError(
+                f"y_{s} has shape {y.shape}; expected (N,) labels or (N, T) labels per step"
+                if classes
+                else f"y_{s} has shape {y.shape}; expected (N,), (N, O), (N, T) or (N, T, O)"
+            )
         if y.ndim >= 2 and (classes or y.ndim == 3) and y.shape[1] != T:
             raise ValueError(f"y_{s} has shape {y.shape}: per-step targets need the time axis of x_{s} (T = {T})")
         for name, v in ((f"x_{s}", x), (f"y_{s}", y)):
             if v.dtype.kind == "f" and not np.isfinite(v).all():
                 bad = int((~np.isfinite(v)).sum())
                 first = tuple(int(i) for i in np.argwhere(~np.isfinite(v))[0])
-                raise ValueError(f"{name} has {bad} NaN or infinite value(s) (the first at index {first}); clean or "
-                                 f"impute them first (padding past lengths_{s} must be finite too, e.g. 0)")
+                raise ValueError(
+                    f"{name} has {bad} NaN or infinite value(s) (the first at index {first}); clean or "
+                    f"impute them first (padding past lengths_{s} must be finite too, e.g. 0)"
+                )
         if tokens and x.min() < 0:
             raise ValueError(f"x_{s} holds token id {int(x.min())}; token ids must be >= 0")
         if classes and y.min() < 0:
@@ -197,11 +248,14 @@ class ArraysTask(Task):
         if key in a:
             L = a[key]
             if L.dtype.kind not in "iu" or L.shape != (N,):
-                raise ValueError(f"{key} has shape {L.shape} and dtype {L.dtype}; expected ({N},) integers, one "
-                                 f"length per sequence of x_{s}")
+                raise ValueError(
+                    f"{key} has shape {L.shape} and dtype {L.dtype}; expected ({N},) integers, one "
+                    f"length per sequence of x_{s}"
+                )
             if L.min() < 1 or L.max() > T:
-                raise ValueError(f"{key} holds lengths from {int(L.min())} to {int(L.max())}; each must be in "
-                                 f"[1, T = {T}]")
+                raise ValueError(
+                    f"{key} holds lengths from {int(L.min())} to {int(L.max())}; each must be in [1, T = {T}]"
+                )
             lengths = torch.from_numpy(L.astype(np.int64))
         xt = torch.from_numpy(x.astype(np.int64 if tokens else np.float32))
         if not tokens and xt.dim() == 2:
@@ -214,22 +268,27 @@ class ArraysTask(Task):
         if self.num_tokens is None and x.shape[-1] != self.input_size:
             raise ValueError(f"x_{s} has {x.shape[-1]} features per step but x_train has {self.input_size}")
         if self.per_step and y.shape[1] != x.shape[1]:
-            raise ValueError(f"y_{s} has shape {tuple(y.shape)}: per-step targets need the time axis of x_{s} "
-                             f"(T = {x.shape[1]})")
+            raise ValueError(
+                f"y_{s} has shape {tuple(y.shape)}: per-step targets need the time axis of x_{s} (T = {x.shape[1]})"
+            )
         if not classes:
             per = y.dim() == (3 if self.per_step else 2)
             width = int(y.shape[-1]) if per else 1
             if width != self.output_size or (self.per_step and y.dim() < 2) or (not self.per_step and y.dim() > 2):
-                raise ValueError(f"y_{s} has shape {tuple(y.shape)}, which does not match y_train's "
-                                 f"{tuple(self.y['train'].shape)} (per {'step' if self.per_step else 'sequence'}, "
-                                 f"{self.output_size} output(s))")
+                raise ValueError(
+                    f"y_{s} has shape {tuple(y.shape)}, which does not match y_train's "
+                    f"{tuple(self.y['train'].shape)} (per {'step' if self.per_step else 'sequence'}, "
+                    f"{self.output_size} output(s))"
+                )
             if self.per_step and y.dim() == 2:
                 self.y[s] = y.unsqueeze(-1)  # (N, T) -> (N, T, 1), as the model outputs
             elif not self.per_step and y.dim() == 1:
                 self.y[s] = y.unsqueeze(-1)  # (N,) -> (N, 1)
         elif self.per_step != (y.dim() == 2):
-            raise ValueError(f"y_{s} has shape {tuple(y.shape)} but y_train has {tuple(self.y['train'].shape)}: "
-                             f"labels per sequence or per step in every split")
+            raise ValueError(
+                f"y_{s} has shape {tuple(y.shape)} but y_train has {tuple(self.y['train'].shape)}: "
+                f"labels per sequence or per step in every split"
+            )
 
     # --- batches --------------------------------------------------------------------------------
     def _batch(self, s: str, idx) -> Batch:
@@ -248,8 +307,10 @@ class ArraysTask(Task):
     def eval_batches(self, split: str, batch_size: int) -> Iterable[Batch]:
         self.check_split(split)
         if split not in self.splits:
-            raise ValueError(f"the arrays task has no {split} split (no x_{split}/y_{split} in "
-                             f"{self.path or 'the arrays given'}); add them, or set train.test = false")
+            raise ValueError(
+                f"the arrays task has no {split} split (no x_{split}/y_{split} in "
+                f"{self.path or 'the arrays given'}); add them, or set train.test = false"
+            )
         n = len(self.x[split])
         for i in range(0, n, batch_size):
             yield self._batch(split, slice(i, i + batch_size))
@@ -259,7 +320,7 @@ class ArraysTask(Task):
         """The targets that count in split ``s`` (per step: the positions before each length)."""
         y, lengths = self.y[s], self.lengths[s]
         if not self.per_step or lengths is None:
-            return y.reshape(-1, *y.shape[(2 if self.per_step else 1):])
+            return y.reshape(-1, *y.shape[(2 if self.per_step else 1) :])
         mask = torch.arange(y.shape[1])[None, :] < lengths[:, None]
         return y[mask]
 
@@ -270,8 +331,10 @@ class ArraysTask(Task):
         if self.loss_kind == "ce":
             counts = torch.bincount(train, minlength=self.output_size).double()
             prior = (counts + 1) / (counts.sum() + self.output_size)
-            return {"loss": float(-prior.log()[val].mean()),
-                    "accuracy": float((val == int(counts.argmax())).double().mean())}
+            return {
+                "loss": float(-prior.log()[val].mean()),
+                "accuracy": float((val == int(counts.argmax())).double().mean()),
+            }
         mean = train.double().mean(0)
         return {"loss": float(((val.double() - mean) ** 2).mean())}
 
@@ -297,12 +360,25 @@ class ArraysTask(Task):
         sizes = ", ".join(f"{s} {len(self.x[s])}" for s in self.splits)
         T = self.x["train"].shape[1]
         what = f"{self.num_tokens} token ids" if self.num_tokens else f"{self.input_size} features"
-        return (f"arrays{': ' + self.path if self.path else ''}: {sizes} sequences of {T} steps, {what}; "
-                f"{kind} {per}, {self.output_size} output(s)")
+        return (
+            f"arrays{': ' + self.path if self.path else ''}: {sizes} sequences of {T} steps, {what}; "
+            f"{kind} {per}, {self.output_size} output(s)"
+        )
 
 
-def from_arrays(x_train, y_train, x_val, y_val, x_test=None, y_test=None, *, lengths_train=None, lengths_val=None,
-                lengths_test=None, target: str = "auto") -> ArraysTask:
+def from_arrays(
+    x_train,
+    y_train,
+    x_val,
+    y_val,
+    x_test=None,
+    y_test=None,
+    *,
+    lengths_train=None,
+    lengths_val=None,
+    lengths_test=None,
+    target: str = "auto",
+) -> ArraysTask:
     """A task over your arrays (numpy or torch; see :mod:`rnnlab.tasks.arrays` for the shapes).
 
     >>> import numpy as np, rnnlab
@@ -312,5 +388,15 @@ def from_arrays(x_train, y_train, x_val, y_val, x_test=None, y_test=None, *, len
     >>> task.describe()
     'arrays: train 30, val 10 sequences of 12 steps, 3 features; classes per sequence, 2 output(s)'
     """
-    return ArraysTask.from_arrays(x_train, y_train, x_val, y_val, x_test, y_test, lengths_train=lengths_train,
-                                  lengths_val=lengths_val, lengths_test=lengths_test, target=target)
+    return ArraysTask.from_arrays(
+        x_train,
+        y_train,
+        x_val,
+        y_val,
+        x_test,
+        y_test,
+        lengths_train=lengths_train,
+        lengths_val=lengths_val,
+        lengths_test=lengths_test,
+        target=target,
+    )

@@ -43,7 +43,11 @@ class Batch:
     def to(self, device) -> Batch:
         mv = lambda t: t.to(device) if isinstance(t, Tensor) else t  # noqa: E731
         return Batch(
-            mv(self.x), mv(self.y), self.lengths, mv(self.mask), self.carry_state,
+            mv(self.x),
+            mv(self.y),
+            self.lengths,
+            mv(self.mask),
+            self.carry_state,
             {k: mv(v) for k, v in self.extra.items()},
         )
 
@@ -148,8 +152,16 @@ class Task:
         return f"{self.name}: input {self.input_size}, output {self.output_size}, readout {self.readout}"
 
     #: attributes a model is rebuilt from (``TaskInfo``); subclasses may add vocabularies
-    METADATA = ("name", "readout", "loss_kind", "primary_metric", "higher_is_better", "num_tokens",
-                "input_size", "output_size")
+    METADATA = (
+        "name",
+        "readout",
+        "loss_kind",
+        "primary_metric",
+        "higher_is_better",
+        "num_tokens",
+        "input_size",
+        "output_size",
+    )
 
     def metadata(self) -> dict:
         """JSON-able description of the task that rebuilding and running a trained model needs
@@ -173,8 +185,10 @@ class TaskInfo(Task):
                 setattr(self, k, v)
 
     def train_batches(self, batch_size, generator):
-        raise RuntimeError(f"task {self.name!r} was rebuilt from task.json (no dataset): it has no "
-                           f"batches; load the run with its data (rnnlab.load_run(..., data=True))")
+        raise RuntimeError(
+            f"task {self.name!r} was rebuilt from task.json (no dataset): it has no "
+            f"batches; load the run with its data (rnnlab.load_run(..., data=True))"
+        )
 
     eval_batches = train_batches  # type: ignore[assignment]
 

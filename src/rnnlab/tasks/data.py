@@ -124,13 +124,26 @@ _MNIST = ("https://ossci-datasets.s3.amazonaws.com/mnist/", "http://yann.lecun.c
 
 DATASETS: dict[str, Dataset] = {
     "mnist": Dataset(
-        "mnist", "mnist",
+        "mnist",
+        "mnist",
         tuple(
             DataFile(n, h, s, tuple(base + n for base in _MNIST))
             for n, h, s in (
-                ("train-images-idx3-ubyte.gz", "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609", 9912422),
-                ("train-labels-idx1-ubyte.gz", "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c", 28881),
-                ("t10k-images-idx3-ubyte.gz", "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6", 1648877),
+                (
+                    "train-images-idx3-ubyte.gz",
+                    "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
+                    9912422,
+                ),
+                (
+                    "train-labels-idx1-ubyte.gz",
+                    "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
+                    28881,
+                ),
+                (
+                    "t10k-images-idx3-ubyte.gz",
+                    "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
+                    1648877,
+                ),
                 ("t10k-labels-idx1-ubyte.gz", "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6", 4542),
             )
         ),
@@ -138,21 +151,53 @@ DATASETS: dict[str, Dataset] = {
         licence="no licence stated on the original page; catalogues cite CC BY-SA 3.0; attribute LeCun, Cortes and Burges",
     ),
     "ptb": Dataset(
-        "ptb", "ptb",
+        "ptb",
+        "ptb",
         (
-            DataFile("ptb.train.txt", "fcea919f6cf83f35d4d00c6cbf08040d13d4155226340912e2fef9c9c4102cbf", 5101618, (_PTB + "ptb.train.txt",)),
-            DataFile("ptb.valid.txt", "c9fe6985fe0d4ccb578183407d7668fc6066c20700cb4cf87d8ff1cc34df1bf2", 399782, (_PTB + "ptb.valid.txt",)),
-            DataFile("ptb.test.txt", "dd65dff31e70846b2a6030a87482edcd5d199130cdcfa1f3dccbb033728deee0", 449945, (_PTB + "ptb.test.txt",)),
-            DataFile("ptb.char.train.txt", "e313d91425e06c4f0a8fb6e881dcce0c291f2a0e9f4dda54833069b122f91da9", 10034964, derive=_derive_ptb_char("train")),
-            DataFile("ptb.char.valid.txt", "21661f63ec355085879458b6524644d4add5573541b4be14fb52ab2e2e995eb8", 786084, derive=_derive_ptb_char("valid")),
-            DataFile("ptb.char.test.txt", "1ef5607ac3c463b16e38bfe7900dd3bfc91de5a96e0f21e7eab5188b465b8ebe", 884846, derive=_derive_ptb_char("test")),
+            DataFile(
+                "ptb.train.txt",
+                "fcea919f6cf83f35d4d00c6cbf08040d13d4155226340912e2fef9c9c4102cbf",
+                5101618,
+                (_PTB + "ptb.train.txt",),
+            ),
+            DataFile(
+                "ptb.valid.txt",
+                "c9fe6985fe0d4ccb578183407d7668fc6066c20700cb4cf87d8ff1cc34df1bf2",
+                399782,
+                (_PTB + "ptb.valid.txt",),
+            ),
+            DataFile(
+                "ptb.test.txt",
+                "dd65dff31e70846b2a6030a87482edcd5d199130cdcfa1f3dccbb033728deee0",
+                449945,
+                (_PTB + "ptb.test.txt",),
+            ),
+            DataFile(
+                "ptb.char.train.txt",
+                "e313d91425e06c4f0a8fb6e881dcce0c291f2a0e9f4dda54833069b122f91da9",
+                10034964,
+                derive=_derive_ptb_char("train"),
+            ),
+            DataFile(
+                "ptb.char.valid.txt",
+                "21661f63ec355085879458b6524644d4add5573541b4be14fb52ab2e2e995eb8",
+                786084,
+                derive=_derive_ptb_char("valid"),
+            ),
+            DataFile(
+                "ptb.char.test.txt",
+                "1ef5607ac3c463b16e38bfe7900dd3bfc91de5a96e0f21e7eab5188b465b8ebe",
+                884846,
+                derive=_derive_ptb_char("test"),
+            ),
         ),
         source="Penn Treebank (WSJ, LDC99T42) as preprocessed by T. Mikolov (simple-examples.tgz, data/); "
         "the character files are rebuilt from the word files by Mikolov's rule",
         licence="LDC-licensed text widely redistributed for research; research use only, do not re-publish",
     ),
     "polyphonic": Dataset(
-        "polyphonic", "polyphonic",
+        "polyphonic",
+        "polyphonic",
         tuple(
             DataFile(n, h, s, (_TCN + n,))
             for n, h, s in (
@@ -166,30 +211,44 @@ DATASETS: dict[str, Dataset] = {
         licence="JSB chorales and Nottingham public domain; MuseData (CCARH) academic use; piano-midi.de CC BY-SA; research use with citation",
     ),
     "tatoeba": Dataset(
-        "tatoeba", "tatoeba",
+        "tatoeba",
+        "tatoeba",
         (
             DataFile(
-                "spa-eng.zip", "4e3a64b734fb0736b3b0cf35c7aebb3e1f82e537e1b68c36f0cfd4854929b5b6", 2769266,
-                ("https://raw.githubusercontent.com/kikhofua/18.065/5dbba87757654413108e04b46ac7cbae399f9ec9/data/spa-eng.zip",
-                 "https://www.manythings.org/anki/spa-eng.zip"),
+                "spa-eng.zip",
+                "4e3a64b734fb0736b3b0cf35c7aebb3e1f82e537e1b68c36f0cfd4854929b5b6",
+                2769266,
+                (
+                    "https://raw.githubusercontent.com/kikhofua/18.065/5dbba87757654413108e04b46ac7cbae399f9ec9/data/spa-eng.zip",
+                    "https://www.manythings.org/anki/spa-eng.zip",
+                ),
                 strict=False,
             ),
             DataFile(
-                "deu-eng.zip", "b7688f84f99fa33c17397c14d8bd9cef1fdeb2ee0bf50074767023aee8926e28", 4012023,
-                ("https://raw.githubusercontent.com/rioyshky/translation/de48b7027f7318d77010a6e08ed928c10748c23d/deu-eng.zip",
-                 "https://www.manythings.org/anki/deu-eng.zip"),
+                "deu-eng.zip",
+                "b7688f84f99fa33c17397c14d8bd9cef1fdeb2ee0bf50074767023aee8926e28",
+                4012023,
+                (
+                    "https://raw.githubusercontent.com/rioyshky/translation/de48b7027f7318d77010a6e08ed928c10748c23d/deu-eng.zip",
+                    "https://www.manythings.org/anki/deu-eng.zip",
+                ),
                 strict=False,
             ),
-            DataFile("por-eng.zip", None, None, ("https://www.manythings.org/anki/por-eng.zip",), strict=False, optional=True),
+            DataFile(
+                "por-eng.zip", None, None, ("https://www.manythings.org/anki/por-eng.zip",), strict=False, optional=True
+            ),
         ),
         source="ManyThings.org Anki sentence pairs from the Tatoeba project (2018 releases pinned; por-eng unpinned)",
         licence="CC BY 2.0 FR; attribute www.manythings.org/anki and tatoeba.org",
     ),
     "tinyshakespeare": Dataset(
-        "tinyshakespeare", "tinyshakespeare",
+        "tinyshakespeare",
+        "tinyshakespeare",
         (
             DataFile(
-                "input.txt", "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed", 1115394,
+                "input.txt",
+                "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
+                1115394,
                 ("https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",),
             ),
         ),
@@ -350,8 +409,10 @@ def require(dataset: str, file: str, data_dir=None, *, check_hash: bool = True) 
 
 
 def _corrupt_fix(ds: Dataset, f: DataFile, root: Path, path: Path) -> str:
-    return (f"delete it and re-fetch (rm {path}; rnnlab data download {ds.name} --data-dir {root}), "
-            f"or point --data-dir / ${ENV_VAR} at a good copy")
+    return (
+        f"delete it and re-fetch (rm {path}; rnnlab data download {ds.name} --data-dir {root}), "
+        f"or point --data-dir / ${ENV_VAR} at a good copy"
+    )
 
 
 @contextlib.contextmanager
@@ -385,6 +446,7 @@ def _progress(total: int | None, initial: int, desc: str, enabled: bool):
     except ImportError:  # tqdm is a dependency, but a progress bar is not worth failing for
         tqdm = None
     if not enabled or tqdm is None:
+
         class _Null:
             def update(self, n):
                 pass
@@ -396,8 +458,15 @@ def _progress(total: int | None, initial: int, desc: str, enabled: bool):
     return tqdm(total=total, initial=initial, unit="B", unit_scale=True, desc=desc, leave=False)
 
 
-def fetch_url(url: str, dest: Path, *, expected_sha256: str | None = None, progress: bool = True,
-              timeout: float = 60.0, chunk: int = 1 << 16) -> str:
+def fetch_url(
+    url: str,
+    dest: Path,
+    *,
+    expected_sha256: str | None = None,
+    progress: bool = True,
+    timeout: float = 60.0,
+    chunk: int = 1 << 16,
+) -> str:
     """Download ``url`` to ``dest`` atomically, resuming ``dest + '.part'`` when it exists.
 
     Returns the sha256 of the completed file. When ``expected_sha256`` is given and differs,
@@ -477,8 +546,15 @@ def _write_atomic(dest: Path, data: bytes) -> None:
     os.replace(tmp, dest)
 
 
-def download(name: str, data_dir=None, *, force: bool = False, progress: bool = True,
-             log: Callable[[str], None] = print, timeout: float = 60.0) -> list[FileStatus]:
+def download(
+    name: str,
+    data_dir=None,
+    *,
+    force: bool = False,
+    progress: bool = True,
+    log: Callable[[str], None] = print,
+    timeout: float = 60.0,
+) -> list[FileStatus]:
     """Fetch (or rebuild) every file of dataset ``name`` that is not already verified.
 
     Each URL of a file is tried in order. A pinned file whose bytes differ is rejected and the
@@ -530,8 +606,10 @@ def download(name: str, data_dir=None, *, force: bool = False, progress: bool = 
                 dest.unlink()
                 continue
             if f.sha256 is not None and digest != f.sha256:
-                log(f"{ds.name}/{f.name}: WARNING fetched a different release from {url} "
-                    f"(sha256 {digest}, pinned {f.sha256}); results are not comparable with the pinned release")
+                log(
+                    f"{ds.name}/{f.name}: WARNING fetched a different release from {url} "
+                    f"(sha256 {digest}, pinned {f.sha256}); results are not comparable with the pinned release"
+                )
             else:
                 log(f"{ds.name}/{f.name}: downloaded from {url}" + (", sha256 ok" if f.sha256 else " (unpinned)"))
             done = True
@@ -566,12 +644,15 @@ def status_report(names: Iterable[str] | None = None, data_dir=None, *, check_ha
         lines.append(f"  source: {ds.source}")
         lines.append(f"  licence: {ds.licence}")
         for s, f in zip(sts, ds.files):
-            note = {"ok": "verified" if check_hash else "present", "missing": "missing",
-                    "mismatch": f"CHECKSUM MISMATCH (sha256 {s.sha256})",
-                    "unpinned": "present (no pinned sha256)",
-                    "other-release": "present, a different release than the pinned one (format check ok)",
-                    "corrupt": f"CORRUPT ({s.problem}): delete it and re-fetch",
-                    "unreadable": f"UNREADABLE ({s.problem}): fix its permissions"}[s.state]
+            note = {
+                "ok": "verified" if check_hash else "present",
+                "missing": "missing",
+                "mismatch": f"CHECKSUM MISMATCH (sha256 {s.sha256})",
+                "unpinned": "present (no pinned sha256)",
+                "other-release": "present, a different release than the pinned one (format check ok)",
+                "corrupt": f"CORRUPT ({s.problem}): delete it and re-fetch",
+                "unreadable": f"UNREADABLE ({s.problem}): fix its permissions",
+            }[s.state]
             if f.optional and s.state == "missing":
                 note = "missing (optional)"
             size = f"{f.size} B" if f.size else "size unknown"

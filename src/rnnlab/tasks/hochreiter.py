@@ -42,7 +42,6 @@ class _VariableLength(_GeneratedTask):
         return torch.randint(self.L, self.L_max + 1, (batch_size,), generator=generator)
 
 
-
 class HSAddingTask(_VariableLength):
     name = "hs_adding"
     loss_kind = "mse"
@@ -121,8 +120,15 @@ class NoisySequenceTask(_VariableLength):
     loss_kind = "ce"
     output_size = 2
 
-    def __init__(self, L: int = 100, noise_symbols: int = 100, fixed: bool = False, val_size: int = 1000,
-                 test_size: int = 1000, seed: int = 0):
+    def __init__(
+        self,
+        L: int = 100,
+        noise_symbols: int = 100,
+        fixed: bool = False,
+        val_size: int = 1000,
+        test_size: int = 1000,
+        seed: int = 0,
+    ):
         super().__init__(L, val_size, test_size, seed)
         if noise_symbols < 1:
             raise ValueError(f"noise_symbols must be >= 1, got {noise_symbols}")

@@ -82,8 +82,14 @@ class SequentialMNIST(Task):
     input_size = 1
     output_size = 10
 
-    def __init__(self, permute: bool = False, perm_seed: int = DEFAULT_PERM_SEED, val_size: int = 5000,
-                 data_dir: str | None = None, verify: bool = True):
+    def __init__(
+        self,
+        permute: bool = False,
+        perm_seed: int = DEFAULT_PERM_SEED,
+        val_size: int = 5000,
+        data_dir: str | None = None,
+        verify: bool = True,
+    ):
         self.permute = bool(permute)
         self.perm_seed = int(perm_seed)
         self.data_dir = data_dir
@@ -157,6 +163,12 @@ class PermutedMNIST(SequentialMNIST):
 
     name = "psmnist"
 
-    def __init__(self, permute: bool = True, perm_seed: int = DEFAULT_PERM_SEED, val_size: int = 5000,
-                 data_dir: str | None = None, verify: bool = True):
+    def __init__(
+        self,
+        permute: bool = True,
+        perm_seed: int = DEFAULT_PERM_SEED,
+        val_size: int = 5000,
+        data_dir: str | None = None,
+        verify: bool = True,
+    ):
         super().__init__(permute, perm_seed, val_size, data_dir, verify)

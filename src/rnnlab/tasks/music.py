@@ -56,7 +56,9 @@ def load_piano_rolls(path: str | Path) -> dict[str, list[np.ndarray]]:
     out = {}
     for split, key in _MAT_SPLITS.items():
         if key not in mat:
-            raise ValueError(f"{path} has no variable {key!r}; found {sorted(k for k in mat if not k.startswith('__'))}")
+            raise ValueError(
+                f"{path} has no variable {key!r}; found {sorted(k for k in mat if not k.startswith('__'))}"
+            )
         cells = np.asarray(mat[key]).reshape(-1)
         rolls = []
         for i, c in enumerate(cells):
@@ -90,8 +92,14 @@ class MusicTask(Task):
     input_size = KEYS
     output_size = KEYS
 
-    def __init__(self, dataset: str = "nottingham", predict_first: bool = True, max_train_len: int = 0,
-                 data_dir: str | None = None, verify: bool = True):
+    def __init__(
+        self,
+        dataset: str = "nottingham",
+        predict_first: bool = True,
+        max_train_len: int = 0,
+        data_dir: str | None = None,
+        verify: bool = True,
+    ):
         if dataset not in MUSIC_FILES:
             raise ValueError(f"unknown music dataset {dataset!r}; expected one of {sorted(MUSIC_FILES)}")
         if int(max_train_len) < 0:
@@ -104,9 +112,7 @@ class MusicTask(Task):
         with data.reading("polyphonic", MUSIC_FILES[dataset], path, data_dir):
             rolls = load_piano_rolls(path)
         min_len = 1 if self.predict_first else 2
-        self.pieces = {
-            s: [torch.from_numpy(r) for r in rs if len(r) >= min_len] for s, rs in rolls.items()
-        }
+        self.pieces = {s: [torch.from_numpy(r) for r in rs if len(r) >= min_len] for s, rs in rolls.items()}
         for s, ps in self.pieces.items():
             if not ps:
                 raise ValueError(f"{path}: the {s} split has no piece of at least {min_len} frames")

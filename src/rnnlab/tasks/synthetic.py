@@ -67,8 +67,14 @@ class CopyTask(_GeneratedTask):
     loss_kind = "ce"
 
     def __init__(
-        self, K: int = 10, L: int = 1000, alphabet: int = 8, encoding: str = "exprnn",
-        val_size: int = 512, test_size: int = 1024, seed: int = 0,
+        self,
+        K: int = 10,
+        L: int = 1000,
+        alphabet: int = 8,
+        encoding: str = "exprnn",
+        val_size: int = 512,
+        test_size: int = 1024,
+        seed: int = 0,
     ):
         super().__init__(val_size, test_size, seed)
         if K < 1 or L < 1 or alphabet < 2:
@@ -135,8 +141,14 @@ class VariableCopyTask(CopyTask):
     name = "copy_variable"
 
     def __init__(
-        self, K: int = 10, L: int = 100, alphabet: int = 8, L_min: int = 1, val_size: int = 512,
-        test_size: int = 1024, seed: int = 0,
+        self,
+        K: int = 10,
+        L: int = 100,
+        alphabet: int = 8,
+        L_min: int = 1,
+        val_size: int = 512,
+        test_size: int = 1024,
+        seed: int = 0,
     ):
         super().__init__(K, L, alphabet, "exprnn", val_size, test_size, seed)
         if not 1 <= int(L_min) <= self.L:
@@ -186,8 +198,10 @@ class VariableCopyTask(CopyTask):
         return {"loss": loss / T, "accuracy": correct / T, "recall_accuracy": recall_hits / K}
 
     def describe(self) -> str:
-        return (f"copy_variable: K={self.K}, L in [{self.L_min}, {self.L}] blanks before the marker, "
-                f"alphabet={self.alphabet}, T={self.T}")
+        return (
+            f"copy_variable: K={self.K}, L in [{self.L_min}, {self.L}] blanks before the marker, "
+            f"alphabet={self.alphabet}, T={self.T}"
+        )
 
 
 class AddingTask(_GeneratedTask):

@@ -86,8 +86,10 @@ class Vocabulary:
         try:
             return torch.tensor([self.stoi[t] for t in tokens], dtype=torch.long)
         except KeyError as e:
-            raise ValueError(f"symbol {e.args[0]!r}{' in ' + where if where else ''} is not in the "
-                             f"training vocabulary ({len(self)} symbols)") from None
+            raise ValueError(
+                f"symbol {e.args[0]!r}{' in ' + where if where else ''} is not in the "
+                f"training vocabulary ({len(self)} symbols)"
+            ) from None
 
     def decode(self, ids) -> list[str]:
         return [self.itos[int(i)] for i in ids]
@@ -180,8 +182,9 @@ class LanguageModelTask(Task):
         counts = torch.bincount(self.streams["train"], minlength=V).double()
         logp = ((counts + 1) / (counts.sum() + V)).log()
         targets = self.streams["val"][1:]  # every next-token prediction of the split
-        unigram = self.finalize({"loss": float(-logp[targets].mean()),
-                                 "accuracy": float((targets == int(counts.argmax())).double().mean())})
+        unigram = self.finalize(
+            {"loss": float(-logp[targets].mean()), "accuracy": float((targets == int(counts.argmax())).double().mean())}
+        )
         return {**out, **{f"unigram_{k}": v for k, v in unigram.items()}}
 
     def metadata(self) -> dict:
@@ -207,11 +210,12 @@ class TextCharTask(LanguageModelTask):
         self.data_dir = data_dir
         if self.corpus == "ptb":
             tokens = {
-                s: _read("ptb", f"ptb.char.{f}.txt", data_dir, verify, read_ptb_chars)
-                for s, f in _PTB_SPLITS.items()
+                s: _read("ptb", f"ptb.char.{f}.txt", data_dir, verify, read_ptb_chars) for s, f in _PTB_SPLITS.items()
             }
         elif self.corpus == "shakespeare":
-            text = _read("tinyshakespeare", "input.txt", data_dir, verify, lambda p: Path(p).read_text(encoding="utf-8"))
+            text = _read(
+                "tinyshakespeare", "input.txt", data_dir, verify, lambda p: Path(p).read_text(encoding="utf-8")
+            )
             a, b = int(0.9 * len(text)), int(0.95 * len(text))
             tokens = {"train": list(text[:a]), "val": list(text[a:b]), "test": list(text[b:])}
             # all splits share the whole file's alphabet: a character first seen after the
@@ -252,9 +256,6 @@ class PTBWordTask(LanguageModelTask):
     def __init__(self, bptt: int = 35, data_dir: str | None = None, verify: bool = True):
         super().__init__(bptt)
         self.data_dir = data_dir
-        tokens = {
-            s: _read("ptb", f"ptb.{f}.txt", data_dir, verify, read_ptb_words)
-            for s, f in _PTB_SPLITS.items()
-        }
+        tokens = {s: _read("ptb", f"ptb.{f}.txt", data_dir, verify, read_ptb_words) for s, f in _PTB_SPLITS.items()}
         vocab = Vocabulary.from_tokens(tokens["train"])
         self._setup(vocab, {s: vocab.encode(t, f"the {s} split") for s, t in tokens.items()})

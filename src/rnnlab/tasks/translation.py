@@ -149,14 +149,27 @@ class TranslationTask(Task):
     higher_is_better = False
     bos_id, eos_id, pad_id = SOS, EOS, PAD
 
-    def __init__(self, pair: str = "spa-eng", reverse: bool = False, max_len: int = 15, min_freq: int = 2,
-                 max_pairs: int = 0, val_size: int = 2000, test_size: int = 2000, split_seed: int = 0,
-                 teacher_forcing: float = 1.0, bleu_size: int = 0, data_dir: str | None = None,
-                 verify: bool = True):
+    def __init__(
+        self,
+        pair: str = "spa-eng",
+        reverse: bool = False,
+        max_len: int = 15,
+        min_freq: int = 2,
+        max_pairs: int = 0,
+        val_size: int = 2000,
+        test_size: int = 2000,
+        split_seed: int = 0,
+        teacher_forcing: float = 1.0,
+        bleu_size: int = 0,
+        data_dir: str | None = None,
+        verify: bool = True,
+    ):
         if pair not in PAIRS:
             raise ValueError(f"unknown pair {pair!r}; expected one of {PAIRS}")
         if not 0.0 <= float(teacher_forcing) <= 1.0:
-            raise ValueError(f"teacher_forcing is a probability in [0, 1] (1.0 = always feed the ground truth), got {teacher_forcing}")
+            raise ValueError(
+                f"teacher_forcing is a probability in [0, 1] (1.0 = always feed the ground truth), got {teacher_forcing}"
+            )
         for key, v in (("max_len", max_len), ("min_freq", min_freq)):
             if int(v) < 1:
                 raise ValueError(f"{key} must be a positive integer, got {v}")
@@ -187,9 +200,7 @@ class TranslationTask(Task):
         self.src_vocab = TokenVocab(Counter(tok for s, _ in raw["train"] for tok in s), self.min_freq)
         self.tgt_vocab = TokenVocab(Counter(tok for _, g in raw["train"] for tok in g), self.min_freq)
         self.raw = raw
-        self.data = {
-            s: [(self.src_vocab.encode(a), self.tgt_vocab.encode(b)) for a, b in ps] for s, ps in raw.items()
-        }
+        self.data = {s: [(self.src_vocab.encode(a), self.tgt_vocab.encode(b)) for a, b in ps] for s, ps in raw.items()}
         self.num_tokens = self.input_size = len(self.src_vocab)
         self.output_size = self.tgt_num_tokens = len(self.tgt_vocab)
 
@@ -273,12 +284,20 @@ class TranslationTask(Task):
     def metadata(self) -> dict:
         """Adds both vocabularies in id order (``src_vocab[i]`` is source id i) and the
         special ids the decoder needs."""
-        return {**super().metadata(), "src_vocab": list(self.src_vocab.itos),
-                "tgt_vocab": list(self.tgt_vocab.itos), "tgt_num_tokens": self.tgt_num_tokens,
-                "bos_id": self.bos_id, "eos_id": self.eos_id, "pad_id": self.pad_id}
+        return {
+            **super().metadata(),
+            "src_vocab": list(self.src_vocab.itos),
+            "tgt_vocab": list(self.tgt_vocab.itos),
+            "tgt_num_tokens": self.tgt_num_tokens,
+            "bos_id": self.bos_id,
+            "eos_id": self.eos_id,
+            "pad_id": self.pad_id,
+        }
 
     def describe(self) -> str:
         sizes = ", ".join(f"{s} {len(v)}" for s, v in self.data.items())
         d = "eng -> other" if self.reverse else "other -> eng"
-        return (f"translation[{self.pair}, {d}]: vocab src {len(self.src_vocab)} / tgt {len(self.tgt_vocab)}, "
-                f"max_len {self.max_len}, teacher_forcing {self.teacher_forcing}; pairs {sizes}")
+        return (
+            f"translation[{self.pair}, {d}]: vocab src {len(self.src_vocab)} / tgt {len(self.tgt_vocab)}, "
+            f"max_len {self.max_len}, teacher_forcing {self.teacher_forcing}; pairs {sizes}"
+        )
