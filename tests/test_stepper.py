@@ -128,10 +128,10 @@ def test_stepper_reads_a_preset_and_refuses_bad_options():
 
 
 def test_docstring_examples_run():
-    import rnnlab.cells.torch_nn
+    import rnnlab.cells.layers
     import rnnlab.stepper
     import rnnlab.tasks.arrays
 
-    for module in (rnnlab.stepper, rnnlab.tasks.arrays, rnnlab.cells.torch_nn):
+    for module in (rnnlab.stepper, rnnlab.tasks.arrays, rnnlab.cells.layers):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__

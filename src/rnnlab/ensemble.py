@@ -55,7 +55,8 @@ from torch.utils._pytree import tree_map
 
 from . import device as dev
 from .cells import DMUCell, GRUCell, LSTMCell, LTRNNCell, NNRNNCell, OrthogonalRNNCell, RHNCell, RNNCell
-from .cells.base import Recurrent, check_lengths, iter_cells
+from .cells.base import check_lengths, iter_cells
+from .cells.layers import Recurrent
 from .config import ConfigError, RunConfig
 from .kernels.ensemble import ensemble_dmu, ensemble_gru, ensemble_lstm, ensemble_rhn
 from .kernels.recurrence import elementwise_rnn

@@ -18,7 +18,7 @@ from rnnlab.analysis import (
     real_schur,
     schur_view,
 )
-from rnnlab.cells.base import Recurrent
+from rnnlab.cells.layers import Recurrent
 
 torch.set_num_threads(1)
 

@@ -10,7 +10,7 @@ from torch import nn
 
 import rnnlab
 from rnnlab.cells import CELLS, Recurrent
-from rnnlab.cells import base as cell_base
+from rnnlab.cells import layers as cell_layers
 
 torch.set_num_threads(1)
 
@@ -277,7 +277,7 @@ def test_torch_compile_inductor_of_the_papers_layers(key):
 
 # --- threads ----------------------------------------------------------------------------------
 def test_small_multithreaded_cpu_run_warns_once(monkeypatch):
-    monkeypatch.setattr(cell_base, "_threads_warned", False)
+    monkeypatch.setattr(cell_layers, "_threads_warned", False)
     before = torch.get_num_threads()
     layer = rnnlab.LSTM(5, 16)
     x = torch.randn(6, 4, 5)  # B * H * H = 1,024: tiny
@@ -288,7 +288,7 @@ def test_small_multithreaded_cpu_run_warns_once(monkeypatch):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             layer(x)  # once per process
-        monkeypatch.setattr(cell_base, "_threads_warned", False)
+        monkeypatch.setattr(cell_layers, "_threads_warned", False)
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             rnnlab.LSTM(5, 128)(torch.randn(6, 32, 5))  # B * H * H = 524,288: not small
@@ -296,4 +296,4 @@ def test_small_multithreaded_cpu_run_warns_once(monkeypatch):
             layer(x)  # one thread: nothing to say
     finally:
         torch.set_num_threads(before)
-    assert cell_base.SMALL_STEP_MACS == 1 << 18
+    assert cell_layers.SMALL_STEP_MACS == 1 << 18

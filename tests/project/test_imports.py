@@ -67,9 +67,11 @@ def _room(module: str) -> str:
     return parts[1] if len(parts) > 1 else parts[0]
 
 
-def import_arrows(package: Path = PACKAGE) -> dict[tuple[str, str], list[str]]:
-    """``{(importer room, imported room): ["module:line", ...]}`` over a whole package."""
+def import_arrows(package: Path = PACKAGE, by_module: bool = False) -> dict[tuple[str, str], list[str]]:
+    """``{(importer room, imported room): ["module:line", ...]}`` over a whole package; with
+    ``by_module``, between modules (``rnnlab.cells.base``) rather than rooms."""
     modules = _modules(package)
+    node_of = (lambda m: m) if by_module else _room
     arrows: dict[tuple[str, str], list[str]] = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(), str(path))
@@ -77,7 +79,7 @@ def import_arrows(package: Path = PACKAGE) -> dict[tuple[str, str], list[str]]:
             if not isinstance(node, (ast.Import, ast.ImportFrom)):
                 continue
             for target in _imported(node, name, path.name == "__init__.py", modules):
-                a, b = _room(name), _room(target)
+                a, b = node_of(name), node_of(target)
                 if a != b:
                     arrows.setdefault((a, b), []).append(f"{name}:{node.lineno}")
     return arrows
@@ -146,6 +148,19 @@ def test_the_walk_reads_every_kind_of_import(tmp_path):
     assert circles(set(arrows)) == [["low", "mid", "pkg", "top"]]
 
 
+def test_the_module_walk_sees_a_circle_inside_one_room(tmp_path):
+    """Two modules of one room that import each other (one of them inside a method) are no
+    arrow between rooms, but a circle between modules."""
+    pkg = tmp_path / "pkg"
+    (pkg / "room").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "room" / "__init__.py").write_text("from .a import A\n")
+    (pkg / "room" / "a.py").write_text("class A:\n    def f(self):\n        from .b import g\n")
+    (pkg / "room" / "b.py").write_text("from .a import A\n\ndef g():\n    pass\n")
+    assert circles(set(import_arrows(pkg))) == []
+    assert circles(set(import_arrows(pkg, by_module=True))) == [["pkg.room.a", "pkg.room.b"]]
+
+
 def test_circles_are_found():
     """Tarjan's components on a small graph with one circle of three rooms and a tail."""
     edges = {("a", "b"), ("b", "c"), ("c", "a"), ("c", "d"), ("d", "e")}
@@ -160,6 +175,17 @@ def test_no_import_circles():
         tuple(c): [f"{a} -> {b} ({', '.join(arrows[(a, b)])})" for (a, b) in arrows if a in c and b in c] for c in found
     }
     assert not found, f"import circles between rooms: {detail}"
+
+
+def test_no_import_circles_between_modules():
+    """Inside a room too: no module imports, at the top or in a function, one that imports it
+    back (``cells.base`` once reached ``cells.torch_nn`` from ``Recurrent.to_torch``)."""
+    arrows = import_arrows(by_module=True)
+    found = circles(set(arrows))
+    detail = {
+        tuple(c): [f"{a} -> {b} ({', '.join(arrows[(a, b)])})" for (a, b) in arrows if a in c and b in c] for c in found
+    }
+    assert not found, f"import circles between modules: {detail}"
 
 
 def test_low_rooms_import_nothing_above_them():

@@ -1,6 +1,6 @@
 """Fused BPTT for the element-wise recurrence family ``h_t = phi(W h_{t-1} + u_t)``.
 
-Column form (DESIGN.md): ``W`` is (H, H) and applied as ``h @ W.T``; ``u`` (T, B, H) is the
+Column form (docs/models.md): ``W`` is (H, H) and applied as ``h @ W.T``; ``u`` (T, B, H) is the
 input term ``W_ih x_t + b`` of every step, computed by one large matrix product (outside, or
 fused in with ``input_weight``, see below);
 ``h0`` is (B, H). ``phi`` is one of
