@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Re-make every timing record of BENCHMARKS.md, docs/speed.md and docs/sweeps.md on an idle
-# machine, then regenerate the docs from them. About 100 minutes on 2 idle cores.
+# machine, then regenerate the docs from them. About 150 minutes on 2 idle cores.
 #
 #   benchmarks/record_all.sh REPOS        # REPOS: the four reference repositories (papers_code.py)
 #   PYTHON=.venv/bin/python benchmarks/record_all.sh REPOS
@@ -27,8 +27,9 @@ settle() {  # wait (at most 10 min) for the 1-minute load average to fall below 
 run() { settle; echo "== $(date -u +%H:%M:%S) $*" >&2; "$@"; }
 
 S=benchmarks/speed.py
-run "$PY" $S --configs copy mnist ptb long long-last --json docs/speed-results-main.json          # ~40 min
+run "$PY" $S --configs copy mnist ptb long long-last --json docs/speed-results-main.json          # ~90 min
 run "$PY" $S --configs copy mnist ptb --cells gru "gru native" --json docs/speed-results-gru.json  # ~5 min
+run "$PY" $S --configs copy mnist ptb --cells fcurnn --json docs/speed-results-fcurnn.json         # ~5 min
 run "$PY" $S --configs copy mnist --cells rnn irnn ltrnn --json docs/speed-results-rnn-bias.json  # ~3 min
 run "$PY" $S --configs ptb --cells exprnn asrnn nnrnn --json docs/speed-results-ptb-expm.json     # ~6 min
 run "$PY" $S --configs ptb mnist-n257 mnist-n364 mnist-n512 --cells asrnn exprnn scornn nnrnn "nn.LSTM" \
@@ -39,5 +40,7 @@ run "$PY" $S --configs long-last --malloc default --json docs/speed-results-long
 run "$PY" benchmarks/papers_code.py "$REPOS" --json docs/papers-code.json \
     --note "repositories: asRNN 0b27d67, nnRNN_release 294d4ff, expRNN 830ec83, dmu d4d7a8e"       # ~2 min
 run "$PY" benchmarks/backend_overhead.py --out docs/backend-overhead.json                         # ~1 min
+run "$PY" benchmarks/scan.py --json docs/scan-results.json                                        # ~1 min
+run "$PY" benchmarks/allocator.py --json docs/allocator-results.json                              # ~3 min
 "$PY" -m rnnlab.docsync BENCHMARKS.md docs/speed.md docs/sweeps.md
 echo "done: now drop the re-made records from LEGACY in tests/project/test_bench_records.py and run its tests" >&2

@@ -1,6 +1,7 @@
 """The LT-RNN's linear recurrence ``h_t = W h_{t-1} + v_t``: three implementations side by side.
 
     python benchmarks/scan.py [--T 1000] [--sizes 8x8 16x64 128x32 128x128] [--repeats 5]
+    python benchmarks/scan.py --json docs/scan-results.json     # a record (refused on a busy machine)
 
 Per size (batch B x hidden H), in one process, interleaved repeat by repeat: forward + backward
 (gradients for v, W and h0) of
@@ -10,25 +11,25 @@ Per size (batch B x hidden H), in one process, interleaved repeat by repeat: for
   forward, one product per step backward, the weight gradient as one product);
 * scan: the chunked scan (``linear_recurrence_scan``, chunks of about sqrt(T) steps).
 
-Prints process-CPU-time medians and the ratio of each to the loop; one thread unless told
-(the allocator is tuned as the CLI does). Also records which path ``backend="auto"`` takes.
+Prints the process-CPU-time medians and each one's speed-up over the loop (the median
+[min-max] of the per-repeat ratios); one thread unless told (the allocator is tuned as the
+CLI does); also which path ``backend="auto"`` takes. A record (``--json``) carries the CPU
+model, the BLAS and the load average before, during and after the run
+(:mod:`rnnlab.benchrecord`); BENCHMARKS.md's table and the scan target are generated from it
+(``rnnlab.benchdocs``, view ``scan``).
 """
 
 import argparse
-import statistics
+import sys
 import time
 
-from rnnlab import runtime
+from rnnlab import benchdocs, benchrecord, runtime
+
+IMPLS = ("loop", "fused", "scan")
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--T", type=int, default=1000)
-    p.add_argument("--sizes", nargs="+", default=["8x8", "16x64", "128x32", "128x128"])
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--threads", type=int, default=1)
-    a = p.parse_args(argv)
-    runtime.tune_malloc()
+def measure(T: int, B: int, H: int, repeats: int) -> dict:
+    """One size: the per-repeat CPU seconds of the three implementations, interleaved."""
     import torch
 
     from rnnlab.kernels.scan import (
@@ -38,43 +39,67 @@ def main(argv=None) -> int:
         linear_recurrence_scan,
     )
 
+    impls = dict(zip(IMPLS, (linear_recurrence_loop, linear_recurrence_fused, linear_recurrence_scan)))
+    g = torch.Generator().manual_seed(0)
+    v = torch.randn(T, B, H, generator=g).requires_grad_()
+    Q, _ = torch.linalg.qr(torch.randn(H, H, generator=g))
+    W = Q.requires_grad_()  # orthogonal (LT-ORNN): the state neither blows up nor dies
+    h0 = torch.zeros(B, H, requires_grad=True)
+    r = torch.randn(T, B, H, generator=g)
+
+    def step(fn):
+        v.grad = W.grad = h0.grad = None
+        (fn(v, W, h0) * r).sum().backward()
+
+    for fn in impls.values():
+        step(fn)  # warm-up
+    times = {k: [] for k in impls}
+    for _ in range(repeats):
+        for k, fn in impls.items():
+            c0 = time.process_time()
+            step(fn)
+            times[k].append(round(time.process_time() - c0, 6))
+    auto = "scan" if B * H * H <= SCAN_MAX_STEP_MACS else "fused"
+    return {"B": B, "H": H, "T": T, "times_s": times, "auto": auto}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--T", type=int, default=1000)
+    p.add_argument("--sizes", nargs="+", default=["8x8", "16x64", "128x32", "128x128"])
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--json", help="write the record here (refused on a busy machine)")
+    benchrecord.add_arguments(p)
+    a = p.parse_args(argv)
+    runtime.tune_malloc()
+    import torch
+
     torch.set_num_threads(a.threads)
-    impls = {"loop": linear_recurrence_loop, "fused": linear_recurrence_fused, "scan": linear_recurrence_scan}
-    print(
-        f"T={a.T}, threads={torch.get_num_threads()}, torch {torch.__version__}, "
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
-    )
-    print()
-    print("| B x H | loop s | fused s | scan s | fused vs loop | scan vs loop | auto takes |")
-    print("|---|---|---|---|---|---|---|")
-    for size in a.sizes:
-        B, H = (int(s) for s in size.split("x"))
-        g = torch.Generator().manual_seed(0)
-        v = torch.randn(a.T, B, H, generator=g).requires_grad_()
-        Q, _ = torch.linalg.qr(torch.randn(H, H, generator=g))
-        W = Q.requires_grad_()  # orthogonal (LT-ORNN): the state neither blows up nor dies
-        h0 = torch.zeros(B, H, requires_grad=True)
-        r = torch.randn(a.T, B, H, generator=g)
-
-        def step(fn, v=v, W=W, h0=h0, r=r):
-            v.grad = W.grad = h0.grad = None
-            (fn(v, W, h0) * r).sum().backward()
-
-        for fn in impls.values():
-            step(fn)  # warm-up
-        times = {k: [] for k in impls}
-        for _ in range(a.repeats):
-            for k, fn in impls.items():
-                c0 = time.process_time()
-                step(fn)
-                times[k].append(time.process_time() - c0)
-        med = {k: statistics.median(t) for k, t in times.items()}
-        auto = "scan" if B * H * H <= SCAN_MAX_STEP_MACS else "fused"
-        print(
-            f"| {B} x {H} | {med['loop']:.3f} | {med['fused']:.3f} | {med['scan']:.3f} | "
-            f"{med['loop'] / med['fused']:.2f}x faster | {med['loop'] / med['scan']:.2f}x faster | {auto} |",
-            flush=True,
-        )
+    try:
+        host = benchrecord.start(a.allow_load or not a.json, own=a.threads)
+        rows = []
+        for size in a.sizes:
+            B, H = (int(s) for s in size.split("x"))
+            rows.append(measure(a.T, B, H, a.repeats))
+            benchrecord.sample(host)
+            print(f"{size}: done", file=sys.stderr, flush=True)
+        rec = {
+            "conditions": {
+                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                "torch": torch.__version__,
+                "threads": torch.get_num_threads(),
+                "repeats": a.repeats,
+                **benchrecord.finish(host),
+            },
+            "rows": rows,
+        }
+        print(benchdocs.VIEWS["scan"](rec, a.json or "(not written)"))
+        if a.json:
+            benchrecord.write(a.json, rec, rec["conditions"])
+    except benchrecord.LoadError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

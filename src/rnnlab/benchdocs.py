@@ -15,7 +15,10 @@ A block in a Markdown file is marked::
   row; ``papers-sentence``: the speed-ups in one sentence, with the record's standing;
 * ``overhead``: the backends' overhead per run (``benchmarks/backend_overhead.py``);
 * ``ensemble``: ``rnnlab bench ensemble``'s table (``--json``);
-* ``targets MAIN LARGE`` (two records): the issue's speed targets, measured and judged.
+* ``scan``: the LT-RNN's loop, fused loop and scan (``benchmarks/scan.py --json``), with the
+  "scan at least 5x faster than its loop" target judged under it;
+* ``allocator``: glibc allocator settings against time and page faults (``benchmarks/allocator.py``);
+* ``targets MAIN LARGE SCAN`` (three records): the issue's speed targets, measured and judged.
 
 Every table starts with the record's caption (:func:`rnnlab.benchrecord.caption`: idle, loaded
 or legacy), the sentence names the record's standing, and a target is judged met or not only
@@ -189,6 +192,74 @@ def _ensemble_table(record) -> str:
     return format_table(record["rows"])
 
 
+# --- the LT-RNN scan and the allocator (benchmarks/scan.py, benchmarks/allocator.py) -------
+
+#: the scan's target: at least this many times faster than its autograd loop
+SCAN_TARGET = 5.0
+
+
+def scan_speedup(row: dict, impl: str) -> tuple:
+    """(median, min, max) of the per-repeat ratios loop / ``impl`` of one scan record row."""
+    t = row["times_s"]
+    return benchrecord.spread(a / b for a, b in zip(t["loop"], t[impl]))
+
+
+def scan_table(record: dict) -> str:
+    """The loop, the fused loop and the scan per size: CPU-second medians and speed-ups."""
+    import statistics
+
+    lines = [
+        "| B x H | T | loop s | fused s | scan s | fused vs loop [min-max] | scan vs loop [min-max] | auto takes |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in record["rows"]:
+        med = {k: statistics.median(v) for k, v in r["times_s"].items()}
+        lines.append(
+            f"| {r['B']} x {r['H']} | {r['T']} | {med['loop']:.3f} | {med['fused']:.3f} | {med['scan']:.3f} "
+            f"| {benchrecord.fmt_spread(scan_speedup(r, 'fused'))}x | {benchrecord.fmt_spread(scan_speedup(r, 'scan'))}x "
+            f"| {r['auto']} |"
+        )
+    return "\n".join(lines)
+
+
+def scan_target_row(record: dict) -> tuple[str, str, str]:
+    """The targets table's row: the scan's speed-up at each size, judged from an idle record."""
+    rows = record["rows"]
+    T = rows[0]["T"]
+    met = [f"{r['B']} x {r['H']}" for r in rows if scan_speedup(r, "scan")[0] >= SCAN_TARGET]
+    measured = "; ".join(f"{scan_speedup(r, 'scan')[0]:.2f}x at B x H = {r['B']} x {r['H']}" for r in rows)
+    detail = f"at B x H = {_list(met)} only" if met and len(met) < len(rows) else ""
+    return (
+        f"LT-RNN scan at least {SCAN_TARGET:g}x faster than its loop at T={T}",
+        measured,
+        _status(record, len(met) == len(rows), detail) if met else _status(record, False),
+    )
+
+
+def _scan_view(record: dict, source: str) -> str:
+    target, measured, status = scan_target_row(record)
+    return (
+        benchrecord.caption(record, source)
+        + "\n\n"
+        + scan_table(record)
+        + f"\n\nTarget: {target}: {status} (medians of the per-repeat ratios: {measured})."
+    )
+
+
+def allocator_line(r: dict) -> str:
+    """One row of the allocator table."""
+    head = f"| {r['cell']} n={r['hidden']} | {r['allocator']} "
+    if "error" in r:
+        return head + f"| error: {r['error'][:60]} | | |"
+    return head + f"| {r['cpu']:.3f} ({r['wall']:.3f}) | {r['faults']:.0f} | {r['peak_mb']:.0f} |"
+
+
+def allocator_table(record: dict) -> str:
+    """Each cell under each allocator setting, alone in its process."""
+    lines = ["| cell | allocator | train s/it CPU (wall) | minor faults/it | peak MB |", "|---|---|---|---|---|"]
+    return "\n".join(lines + [allocator_line(r) for r in record["rows"]])
+
+
 # --- the blocks ---------------------------------------------------------------------------
 
 
@@ -206,6 +277,8 @@ VIEWS = {
     "papers-sentence": papers_sentence,
     "overhead": _captioned(overhead_table),
     "ensemble": _captioned(_ensemble_table),
+    "scan": _scan_view,
+    "allocator": _captioned(allocator_table),
 }
 
 
@@ -213,13 +286,13 @@ def render_block(args: str, base: Path) -> str:
     """The generated text of one ``<!-- bench: VIEW RECORD -->`` block (RECORD relative to
     ``base``, the Markdown file's directory)."""
     parts = args.split()
-    if parts[:1] == ["targets"] and len(parts) == 3:  # two records: the main and the large-size run
+    if parts[:1] == ["targets"] and len(parts) == 4:  # the main, the large-size and the scan records
         loaded = [_load(args, Path(base), rel) for rel in parts[1:]]
-        return targets_table(loaded[0][0], loaded[1][0], loaded[0][1], loaded[1][1]) + "\n"
+        return targets_table(*(rec for rec, _ in loaded), *(shown for _, shown in loaded)) + "\n"
     if len(parts) != 2 or parts[0] not in VIEWS:
         raise ValueError(
             f"bench block arguments {args!r}: expected 'VIEW RECORD' with VIEW one of {sorted(VIEWS)}, "
-            "or 'targets MAIN_RECORD LARGE_RECORD'"
+            "or 'targets MAIN_RECORD LARGE_RECORD SCAN_RECORD'"
         )
     return VIEWS[parts[0]](*_load(args, Path(base), parts[1])) + "\n"
 
@@ -407,12 +480,6 @@ def _mnist_rows(large: dict) -> list[tuple[str, str, str]]:
 #: targets without a timing record, as written (their evidence is named in the row)
 STATIC_TARGETS = [
     (
-        "LT-RNN scan at least 5x faster than its loop at T=1000",
-        "5.3-7.5x at B=8, H=8; 0.45x at B=128, H=128 (the fused loop: 1.13x); printed by `benchmarks/scan.py`, "
-        "no record",
-        "met only for small B and H",
-    ),
-    (
         "allocator and thread conditions stated; `nn.LSTM` under the same; a decision on page faults",
         "every table states them; the CLI calls `tune_malloc()`",
         "**met**",
@@ -421,17 +488,18 @@ STATIC_TARGETS = [
 ]
 
 
-def targets_table(main: dict, large: dict, main_source: str, large_source: str) -> str:
-    """The issue's speed targets against the main and the large-size records: the measured
-    medians and a verdict, judged only from an idle record (memory and the maps column from
-    any); the papers' code target is its own block (``papers-target``)."""
+def targets_table(main: dict, large: dict, scan: dict, main_source: str, large_source: str, scan_source: str) -> str:
+    """The issue's speed targets against the main, the large-size and the scan records: the
+    measured medians and a verdict, judged only from an idle record (memory and the maps column
+    from any); the papers' code target is its own block (``papers-target``)."""
+    target, measured, status = scan_target_row(scan)
     rows = [
         *_no_slower_rows(main),
         *_floor_rows(main),
+        (target, f"{measured} (`{scan_source}`)", status),
         STATIC_TARGETS[0],
-        STATIC_TARGETS[1],
         _memory_row(main),
-        STATIC_TARGETS[2],
+        STATIC_TARGETS[1],
         *_ptb_rows(large),
         _maps_row(large),
         *_mnist_rows(large),
@@ -440,6 +508,8 @@ def targets_table(main: dict, large: dict, main_source: str, large_source: str) 
         benchrecord.caption(main, main_source),
         "",
         benchrecord.caption(large, large_source),
+        "",
+        benchrecord.caption(scan, scan_source),
         "",
         f"| target (issue) | measured (copy / MNIST unless stated; `{main_source}`, the PTB and MNIST n = 257-512 "
         f"rows `{large_source}`) | status |",

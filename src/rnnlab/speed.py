@@ -504,7 +504,9 @@ def _map_step(torch, maps):
     g = torch.Generator().manual_seed(1)
     work = []
     for p, A in maps:
-        G = torch.randn(A.shape, generator=g, dtype=A.dtype).to(A.device)
+        with torch.no_grad():  # the cotangent has the map's output shape, which need not be A's
+            out = p(A)  # (the full-capacity uRNN maps N x N reals to a 2N x 2N real form)
+        G = torch.randn(out.shape, generator=g, dtype=out.dtype).to(out.device)
         work.append((p, A, G))
 
     def step():

@@ -261,12 +261,12 @@ def test_ctrl_c_cancels_queued_runs_and_stops_running_ones_at_their_next_checkpo
     driver exits 130 saying to rerun the same command, and the rerun finishes every run with each
     step trained once. Before, the pool kept training the queued runs for about a minute and the
     message said `rnnlab train ... --resume`."""
-    every = 40
+    every, steps = 40, 1000  # long enough that no run can finish before the second one has started
     suite = tmp_path / "s.toml"
     sets = [s for s in TINY if "steps" not in s and "eval_every" not in s]
     suite.write_text(
         f'name = "c"\npresets = ["demo/lstm"]\nseeds = [1, 2, 3]\nset = '
-        f"{json.dumps(sets + ['train.steps=200', f'train.eval_every={every}', 'train.log_every=1'])}\n"
+        f"{json.dumps(sets + [f'train.steps={steps}', f'train.eval_every={every}', 'train.log_every=1'])}\n"
     )
     runs = tmp_path / "runs"
     argv = [sys.executable, "-m", "rnnlab.cli", "suite", str(suite), "--runs-dir", str(runs), "--jobs", "2"]
@@ -297,8 +297,8 @@ def test_ctrl_c_cancels_queued_runs_and_stops_running_ones_at_their_next_checkpo
     rerun = subprocess.run(argv, env=clean_env(), capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     for d in runs.glob("c/*/seed*"):
-        assert _train_steps(d) == list(range(1, 201))  # no step lost or trained twice
-        assert json.loads((d / "result.json").read_text())["steps"] == 200
+        assert _train_steps(d) == list(range(1, steps + 1))  # no step lost or trained twice
+        assert json.loads((d / "result.json").read_text())["steps"] == steps
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to find the workers")

@@ -18,18 +18,13 @@ ROOT = Path(__file__).parents[2]
 RECORDS = sorted(
     p.relative_to(ROOT).as_posix()
     for p in (ROOT / "docs").glob("*.json")
-    if p.name.startswith("speed-results-") or p.name in ("papers-code.json", "backend-overhead.json")
+    if p.name.startswith("speed-results-")
+    or p.name in ("papers-code.json", "backend-overhead.json", "scan-results.json", "allocator-results.json")
 )
 
 #: records made before records carried their load and CPU model: each is captioned "legacy,
 #: load unknown" until it is re-recorded on an idle machine (then it leaves this list)
-LEGACY = {
-    "docs/speed-results-copy-2threads.json",
-    "docs/speed-results-large.json",
-    "docs/speed-results-long-last-default-malloc.json",
-    "docs/speed-results-main.json",
-    "docs/speed-results-ptb-expm.json",
-}
+LEGACY: set[str] = set()
 
 DOCS = [ROOT / "README.md", ROOT / "BENCHMARKS.md", *sorted((ROOT / "docs").glob("*.md"))]
 
@@ -189,6 +184,57 @@ def test_a_stale_block_is_reported_and_rewritten(tmp_path):
         benchdocs.render_block("papers missing.json", tmp_path)
 
 
+def _scan_record(speedups: dict, loaded=False) -> dict:
+    """A scan record whose loop takes 1 s and whose scan gives ``speedups[(B, H)]`` per repeat."""
+    cond = benchrecord.finish(
+        benchrecord.start(allow_load=True, loadavg=(0.1, 0, 0), cores=2), loadavg=(3.5 if loaded else 1.0, 0, 0)
+    )
+    rows = [
+        {
+            "B": B,
+            "H": H,
+            "T": 1000,
+            "auto": "scan",
+            "times_s": {"loop": [1.0] * len(r), "fused": [0.8] * len(r), "scan": [1.0 / x for x in r]},
+        }
+        for (B, H), r in speedups.items()
+    ]
+    return {"conditions": cond, "rows": rows}
+
+
+def test_the_scan_table_and_target_come_from_the_per_repeat_ratios():
+    rec = _scan_record({(8, 8): [5.0, 6.0, 8.0], (128, 128): [0.4, 0.5, 0.45]})
+    table = benchdocs.scan_table(rec)
+    assert "| 8 x 8 | 1000 | 1.000 | 0.800 | 0.167 | 1.25 [1.25-1.25]x | 6.00 [5.00-8.00]x | scan |" in table
+    assert "0.45 [0.40-0.50]x" in table
+    target, measured, status = benchdocs.scan_target_row(rec)
+    assert target == "LT-RNN scan at least 5x faster than its loop at T=1000"
+    assert measured == "6.00x at B x H = 8 x 8; 0.45x at B x H = 128 x 128"
+    assert status == "**not met**: at B x H = 8 x 8 only"
+    assert benchdocs.scan_target_row(_scan_record({(8, 8): [5.5] * 3}))[2] == "**met**"
+    assert benchdocs.scan_target_row(_scan_record({(8, 8): [4.9] * 3}))[2] == "**not met**"
+    assert benchdocs.scan_target_row(_scan_record({(8, 8): [9.0] * 3}, loaded=True))[2].startswith("not judged")
+    assert benchdocs.VIEWS["scan"](rec, "s.json").startswith("*Record `s.json`, idle machine")
+
+
+def test_the_allocator_table_lists_every_row_and_its_errors():
+    rows = [
+        {
+            "cell": "nn.LSTM",
+            "hidden": 68,
+            "allocator": "default",
+            "cpu": 0.9,
+            "wall": 0.91,
+            "faults": 1e5,
+            "peak_mb": 558,
+        },
+        {"cell": "exprnn", "hidden": 190, "allocator": "env both", "error": "boom"},
+    ]
+    table = benchdocs.allocator_table({"rows": rows})
+    assert "| nn.LSTM n=68 | default | 0.900 (0.910) | 100000 | 558 |" in table
+    assert "| exprnn n=190 | env both | error: boom | | |" in table
+
+
 # --- issue 20: no long functions in this benchmark code -----------------------------------
 
 
@@ -201,6 +247,8 @@ def test_a_stale_block_is_reported_and_rewritten(tmp_path):
         "benchmarks/papers_code.py",
         "benchmarks/backend_overhead.py",
         "benchmarks/speed.py",
+        "benchmarks/scan.py",
+        "benchmarks/allocator.py",
     ],
 )
 def test_no_function_is_longer_than_80_lines(path):

@@ -129,8 +129,9 @@ def test_worker_times_the_orthogonal_maps_and_the_table_shows_their_share(monkey
 
     cell = CELLS["asrnn"](1, 6)
     maps = list(par.orthogonal_parametrizations(cell))
+    step = speed._map_step(torch, maps)
     calls.clear()
-    speed._map_step(torch, maps)()
+    step()
     assert calls == [6, 6]
     lstm = speed._worker({**base, "label": "nn.LSTM", "key": "nn.LSTM", "gates": 4})
     assert "maps" not in lstm
@@ -147,6 +148,20 @@ def test_worker_times_the_orthogonal_maps_and_the_table_shows_their_share(monkey
     # results recorded before the column existed keep their 12-column table
     old = speed.format_table({"rows": [{k: v for k, v in rows[1].items()}]})
     assert "maps" not in old and old.splitlines()[1].count("---") == 12
+
+
+@pytest.mark.parametrize("key", ["fcurnn", "exprnn", "softorth", "asrnn"])
+def test_the_map_step_runs_for_maps_whose_output_is_not_their_parameters_shape(key):
+    """The full-capacity uRNN's map takes N x N reals to a 2N x 2N real form: the cotangent
+    has the output's shape (the main table's fcurnn rows once failed on it)."""
+    import torch
+
+    from rnnlab import parametrize as par
+    from rnnlab.cells import CELLS
+
+    maps = list(par.orthogonal_parametrizations(CELLS[key](3, 8)))
+    assert maps, f"{key} has no orthogonal map: the test would check nothing"
+    speed._map_step(torch, maps)()  # forward and backward of every map, without a shape error
 
 
 def test_limits_table_divides_the_recorded_times():
