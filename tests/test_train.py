@@ -47,10 +47,19 @@ def test_loss_falls_on_a_small_copy_task(tmp_path):
     assert set(r["test"]) == {"test/loss", "test/accuracy", "test/recall_accuracy"}
 
 
-def test_resume_equals_uninterrupted(tmp_path):
-    full = train(small(steps=30), tmp_path / "full", progress=False)
-    train(small(steps=20), tmp_path / "part", progress=False)
-    resumed = train(small(steps=30), tmp_path / "part", resume=True, progress=False)
+#: a one-layer expRNN, and a two-layer LSTM: its state is a list of two (h, c) tuples, which
+#: a resume once failed to move to the run's device ("'tuple' object has no attribute 'to'")
+RESUMED = [{}, {"cell": "lstm", "model.hidden_size": "[6, 5]"}]
+
+
+@pytest.mark.parametrize("kind", RESUMED, ids=["exprnn", "lstm-2-layers"])
+def test_resume_equals_uninterrupted(tmp_path, kind):
+    def cfg(steps):
+        return small(steps=steps, **kind)
+
+    full = train(cfg(30), tmp_path / "full", progress=False)
+    train(cfg(20), tmp_path / "part", progress=False)
+    resumed = train(cfg(30), tmp_path / "part", resume=True, progress=False)
     assert resumed["final"] == full["final"] and resumed["test"] == full["test"]
     a = torch.load(tmp_path / "full" / "checkpoint.pt", weights_only=False)["model"]
     b = torch.load(tmp_path / "part" / "checkpoint.pt", weights_only=False)["model"]

@@ -132,18 +132,23 @@ def build_optimizer(cfg: OptimConfig, model: Model) -> tuple[torch.optim.Optimiz
     return opt, summary
 
 
-def _to(state, device):
-    if state is None:
-        return None
-    return state.to(device) if isinstance(state, torch.Tensor) else tuple(s.to(device) for s in state)
-
-
-def _detach(state):
+def map_carry(fn, state):
+    """Apply ``fn`` to every tensor of a model's state, keeping its structure: a tensor, a
+    tuple (the LSTM's ``(h, c)``) or a list of per-layer states of a stacked model (nested to
+    any depth; a two-layer LSTM's state is a list of two ``(h, c)`` tuples). None stays None."""
     if state is None:
         return None
     if isinstance(state, torch.Tensor):
-        return state.detach()
-    return type(state)(_detach(s) for s in state)  # tuple states; lists of per-layer states
+        return fn(state)
+    return type(state)(map_carry(fn, s) for s in state)
+
+
+def _to(state, device):
+    return map_carry(lambda t: t.to(device), state)
+
+
+def _detach(state):
+    return map_carry(torch.Tensor.detach, state)
 
 
 def model_forward(model: Model, batch: Batch, state=None):
