@@ -20,7 +20,6 @@ after the run (:mod:`rnnlab.benchrecord`); BENCHMARKS.md's table is generated fr
 import argparse
 import os
 import sys
-import time
 
 from rnnlab import benchdocs, benchrecord, speed
 
@@ -62,7 +61,8 @@ def main(argv=None) -> int:
     benchrecord.add_arguments(p)
     a = p.parse_args(argv)
     specs = [s for s in speed.plan((a.config,), a.cells) if s["label"] in a.cells]
-    try:
+
+    def body():
         host = benchrecord.start(a.allow_load or not a.json, own=a.threads)
         rows = []
         for spec in specs:
@@ -70,23 +70,11 @@ def main(argv=None) -> int:
                 rows.append(measure(spec, name, a.threads, a.repeats))
                 benchrecord.sample(host)
                 print(benchdocs.allocator_line(rows[-1]), file=sys.stderr, flush=True)
-        rec = {
-            "conditions": {
-                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                "config": a.config,
-                "threads": a.threads,
-                "repeats": a.repeats,
-                **benchrecord.finish(host),
-            },
-            "rows": rows,
-        }
-        print(benchdocs.VIEWS["allocator"](rec, a.json or "(not written)"))
-        if a.json:
-            benchrecord.write(a.json, rec, rec["conditions"])
-    except benchrecord.LoadError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+        cond = benchrecord.conditions(host, config=a.config, threads=a.threads, repeats=a.repeats)
+        rec = {"conditions": cond, "rows": rows}
+        benchrecord.publish(rec, a.json, benchdocs.VIEWS["allocator"](rec, a.json or "(not written)"))
+
+    return benchrecord.exit_code(body)
 
 
 if __name__ == "__main__":

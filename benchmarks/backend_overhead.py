@@ -103,27 +103,17 @@ def main(argv=None) -> int:
     if args.table:
         print(benchdocs.VIEWS["overhead"](json.loads(Path(args.table).read_text()), args.table))
         return 0
-    try:
+
+    def body():
         host = benchrecord.start(args.allow_load or not args.out, own=args.parallel)
         rows = _measure_all(args.runs, args.parallel, host)
         import ray
 
-        rec = {
-            "conditions": {
-                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                "ray": ray.__version__,
-                **benchrecord.finish(host),
-            },
-            "rows": rows,
-        }
-        print(benchdocs.VIEWS["overhead"](rec, args.out or "(not written)"))
+        rec = {"conditions": benchrecord.conditions(host, ray=ray.__version__), "rows": rows}
+        benchrecord.publish(rec, args.out, benchdocs.VIEWS["overhead"](rec, args.out or "(not written)"))
         print(f"\nray.init (local instance, {args.parallel} CPUs): {rows[2]['ray_init_s']} s", file=sys.stderr)
-        if args.out:
-            benchrecord.write(args.out, rec, rec["conditions"])
-    except benchrecord.LoadError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+
+    return benchrecord.exit_code(body)
 
 
 if __name__ == "__main__":

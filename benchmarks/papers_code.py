@@ -459,7 +459,8 @@ def main(argv=None) -> int:
         return 0
     if a.iters < (3 if a.json else 1):
         p.error(f"--iters must be at least {3 if a.json else 1}{' for a record' if a.json else ''}, got {a.iters}")
-    try:  # before anything changes this process (allocator, threads)
+
+    def body():  # the checks come before anything changes this process (allocator, threads)
         for m in a.models:
             _require(a.repos, m)
         host = benchrecord.start(a.allow_load or not a.json, own=a.threads)
@@ -472,28 +473,19 @@ def main(argv=None) -> int:
         text += f"; {a.note}" if a.note else ""
         print(text, flush=True)
         rounds = measure(steps, a.iters, log=lambda s: print(s, flush=True), host=host)
+        cond = benchrecord.conditions(
+            host, text=text, date=date, threads=a.threads, batch=a.batch, rounds=a.iters, **facts
+        )
         rec = {
-            "conditions": {
-                "text": text,
-                "date": date,
-                "threads": a.threads,
-                "batch": a.batch,
-                "rounds": a.iters,
-                **facts,
-                **benchrecord.finish(host),
-            },
+            "conditions": cond,
             "sizes": {m: SIZES[m] for m in a.models},
             "reference_steps": {m: REFERENCE_STEPS[m] for m in a.models},
             "rounds_s": rounds,
             "median_s": {k: statistics.median(v) for k, v in rounds.items()},
         }
-        print("\n" + render(rec, str(a.json or "(not written)")))
-        if a.json:
-            benchrecord.write(a.json, rec, rec["conditions"])
-    except (SetupError, benchrecord.LoadError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+        benchrecord.publish(rec, a.json, "\n" + render(rec, str(a.json or "(not written)")))
+
+    return benchrecord.exit_code(body, SetupError)
 
 
 def render(rec: dict, source: str) -> str:

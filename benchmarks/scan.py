@@ -76,7 +76,8 @@ def main(argv=None) -> int:
     import torch
 
     torch.set_num_threads(a.threads)
-    try:
+
+    def body():
         host = benchrecord.start(a.allow_load or not a.json, own=a.threads)
         rows = []
         for size in a.sizes:
@@ -84,23 +85,11 @@ def main(argv=None) -> int:
             rows.append(measure(a.T, B, H, a.repeats))
             benchrecord.sample(host)
             print(f"{size}: done", file=sys.stderr, flush=True)
-        rec = {
-            "conditions": {
-                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                "torch": torch.__version__,
-                "threads": torch.get_num_threads(),
-                "repeats": a.repeats,
-                **benchrecord.finish(host),
-            },
-            "rows": rows,
-        }
-        print(benchdocs.VIEWS["scan"](rec, a.json or "(not written)"))
-        if a.json:
-            benchrecord.write(a.json, rec, rec["conditions"])
-    except benchrecord.LoadError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+        cond = benchrecord.conditions(host, torch=torch.__version__, threads=torch.get_num_threads(), repeats=a.repeats)
+        rec = {"conditions": cond, "rows": rows}
+        benchrecord.publish(rec, a.json, benchdocs.VIEWS["scan"](rec, a.json or "(not written)"))
+
+    return benchrecord.exit_code(body)
 
 
 if __name__ == "__main__":

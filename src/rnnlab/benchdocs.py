@@ -18,6 +18,9 @@ A block in a Markdown file is marked::
 * ``scan``: the LT-RNN's loop, fused loop and scan (``benchmarks/scan.py --json``), with the
   "scan at least 5x faster than its loop" target judged under it;
 * ``allocator``: glibc allocator settings against time and page faults (``benchmarks/allocator.py``);
+* ``summary``: the papers' cells and the classic baselines on copy, MNIST and PTB, against
+  ``nn.LSTM`` (docs/guide.md, from the main speed record); ``memory-sentence``: the T = 10,000
+  peak memory of the fused expRNN, its reference loop and ``nn.LSTM`` in one sentence;
 * ``targets MAIN LARGE SCAN`` (three records): the issue's speed targets, measured and judged.
 
 Every table starts with the record's caption (:func:`rnnlab.benchrecord.caption`: idle, loaded
@@ -260,6 +263,50 @@ def allocator_table(record: dict) -> str:
     return "\n".join(lines + [allocator_line(r) for r in record["rows"]])
 
 
+# --- the guide's summary (docs/guide.md, "Where we stand") --------------------------------
+
+#: the cells of the summary, in its order: the papers' cells, then the classic baselines
+SUMMARY_CELLS = ("asrnn", "nnrnn", "exprnn", "scornn", "dmu", "rhn", "ltrnn", "rnn", "lstm", "gru")
+
+
+def summary_table(record: dict) -> str:
+    """Each of :data:`SUMMARY_CELLS` on copy, MNIST and PTB from the main speed record: CPU
+    seconds per iteration and the median ratio to the ``nn.LSTM`` of its process."""
+    rows = {(r["config"], r["label"]): r for r in record["rows"] if "error" not in r}
+    lines = [
+        "| cell (copy / MNIST / PTB n) | copy s/it | vs `nn.LSTM` | MNIST s/it | vs `nn.LSTM` | PTB s/it | vs `nn.LSTM` |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for cell in SUMMARY_CELLS:
+        ns, cols, depth = [], [], 1
+        for config in ("copy", "mnist", "ptb"):
+            r = rows.get((config, cell))
+            if r is None:
+                ns.append("-")
+                cols += ["-", "-"]
+                continue
+            depth = max(depth, r.get("depth", 1))
+            ns.append(str(r["hidden"]))
+            vs = f"{speed.ratio(r, 'baseline')[0]:.2f}" if r.get("baseline") else "-"
+            cols += [f"{r['fast']['cpu']:.3f}", vs]
+        name = "`rnn` tanh" if cell == "rnn" else f"`{cell}`"
+        sizes = " / ".join(ns) + (f", depth {depth}" if depth > 1 else "")
+        lines.append(f"| {name} ({sizes}) | " + " | ".join(cols) + " |")
+    return "\n".join(lines)
+
+
+def memory_sentence(record: dict, source: str) -> str:
+    """The T = 10,000 peak memory of the fused expRNN, its reference loop and ``nn.LSTM`` (the
+    main record's ``long`` rows), with the record's standing."""
+    rows = {r["label"]: r for r in record["rows"] if r["config"] == "long" and "error" not in r}
+    gb = {k: rows[k]["peak_mb"] / 1000 for k in ("exprnn", "exprnn reference loop", "nn.LSTM")}
+    return (
+        f"At T=10,000 (readout at every step; `{source}`, {standing(record)}) the fused expRNN's "
+        f"iteration peaks {gb['exprnn']:.1f} GB above the process where its reference loop needs "
+        f"{gb['exprnn reference loop']:.1f} GB (`nn.LSTM` {gb['nn.LSTM']:.1f} GB)."
+    )
+
+
 # --- the blocks ---------------------------------------------------------------------------
 
 
@@ -279,6 +326,8 @@ VIEWS = {
     "ensemble": _captioned(_ensemble_table),
     "scan": _scan_view,
     "allocator": _captioned(allocator_table),
+    "summary": _captioned(summary_table),
+    "memory-sentence": memory_sentence,
 }
 
 

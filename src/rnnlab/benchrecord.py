@@ -1,9 +1,10 @@
 """Benchmark records that hold: the host and load they were made under, and the Markdown made
 from them.
 
-Every benchmark that writes a timing record (``rnnlab bench speed --json``,
-``benchmarks/papers_code.py --json``, ``benchmarks/backend_overhead.py --out``) goes through
-this module:
+Every benchmark that writes a timing record (``rnnlab bench speed --json``, ``rnnlab bench
+ensemble --json``, ``benchmarks/papers_code.py --json``, ``benchmarks/scan.py --json``,
+``benchmarks/allocator.py --json``, ``benchmarks/backend_overhead.py --out``) goes through this
+module:
 
 * :func:`start` notes the CPU model, the BLAS, the number of cores and the 1-, 5- and 15-minute
   load average before the run, and refuses (:class:`LoadError`) when the 1-minute load average
@@ -24,12 +25,14 @@ renders the ``<!-- bench: ... -->`` blocks that :mod:`rnnlab.docsync` keeps curr
 BENCHMARKS.md and docs/ (``python -m rnnlab.docsync BENCHMARKS.md docs/speed.md ...``).
 :func:`spread` is the median and range of per-round ratios that every speed table shows.
 
-A new benchmark (``rnnlab bench ensemble``, say) records the same way::
+A new benchmark records the same way, in a ``main`` that :func:`exit_code` wraps::
 
-    host = benchrecord.start(allow_load or not out, own=threads)  # refuses a busy machine
-    ...                                   # the timed work, benchrecord.sample(host) between parts
-    record = {"conditions": {..., **benchrecord.finish(host)}, ...}
-    benchrecord.write(out, record, record["conditions"])          # or kept in OUT.loaded, refused
+    def body():
+        host = benchrecord.start(allow_load or not out, own=threads)  # refuses a busy machine
+        ...                               # the timed work, benchrecord.sample(host) between parts
+        record = {"conditions": benchrecord.conditions(host, threads=threads), "rows": rows}
+        benchrecord.publish(record, out, benchdocs.VIEWS["mine"](record, out))  # or OUT.loaded, refused
+    return benchrecord.exit_code(body)    # LoadError -> "error: ..." and exit status 2
 
 and adds its ``--allow-load`` with :func:`add_arguments`, and a view to
 :data:`rnnlab.benchdocs.VIEWS` for its table.
@@ -40,6 +43,9 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 #: the highest 1-minute load average per core at which a timing record is written unasked
@@ -119,6 +125,31 @@ def write(path, record: dict, cond: dict) -> Path:
         )
     path.write_text(text)
     return path
+
+
+def conditions(host: dict, *, loadavg=None, **facts) -> dict:
+    """A record's conditions: the date (UTC), the benchmark's own ``facts`` (torch version,
+    threads, repeats, ...; a ``date`` among them replaces the default), then the host and its
+    load from :func:`start` and :func:`sample`, closed by :func:`finish` (``loadavg``: tests)."""
+    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), **facts, **finish(host, loadavg=loadavg)}
+
+
+def publish(record: dict, path, table: str) -> None:
+    """Print ``table`` (the record's view, see :data:`rnnlab.benchdocs.VIEWS`) and, when ``path``
+    is given, write the record there through :func:`write` (refused when loaded)."""
+    print(table)
+    if path:
+        write(path, record, record["conditions"])
+
+
+def exit_code(body: Callable[[], int | None], *errors: type[Exception]) -> int:
+    """Run a benchmark's ``body`` and return its exit status: 0 (or what it returns), or 2 with
+    ``error: ...`` on standard error for a :class:`LoadError` or one of ``errors``."""
+    try:
+        return body() or 0
+    except (LoadError, *errors) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 def add_arguments(parser) -> None:

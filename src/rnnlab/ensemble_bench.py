@@ -272,13 +272,7 @@ def main(
         log=lambda m: print(m, file=sys.stderr, flush=True),
         between=lambda: benchrecord.sample(host),
     )
-    cond = {
-        "date": time.strftime("%Y-%m-%d %H:%M"),
-        "torch": torch.__version__,
-        "threads": threads,
-        "steps_measured": steps,
-        **benchrecord.finish(host),
-    }
+    cond = benchrecord.conditions(host, torch=torch.__version__, threads=threads, steps_measured=steps)
     print(
         f"\n{cond['date']}; {cond['cpu_model']}; torch {cond['torch']}; {threads} thread(s); load average "
         f"{cond['loadavg_before'][0]:.2f} before, {cond['loadavg_after'][0]:.2f} after"

@@ -683,18 +683,17 @@ def run(
             log(_row_line(row) + f"  [{time.time() - t0:.0f} s]")
     import torch
 
-    conditions = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "threads": int(threads),
-        "malloc": malloc,
-        "quick": quick,
-        "maps_timed": True,
+    conditions = benchrecord.conditions(
+        host,
+        machine=f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+        torch=torch.__version__,
+        python=platform.python_version(),
+        threads=int(threads),
+        malloc=malloc,
+        quick=quick,
+        maps_timed=True,
         **dev.conditions(resolved),
-        **benchrecord.finish(host),
-    }
+    )
     return {"conditions": conditions, "rows": rows}
 
 

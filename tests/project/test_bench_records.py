@@ -124,6 +124,33 @@ def test_a_loaded_run_is_kept_aside_not_written_unless_allowed(tmp_path):
     assert caption.startswith("**Loaded machine (`r.json`): load average 0.10 before and 3.00")
 
 
+def test_every_benchmark_records_through_one_helper(tmp_path, capsys):
+    """conditions/publish/exit_code: the record steps the benchmarks share (scan, allocator,
+    backend overhead, papers' code, ensemble, speed)."""
+    host = benchrecord.start(loadavg=(0.1, 0, 0), cores=2)
+    cond = benchrecord.conditions(host, threads=1, loadavg=(0.2, 0, 0))
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", cond["date"]) and cond["threads"] == 1
+    assert cond["loaded"] is False and cond["loadavg_after"] == [0.2, 0, 0]
+    assert not benchrecord.is_legacy({"conditions": cond, "rows": []})
+    assert benchrecord.conditions(dict(host), date="then", loadavg=(0.2, 0, 0))["date"] == "then"
+    rec, out = {"conditions": cond, "rows": [3]}, tmp_path / "r.json"
+    benchrecord.publish(rec, out, "| table |")
+    assert capsys.readouterr().out == "| table |\n" and json.loads(out.read_text()) == rec
+    benchrecord.publish(rec, None, "again")  # no path: printed only
+    assert capsys.readouterr().out == "again\n"
+    loaded = benchrecord.conditions(benchrecord.start(loadavg=(0.1, 0, 0), cores=2), loadavg=(3.0, 0, 0))
+
+    def body():
+        benchrecord.publish({"conditions": loaded}, tmp_path / "l.json", "t")
+
+    assert benchrecord.exit_code(body) == 2 and "--allow-load" in capsys.readouterr().err
+    assert (tmp_path / "l.json.loaded").exists() and not (tmp_path / "l.json").exists()
+    assert benchrecord.exit_code(lambda: None) == 0 and benchrecord.exit_code(lambda: 3) == 3
+    with pytest.raises(KeyError):  # only the named errors become exit status 2
+        benchrecord.exit_code(lambda: {}["x"])
+    assert benchrecord.exit_code(lambda: {}["x"], KeyError) == 2
+
+
 def test_captions_say_idle_loaded_or_legacy():
     idle = benchrecord.finish(benchrecord.start(loadavg=(0.05, 0, 0), cores=2), loadavg=(1.02, 0, 0))
     text = benchrecord.caption({"conditions": idle}, "docs/x.json")
@@ -233,6 +260,35 @@ def test_the_allocator_table_lists_every_row_and_its_errors():
     table = benchdocs.allocator_table({"rows": rows})
     assert "| nn.LSTM n=68 | default | 0.900 (0.910) | 100000 | 558 |" in table
     assert "| exprnn n=190 | env both | error: boom | | |" in table
+
+
+def test_the_guides_summary_and_memory_sentence_come_from_the_main_record():
+    def row(config, label, hidden, fast, base, depth=1, peak=0.0):
+        r = {"config": config, "label": label, "hidden": hidden, "depth": depth, "peak_mb": peak}
+        r["fast"] = {"cpu": fast[1], "cpu_all": fast}
+        if base:
+            r["baseline"] = {"cpu": base[1], "cpu_all": base}
+        return r
+
+    rec = {
+        "rows": [
+            row("copy", "asrnn", 138, [0.5, 0.4, 0.6], [1.0, 0.5, 0.5]),  # per-repeat ratios 0.5, 0.8, 1.2
+            row("ptb", "asrnn", 1024, [4.0, 4.0, 4.0], [1.0, 1.0, 1.0]),
+            row("copy", "dmu", 82, [0.3, 0.3, 0.3], [0.6, 0.6, 0.6], depth=2),
+            {"config": "mnist", "label": "dmu", "hidden": 72, "error": "boom"},
+            row("long", "exprnn", 190, [1.0] * 3, None, peak=3715.0),
+            row("long", "exprnn reference loop", 190, [1.0] * 3, None, peak=9381.0),
+            row("long", "nn.LSTM", 68, [1.0] * 3, None, peak=5353.0),
+        ]
+    }
+    table = benchdocs.summary_table(rec).splitlines()
+    assert "| `asrnn` (138 / - / 1024) | 0.400 | 0.80 | - | - | 4.000 | 4.00 |" in table
+    assert "| `dmu` (82 / - / -, depth 2) | 0.300 | 0.50 | - | - | - | - |" in table  # the error row: no figure
+    assert len(table) == 2 + len(benchdocs.SUMMARY_CELLS)
+    rec["conditions"] = {}  # legacy: the sentence says so
+    sentence = benchdocs.memory_sentence(rec, "m.json")
+    assert "peaks 3.7 GB" in sentence and "needs 9.4 GB (`nn.LSTM` 5.4 GB)" in sentence
+    assert "legacy record" in sentence
 
 
 # --- issue 20: no long functions in this benchmark code -----------------------------------
