@@ -42,6 +42,7 @@ from .config import (
     resume_may_change,
     resume_refusals,
 )
+from .kernels.state import map_state
 from .model import Model, build_model
 from .rundir import (
     CheckpointError,
@@ -132,23 +133,12 @@ def build_optimizer(cfg: OptimConfig, model: Model) -> tuple[torch.optim.Optimiz
     return opt, summary
 
 
-def map_carry(fn, state):
-    """Apply ``fn`` to every tensor of a model's state, keeping its structure: a tensor, a
-    tuple (the LSTM's ``(h, c)``) or a list of per-layer states of a stacked model (nested to
-    any depth; a two-layer LSTM's state is a list of two ``(h, c)`` tuples). None stays None."""
-    if state is None:
-        return None
-    if isinstance(state, torch.Tensor):
-        return fn(state)
-    return type(state)(map_carry(fn, s) for s in state)
-
-
 def _to(state, device):
-    return map_carry(lambda t: t.to(device), state)
+    return None if state is None else map_state(lambda t: t.to(device), state)
 
 
 def _detach(state):
-    return map_carry(torch.Tensor.detach, state)
+    return None if state is None else map_state(torch.Tensor.detach, state)
 
 
 def model_forward(model: Model, batch: Batch, state=None):

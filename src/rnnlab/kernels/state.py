@@ -12,10 +12,12 @@ State = Tensor | tuple[Tensor, ...]
 
 
 def map_state(fn: Callable[..., Tensor], *states: State) -> State:
-    """Apply ``fn`` leaf-wise to one or more states of the same structure."""
+    """Apply ``fn`` leaf-wise to one or more states of the same structure: a tensor, a tuple
+    (the LSTM's ``(h, c)``) or a list of per-layer states of a stacked model, nested to any
+    depth (a two-layer LSTM's state is a list of two ``(h, c)`` tuples); the structure is kept."""
     if isinstance(states[0], Tensor):
         return fn(*states)
-    return tuple(fn(*leaves) for leaves in zip(*states))
+    return type(states[0])(map_state(fn, *leaves) for leaves in zip(*states, strict=True))
 
 
 def hold_past_length(new: Tensor, h: Tensor, lengths, t: int) -> tuple[Tensor, Tensor]:
