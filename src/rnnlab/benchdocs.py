@@ -297,13 +297,13 @@ def summary_table(record: dict) -> str:
 
 def memory_sentence(record: dict, source: str) -> str:
     """The T = 10,000 peak memory of the fused expRNN, its reference loop and ``nn.LSTM`` (the
-    main record's ``long`` rows), with the record's standing."""
-    rows = {r["label"]: r for r in record["rows"] if r["config"] == "long" and "error" not in r}
-    gb = {k: rows[k]["peak_mb"] / 1000 for k in ("exprnn", "exprnn reference loop", "nn.LSTM")}
+    main record's ``long`` rows, in GiB as the targets table gives them), with the record's
+    standing."""
+    gib = {k: _row(record, "long", k)["peak_mb"] / 1024 for k in ("exprnn", "exprnn reference loop", speed.BASELINE)}
     return (
         f"At T=10,000 (readout at every step; `{source}`, {standing(record)}) the fused expRNN's "
-        f"iteration peaks {gb['exprnn']:.1f} GB above the process where its reference loop needs "
-        f"{gb['exprnn reference loop']:.1f} GB (`nn.LSTM` {gb['nn.LSTM']:.1f} GB)."
+        f"iteration peaks {gib['exprnn']:.1f} GiB above the process where its reference loop needs "
+        f"{gib['exprnn reference loop']:.1f} GiB (`nn.LSTM` {gib[speed.BASELINE]:.1f} GiB)."
     )
 
 

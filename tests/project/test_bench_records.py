@@ -287,7 +287,7 @@ def test_the_guides_summary_and_memory_sentence_come_from_the_main_record():
     assert len(table) == 2 + len(benchdocs.SUMMARY_CELLS)
     rec["conditions"] = {}  # legacy: the sentence says so
     sentence = benchdocs.memory_sentence(rec, "m.json")
-    assert "peaks 3.7 GB" in sentence and "needs 9.4 GB (`nn.LSTM` 5.4 GB)" in sentence
+    assert "peaks 3.6 GiB" in sentence and "needs 9.2 GiB (`nn.LSTM` 5.2 GiB)" in sentence  # MB / 1024
     assert "legacy record" in sentence
 
 
