@@ -42,5 +42,5 @@ run "$PY" benchmarks/papers_code.py "$REPOS" --json docs/papers-code.json \
 run "$PY" benchmarks/backend_overhead.py --out docs/backend-overhead.json                         # ~1 min
 run "$PY" benchmarks/scan.py --json docs/scan-results.json                                        # ~1 min
 run "$PY" benchmarks/allocator.py --json docs/allocator-results.json                              # ~3 min
-"$PY" -m rnnlab.docsync BENCHMARKS.md docs/speed.md docs/sweeps.md
-echo "done: now drop the re-made records from LEGACY in tests/project/test_bench_records.py and run its tests" >&2
+"$PY" -m rnnlab.docsync BENCHMARKS.md docs/speed.md docs/sweeps.md docs/guide.md
+echo "done: now run tests/project/test_bench_records.py (every block equals its record; any record still listed in its LEGACY leaves it)" >&2
