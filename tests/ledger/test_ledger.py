@@ -130,6 +130,25 @@ def test_confirmed_only_at_full_budget_with_three_seeds_and_a_test(tmp_path):
     )
 
 
+def test_smaller_runs_of_a_preset_do_not_dilute_its_full_budget_runs(tmp_path):
+    """Three full-budget seeds confirm; two more at 500 steps beside them change nothing (they
+    keep their own "reduced budget" row); without the full-budget seeds the same records are
+    inconclusive."""
+    base = 10 * math.log(8) / 220
+    for seed, loss in ((1, 0.001), (2, 0.002), (3, 0.0015)):
+        write_record(tmp_path / "both" / "full", "nnrnn/copy", seed, {"test/loss": loss})
+    for seed in (4, 5):
+        for d in ("both", "short"):
+            write_record(tmp_path / d / "short", "nnrnn/copy", seed, {"test/loss": 0.5}, ["train.steps=500"], steps=500)
+    for r in tmp_path.rglob("result.json"):
+        r.write_text(r.read_text().replace('"loss": 0.04', f'"loss": {base}'))
+    assert judge("nnRNN solves it", tmp_path / "both") == "confirmed"
+    assert judge("nnRNN solves it", tmp_path / "short").startswith("inconclusive (reduced budget: `nnrnn/copy` train.steps")
+    ev = records.Evidence(*records.load_records([tmp_path / "both"]))
+    assert len(ev.pooled("nnrnn/copy").records) == 3 and not ev.pooled("nnrnn/copy").diffs
+    assert [len(g.records) for g in ev.groups("nnrnn/copy")] == [3, 2]  # both rows stay
+
+
 def test_one_reduced_run_never_refutes(tmp_path):
     """Henaff's pooling claim from one 1,000-step run at T=100 is inconclusive, not refuted."""
     write_record(

@@ -402,10 +402,14 @@ class Evidence:
 
     def pooled(self, preset: str) -> Group | None:
         """All runs of ``preset`` that differ from it at most in budget, as one group (its
-        ``diffs``: every budget difference among them)."""
+        ``diffs``: every budget difference among them). When some runs are at the preset's full
+        budget, only those are pooled: a smaller run would dilute a full-budget verdict into
+        "reduced budget" (its row in the ledger still shows it)."""
         gs = self.groups(preset)
         if not gs:
             return None
+        full = [g for g in gs if not g.diffs]
+        gs = full or gs
         n = sum(len(g.records) for g in gs)
         diffs = tuple(
             f"{sum(len(g.records) for g in gs if d in g.diffs)} of {n} with {d}"
