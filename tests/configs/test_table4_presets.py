@@ -100,6 +100,7 @@ def test_presets_carry_the_published_accuracies():
 def test_one_epoch_suites_cover_every_preset_once():
     suites = {
         "dmu-table4-1epoch": 429,
+        "dmu-table4-1epoch-large": 429,
         "dmu-table4-1epoch-batch50": 1100,
         "cornn-psmnist-1epoch": 458,
         "lem-psmnist-1epoch": 429,
