@@ -545,6 +545,42 @@ def _kill_and_resume(tmp_path, kills: int, seed: int) -> None:
         assert _record(da) == _record(db), f"{db} differs from the uninterrupted ensemble"
 
 
+class StopAfter:
+    """A task whose every training stream is interrupted (as by Ctrl-C) when batch ``n + 1`` is asked for."""
+
+    def __init__(self, task, n):
+        self.task, self.n = task, n
+
+    def __getattr__(self, name):
+        return getattr(self.task, name)
+
+    def train_batches(self, batch_size, generator):
+        for i, b in enumerate(self.task.train_batches(batch_size, generator)):
+            if i == self.n:
+                raise KeyboardInterrupt(f"stopped before step {i + 1}")
+            yield b
+
+
+def test_members_checkpoint_between_evaluations_and_resume_exactly(tmp_path):
+    """train.checkpoint_every=4 with evaluations every 10 steps: an ensemble stopped at step 17
+    leaves each member the checkpoint of step 16 with its single run's random state, and the
+    resume equals the uninterrupted ensemble (and each member its single run)."""
+    extra = ["train.steps=30", "train.checkpoint_every=4"]
+    cfg = _cfg(COPY, extra)
+    train_ensemble(cfg, [0, 1], tmp_path / "ref", progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        train_ensemble(cfg, [0, 1], tmp_path / "ens", progress=False, task=StopAfter(build_task(cfg.task), 17))
+    for seed in (0, 1):
+        ck = torch.load(tmp_path / "ens" / f"seed{seed}" / "checkpoint.pt", weights_only=False)
+        assert ck["progress"]["step"] == 16 and ck["progress"]["best_step"] == 10
+    train_ensemble(cfg, [0, 1], tmp_path / "ens", resume=True, progress=False)
+    for seed in (0, 1):
+        a, b = (tmp_path / d / f"seed{seed}" for d in ("ref", "ens"))
+        assert _record(a) == _record(b)
+    T.train(_cfg(COPY, extra, seed=1), tmp_path / "single", progress=False)
+    _same_run(tmp_path / "single", tmp_path / "ens" / "seed1", F32_RTOL)
+
+
 def test_a_killed_ensemble_resumes_every_member_bit_identically(tmp_path):
     _kill_and_resume(tmp_path, kills=1, seed=21)
 

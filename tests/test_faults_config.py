@@ -69,6 +69,7 @@ def test_not_experiment_keys_are_left_out_of_the_run_key_and_may_change_on_resum
         "train.threads": 3,
         "train.device": "cpu",
         "train.tensorboard": True,
+        "train.checkpoint_every": 5,
         "train.log_every": 3,
         "train.eval_batch_size": 64,
         "train.test": False,
@@ -82,6 +83,7 @@ def test_not_experiment_keys_are_left_out_of_the_run_key_and_may_change_on_resum
         "train.threads",
         "train.device",
         "train.tensorboard",
+        "train.checkpoint_every",
     }
     for key, category in config.NOT_EXPERIMENT.items():
         flat = config.flatten(base.to_dict())

@@ -71,6 +71,55 @@ def test_resume_equals_uninterrupted(tmp_path, kind):
     assert strip(lines_full) == strip(lines_part)
 
 
+class StopAfter(CopyTask):
+    """A copy task whose training stream is interrupted (as by Ctrl-C) when batch ``n + 1`` is asked for."""
+
+    def __init__(self, n, **kw):
+        super().__init__(**kw)
+        self.n = n
+
+    def train_batches(self, batch_size, gen):
+        for i, batch in enumerate(super().train_batches(batch_size, gen)):
+            if i == self.n:
+                raise KeyboardInterrupt(f"stopped before step {i + 1}")
+            yield batch
+
+
+def test_checkpoints_between_evaluations_resume_exactly(tmp_path):
+    """train.checkpoint_every=4 with evaluations every 15 steps: a run stopped at step 22 keeps
+    the checkpoint of step 20 (without the key it would be step 15), best.pt and the metrics
+    rows are those of the evaluations, and the resume equals an uninterrupted run bit for bit."""
+
+    def cfg(**kw):
+        return small(steps=30, **{"train.eval_every": 15, **kw})
+
+    full = train(cfg(), tmp_path / "full", progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        train(
+            cfg(**{"train.checkpoint_every": 4}),
+            tmp_path / "part",
+            progress=False,
+            task=StopAfter(22, K=3, L=8, val_size=64, test_size=64),
+        )
+    ck = torch.load(tmp_path / "part" / "checkpoint.pt", weights_only=False)
+    assert ck["progress"]["step"] == 20 and ck["progress"]["best_step"] == 15
+    with pytest.raises(KeyboardInterrupt):  # the same without the key: the evaluation's checkpoint
+        train(cfg(), tmp_path / "eval-only", progress=False, task=StopAfter(22, K=3, L=8, val_size=64, test_size=64))
+    assert torch.load(tmp_path / "eval-only" / "checkpoint.pt", weights_only=False)["progress"]["step"] == 15
+    resumed = train(cfg(**{"train.checkpoint_every": 4}), tmp_path / "part", resume=True, progress=False)
+    assert resumed["final"] == full["final"] and resumed["test"] == full["test"] and resumed["best"] == full["best"]
+    a = torch.load(tmp_path / "full" / "checkpoint.pt", weights_only=False)["model"]
+    b = torch.load(tmp_path / "part" / "checkpoint.pt", weights_only=False)["model"]
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
+    strip = lambda d: [  # noqa: E731
+        {k: v for k, v in json.loads(x).items() if k != "time"} for x in (d / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert strip(tmp_path / "full") == strip(tmp_path / "part")
+    with pytest.raises(ConfigError, match="checkpoint_every must be >= 0"):
+        cfg(**{"train.checkpoint_every": -1})
+
+
 def test_resume_refuses_a_changed_config_and_existing_runs_are_protected(tmp_path):
     train(small(steps=10), tmp_path / "r", progress=False)
     with pytest.raises(RunExists, match="--resume"):

@@ -80,6 +80,7 @@ class TrainConfig:
     eval_batch_size: int = 256
     eval_max_batches: int = 0
     log_every: int = 10
+    checkpoint_every: int = 0  # also checkpoint every this many steps between evaluations (0: only at them)
     seed: int = 0
     data_seed: int = -1
     threads: int = 1
@@ -149,6 +150,7 @@ NOT_EXPERIMENT: dict[str, str] = {
     "train.threads": "execution",
     "train.device": "execution",
     "train.tensorboard": "execution",
+    "train.checkpoint_every": "execution",
     "train.log_every": "recording",
     "train.eval_batch_size": "recording",
     "train.test": "recording",
@@ -486,6 +488,11 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(
             f"train.lr_gamma must be in (0, 1] for schedule = 'exponential' (the lr is multiplied by it "
             f"every train.lr_step_every steps), got {cfg.train.lr_gamma}"
+        )
+    if cfg.train.checkpoint_every < 0:
+        raise ConfigError(
+            f"train.checkpoint_every must be >= 0 (0 = checkpoint only at the evaluations, every "
+            f"train.eval_every steps), got {cfg.train.checkpoint_every}"
         )
     if cfg.train.lr_step_every < 0:
         raise ConfigError(

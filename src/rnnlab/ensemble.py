@@ -82,6 +82,7 @@ from .train import (
     check_loss,
     check_run_dir,
     check_start,
+    checkpoint_between,
     close_run,
     eval_data,
     evaluate_and_checkpoint,
@@ -525,6 +526,16 @@ class _Ensemble:
                 self.fail(m, e)
         self.report(ms, "eval")
 
+    def checkpoint_between(self, ms: list[Member]) -> None:
+        """Each member's checkpoint between evaluations (``train.checkpoint_every``), with the
+        single run's random state, as :func:`rnnlab.train.checkpoint_between` writes it."""
+        for m in ms:
+            try:
+                torch.set_rng_state(m.rng)
+                checkpoint_between(m.run, m.tr)
+            except Exception as e:
+                self.fail(m, e)
+
     def report(self, ms: list[Member], why: str) -> None:
         """Off a terminal: one line for the ensemble per evaluation (and about every
         :data:`PROGRESS_EVERY_S` seconds between them)."""
@@ -575,6 +586,7 @@ class _Ensemble:
                     if self.stop is not None and self.stop():  # every member has just checkpointed
                         raise KeyboardInterrupt("stop requested: stopped at the members' checkpoints")
                 else:
+                    self.checkpoint_between(group)
                     self.report(group, "progress")
                 self.finish([m for m in group if m.training and (m.run.prog.stopped or m.run.prog.step >= tc.steps)])
                 now = min((m.run.prog.step for m in self.members if m.training), default=tc.steps)

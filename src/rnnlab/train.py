@@ -2,7 +2,8 @@
 
 ``train(cfg, run_dir)`` writes a run directory (its files: :class:`rnnlab.rundir.RunFiles`):
 ``config.json``, ``task.json``, ``metrics.jsonl``, ``checkpoint.pt`` (written atomically at
-every evaluation: model, optimizer, scheduler, RNG and carried state), ``best.pt`` and, last,
+every evaluation, and every ``train.checkpoint_every`` steps between them: model, optimizer,
+scheduler, RNG and carried state), ``best.pt`` and, last,
 ``result.json``. ``resume=True`` continues from ``checkpoint.pt`` and reproduces the
 uninterrupted run exactly (the training data stream is re-created from ``data_seed`` and
 fast-forwarded).
@@ -395,6 +396,7 @@ def _train(
             if step % cfg.train.eval_every == 0 or step == cfg.train.steps:
                 evaluate_and_checkpoint(run, tr, on_eval)
             else:
+                checkpoint_between(run, tr)
                 progress_line(run)
     finally:
         bar.close()
@@ -839,6 +841,26 @@ def evaluate_and_checkpoint(run: RunState, tr: Trainer, on_eval=None, metrics: d
     prog.eval_elapsed += now - t_ck  # (this part is not in the checkpoint it times)
     run.window.update(start=now, step=step, loss=0.0, n=0)
     run.last_line = now
+
+
+def checkpoint_between(run: RunState, tr: Trainer) -> bool:
+    """checkpoint.pt between two evaluations, every ``train.checkpoint_every`` steps (0: never),
+    so that a kill loses at most that many steps of a run whose evaluations are far apart (one
+    epoch of a large model can take hours). It holds what an evaluation's checkpoint holds, and
+    a resume from it continues exactly; best.pt and the metrics are not touched. Skipped while
+    metrics.jsonl has no row yet (a resume needs the record of the steps before) or when the
+    weights are not finite (the last good checkpoint stays). Returns whether it wrote one."""
+    every, step = run.cfg.train.checkpoint_every, run.prog.step
+    if not every or step % every or not run.files.metrics.stat().st_size:
+        return False
+    if not all_finite(tr.model.state_dict()):
+        return False
+    t = time.perf_counter()
+    save_checkpoint(run, tr, run.good[1] if run.good else None)
+    spent = time.perf_counter() - t
+    run.prog.eval_elapsed += spent  # timed with evaluation and checkpointing, not training
+    run.window["start"] += spent
+    return True
 
 
 def _stop_if_not_finite(run: RunState, tr: Trainer, value: float) -> None:

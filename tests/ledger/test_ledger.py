@@ -143,7 +143,9 @@ def test_smaller_runs_of_a_preset_do_not_dilute_its_full_budget_runs(tmp_path):
     for r in tmp_path.rglob("result.json"):
         r.write_text(r.read_text().replace('"loss": 0.04', f'"loss": {base}'))
     assert judge("nnRNN solves it", tmp_path / "both") == "confirmed"
-    assert judge("nnRNN solves it", tmp_path / "short").startswith("inconclusive (reduced budget: `nnrnn/copy` train.steps")
+    assert judge("nnRNN solves it", tmp_path / "short").startswith(
+        "inconclusive (reduced budget: `nnrnn/copy` train.steps"
+    )
     ev = records.Evidence(*records.load_records([tmp_path / "both"]))
     assert len(ev.pooled("nnrnn/copy").records) == 3 and not ev.pooled("nnrnn/copy").diffs
     assert [len(g.records) for g in ev.groups("nnrnn/copy")] == [3, 2]  # both rows stay
