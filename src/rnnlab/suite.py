@@ -9,6 +9,9 @@ A suite is a TOML file (shipped ones live in ``rnnlab/suites/``)::
     set = ["train.steps=1000"]          # optional overrides for every run
     metrics = ["test/loss"]              # columns of the summary table
 
+    [analyze]                            # optional: the analysis recorded for each finished
+    "nnrnn/copy" = "schur"               #   run of a preset (analysis.json, rnnlab.analysis.record)
+
     [grid]                               # optional: every combination, x presets x seeds
     "optim.lr" = [1e-3, 3e-4]
     size = [{"model.hidden_size" = 64, "optim.lr" = 1e-3},   # a tied axis: a list of tables,
@@ -52,6 +55,9 @@ class Suite:
     #: train the seeds of each configuration as one batched model (rnnlab.ensemble): true, or
     #: the most members per ensemble; ``rnnlab suite --ensemble / --no-ensemble`` overrides it
     ensemble: bool | int = False
+    #: ``{preset: analysis}``: after training, each finished run of the preset gets its analysis
+    #: record (``analysis.json``, :mod:`rnnlab.analysis.record`: "jacobian" or "schur")
+    analyze: dict = field(default_factory=dict)
 
 
 def list_suites() -> list[str]:
@@ -78,7 +84,22 @@ def load_suite(name_or_path: str) -> Suite:
             f"got {suite.ensemble!r}"
         )
     grid_points(suite.grid, str(p))  # shape errors now; key errors when the runs are resolved
+    _check_analyze(suite, str(p))
     return suite
+
+
+def _check_analyze(suite: Suite, where: str) -> None:
+    from .analysis.record import KINDS
+
+    if not isinstance(suite.analyze, dict):
+        raise ConfigError(f'{where}: [analyze] must be a table of preset = analysis, e.g. "nnrnn/copy" = "schur"')
+    for preset, kind in suite.analyze.items():
+        if preset not in suite.presets:
+            raise ConfigError(
+                f"{where}: [analyze] names {preset!r}, which is not among the suite's presets {suite.presets}"
+            )
+        if kind not in KINDS:
+            raise ConfigError(f"{where}: [analyze] {preset!r} = {kind!r}: expected one of {list(KINDS)}")
 
 
 def _check_grid_key(key: str, where: str) -> None:
@@ -226,7 +247,26 @@ def run_suite(
 
     run = [job for job, _, _ in groups.values()] if ensemble else [job_for(p, ov, rd, data_dir) for p, ov, rd in todo]
     run_jobs(run, backend, parallel=jobs, address=address, log=log, on_result=record)
+    _analyze(suite, todo, statuses, data_dir, log)
     return runs_dir / suite.name
+
+
+def _analyze(suite: Suite, todo: list, statuses: dict, data_dir: str | None, log) -> None:
+    """The analysis records of the suite's ``[analyze]`` table, for each finished run that has
+    none made since its result (a failed analysis marks its run failed)."""
+    from .analysis.record import is_current, write_record
+
+    for preset, _ov, rd in todo:
+        rd = Path(rd)
+        kind = suite.analyze.get(preset)
+        if kind is None or not (rd / "result.json").exists() or is_current(rd):
+            continue
+        try:
+            write_record(rd, kind, preset, f"rnnlab suite {suite.name}", data_dir)
+            log(f"  [analysed] {rd} ({kind}: {rd / 'analysis.json'})")
+        except Exception as e:  # reported like a failed run; the run's own record stays
+            statuses[rd] = "failed"
+            log(f"  [failed] {rd}: the {kind} analysis: {type(e).__name__}: {e}")
 
 
 def main_suite(

@@ -453,7 +453,7 @@ def summary_line(roots, link: str = "REPRODUCTION.md") -> str:
 
 
 # --- collecting runs -------------------------------------------------------------------------
-RECORD_FILES = ("config.json", "result.json", "metrics.jsonl")
+RECORD_FILES = ("config.json", "result.json", "metrics.jsonl", "analysis.json")
 
 
 def _key_and_seed(d: Path):
@@ -470,7 +470,7 @@ def _key_and_seed(d: Path):
 
 def collect(runs_dir, out_dir) -> list[Path]:
     """Copy the small files of every finished run below ``runs_dir`` (config.json, result.json,
-    metrics.jsonl; never checkpoints) to the same relative place below ``out_dir``. A place that
+    metrics.jsonl and an analysis record, analysis.json; never checkpoints) to the same relative place below ``out_dir``. A place that
     already holds a record of another configuration or seed is never overwritten: the run goes
     beside it, into ``<place>-<config key>``, with a note."""
     runs_dir, out_dir = Path(runs_dir), Path(out_dir)
