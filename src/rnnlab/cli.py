@@ -272,7 +272,8 @@ def cmd_thresholds(args) -> int:
     from .config import ConfigError
     from .results import DMU_THRESHOLDS, threshold_counts
 
-    _at_least_one(args.steps_per_epoch, "--steps-per-epoch", "optimizer steps per epoch; the DMU presets use 10")
+    if args.steps_per_epoch is not None:
+        _at_least_one(args.steps_per_epoch, "--steps-per-epoch", "optimizer steps per epoch; the DMU presets use 10")
     try:
         ths = DMU_THRESHOLDS if args.thresholds is None else tuple(float(t) for t in args.thresholds.split(","))
     except ValueError:
@@ -922,8 +923,9 @@ def _parser_thresholds(sub) -> None:
     s.add_argument(
         "--steps-per-epoch",
         type=int,
-        default=10,
-        help="optimizer steps per epoch, >= 1 (DMU presets: 10), e.g. --steps-per-epoch 10",
+        default=None,
+        help="optimizer steps per epoch, >= 1 (default: the DMU protocol's 200 sequences over each run's "
+        "batch size, 10 for the presets' batch 20), e.g. --steps-per-epoch 10",
     )
     s.set_defaults(func=cmd_thresholds)
 

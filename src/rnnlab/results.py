@@ -217,6 +217,15 @@ def table(runs_dir: str | Path | list, metrics: list[str] | None = None, timing:
 #: the DMU protocol's validation-loss thresholds (DMU paper, Figs. 3-5): the one list used by
 #: ``rnnlab thresholds`` and the reproduction ledger's rows and claims
 DMU_THRESHOLDS = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
+#: the DMU protocol's epoch: 200 training sequences (Table X), so 200 / batch size optimizer steps
+DMU_SEQUENCES_PER_EPOCH = 200
+
+
+def dmu_steps_per_epoch(config: dict | None) -> Fraction | None:
+    """Optimizer steps per epoch of the DMU protocol for a run's saved configuration: 200
+    sequences over its batch size (10 at the presets' batch 20; None without a batch size)."""
+    batch = ((config or {}).get("train") or {}).get("batch_size")
+    return Fraction(DMU_SEQUENCES_PER_EPOCH, batch) if isinstance(batch, int) and batch > 0 else None
 
 
 def epoch_of(step: int, steps_per_epoch) -> int:
@@ -261,14 +270,15 @@ def threshold_counts(
     runs_dir: str | Path,
     metric: str = "val/loss",
     thresholds: tuple[float, ...] = DMU_THRESHOLDS,
-    steps_per_epoch: int = 1,
+    steps_per_epoch: int | None = None,
 ) -> dict[str, dict[float, list[int]]]:
     """The DMU paper's summary of synthetic runs: for each run name and loss threshold, how many
     of its runs (seeds) had reached ``metric <= threshold`` by each epoch (``first_reached``:
-    the evaluation at ``step`` counts for epoch ``epoch_of(step, steps_per_epoch)``). Returns
+    the evaluation at ``step`` counts for epoch ``epoch_of(step, steps_per_epoch)``; by default
+    each run's epoch is the protocol's 200 sequences, ``dmu_steps_per_epoch``). Returns
     ``{name: {threshold: [count at epoch 1, 2, ...]}}`` up to the last evaluated epoch. A run
     whose ``metrics.jsonl`` has no finite ``metric`` is left out with a note."""
-    if steps_per_epoch <= 0:
+    if steps_per_epoch is not None and steps_per_epoch <= 0:
         raise ValueError(f"--steps-per-epoch must be a positive number of optimizer steps, got {steps_per_epoch}")
     notes: list[str] = []
     results = find_results(runs_dir, notes)
@@ -292,13 +302,17 @@ def threshold_counts(
         if bad:
             notes.append(f"{path}: skipped unreadable line(s) {bad}")
         seen_metrics.update(k for row in rows for k in row if "/" in k)
-        reached = first_reached(rows, metric, thresholds, steps_per_epoch)
+        spe = steps_per_epoch or dmu_steps_per_epoch(r.get("config"))
+        if spe is None:
+            notes.append(f"left out {r['run_dir']}: no batch size in its config.json (give --steps-per-epoch)")
+            continue
+        reached = first_reached(rows, metric, thresholds, spe)
         if reached is None:
             notes.append(f"left out {r['run_dir']}: no {metric} in its metrics.jsonl")
             continue
         firsts[name].append(reached)
         last = max((row.get("step", 0) for row in rows if isinstance(row.get(metric), (int, float))), default=0)
-        horizon[name] = max(horizon[name], epoch_of(last, steps_per_epoch))
+        horizon[name] = max(horizon[name], epoch_of(last, spe))
     for n in notes:
         _note(n)
     if metric not in seen_metrics:

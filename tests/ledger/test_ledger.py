@@ -312,6 +312,26 @@ def test_one_threshold_rule_for_the_ledger_and_rnnlab_thresholds(tmp_path):
         epoch_of(1, 0)
 
 
+def test_thresholds_count_epochs_of_200_sequences_at_each_runs_batch(tmp_path, capsys):
+    """Without --steps-per-epoch, ``rnnlab thresholds`` takes each run's epoch from its batch as
+    the ledger does: 200 steps at batch 1, 10 at the presets' batch 20 (before: always 10, so a
+    batch-1 run's 10 epochs were printed as 200)."""
+    from rnnlab.cli import main
+    from rnnlab.results import threshold_counts
+
+    online = [{"step": s, "val/loss": 0.5 if s < 1000 else 0.005} for s in range(200, 2001, 200)]
+    write_record(tmp_path / "b1", "dmu/adding-dmu", 0, {"test/loss": 0.01}, ["train.batch_size=1"], metrics=online)
+    preset = [{"step": s, "val/loss": 0.5 if s < 50 else 0.005} for s in range(10, 101, 10)]
+    write_record(tmp_path / "b20", "dmu/adding-dmu", 0, {"test/loss": 0.01}, metrics=preset)
+    for d in ("b1", "b20"):  # both reach 1e-2 at the evaluation closing epoch 5 of 10
+        ((name, per),) = threshold_counts(tmp_path / d).items()
+        assert per[1e-2] == [0, 0, 0, 0, 1, 1, 1, 1, 1, 1], d
+        rec = records.load_records([tmp_path / d])[0][0]
+        assert rec.first_epochs()[1e-2] == 5  # the ledger's rule
+    assert main(["thresholds", str(tmp_path / "b1")]) == 0
+    assert "(of 10 epochs)" in capsys.readouterr().out
+
+
 def test_one_mean_and_std():
     from rnnlab import results
 

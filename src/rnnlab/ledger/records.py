@@ -28,11 +28,10 @@ import re
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
 
 from .. import config
-from ..results import DMU_THRESHOLDS, first_reached, mean_std
+from ..results import DMU_THRESHOLDS, dmu_steps_per_epoch, first_reached, mean_std
 from ..rundir import read_jsonl
 
 #: Flat configuration keys that do not change what a run computes (its name and description, the
@@ -48,8 +47,6 @@ BUDGET = (
     "train.eval_every",
     "train.eval_max_batches",
 )
-#: the DMU protocol's epoch: 200 training sequences
-DMU_SEQUENCES_PER_EPOCH = 200
 #: the commit from which ``result.json`` records the host's CPU, BLAS and the source hash
 PROVENANCE_SINCE = "4cfd480"
 
@@ -95,8 +92,7 @@ class Record:
     def first_epochs(self, thresholds=DMU_THRESHOLDS, metric: str = "val/loss") -> dict[float, int | None] | None:
         """The DMU protocol (``results.first_reached``): the first epoch of 200 sequences by
         which ``metric`` <= each threshold; None when the run logged no ``metric``."""
-        batch = self.config["train"]["batch_size"]
-        return first_reached(self.metrics(), metric, thresholds, Fraction(DMU_SEQUENCES_PER_EPOCH, batch))
+        return first_reached(self.metrics(), metric, thresholds, dmu_steps_per_epoch(self.config))
 
     def provenance(self) -> dict:
         """Where the record was made: commit (``+dirty``), source hash, CPU model, torch, BLAS,
