@@ -34,6 +34,7 @@ def test_a_suite_records_its_analyses_as_rnnlab_analyze_computes_them(tmp_path, 
     best = json.loads((a_run / "result.json").read_text())["best"]["step"]
     assert a["preset"] == "demo/asrnn" and a["seeds"] == [0] and a["steps"] == best
     assert "rnnlab suite tiny" in a["command"] and a["eps"] > 0
+    assert (a_run / "jacobian" / "jacobian.png").exists() and (n_run / "schur" / "schur_0.png").exists()
     # the same checkpoint through the command line, into another directory
     assert main(["analyze", "jacobian", str(a_run), "--which", "best", "--out", str(tmp_path / "j")]) == 0
     ((_, digest),) = json.loads((tmp_path / "j" / "jacobian.json").read_text()).items()

@@ -38,7 +38,7 @@ def write_record(run_dir, kind: str, preset: str, command: str, data_dir: str | 
     result = json.loads((run_dir / "result.json").read_text())
     step = result["best"]["step"]
     if kind == "jacobian":
-        from .jacobian import analyze_run, summarize
+        from .jacobian import analyze_run, plot_lag_spectra, summarize
 
         res = analyze_run(run_dir, which="best", data_dir=data_dir)
         digest = {label: summarize(r) for label, r in res.items()}
@@ -46,6 +46,11 @@ def write_record(run_dir, kind: str, preset: str, command: str, data_dir: str | 
         out = run_dir / "jacobian"
         out.mkdir(exist_ok=True)
         atomic_write_text(out / "jacobian.json", json.dumps(digest, indent=2, default=float) + "\n")
+        plot_lag_spectra(  # the figure `rnnlab analyze jacobian` draws
+            {k: r["spectrum"] for k, r in res.items()},
+            out / "jacobian.png",
+            title="singular values of J(t1 + lag, t1) along val sequence 0",
+        )
         values = {"lags": d["lags"], **({"theorem21": d["theorem21"]} if "theorem21" in d else {})}
         source = (
             f"rnnlab analyze jacobian on this run's best checkpoint (step {step:,}), validation sequence 0, "
