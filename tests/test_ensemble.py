@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import pytest
@@ -781,3 +782,39 @@ def test_bench_ensemble_in_miniature(tmp_path, monkeypatch, capsys):
         assert len(r["ensemble"]["step_s"]) == 2 and len(r["ensemble"]["step_loop_step_s"]) == 2
         assert r["ensemble_s"] == pytest.approx(ensemble_bench.full_run(r["ensemble"], 9, 3))
         assert r["speedup"] == pytest.approx(r["members"] * r["one_run_s"] / r["ensemble_s"])
+
+
+def test_ctrl_c_inside_the_batched_step_is_an_interrupt_not_a_crash(tmp_path, monkeypatch):
+    """A Ctrl-C that arrives inside the vmapped forward (here sent from the LSTM kernel itself,
+    at its 25th call) is raised after that step, outside vmap, every member keeping its last
+    checkpoint; the resume ends equal to an uninterrupted ensemble. Raised inside vmap at an
+    unlucky moment (in functorch's own layer bookkeeping, as CI saw once), the interrupt broke
+    functorch's layer stack and surfaced as a RuntimeError (an internal assertion): exit 1
+    instead of 130. The old code raised it inside vmap every time, as this test's traceback
+    check shows."""
+    import rnnlab.ensemble as E
+
+    kernel, calls = E.ensemble_lstm, [0]
+
+    def interrupted_kernel(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == 25:
+            os.kill(os.getpid(), signal.SIGINT)  # Python runs the handler at the next bytecode: in vmap
+        return kernel(*args, **kwargs)
+
+    cfg = _cfg(COPY, ["train.steps=30"])
+    train_ensemble(cfg, [0, 1], tmp_path / "ref", progress=False)
+    monkeypatch.setattr(E, "ensemble_lstm", interrupted_kernel)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        train_ensemble(cfg, [0, 1], tmp_path / "ens", progress=False)
+    frames = [f.f_code.co_filename for f, _ in traceback.walk_tb(caught.value.__traceback__)]
+    assert not [f for f in frames if "_functorch" in f], "raised inside vmap"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
+    for seed in (0, 1):
+        d = tmp_path / "ens" / f"seed{seed}"
+        assert torch.load(d / "checkpoint.pt", weights_only=False)["progress"]["step"] == 20
+        assert not (d / LOCK_NAME).exists()
+    monkeypatch.setattr(E, "ensemble_lstm", kernel)
+    train_ensemble(cfg, [0, 1], tmp_path / "ens", resume=True, progress=False)
+    for seed in (0, 1):
+        assert _record(tmp_path / "ref" / f"seed{seed}") == _record(tmp_path / "ens" / f"seed{seed}")

@@ -39,8 +39,10 @@ import contextlib
 import copy
 import dataclasses
 import json
+import signal
 import statistics
 import sys
+import threading
 import time
 import types
 from collections.abc import Callable, Sequence
@@ -572,27 +574,8 @@ class _Ensemble:
         )
         shown = start
         try:
-            while True:
-                alive = [m for m in self.members if m.training]
-                if not alive:
-                    break
-                low = min(m.run.prog.step for m in alive)
-                group = [m for m in alive if m.run.prog.step == low]  # members behind catch up first
-                self.step(group)
-                group = [m for m in group if m.training]
-                step = low + 1
-                if step % tc.eval_every == 0 or step == tc.steps:
-                    self.evaluate(group)
-                    if self.stop is not None and self.stop():  # every member has just checkpointed
-                        raise KeyboardInterrupt("stop requested: stopped at the members' checkpoints")
-                else:
-                    self.checkpoint_between(group)
-                    self.report(group, "progress")
-                self.finish([m for m in group if m.training and (m.run.prog.stopped or m.run.prog.step >= tc.steps)])
-                now = min((m.run.prog.step for m in self.members if m.training), default=tc.steps)
-                if now > shown:
-                    bar.update(now - shown)
-                    shown = now
+            with signals_between_steps() as handle_pending:
+                self._loop(bar, shown, handle_pending)
         finally:
             bar.close()
             for m in self.members:
@@ -600,6 +583,83 @@ class _Ensemble:
                     close_run(m.run)
                     _release(m)
                     m.status, m.error = "failed", "interrupted"
+
+    def _loop(self, bar, shown: int, handle_pending: Callable[[], None]) -> None:
+        tc = self.cfg.train
+        while True:
+            alive = [m for m in self.members if m.training]
+            if not alive:
+                break
+            low = min(m.run.prog.step for m in alive)
+            group = [m for m in alive if m.run.prog.step == low]  # members behind catch up first
+            self.step(group)
+            handle_pending()  # a Ctrl-C during the batched step raises here, outside vmap
+            group = [m for m in group if m.training]
+            step = low + 1
+            if step % tc.eval_every == 0 or step == tc.steps:
+                self.evaluate(group)
+                if self.stop is not None and self.stop():  # every member has just checkpointed
+                    raise KeyboardInterrupt("stop requested: stopped at the members' checkpoints")
+            else:
+                self.checkpoint_between(group)
+                self.report(group, "progress")
+            handle_pending()
+            self.finish([m for m in group if m.training and (m.run.prog.stopped or m.run.prog.step >= tc.steps)])
+            now = min((m.run.prog.step for m in self.members if m.training), default=tc.steps)
+            if now > shown:
+                bar.update(now - shown)
+                shown = now
+
+
+#: the signals whose Python handlers :func:`signals_between_steps` holds back (Ctrl-C, and the
+#: user signals by which a process pool asks its workers to stop)
+HELD_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGUSR1", "SIGUSR2") if hasattr(signal, n))
+
+
+@contextlib.contextmanager
+def signals_between_steps():
+    """While inside, a signal of :data:`HELD_SIGNALS` with a Python handler (Ctrl-C's
+    KeyboardInterrupt, a pool's stop signals) is held back, and the yielded function runs the
+    held handlers: the ensemble calls it between its batched steps.
+
+    A KeyboardInterrupt raised inside ``torch.func.vmap`` leaves functorch's layer stack
+    broken: its clean-up fails with an internal assertion (``!dynamicLayerStack.empty()``)
+    that replaces the interrupt, and the process ended as a crash (exit 1) instead of an
+    interrupted run (exit 130). A second Ctrl-C while the first is held raises at once, for a
+    step that takes too long. Only in the main thread (elsewhere Python runs no handler); the
+    old handlers come back on the way out, and one still held then runs after them, unless an
+    exception is already on its way."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: None
+        return
+    held: list[tuple[int, object]] = []
+    old: dict[int, Callable] = {}
+
+    def hold(signum, frame) -> None:
+        if signum == signal.SIGINT and any(s == signum for s, _ in held):
+            old[signum](signum, frame)  # pressed twice: now
+            return
+        held.append((signum, frame))
+
+    def run_held() -> None:
+        while held:
+            signum, frame = held.pop(0)
+            old[signum](signum, frame)
+
+    for s in HELD_SIGNALS:
+        h = signal.getsignal(s)
+        if callable(h):
+            old[s] = h
+            signal.signal(s, hold)
+    try:
+        yield run_held
+    except BaseException:
+        held.clear()
+        raise
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    run_held()
 
 
 def _release(m: Member) -> None:
