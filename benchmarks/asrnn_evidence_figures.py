@@ -1,7 +1,11 @@
-"""Figures of the asRNN copy evidence run for docs/asrnn.md: the training and validation loss
-against the memoryless baseline, from a run directory's metrics.jsonl.
+"""The asRNN copy evidence figure for docs/asrnn.md: training and validation loss of one or more
+committed copy runs against the memoryless baseline, from each record's metrics.jsonl, each
+curve labelled with the run's own configuration name.
 
-    PYTHONPATH=src python benchmarks/asrnn_evidence_figures.py runs/asrnn-copy-L1000 docs/asrnn-copy-L1000-loss.png
+    python benchmarks/asrnn_evidence_figures.py docs/asrnn-copy-L1000-loss.png \\
+        records/asrnn-copy-L1000/asrnn-copy-L1000/seed5544 \\
+        records/asrnn-copy-L1000-code/asrnn-copy-L1000-code/seed5544 \\
+        records/asrnn-copy-L1000/asrnn-copy-L1000-lstm/seed5544
 """
 
 import json
@@ -15,30 +19,44 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-def main(run_dir: str, out: str) -> None:
-    rows = [json.loads(ln) for ln in (Path(run_dir) / "metrics.jsonl").read_text().splitlines() if ln.strip()]
-    cfg = json.loads((Path(run_dir) / "config.json").read_text())
-    K, L = cfg["task"]["options"]["K"], cfg["task"]["options"]["L"]
-    baseline = K * math.log(8) / (L + 2 * K)
-    tr = [(r["step"], r["train/loss"]) for r in rows if "train/loss" in r]
-    va = [(r["step"], r["val/loss"]) for r in rows if "val/loss" in r]
+def _read(run_dir: str) -> tuple[dict, list[dict]]:
+    d = Path(run_dir)
+    rows = [json.loads(ln) for ln in (d / "metrics.jsonl").read_text().splitlines() if ln.strip()]
+    return json.loads((d / "config.json").read_text()), rows
+
+
+def main(out: str, *run_dirs: str) -> None:
+    if not run_dirs:
+        raise SystemExit("usage: asrnn_evidence_figures.py OUT.png RUN_DIR [RUN_DIR ...]")
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    ax.plot(*zip(*tr), lw=1.0, label="asRNN n=138: train loss (every 10 steps)")
-    ax.plot(*zip(*va), "o-", ms=3, lw=1.2, label="asRNN n=138: validation loss")
+    shape = None
+    for i, run_dir in enumerate(run_dirs):
+        cfg, rows = _read(run_dir)
+        K, L = cfg["task"]["options"]["K"], cfg["task"]["options"]["L"]
+        if shape not in (None, (K, L)):
+            raise SystemExit(f"{run_dir}: copy K={K}, L={L}, but the first run has K={shape[0]}, L={shape[1]}")
+        shape = (K, L)
+        tr = [(r["step"], r["train/loss"]) for r in rows if "train/loss" in r]
+        va = [(r["step"], r["val/loss"]) for r in rows if "val/loss" in r]
+        color = f"C{i}"
+        name = f"{cfg['name']} ({tr[-1][0]} of {cfg['train']['steps']} steps)"
+        ax.plot(*zip(*tr), lw=0.6, alpha=0.5, color=color)
+        ax.plot(*zip(*va), "o-", ms=2, lw=1.2, color=color, label=f"{name}: validation (line: train)")
+        print(f"{run_dir}: last validation loss {va[-1][1]:.3g} at step {va[-1][0]}")
+    K, L = shape
+    baseline = K * math.log(8) / (L + 2 * K)
     ax.axhline(baseline, color="k", ls="--", lw=1, label=f"memoryless baseline K ln 8 / (L + 2K) = {baseline:.4f}")
     ax.set_yscale("log")
     ax.set_xlabel("optimizer step (batch 128)")
     ax.set_ylabel("cross-entropy per position")
-    ax.set_title(
-        f"copy task K={K}, L={L}: asRNN preset asrnn/copy-L{L}, {tr[-1][0]} of {cfg['train']['steps']} steps on CPU"
-    )
+    ax.set_title(f"copy task K={K}, L={L} on CPU, one seed each")
     ax.title.set_fontsize(9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
-    print(f"wrote {out}; last val loss {va[-1]} ; baseline {baseline:.5f}")
+    print(f"wrote {out}; baseline {baseline:.5f}")
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main(*sys.argv[1:])

@@ -360,8 +360,9 @@ def ledger(roots, command: str = COMMAND) -> str:
         "paper's count when smaller) and a test whose p-value or interval is shown; otherwise *inconclusive "
         "(why)*; *untested* without runs.",
         "",
-        f"{len(records) + len(left)} run records ({len(left)} left out of the evidence, listed below), "
-        f"{len(analyses)} analysis records.",
+        f"{len(records) + len(left)} run records "
+        + (f"({len(left)} left out of the evidence, listed below), " if left else "(none left out of the evidence), ")
+        + f"{len(analyses)} analysis records.",
         "",
     ]
     summary = ["## Summary", "", "Every line of the tables below, by section and status.", ""]
