@@ -101,8 +101,10 @@ def test_one_epoch_suites_cover_every_preset_once():
     # (steps, checkpoints between evaluations: the large models' one evaluation is hours away)
     suites = {
         "dmu-table4-1epoch": (429, 0),
-        "dmu-table4-1epoch-large": (429, 20),
-        "dmu-table4-1epoch-batch50": (1100, 50),
+        "dmu-table4-1epoch-kru": (429, 20),
+        "dmu-table4-1epoch-exprnn": (429, 20),
+        "dmu-table4-1epoch-fcurnn": (1100, 50),
+        "dmu-table4-1epoch-urnn": (1100, 50),
         "cornn-psmnist-1epoch": (458, 0),
         "lem-psmnist-1epoch": (429, 0),
     }
