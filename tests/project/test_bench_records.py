@@ -39,6 +39,20 @@ def _bench_blocks():
 # --- the committed docs and records -------------------------------------------------------
 
 
+def test_every_run_table_in_the_docs_is_what_its_records_give():
+    """A ``<!-- table: DIR -->`` block anywhere in the docs (run records quoted in prose, such as
+    docs/asrnn.md's copy evidence) is what its records render today."""
+    found = [
+        (md, m.group("args"), m.group("body"))
+        for md in DOCS
+        for m in docsync.BLOCK.finditer(md.read_text())
+        if m.group("kind") == "table"
+    ]
+    assert len(found) >= 3
+    stale = [f"{md.relative_to(ROOT)}: {args}" for md, args, body in found if body != docsync.render(args, md.parent)]
+    assert not stale, f"stale blocks (run python -m rnnlab.docsync FILE.md): {stale}"
+
+
 def test_every_generated_block_in_the_docs_is_what_its_record_gives():
     found = list(_bench_blocks())
     assert len(found) >= 10
