@@ -611,16 +611,11 @@ class _Ensemble:
                 shown = now
 
 
-#: the signals whose Python handlers :func:`signals_between_steps` holds back (Ctrl-C, and the
-#: user signals by which a process pool asks its workers to stop)
-HELD_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGUSR1", "SIGUSR2") if hasattr(signal, n))
-
-
 @contextlib.contextmanager
 def signals_between_steps():
-    """While inside, a signal of :data:`HELD_SIGNALS` with a Python handler (Ctrl-C's
-    KeyboardInterrupt, a pool's stop signals) is held back, and the yielded function runs the
-    held handlers: the ensemble calls it between its batched steps.
+    """While inside, every signal with a Python handler (Ctrl-C's KeyboardInterrupt, the stop
+    signals a process pool installs in its workers) is held back, and the yielded function
+    runs the held handlers: the ensemble calls it between its batched steps.
 
     A KeyboardInterrupt raised inside ``torch.func.vmap`` leaves functorch's layer stack
     broken: its clean-up fails with an internal assertion (``!dynamicLayerStack.empty()``)
@@ -646,7 +641,7 @@ def signals_between_steps():
             signum, frame = held.pop(0)
             old[signum](signum, frame)
 
-    for s in HELD_SIGNALS:
+    for s in signal.valid_signals():
         h = signal.getsignal(s)
         if callable(h):
             old[s] = h
