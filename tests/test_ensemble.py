@@ -692,14 +692,15 @@ def test_rnnlab_suite_ensemble_flags_override_the_suite_file(tmp_path):
 
 @pytest.mark.parametrize("task", ["adding", "temporal_order", "noisy_sequence"])
 def test_the_dmu_suites_at_51_seeds_train_each_module_as_ensembles(task, tmp_path):
-    """dmu-TASK-51: the modules of dmu-TASK at the paper's 51 seeds, as ensembles; here two
-    seeds of each module for two steps (every module's ensemble path runs its task)."""
+    """dmu-TASK-51: the five modules at Table X's rates and the paper's 51 seeds, as ensembles;
+    here two seeds of each module for two steps (every module's ensemble path runs its task)."""
     import dataclasses
 
     from rnnlab.suite import load_suite, run_suite
 
-    suite, plain = load_suite(f"dmu-{task}-51"), load_suite(f"dmu-{task}")
-    assert suite.seeds == list(range(51)) and suite.ensemble is True and suite.presets == plain.presets
+    suite = load_suite(f"dmu-{task}-51")
+    modules = [f"dmu/{task}-{m}" for m in ("rnn", "lstm", "gru", "rhn", "dmu")]
+    assert suite.seeds == list(range(51)) and suite.ensemble is True and suite.presets == modules
     statuses: dict = {}
     run_suite(
         dataclasses.replace(suite, seeds=[0, 1]),
