@@ -33,6 +33,23 @@ def _close(a, b, atol=1e-6, rtol=0.0):
         torch.testing.assert_close(u, v, rtol=rtol, atol=atol)
 
 
+def _close_float32(a, b):
+    """Two float32 evaluations of the same layer by different kernels (a traced step loop or a
+    fused path against eager): each sum is rounded in its own order, so an element may differ by
+    a few units of float32 rounding *of the largest values in play*, not of itself (an
+    unbounded cell such as scoRNN's modReLU reaches |h| ~ 30, where 1e-6 absolute is under one
+    ulp; seen on an Intel Xeon, MKL's own summation order). Tolerance: 1e-5 relative plus 1e-6
+    absolute per unit of the output's largest magnitude; a real defect (a wrong weight, a lost
+    step) moves elements by far more."""
+
+    def leaves(t):
+        return [x for v in t for x in leaves(v)] if isinstance(t, (tuple, list)) else [t]
+
+    a, b = leaves(a), leaves(b)
+    scale = max(1.0, *(float(v.abs().max()) for v in b))
+    _close(a, b, atol=1e-6 * scale, rtol=1e-5)
+
+
 def test_every_family_has_a_layer():
     assert set(FAMILY) == set(CELLS)
 
@@ -222,7 +239,7 @@ def test_jit_trace_of_every_layer(key):
         traced = torch.jit.trace(layer, (torch.randn(3, 7, 5),))
     x = torch.randn(3, 7, 5)  # new values: the trace is not a constant
     with torch.no_grad():
-        _close(traced(x), _eager(layer, x), atol=1e-6, rtol=1e-5)  # step loop vs fast path, float32
+        _close_float32(traced(x), _eager(layer, x))  # step loop vs fast path
 
 
 @pytest.mark.parametrize("key", sorted(CELLS))
@@ -233,7 +250,7 @@ def test_torch_export_of_every_layer(key):
     program = torch.export.export(layer, (torch.randn(3, 4, 5),), dynamic_shapes={"input": {0: batch}})
     x = torch.randn(6, 4, 5)  # another batch size, new values
     with torch.no_grad():
-        _close(program.module()(x), _eager(layer, x), atol=1e-6, rtol=1e-5)
+        _close_float32(program.module()(x), _eager(layer, x))
 
 
 # torch's compiler warns about its own internals while tracing autograd Functions (not our code)
@@ -271,7 +288,7 @@ def test_torch_compile_inductor_of_the_papers_layers(key):
     x = torch.randn(3, 7, 5, requires_grad=True)
     compiled = torch.compile(layer)
     want, got = layer(x)[0], compiled(x)[0]
-    _close(got, want, atol=1e-6, rtol=1e-5)  # float32: inductor fuses and reorders the sums
+    _close_float32(got, want)  # inductor fuses and reorders the sums
     gw = torch.autograd.grad(want.square().sum(), [x, *layer.parameters()])
     gg = torch.autograd.grad(got.square().sum(), [x, *layer.parameters()])
     # normwise over all gradients: float32 sums in another order (some of asRNN's gradients are
