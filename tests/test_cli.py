@@ -110,7 +110,7 @@ def test_thresholds_summary(tmp_path, capsys):
 def test_suite_runs_in_parallel_skips_done_runs_and_tabulates(tmp_path, capsys):
     from rnnlab.suite import list_suites, load_suite
 
-    assert {"demo", "dmu-adding", "henaff", "asrnn-copy"} <= set(list_suites())
+    assert {"demo", "dmu-adding", "henaff-T500", "asrnn-copy"} <= set(list_suites())
     for name in list_suites():  # every shipped suite names real presets
         from rnnlab.suite import _jobs
 
