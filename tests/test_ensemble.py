@@ -785,7 +785,7 @@ def test_bench_ensemble_in_miniature(tmp_path, monkeypatch, capsys):
         assert r["speedup"] == pytest.approx(r["members"] * r["one_run_s"] / r["ensemble_s"])
 
 
-def test_ctrl_c_inside_the_batched_step_is_an_interrupt_not_a_crash(tmp_path, monkeypatch):
+def test_ctrl_c_inside_the_batched_step_is_an_interrupt_not_a_crash(tmp_path, monkeypatch, request):
     """A Ctrl-C that arrives inside the vmapped forward (here sent from the LSTM kernel itself,
     at its 25th call) is raised after that step, outside vmap, every member keeping its last
     checkpoint; the resume ends equal to an uninterrupted ensemble. Raised inside vmap at an
@@ -803,6 +803,10 @@ def test_ctrl_c_inside_the_batched_step_is_an_interrupt_not_a_crash(tmp_path, mo
             os.kill(os.getpid(), signal.SIGINT)  # Python runs the handler at the next bytecode: in vmap
         return kernel(*args, **kwargs)
 
+    # Python's own Ctrl-C handler whatever an earlier in-process test left: an in-process Ray
+    # session can leave SIGINT ignored (conftest.default_sigint), and then the SIGINT below is lost
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
     cfg = _cfg(COPY, ["train.steps=30"])
     train_ensemble(cfg, [0, 1], tmp_path / "ref", progress=False)
     monkeypatch.setattr(E, "ensemble_lstm", interrupted_kernel)
