@@ -803,8 +803,8 @@ def test_ctrl_c_inside_the_batched_step_is_an_interrupt_not_a_crash(tmp_path, mo
             os.kill(os.getpid(), signal.SIGINT)  # Python runs the handler at the next bytecode: in vmap
         return kernel(*args, **kwargs)
 
-    # Python's own Ctrl-C handler whatever an earlier in-process test left: an in-process Ray
-    # session can leave SIGINT ignored (conftest.default_sigint), and then the SIGINT below is lost
+    # Python's own Ctrl-C handler whatever an earlier in-process test left: with SIGINT ignored
+    # (as once in CI; conftest.default_sigint names an in-process Ray session) the one below is lost
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
     cfg = _cfg(COPY, ["train.steps=30"])
