@@ -19,6 +19,7 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
+import rnnlab
 from rnnlab import config
 from rnnlab import device as dev
 from rnnlab import train as tr
@@ -151,6 +152,18 @@ FACTORIES = {
 }
 
 
+PACKAGE_DIR = Path(rnnlab.__file__).resolve().parent
+
+
+def _is_package_source(filename: str) -> bool:
+    """Whether ``filename`` is one of rnnlab's own source files: inside the installed package's
+    folder, whatever the folder the checkout (or this test file) lives in is called."""
+    try:
+        return Path(filename).resolve().is_relative_to(PACKAGE_DIR)
+    except (OSError, ValueError):
+        return False
+
+
 class FactoryAudit(TorchFunctionMode):
     """Records every tensor factory called from rnnlab's source without an explicit device."""
 
@@ -162,7 +175,7 @@ class FactoryAudit(TorchFunctionMode):
         kwargs = kwargs or {}
         if func in FACTORIES and kwargs.get("device") is None:
             caller = inspect.stack()[1]
-            if "/rnnlab/" in caller.filename.replace("\\", "/"):
+            if _is_package_source(caller.filename):
                 self.hits.append(f"{Path(caller.filename).name}:{caller.lineno} {func.__name__}")
         return func(*args, **kwargs)
 
