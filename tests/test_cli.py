@@ -63,9 +63,33 @@ def test_bad_input_exits_with_a_message(tmp_path, capsys):
     assert main(["table", str(tmp_path / "missing")]) == 1
 
 
+def test_the_result_lines_label_the_checkpoint_each_number_comes_from(tmp_path, capsys):
+    """The last evaluation's validation metrics and the best checkpoint's validation and test
+    metrics are printed on separate, labelled lines, each matching result.json."""
+    run = tmp_path / "run"
+    argv = ["train", "demo/lstm", "--set", "train.steps=12", "--set", "train.eval_every=4", "--out", str(run)]
+    assert main(argv + FAST) == 0
+    out = capsys.readouterr().out
+    r = json.loads((run / "result.json").read_text())
+    (last,) = [line for line in out.splitlines() if line.strip().startswith("last (step ")]
+    (best,) = [line for line in out.splitlines() if line.strip().startswith("best (step ")]
+    assert f"last (step {r['steps']}):" in last and "test/" not in last
+    assert f"best (step {r['best']['step']}, by {r['select_metric']}):" in best
+    for k, v in r["final"].items():
+        assert f"{k}={v:.4g}" in last
+    for k, v in r["test"].items():
+        assert f"{k}={v:.4g}" in best and k.startswith("test/")
+
+
 def test_demo_end_to_end(tmp_path, capsys):
     assert main(["demo", "--out", str(tmp_path), "--steps", "3"]) == 0
     out = capsys.readouterr().out
+    from rnnlab.results import copy_verdict
+
+    for name in ("demo-lstm", "demo-asrnn", "demo-nnrnn", "demo-dmu", "demo-ltrnn"):  # one sentence each
+        (path,) = tmp_path.glob(f"{name}-*/result.json")  # the name carries the overridden steps' key
+        result = json.loads(path.read_text())
+        assert copy_verdict(result)[1] in out.splitlines()
     assert "memoryless baseline" in out and "demo-lstm" in out and "demo-asrnn" in out and "demo-ltrnn" in out
     assert (tmp_path / "loss.png").stat().st_size > 1000
     assert "test/recall_accuracy" in (tmp_path / "table.md").read_text()

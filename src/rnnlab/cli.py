@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import sys
 from pathlib import Path
 
@@ -154,11 +155,22 @@ def _run_dir(args, cfg) -> Path:
 
 
 def _print_result(r: dict) -> None:
-    scores = {**r["final"], **r.get("test", {})}
-    parts = [f"{k}={v:.4g}" for k, v in scores.items()]
-    base = ", ".join(f"{k}={v:.4g}" for k, v in r["baseline"].items())
+    """The result of a run, each number labelled with the checkpoint it comes from: the last
+    evaluation's validation metrics, then the best checkpoint's (selected by its validation
+    metric), which is the one the test metrics were computed on."""
+    fmt = lambda d: "  ".join(f"{k}={v:.4g}" for k, v in d.items())  # noqa: E731
     print(f"{r['name']} (seed {r['seed']}): {r['steps']} steps in {r['wall_time_s']:.1f}s [{r['stopped']}]")
-    print("  " + "  ".join(parts))
+    if r.get("final"):
+        print(f"  last (step {r['steps']}): {fmt(r['final'])}")
+    best = dict(r.get("best") or {})
+    test = r.get("test", {})
+    if best or test:
+        step = best.pop("step", None)
+        where = f"step {step}" if step is not None else "step unknown"
+        select = r.get("select_metric")
+        label = f"best ({where}, by {select})" if select else f"best ({where})"
+        print(f"  {label}: {fmt({**best, **test})}")
+    base = ", ".join(f"{k}={v:.4g}" for k, v in r["baseline"].items())
     if base:
         print(f"  memoryless baseline: {base}")
 
@@ -239,8 +251,6 @@ def cmd_train(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    import json
-
     from .train import evaluate, load_run
 
     cfg, task, model = load_run(args.run, which=args.which, data_dir=args.data_dir, device=args.device, data=True)
@@ -428,7 +438,7 @@ def _demo_record(dirs: list[Path], png: Path, record: Path) -> None:
 
 def cmd_demo(args) -> int:
     from .plots import plot_curves
-    from .results import table
+    from .results import copy_verdict, table
 
     _at_least_one(args.steps, "--steps", "training steps per model; leave it out for the presets' 600")
     out = Path(args.out)
@@ -439,6 +449,9 @@ def cmd_demo(args) -> int:
     (out / "table.md").write_text(md + "\n")
     print()
     print(md)
+    print()
+    for d in dirs:  # one sentence per model, from its numbers
+        print(copy_verdict(json.loads((d / "result.json").read_text()))[1])
     print(f"\nwrote {png} and {out / 'table.md'}")
     if args.record:
         _demo_record(dirs, png, Path(args.record))
@@ -496,8 +509,6 @@ def _jacobian_summary(digest: dict) -> str:
 
 
 def cmd_analyze_jacobian(args) -> int:
-    import json
-
     from .analysis.jacobian import analyze_run, plot_lag_spectra, summarize
     from .config import ConfigError
 

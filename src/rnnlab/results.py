@@ -214,6 +214,33 @@ def table(runs_dir: str | Path | list, metrics: list[str] | None = None, timing:
     return "\n".join(lines)
 
 
+# The copy task's verdict (the demo's sentence, its record test): solved when the test loss is under
+# this fraction of the memoryless baseline and the recall of the copied symbols at least SOLVED_RECALL;
+# not solved when the loss is over UNSOLVED_FRACTION of the baseline; in between, no verdict.
+SOLVED_FRACTION = 0.1
+SOLVED_RECALL = 0.95
+UNSOLVED_FRACTION = 0.5
+
+
+def copy_verdict(result: dict) -> tuple[str | None, str]:
+    """The verdict on a copy-task run's ``result.json`` (``"solved"``, ``"not solved"`` or None for
+    in between) and one sentence that says why, from the best checkpoint's test metrics."""
+    test, base = result.get("test", {}), result.get("baseline", {}).get("loss")
+    loss, recall = test.get("test/loss"), test.get("test/recall_accuracy")
+    name = result.get("name", "run")
+    if loss is None or recall is None or not base:
+        return None, f"{name}: no verdict (no test loss, recall or memoryless baseline recorded)"
+    why = f"test loss {loss:.3g} is {loss / base:.0%} of the memoryless baseline {base:.3g}, recall {recall:.3f}"
+    if loss < SOLVED_FRACTION * base and recall >= SOLVED_RECALL:
+        return "solved", f"{name}: solved ({why})"
+    if loss > UNSOLVED_FRACTION * base:
+        return "not solved", f"{name}: not solved ({why})"
+    return None, (
+        f"{name}: partly ({why}; solved means under {SOLVED_FRACTION:.0%} of the baseline with recall "
+        f">= {SOLVED_RECALL}, not solved over {UNSOLVED_FRACTION:.0%})"
+    )
+
+
 #: the DMU protocol's validation-loss thresholds (DMU paper, Figs. 3-5): the one list used by
 #: ``rnnlab thresholds`` and the reproduction ledger's rows and claims
 DMU_THRESHOLDS = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6)

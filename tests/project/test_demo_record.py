@@ -14,7 +14,7 @@ import pytest
 from rnnlab import config
 from rnnlab.cli import DEMO_METRICS, DEMO_PRESETS, main
 from rnnlab.docsync import blocks, render, sync
-from rnnlab.results import table
+from rnnlab.results import copy_verdict, table
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "docs" / "demo"
@@ -56,11 +56,19 @@ def test_record_was_made_from_the_demo_presets():
 
 def _verdict(result: dict) -> str | None:
     """ "solved" (test loss under 10% of the memoryless baseline, recall >= 0.95), "not solved"
-    (over half of it), else None (in between: no verdict)."""
-    loss, base = result["test"]["test/loss"], result["baseline"]["loss"]
-    if loss < 0.1 * base and result["test"]["test/recall_accuracy"] >= 0.95:
-        return "solved"
-    return "not solved" if loss > 0.5 * base else None
+    (over half of it), else None (in between: no verdict): the demo's own rule."""
+    return copy_verdict(result)[0]
+
+
+def test_the_copy_verdict_rule_on_known_answers():
+    base = {"name": "r", "baseline": {"loss": 0.4}}
+    assert copy_verdict({**base, "test": {"test/loss": 0.039, "test/recall_accuracy": 0.95}})[0] == "solved"
+    # loss low but recall short of 0.95, or loss just over 10%: neither solved nor not solved
+    assert copy_verdict({**base, "test": {"test/loss": 0.039, "test/recall_accuracy": 0.94}})[0] is None
+    assert copy_verdict({**base, "test": {"test/loss": 0.041, "test/recall_accuracy": 1.0}})[0] is None
+    verdict, sentence = copy_verdict({**base, "test": {"test/loss": 0.21, "test/recall_accuracy": 0.2}})
+    assert verdict == "not solved" and sentence.startswith("r: not solved (test loss 0.21 is 52% of")
+    assert copy_verdict({"name": "r", "test": {}})[0] is None
 
 
 def test_record_names_its_host_and_every_model_has_a_verdict():
