@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from rnnlab import doctor
-from rnnlab.cells import CELLS
+from rnnlab.cells import CELLS, layers
 from rnnlab.cli import main
 from rnnlab.kernels import recurrence
 from rnnlab.kernels import triton_recurrence as tr
@@ -45,7 +45,7 @@ def _rows(text):
 
 def test_doctor_subset_passes_on_cpu(capsys, tmp_path):
     out_file = tmp_path / "doctor.md"
-    code, out, err = _doctor(capsys, "--quick", *SUBSET, "-o", str(out_file))
+    code, out, err = _doctor(capsys, "--quick", *SUBSET, "-v", "-o", str(out_file))
     assert code == 0, out[-3000:] + err[-2000:]
     rows = _rows(out)
     assert rows and all(r[4] == "ok" for r in rows), [r for r in rows if r[4] != "ok"]
@@ -60,6 +60,34 @@ def test_doctor_subset_passes_on_cpu(capsys, tmp_path):
     # every error is a number below its tolerance, as the table says
     for r in rows:
         assert float(r[2]) <= float(r[3])
+
+
+def test_doctor_answers_first_and_shows_only_the_mismatches_without_v(capsys, monkeypatch):
+    """Without -v: what was checked, the summary, the mismatched rows only, and where the rest
+    is; no ThreadsWarning of rnnlab's own (the checks run tiny layers on two threads)."""
+    import warnings
+
+    real = recurrence._activate
+
+    def wrong(z, out, activation, bias, scratch):
+        real(z, out, activation, bias, scratch)
+        if activation == "tanh":
+            out.mul_(1 + 1e-4)
+
+    monkeypatch.setattr(recurrence, "_activate", wrong)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)  # the warning's condition, on any host
+    monkeypatch.setattr(layers, "_threads_warned", False)  # it is shown once per process
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code, out, err = _doctor(capsys, "--quick", "--sections", "kernel,cell", "--cells", "rnn")
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0].startswith("rnnlab doctor on cpu") and " mismatched" in lines[1]
+    rows = _rows(out)
+    assert rows and all(r[4] == "**MISMATCH**" for r in rows)
+    assert lines[-1].startswith("(all ") and "printed with -v" in lines[-1]
+    assert not [w for w in caught if "ThreadsWarning" in type(w.message).__name__], [str(w.message) for w in caught]
+    assert "ThreadsWarning" not in err
 
 
 def test_doctor_covers_every_cell_family():
@@ -89,7 +117,7 @@ def test_doctor_fails_on_an_injected_mismatch(capsys, monkeypatch, where):
                 g.mul_(1 + 1e-4)
 
         monkeypatch.setattr(recurrence, "_times_derivative_", wrong)
-    code, out, _ = _doctor(capsys, "--quick", "--sections", "kernel,cell,train", "--cells", "rnn")
+    code, out, _ = _doctor(capsys, "--quick", "--sections", "kernel,cell,train", "--cells", "rnn", "-v")
     assert code == 1
     status = {(r[0], r[1]): r[4] for r in _rows(out)}
     for dt in ("float64", "float32"):
@@ -99,7 +127,7 @@ def test_doctor_fails_on_an_injected_mismatch(capsys, monkeypatch, where):
         assert status[("cell rnn nonlinearity=relu", dt)] == "ok"
         assert status[("cell rnn nonlinearity=tanh backend=native", dt)] == "ok"
     assert status[("train rnn nonlinearity=tanh", "float64")] == "**MISMATCH**"
-    summary = out.strip().splitlines()[-1]
+    summary = out.splitlines()[1]  # the answer comes first, under the line naming what was checked
     assert "mismatched: " in summary and "cell rnn nonlinearity=tanh (float64)" in summary
 
 
@@ -114,7 +142,7 @@ def test_doctor_fails_when_the_triton_guard_fell_back(capsys, monkeypatch):
             ("cuda:0", "float32", 16, "modrelu", True): "max error 3.1e-03 > 1e-04",
         },
     )
-    code, out, _ = _doctor(capsys, "--quick", "--sections", "kernel", "--cells", "rnn")
+    code, out, _ = _doctor(capsys, "--quick", "--sections", "kernel", "--cells", "rnn", "-v")
     assert code == 1
     status = {r[0]: (r[4], r[5]) for r in _rows(out)}
     assert status["triton guard cuda:0 H<=16 tanh"][0] == "ok"

@@ -569,6 +569,7 @@ def cmd_doctor(args) -> int:
         cells=args.cells,
         with_kernel_table=args.kernel_table,
         output=args.output,
+        verbose=args.verbose,
     )
 
 

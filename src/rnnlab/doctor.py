@@ -732,7 +732,10 @@ def add_arguments(p) -> None:
         help="CUDA only: also the Triton kernel's registers, spills and time against the fused loop "
         "for H = 32 ... 256 (forced past the limit), e.g. to check the documented register arithmetic (device.md)",
     )
-    p.add_argument("-o", "--output", help="also write the table to this file, e.g. -o doctor.md")
+    p.add_argument("-o", "--output", help="also write every row to this file, e.g. -o doctor.md")
+    p.add_argument(
+        "-v", "--verbose", action="store_true", help="print every row, not only the summary and the mismatches"
+    )
 
 
 def main_doctor(
@@ -742,21 +745,39 @@ def main_doctor(
     cells: str | None = None,
     with_kernel_table: bool = False,
     output: str | None = None,
+    verbose: bool = False,
 ) -> int:
-    """Print the table (``rnnlab doctor``); 0 when every row is ok or skipped, 1 on a mismatch."""
+    """Print the answer (``rnnlab doctor``): what was checked, the one-line summary, then the rows
+    that mismatched; every row with ``verbose`` (and always in ``output``). 0 when every row is
+    ok or skipped, 1 on a mismatch."""
+    import warnings
+
+    from .cells import ThreadsWarning
     from .device import resolve_device
 
     where = resolve_device(device, what="--device")
     picked = tuple(s.strip() for s in sections.split(",") if s.strip())
     families = tuple(c.strip() for c in cells.split(",") if c.strip()) if cells else None
     start = time.perf_counter()
-    rows = run(where, quick=quick, sections=picked, cells=families)
-    parts = [environment(where), "", table(rows), "", summary(rows, where, time.perf_counter() - start)]
+    with warnings.catch_warnings():
+        # the checks run tiny layers on purpose: rnnlab's advice on threads for speed is not the
+        # user's to act on here
+        warnings.simplefilter("ignore", ThreadsWarning)
+        rows = run(where, quick=quick, sections=picked, cells=families)
+    head = [environment(where), summary(rows, where, time.perf_counter() - start)]
+    full = [*head, "", table(rows)]
     if with_kernel_table:
-        parts += ["", kernel_table(where)]
-    text = "\n".join(parts)
-    print(text)
+        full += ["", kernel_table(where)]
+    bad = [r for r in rows if r.ok is False]
+    if verbose:
+        shown = full
+    else:
+        where_all = f"written to {output}" if output else "printed with -v"
+        shown = head + (["", table(bad)] if bad else []) + [f"(all {len(rows)} rows: {where_all})"]
+        if with_kernel_table:
+            shown += ["", kernel_table(where)]
+    print("\n".join(shown))
     if output:
         with open(output, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
-    return 1 if any(r.ok is False for r in rows) else 0
+            f.write("\n".join(full) + "\n")
+    return 1 if bad else 0
