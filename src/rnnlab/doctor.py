@@ -734,7 +734,10 @@ def add_arguments(p) -> None:
     )
     p.add_argument("-o", "--output", help="also write every row to this file, e.g. -o doctor.md")
     p.add_argument(
-        "-v", "--verbose", action="store_true", help="print every row, not only the summary and the mismatches"
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="print every row, not only the summary and the mismatches, e.g. rnnlab doctor -v",
     )
 
 
