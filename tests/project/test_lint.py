@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PATHS = ["src", "tests", "benchmarks", "tools"]
+PATHS = ["src", "tests", "benchmarks", "tools", "examples"]
 
 
 def _ruff() -> list[str]:

@@ -54,3 +54,11 @@ def test_api_reference_builds(tmp_path):
     assert "load_run" in page and "weights_only=True" in page  # a docstring made it through
     for mod in ("cells", "tasks", "parametrize", "results", "docsync"):
         assert (tmp_path / "rnnlab" / f"{mod}.html").exists()
+
+
+def test_the_package_is_marked_typed():
+    """PEP 561: a py.typed marker in the package, shipped as package data (the wheel test checks
+    it is installed), so type checkers read rnnlab's annotations."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert (SRC / "rnnlab" / "py.typed").is_file()
+    assert "py.typed" in project["tool"]["setuptools"]["package-data"]["rnnlab"]

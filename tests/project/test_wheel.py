@@ -136,6 +136,7 @@ def test_wheel_installed_outside_the_repo(tmp_path):
         "print(json.dumps({'file': rnnlab.__file__, 'version': meta['Version'],\n"
         "  'license': meta.get('License'), 'urls': meta.get_all('Project-URL'),\n"
         "  'license_files': [f for f in files if f.endswith('LICENSE')],\n"
+        "  'typed': [f for f in files if f.endswith('rnnlab/py.typed')],\n"
         "  'description': meta.get_payload() or meta.get('Description') or '',\n"
         "  'presets': c.list_presets(), 'suites': s.list_suites()}))\n"
     )
@@ -145,6 +146,7 @@ def test_wheel_installed_outside_the_repo(tmp_path):
     assert info["file"].startswith(str(env_dir)), info["file"]  # the wheel, not the checkout
     assert info["version"] == rnnlab.__version__ and info["license"] == "MIT"
     assert info["license_files"], "LICENSE is not in the wheel"
+    assert info["typed"], "py.typed is not in the wheel: type checkers would ignore rnnlab's annotations"
     urls = dict(u.split(", ", 1) for u in info["urls"])
     assert urls["Repository"] == BASE and urls["Issues"] == BASE + "/issues"
     assert "demo/asrnn" in info["presets"] and "nnrnn/copy" in info["presets"] and "demo" in info["suites"]
