@@ -5,7 +5,8 @@ The paper's claim is that the orthogonal start solves the copy task where the id
 not. This reruns both presets at a delay of L=50 (the paper: 500 and more) for a few hundred
 steps and plots their validation recall, the fraction of copied symbols recalled. At this small
 budget the curves need not show the paper's ordering (at the defaults neither model solves the
-task, and their order can be the reverse of the paper's); the reproduction ledger (REPRODUCTION.md) has the full-budget runs. Run it:
+task, and their order can be the reverse of the paper's); the reproduction ledger
+(REPRODUCTION.md) has the full-budget runs. Run it:
 
     python examples/henaff_copy_small.py [--steps 600] [--L 50] [--out runs/henaff-small]
 """
