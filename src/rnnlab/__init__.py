@@ -39,6 +39,7 @@ _CELLS = (
     "unroll",
     "from_torch",
     "to_torch",
+    "export_onnx",
     "ThreadsWarning",
     "MomentumLSTM",
     "MomentumLSTMCell",

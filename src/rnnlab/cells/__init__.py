@@ -37,6 +37,7 @@ from .layers import (
     to_torch,
 )
 from .ltrnn import LTRNNCell
+from .onnx import export_onnx
 from .momentum import MomentumLSTMCell
 from .nnrnn import NNRNNCell
 from .orthogonal import ExpRNNCell, OrthogonalRNNCell, SCORNNCell
@@ -81,6 +82,7 @@ __all__ = [
     "saturating",
     "from_torch",
     "to_torch",
+    "export_onnx",
     "ThreadsWarning",
     "RNNCell",
     "IRNNCell",
