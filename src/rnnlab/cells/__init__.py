@@ -37,9 +37,9 @@ from .layers import (
     to_torch,
 )
 from .ltrnn import LTRNNCell
-from .onnx import export_onnx
 from .momentum import MomentumLSTMCell
 from .nnrnn import NNRNNCell
+from .onnx import export_onnx
 from .orthogonal import ExpRNNCell, OrthogonalRNNCell, SCORNNCell
 from .oscillator import CoRNNCell, LEMCell
 from .softorth import SoftOrthRNNCell
