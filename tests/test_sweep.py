@@ -803,3 +803,14 @@ def test_a_killed_sweep_worker_is_reported_and_its_trial_retried_once(tmp_path):
     assert retries[0].params == trials[0].params and retries[0].user_attrs["run_dir"] == "trials/trial-0000"
     assert sum(t.state.name == "COMPLETE" for t in trials) >= 2
     assert [e for e, _, _ in _attempts(out / "trials" / "trial-0000")] == ["start", "start", "end"]
+
+
+def test_without_optuna_the_sweep_stops_in_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    """Optuna missing (it is the extra rnnlab[sweep]): a one-line error naming the extra, and no
+    (empty) sweep directory left behind."""
+    monkeypatch.setitem(sys.modules, "optuna", None)
+    runs = tmp_path / "runs"
+    assert main(["sweep", "demo-lstm", "--runs-dir", str(runs)]) == 2
+    err = capsys.readouterr().err
+    assert "rnnlab[sweep]" in err and len(err.strip().splitlines()) == 1
+    assert not runs.exists()

@@ -948,6 +948,7 @@ def run_sweep(
     :class:`SweepError` when ``sw.max_failures`` trials in a row failed (after the report), and
     KeyboardInterrupt on Ctrl-C (the running trials stop at a checkpoint and are re-queued)."""
     _check_run_args(sw, workers, backend, heartbeat, db_timeout)
+    import_optuna()  # before anything is written: no empty directory is left without Optuna
     out = Path(out).expanduser().absolute()
     url = absolute_url(storage or default_storage(out))
     data_dir = None if data_dir is None else str(Path(data_dir).expanduser().absolute())
