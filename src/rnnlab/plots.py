@@ -41,6 +41,33 @@ def metric_names(run_dir: str | Path) -> set[str]:
     return {k for row in rows for k in row if "/" in k}
 
 
+def _result(run_dir) -> dict | None:
+    """A run's result.json, or None when it is missing or broken (a broken one costs the legend
+    its name, not the plot)."""
+    path = Path(run_dir) / "result.json"
+    try:
+        r = json.loads(path.read_text()) if path.exists() else None
+    except (OSError, ValueError):
+        return None
+    return r if isinstance(r, dict) and "name" in r else None
+
+
+def legend_labels(run_dirs: list, results: list[dict | None]) -> list[str]:
+    """One legend entry per run: its name, with its seed where several runs share the name, and
+    with its directory where name and seed still repeat (two configurations of one preset)."""
+    base = [r["name"] if r is not None else Path(rd).name for rd, r in zip(run_dirs, results)]
+    out = []
+    for r, name in zip(results, base):
+        label = name
+        if base.count(name) > 1 and r is not None and "seed" in r:
+            label = f"{name} (seed {r['seed']})"
+        out.append(label)
+    return [
+        f"{label} [{Path(rd).parent.name}/{Path(rd).name}]" if out.count(label) > 1 else label
+        for rd, label in zip(run_dirs, out)
+    ]
+
+
 def plot_curves(
     run_dirs: list[str | Path],
     out: str | Path,
@@ -65,21 +92,15 @@ def plot_curves(
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
     baselines = {}
-    for i, rd in enumerate(run_dirs):
+    results = [_result(rd) for rd in run_dirs]
+    names = labels or legend_labels(run_dirs, results)
+    for i, r in enumerate(results):
         steps, values = curves[i]
-        label = labels[i] if labels else Path(rd).name
-        result = Path(rd) / "result.json"
-        try:
-            r = json.loads(result.read_text()) if result.exists() else None
-            r = r if isinstance(r, dict) and "name" in r else None
-        except (OSError, ValueError):
-            r = None  # a broken result.json costs the legend its name, not the plot
         if r is not None:
-            label = labels[i] if labels else r["name"]
             b = r.get("baseline", {}).get(metric.split("/")[-1])
             if b is not None:
                 baselines[round(b, 6)] = b
-        ax.plot(steps, values, label=label, lw=1.2)
+        ax.plot(steps, values, label=names[i], lw=1.2)
     for b in baselines.values():
         ax.axhline(b, color="k", ls="--", lw=1, label=f"memoryless baseline {b:.4g}")
     if logy:
