@@ -60,7 +60,7 @@ def test_bad_input_exits_with_a_message(tmp_path, capsys):
     assert "stepz" in err and "valid keys" in err
     assert main(["train", "nope", "--out", str(tmp_path)]) == 2
     assert "rnnlab list presets" in capsys.readouterr().err
-    assert main(["table", str(tmp_path / "missing")]) == 1
+    assert main(["table", str(tmp_path / "missing")]) == 2  # a path that does not exist: usage
 
 
 def test_the_result_lines_label_the_checkpoint_each_number_comes_from(tmp_path, capsys):

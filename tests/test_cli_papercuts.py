@@ -202,3 +202,32 @@ def test_the_demo_suite_says_which_models_it_runs():
     for cell, name in NAMES.items():  # and no model it does not run
         if cell not in {config.load(p).model.cell for p in suite.presets}:
             assert not re.search(rf"\b{re.escape(name)}\b", text), name
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "{tmp}/nope.toml"],
+        ["table", "{tmp}/nope"],
+        ["plot", "{tmp}/nope", "-o", "{tmp}/x.png"],
+        ["evaluate", "{tmp}/nope"],
+        ["export", "{tmp}/nope"],
+        ["analyze", "jacobian", "{tmp}/nope"],
+        ["thresholds", "{tmp}/nope"],
+        ["reproduce", "ledger", "{tmp}/nope"],
+        ["reproduce", "collect", "{tmp}/nope", "-o", "{tmp}/out"],
+        ["data", "verify", "nope"],
+        ["data", "download", "nope"],
+    ],
+)
+def test_a_name_or_path_that_does_not_exist_is_a_usage_error_everywhere(tmp_path, capsys, argv):
+    """The same kind of error gets the same exit code: a preset, runs folder, run directory or
+    dataset named on the command line that does not exist is a usage error (exit 2), with one
+    line naming what was given; nothing is created."""
+    from rnnlab.cli import main
+
+    args = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "nope" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

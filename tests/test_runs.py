@@ -283,4 +283,4 @@ def test_cli_evaluate_rescores_a_run(tmp_path, capsys):
     assert main(["evaluate", str(run), "--split", "test"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got == pytest.approx(json.loads((run / "result.json").read_text())["test"], rel=1e-12)
-    assert main(["evaluate", str(tmp_path / "nowhere")]) == 1
+    assert main(["evaluate", str(tmp_path / "nowhere")]) == 2  # a path that does not exist: usage

@@ -306,7 +306,9 @@ def cmd_plot(args) -> int:
 
     dirs = sorted({p.parent for d in args.runs for p in Path(d).rglob("metrics.jsonl")})
     if not dirs:
-        raise FileNotFoundError(f"no run directories (with metrics.jsonl) below {args.runs}")
+        from .rundir import NoSuchPath
+
+        raise NoSuchPath(f"no run directories (with metrics.jsonl) below {args.runs}")
     out = plot_curves(dirs, args.output, metric=args.metric, logy=not args.linear)
     print(f"wrote {out}")
     return 0
@@ -1165,10 +1167,10 @@ def _expected_errors() -> tuple[tuple, tuple]:
     """(errors reported in one line, those of them that are usage errors: exit 2). The
     trainer's own errors count only once it is imported, so light commands never import torch."""
     from .config import ConfigError
-    from .rundir import RunLocked
+    from .rundir import NoSuchPath, RunLocked
     from .tasks.data import DataError
 
-    usage: list = [ConfigError, RunLocked, ValueError]
+    usage: list = [ConfigError, RunLocked, ValueError, NoSuchPath]
     other: list = [FileNotFoundError, DataError]
     train = sys.modules.get(f"{__package__}.train")
     if train is not None:

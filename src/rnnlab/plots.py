@@ -16,7 +16,9 @@ def read_metrics(run_dir: str | Path, key: str) -> tuple[list[int], list[float]]
     steps, values = [], []
     path = Path(run_dir) / "metrics.jsonl"
     if not path.exists():
-        raise FileNotFoundError(f"{run_dir} has no metrics.jsonl (is it a run directory?)")
+        from .rundir import NoSuchPath
+
+        raise NoSuchPath(f"{run_dir} has no metrics.jsonl (is it a run directory?)")
     try:
         rows, bad = read_jsonl(path)
     except OSError as e:  # unreadable (permissions): this run is left out, the others are drawn

@@ -18,7 +18,7 @@ from collections import defaultdict
 from fractions import Fraction
 from pathlib import Path
 
-from .rundir import differences, read_jsonl, saved_config, saved_key
+from .rundir import NoSuchPath, differences, read_jsonl, saved_config, saved_key
 
 
 class UnknownMetric(ValueError):
@@ -38,7 +38,7 @@ def find_results(runs_dir: str | Path | list, notes: list[str] | None = None) ->
     paths = []
     for root in roots:
         if not root.exists():
-            raise FileNotFoundError(f"no such runs directory: {root}")
+            raise NoSuchPath(f"no such runs directory: {root}")
         paths += sorted(root.rglob("result.json"))
     out = []
     for p in paths:
@@ -365,7 +365,7 @@ def export_csv(run_dir: str | Path, out: str | Path | None = None) -> Path:
     run_dir = Path(run_dir)
     src = run_dir / "metrics.jsonl"
     if not src.exists():
-        raise FileNotFoundError(f"{run_dir} has no metrics.jsonl (is it a run directory?)")
+        raise NoSuchPath(f"{run_dir} has no metrics.jsonl (is it a run directory?)")
     rows = [json.loads(x) for x in src.read_text().splitlines() if x.strip()]
     columns = ["step"]
     for row in rows:

@@ -79,6 +79,11 @@ __all__ = [
 ]
 
 
+class NoSuchPath(FileNotFoundError):
+    """A path the user named does not exist, or is not what the command reads (a runs folder, a
+    run directory): a usage error, like an unknown preset (the CLI exits 2)."""
+
+
 class RunLocked(RuntimeError):
     """Another process holds the run directory's lock."""
 
@@ -715,9 +720,11 @@ def load_run(
         raise ValueError(f"which must be 'best' or 'last', got {which!r}")
     device = resolve_device(device or "cpu")
     path = Path(path)
+    if not path.exists():
+        raise NoSuchPath(f"{path} does not exist; give a run directory (it holds config.json) or a checkpoint in one")
     files = RunFiles(path if path.is_dir() else path.parent)
     if not files.config.exists():
-        raise FileNotFoundError(f"{files.root} is not a run directory: config.json is missing")
+        raise NoSuchPath(f"{files.root} is not a run directory: config.json is missing")
     cfg = load_json(files.config)
     task = _load_task(cfg, files, data_dir, data)
     model = build_model(cfg.model, task)

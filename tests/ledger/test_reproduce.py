@@ -327,7 +327,7 @@ def test_cli_ledger_and_a_missing_directory(tmp_path, capsys):
     assert main(["reproduce", "ledger", str(tmp_path / "rec"), "-o", str(out)]) == 0
     text = out.read_text()
     assert "| asRNN, sMNIST (n=122, 16K params) | test/accuracy | 0.9889 [1 run] | 0.9889 +- 0 (1 seed) |" in text
-    assert main(["reproduce", "ledger", str(tmp_path / "nope")]) == 1
+    assert main(["reproduce", "ledger", str(tmp_path / "nope")]) == 2  # a path that does not exist: usage
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no such records directory" in err[0]
 

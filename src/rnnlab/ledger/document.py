@@ -476,7 +476,9 @@ def collect(runs_dir, out_dir) -> list[Path]:
     beside it, into ``<place>-<config key>``, with a note."""
     runs_dir, out_dir = Path(runs_dir), Path(out_dir)
     if not runs_dir.exists():
-        raise FileNotFoundError(f"no such runs directory: {runs_dir}")
+        from ..rundir import NoSuchPath
+
+        raise NoSuchPath(f"no such runs directory: {runs_dir}")
     copied = []
     for p in sorted(runs_dir.rglob("result.json")):
         src = p.parent

@@ -188,7 +188,9 @@ def load_records(roots) -> tuple[list[Record], list[Analysis], list[LeftOut]]:
     for root in roots:
         root = Path(root)
         if not root.exists():
-            raise FileNotFoundError(f"no such records directory: {root} (give the directories that hold run records)")
+            from ..rundir import NoSuchPath
+
+            raise NoSuchPath(f"no such records directory: {root} (give the directories that hold run records)")
         for p in sorted(root.rglob("result.json")):
             if p.resolve() in seen_paths:
                 continue

@@ -258,9 +258,13 @@ DATASETS: dict[str, Dataset] = {
 }
 
 
+class UnknownDataset(DataError, ValueError):
+    """A dataset name that rnnlab does not know: a usage error (the CLI exits 2)."""
+
+
 def get_dataset(name: str) -> Dataset:
     if name not in DATASETS:
-        raise DataError(f"unknown dataset {name!r}; known datasets: {sorted(DATASETS)}")
+        raise UnknownDataset(f"unknown dataset {name!r}; known datasets: {sorted(DATASETS)}")
     return DATASETS[name]
 
 
