@@ -222,9 +222,13 @@ DMU_SEQUENCES_PER_EPOCH = 200
 
 
 def dmu_steps_per_epoch(config: dict | None) -> Fraction | None:
-    """Optimizer steps per epoch of the DMU protocol for a run's saved configuration: 200
-    sequences over its batch size (10 at the presets' batch 20; None without a batch size)."""
-    batch = ((config or {}).get("train") or {}).get("batch_size")
+    """Optimizer steps per epoch of the DMU protocol for a run's saved configuration: its
+    ``train.epoch_steps`` where set (the paper protocol's 200 batches of 32), else 200 sequences
+    over its batch size (10 at the short protocol's batch 20; None without a batch size)."""
+    train = (config or {}).get("train") or {}
+    if isinstance(train.get("epoch_steps"), int) and train["epoch_steps"] > 0:
+        return Fraction(train["epoch_steps"])
+    batch = train.get("batch_size")
     return Fraction(DMU_SEQUENCES_PER_EPOCH, batch) if isinstance(batch, int) and batch > 0 else None
 
 

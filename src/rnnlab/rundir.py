@@ -46,7 +46,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import RUN_KEY_OMITS, ConfigError, as_dict, check_name, flatten, load_json
+from .config import RUN_KEY_OMITS, RUN_KEY_OMITS_AT_DEFAULT, ConfigError, as_dict, check_name, flatten, load_json
 
 LOCK_NAME = ".lock"
 
@@ -149,14 +149,16 @@ def is_finished(run_dir: str | Path, cfg=None) -> bool:
 
 def identity(cfg) -> dict:
     """The part of a resolved configuration that names a run, seed aside: the configuration
-    without ``config.RUN_KEY_OMITS`` (labels, ``train.seed``, execution keys)."""
+    without ``config.RUN_KEY_OMITS`` (labels, ``train.seed``, execution keys), and without the
+    keys of ``config.RUN_KEY_OMITS_AT_DEFAULT`` where they hold their default (keys added later:
+    an earlier run keeps its key)."""
     d = json.loads(json.dumps(as_dict(cfg), default=str))
-    for key in RUN_KEY_OMITS:
+    for key in (*RUN_KEY_OMITS, *RUN_KEY_OMITS_AT_DEFAULT):
         *sections, last = key.split(".")
         node = d
         for part in sections:
             node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict):
+        if isinstance(node, dict) and (key in RUN_KEY_OMITS or node.get(last) == RUN_KEY_OMITS_AT_DEFAULT[key]):
             node.pop(last, None)
     return d
 

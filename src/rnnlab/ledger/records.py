@@ -81,6 +81,10 @@ class Record:
         r = self.result
         if metric == "params":
             return (r.get("params") or {}).get("elements")
+        if metric == "params/recurrent":  # the whole network less its readout layer
+            whole = (r.get("params") or {}).get("elements")
+            readout = readout_elements(self.config)
+            return None if whole is None or readout is None else whole - readout
         if metric.startswith("baseline/"):
             return (r.get("baseline") or {}).get(metric.split("/", 1)[1])
         if metric == "time_per_step_s_gpu":
@@ -114,6 +118,26 @@ class Record:
     def has_provenance(self) -> bool:
         p = self.provenance()
         return bool((p["commit"] or p["source"]) and p["cpu"])
+
+
+_READOUTS: dict[str, int | None] = {}
+
+
+def readout_elements(cfg: dict) -> int | None:
+    """Parameter elements of the readout layer of the model a saved configuration builds (None
+    where it does not build here); cached per configuration."""
+    key = json.dumps(_resolved(cfg), sort_keys=True, default=str)
+    if key not in _READOUTS:
+        from ..model import build_model
+        from ..train import build_task
+
+        try:
+            run = config.from_dict(cfg)
+            model = build_model(run.model, build_task(run.task))
+            _READOUTS[key] = sum(p.numel() for p in model.readout.parameters())
+        except (config.ConfigError, AttributeError, KeyError, TypeError, ValueError):
+            _READOUTS[key] = None
+    return _READOUTS[key]
 
 
 @dataclass
@@ -298,7 +322,7 @@ def _is_budget(diff: str) -> bool:
 def _num(x, metric: str = "") -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
-    if metric == "params":
+    if metric.startswith("params"):
         return f"{x:,.0f}" if x < 1e4 else f"{x / 1e3:,.1f}K" if x < 1e6 else f"{x / 1e6:.2f}M"
     if x != 0 and (abs(x) < 1e-3 or abs(x) >= 1e5):
         return f"{x:.3g}"
