@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import sys
 from collections import defaultdict
 from fractions import Fraction
@@ -230,6 +231,12 @@ def dmu_steps_per_epoch(config: dict | None) -> Fraction | None:
         return Fraction(train["epoch_steps"])
     batch = train.get("batch_size")
     return Fraction(DMU_SEQUENCES_PER_EPOCH, batch) if isinstance(batch, int) and batch > 0 else None
+
+
+def median_epoch(epochs) -> float | None:
+    """The median of first epochs (the mean of the two middle ones for an even count), None for
+    none: the one median of the threshold rows and the claims' profiles."""
+    return statistics.median(epochs) if epochs else None
 
 
 def epoch_of(step: int, steps_per_epoch) -> int:

@@ -78,10 +78,10 @@ def test_of_two_duplicates_the_record_with_provenance_counts(tmp_path):
 def test_missing_or_empty_metrics_are_left_out_not_counted_as_never_reached(tmp_path):
     fast = [{"step": s, "val/loss": 0.05 if s < 50 else 0.009} for s in range(10, 1001, 10)]
     for seed in (0, 1, 2):
-        write_record(tmp_path, "dmu/adding-dmu", seed, {"test/loss": 0.01}, metrics=fast)
-    gone = write_record(tmp_path, "dmu/adding-dmu", 3, {"test/loss": 0.01}, metrics=fast)
+        write_record(tmp_path, "dmu/short/adding-dmu", seed, {"test/loss": 0.01}, metrics=fast)
+    gone = write_record(tmp_path, "dmu/short/adding-dmu", 3, {"test/loss": 0.01}, metrics=fast)
     (gone / "metrics.jsonl").unlink()
-    empty = write_record(tmp_path, "dmu/adding-dmu", 4, {"test/loss": 0.01}, metrics=[])
+    empty = write_record(tmp_path, "dmu/short/adding-dmu", 4, {"test/loss": 0.01}, metrics=[])
     text = ledger([tmp_path])
     assert "1e-02: 3/3 (median epoch 5)" in text and "/5" not in text.split("## Claims")[0]
     gone, empty = gone.relative_to(tmp_path.parent), empty.relative_to(tmp_path.parent)
@@ -172,7 +172,7 @@ def test_a_variant_is_named_in_the_verdict(tmp_path):
     write_record(tmp_path, "asrnn/copy-L1000-code", 5544, {"test/recall_accuracy": 1.0, "test/loss": 1e-6})
     verdict = judge("solves copy L=1000 with the reference code's settings", tmp_path)
     assert verdict == (
-        "confirmed with a variant (variant `asrnn/copy-L1000-code`: the reference code's eps 1e-5 and W_hh lr 2e-5)"
+        "confirmed at the code protocol with a variant (variant `asrnn/copy-L1000-code`: the reference code's eps 1e-5 and W_hh lr 2e-5)"
     )
     assert judge("solves copy L=1000 with Table 5's values", tmp_path) == "untested"
 
@@ -299,8 +299,8 @@ def test_one_threshold_rule_for_the_ledger_and_rnnlab_thresholds(tmp_path):
     from rnnlab.results import DMU_THRESHOLDS, epoch_of, threshold_counts
 
     rows = [{"step": 5, "val/loss": 0.5}, {"step": 15, "val/loss": 0.005}, {"step": 30, "val/loss": 0.5}]
-    d = write_record(tmp_path, "dmu/adding-dmu", 0, {"test/loss": 0.01}, metrics=rows)
-    rec = records.Evidence(*records.load_records([tmp_path])).best("dmu/adding-dmu").records[0]
+    d = write_record(tmp_path, "dmu/short/adding-dmu", 0, {"test/loss": 0.01}, metrics=rows)
+    rec = records.Evidence(*records.load_records([tmp_path])).best("dmu/short/adding-dmu").records[0]
     assert rec.first_epochs()[1e-2] == 2 and rec.first_epochs()[1e-3] is None  # 20 sequences a step
     counts = threshold_counts(tmp_path, "val/loss", DMU_THRESHOLDS, steps_per_epoch=10)[d.parent.name]
     assert counts[1e-2] == [0, 1, 1]
@@ -320,9 +320,11 @@ def test_thresholds_count_epochs_of_200_sequences_at_each_runs_batch(tmp_path, c
     from rnnlab.results import threshold_counts
 
     online = [{"step": s, "val/loss": 0.5 if s < 1000 else 0.005} for s in range(200, 2001, 200)]
-    write_record(tmp_path / "b1", "dmu/adding-dmu", 0, {"test/loss": 0.01}, ["train.batch_size=1"], metrics=online)
+    write_record(
+        tmp_path / "b1", "dmu/short/adding-dmu", 0, {"test/loss": 0.01}, ["train.batch_size=1"], metrics=online
+    )
     preset = [{"step": s, "val/loss": 0.5 if s < 50 else 0.005} for s in range(10, 101, 10)]
-    write_record(tmp_path / "b20", "dmu/adding-dmu", 0, {"test/loss": 0.01}, metrics=preset)
+    write_record(tmp_path / "b20", "dmu/short/adding-dmu", 0, {"test/loss": 0.01}, metrics=preset)
     for d in ("b1", "b20"):  # both reach 1e-2 at the evaluation closing epoch 5 of 10
         ((name, per),) = threshold_counts(tmp_path / d).items()
         assert per[1e-2] == [0, 0, 0, 0, 1, 1, 1, 1, 1, 1], d
@@ -376,7 +378,7 @@ def test_every_ledger_suite_lists_the_seeds_and_settings_of_its_records():
 def test_thresholds_with_zero_steps_per_epoch_is_a_one_line_error(tmp_path, capsys):
     from rnnlab.cli import main
 
-    write_record(tmp_path, "dmu/adding-dmu", 0, {"test/loss": 0.01})
+    write_record(tmp_path, "dmu/short/adding-dmu", 0, {"test/loss": 0.01})
     assert main(["thresholds", str(tmp_path), "--steps-per-epoch", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--steps-per-epoch must be an integer >= 1" in err[0] and "got 0" in err[0]

@@ -131,10 +131,13 @@ def test_asrnn_copy_variants_differ_from_the_paper_presets_only_in_eps_and_whh_l
 def test_dmu_synthetic_presets_train_the_module_at_table_x_rate_and_keep_lr_2n_as_a_variant():
     """The DMU paper: the lr/(2n) rule "does not make sense for the analyzed synthetic problems
     because the recurrent module is the entire architecture". The preset gives the module Table X's
-    rate; the variant differs in that one key and trains the module at a quarter of it (n = 2)."""
+    rate; the variant (made at the short protocol) differs from the short-protocol preset in that
+    one key and trains the module at a quarter of it (n = 2)."""
     for task in ("adding", "temporal_order", "noisy_sequence"):
-        faithful, variant = f"dmu/{task}-dmu", f"dmu/lr2n/{task}-dmu"
+        faithful, variant = f"dmu/short/{task}-dmu", f"dmu/lr2n/{task}-dmu"
         assert published.VARIANTS[variant][0] == faithful
+        assert published.protocol(variant) == published.protocol(faithful) == "short"
+        assert config.load(f"dmu/{task}-dmu").optim.group_lr == config.load(faithful).optim.group_lr
         a, b = config.load(faithful), config.load(variant)
         assert a.optim.group_lr == {"memory": a.optim.lr} and b.optim.group_lr == {}
         diffs = records._diffs(records._resolved(b.to_dict()), records._resolved(a.to_dict()))
@@ -283,7 +286,7 @@ def test_every_line_has_a_summary_column_and_the_summary_counts_every_line(tmp_p
 def test_dmu_threshold_rows_count_the_runs_and_their_first_epochs(tmp_path):
     fast = dmu_metrics({1e-2: 50, 1e-3: 100, 1e-4: 150, 1e-5: 200, 1e-6: 250})
     for seed in (0, 1, 2, 3):
-        write_record(tmp_path, "dmu/adding-dmu", seed, {"test/loss": 0.01}, metrics=fast)
+        write_record(tmp_path, "dmu/short/adding-dmu", seed, {"test/loss": 0.01}, metrics=fast)
     (row,) = [r for r in published.ROWS if r.table == "Fig. 3" and r.model == "DMU"]
     (line,) = document._row_lines(row, evidence(tmp_path))
     assert line[3].startswith("1e-02: 4/4 (median epoch 5); 1e-03: 4/4 (median epoch 10); 1e-04: 4/4 (median epoch 15)")
