@@ -382,3 +382,105 @@ def test_thresholds_with_zero_steps_per_epoch_is_a_one_line_error(tmp_path, caps
     assert main(["thresholds", str(tmp_path), "--steps-per-epoch", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--steps-per-epoch must be an integer >= 1" in err[0] and "got 0" in err[0]
+
+
+# --- protocols, and verdicts that claim no more than their evidence ---------------------------
+class _G:
+    """A group of runs as a verdict sees it."""
+
+    def __init__(self, preset, n=51):
+        self.preset, self.budget, self.other, self.records, self.diffs = preset, [], [], [None] * n, ()
+
+
+def test_a_verdict_at_another_protocol_says_so_and_counts_apart():
+    holds = claims.Finding(claims.HOLDS, "x", (_G("dmu/short/adding-dmu"), _G("dmu/short/adding-gru")))
+    fails = claims.Finding(claims.FAILS, "x", (_G("dmu/code/noisy_sequence-gru"), _G("dmu/noisy_sequence-dmu")))
+    paper = claims.Finding(claims.FAILS, "x", (_G("dmu/adding-dmu"),))
+    assert claims.verdict(holds, 51) == "confirmed at the short protocol"
+    assert claims.verdict(fails, 51) == "refuted at the code protocol"
+    assert claims.verdict(paper, 51) == "refuted"
+    assert [claims.verdict_kind(claims.verdict(f, 51)) for f in (holds, fails, paper)] == [
+        claims.OTHER_PROTOCOL,
+        claims.OTHER_PROTOCOL,
+        claims.REFUTED,
+    ]
+    undecided = claims.Finding(claims.UNDECIDED, "x", (_G("dmu/short/adding-dmu"),), why="no significant difference")
+    assert claims.verdict(undecided, 51) == "inconclusive (no significant difference; runs at the short protocol)"
+
+
+def test_no_committed_verdict_confirms_or_refutes_at_another_protocol_without_saying_so():
+    """Every claim part of the committed ledger whose runs are not all at the paper's protocol
+    either is not confirmed / refuted, or names the protocol in its verdict and counts apart."""
+    ev = records.Evidence(*records.load_records([ROOT / "records"]))
+    seen = 0
+    for c in claims.CLAIMS:
+        for part, verdict, f in c.judge(ev):
+            protos = claims.protocols_of(f)
+            if not protos or not verdict.startswith((claims.CONFIRMED, claims.REFUTED)):
+                continue
+            seen += 1
+            assert all(f"the {p}" in verdict.split(" (")[0] for p in protos), (part, verdict)
+            assert claims.verdict_kind(verdict) == claims.OTHER_PROTOCOL, (part, verdict)
+    assert seen >= 10  # the DMU synthetic claims, judged at the short protocol
+
+
+def test_a_reproduced_row_is_never_rejected_by_its_own_test():
+    """A committed row the ledger calls reproduced from a paper value of one run is not rejected
+    by the two-sided test of our accuracy against it over the test items."""
+    from rnnlab.ledger import document, stats
+
+    ev = records.Evidence(*records.load_records([ROOT / "records"]))
+    for row in published.ROWS:
+        if row.runs != 1 or row.value is None or not document.accuracy_like(row.metric):
+            continue
+        for preset in row.presets:
+            for g in ev.by_preset.get(preset, []):
+                status = document._group_line(row, "", "", "", g)[8]
+                p = document.one_run_test(row, g, g.stat(row.metric)[0])
+                if status.startswith("reproduced") and p is not None:
+                    assert p > stats.ALPHA, (preset, status, p)
+
+
+def test_a_theorem_whose_premise_fails_is_not_applicable(tmp_path):
+    """asRNN Theorem 2.1 on the trained copy model: the condition's bound is 0 for an orthogonal
+    W_hh, so the theorem predicts nothing there (before: 'refuted')."""
+    src = ROOT / "records" / "asrnn-copy-L1000" / "asrnn-copy-L1000" / "seed5544"
+    shutil.copytree(src, tmp_path / "a" / "seed5544")
+    ev = records.Evidence(*records.load_records([tmp_path / "a"]))
+    (theorem,) = [c for c in claims.CLAIMS if c.where == "Theorem 2.1"]
+    judged = theorem.judge(ev)
+    assert [p for p, _, _ in judged][0].startswith("premise: ")
+    assert all(v.startswith("not applicable (premise fails: ||D_f||_2 <= 0 holds at none") for _, v, _ in judged)
+    assert "orthogonal" in judged[0][1] and theorem.overall(judged) == "not applicable"
+    assert {claims.verdict_kind(v) for _, v, _ in judged} == {claims.NOT_APPLICABLE}
+
+
+def test_a_claim_for_any_hyperparameters_is_not_confirmed_by_one_setting():
+    """'RNN and RHN are not able to reach any threshold ... for any hyperparameters': 51 runs of
+    one setting that reach none leave it open; one run that reaches one refutes it."""
+    (adding,) = [c for c in claims.CLAIMS if c.where == "Fig. 3, Sec. IV-A"]
+    assert adding.text.endswith("for any hyperparameters")
+    scoped = [p for p in adding.parts if p.any_setting]
+    assert [p.text for p in scoped] == [
+        "RNN reaches no threshold, for any hyperparameters",
+        "RHN reaches no threshold, for any hyperparameters",
+    ]
+    never = claims.Finding(claims.HOLDS, "x", (_G("dmu/adding-rnn"),))
+    reached = claims.Finding(claims.FAILS, "x", (_G("dmu/adding-rnn"),))
+    assert claims.verdict(never, 51, any_setting=True) == (
+        "inconclusive (one setting tested of a claim for any hyperparameters; so far the runs agree)"
+    )
+    assert claims.verdict(reached, 51, any_setting=True) == "refuted"
+
+
+def test_rows_and_claims_print_one_median(tmp_path):
+    """Two runs first at epochs 45 and 46: the threshold row and the claims' profile both say
+    45.5 (before: the row 45.5, the claims the upper median 46)."""
+    rows = [{"step": s, "val/loss": 0.05} for s in range(10, 1001, 10)]
+    for seed, at in ((0, 450), (1, 460)):
+        metrics = [{"step": r["step"], "val/loss": 0.005 if r["step"] >= at else 0.05} for r in rows]
+        for m in ("dmu", "gru"):
+            write_record(tmp_path, f"dmu/short/temporal_order-{m}", seed, {"test/loss": 0.01}, metrics=metrics)
+    text = ledger([tmp_path])
+    assert "1e-02: 2/2 (median epoch 45.5)" in text.split("## Claims")[0]
+    assert "1e-02 2/2 (median ep 45.5)" in claims_section(text) and "median ep 46" not in text

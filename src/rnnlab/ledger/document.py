@@ -27,7 +27,6 @@ sections. A variant preset's line says so.
 from __future__ import annotations
 
 import shutil
-import statistics
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -35,8 +34,8 @@ from pathlib import Path
 from ..results import DMU_THRESHOLDS, median_epoch
 from .claims import CLAIMS, FEW_SEEDS, NOT_APPLICABLE, OTHER_PROTOCOL, needed, runs_text, test_items, verdict_kind
 from .published import PAPER_PROTOCOL, PAPERS, ROWS, VARIANTS, Published, protocol
-from .stats import ALPHA, fmt_p, two_proportions
 from .records import PROVENANCE_SINCE, Analysis, Evidence, Group, Record, _num, load_records
+from .stats import ALPHA, fmt_p, two_proportions
 
 REL_TOL = {"params": 0.005, "params/recurrent": 0.005}
 COMMAND = "rnnlab reproduce ledger records -o REPRODUCTION.md"
