@@ -484,3 +484,64 @@ def test_rows_and_claims_print_one_median(tmp_path):
     text = ledger([tmp_path])
     assert "1e-02: 2/2 (median epoch 45.5)" in text.split("## Claims")[0]
     assert "1e-02 2/2 (median ep 45.5)" in claims_section(text) and "median ep 46" not in text
+
+
+# --- provenance you can check out ------------------------------------------------------------
+def _git(*args):
+    import subprocess
+
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+
+
+def test_every_committed_record_names_a_commit_of_the_history_and_a_clean_tree_or_awaits_re_making():
+    """Each committed record's commit is in the repository's history (``git cat-file`` and
+    ``git merge-base --is-ancestor`` against HEAD) and its tree was clean; the records that fail
+    are exactly those of records/awaiting-remake.txt, a list that may only shrink: a listed
+    record that is now fine fails (remove its line), an unlisted one that is not fails too."""
+    if (
+        _git("rev-parse", "HEAD").returncode != 0
+        or _git("rev-parse", "--is-shallow-repository").stdout.strip() != "false"
+    ):
+        pytest.skip("needs the repository's full git history")
+    known: dict[str, bool] = {}
+    failing = {}
+    for p in sorted((ROOT / "records").rglob("result.json")):
+        git = json.loads(p.read_text()).get("git") or {}
+        commit, why = git.get("commit"), []
+        if commit not in known:
+            known[commit] = bool(commit) and (
+                _git("cat-file", "-e", f"{commit}^{{commit}}").returncode == 0
+                and _git("merge-base", "--is-ancestor", commit, "HEAD").returncode == 0
+            )
+        if not known[commit]:
+            why.append("commit not in the history")
+        if git.get("dirty") is not False:
+            why.append("tree not clean")
+        if why:
+            failing[p.parent.relative_to(ROOT / "records").as_posix()] = why
+    listed = records.awaiting_remake(ROOT / "records")
+    now_fine = sorted(set(listed) - set(failing))
+    unlisted = sorted(set(failing) - set(listed))
+    assert not now_fine, (
+        f"records now with checkable provenance: remove their lines from awaiting-remake.txt: {now_fine}"
+    )
+    assert not unlisted, f"records whose provenance cannot be checked out: {unlisted[:5]} ({len(unlisted)})"
+    assert len(listed) <= 423  # the list when it was made: it may only shrink
+
+
+def test_records_awaiting_re_making_are_marked_wherever_they_count(tmp_path):
+    base = {
+        "git": {"commit": "0123456789abcdef", "dirty": True},
+        "conditions": {"threads": 1, "cpu_model": "Some CPU"},
+    }
+    ds = [write_record(tmp_path / "r", "nnrnn/copy", s, {"test/loss": 0.001}, result_extra=base) for s in (0, 1, 2)]
+    folder = ds[0].parent.name
+    (tmp_path / "r" / records.AWAITING_REMAKE).write_text(f"# comment\n{folder}/seed0\tdirty\n{folder}/seed1\tdirty\n")
+    text = ledger([tmp_path / "r"])
+    assert "(3 seeds; 2 provenance unverifiable)" in text  # the row
+    assert "`nnrnn/copy` x3 (1,500 steps; 2 provenance unverifiable)" in claims_section(text)  # the claim's runs
+    assert "0123456+dirty (provenance unverifiable)" in text
+    assert f"| `r/{folder}` | 0-1 | 2 | dirty |" in text.split("## Records awaiting re-making")[1]
+    (tmp_path / "r" / records.AWAITING_REMAKE).write_text(f"{folder}/seed0 dirty\n")
+    with pytest.raises(ValueError, match=r"awaiting-remake.txt:1: expected 'path<TAB>why'.*separate"):
+        ledger([tmp_path / "r"])

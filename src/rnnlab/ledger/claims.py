@@ -192,7 +192,7 @@ def runs_text(f: Finding) -> str:
     out = []
     for g in f.groups:
         extra = f"; {'; '.join(g.diffs)}" if g.diffs else ""
-        out.append(f"`{g.preset}` x{len(g.records)} ({g.steps()} steps{extra})")
+        out.append(f"`{g.preset}` x{len(g.records)} ({g.steps()} steps{extra}{g.unverifiable()})")
     for a in f.analyses:
         out.append(f"analysis of `{a.preset}` ({a.data.get('source')})")
     return "; ".join(out) if out else "-"

@@ -34,7 +34,17 @@ from pathlib import Path
 from ..results import DMU_THRESHOLDS, median_epoch
 from .claims import CLAIMS, FEW_SEEDS, NOT_APPLICABLE, OTHER_PROTOCOL, needed, runs_text, test_items, verdict_kind
 from .published import PAPER_PROTOCOL, PAPERS, ROWS, VARIANTS, Published, protocol
-from .records import PROVENANCE_SINCE, Analysis, Evidence, Group, Record, _num, load_records
+from .records import (
+    AWAITING_REMAKE,
+    PROVENANCE_SINCE,
+    UNVERIFIABLE,
+    Analysis,
+    Evidence,
+    Group,
+    Record,
+    _num,
+    load_records,
+)
 from .stats import ALPHA, fmt_p, two_proportions
 
 REL_TOL = {"params": 0.005, "params/recurrent": 0.005}
@@ -227,13 +237,13 @@ def _group_line(row: Published, label: str, paper: str, tag: str, g: Group) -> l
             reached = [e for e in eps if e is not None]
             med = f" (median epoch {median_epoch(reached):g})" if reached else ""
             parts.append(f"{t:.0e}: {len(reached)}/{len(eps)}{med}")
-        ours = "; ".join(parts) + f" ({seeds})"
+        ours = "; ".join(parts) + f" ({seeds}{g.unverifiable()})"
         verdict = "curves only (see claims)"
     elif (st := g.stat(row.metric)) is None:
         verdict = f"run; metric {row.metric} not recorded"
     else:
         m, s, _ = st
-        ours = f"{_num(m, row.metric)} +- {_num(s)} ({seeds})"
+        ours = f"{_num(m, row.metric)} +- {_num(s)} ({seeds}{g.unverifiable()})"
         if row.value is None:
             verdict = "curves only (see claims)"
         elif row.kind == "timing":  # seconds per step: not comparable whatever the budget
@@ -316,9 +326,10 @@ def _provenance(records: list[Record]) -> list[str]:
     groups: dict[tuple, list[Record]] = defaultdict(list)
     for r in records:
         p = r.provenance()
+        commit = p["commit"] and p["commit"] + (f" ({UNVERIFIABLE})" if r.unverifiable else "")
         key = (
             (
-                p["commit"] or (f"source {p['source']}" if p["source"] else None),
+                commit or (f"source {p['source']}" if p["source"] else None),
                 p["cpu"],
                 p["torch"],
                 p["blas"],
@@ -361,9 +372,50 @@ def _provenance(records: list[Record]) -> list[str]:
         "## Where the records were made",
         "",
         "Each record's commit (or source hash), host CPU, torch, BLAS and device, as its `result.json` "
-        "states them; a number can be traced to the code and machine that made it.",
+        f"states them; a number can be traced to the code and machine that made it, except where marked "
+        f"*{UNVERIFIABLE}*: a commit outside the repository's history or a working tree with uncommitted "
+        "changes (the records awaiting re-making, below).",
         "",
         _table(["commit", "CPU", "torch", "BLAS", "device", "records", "record folders"], lines),
+        "",
+    ]
+
+
+def _seed_ranges(seeds: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2, 5"``."""
+    out, start = [], None
+    for i, s in enumerate(seeds):
+        if start is None:
+            start = s
+        if i + 1 == len(seeds) or seeds[i + 1] != s + 1:
+            out.append(f"{start}" if start == s else f"{start}-{s}")
+            start = None
+    return ", ".join(out)
+
+
+def _awaiting(records: list[Record], roots) -> list[str]:
+    """The records awaiting re-making, named by folder and seeds, with the reason."""
+    groups: dict[tuple, list] = defaultdict(list)
+    for r in records:
+        if r.unverifiable:
+            seed = r.config.get("train", {}).get("seed")
+            groups[(_shown(r.path.parent, roots), r.unverifiable)].append(seed)
+    if not groups:
+        return []
+    n = sum(len(v) for v in groups.values())
+    lines = [
+        [f"`{folder}`", _seed_ranges(sorted(s for s in seeds if isinstance(s, int))), str(len(seeds)), why]
+        for (folder, why), seeds in sorted(groups.items())
+    ]
+    return [
+        "## Records awaiting re-making",
+        "",
+        f"{n} records name a commit outside the repository's history or a working tree with uncommitted changes "
+        f"(`records/{AWAITING_REMAKE}`): the code that made them cannot be checked "
+        f"out. They count, marked *{UNVERIFIABLE}* in every row and claim that uses them, until each is re-made "
+        "from a clean commit of the history (same configuration and seed); docs/reproduce.md says how.",
+        "",
+        _table(["record folder", "seeds", "records", "why"], lines),
         "",
     ]
 
@@ -430,7 +482,12 @@ def ledger(roots, command: str = COMMAND) -> str:
         "",
         f"{len(records) + len(left)} run records "
         + (f"({len(left)} left out of the evidence, listed below), " if left else "(none left out of the evidence), ")
-        + f"{len(analyses)} analysis records.",
+        + f"{len(analyses)} analysis records"
+        + (
+            f"; {k} of the run records await re-making ({UNVERIFIABLE}, listed below)."
+            if (k := sum(1 for r in records if r.unverifiable))
+            else "."
+        ),
         "",
     ]
     summary = ["## Summary", "", "Every line of the tables below, by section and status.", ""]
@@ -463,6 +520,7 @@ def ledger(roots, command: str = COMMAND) -> str:
     ]
     parts += claim_parts
     parts += _provenance(records)
+    parts += _awaiting(records, roots)
     parts += ["## Records left out of the evidence", ""]
     if left:
         parts += [

@@ -49,6 +49,28 @@ BUDGET = (
 )
 #: the commit from which ``result.json`` records the host's CPU, BLAS and the source hash
 PROVENANCE_SINCE = "4cfd480"
+#: the file in a records root that lists its records awaiting re-making (``path<TAB>why``, paths
+#: below the root): their provenance cannot be checked out; the ledger counts them, marked
+AWAITING_REMAKE = "awaiting-remake.txt"
+UNVERIFIABLE = "provenance unverifiable"
+
+
+def awaiting_remake(root) -> dict[str, str]:
+    """``{path below root: why}`` from ``root``'s ``AWAITING_REMAKE`` list ({} without one)."""
+    f = Path(root) / AWAITING_REMAKE
+    if not f.exists():
+        return {}
+    out = {}
+    for n, line in enumerate(f.read_text().splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        path, sep, why = line.partition("\t")
+        if not sep or not why.strip():
+            raise ValueError(
+                f"{f}:{n}: expected 'path<TAB>why', got {line!r}; separate the path and the reason by a tab"
+            )
+        out[path.strip()] = why.strip()
+    return out
 
 
 # --- records ---------------------------------------------------------------------------------
@@ -64,6 +86,7 @@ class Record:
     result: dict
     preset: str = ""
     diffs: tuple[str, ...] = ()
+    unverifiable: str = ""  # why its provenance cannot be checked out (``AWAITING_REMAKE``), else ""
     _rows: list | None = field(default=None, repr=False)
 
     def metrics(self) -> list[dict]:
@@ -213,6 +236,7 @@ def load_records(roots) -> tuple[list[Record], list[Analysis], list[LeftOut]]:
         root = Path(root)
         if not root.exists():
             raise FileNotFoundError(f"no such records directory: {root} (give the directories that hold run records)")
+        pending = awaiting_remake(root)
         for p in sorted(root.rglob("result.json")):
             if p.resolve() in seen_paths:
                 continue
@@ -221,6 +245,7 @@ def load_records(roots) -> tuple[list[Record], list[Analysis], list[LeftOut]]:
             if rec is None:
                 left.append(LeftOut(p.parent, why))
             else:
+                rec.unverifiable = pending.get(p.parent.relative_to(root).as_posix(), "")
                 records.append(rec)
         for p in sorted(root.rglob("analysis.json")):
             try:
@@ -366,6 +391,11 @@ class Group:
         """Per threshold, each run's first epoch (None: never), over the runs that logged val/loss."""
         per = [p for p in (r.first_epochs(thresholds) for r in self.records) if p is not None]
         return {th: [p[th] for p in per] for th in thresholds}
+
+    def unverifiable(self) -> str:
+        """ "; k provenance unverifiable" when k of the runs await re-making, else ""."""
+        k = sum(1 for r in self.records if r.unverifiable)
+        return f"; {k} {UNVERIFIABLE}" if k else ""
 
     def hardware(self) -> str:
         parts = set()
