@@ -33,7 +33,7 @@ from rnnlab.tasks.base import Batch
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 STEPS = ["train.steps=50", "train.eval_every=10", "train.batch_size=4", "train.log_every=1"]
 # hs_adding: variable lengths (readout at each sequence's last step, MSE)
-ADD = ("dmu/adding-dmu", ["task.L=20", "task.val_size=16", "task.test_size=16", "model.cell_options={}"])
+ADD = ("dmu/short/adding-dmu", ["task.L=20", "task.val_size=16", "task.test_size=16", "model.cell_options={}"])
 # copy: one output per step (cross-entropy), token inputs through an embedding (float64-able)
 COPY = (
     "demo/lstm",
