@@ -448,6 +448,31 @@ def _shown(text, roots) -> str:
     return text
 
 
+#: how to read the ledger: its protocols, the status of a row, the verdict of a claim
+READING = [
+    "Protocols: each row and claim part names the protocol of its runs: *paper* (the text's values; where "
+    "the text is silent, the released code's choice, stated in the preset), *code* (the authors' released "
+    "scripts as they run, where they differ from the text) or *short* (a cheaper protocol of ours). Only "
+    "paper-protocol runs can reproduce a number or confirm or refute a claim; a verdict on runs at another "
+    "protocol says so.",
+    "",
+    "Status of a row: *reproduced* / *not reproduced* when paper-protocol runs at the preset's budget and "
+    "configuration, with at least 3 seeds (or the paper's count when smaller), are within max(2 x the paper's "
+    "spread, 2 x our std, 2% of the paper's value, of its error rate for accuracies; 0.5% for weight counts) "
+    "of it or not; a value the paper reports from one run is *reproduced* only within our spread (mean +- 2 "
+    "std) over at least 3 seeds, *not reproduced* when that spread and the test on the test set both exclude "
+    "it; *inconclusive* with fewer seeds or when only one excludes it; *not comparable* when the runs are "
+    "smaller than the preset (reduced budget), differ from it (another configuration) or run another "
+    "protocol, and for GPU timings; *curves only* for figures without numbers (the claims judge them); *not "
+    "run yet*; *no preset*. A *variant* line is a preset that differs from the paper on purpose. Claims: "
+    "*confirmed* / *refuted* only at the paper's protocol and the preset's budget with at least 3 seeds (or "
+    "the paper's count when smaller) and a test whose p-value or interval is shown (at another protocol: "
+    "*confirmed / refuted at the X protocol*, which counts apart); a theorem whose premise fails on the runs: "
+    "*not applicable*; otherwise *inconclusive (why)*; *untested* without runs.",
+    "",
+]
+
+
 def ledger(roots, command: str = COMMAND) -> str:
     """The Markdown text of REPRODUCTION.md from the run records below ``roots``."""
     records, analyses, left = load_records(roots)
@@ -460,26 +485,7 @@ def ledger(roots, command: str = COMMAND) -> str:
         "records in `records/` and the claims (`rnnlab.ledger.claims`); do not edit by hand (a test regenerates "
         "it and compares). How to read it and how to add runs: docs/reproduce.md.",
         "",
-        "Protocols: each row and claim part names the protocol of its runs: *paper* (the text's values; where "
-        "the text is silent, the released code's choice, stated in the preset), *code* (the authors' released "
-        "scripts as they run, where they differ from the text) or *short* (a cheaper protocol of ours). Only "
-        "paper-protocol runs can reproduce a number or confirm or refute a claim; a verdict on runs at another "
-        "protocol says so.",
-        "",
-        "Status of a row: *reproduced* / *not reproduced* when paper-protocol runs at the preset's budget and "
-        "configuration, with at least 3 seeds (or the paper's count when smaller), are within max(2 x the paper's "
-        "spread, 2 x our std, 2% of the paper's value, of its error rate for accuracies; 0.5% for weight counts) "
-        "of it or not; a value the paper reports from one run is *reproduced* only within our spread (mean +- 2 "
-        "std) over at least 3 seeds, *not reproduced* when that spread and the test on the test set both exclude "
-        "it; *inconclusive* with fewer seeds or when only one excludes it; *not comparable* when the runs are "
-        "smaller than the preset (reduced budget), differ from it (another configuration) or run another "
-        "protocol, and for GPU timings; *curves only* for figures without numbers (the claims judge them); *not "
-        "run yet*; *no preset*. A *variant* line is a preset that differs from the paper on purpose. Claims: "
-        "*confirmed* / *refuted* only at the paper's protocol and the preset's budget with at least 3 seeds (or "
-        "the paper's count when smaller) and a test whose p-value or interval is shown (at another protocol: "
-        "*confirmed / refuted at the X protocol*, which counts apart); a theorem whose premise fails on the runs: "
-        "*not applicable*; otherwise *inconclusive (why)*; *untested* without runs.",
-        "",
+        *READING,
         f"{len(records) + len(left)} run records "
         + (f"({len(left)} left out of the evidence, listed below), " if left else "(none left out of the evidence), ")
         + f"{len(analyses)} analysis records"
