@@ -10,7 +10,9 @@ is divided by 100 too, except where the paper evidently prints it as a fraction 
 Table 2: see ``_table2_spread``). ``runs`` is the number of runs behind a number where the
 paper says (asRNN copy and MNIST: its one seed, 5544). ``VARIANTS`` names the presets that
 differ from the paper on purpose (the reference code's settings, another learning-rate rule):
-their runs are shown, and judged, as variants.
+their runs are shown, and judged, as variants. ``PROTOCOLS`` names the presets that run an
+experiment at another protocol than the paper's (the authors' released code, or a cheaper one
+of ours): only paper-protocol runs reproduce a number or confirm or refute a claim.
 """
 
 from __future__ import annotations
