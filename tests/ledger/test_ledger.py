@@ -542,6 +542,18 @@ def test_records_awaiting_re_making_are_marked_wherever_they_count(tmp_path):
     assert "`nnrnn/copy` x3 (1,500 steps; 2 provenance unverifiable)" in claims_section(text)  # the claim's runs
     assert "0123456+dirty (provenance unverifiable)" in text
     assert f"| `r/{folder}` | 0-1 | 2 | dirty |" in text.split("## Records awaiting re-making")[1]
+    # re-made from a clean commit beside it (a suite of the new preset names puts it in another
+    # folder): the re-made record counts, the old one is named as its duplicate
+    clean = {**base, "git": {"commit": "fedcba9876543210", "dirty": False}}
+    new = write_record(
+        tmp_path / "r", "nnrnn/copy", 0, {"test/loss": 0.002}, result_extra=clean, dirname="seed0-remade"
+    )
+    text = ledger([tmp_path / "r"])
+    assert "(3 seeds; 1 provenance unverifiable)" in text
+    assert (
+        f"duplicate of r/{folder}/seed0-remade (same configuration and seed 0; the record whose provenance can" in text
+    )
+    new.rename(tmp_path / "gone")
     (tmp_path / "r" / records.AWAITING_REMAKE).write_text(f"{folder}/seed0 dirty\n")
     with pytest.raises(ValueError, match=r"awaiting-remake.txt:1: expected 'path<TAB>why'.*separate"):
         ledger([tmp_path / "r"])

@@ -256,16 +256,18 @@ def load_records(roots) -> tuple[list[Record], list[Analysis], list[LeftOut]]:
     first: dict[str, Record] = {}
     kept = []
     # of two records of one configuration and seed, the one that says where it was made counts
-    # (a re-run with provenance supersedes an older record without), else the first by path
-    for rec in sorted(records, key=lambda r: not r.has_provenance()):
+    # (a re-run with provenance supersedes an older record without), then one whose provenance
+    # can be checked out (a re-made record supersedes one awaiting re-making), else the first by path
+    for rec in sorted(records, key=lambda r: (not r.has_provenance(), bool(r.unverifiable))):
         key = _identity(rec)
         if key in first:
             seed = rec.config.get("train", {}).get("seed")
-            why = (
-                "; the record with provenance counts"
-                if first[key].has_provenance() and not rec.has_provenance()
-                else ""
-            )
+            if first[key].has_provenance() and not rec.has_provenance():
+                why = "; the record with provenance counts"
+            elif not first[key].unverifiable and rec.unverifiable:
+                why = f"; the record whose provenance can be checked out counts ({UNVERIFIABLE}: {rec.unverifiable})"
+            else:
+                why = ""
             left.append(LeftOut(rec.path, f"duplicate of {first[key].path} (same configuration and seed {seed}{why})"))
             continue
         first[key] = rec
