@@ -108,7 +108,7 @@ def test_thresholds_summary(tmp_path, capsys):
         main(
             [
                 "train",
-                "dmu/adding-dmu",
+                "dmu/short/adding-dmu",
                 "--runs-dir",
                 str(runs),
                 "--seeds",
@@ -124,7 +124,7 @@ def test_thresholds_summary(tmp_path, capsys):
         )
         == 0
     )
-    counts = threshold_counts(runs, "val/loss", (1.0, 1e-9), steps_per_epoch=10)["dmu-adding-dmu"]
+    counts = threshold_counts(runs, "val/loss", (1.0, 1e-9), steps_per_epoch=10)["dmu-short-adding-dmu"]
     assert counts[1.0] == [2, 2, 2]  # every run is below 1.0 from the first epoch on
     assert counts[1e-9] == [0, 0, 0]
     assert main(["thresholds", str(runs)]) == 0

@@ -33,7 +33,7 @@ from rnnlab.tasks.base import Batch
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 STEPS = ["train.steps=50", "train.eval_every=10", "train.batch_size=4", "train.log_every=1"]
 # hs_adding: variable lengths (readout at each sequence's last step, MSE)
-ADD = ("dmu/adding-dmu", ["task.L=20", "task.val_size=16", "task.test_size=16", "model.cell_options={}"])
+ADD = ("dmu/short/adding-dmu", ["task.L=20", "task.val_size=16", "task.test_size=16", "model.cell_options={}"])
 # copy: one output per step (cross-entropy), token inputs through an embedding (float64-able)
 COPY = (
     "demo/lstm",
@@ -690,16 +690,25 @@ def test_rnnlab_suite_ensemble_flags_override_the_suite_file(tmp_path):
     assert sorted(b) == sorted(a) == sorted(c) and set(b.values()) == set(c.values()) == {None}
 
 
-@pytest.mark.parametrize("task", ["adding", "temporal_order", "noisy_sequence"])
-def test_the_dmu_suites_at_51_seeds_train_each_module_as_ensembles(task, tmp_path):
-    """dmu-TASK-51: the five modules at Table X's rates and the paper's 51 seeds, as ensembles;
-    here two seeds of each module for two steps (every module's ensemble path runs its task)."""
+@pytest.mark.parametrize(
+    "task, name, protocol",
+    [
+        ("adding", "dmu-adding-51", "short/"),
+        ("temporal_order", "dmu-temporal_order-51", "short/"),
+        ("noisy_sequence", "dmu-noisy_sequence-51", "short/"),
+        ("adding", "dmu-adding-paper", ""),
+    ],
+)
+def test_the_dmu_suites_at_51_seeds_train_each_module_as_ensembles(task, name, protocol, tmp_path):
+    """dmu-TASK-51 (the short protocol) and dmu-TASK-paper: the five modules at Table X's rates
+    and the paper's 51 seeds, as ensembles; here two seeds of each module for two steps (every
+    module's ensemble path runs its task)."""
     import dataclasses
 
     from rnnlab.suite import load_suite, run_suite
 
-    suite = load_suite(f"dmu-{task}-51")
-    modules = [f"dmu/{task}-{m}" for m in ("rnn", "lstm", "gru", "rhn", "dmu")]
+    suite = load_suite(name)
+    modules = [f"dmu/{protocol}{task}-{m}" for m in ("rnn", "lstm", "gru", "rhn", "dmu")]
     assert suite.seeds == list(range(51)) and suite.ensemble is True and suite.presets == modules
     statuses: dict = {}
     run_suite(
@@ -711,6 +720,20 @@ def test_the_dmu_suites_at_51_seeds_train_each_module_as_ensembles(task, tmp_pat
     )
     assert len(statuses) == 10 and set(statuses.values()) == {"trained"}
     assert set(_ensembles_of(tmp_path).values()) == {2}
+
+
+def test_the_paper_and_code_protocol_suites_list_their_presets():
+    from rnnlab.ledger import published
+    from rnnlab.suite import load_suite
+
+    for task in ("adding", "temporal_order", "noisy_sequence"):
+        suite = load_suite(f"dmu-{task}-paper")
+        assert suite.presets == [f"dmu/{task}-{m}" for m in ("rnn", "lstm", "gru", "rhn", "dmu")]
+        assert suite.seeds == list(range(51)) and suite.ensemble is True
+        assert {published.protocol(p) for p in suite.presets} == {"paper"}
+    code = load_suite("dmu-synthetic-code")
+    assert sorted(code.presets) == sorted(p for p, v in published.PROTOCOLS.items() if v[1] == "code" and "dmu/" in p)
+    assert code.seeds == list(range(51)) and code.ensemble is True
 
 
 def test_a_suite_refuses_a_bad_ensemble_value(tmp_path):

@@ -155,6 +155,30 @@ def test_result_records_config_key_and_git_commit(tmp_path):
     assert r["source_sha256"] == source_hash() and len(r["source_sha256"]) == 16
 
 
+def test_git_state_counts_untracked_files_under_src(tmp_path):
+    """A module under src/ that the commit lacks makes the tree dirty (before: unseen, as
+    ``--untracked-files=no`` hid it); an untracked file elsewhere does not."""
+    repo = tmp_path / "repo"
+    (repo / "src" / "pkg").mkdir(parents=True)
+    (repo / "src" / "pkg" / "a.py").write_text("x = 1\n")
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+    git("init", "-q")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    clean = git_state(repo / "src" / "pkg")
+    assert clean["dirty"] is False and clean["untracked_src"] == 0 and len(clean["commit"]) == 40
+    (repo / "notes.txt").write_text("not source\n")
+    assert git_state(repo / "src" / "pkg")["dirty"] is False
+    (repo / "src" / "pkg" / "b.py").write_text("y = 2\n")
+    (repo / "src" / "pkg" / "sub").mkdir()
+    (repo / "src" / "pkg" / "sub" / "c.py").write_text("z = 3\n")
+    state = git_state(repo / "src" / "pkg")
+    assert state["dirty"] is True and state["untracked_src"] == 2
+
+
 def test_result_records_the_host_cpu_and_blas(tmp_path):
     r = train(small(steps=1), tmp_path / "r", progress=False)
     cond = r["conditions"]

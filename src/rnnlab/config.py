@@ -92,6 +92,8 @@ class TrainConfig:
     select_metric: str = ""
     target_metric: str = ""
     target_value: float = 0.0
+    target_patience: int = 1  # stop once target_metric has reached target_value at this many evaluations in a row
+    epoch_steps: int = 0  # optimizer steps per epoch where a protocol counts epochs of batches; 0: not set
     test: bool = True
     tensorboard: bool = False
     device: str = "auto"  # auto (CUDA, else MPS, else CPU), cpu, cuda, cuda:N, mps
@@ -145,6 +147,7 @@ NOT_EXPERIMENT: dict[str, str] = {
     "name": "label",
     "description": "label",
     "paper": "label",
+    "train.epoch_steps": "label",
     "train.seed": "seed",
     "train.data_seed": "seed",
     "train.threads": "execution",
@@ -164,6 +167,10 @@ NOT_EXPERIMENT: dict[str, str] = {
 RUN_KEY_OMITS: tuple[str, ...] = tuple(
     k for k, c in NOT_EXPERIMENT.items() if c in ("label", "execution") or k == "train.seed"
 )
+
+#: Keys added after runs were made, with the default that reproduces what those runs did: at
+#: that default the run key leaves them out, so an earlier run keeps its key (and its resume).
+RUN_KEY_OMITS_AT_DEFAULT: dict[str, object] = {"train.target_patience": 1}
 
 #: Keys of the experiment that a resume may change all the same: the step budget (a longer run
 #: continues the same experiment) and the precision (the run is then recorded as a mixed run:
@@ -550,6 +557,8 @@ def _check_ranges(cfg: RunConfig) -> None:
     _need(_finite(t.plateau_factor) and 0 < t.plateau_factor < 1, "train.plateau_factor", t.plateau_factor, "in (0, 1)")
     _need(t.plateau_patience >= 0, "train.plateau_patience", t.plateau_patience, ">= 0")
     _need(_finite(t.target_value), "train.target_value", t.target_value, "a finite number")
+    _need(t.target_patience >= 1, "train.target_patience", t.target_patience, ">= 1")
+    _need(t.epoch_steps >= 0, "train.epoch_steps", t.epoch_steps, ">= 0 (0: not set)")
     _need(_finite(m.dropout) and 0 <= m.dropout < 1, "model.dropout", m.dropout, "in [0, 1)")
     _need(m.embedding >= 0, "model.embedding", m.embedding, ">= 0 (0 = one-hot / raw inputs)")
 

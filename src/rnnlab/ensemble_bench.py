@@ -30,7 +30,7 @@ from pathlib import Path
 
 #: name -> (preset, overrides): the issue's three benchmarks
 BENCHES = {
-    "dmu-adding": ("dmu/adding-dmu", []),
+    "dmu-adding": ("dmu/short/adding-dmu", []),
     "lstm-copy": ("demo/lstm", []),
     "nnrnn-copy": ("nnrnn/copy", ["model.hidden_size=128", "train.batch_size=10"]),
 }

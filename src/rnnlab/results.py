@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import sys
 from collections import defaultdict
 from fractions import Fraction
@@ -249,10 +250,20 @@ DMU_SEQUENCES_PER_EPOCH = 200
 
 
 def dmu_steps_per_epoch(config: dict | None) -> Fraction | None:
-    """Optimizer steps per epoch of the DMU protocol for a run's saved configuration: 200
-    sequences over its batch size (10 at the presets' batch 20; None without a batch size)."""
-    batch = ((config or {}).get("train") or {}).get("batch_size")
+    """Optimizer steps per epoch of the DMU protocol for a run's saved configuration: its
+    ``train.epoch_steps`` where set (the paper protocol's 200 batches of 32), else 200 sequences
+    over its batch size (10 at the short protocol's batch 20; None without a batch size)."""
+    train = (config or {}).get("train") or {}
+    if isinstance(train.get("epoch_steps"), int) and train["epoch_steps"] > 0:
+        return Fraction(train["epoch_steps"])
+    batch = train.get("batch_size")
     return Fraction(DMU_SEQUENCES_PER_EPOCH, batch) if isinstance(batch, int) and batch > 0 else None
+
+
+def median_epoch(epochs) -> float | None:
+    """The median of first epochs (the mean of the two middle ones for an even count), None for
+    none: the one median of the threshold rows and the claims' profiles."""
+    return statistics.median(epochs) if epochs else None
 
 
 def epoch_of(step: int, steps_per_epoch) -> int:

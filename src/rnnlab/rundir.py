@@ -46,7 +46,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import RUN_KEY_OMITS, ConfigError, as_dict, check_name, flatten, load_json
+from .config import RUN_KEY_OMITS, RUN_KEY_OMITS_AT_DEFAULT, ConfigError, as_dict, check_name, flatten, load_json
 
 LOCK_NAME = ".lock"
 
@@ -154,14 +154,16 @@ def is_finished(run_dir: str | Path, cfg=None) -> bool:
 
 def identity(cfg) -> dict:
     """The part of a resolved configuration that names a run, seed aside: the configuration
-    without ``config.RUN_KEY_OMITS`` (labels, ``train.seed``, execution keys)."""
+    without ``config.RUN_KEY_OMITS`` (labels, ``train.seed``, execution keys), and without the
+    keys of ``config.RUN_KEY_OMITS_AT_DEFAULT`` where they hold their default (keys added later:
+    an earlier run keeps its key)."""
     d = json.loads(json.dumps(as_dict(cfg), default=str))
-    for key in RUN_KEY_OMITS:
+    for key in (*RUN_KEY_OMITS, *RUN_KEY_OMITS_AT_DEFAULT):
         *sections, last = key.split(".")
         node = d
         for part in sections:
             node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict):
+        if isinstance(node, dict) and (key in RUN_KEY_OMITS or node.get(last) == RUN_KEY_OMITS_AT_DEFAULT[key]):
             node.pop(last, None)
     return d
 
@@ -641,25 +643,29 @@ def versions() -> dict:
 
 
 def git_state(path: str | Path | None = None) -> dict | None:
-    """``{"commit": sha, "dirty": bool}`` of the git checkout holding ``path`` (default: this
-    package's source), or None where there is no git or no checkout (an installed wheel)."""
+    """``{"commit": sha, "dirty": bool, "untracked_src": n}`` of the git checkout holding ``path``
+    (default: this package's source), or None where there is no git or no checkout (an installed
+    wheel). ``dirty``: a tracked file differs from the commit, or a file under the checkout's
+    ``src/`` is not tracked at all (``untracked_src`` counts those: a module the commit lacks
+    changes what ran as surely as an edit)."""
     import subprocess
 
     where = Path(path) if path is not None else Path(__file__).resolve().parent
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=where, capture_output=True, text=True, timeout=10)
+
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=10)
+        sha = git("rev-parse", "HEAD")
         if sha.returncode != 0:
             return None
-        st = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=where,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
+        st = git("status", "--porcelain", "--untracked-files=no")
+        new = git("ls-files", "--others", "--exclude-standard", "--full-name", "--", ":/src")
     except (OSError, subprocess.SubprocessError):
         return None
-    return {"commit": sha.stdout.strip(), "dirty": bool(st.stdout.strip()) if st.returncode == 0 else None}
+    untracked = len(new.stdout.splitlines()) if new.returncode == 0 else None
+    dirty = bool(st.stdout.strip()) or bool(untracked) if st.returncode == 0 else None
+    return {"commit": sha.stdout.strip(), "dirty": dirty, "untracked_src": untracked}
 
 
 def source_hash(root: str | Path | None = None) -> str:

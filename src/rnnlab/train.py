@@ -265,6 +265,7 @@ class Progress:
     elapsed: float = 0.0
     eval_elapsed: float = 0.0  # of ``elapsed``: evaluation and checkpointing, not training
     stopped: str = ""
+    target_streak: int = 0  # evaluations in a row at the target (train.target_patience)
     # [[first step, precision], ...]: more than one entry is a mixed-precision run
     precision_segments: list = field(default_factory=list)
 
@@ -826,7 +827,10 @@ def evaluate_and_checkpoint(run: RunState, tr: Trainer, on_eval=None, metrics: d
     if tc.schedule == "plateau":
         tr.sched.step(value)
     if tc.target_metric and tc.target_metric in run.last_eval:
-        if _reached(run.last_eval[tc.target_metric], tc.target_value, higher_is_better(tc.target_metric)):
+        # the target must hold at ``target_patience`` evaluations in a row (the DMU code: 5)
+        hit = _reached(run.last_eval[tc.target_metric], tc.target_value, higher_is_better(tc.target_metric))
+        prog.target_streak = prog.target_streak + 1 if hit else 0
+        if prog.target_streak >= tc.target_patience:
             prog.stopped = "target"
     # (the s/step of this window goes to the log line and TensorBoard, not to metrics.jsonl,
     # whose rows only "time" keeps machine-dependent)

@@ -100,13 +100,35 @@ def test_table_viii_covers_every_dmu_synthetic_preset():
 
 @pytest.mark.parametrize("preset", sorted(TABLE_VIII))
 def test_dmu_synthetic_presets_match_table_viii(preset):
+    """At every protocol (paper, code, short): the whole network or the recurrent block, as the
+    paper counts that entry; the code protocol's 100-way noisy readout changes only the readout."""
+    from rnnlab.ledger import published
+
     weights, counted = TABLE_VIII[preset]
-    cfg = config.load(preset)
-    model = build_model(cfg.model, build_task(cfg.task))
-    n = sum(p.numel() for p in (model if counted == "model" else model.rnn).parameters())
-    assert n == weights
-    if preset.startswith("dmu/noisy_sequence"):
-        assert model.rnn.input_size == 100
+    for p in (preset, *published.at_other_protocols(preset)):
+        cfg = config.load(p)
+        model = build_model(cfg.model, build_task(cfg.task))
+        n = sum(p.numel() for p in (model if counted == "model" else model.rnn).parameters())
+        assert n == weights, p
+        if preset.startswith("dmu/noisy_sequence"):
+            assert model.rnn.input_size == 100
+
+
+def test_the_ledger_counts_table_viii_as_the_paper_does():
+    """The ledger's Table VIII rows compare the recurrent block ("params/recurrent": the run's
+    parameter elements less its readout) exactly where the paper counts it, each with its reason."""
+    from rnnlab.ledger import published, records
+
+    rows = {(r.task, r.model): r for r in published.ROWS if r.table == "Table VIII"}
+    assert len(rows) == 15
+    for (task, model), r in rows.items():
+        weights, counted = TABLE_VIII[f"dmu/{task}-{model.lower()}"]
+        assert r.value == weights and r.metric == ("params/recurrent" if counted == "block" else "params")
+        assert (counted == "block") == ((task, model) in published.DMU_T8_RECURRENT_ONLY)
+        if counted == "block":
+            assert published.DMU_T8_RECURRENT_ONLY[(task, model)] in r.note
+    cfg = config.load("dmu/code/noisy_sequence-rnn").to_dict()
+    assert records.readout_elements(cfg) == 5 * 100 + 100  # (5 -> 100 symbols) + bias
 
 
 def test_per_layer_h0_of_the_wrong_length_is_one_clear_error():

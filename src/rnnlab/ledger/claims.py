@@ -10,13 +10,19 @@ the runs show (*holds*, *fails* or *undecided*), the values and the statistical 
 * *confirmed* / *refuted*: every group of runs at its preset's budget and configuration (a
   variant preset is named in the verdict), at least ``FEW_SEEDS`` seeds per model (or the
   paper's own count when smaller: asRNN's copy and MNIST runs use one seed), and a test;
+* *confirmed / refuted at the X protocol*: the same on runs at a protocol other than the
+  paper's (``published.PROTOCOLS``: the authors' released code, or a cheaper one of ours). Only
+  paper-protocol runs can confirm or refute the paper: these count apart (``verdict_kind``);
 * *inconclusive (reasons)*: otherwise (reduced budget, too few seeds, no significant
-  difference, no test possible), with what the runs so far point to;
+  difference, no test possible, one setting tested of a claim "for any hyperparameters"), with
+  what the runs so far point to;
+* *not applicable (premise fails: ...)*: a theorem whose premise does not hold on the runs
+  makes no prediction there;
 * *untested*: the runs the rule needs are not in the records.
 
 A claim's overall verdict: *confirmed* when every part is, *refuted* when a part is
-(*refuted in part* when another is confirmed), *untested* when no part was tested, else
-*inconclusive*.
+(*refuted in part* when another is not), *untested* when no part was tested, *not applicable*
+when the premise fails, else *inconclusive*.
 """
 
 from __future__ import annotations
@@ -26,8 +32,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..results import DMU_THRESHOLDS
-from .published import VARIANTS
+from ..results import DMU_THRESHOLDS, median_epoch
+from .published import PAPER_PROTOCOL, VARIANTS, at_other_protocols, protocol
 from .stats import (
     ALPHA,
     binom_sf,
@@ -43,6 +49,9 @@ from .stats import (
 )
 
 UNTESTED, CONFIRMED, REFUTED, INCONCLUSIVE = "untested", "confirmed", "refuted", "inconclusive"
+NOT_APPLICABLE = "not applicable"
+#: the class of a verdict confirmed or refuted on runs at a protocol other than the paper's
+OTHER_PROTOCOL = "other protocol"
 HOLDS, FAILS, UNDECIDED = "holds", "fails", "undecided"
 
 #: seeds per model a verdict needs (or the paper's own count where it ran fewer)
@@ -75,8 +84,15 @@ def _variant(preset: str) -> str:
     return VARIANTS[preset][1] if preset in VARIANTS else ""
 
 
-def verdict(f: Finding, need: int) -> str:
-    """The ledger's verdict class for a finding (see the module's docstring)."""
+def protocols_of(f: Finding) -> list[str]:
+    """The protocols other than the paper's of the runs and analyses a finding rests on."""
+    presets = [g.preset for g in f.groups] + [a.preset for a in f.analyses]
+    return sorted({protocol(p) for p in presets} - {PAPER_PROTOCOL})
+
+
+def verdict(f: Finding, need: int, any_setting: bool = False) -> str:
+    """The ledger's verdict class for a finding (see the module's docstring). ``any_setting``:
+    the claim holds "for any hyperparameters", which one setting cannot confirm (it can refute)."""
     if f.outcome == UNTESTED:
         return UNTESTED
     reasons = []
@@ -97,19 +113,40 @@ def verdict(f: Finding, need: int) -> str:
         reasons.append("no test possible")
     if f.outcome == UNDECIDED and f.why:
         reasons.append(f.why)
+    if any_setting and f.outcome == HOLDS:
+        reasons.append("one setting tested of a claim for any hyperparameters")
+    protos = protocols_of(f)
+    at = f" at the {' and '.join(protos)} protocol" if protos else ""
     variants = sorted({p for p in [g.preset for g in f.groups] + [a.preset for a in f.analyses] if _variant(p)})
     label = "; ".join(f"variant `{p}`: {_variant(p)}" for p in variants)
     if reasons:
         lean = {HOLDS: "; so far the runs agree", FAILS: "; so far the runs disagree"}.get(f.outcome, "")
-        return f"{INCONCLUSIVE} ({'; '.join(reasons)}{lean}" + (f"; {label}" if label else "") + ")"
+        return (
+            f"{INCONCLUSIVE} ({'; '.join(reasons)}{lean}"
+            + (f"; runs{at}" if at else "")
+            + (f"; {label}" if label else "")
+            + ")"
+        )
     out = CONFIRMED if f.outcome == HOLDS else REFUTED
-    return out + (f" with a variant ({label})" if label else "")
+    return out + at + (f" with a variant ({label})" if label else "")
+
+
+def verdict_kind(v: str) -> str:
+    """The class a verdict counts in: *confirmed* / *refuted* only at the paper's protocol (at
+    another: ``OTHER_PROTOCOL``), else its first word (*not applicable* whole)."""
+    if v.startswith(NOT_APPLICABLE):
+        return NOT_APPLICABLE
+    kind = v.split(" ", 1)[0]
+    if kind in (CONFIRMED, REFUTED) and v.split(" (", 1)[0].split(" with a variant", 1)[0].endswith(" protocol"):
+        return OTHER_PROTOCOL
+    return kind
 
 
 @dataclass(frozen=True)
 class Part:
     text: str
     rule: Callable  # (Evidence) -> Finding
+    any_setting: bool = False  # the paper says it holds "for any hyperparameters"
 
 
 @dataclass(frozen=True)
@@ -120,20 +157,33 @@ class Claim:
     parts: tuple[Part, ...]
     runs: int = 0  # the paper's runs per model behind it (0: not stated)
     ours: bool = False  # our own finding, not the paper's
+    premise: Part | None = None  # a theorem's premise: where it fails, the theorem predicts nothing
 
     def judge(self, ev) -> list[tuple[str, str, Finding]]:
-        """``(part, verdict, finding)`` for each part."""
+        """``(part, verdict, finding)`` for each part; with a premise, its own line first, and
+        every part *not applicable* when the runs show that it fails."""
         need = needed(self.runs)
-        return [(p.text, verdict(f, need), f) for p in self.parts for f in [p.rule(ev)]]
+        out = []
+        if self.premise is not None:
+            f = self.premise.rule(ev)
+            if f.outcome == FAILS:
+                why = f"{NOT_APPLICABLE} (premise fails: {f.why or self.premise.text})"
+                return [(f"premise: {self.premise.text}", why, f)] + [(p.text, why, f) for p in self.parts]
+            out.append((f"premise: {self.premise.text}", verdict(f, need), f))
+        return out + [(p.text, verdict(f, need, p.any_setting), f) for p in self.parts for f in [p.rule(ev)]]
 
     def overall(self, judged) -> str:
-        kinds = [v.split(" ", 1)[0] for _, v, _ in judged]
+        kinds = [verdict_kind(v) for _, v, _ in judged]
         if all(k == UNTESTED for k in kinds):
             return UNTESTED
+        if NOT_APPLICABLE in kinds:
+            return NOT_APPLICABLE
         if REFUTED in kinds:
-            return REFUTED + (" in part" if CONFIRMED in kinds or INCONCLUSIVE in kinds or UNTESTED in kinds else "")
+            return REFUTED + (" in part" if any(k != REFUTED for k in kinds) else "")
         if all(k == CONFIRMED for k in kinds):
             return CONFIRMED
+        if OTHER_PROTOCOL in kinds:
+            return INCONCLUSIVE + " (parts judged only at another protocol than the paper's)"
         return INCONCLUSIVE
 
 
@@ -142,7 +192,7 @@ def runs_text(f: Finding) -> str:
     out = []
     for g in f.groups:
         extra = f"; {'; '.join(g.diffs)}" if g.diffs else ""
-        out.append(f"`{g.preset}` x{len(g.records)} ({g.steps()} steps{extra})")
+        out.append(f"`{g.preset}` x{len(g.records)} ({g.steps()} steps{extra}{g.unverifiable()})")
     for a in f.analyses:
         out.append(f"analysis of `{a.preset}` ({a.data.get('source')})")
     return "; ".join(out) if out else "-"
@@ -150,10 +200,16 @@ def runs_text(f: Finding) -> str:
 
 # --- choosing the runs -----------------------------------------------------------------------
 def _pick(ev, preset: str, pooled: bool = False, variants: bool = True):
-    """The runs of ``preset`` (all budgets pooled, or the best group), else (``variants``) of
-    its named variants: a verdict on them says so."""
-    alts = sorted(v for v, (base, _) in VARIANTS.items() if base == preset) if variants else []
-    for p in [preset] + alts:
+    """The runs of ``preset`` (all budgets pooled, or the best group), else of the presets that
+    run it at another protocol (code, then short), else (``variants``) of its named variants or
+    theirs: a verdict on any of these says so."""
+    protos = at_other_protocols(preset)
+    alts = (
+        sorted(v for v, (base, _) in VARIANTS.items() if base in (preset, *protos) and v not in protos)
+        if variants
+        else []
+    )
+    for p in [preset, *protos, *alts]:
         g = ev.pooled(p) if pooled else ev.best(p)
         if g is not None:
             return g
@@ -309,7 +365,7 @@ def _profile(g) -> str:
     parts = []
     for th in DMU_THRESHOLDS:
         eps = [e for e in _firsts(g, th) if math.isfinite(e)]
-        med = sorted(eps)[len(eps) // 2] if eps else None
+        med = median_epoch(eps)
         parts.append(f"{th:.0e} {len(eps)}/{len(_firsts(g, th))}" + (f" (median ep {med:g})" if eps else ""))
     return f"`{g.preset}`: " + ", ".join(parts)
 
@@ -645,7 +701,13 @@ def asrnn_conditions(ev):
         f"the first condition (||D_f||_2 <= bound) holds at {len(holds)} of {len(th)} checked t: the bound is "
         f"{th['t=1']['D_f_bound']:g} because arctanh(sqrt(1 - ||W_hh^-1||_2)) = 0 for an orthogonal W_hh"
     )
-    return _analysis_finding(a, HOLDS if holds else FAILS, text)
+    f = _analysis_finding(a, HOLDS if holds else FAILS, text)
+    if not holds:
+        f.why = (
+            f"||D_f||_2 <= {th['t=1']['D_f_bound']:g} holds at none of the {len(th)} checked t; for the orthogonal "
+            "W_hh asRNN uses, arctanh(sqrt(1 - ||W_hh^-1||_2)) = 0, so the condition cannot hold"
+        )
+    return f
 
 
 def asrnn_conclusion(ev):
@@ -794,11 +856,9 @@ CLAIMS: list[Claim] = [
         "asrnn",
         "Theorem 2.1",
         "Under its conditions, sigma_min(J(t2, t1)) >= 1",
-        (
-            Part("the conditions hold on a trained copy model", asrnn_conditions),
-            Part("the conclusion holds there approximately (sigma_min >= 0.999)", asrnn_conclusion),
-        ),
+        (Part("the conclusion holds there approximately (sigma_min >= 0.999)", asrnn_conclusion),),
         runs=1,
+        premise=Part("its conditions hold on a trained copy model", asrnn_conditions),
     ),
     # nnRNN
     Claim(
@@ -855,12 +915,13 @@ CLAIMS: list[Claim] = [
         "dmu",
         "Fig. 3, Sec. IV-A",
         "Adding: DMU significantly outperforms all other modules, and GRU scores better "
-        "than LSTM. RNN and RHN are not able to reach any threshold within 100 training epochs",
+        "than LSTM. RNN and RHN are not able to reach any threshold within 100 training epochs for any "
+        "hyperparameters",
         (
             *(Part(f"DMU ahead of {m.upper()}", dmu_ahead("adding", "dmu", m)) for m in ("rnn", "lstm", "gru", "rhn")),
             Part("GRU ahead of LSTM", dmu_ahead("adding", "gru", "lstm")),
-            Part("RNN reaches no threshold", dmu_never("adding", "rnn")),
-            Part("RHN reaches no threshold", dmu_never("adding", "rhn")),
+            Part("RNN reaches no threshold, for any hyperparameters", dmu_never("adding", "rnn"), any_setting=True),
+            Part("RHN reaches no threshold, for any hyperparameters", dmu_never("adding", "rhn"), any_setting=True),
         ),
         runs=51,
     ),

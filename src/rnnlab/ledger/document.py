@@ -4,11 +4,16 @@ summary the README shows (``summary_line``, kept current by :mod:`rnnlab.docsync
 
 A row of the papers' tables is compared with the runs of its preset:
 
-* *reproduced* / *not reproduced*: runs at the preset's budget and configuration, with at least
-  ``claims.FEW_SEEDS`` seeds (or the paper's count when smaller), and
-  ``|ours - paper| <= max(2 spread_paper, 2 std_ours, rel |paper|)`` (``rel`` 2%, 0.5% for
-  weight counts) or not;
-* *inconclusive (...)*: at the preset's budget but with too few seeds;
+* *reproduced* / *not reproduced*: runs at the paper's protocol and the preset's budget and
+  configuration, with at least ``claims.FEW_SEEDS`` seeds (or the paper's count when smaller),
+  and ``|ours - paper| <= max(2 spread_paper, 2 std_ours, rel |paper|)`` (``rel`` 2%, 0.5% for
+  weight counts; for accuracies the paper's *error rate*, 1 - accuracy) or not;
+* a value the paper reports from **one run** (``runs=1``) has no spread to compare with: it is
+  *reproduced* only when it lies within our seed spread (mean +- 2 std over at least
+  ``FEW_SEEDS`` seeds), *not reproduced* when that spread and the test on the test set
+  (two-sided two-proportion test over its items, ``ONE_RUN_TEST``) both exclude it;
+* *inconclusive (...)*: at the preset's budget but with too few seeds, or a one-run value that
+  only one of the two excludes;
 * *not comparable (reduced budget / another configuration: ...)*: runs smaller than, or
   different from, the preset; seconds per step on the paper's GPU against our CPU;
 * *curves only (see claims)*: a figure without numbers; the claims judge its content;
@@ -22,17 +27,27 @@ sections. A variant preset's line says so.
 from __future__ import annotations
 
 import shutil
-import statistics
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from ..results import DMU_THRESHOLDS
-from .claims import CLAIMS, needed, runs_text
-from .published import PAPERS, ROWS, VARIANTS, Published
-from .records import PROVENANCE_SINCE, Analysis, Evidence, Group, Record, _num, load_records
+from ..results import DMU_THRESHOLDS, median_epoch
+from .claims import CLAIMS, FEW_SEEDS, NOT_APPLICABLE, OTHER_PROTOCOL, needed, runs_text, test_items, verdict_kind
+from .published import PAPER_PROTOCOL, PAPERS, ROWS, VARIANTS, Published, protocol
+from .records import (
+    AWAITING_REMAKE,
+    PROVENANCE_SINCE,
+    UNVERIFIABLE,
+    Analysis,
+    Evidence,
+    Group,
+    Record,
+    _num,
+    load_records,
+)
+from .stats import ALPHA, fmt_p, two_proportions
 
-REL_TOL = {"params": 0.005}
+REL_TOL = {"params": 0.005, "params/recurrent": 0.005}
 COMMAND = "rnnlab reproduce ledger records -o REPRODUCTION.md"
 KINDS = {
     "trained": "Trained results",
@@ -63,12 +78,51 @@ HEAD = [
     "status",
     "preset",
     "note",
+    "protocol",
 ]
 
 
 # --- the ledger rows -------------------------------------------------------------------------
+def accuracy_like(metric: str) -> bool:
+    """Accuracies (fractions correct): compared as error rates, 1 - accuracy."""
+    return metric.split("/")[-1].endswith("accuracy")
+
+
 def _tolerance(row: Published, ours_std: float) -> float:
-    return max(2 * (row.spread or 0.0), 2 * ours_std, REL_TOL.get(row.metric, 0.02) * abs(row.value))
+    """max(2 x the paper's spread, 2 x our std, ``rel`` of the paper's value: of its error rate
+    for an accuracy, where 2% of 0.9889 would be 2 points and 2% of its error 0.02 points)."""
+    scale = 1 - row.value if accuracy_like(row.metric) else row.value
+    return max(2 * (row.spread or 0.0), 2 * ours_std, REL_TOL.get(row.metric, 0.02) * abs(scale))
+
+
+def one_run_test(row: Published, g: Group, ours: float) -> float | None:
+    """Two-sided p-value of the two-proportion test of our accuracy against the paper's one-run
+    value over the test items of one run each (None where the metric has no test items)."""
+    n = test_items(g, row.metric) if accuracy_like(row.metric) else None
+    if not n:
+        return None
+    k_ours, k_paper = round(ours * n), round(row.value * n)
+    return min(1.0, 2 * min(two_proportions(k_ours, n, k_paper, n), two_proportions(k_paper, n, k_ours, n)))
+
+
+def _one_run_verdict(row: Published, g: Group, m: float, s: float) -> str:
+    """The rule for a value the paper reports from one run (see the module's docstring)."""
+    n = len(g.records)
+    p = one_run_test(row, g, m)
+    rejects = p is not None and p <= ALPHA
+    test = "" if p is None else f"the test on the test set {'rejects' if rejects else 'does not reject'} it, {fmt_p(p)}"
+    if n < FEW_SEEDS:
+        return (
+            f"inconclusive ({n} seed{'s' if n != 1 else ''} of the {FEW_SEEDS} a one-run value needs for our spread"
+            + (f"; {test}" if test else "")
+            + ")"
+        )
+    lo, hi = m - 2 * s, m + 2 * s
+    if lo <= row.value <= hi:
+        return "reproduced" + (f" ({test})" if rejects else "")
+    if p is None or rejects:
+        return f"not reproduced (outside our spread {_num(lo)}-{_num(hi)}" + (f"; {test}" if test else "") + ")"
+    return f"inconclusive (outside our spread {_num(lo)}-{_num(hi)}, but {test})"
 
 
 def _paper_text(row: Published) -> str:
@@ -99,7 +153,7 @@ def _row_lines(row: Published, ev: Evidence) -> list[list[str]]:
     label = f"{row.model}, {row.task}" + (f" ({row.size})" if row.size else "")
     paper = _paper_text(row)
     if not row.presets:
-        return [[label, row.metric, paper, "-", "-", "-", "-", "-", f"no preset: {row.reason}", "-", row.note]]
+        return [[label, row.metric, paper, "-", "-", "-", "-", "-", f"no preset: {row.reason}", "-", row.note, "-"]]
     lines = []
     for i, preset in enumerate(row.presets):
         tag = f"`{preset}`" + (" (variant)" if preset in VARIANTS else "")
@@ -113,7 +167,9 @@ def _row_lines(row: Published, ev: Evidence) -> list[list[str]]:
                 continue
         if not groups:
             if i == 0:
-                lines.append([label, row.metric, paper, "-", "-", "-", "-", "-", "not run yet", tag, row.note])
+                lines.append(
+                    [label, row.metric, paper, "-", "-", "-", "-", "-", "not run yet", tag, row.note, protocol(preset)]
+                )
             continue
         for g in groups:
             lines.append(_group_line(row, label, paper, tag, g))
@@ -152,6 +208,7 @@ def _analysis_line(row: Published, label: str, paper: str, tag: str, a: Analysis
         _variant_prefix(a.preset) + status,
         tag,
         row.note,
+        protocol(a.preset),
     ]
 
 
@@ -178,15 +235,15 @@ def _group_line(row: Published, label: str, paper: str, tag: str, g: Group) -> l
         parts = []
         for t, eps in th.items():
             reached = [e for e in eps if e is not None]
-            med = f" (median epoch {statistics.median(reached):g})" if reached else ""
+            med = f" (median epoch {median_epoch(reached):g})" if reached else ""
             parts.append(f"{t:.0e}: {len(reached)}/{len(eps)}{med}")
-        ours = "; ".join(parts) + f" ({seeds})"
+        ours = "; ".join(parts) + f" ({seeds}{g.unverifiable()})"
         verdict = "curves only (see claims)"
     elif (st := g.stat(row.metric)) is None:
         verdict = f"run; metric {row.metric} not recorded"
     else:
         m, s, _ = st
-        ours = f"{_num(m, row.metric)} +- {_num(s)} ({seeds})"
+        ours = f"{_num(m, row.metric)} +- {_num(s)} ({seeds}{g.unverifiable()})"
         if row.value is None:
             verdict = "curves only (see claims)"
         elif row.kind == "timing":  # seconds per step: not comparable whatever the budget
@@ -195,8 +252,13 @@ def _group_line(row: Published, label: str, paper: str, tag: str, g: Group) -> l
         else:
             diff = f"{m - row.value:+.4g}"
             within = abs(m - row.value) <= _tolerance(row, s)
+            proto = protocol(g.preset)
             if not_comparable:
                 verdict, not_comparable = f"not comparable ({'; '.join(not_comparable)})", []
+            elif proto != PAPER_PROTOCOL and row.kind == "trained":
+                verdict = f"not comparable (runs at the {proto} protocol)"
+            elif row.runs == 1 and row.kind == "trained":
+                verdict = _one_run_verdict(row, g, m, s)
             elif n < need and row.kind == "trained":
                 verdict = (
                     f"inconclusive ({n} seed{'s' if n != 1 else ''} of the {need} needed; "
@@ -204,6 +266,8 @@ def _group_line(row: Published, label: str, paper: str, tag: str, g: Group) -> l
                 )
             else:
                 verdict = "reproduced" if within else "not reproduced"
+                if proto != PAPER_PROTOCOL:
+                    verdict += f" at the {proto} protocol"
     status = (f"not comparable ({'; '.join(not_comparable)}); " if not_comparable else "") + verdict
     return [
         label,
@@ -217,6 +281,7 @@ def _group_line(row: Published, label: str, paper: str, tag: str, g: Group) -> l
         _variant_prefix(g.preset) + status,
         tag,
         row.note,
+        protocol(g.preset),
     ]
 
 
@@ -261,9 +326,10 @@ def _provenance(records: list[Record]) -> list[str]:
     groups: dict[tuple, list[Record]] = defaultdict(list)
     for r in records:
         p = r.provenance()
+        commit = p["commit"] and p["commit"] + (f" ({UNVERIFIABLE})" if r.unverifiable else "")
         key = (
             (
-                p["commit"] or (f"source {p['source']}" if p["source"] else None),
+                commit or (f"source {p['source']}" if p["source"] else None),
                 p["cpu"],
                 p["torch"],
                 p["blas"],
@@ -306,9 +372,50 @@ def _provenance(records: list[Record]) -> list[str]:
         "## Where the records were made",
         "",
         "Each record's commit (or source hash), host CPU, torch, BLAS and device, as its `result.json` "
-        "states them; a number can be traced to the code and machine that made it.",
+        f"states them; a number can be traced to the code and machine that made it, except where marked "
+        f"*{UNVERIFIABLE}*: a commit outside the repository's history or a working tree with uncommitted "
+        "changes (the records awaiting re-making, below).",
         "",
         _table(["commit", "CPU", "torch", "BLAS", "device", "records", "record folders"], lines),
+        "",
+    ]
+
+
+def _seed_ranges(seeds: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2, 5"``."""
+    out, start = [], None
+    for i, s in enumerate(seeds):
+        if start is None:
+            start = s
+        if i + 1 == len(seeds) or seeds[i + 1] != s + 1:
+            out.append(f"{start}" if start == s else f"{start}-{s}")
+            start = None
+    return ", ".join(out)
+
+
+def _awaiting(records: list[Record], roots) -> list[str]:
+    """The records awaiting re-making, named by folder and seeds, with the reason."""
+    groups: dict[tuple, list] = defaultdict(list)
+    for r in records:
+        if r.unverifiable:
+            seed = r.config.get("train", {}).get("seed")
+            groups[(_shown(r.path.parent, roots), r.unverifiable)].append(seed)
+    if not groups:
+        return []
+    n = sum(len(v) for v in groups.values())
+    lines = [
+        [f"`{folder}`", _seed_ranges(sorted(s for s in seeds if isinstance(s, int))), str(len(seeds)), why]
+        for (folder, why), seeds in sorted(groups.items())
+    ]
+    return [
+        "## Records awaiting re-making",
+        "",
+        f"{n} records name a commit outside the repository's history or a working tree with uncommitted changes "
+        f"(`records/{AWAITING_REMAKE}`): the code that made them cannot be checked "
+        f"out. They count, marked *{UNVERIFIABLE}* in every row and claim that uses them, until each is re-made "
+        "from a clean commit of the history (same configuration and seed); docs/reproduce.md says how.",
+        "",
+        _table(["record folder", "seeds", "records", "why"], lines),
         "",
     ]
 
@@ -320,11 +427,14 @@ def _claims(ev: Evidence) -> tuple[list[str], Counter]:
         for c in (c for c in CLAIMS if c.paper == paper):
             judged = c.judge(ev)
             where = "our finding" if c.ours else c.where
-            lines.append([f"{c.text} ({where})", "**whole claim**", f"**{c.overall(judged)}**", "", ""])
+            lines.append([f"{c.text} ({where})", "**whole claim**", f"**{c.overall(judged)}**", "", "", ""])
             for text, verdict, f in judged:
-                counts[verdict.split(" ", 1)[0]] += 1
-                lines.append(["", text, verdict, f.text, runs_text(f)])
-        parts += [f"### {paper}", "", _table(["claim", "part", "verdict", "evidence and test", "runs"], lines), ""]
+                counts[verdict_kind(verdict)] += 1
+                presets = [g.preset for g in f.groups] + [a.preset for a in f.analyses]
+                protos = ", ".join(sorted({protocol(p) for p in presets})) or "-"
+                lines.append(["", text, verdict, f.text, runs_text(f), protos])
+        head = ["claim", "part", "verdict", "evidence and test", "runs", "protocol"]
+        parts += [f"### {paper}", "", _table(head, lines), ""]
     return parts, counts
 
 
@@ -336,6 +446,31 @@ def _shown(text, roots) -> str:
         parent = str(Path(root).resolve().parent)
         text = text.replace(parent + "/", "")
     return text
+
+
+#: how to read the ledger: its protocols, the status of a row, the verdict of a claim
+READING = [
+    "Protocols: each row and claim part names the protocol of its runs: *paper* (the text's values; where "
+    "the text is silent, the released code's choice, stated in the preset), *code* (the authors' released "
+    "scripts as they run, where they differ from the text) or *short* (a cheaper protocol of ours). Only "
+    "paper-protocol runs can reproduce a number or confirm or refute a claim; a verdict on runs at another "
+    "protocol says so.",
+    "",
+    "Status of a row: *reproduced* / *not reproduced* when paper-protocol runs at the preset's budget and "
+    "configuration, with at least 3 seeds (or the paper's count when smaller), are within max(2 x the paper's "
+    "spread, 2 x our std, 2% of the paper's value, of its error rate for accuracies; 0.5% for weight counts) "
+    "of it or not; a value the paper reports from one run is *reproduced* only within our spread (mean +- 2 "
+    "std) over at least 3 seeds, *not reproduced* when that spread and the test on the test set both exclude "
+    "it; *inconclusive* with fewer seeds or when only one excludes it; *not comparable* when the runs are "
+    "smaller than the preset (reduced budget), differ from it (another configuration) or run another "
+    "protocol, and for GPU timings; *curves only* for figures without numbers (the claims judge them); *not "
+    "run yet*; *no preset*. A *variant* line is a preset that differs from the paper on purpose. Claims: "
+    "*confirmed* / *refuted* only at the paper's protocol and the preset's budget with at least 3 seeds (or "
+    "the paper's count when smaller) and a test whose p-value or interval is shown (at another protocol: "
+    "*confirmed / refuted at the X protocol*, which counts apart); a theorem whose premise fails on the runs: "
+    "*not applicable*; otherwise *inconclusive (why)*; *untested* without runs.",
+    "",
+]
 
 
 def ledger(roots, command: str = COMMAND) -> str:
@@ -350,19 +485,15 @@ def ledger(roots, command: str = COMMAND) -> str:
         "records in `records/` and the claims (`rnnlab.ledger.claims`); do not edit by hand (a test regenerates "
         "it and compares). How to read it and how to add runs: docs/reproduce.md.",
         "",
-        "Status of a row: *reproduced* / *not reproduced* when runs at the preset's budget and configuration, "
-        "with at least 3 seeds (or the paper's count when smaller), are within max(2 x the paper's spread, "
-        "2 x our std, 2% of the paper's value; 0.5% for weight counts) of it or not; *inconclusive* with fewer "
-        "seeds; *not comparable* when the runs are smaller than the preset (reduced budget) or differ from it "
-        "(another configuration), and for GPU timings; *curves only* for figures without numbers (the claims "
-        "judge them); *not run yet*; *no preset*. A *variant* line is a preset that differs from the paper on "
-        "purpose. Claims: *confirmed* / *refuted* only at the preset's budget with at least 3 seeds (or the "
-        "paper's count when smaller) and a test whose p-value or interval is shown; otherwise *inconclusive "
-        "(why)*; *untested* without runs.",
-        "",
+        *READING,
         f"{len(records) + len(left)} run records "
         + (f"({len(left)} left out of the evidence, listed below), " if left else "(none left out of the evidence), ")
-        + f"{len(analyses)} analysis records.",
+        + f"{len(analyses)} analysis records"
+        + (
+            f"; {k} of the run records await re-making ({UNVERIFIABLE}, listed below)."
+            if (k := sum(1 for r in records if r.unverifiable))
+            else "."
+        ),
         "",
     ]
     summary = ["## Summary", "", "Every line of the tables below, by section and status.", ""]
@@ -395,6 +526,7 @@ def ledger(roots, command: str = COMMAND) -> str:
     ]
     parts += claim_parts
     parts += _provenance(records)
+    parts += _awaiting(records, roots)
     parts += ["## Records left out of the evidence", ""]
     if left:
         parts += [
@@ -445,7 +577,9 @@ def summary_line(roots, link: str = "REPRODUCTION.md") -> str:
         for s in STATUS_KINDS
         if r[s] or s in ("reproduced", "not reproduced", "inconclusive")
     )
-    parts = ", ".join(f"{k[v]} {v}" for v in ("confirmed", "refuted", "inconclusive", "untested") if k[v])
+    words = {OTHER_PROTOCOL: "confirmed or refuted only at another protocol than the paper's"}
+    kinds = ("confirmed", "refuted", OTHER_PROTOCOL, "inconclusive", NOT_APPLICABLE, "untested")
+    parts = ", ".join(f"{k[v]} {words.get(v, v)}" for v in kinds if k[v])
     # the link's text is its file name (the README links absolutely: it is the wheel's description)
     return (
         f"**Reproduction** ([{link.rsplit('/', 1)[-1]}]({link})): of the papers' {sum(r.values())} trained results, {rows}; "

@@ -49,6 +49,28 @@ BUDGET = (
 )
 #: the commit from which ``result.json`` records the host's CPU, BLAS and the source hash
 PROVENANCE_SINCE = "4cfd480"
+#: the file in a records root that lists its records awaiting re-making (``path<TAB>why``, paths
+#: below the root): their provenance cannot be checked out; the ledger counts them, marked
+AWAITING_REMAKE = "awaiting-remake.txt"
+UNVERIFIABLE = "provenance unverifiable"
+
+
+def awaiting_remake(root) -> dict[str, str]:
+    """``{path below root: why}`` from ``root``'s ``AWAITING_REMAKE`` list ({} without one)."""
+    f = Path(root) / AWAITING_REMAKE
+    if not f.exists():
+        return {}
+    out = {}
+    for n, line in enumerate(f.read_text().splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        path, sep, why = line.partition("\t")
+        if not sep or not why.strip():
+            raise ValueError(
+                f"{f}:{n}: expected 'path<TAB>why', got {line!r}; separate the path and the reason by a tab"
+            )
+        out[path.strip()] = why.strip()
+    return out
 
 
 # --- records ---------------------------------------------------------------------------------
@@ -64,6 +86,7 @@ class Record:
     result: dict
     preset: str = ""
     diffs: tuple[str, ...] = ()
+    unverifiable: str = ""  # why its provenance cannot be checked out (``AWAITING_REMAKE``), else ""
     _rows: list | None = field(default=None, repr=False)
     _firsts: dict = field(default_factory=dict, repr=False)
 
@@ -82,6 +105,10 @@ class Record:
         r = self.result
         if metric == "params":
             return (r.get("params") or {}).get("elements")
+        if metric == "params/recurrent":  # the whole network less its readout layer
+            whole = (r.get("params") or {}).get("elements")
+            readout = readout_elements(self.config)
+            return None if whole is None or readout is None else whole - readout
         if metric.startswith("baseline/"):
             return (r.get("baseline") or {}).get(metric.split("/", 1)[1])
         if metric == "time_per_step_s_gpu":
@@ -122,6 +149,26 @@ class Record:
     def has_provenance(self) -> bool:
         p = self.provenance()
         return bool((p["commit"] or p["source"]) and p["cpu"])
+
+
+_READOUTS: dict[str, int | None] = {}
+
+
+def readout_elements(cfg: dict) -> int | None:
+    """Parameter elements of the readout layer of the model a saved configuration builds (None
+    where it does not build here); cached per configuration."""
+    key = json.dumps(_resolved(cfg), sort_keys=True, default=str)
+    if key not in _READOUTS:
+        from ..model import build_model
+        from ..train import build_task
+
+        try:
+            run = config.from_dict(cfg)
+            model = build_model(run.model, build_task(run.task))
+            _READOUTS[key] = sum(p.numel() for p in model.readout.parameters())
+        except (config.ConfigError, AttributeError, KeyError, TypeError, ValueError):
+            _READOUTS[key] = None
+    return _READOUTS[key]
 
 
 @dataclass
@@ -199,6 +246,7 @@ def load_records(roots) -> tuple[list[Record], list[Analysis], list[LeftOut]]:
             from ..rundir import NoSuchPath
 
             raise NoSuchPath(f"no such records directory: {root} (give the directories that hold run records)")
+        pending = awaiting_remake(root)
         for p in sorted(root.rglob("result.json")):
             if p.resolve() in seen_paths:
                 continue
@@ -207,6 +255,7 @@ def load_records(roots) -> tuple[list[Record], list[Analysis], list[LeftOut]]:
             if rec is None:
                 left.append(LeftOut(p.parent, why))
             else:
+                rec.unverifiable = pending.get(p.parent.relative_to(root).as_posix(), "")
                 records.append(rec)
         for p in sorted(root.rglob("analysis.json")):
             try:
@@ -217,16 +266,18 @@ def load_records(roots) -> tuple[list[Record], list[Analysis], list[LeftOut]]:
     first: dict[str, Record] = {}
     kept = []
     # of two records of one configuration and seed, the one that says where it was made counts
-    # (a re-run with provenance supersedes an older record without), else the first by path
-    for rec in sorted(records, key=lambda r: not r.has_provenance()):
+    # (a re-run with provenance supersedes an older record without), then one whose provenance
+    # can be checked out (a re-made record supersedes one awaiting re-making), else the first by path
+    for rec in sorted(records, key=lambda r: (not r.has_provenance(), bool(r.unverifiable))):
         key = _identity(rec)
         if key in first:
             seed = rec.config.get("train", {}).get("seed")
-            why = (
-                "; the record with provenance counts"
-                if first[key].has_provenance() and not rec.has_provenance()
-                else ""
-            )
+            if first[key].has_provenance() and not rec.has_provenance():
+                why = "; the record with provenance counts"
+            elif not first[key].unverifiable and rec.unverifiable:
+                why = f"; the record whose provenance can be checked out counts ({UNVERIFIABLE}: {rec.unverifiable})"
+            else:
+                why = ""
             left.append(LeftOut(rec.path, f"duplicate of {first[key].path} (same configuration and seed {seed}{why})"))
             continue
         first[key] = rec
@@ -308,7 +359,7 @@ def _is_budget(diff: str) -> bool:
 def _num(x, metric: str = "") -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
-    if metric == "params":
+    if metric.startswith("params"):
         return f"{x:,.0f}" if x < 1e4 else f"{x / 1e3:,.1f}K" if x < 1e6 else f"{x / 1e6:.2f}M"
     if x != 0 and (abs(x) < 1e-3 or abs(x) >= 1e5):
         return f"{x:.3g}"
@@ -352,6 +403,11 @@ class Group:
         """Per threshold, each run's first epoch (None: never), over the runs that logged val/loss."""
         per = [p for p in (r.first_epochs(thresholds) for r in self.records) if p is not None]
         return {th: [p[th] for p in per] for th in thresholds}
+
+    def unverifiable(self) -> str:
+        """ "; k provenance unverifiable" when k of the runs await re-making, else ""."""
+        k = sum(1 for r in self.records if r.unverifiable)
+        return f"; {k} {UNVERIFIABLE}" if k else ""
 
     def hardware(self) -> str:
         parts = set()

@@ -15,7 +15,9 @@ valid step.
   b = 1 for Y: 8 classes, chance ln 8.
 * ``noisy_sequence`` (Exp. 2b): the first symbol is x or y, the other L - 1 are noise symbols
   drawn at random (``fixed=True`` draws them once per task: the noise-free Exp. 2a); the class
-  of the first symbol is the answer at the end; chance ln 2.
+  of the first symbol is the answer at the end; chance ln 2. ``variable_length=False``: every
+  sequence is L long; ``classes=2 + noise_symbols``: the answer is a softmax over every symbol
+  (both as the DMU authors' released code runs it; only x and y ever occur as answers).
 """
 
 from __future__ import annotations
@@ -128,12 +130,22 @@ class NoisySequenceTask(_VariableLength):
         val_size: int = 1000,
         test_size: int = 1000,
         seed: int = 0,
+        variable_length: bool = True,
+        classes: int = 2,
     ):
         super().__init__(L, val_size, test_size, seed)
         if noise_symbols < 1:
             raise ValueError(f"noise_symbols must be >= 1, got {noise_symbols}")
         self.noise_symbols, self.fixed = int(noise_symbols), bool(fixed)
         self.num_tokens = self.input_size = 2 + self.noise_symbols
+        if classes not in (2, self.num_tokens):
+            raise ValueError(
+                f"noisy_sequence classes must be 2 (x or y) or {self.num_tokens} (a softmax over every symbol, "
+                f"2 + noise_symbols), got classes={classes}"
+            )
+        self.output_size = int(classes)
+        if not variable_length:  # every sequence L long (the DMU authors' released code)
+            self.L_max = self.L
         g = torch.Generator().manual_seed(7_919 * self.seed + 5)
         self._fixed_noise = torch.randint(2, self.num_tokens, (self.L_max,), generator=g)
 
