@@ -306,6 +306,52 @@ def test_bleu_hand_cases():
     assert corpus_bleu([["x"]], [ref]) == 0.0
 
 
+def _reference_bleu(candidates, references, max_n=4):
+    """Papineni et al.'s corpus BLEU written out (clipped n-gram counts pooled over the corpus,
+    brevity penalty, geometric mean, no smoothing): the second computation of what sacrebleu gives."""
+    from collections import Counter
+
+    match, total, c_len, r_len = [0] * max_n, [0] * max_n, 0, 0
+    for cand, ref in zip(candidates, references):
+        c_len, r_len = c_len + len(cand), r_len + len(ref)
+        for n in range(1, max_n + 1):
+            cc = Counter(tuple(cand[i : i + n]) for i in range(len(cand) - n + 1))
+            rc = Counter(tuple(ref[i : i + n]) for i in range(len(ref) - n + 1))
+            match[n - 1] += sum(min(k, rc[g]) for g, k in cc.items())
+            total[n - 1] += max(len(cand) - n + 1, 0)
+    if c_len == 0 or min(total) == 0 or min(match) == 0:
+        return 0.0
+    log_p = sum(math.log(m / t) for m, t in zip(match, total)) / max_n
+    return (1.0 if c_len >= r_len else math.exp(1.0 - r_len / c_len)) * math.exp(log_p)
+
+
+def test_bleu_equals_the_written_out_definition_on_random_corpora():
+    import random
+
+    rng = random.Random(0)
+    words = "a b c d e f".split()
+    nonzero = 0
+    for _ in range(200):
+        n = rng.randint(1, 6)
+        refs = [[rng.choice(words) for _ in range(rng.randint(1, 12))] for _ in range(n)]
+        cands = [
+            [t if rng.random() < 0.8 else rng.choice(words) for t in r[: rng.randint(1, len(r) + 2)]] for r in refs
+        ]
+        want = _reference_bleu(cands, refs)
+        nonzero += want > 0
+        assert corpus_bleu(cands, refs) == pytest.approx(want, rel=1e-9, abs=1e-12)
+    assert nonzero > 100  # the comparison is not all zeros
+
+
+def test_without_sacrebleu_bleu_says_what_to_install(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "sacrebleu", None)
+    monkeypatch.setitem(sys.modules, "sacrebleu.metrics", None)
+    with pytest.raises(ImportError, match=r"rnnlab\[translation\]"):
+        corpus_bleu([["a"]], [["a"]])
+
+
 PAIRS = [
     ("Go.", "Ve."),
     ("Hi.", "Hola."),
