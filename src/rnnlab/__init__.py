@@ -4,7 +4,7 @@
 module on first use, so ``rnnlab --help`` and the file-only commands start quickly.
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 _CELLS = (
     "ASRNN",
