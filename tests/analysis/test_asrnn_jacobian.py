@@ -206,5 +206,5 @@ def test_cli_analyze_jacobian(tmp_path, capsys):
     first = digest["asrnn (trained: asrnn-copy-L1000)"]
     assert first["cell"] == "ASRNNCell" and first["T"] == 32 and "theorem21" in first
     assert png.stat().st_size > 1000
-    assert main(["analyze", "jacobian", str(tmp_path / "nope")]) == 1  # a clear error, not a traceback
+    assert main(["analyze", "jacobian", str(tmp_path / "nope")]) == 2  # a clear usage error, not a traceback
     assert "config.json is missing" in capsys.readouterr().err
