@@ -33,6 +33,8 @@ def test_device_tests_pass_in_a_checkout_named_rnnlab(tmp_path):
             "pytest",
             "-p",
             "no:cacheprovider",
+            "-n",
+            "0",  # one process: this test already runs inside the suite's workers
             "tests/test_device.py",
             "-k",
             "factory_audit or (fast_paths_make_no_tensor and (lstm or dmu or exprnn or asrnn))",
