@@ -4,6 +4,7 @@ git commit, and reloading a trained model without its dataset."""
 
 import csv
 import json
+import logging
 import re
 import shutil
 import subprocess
@@ -43,20 +44,36 @@ def rows(run):
     return [json.loads(x) for x in (Path(run) / "metrics.jsonl").read_text().splitlines() if x.strip()]
 
 
-def test_one_log_line_per_evaluation_off_a_terminal(tmp_path, capsys):
-    train(small(steps=6), tmp_path / "r")  # progress=None; pytest's stderr is not a terminal
-    lines = [ln for ln in capsys.readouterr().err.splitlines() if " step " in ln]
+def test_one_log_line_per_evaluation_off_a_terminal(tmp_path, capsys, caplog):
+    # progress=None; pytest's stderr is not a terminal, and pytest has set up logging (a handler
+    # on the root logger): the lines are INFO records of rnnlab.train
+    with caplog.at_level(logging.INFO, logger="rnnlab"):
+        train(small(steps=6), tmp_path / "r")
+    lines = [r.getMessage() for r in caplog.records if r.name == "rnnlab.train" and " step " in r.getMessage()]
     evals = [r for r in rows(tmp_path / "r") if "val/loss" in r]
     assert len(lines) == len(evals) == 3
     for ln, r in zip(lines, evals):
         assert ln.startswith(f"demo-lstm step {r['step']}/6 ")
         assert f"val/loss {r['val/loss']:.4g}" in ln and "train/loss " in ln and "lr 0.001" in ln
         assert re.search(r"  \d+\.\d{4} s/step \(training\)$", ln)
-    train(small(steps=2), tmp_path / "q", progress=False)  # quiet: neither bar nor lines
-    assert " step " not in capsys.readouterr().err
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="rnnlab"):
+        train(small(steps=2), tmp_path / "q", progress=False)  # quiet: neither bar nor lines
+    assert " step " not in capsys.readouterr().err and not [r for r in caplog.records if " step " in r.getMessage()]
 
 
-def test_time_per_step_excludes_evaluation(tmp_path, monkeypatch, capsys):
+def test_without_logging_set_up_the_lines_go_to_stderr(tmp_path, capsys, monkeypatch):
+    """A script that set up no logging still sees the lines off a terminal, on stderr."""
+    from rnnlab import runtime
+
+    monkeypatch.setattr(logging.Logger, "hasHandlers", lambda self: False)
+    train(small(steps=4), tmp_path / "r")
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if " step " in ln]
+    assert len(lines) == 2 and lines[-1].startswith("demo-lstm step 4/4 ")
+    assert runtime.show_progress.__module__ == "rnnlab.runtime"
+
+
+def test_time_per_step_excludes_evaluation(tmp_path, monkeypatch, capsys, caplog):
     slow = 0.15
 
     def slow_evaluate(*a, **k):
@@ -64,13 +81,14 @@ def test_time_per_step_excludes_evaluation(tmp_path, monkeypatch, capsys):
         return evaluate(*a, **k)
 
     monkeypatch.setattr(train_mod, "evaluate", slow_evaluate)
-    r = train(small(steps=4, **{"train.eval_every": 1, "train.test": "false"}), tmp_path / "r")
+    with caplog.at_level(logging.INFO, logger="rnnlab"):
+        r = train(small(steps=4, **{"train.eval_every": 1, "train.test": "false"}), tmp_path / "r")
     assert r["eval_time_s"] >= 4 * slow
     assert r["train_time_s"] == pytest.approx(r["wall_time_s"] - r["eval_time_s"], abs=0.02)
     assert r["time_per_step_s"] == pytest.approx(r["train_time_s"] / 4, abs=1e-3)
     assert r["time_per_step_s"] * 4 < r["wall_time_s"] - 4 * slow + 0.05
     # the per-evaluation figure of the log lines is training alone as well
-    per_eval = [float(x) for x in re.findall(r"(\d+\.\d+) s/step", capsys.readouterr().err)]
+    per_eval = [float(x) for x in re.findall(r"(\d+\.\d+) s/step", caplog.text)]
     assert len(per_eval) == 4 and max(per_eval) < slow
 
 

@@ -10,8 +10,10 @@ these two functions plus its parser function in :data:`COMMANDS`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -1125,6 +1127,22 @@ def build_parser(bench_arguments: bool = True) -> argparse.ArgumentParser:
         version=f"rnnlab {__version__}",
         help="print the version and exit, e.g. rnnlab --version",
     )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        dest="log_quiet",
+        action="count",
+        default=0,
+        help="fewer messages on stderr: -q only notes (no progress lines), -qq only errors, e.g. rnnlab -q train ...",
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        dest="log_verbose",
+        action="count",
+        default=0,
+        help="more messages on stderr (rnnlab's debug log), e.g. rnnlab -v train demo/lstm",
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in COMMANDS:
         if add is _parser_bench:
@@ -1259,6 +1277,12 @@ def main(argv: list[str] | None = None) -> int:
         from .runtime import tune_malloc
 
         tune_malloc()
+    with _log_to_stderr(args.log_verbose - args.log_quiet):
+        return _run(args)
+
+
+def _run(args) -> int:
+    """Run the parsed command: its exit code, or one line and the code for an expected error."""
     try:
         _refuse_symlink_loops(args)
         rc = args.func(args)
@@ -1277,6 +1301,36 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     print(f"rnnlab: error: {line[0]}", file=sys.stderr)
     return line[1]
+
+
+class _NoteFormatter(logging.Formatter):
+    """The library's log as the command line shows it: notes (warnings) as ``note: ...``,
+    progress and information as they are."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = record.getMessage()
+        return f"note: {text}" if record.levelno >= logging.WARNING else text
+
+
+@contextlib.contextmanager
+def _log_to_stderr(verbosity: int):
+    """Show rnnlab's log on stderr for one command: progress and notes by default (``INFO``),
+    notes only at -q, errors only at -qq, debug at -v. The library itself only logs (one logger
+    per module, under ``rnnlab``); this handler is the command line's, and the logger is left as
+    it was when the command returns."""
+    level = {-2: logging.ERROR, -1: logging.WARNING, 0: logging.INFO}.get(max(verbosity, -2), logging.DEBUG)
+    logger = logging.getLogger("rnnlab")
+    handler = logging.StreamHandler(sys.stderr)  # the stderr of this call (tests replace it)
+    handler.setFormatter(_NoteFormatter())
+    before = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = False  # shown once, here, whatever handlers the process's root has
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.level, logger.propagate = before
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ import contextlib
 import copy
 import dataclasses
 import json
+import logging
 import signal
 import statistics
 import sys
@@ -73,6 +74,7 @@ from .rundir import (
     resolved_saved_key,
     source_hash,
 )
+from .runtime import show_progress
 from .tasks import build_task
 from .tasks.base import Batch, Task
 from .train import (
@@ -98,6 +100,8 @@ from .train import (
     split_metrics,
     step_loss,
 )
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "EnsembleFailed",
@@ -427,7 +431,7 @@ class _Ensemble:
         m.error = f"{type(e).__name__}: " + " ".join(str(e).split())
         close_run(m.run)
         _release(m)
-        print(f"{m.root}: {m.error}", file=sys.stderr, flush=True)
+        log.warning(f"{m.root}: {m.error}")
 
     def finish(self, ms: list[Member]) -> None:
         """Close and finish members that stopped or reached their step budget: test scores of
@@ -555,7 +559,7 @@ class _Ensemble:
         values = [m.run.last_eval.get(select) for m in ms if m.run.last_eval.get(select) is not None]
         if why == "eval" and values:
             parts.append(f"{select} median {statistics.median(values):.4g} [{min(values):.4g} - {max(values):.4g}]")
-        print("  ".join(parts), file=sys.stderr, flush=True)
+        show_progress(log, "  ".join(parts))
 
     # --- the loop ------------------------------------------------------------------------
     def run(self, progress: bool | None) -> None:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 
 def read_metrics(run_dir: str | Path, key: str) -> tuple[list[int], list[float]]:
     """Steps and values of ``key`` in ``run_dir/metrics.jsonl``; unreadable lines (a partial
     last line from an interrupted write, garbage) are skipped with a note on stderr."""
-    import sys
 
     from .rundir import read_jsonl
 
@@ -22,10 +24,10 @@ def read_metrics(run_dir: str | Path, key: str) -> tuple[list[int], list[float]]
     try:
         rows, bad = read_jsonl(path)
     except OSError as e:  # unreadable (permissions): this run is left out, the others are drawn
-        print(f"note: skipped {path}: {e.strerror or e}", file=sys.stderr)
+        log.warning(f"skipped {path}: {e.strerror or e}")
         return steps, values
     if bad:
-        print(f"note: {path}: skipped unreadable line(s) {bad}", file=sys.stderr)
+        log.warning(f"{path}: skipped unreadable line(s) {bad}")
     for row in rows:
         if isinstance(row.get(key), (int, float)):
             steps.append(row["step"])

@@ -12,14 +12,16 @@ counts once. Unreadable files are skipped with a note naming them.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import statistics
-import sys
 from collections import defaultdict
 from fractions import Fraction
 from pathlib import Path
 
 from .rundir import NoSuchPath, differences, read_jsonl, saved_config, saved_key
+
+log = logging.getLogger(__name__)
 
 
 class UnknownMetric(ValueError):
@@ -27,7 +29,7 @@ class UnknownMetric(ValueError):
 
 
 def _note(msg: str) -> None:
-    print(f"note: {msg}", file=sys.stderr)
+    log.warning(msg)
 
 
 def find_results(runs_dir: str | Path | list, notes: list[str] | None = None) -> list[dict]:

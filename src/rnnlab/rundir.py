@@ -36,6 +36,7 @@ import errno
 import hashlib
 import io
 import json
+import logging
 import math
 import os
 import platform
@@ -47,6 +48,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import RUN_KEY_OMITS, RUN_KEY_OMITS_AT_DEFAULT, ConfigError, as_dict, check_name, flatten, load_json
+
+log = logging.getLogger(__name__)
 
 LOCK_NAME = ".lock"
 
@@ -363,7 +366,7 @@ class RunLock:
                 )
             except (ValueError, TypeError, AttributeError):
                 self.took_over = f"took over a stale lock of {self.run_dir} (unreadable holder record)"
-            print(f"note: {self.took_over}", file=sys.stderr)
+            log.warning(self.took_over)
         record = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
@@ -767,10 +770,8 @@ def _load_task(cfg, files: RunFiles, data_dir: str | None, data: bool | None):
         except (DataError, FileNotFoundError) as e:
             if data or not files.task.exists():
                 raise
-            print(
-                f"note: {e.__class__.__name__}: data of task {cfg.task.name!r} unavailable; "
-                f"model rebuilt from {files.task}",
-                file=sys.stderr,
+            log.warning(
+                f"{e.__class__.__name__}: data of task {cfg.task.name!r} unavailable; model rebuilt from {files.task}"
             )
     if not files.task.exists():
         raise FileNotFoundError(

@@ -78,3 +78,17 @@ def malloc_conditions() -> str:
     if env:
         return "glibc environment: " + " ".join(f"{k}={v}" for k, v in env.items())
     return "default"
+
+
+def show_progress(logger, text: str) -> None:
+    """One progress line (the trainer's and the ensembles' lines off a terminal, in place of a
+    progress bar): an ``INFO`` record of ``logger`` when the application has set up logging (a
+    handler on it or above it, as ``rnnlab``'s command line and ``logging.basicConfig`` do), so
+    that its level decides; else written to stderr, as a progress bar would be."""
+    import sys
+
+    if logger.hasHandlers():
+        logger.info(text)
+    else:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()

@@ -20,6 +20,7 @@ that trains several runs at once (one batched model, one run directory per membe
 from __future__ import annotations
 
 import json
+import logging
 import math
 import sys
 import time
@@ -66,8 +67,11 @@ from .rundir import (
     versions,
     write_error,
 )
+from .runtime import show_progress
 from .tasks import build_task
 from .tasks.base import Batch, Task
+
+log = logging.getLogger(__name__)
 
 # re-exported: public names that live in the run-directory module (rnnlab.train.load_run in docs)
 __all__ = [
@@ -120,10 +124,9 @@ def build_optimizer(cfg: OptimConfig, model: Model) -> tuple[torch.optim.Optimiz
         summary[tag] = {"lr": lr, "weight_decay": wd, "elements": sum(p.numel() for p in params)}
     unused = sorted((set(cfg.group_lr) | set(cfg.group_weight_decay)) - set(summary))
     if unused:
-        print(
-            f"note: parameter group(s) {unused} named in [optim] do not exist in this model "
-            f"(its groups: {sorted(summary)}); ignored",
-            file=sys.stderr,
+        log.warning(
+            f"parameter group(s) {unused} named in [optim] do not exist in this model "
+            f"(its groups: {sorted(summary)}); ignored"
         )
     if cfg.name == "rmsprop":
         opt = torch.optim.RMSprop(groups, lr=cfg.lr, alpha=cfg.alpha, eps=cfg.eps, momentum=cfg.momentum)
@@ -598,11 +601,10 @@ def _note_precision(run: RunState, saved_precision: str) -> None:
     segments = run.prog.precision_segments or [[0, saved_precision]]  # checkpoints before 0.3
     precision = run.cfg.train.precision
     if segments[-1][1] != precision:
-        print(
-            f"note: {run.files.root} trained in {segments[-1][1]} up to step {run.prog.step} continues in "
+        log.warning(
+            f"{run.files.root} trained in {segments[-1][1]} up to step {run.prog.step} continues in "
             f"{precision}: it is recorded as a mixed-precision run (result.json precision_segments), which "
-            f"`rnnlab table` keeps apart from runs in one precision",
-            file=sys.stderr,
+            f"`rnnlab table` keeps apart from runs in one precision"
         )
         segments = [*segments, [run.prog.step, precision]]
     run.prog.precision_segments = segments
@@ -613,7 +615,7 @@ def _rewrite_for_resume(run: RunState, saved: RunConfig) -> None:
     # an interrupted write can leave a partial last line: drop it (and any garbage line)
     rows, bad = read_jsonl(files.metrics)
     if bad:
-        print(f"note: {files.metrics}: dropped unreadable line(s) {bad} (an interrupted write)", file=sys.stderr)
+        log.warning(f"{files.metrics}: dropped unreadable line(s) {bad} (an interrupted write)")
     keep = [json.dumps(r) for r in rows if r["step"] <= step]
     if run.cfg.train.steps != saved.train.steps:
         # the old result belongs to the old step budget: the run is unfinished until the new one
@@ -773,11 +775,10 @@ def progress_line(run: RunState) -> None:
     run.last_line = now
     step, steps, window = run.prog.step, run.cfg.train.steps, run.window
     left = (now - window["start"]) / max(step - window["step"], 1) * (steps - step)
-    print(
+    show_progress(
+        log,
         f"{run.cfg.name} {step}/{steps} steps ({100 * step // steps}%)  train/loss "
         f"{window['loss'] / max(window['n'], 1):.4g}  about {_duration(left)} of training left",
-        file=sys.stderr,
-        flush=True,
     )
 
 
@@ -891,10 +892,8 @@ def _report_eval(run: RunState, tr: Trainer, s_per_step: float) -> None:
     if run.lines:
         lr = next((g["lr"] for g in tr.opt.param_groups if g.get("tag") == "default"), tr.opt.param_groups[0]["lr"])
         train_loss = run.window["loss"] / max(run.window["n"], 1)
-        print(
-            _eval_line(run.cfg.name, step, run.cfg.train.steps, train_loss, run.last_eval, lr, s_per_step),
-            file=sys.stderr,
-            flush=True,
+        show_progress(
+            log, _eval_line(run.cfg.name, step, run.cfg.train.steps, train_loss, run.last_eval, lr, s_per_step)
         )
 
 

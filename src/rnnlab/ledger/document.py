@@ -26,8 +26,8 @@ sections. A variant preset's line says so.
 
 from __future__ import annotations
 
+import logging
 import shutil
-import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -46,6 +46,8 @@ from .records import (
     load_records,
 )
 from .stats import ALPHA, fmt_p, two_proportions
+
+log = logging.getLogger(__name__)
 
 REL_TOL = {"params": 0.005, "params/recurrent": 0.005}
 COMMAND = "rnnlab reproduce ledger records -o REPRODUCTION.md"
@@ -620,10 +622,9 @@ def collect(runs_dir, out_dir) -> list[Path]:
         if (dest / "result.json").exists() and _key_and_seed(dest) != _key_and_seed(src):
             key = _key_and_seed(src)[0] or "nokey"
             alt = dest.with_name(f"{dest.name}-{key[:8]}")
-            print(
-                f"note: {dest} holds a record of another configuration or seed; "
-                f"{src} goes to {alt} instead (nothing overwritten)",
-                file=sys.stderr,
+            log.warning(
+                f"{dest} holds a record of another configuration or seed; {src} goes to {alt} instead "
+                f"(nothing overwritten)"
             )
             dest = alt
             if (dest / "result.json").exists() and _key_and_seed(dest) != _key_and_seed(src):
