@@ -25,6 +25,7 @@ __all__ = [
     "DeviceError",
     "autocast",
     "available",
+    "available_memory",
     "check_precision",
     "conditions",
     "gpus_requested",
@@ -200,3 +201,26 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
     elif device.type == "mps":
         torch.mps.synchronize()
+
+
+def available_memory(device: torch.device) -> int | None:
+    """Bytes of memory a run on ``device`` can still take: the CPU's available memory
+    (``MemAvailable`` of /proc/meminfo, else the free physical pages), a CUDA device's free
+    memory; None where unknown (MPS, other systems)."""
+    import os
+
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    if device.type != "cpu":
+        return None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
