@@ -525,7 +525,9 @@ def test_bf16_ensembles_a_member_cannot_match_are_refused(tmp_path):
     """Cells whose batched path is their step loop (asRNN, the unitary RNNs, ...) round
     otherwise than their single run's fast path in bf16: refused in one line."""
     cfg = _cfg(COPY, ['model.cell="asrnn"', "train.precision=bf16"])
-    with pytest.raises(config.ConfigError, match=r"train.precision = 'bf16' with model.cell = 'asrnn'.*--precision fp32"):
+    with pytest.raises(
+        config.ConfigError, match=r"train.precision = 'bf16' with model.cell = 'asrnn'.*--precision fp32"
+    ):
         train_ensemble(cfg, [0, 1], tmp_path / "ens", progress=False)
     assert not (tmp_path / "ens").exists()
 
