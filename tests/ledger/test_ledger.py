@@ -88,6 +88,44 @@ def test_missing_or_empty_metrics_are_left_out_not_counted_as_never_reached(tmp_
     assert f"| `{gone}` | no metrics.jsonl |" in text and f"| `{empty}` | empty metrics.jsonl |" in text
 
 
+def test_records_left_out_of_the_threshold_counts_are_named_where_the_header_counts_them(tmp_path):
+    """Before: a DMU threshold-protocol record whose metrics.jsonl holds no finite val/loss was
+    dropped from the threshold counts (3/3, not 3/4) while the header said "none left out of
+    the evidence" and the list of records left out said "None."."""
+    fast = [{"step": s, "val/loss": 0.05 if s < 50 else 0.009} for s in range(10, 1001, 10)]
+    for seed in (0, 1, 2):
+        write_record(tmp_path, "dmu/adding-dmu", seed, {"test/loss": 0.01}, metrics=fast)
+    nan = write_record(tmp_path, "dmu/adding-dmu", 3, {"test/loss": 0.01}, metrics=[{"step": 10, "val/loss": math.nan}])
+    text = ledger([tmp_path])
+    assert "1e-02: 3/3 (median epoch 5)" in text
+    head = text.split("## Summary")[0]
+    assert "none left out" not in head and "(1 left out of some counts, listed below)" in head
+    nan = nan.relative_to(tmp_path.parent)
+    assert f"| `{nan}` | no finite val/loss in metrics.jsonl (left out of the threshold counts) |" in text
+
+
+def test_a_record_resumed_in_another_precision_is_named_not_counted(tmp_path):
+    """Before: a run resumed in another precision (``precision_segments`` in result.json) was
+    counted as evidence of its last precision, with no note."""
+    for seed in (0, 1, 2):
+        write_record(tmp_path, "asrnn/smnist-n122", seed, {"test/accuracy": 0.97})
+    mixed = write_record(
+        tmp_path,
+        "asrnn/smnist-n122",
+        3,
+        {"test/accuracy": 0.5},
+        result_extra={"precision_segments": [[0, "fp32"], [10, "bf16"]]},
+    )
+    text = ledger([tmp_path])
+    assert "| 0.97 +- 1.36e-16 (3 seeds) |" in text and "(4 seeds)" not in text
+    assert "(1 left out of the evidence, listed below)" in text.split("## Summary")[0]
+    mixed = mixed.relative_to(tmp_path.parent)
+    assert (
+        f"| `{mixed}` | resumed in another precision (mixed precision: fp32 from step 0, bf16 from step 10): "
+        "evidence for neither |" in text
+    )
+
+
 def test_collect_never_overwrites_a_record_of_another_configuration(tmp_path, capsys):
     mine = write_record(tmp_path / "records", "asrnn/smnist-n122", 0, {"test/accuracy": 0.9}, ["optim.lr=0.1"])
     before = (mine / "config.json").read_text()

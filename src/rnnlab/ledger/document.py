@@ -338,6 +338,17 @@ def _shown(text, roots) -> str:
     return text
 
 
+def _left_out_count(left: list, every: list) -> str:
+    """The header's count of the records left out: of the evidence (``left``), and of single
+    counts (the rest of ``every``, :attr:`Evidence.left_out`)."""
+    some = len(every) - len(left)
+    if not every:
+        return "(none left out of the evidence), "  # nor of any count
+    parts = [f"{len(left)} left out of the evidence"] if left else []
+    parts += [f"{some} left out of some counts"] if some else []
+    return "(" + ", ".join(parts) + ", listed below), "
+
+
 def ledger(roots, command: str = COMMAND) -> str:
     """The Markdown text of REPRODUCTION.md from the run records below ``roots``."""
     records, analyses, left = load_records(roots)
@@ -361,7 +372,7 @@ def ledger(roots, command: str = COMMAND) -> str:
         "(why)*; *untested* without runs.",
         "",
         f"{len(records) + len(left)} run records "
-        + (f"({len(left)} left out of the evidence, listed below), " if left else "(none left out of the evidence), ")
+        + _left_out_count(left, ev.left_out)
         + f"{len(analyses)} analysis records.",
         "",
     ]
@@ -396,12 +407,15 @@ def ledger(roots, command: str = COMMAND) -> str:
     parts += claim_parts
     parts += _provenance(records)
     parts += ["## Records left out of the evidence", ""]
-    if left:
+    if ev.left_out:  # left out of the evidence (load_records) and of single counts (Evidence)
         parts += [
-            "A record with a non-finite metric, without metrics, unreadable, or repeating another record's "
-            "configuration and seed counts for nothing; each is named here.",
+            "A record with a non-finite metric, without metrics, unreadable, resumed in another precision, or "
+            "repeating another record's configuration and seed counts for nothing; a record left out of one "
+            "count only says which. Each is named here.",
             "",
-            _table(["record", "why"], [[f"`{_shown(lo.path, roots)}`", _shown(lo.reason, roots)] for lo in left]),
+            _table(
+                ["record", "why"], [[f"`{_shown(lo.path, roots)}`", _shown(lo.reason, roots)] for lo in ev.left_out]
+            ),
             "",
         ]
     else:
