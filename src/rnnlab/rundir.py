@@ -543,6 +543,12 @@ def atomic_save(obj, path: Path) -> None:
     _write_bytes_atomic(path, buf.getvalue())
 
 
+def atomic_copy(src: Path, dest: Path) -> None:
+    """Copy ``src`` to ``dest`` through a temporary file and a rename (as
+    :func:`atomic_write_text`): ``dest`` is the old file or a whole copy, never a part."""
+    _write_bytes_atomic(Path(dest), Path(src).read_bytes())
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename: a reader sees the old
     file or the new one, never a part."""

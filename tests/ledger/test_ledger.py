@@ -139,6 +139,69 @@ def test_collect_never_overwrites_a_record_of_another_configuration(tmp_path, ca
     assert collect(tmp_path / "runs", tmp_path / "records") == copied
 
 
+def test_collect_completes_a_half_copied_record_of_the_same_run(tmp_path, capsys):
+    """Before: a records folder holding the same run half-copied (result.json and metrics.jsonl
+    cut short, as a copy interrupted part way leaves them) was taken for "another configuration
+    or seed": the broken record stayed and the run went beside it."""
+    fast = [{"step": s, "val/loss": 0.5} for s in range(10, 501, 10)]
+    write_record(tmp_path / "runs", "asrnn/smnist-n122", 0, {"test/accuracy": 0.95}, metrics=fast)
+    (dest,) = collect(tmp_path / "runs", tmp_path / "records")
+    for name in ("result.json", "metrics.jsonl"):
+        data = (dest / name).read_bytes()
+        (dest / name).write_bytes(data[: len(data) // 2])
+    capsys.readouterr()
+    assert collect(tmp_path / "runs", tmp_path / "records") == [dest]
+    assert "half-copied record" in capsys.readouterr().err
+    src = tmp_path / "runs" / dest.relative_to(tmp_path / "records")
+    for name in ("config.json", "result.json", "metrics.jsonl"):
+        assert (dest / name).read_bytes() == (src / name).read_bytes()
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["seed0"]  # nothing beside it
+
+
+def test_collect_copies_atomically_so_a_failed_copy_leaves_the_old_file(tmp_path):
+    """A copy that fails part way (here a file-size limit, as a full disk) leaves each record
+    file whole: the old version or the new one. Before: ``shutil.copyfile`` wrote in place and
+    left the first bytes of the new metrics.jsonl."""
+    import subprocess
+    import sys
+
+    rows = [{"step": s, "val/loss": 0.5} for s in range(10, 101, 10)]
+    d = write_record(tmp_path / "runs", "asrnn/smnist-n122", 0, {"test/accuracy": 0.95}, metrics=rows)
+    (dest,) = collect(tmp_path / "runs", tmp_path / "records")
+    old = (dest / "metrics.jsonl").read_bytes()
+    with open(d / "metrics.jsonl", "a") as f:  # the run went on (a resume): a longer curve
+        for s in range(110, 5001, 10):
+            f.write(json.dumps({"step": s, "val/loss": 0.4}) + "\n")
+    limit = len(old) + 4096  # the small files fit; the new metrics.jsonl does not
+    code = (
+        "import resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit})); "
+        "from rnnlab.reproduce import collect; collect(sys.argv[1], sys.argv[2])"
+    )
+    src = str(Path(__file__).parents[2] / "src")
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "runs"), str(tmp_path / "records")],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "PYTHONPATH": src},
+    )
+    assert proc.returncode != 0, proc.stderr
+    assert (dest / "metrics.jsonl").read_bytes() == old  # whole, the old version
+    assert not list(dest.glob("*.tmp"))
+    assert collect(tmp_path / "runs", tmp_path / "records") == [dest]
+    assert (dest / "metrics.jsonl").read_bytes() == (d / "metrics.jsonl").read_bytes()
+
+
+def test_collect_into_its_own_runs_directory_is_a_one_line_error(tmp_path, capsys):
+    """Before: ``collect SRC -o SRC`` failed with "the same file; check the path and its permissions"."""
+    from rnnlab.cli import main
+
+    write_record(tmp_path / "runs", "asrnn/smnist-n122", 0, {"test/accuracy": 0.95})
+    assert main(["reproduce", "collect", str(tmp_path / "runs"), "-o", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is the runs directory itself" in err[0] and "-o records" in err[0]
+
+
 # --- issue 22: verdicts that cannot overclaim ----------------------------------------------
 def judge(text_part: str, root: Path) -> str:
     ev = records.Evidence(*records.load_records([root]))
