@@ -21,7 +21,6 @@ sections. A variant preset's line says so.
 
 from __future__ import annotations
 
-import shutil
 import statistics
 import sys
 from collections import Counter, defaultdict
