@@ -131,10 +131,23 @@ def check_precision(precision: str, device: torch.device) -> None:
 
 
 def resolve(spec: str = "auto", precision: str = "fp32") -> torch.device:
-    """Check device and precision together; returns the device."""
+    """Check device and precision together (and the ``RNNLAB_TRITON`` setting); returns the device."""
     device = resolve_device(spec)
     check_precision(precision, device)
+    check_settings()
     return device
+
+
+def check_settings() -> None:
+    """The environment's settings of the kernels (``RNNLAB_TRITON``) are understood: a
+    misspelt one is a :class:`DeviceError` in one line before anything runs (before: every row
+    of ``rnnlab doctor`` through the recurrence reported it as a kernel mismatch)."""
+    from .kernels.triton_recurrence import mode
+
+    try:
+        mode()
+    except ValueError as e:
+        raise DeviceError(str(e)) from None
 
 
 def autocast(device: torch.device, precision: str):
