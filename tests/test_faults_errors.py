@@ -303,7 +303,7 @@ BAD_ARGS = {
     "optim.momentum=-0.5": (["--set", "optim.momentum=-0.5"], "optim.momentum must be a finite number >= 0"),
     "train.schedule=cosine": (["--set", 'train.schedule="cosine"'], "unknown schedule 'cosine'"),
     "train.plateau_patience=-1": (["--set", "train.plateau_patience=-1"], "train.plateau_patience must be >= 0"),
-    "train.seed=-3": (["--set", "train.seed=-3"], "train.seed must be >= 0"),
+    "train.seed=-3": (["--set", "train.seed=-3"], "train.seed must be in [0, 9223372036854775806]"),
     "optim.weight_decay=-1": (["--set", "optim.weight_decay=-1"], "optim.weight_decay must be"),
     "optim.beta2=1": (["--set", "optim.beta2=1.0"], "optim.beta2 must be in [0, 1)"),
     "optim.eps=0": (["--set", "optim.eps=0.0"], "optim.eps must be a finite number > 0"),
