@@ -1007,6 +1007,12 @@ def main_train(
     seeds = [c.train.seed for c in cfgs]
     if member_configs(cfgs[0], seeds) != cfgs:  # what --seeds resolves is what the ensemble trains
         check_ensemble(cfgs)
+    # a first line at once: building many members (and their data streams) takes a while
+    print(
+        f"ensemble {cfgs[0].name} x{len(cfgs)}: checking that the members fit in memory, then building them",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         results = train_ensemble(cfgs[0], seeds, [d for _, d in runs], "auto" if resume else False, progress, data_dir)
     except EnsembleFailed as e:
