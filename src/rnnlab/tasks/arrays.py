@@ -14,8 +14,11 @@ The arrays (numpy or torch), by split ``train``, ``val`` and optionally ``test``
   step ``length - 1``).
 
 Every array is checked when the task is built (shape, dtype, finite values, labels in range,
-lengths in [1, T], the same I and O in every split), and an error names the array and says what
-was expected. Object arrays are refused (``np.load(..., allow_pickle=False)``).
+lengths in [1, T], the same I and O in every split, at least one feature per step, labels and
+token ids numbered 0, 1, ..., C-1 rather than sparse), and an error names the file, the array and
+says what was expected. Object arrays are refused (``np.load(..., allow_pickle=False)``). Before
+any array is loaded, every member of the ``.npz`` must be a ``.npy`` array whose header's shape
+fits in the bytes the member holds (a damaged or cut-short file is named, not allocated).
 
 Batches: training draws epochs of the training sequences in a fresh order each (from the
 trainer's generator), dropping an incomplete last batch; evaluation reads a split in order.
