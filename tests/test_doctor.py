@@ -222,3 +222,17 @@ def test_kernel_table_through_the_interpreter(tmp_path):
         cells = [c.strip() for c in ln.strip("|").split("|")]
         assert float(cells[-1]) < (1e-5 if cells[0] == "float32" else 1e-12), ln
     assert [ln.split("|")[3].strip() for ln in lines] == ["128", "128", "0", "0"]  # the automatic limits
+
+
+def test_a_misspelt_rnnlab_triton_is_a_setting_error_not_kernel_mismatches(monkeypatch, capsys, tmp_path):
+    """Before: ``RNNLAB_TRITON=bogus rnnlab doctor`` reported 86 rows as kernel mismatches (each
+    row's ValueError). Now: one line naming the setting and the values it takes, exit 2, from
+    ``rnnlab doctor`` and ``rnnlab train`` alike, before any row runs or anything is written."""
+    from rnnlab.cli import main
+
+    monkeypatch.setenv("RNNLAB_TRITON", "bogus")
+    for argv in (["doctor", "--quick"], ["train", "demo/lstm", "--set", "train.steps=2", "--runs-dir", str(tmp_path)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "RNNLAB_TRITON='bogus' is not understood" in err[0] and "unset it" in err[0], err
+    assert not any(tmp_path.iterdir())

@@ -427,6 +427,111 @@ def test_seed_ranges():
             _parse_seeds(bad)
 
 
+def test_seed_ranges_are_bounded_before_they_are_expanded():
+    """Before: ``--seeds 0-100000000`` expanded to a list of 10^8 seeds (then a configuration
+    each) and grew to 13 GB with nothing printed; a seed of 2^64 failed in torch with
+    "Overflow when unpacking long long"."""
+    t0 = time.perf_counter()
+    with pytest.raises(config.ConfigError, match=r"names 100000001 seeds, more than the 10000 .* --seeds 0-9999"):
+        _parse_seeds("0-100000000")
+    with pytest.raises(config.ConfigError, match="names 10002 seeds"):
+        _parse_seeds("0-5000,6000-11000")
+    assert time.perf_counter() - t0 < 1.0  # refused without expanding the range
+    assert len(_parse_seeds("0-9999")) == 10_000
+    with pytest.raises(config.ConfigError, match="seed 18446744073709551616 is too large"):
+        _parse_seeds("18446744073709551616")
+    with pytest.raises(config.ConfigError, match=r"train.seed must be in \[0, 9223372036854775806\]"):
+        _cfg(COPY, seed=2**64)
+
+
+def test_an_ensemble_without_seeds_is_a_one_line_error(tmp_path):
+    """Before: ``train_ensemble(cfg, [], out)`` raised IndexError."""
+    with pytest.raises(config.ConfigError, match="at least one seed"):
+        train_ensemble(_cfg(COPY), [], tmp_path / "ens")
+    assert not (tmp_path / "ens").exists()
+
+
+def test_an_ensemble_larger_than_memory_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    """The members' memory is estimated from one member (its parameters and one batch's
+    activations) and compared with what the device has; too many members are refused in one
+    line saying how many fit, before any member is built or any directory written."""
+    from rnnlab import device as dev
+    from rnnlab import ensemble as ens
+
+    cfg = _cfg(COPY)
+    need = ens.member_bytes(cfg, build_task(cfg.task))
+    assert need >= 4 * ens.COPIES_PER_PARAMETER * sum(
+        p.numel() for p in T.build_model(cfg.model, build_task(cfg.task)).parameters()
+    )
+    monkeypatch.setattr(dev, "available_memory", lambda d: ens.RESERVED_BYTES + int(3.5 * need))
+    with pytest.raises(config.ConfigError, match=r"an ensemble of 4 members needs .* 3 members fit.*--seeds 0-2"):
+        train_ensemble(cfg, [0, 1, 2, 3], tmp_path / "ens", progress=False)
+    assert not (tmp_path / "ens").exists()
+    assert sorted(train_ensemble(cfg, [0, 1, 2], tmp_path / "ens", progress=False)) == [0, 1, 2]
+
+
+# bf16: the single run's gradients along two of its own paths (fast path vs backend="reference",
+# the copy task, one step) differ by 1.5e-3 (DMU, LSTM) to 2.5e-3 (GRU) relative: the tolerance
+# of a single run against itself, with a margin
+BF16_GRAD_RTOL = 5e-3
+
+
+@pytest.mark.parametrize(
+    "cell,base",
+    [("dmu", ADD), ("dmu", COPY), ("lstm", ADD), ("lstm", COPY), ("gru", ADD), ("rhn", ADD), ("rnn", COPY)],
+)
+def test_members_compute_in_bf16_as_their_single_runs(cell, base):
+    """Under ``train.precision = "bf16"`` a member's forward pass computes what its single run
+    computes (the same dtype, the same values to one bf16 rounding), and its gradients match
+    to the tolerance of a single run against itself. Before: inside vmap ``F.linear`` with a
+    bias ran in float32 (autocast skipped it), so a DMU ensemble trained like fp32 while
+    recorded as bf16; the LSTM's input terms were bf16 where its single run's are float32."""
+    from rnnlab import device as dev
+    from rnnlab.ensemble import StackedModel
+
+    cfg = _cfg(base, [f'model.cell="{cell}"', "model.hidden_size=8", "train.precision=bf16"])
+    task = build_task(cfg.task)
+    models = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        models.append(T.build_model(cfg.model, task))
+    b = next(task.train_batches(16, torch.Generator().manual_seed(0)))
+    lengths = None if b.lengths is None else torch.stack([torch.as_tensor(b.lengths)] * 2)
+    cpu = torch.device("cpu")
+
+    def grads(model):
+        g = torch.cat([p.grad.flatten() for p in model.parameters()])
+        model.zero_grad()
+        return g
+
+    with dev.autocast(cpu, "bf16"):  # as the trainer: forward and loss under autocast, backward outside
+        single, _ = models[0](b.x, None, b.lengths)
+        loss = task.loss(single, b)
+    loss.backward()
+    g_single = grads(models[0])
+    with dev.autocast(cpu, "bf16"):
+        out, _ = StackedModel(models[0]).forward(models, torch.stack([b.x, b.x]), None, lengths)
+        loss = task.loss(out[0], b) + task.loss(out[1], b)
+    loss.backward()
+    g_member = grads(models[0])
+    assert out.dtype == single.dtype == torch.bfloat16
+    ulp = 2.0**-7 * single.float().abs().max().item()
+    torch.testing.assert_close(out[0].float(), single.float(), rtol=0, atol=ulp)
+    rel = ((g_member - g_single).norm() / g_single.norm()).item()
+    assert rel < BF16_GRAD_RTOL, f"{cell}: gradient {rel:.2e} from the single run's"
+
+
+def test_bf16_ensembles_a_member_cannot_match_are_refused(tmp_path):
+    """Cells whose batched path is their step loop (asRNN, the unitary RNNs, ...) round
+    otherwise than their single run's fast path in bf16: refused in one line."""
+    cfg = _cfg(COPY, ['model.cell="asrnn"', "train.precision=bf16"])
+    with pytest.raises(
+        config.ConfigError, match=r"train.precision = 'bf16' with model.cell = 'asrnn'.*--precision fp32"
+    ):
+        train_ensemble(cfg, [0, 1], tmp_path / "ens", progress=False)
+    assert not (tmp_path / "ens").exists()
+
+
 def _sets(items):
     return [a for kv in items for a in ("--set", kv)]
 

@@ -303,7 +303,7 @@ BAD_ARGS = {
     "optim.momentum=-0.5": (["--set", "optim.momentum=-0.5"], "optim.momentum must be a finite number >= 0"),
     "train.schedule=cosine": (["--set", 'train.schedule="cosine"'], "unknown schedule 'cosine'"),
     "train.plateau_patience=-1": (["--set", "train.plateau_patience=-1"], "train.plateau_patience must be >= 0"),
-    "train.seed=-3": (["--set", "train.seed=-3"], "train.seed must be >= 0"),
+    "train.seed=-3": (["--set", "train.seed=-3"], "train.seed must be in [0, 9223372036854775806]"),
     "optim.weight_decay=-1": (["--set", "optim.weight_decay=-1"], "optim.weight_decay must be"),
     "optim.beta2=1": (["--set", "optim.beta2=1.0"], "optim.beta2 must be in [0, 1)"),
     "optim.eps=0": (["--set", "optim.eps=0.0"], "optim.eps must be a finite number > 0"),
@@ -499,3 +499,84 @@ def test_config_error_type_is_kept_for_library_callers(tmp_path):
     (tmp_path / "config.json").write_text("{")
     with pytest.raises(ConfigError, match="config.json"):
         config.load_json(tmp_path / "config.json")
+
+
+# --- the last vague errors of earlier rounds ------------------------------------------------------
+def test_a_task_json_with_a_control_character_names_the_file_and_the_way_round(run):
+    """Before: ``json.JSONDecodeError: Invalid control character`` naming no file."""
+    text = (run / "task.json").read_text()
+    (run / "task.json").write_text(text.replace('"copy"', '"co\x01py"', 1))
+    with pytest.raises(ConfigError, match=r"task.json is not readable .*restore it from a copy.*data=True") as info:
+        load_run(run, data=False)
+    assert str(run / "task.json") in str(info.value) and "\n" not in str(info.value)
+    assert load_run(run, data=True)[0].name == "demo-lstm"  # the way round it works
+
+
+def test_export_skips_a_garbage_metrics_line_and_names_it(run, capsys):
+    """Before: ``rnnlab export`` of a metrics.jsonl with a garbage line failed with a
+    JSONDecodeError naming neither the file nor the line."""
+    rows = (run / "metrics.jsonl").read_text().splitlines()
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write("garbage{{\n")
+    rc, err = cli(["export", run], capsys)
+    assert rc == 0 and f"{run / 'metrics.jsonl'}: skipped line(s) {len(rows) + 1}" in err
+    assert len((run / "metrics.csv").read_text().splitlines()) == len(rows) + 1  # header + every good row
+
+
+def test_a_data_root_that_is_a_file_is_one_line_with_a_fix_that_works(tmp_path, capsys, monkeypatch):
+    """Before: a data root that is a file got "dataset file not found ... fix: rnnlab data
+    download mnist --data-dir FILE", a fix that fails the same way."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "afile").write_text("")
+    for argv, env in (
+        (["--data-dir", tmp_path / "afile"], None),
+        ([], str(tmp_path / "afile")),
+    ):
+        if env:
+            monkeypatch.setenv("RNNLAB_DATA", env)
+        rc, err = cli(["train", "asrnn/smnist-n122", "--runs-dir", tmp_path / "runs", *argv], capsys)
+        line = one_error(err)
+        assert rc != 0 and f"the data root {tmp_path / 'afile'}" in line and "is a file, not a directory" in line
+        assert ("--data-dir / data_dir=" if not env else "$RNNLAB_DATA") in line
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("*.json"))
+    from rnnlab.tasks.data import data_root, default_root
+
+    monkeypatch.delenv("RNNLAB_DATA")
+    assert data_root(str(default_root())) == default_root()  # the directory the message suggests is taken
+
+
+ZERO_FSIZE = textwrap.dedent("""
+    import resource, signal, sys
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    limit = int(sys.argv[1])
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    from rnnlab.cli import main
+    sys.exit(main(sys.argv[2:]))
+""")
+
+
+def test_a_full_disk_before_the_first_checkpoint_says_start_again_and_leaves_no_directories(tmp_path):
+    """Before: with a file-size limit of 0 (a disk full from the start) a run under a 40-level
+    name left 42 directories and its lock file behind, with "File too large; check the path and
+    its permissions"; a limit hit at the first checkpoint suggested `--resume`, which then
+    failed ("nothing was checkpointed yet")."""
+    name = "/".join(f"d{i}" for i in range(40))
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    sets = [a for s in SMALL for a in ("--set", s)]
+    argv = ["train", "demo/lstm", *sets, "--set", f'name="{name}"', "--runs-dir", str(tmp_path / "runs"), "--quiet"]
+    p = subprocess.run([sys.executable, "-c", ZERO_FSIZE, "0", *argv], capture_output=True, text=True, env=env)
+    line = one_error(p.stderr)
+    assert p.returncode == 1 and ".lock: File too large" in line and "start the run again" in line, line
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+    # a limit that lets the first files through and stops the first checkpoint (best.pt / checkpoint.pt)
+    out = tmp_path / "first"
+    p = subprocess.run(
+        [sys.executable, "-c", ZERO_FSIZE, "30000", *train_args(out)], capture_output=True, text=True, env=env
+    )
+    line = one_error(p.stderr)
+    assert "File too large" in line and "start the run again (without --resume" in line and "--resume`" not in line
+    assert not (out / "checkpoint.pt").exists()
+    again = subprocess.run(
+        [sys.executable, "-m", "rnnlab.cli", *train_args(out)], capture_output=True, text=True, env=env
+    )
+    assert again.returncode == 0, again.stderr  # the fix the message gives works

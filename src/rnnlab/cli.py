@@ -193,22 +193,37 @@ def _device_overrides(args, check: bool = True) -> list[str]:
     return out
 
 
-def _parse_seeds(text: str) -> list[int]:
-    """``0,1,2``, ``0-50`` (both ends included) or a mix (``0-4,10``)."""
-    from .config import ConfigError
+#: the most seeds one ``--seeds`` may name (ranges expanded)
+MAX_SEEDS = 10_000
 
-    seeds = []
+
+def _parse_seeds(text: str) -> list[int]:
+    """``0,1,2``, ``0-50`` (both ends included) or a mix (``0-4,10``); at most
+    :data:`MAX_SEEDS` seeds, each in [0, ``config.MAX_SEED``]."""
+    from .config import MAX_SEED, ConfigError
+
+    spans: list[tuple[int, int]] = []
     try:
         for part in (p.strip() for p in text.split(",")):
             lo, dash, hi = part.partition("-")
             if dash and lo.strip() and int(hi) < int(lo):
                 raise ValueError(part)
-            seeds += list(range(int(lo), int(hi) + 1)) if dash and lo.strip() else [int(part)]
+            spans.append((int(lo), int(hi)) if dash and lo.strip() else (int(part), int(part)))
     except ValueError:
         raise ConfigError(
             f"--seeds must be comma-separated integers >= 0 or ranges A-B with A <= B (e.g. --seeds "
             f"0,1,2 or --seeds 0-50), got {text!r}"
         ) from None
+    big = max(b for _, b in spans)
+    if big > MAX_SEED:
+        raise ConfigError(f"--seeds: seed {big} is too large (seeds are integers in [0, {MAX_SEED}]); got {text!r}")
+    count = sum(b - a + 1 for a, b in spans)  # before any range is expanded
+    if count > MAX_SEEDS:
+        raise ConfigError(
+            f"--seeds {text!r} names {count} seeds, more than the {MAX_SEEDS} one command may train; "
+            f"split it (e.g. --seeds 0-{MAX_SEEDS - 1}, then --seeds {MAX_SEEDS}-{2 * MAX_SEEDS - 1})"
+        )
+    seeds = [s for a, b in spans for s in range(a, b + 1)]
     if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
         raise ConfigError(f"--seeds must be distinct integers >= 0 (e.g. --seeds 0,1,2), got {text!r}")
     return seeds

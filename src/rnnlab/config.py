@@ -527,6 +527,10 @@ def validate(cfg: RunConfig) -> None:
         )
 
 
+#: the largest seed: torch's generators take a signed 64-bit seed, and the default data seed is seed + 1
+MAX_SEED = 2**63 - 2
+
+
 def _need(ok: bool, key: str, value: Any, expected: str) -> None:
     if not ok:
         raise ConfigError(f"{key} must be {expected}, got {value!r}; fix it in the preset or with --set {key}=...")
@@ -552,8 +556,8 @@ def _check_ranges(cfg: RunConfig) -> None:
     for key, v in o.group_weight_decay.items():
         _need(_finite(v) and v >= 0, f"optim.group_weight_decay.{key}", v, "a finite number >= 0")
     _need(t.eval_max_batches >= 0, "train.eval_max_batches", t.eval_max_batches, ">= 0 (0 = the whole split)")
-    _need(t.data_seed >= -1, "train.data_seed", t.data_seed, ">= 0, or -1 for seed + 1")
-    _need(t.seed >= 0, "train.seed", t.seed, ">= 0")
+    _need(-1 <= t.data_seed <= MAX_SEED, "train.data_seed", t.data_seed, f"in [0, {MAX_SEED}], or -1 for seed + 1")
+    _need(0 <= t.seed <= MAX_SEED, "train.seed", t.seed, f"in [0, {MAX_SEED}]")
     _need(_finite(t.plateau_factor) and 0 < t.plateau_factor < 1, "train.plateau_factor", t.plateau_factor, "in (0, 1)")
     _need(t.plateau_patience >= 0, "train.plateau_patience", t.plateau_patience, ">= 0")
     _need(_finite(t.target_value), "train.target_value", t.target_value, "a finite number")

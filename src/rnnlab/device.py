@@ -25,6 +25,7 @@ __all__ = [
     "DeviceError",
     "autocast",
     "available",
+    "available_memory",
     "check_precision",
     "conditions",
     "gpus_requested",
@@ -130,10 +131,23 @@ def check_precision(precision: str, device: torch.device) -> None:
 
 
 def resolve(spec: str = "auto", precision: str = "fp32") -> torch.device:
-    """Check device and precision together; returns the device."""
+    """Check device and precision together (and the ``RNNLAB_TRITON`` setting); returns the device."""
     device = resolve_device(spec)
     check_precision(precision, device)
+    check_settings()
     return device
+
+
+def check_settings() -> None:
+    """The environment's settings of the kernels (``RNNLAB_TRITON``) are understood: a
+    misspelt one is a :class:`DeviceError` in one line before anything runs (before: every row
+    of ``rnnlab doctor`` through the recurrence reported it as a kernel mismatch)."""
+    from .kernels.triton_recurrence import mode
+
+    try:
+        mode()
+    except ValueError as e:
+        raise DeviceError(str(e)) from None
 
 
 def autocast(device: torch.device, precision: str):
@@ -200,3 +214,26 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
     elif device.type == "mps":
         torch.mps.synchronize()
+
+
+def available_memory(device: torch.device) -> int | None:
+    """Bytes of memory a run on ``device`` can still take: the CPU's available memory
+    (``MemAvailable`` of /proc/meminfo, else the free physical pages), a CUDA device's free
+    memory; None where unknown (MPS, other systems)."""
+    import os
+
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    if device.type != "cpu":
+        return None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None

@@ -612,9 +612,10 @@ def run(
     import torch
 
     from .cells import CELLS
-    from .device import resolve_device
+    from .device import check_settings, resolve_device
 
     device = device if isinstance(device, torch.device) else resolve_device(str(device), what="--device")
+    check_settings()  # a misspelt RNNLAB_TRITON is a setting to fix, not a kernel mismatch
     unknown = set(sections) - set(SECTIONS)
     if unknown:
         raise ValueError(f"unknown doctor sections {sorted(unknown)}; expected some of {', '.join(SECTIONS)}")

@@ -58,9 +58,10 @@ from torch.utils._pytree import tree_map
 
 from . import device as dev
 from .cells import DMUCell, GRUCell, LSTMCell, LTRNNCell, NNRNNCell, OrthogonalRNNCell, RHNCell, RNNCell
-from .cells.base import check_lengths, iter_cells
+from .cells.base import check_lengths, iter_cells, unroll
 from .cells.layers import Recurrent
 from .config import ConfigError, RunConfig
+from .kernels.amp import LOW_PRECISION, autocasting, float32_region, full_precision
 from .kernels.ensemble import ensemble_dmu, ensemble_gru, ensemble_lstm, ensemble_rhn
 from .kernels.recurrence import elementwise_rnn
 from .rundir import (
@@ -110,6 +111,9 @@ __all__ = [
     "VMAP_PATHS",
     "batched_template",
     "check_ensemble",
+    "check_ensemble_precision",
+    "check_members_fit",
+    "member_bytes",
     "member_configs",
     "run_members",
     "started",
@@ -198,6 +202,87 @@ def check_ensemble(cfgs: Sequence[RunConfig], task: Task | None = None) -> None:
         )
 
 
+#: activations a member's batched step keeps per recurrent unit (or output) and time step, in
+#: values: states, gates and their gradients. Chosen from above: the peak memory of real
+#: ensembles grew by 1.2 MiB a DMU member (dmu/adding-dmu, estimate 1.6) and 38-46 MiB a member
+#: of a 128-unit LSTM (demo/lstm, estimate 67)
+ACTIVATIONS_PER_UNIT = 32
+#: memory kept aside for what every ensemble needs once (libraries, the task's data, buffers)
+RESERVED_BYTES = 512 * 2**20
+#: of each parameter, a member keeps: the weight, its gradient, up to two optimizer moments, its
+#: slice of the stacked weights and of their gradient
+COPIES_PER_PARAMETER = 6
+
+
+def member_bytes(cfg: RunConfig, task: Task) -> int:
+    """The memory one member of an ensemble of ``cfg`` needs, estimated from above: its
+    parameters (:data:`COPIES_PER_PARAMETER` copies) and the activations of one training batch
+    (:data:`ACTIVATIONS_PER_UNIT` per recurrent unit and output, per sequence and step)."""
+    from .model import build_model
+
+    try:
+        with torch.device("meta"):  # sizes only: nothing is allocated
+            model = build_model(cfg.model, task)
+    except Exception:  # an initialisation the meta device cannot run: build it for real (one member)
+        model = build_model(cfg.model, task)
+    params = sum(p.numel() for p in model.parameters())
+    B = cfg.train.batch_size
+    first = next(iter(task.train_batches(B, torch.Generator().manual_seed(0))), None)
+    T = first.x.shape[1] if first is not None and first.x.dim() > 1 else 1
+    units = sum(c.hidden_size for c in iter_cells(model)) + max(task.output_size, 1)
+    values = COPIES_PER_PARAMETER * params + ACTIVATIONS_PER_UNIT * B * T * units
+    return 4 * values  # float32 (the weights' dtype under every train.precision)
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.3g} GiB" if n >= 2**30 else f"{n / 2**20:.3g} MiB"
+
+
+def check_members_fit(cfg: RunConfig, n: int, task: Task, device: torch.device) -> None:
+    """Refuse an ensemble of ``n`` members that would not fit in ``device``'s available memory
+    (:func:`member_bytes` each), in one line saying how many do, before anything is allocated."""
+    free = dev.available_memory(device)
+    if free is None:
+        return
+    free = max(free - RESERVED_BYTES, 0)
+    need = member_bytes(cfg, task)
+    fit = free // max(need, 1)
+    if n > fit:
+        example = f"--seeds 0-{fit - 1}" if fit > 1 else "--seeds 0"
+        raise ConfigError(
+            f"an ensemble of {n} members needs about {_gib(n * need)} ({_gib(need)} a member: its "
+            f"weights, gradients, optimizer state and one batch's activations), but {device} has "
+            f"{_gib(free)} available: {fit} members fit; train at most {fit} seeds at once (e.g. {example}) "
+            f"or lower train.batch_size, or train the seeds without --ensemble"
+        )
+
+
+def check_ensemble_precision(cfg: RunConfig, task: Task | None, device: torch.device) -> None:
+    """A member computes in bf16/fp16 as its single run does (docs/ensembles.md), or the
+    combination is refused here in one line: a cell whose batched path is its step loop (the
+    single run takes its fast path, which rounds otherwise), and the LSTM off the CPU (its
+    single run's cuDNN kernel computes in the low precision throughout)."""
+    precision = cfg.train.precision
+    if precision == "fp32":
+        return
+    from .cells import CELLS
+
+    cls = CELLS.get(cfg.model.cell)
+    if cls is None:
+        return
+    path = _vmap_path_of(cls)
+    why = None
+    if path == "reference":
+        why = "its batched path is the step loop, which rounds otherwise than the single run's fast path"
+    elif path is _lstm_sequence and device.type != "cpu":
+        why = f"its single run on {device.type} runs ATen's kernel in {precision}, which the batched LSTM does not"
+    if why:
+        raise ConfigError(
+            f"train.precision = {precision!r} with model.cell = {cfg.model.cell!r} cannot train as an "
+            f"ensemble ({why}): train these seeds without --ensemble, or with --precision fp32"
+        )
+
+
 # ---------------------------------------------------------------------------- the batched model
 
 # Inside vmap a cell runs one of (checked per cell class, most specific first):
@@ -209,20 +294,40 @@ def check_ensemble(cfgs: Sequence[RunConfig], task: Task | None = None) -> None:
 # * else its reference step loop under vmap (asRNN, the unitary RNNs): correct, slower.
 
 
+def _low_precision(x: Tensor) -> bool:
+    """Whether ``x``'s device runs under a bfloat16/float16 autocast (``train.precision``)."""
+    return autocasting(x.device.type) and torch.get_autocast_dtype(x.device.type) in LOW_PRECISION
+
+
+# The sequences below take the single run's path under bf16/fp16 too (docs/ensembles.md):
+# where the single run takes its step loop (inputs with lengths), so do they; the LSTM's
+# input terms are computed as the single run's ATen kernel computes them on the CPU.
+
+
 def _lstm_sequence(cell: LSTMCell, x, state, lengths):
     state = cell.start_sequence(x, state)
     bias = None if cell.bias_ih is None else cell.bias_ih + cell.bias_hh
-    out, h, c = ensemble_lstm(F.linear(x, cell.weight_ih, bias), cell.weight_hh, state[0], state[1], lengths)
+    if _low_precision(x):  # the single run: ATen's LSTM in float32, autocast off (cells.classic.run_native)
+        with float32_region(x):
+            dt = full_precision(x)
+            gi = F.linear(x.to(dt), cell.weight_ih.to(dt), None if bias is None else bias.to(dt))
+    else:
+        gi = F.linear(x, cell.weight_ih, bias)
+    out, h, c = ensemble_lstm(gi, cell.weight_hh, state[0], state[1], lengths)
     return out, (h, c)
 
 
 def _gru_sequence(cell: GRUCell, x, state, lengths):
+    if lengths is not None and _low_precision(x):  # the single run's path: its step loop
+        return unroll(cell, x, state, lengths)
     state = cell.start_sequence(x, state)
     b_hh = cell.bias_hh if cell.bias_hh is not None else x.new_zeros(cell.weight_hh.shape[0])
     return ensemble_gru(F.linear(x, cell.weight_ih, cell.bias_ih), cell.weight_hh, b_hh, state, lengths)
 
 
 def _dmu_sequence(cell: DMUCell, x, state, lengths):
+    if lengths is not None and _low_precision(x):  # the single run's path: its step loop
+        return unroll(cell, x, state, lengths)
     state = cell.start_sequence(x, state)
     n_in, first, last = cell.input_size, cell.fnn[0], cell.fnn[-1]
     u1 = F.linear(x, first.weight[:, :n_in], first.bias)
@@ -235,8 +340,13 @@ def _dmu_sequence(cell: DMUCell, x, state, lengths):
 
 
 def _rhn_sequence(cell: RHNCell, x, state, lengths):
+    if lengths is not None and _low_precision(x):  # the single run's path: its step loop
+        return unroll(cell, x, state, lengths)
     state = cell.start_sequence(x, state)
-    return ensemble_rhn(F.linear(x, cell.weight_ih), cell.weight_hh, cell.bias, state, lengths)
+    # the first micro-layer's bias enters the input terms, as in the single run's fast path
+    # (under autocast they round together)
+    bias = torch.cat([torch.zeros_like(cell.bias[:1]), cell.bias[1:]])
+    return ensemble_rhn(F.linear(x, cell.weight_ih, cell.bias[0]), cell.weight_hh, bias, state, lengths)
 
 
 def _ltrnn_sequence(cell: LTRNNCell, x, state, lengths):
@@ -258,7 +368,11 @@ VMAP_PATHS: dict[type, str | Callable] = {
 
 
 def _vmap_path(cell) -> str | Callable:
-    for cls in type(cell).__mro__:
+    return _vmap_path_of(type(cell))
+
+
+def _vmap_path_of(cell_class: type) -> str | Callable:
+    for cls in cell_class.__mro__:
         if cls in VMAP_PATHS:
             return VMAP_PATHS[cls]
     return "reference"
@@ -279,6 +393,30 @@ def batched_template(model: nn.Module, fast: bool = True) -> nn.Module:
         if isinstance(m, Recurrent):
             m.checkpoint_chunk = None
     return template
+
+
+#: products autocast runs in its low precision that, inside ``torch.func.vmap``, run in their
+#: inputs' dtype instead (seen with torch 2.13 on the CPU: ``F.linear`` with a bias, ``addmm``;
+#: the others are listed as autocast lists them): :class:`_AutocastInVmap` casts for them
+AUTOCAST_PRODUCTS = (F.linear, torch.addmm, torch.baddbmm, torch.addbmm, torch.addmv, torch.mm, torch.bmm, torch.matmul)
+
+
+class _AutocastInVmap(torch.overrides.TorchFunctionMode):
+    """Under a bf16/fp16 autocast, the floating inputs of :data:`AUTOCAST_PRODUCTS` cast to
+    autocast's dtype before the call, as autocast casts them outside ``vmap``: a member then
+    computes each product in the dtype its single run does (docs/ensembles.md). Where autocast
+    is off (the recurrences' float32 regions, fp32 runs) nothing changes."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in AUTOCAST_PRODUCTS:
+            first = next((a for a in args if isinstance(a, Tensor)), None)
+            if first is not None and _low_precision(first):
+                dt = torch.get_autocast_dtype(first.device.type)
+                cast = lambda a: a.to(dt) if isinstance(a, Tensor) and a.is_floating_point() else a  # noqa: E731
+                args = tuple(cast(a) for a in args)
+                kwargs = {k: cast(v) for k, v in kwargs.items()}
+        return func(*args, **kwargs)
 
 
 class StackedModel:
@@ -324,7 +462,8 @@ class StackedModel:
             return functional_call(self.template, p, (x, state, lengths))  # SequenceModel.forward_batch's call
 
         in_dims = (0, data_dim, None if state is None else 0, None if lengths is None else data_dim)
-        return vmap(one, in_dims=in_dims)(tensors or self.tensors(models), x, state, lengths)
+        with _AutocastInVmap() if _low_precision(x) else contextlib.nullcontext():
+            return vmap(one, in_dims=in_dims)(tensors or self.tensors(models), x, state, lengths)
 
     def evaluate(
         self,
@@ -714,6 +853,8 @@ def _prepare(m: Member, task: Task, data_dir: str | None, device: torch.device, 
 
 
 def _members(cfg: RunConfig, seeds: Sequence[int], out) -> list[Member]:
+    if not len(seeds):
+        raise ConfigError(f"an ensemble needs at least one seed, got seeds={list(seeds)!r} (e.g. seeds=[0, 1, 2])")
     cfgs = member_configs(cfg, seeds)
     if isinstance(out, (str, Path)):
         dirs = [Path(out) / f"seed{c.train.seed}" for c in cfgs]
@@ -747,10 +888,14 @@ def run_members(
     evaluation, as ``train``'s (true: that member stops). ``on_start(member)`` is called for
     each member that starts training. ``stop()`` true after an evaluation (every member has
     just written its checkpoint) raises KeyboardInterrupt there: ``rnnlab suite``'s Ctrl-C."""
+    if not members:
+        raise ConfigError("an ensemble needs at least one member (e.g. seeds=[0, 1, 2])")
     cfg = members[0].cfg
     task = task or build_task(cfg.task, data_dir)
     check_ensemble([m.cfg for m in members], task)
     device = dev.resolve(cfg.train.device, cfg.train.precision)  # before anything is written
+    check_members_fit(cfg, len(members), task, device)
+    check_ensemble_precision(cfg, task, device)
     try:
         for m in members:
             _claim_and_check(m, resume)
@@ -791,6 +936,8 @@ def started(cfg: RunConfig, seeds: Sequence[int], out, task: Task | None = None,
     task = task or build_task(cfg.task)
     check_ensemble([m.cfg for m in members], task)
     device = dev.resolve(cfg.train.device, cfg.train.precision)
+    check_members_fit(cfg, len(members), task, device)
+    check_ensemble_precision(cfg, task, device)
     provenance = {"git": git_state(), "source_sha256": source_hash()}
     try:
         for m in members:
@@ -864,6 +1011,12 @@ def main_train(
     seeds = [c.train.seed for c in cfgs]
     if member_configs(cfgs[0], seeds) != cfgs:  # what --seeds resolves is what the ensemble trains
         check_ensemble(cfgs)
+    # a first line at once: building many members (and their data streams) takes a while
+    print(
+        f"ensemble {cfgs[0].name} x{len(cfgs)}: checking that the members fit in memory, then building them",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         results = train_ensemble(cfgs[0], seeds, [d for _, d in runs], "auto" if resume else False, progress, data_dir)
     except EnsembleFailed as e:

@@ -274,10 +274,9 @@ class Orthogonal(nn.Module):
         super().__init__()
         if map not in MAPS:
             raise ValueError(f"unknown orthogonal map {map!r}; expected one of {MAPS}")
-        if K is not None and K < 1:
-            raise ValueError(f"dynamic trivialization K must be >= 1 or None, got {K}")
-        if M is not None and M < 1:
-            raise ValueError(f"dynamic trivialization M must be >= 1 or None, got {M}")
+        for name, v in (("K", K), ("M", M)):  # NaN, inf or 2.5 would pass a plain v < 1
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise ValueError(f"dynamic trivialization {name} must be an integer >= 1 or None, got {v!r}")
         self.n, self.map, self.K, self.M = n, map, K, M
         self.register_buffer("base", torch.eye(n))
         self.register_buffer("d", torch.ones(n))

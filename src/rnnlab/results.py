@@ -379,7 +379,9 @@ def export_csv(run_dir: str | Path, out: str | Path | None = None) -> Path:
     src = run_dir / "metrics.jsonl"
     if not src.exists():
         raise NoSuchPath(f"{run_dir} has no metrics.jsonl (is it a run directory?)")
-    rows = [json.loads(x) for x in src.read_text().splitlines() if x.strip()]
+    rows, bad = read_jsonl(src)
+    if bad:  # a partial last line (an interrupted write) or garbage: skipped and named, as table/plot do
+        log.warning(f"{src}: skipped line(s) {', '.join(map(str, bad[:10]))} (not a metrics row)")
     columns = ["step"]
     for row in rows:
         columns += [k for k in row if k not in columns]

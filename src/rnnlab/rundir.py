@@ -373,8 +373,12 @@ class RunLock:
             "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
             "command": _command(),
         }
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
+        except OSError as e:  # a full disk or a file-size limit of 0: not even the holder record fits
+            self.release()  # the lock file goes, so the directories made for it can go too
+            raise write_error(self.path, e) from None
         return self
 
     def release(self) -> None:
@@ -510,8 +514,14 @@ def read_jsonl(path: str | Path) -> tuple[list[dict], list[int]]:
 # ---------------------------------------------------------------------------- writing files
 
 
-def _write_fix(e: OSError) -> str:
+def _write_fix(e: OSError, path: Path | None = None) -> str:
     if e.errno in (errno.EFBIG, errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        if path is not None and not (Path(path).parent / "checkpoint.pt").exists():
+            # before the first checkpoint there is nothing to resume: the run starts again
+            return (
+                "the disk is full or a file-size limit was reached: free space (or choose another --out) "
+                "and start the run again (without --resume: no checkpoint was written yet)"
+            )
         return (
             "the disk is full or a file-size limit was reached: free space (or choose another --out) "
             "and continue with `rnnlab train ... --resume`; the files written before are intact"
@@ -524,7 +534,7 @@ def _write_fix(e: OSError) -> str:
 
 
 def write_error(path: Path, e: OSError) -> RunWriteError:
-    return RunWriteError(f"cannot write {path}: {e.strerror or e}; {_write_fix(e)}")
+    return RunWriteError(f"cannot write {path}: {e.strerror or e}; {_write_fix(e, path)}")
 
 
 def _write_bytes_atomic(path: Path, data: bytes) -> None:
@@ -551,6 +561,12 @@ def atomic_save(obj, path: Path) -> None:
     buf = io.BytesIO()
     torch.save(obj, buf)
     _write_bytes_atomic(path, buf.getvalue())
+
+
+def atomic_copy(src: Path, dest: Path) -> None:
+    """Copy ``src`` to ``dest`` through a temporary file and a rename (as
+    :func:`atomic_write_text`): ``dest`` is the old file or a whole copy, never a part."""
+    _write_bytes_atomic(Path(dest), Path(src).read_bytes())
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -778,4 +794,14 @@ def _load_task(cfg, files: RunFiles, data_dir: str | None, data: bool | None):
             f"{files.task} is missing (runs trained before rnnlab 0.2 lack it): load the run "
             f"with its data (data=None or True)"
         )
-    return TaskInfo(json.loads(files.task.read_text()))
+    try:
+        meta = json.loads(files.task.read_text())
+        if not isinstance(meta, dict):
+            raise ValueError("not a JSON object")
+    except (ValueError, UnicodeDecodeError) as e:  # a control character, truncation, garbage
+        raise ConfigError(
+            f"{files.task} is not readable ({type(e).__name__}: {e}); restore it from a copy, or load "
+            f"the run with its data (data=True; rnnlab evaluate/analyze with the dataset present), which does "
+            f"not read it"
+        ) from None
+    return TaskInfo(meta)

@@ -897,3 +897,24 @@ def test_no_fast_path_selects_time_steps_out_of_a_graph(key):
         )
 
     assert selects(9) == selects(5) <= 2, key
+
+
+def test_momentumlstm_fast_path_gives_an_initial_momentum_its_gradient():
+    """Before: a zero initial momentum that requires grad took the ATen fast path (exact only
+    from a constant zero) and got no gradient; the step loop gives it one (up to 0.65 here)."""
+    torch.manual_seed(0)
+    cell = MomentumLSTMCell(3, 4).double()
+    x = torch.randn(5, 2, 3, dtype=torch.float64)
+
+    def grads(backend):
+        cell.backend = backend
+        state = [torch.zeros(2, 4, dtype=torch.float64, requires_grad=True) for _ in range(6)]
+        out, _ = cell.sequence(x, tuple(state))
+        out.sum().backward()
+        return [s.grad for s in state]
+
+    fast, ref = grads("auto"), grads("reference")
+    assert all(g is not None for g in fast)
+    for a, b in zip(fast, ref):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    assert max(g.abs().max().item() for g in ref[2:]) > 0.1  # the momentum's gradient is not trivially zero

@@ -320,3 +320,29 @@ def test_small_multithreaded_cpu_run_warns_once(monkeypatch):
     finally:
         torch.set_num_threads(before)
     assert cell_layers.SMALL_STEP_MACS == 1 << 18
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+@pytest.mark.parametrize("layers,bidirectional,bias", [(1, False, True), (2, True, True), (2, False, False)])
+def test_a_torch_state_dict_loads_into_the_rnnlab_layer(kind, layers, bidirectional, bias):
+    """Before: ``rnnlab.LSTM(4, 6).load_state_dict(torch.nn.LSTM(4, 6).state_dict())`` failed
+    with torch's missing/unexpected keys. Now the keys are mapped as from_torch maps them and
+    the layer computes what the torch layer computes."""
+    import rnnlab
+
+    torch.manual_seed(0)
+    ref = getattr(torch.nn, kind)(4, 6, layers, bias=bias, bidirectional=bidirectional)
+    layer = getattr(rnnlab, kind)(4, 6, layers, bias=bias, bidirectional=bidirectional)
+    layer.load_state_dict(ref.state_dict())
+    x = torch.randn(7, 3, 4)
+    out, h = layer(x)
+    ref_out, ref_h = ref(x)
+    torch.testing.assert_close(out, ref_out, rtol=1e-5, atol=1e-6)
+    assert layer.state_dict().keys() != ref.state_dict().keys()  # rnnlab's own names, mapped
+
+
+def test_a_torch_state_dict_into_a_family_without_a_counterpart_says_so():
+    import rnnlab
+
+    with pytest.raises(TypeError, match="no torch.nn counterpart"):
+        rnnlab.DMU(4, 6).load_state_dict(torch.nn.LSTM(4, 6).state_dict())

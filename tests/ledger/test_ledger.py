@@ -88,6 +88,44 @@ def test_missing_or_empty_metrics_are_left_out_not_counted_as_never_reached(tmp_
     assert f"| `{gone}` | no metrics.jsonl |" in text and f"| `{empty}` | empty metrics.jsonl |" in text
 
 
+def test_records_left_out_of_the_threshold_counts_are_named_where_the_header_counts_them(tmp_path):
+    """Before: a DMU threshold-protocol record whose metrics.jsonl holds no finite val/loss was
+    dropped from the threshold counts (3/3, not 3/4) while the header said "none left out of
+    the evidence" and the list of records left out said "None."."""
+    fast = [{"step": s, "val/loss": 0.05 if s < 50 else 0.009} for s in range(10, 1001, 10)]
+    for seed in (0, 1, 2):
+        write_record(tmp_path, "dmu/adding-dmu", seed, {"test/loss": 0.01}, metrics=fast)
+    nan = write_record(tmp_path, "dmu/adding-dmu", 3, {"test/loss": 0.01}, metrics=[{"step": 10, "val/loss": math.nan}])
+    text = ledger([tmp_path])
+    assert "1e-02: 3/3 (median epoch 5)" in text
+    head = text.split("## Summary")[0]
+    assert "none left out" not in head and "(1 left out of some counts, listed below)" in head
+    nan = nan.relative_to(tmp_path.parent)
+    assert f"| `{nan}` | no finite val/loss in metrics.jsonl (left out of the threshold counts) |" in text
+
+
+def test_a_record_resumed_in_another_precision_is_named_not_counted(tmp_path):
+    """Before: a run resumed in another precision (``precision_segments`` in result.json) was
+    counted as evidence of its last precision, with no note."""
+    for seed in (0, 1, 2):
+        write_record(tmp_path, "asrnn/smnist-n122", seed, {"test/accuracy": 0.97})
+    mixed = write_record(
+        tmp_path,
+        "asrnn/smnist-n122",
+        3,
+        {"test/accuracy": 0.5},
+        result_extra={"precision_segments": [[0, "fp32"], [10, "bf16"]]},
+    )
+    text = ledger([tmp_path])
+    assert "| 0.97 +- 1.36e-16 (3 seeds) |" in text and "(4 seeds)" not in text
+    assert "(1 left out of the evidence, listed below)" in text.split("## Summary")[0]
+    mixed = mixed.relative_to(tmp_path.parent)
+    assert (
+        f"| `{mixed}` | resumed in another precision (mixed precision: fp32 from step 0, bf16 from step 10): "
+        "evidence for neither |" in text
+    )
+
+
 def test_collect_never_overwrites_a_record_of_another_configuration(tmp_path, capsys):
     mine = write_record(tmp_path / "records", "asrnn/smnist-n122", 0, {"test/accuracy": 0.9}, ["optim.lr=0.1"])
     before = (mine / "config.json").read_text()
@@ -99,6 +137,69 @@ def test_collect_never_overwrites_a_record_of_another_configuration(tmp_path, ca
     assert "nothing overwritten" in capsys.readouterr().err
     # the same configuration and seed again: the same place (a re-collect), nothing new
     assert collect(tmp_path / "runs", tmp_path / "records") == copied
+
+
+def test_collect_completes_a_half_copied_record_of_the_same_run(tmp_path, capsys):
+    """Before: a records folder holding the same run half-copied (result.json and metrics.jsonl
+    cut short, as a copy interrupted part way leaves them) was taken for "another configuration
+    or seed": the broken record stayed and the run went beside it."""
+    fast = [{"step": s, "val/loss": 0.5} for s in range(10, 501, 10)]
+    write_record(tmp_path / "runs", "asrnn/smnist-n122", 0, {"test/accuracy": 0.95}, metrics=fast)
+    (dest,) = collect(tmp_path / "runs", tmp_path / "records")
+    for name in ("result.json", "metrics.jsonl"):
+        data = (dest / name).read_bytes()
+        (dest / name).write_bytes(data[: len(data) // 2])
+    capsys.readouterr()
+    assert collect(tmp_path / "runs", tmp_path / "records") == [dest]
+    assert "half-copied record" in capsys.readouterr().err
+    src = tmp_path / "runs" / dest.relative_to(tmp_path / "records")
+    for name in ("config.json", "result.json", "metrics.jsonl"):
+        assert (dest / name).read_bytes() == (src / name).read_bytes()
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["seed0"]  # nothing beside it
+
+
+def test_collect_copies_atomically_so_a_failed_copy_leaves_the_old_file(tmp_path):
+    """A copy that fails part way (here a file-size limit, as a full disk) leaves each record
+    file whole: the old version or the new one. Before: ``shutil.copyfile`` wrote in place and
+    left the first bytes of the new metrics.jsonl."""
+    import subprocess
+    import sys
+
+    rows = [{"step": s, "val/loss": 0.5} for s in range(10, 101, 10)]
+    d = write_record(tmp_path / "runs", "asrnn/smnist-n122", 0, {"test/accuracy": 0.95}, metrics=rows)
+    (dest,) = collect(tmp_path / "runs", tmp_path / "records")
+    old = (dest / "metrics.jsonl").read_bytes()
+    with open(d / "metrics.jsonl", "a") as f:  # the run went on (a resume): a longer curve
+        for s in range(110, 5001, 10):
+            f.write(json.dumps({"step": s, "val/loss": 0.4}) + "\n")
+    limit = len(old) + 4096  # the small files fit; the new metrics.jsonl does not
+    code = (
+        "import resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit})); "
+        "from rnnlab.reproduce import collect; collect(sys.argv[1], sys.argv[2])"
+    )
+    src = str(Path(__file__).parents[2] / "src")
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "runs"), str(tmp_path / "records")],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "PYTHONPATH": src},
+    )
+    assert proc.returncode != 0, proc.stderr
+    assert (dest / "metrics.jsonl").read_bytes() == old  # whole, the old version
+    assert not list(dest.glob("*.tmp"))
+    assert collect(tmp_path / "runs", tmp_path / "records") == [dest]
+    assert (dest / "metrics.jsonl").read_bytes() == (d / "metrics.jsonl").read_bytes()
+
+
+def test_collect_into_its_own_runs_directory_is_a_one_line_error(tmp_path, capsys):
+    """Before: ``collect SRC -o SRC`` failed with "the same file; check the path and its permissions"."""
+    from rnnlab.cli import main
+
+    write_record(tmp_path / "runs", "asrnn/smnist-n122", 0, {"test/accuracy": 0.95})
+    assert main(["reproduce", "collect", str(tmp_path / "runs"), "-o", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is the runs directory itself" in err[0] and "-o records" in err[0]
 
 
 # --- issue 22: verdicts that cannot overclaim ----------------------------------------------

@@ -210,3 +210,64 @@ def test_from_python_with_train(tmp_path):
     assert math.isfinite(result["final"]["val/loss"])
     model = load_run(tmp_path / "py", which="last", data=False)[2]
     assert evaluate(model, task, "val")["val/loss"] == pytest.approx(result["final"]["val/loss"], rel=1e-6)
+
+
+def _npz_members(path, arrays: dict, raw: dict = ()) -> None:
+    """An .npz written member by member: ``arrays`` saved as .npy, ``raw`` as the bytes given."""
+    import io
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as z:
+        for k, v in arrays.items():
+            b = io.BytesIO()
+            np.save(b, v)
+            z.writestr(k + ".npy", b.getvalue())
+        for name, data in dict(raw).items():
+            z.writestr(name, data)
+
+
+def test_damaged_or_foreign_npz_files_are_one_line_errors_naming_the_file(tmp_path):
+    """Before: a truncated .npz raised ``zipfile.BadZipFile``; a header declaring a 364 TiB
+    shape, a label or token id of 1e9 ended in "out of memory ... use a smaller model"; a member
+    that is not .npy gave "x_test has dtype |S200" and 0 features per step an error naming
+    neither x_train nor the file."""
+    import io
+
+    y = (X[:, 0, 0] > 0).astype(np.int64)
+    base = dict(x_train=X[:40], y_train=y[:40], x_val=X[40:50], y_val=y[40:50])
+    np.savez(tmp_path / "good.npz", **base)
+    data = (tmp_path / "good.npz").read_bytes()
+    (tmp_path / "cut.npz").write_bytes(data[: len(data) // 2])
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f4", "fortran_order": False, "shape": (10**7, 10**7, 1000)}
+    )
+    _npz_members(
+        tmp_path / "huge.npz", {k: v for k, v in base.items() if k != "x_train"}, {"x_train.npy": header.getvalue()}
+    )
+    _npz_members(tmp_path / "foreign.npz", base, {"x_test": b"x" * 200})
+    np.savez(
+        tmp_path / "zero.npz",
+        **{**base, "x_train": np.zeros((40, 9, 0), "float32"), "x_val": np.zeros((10, 9, 0), "float32")},
+    )
+    np.savez(tmp_path / "label.npz", **{**base, "y_train": np.r_[10**9, y[1:40]]})
+    tokens = np.zeros((40, 9), np.int64)
+    tokens[0, 0] = 10**9
+    np.savez(tmp_path / "token.npz", **{**base, "x_train": tokens, "x_val": np.zeros((10, 9), np.int64)})
+    cases = {
+        "cut": (DataError, "is a damaged .npz"),
+        "huge": (DataError, r"x_train declares shape \(10000000, 10000000, 1000\) of float32 .* cut short"),
+        "foreign": (DataError, "member 'x_test' is not a .npy array"),
+        "zero": (ValueError, r"x_train has shape \(40, 9, 0\): 0 features per step"),
+        "label": (ValueError, r"y_train holds label 1000000000, but only 3 distinct labels .* numpy.unique"),
+        "token": (ValueError, r"x_train holds token id 1000000000, but only 2 distinct token ids"),
+    }
+    for name, (kind, match) in cases.items():
+        path = tmp_path / f"{name}.npz"
+        with pytest.raises(kind, match=match) as info:
+            ArraysTask(str(path))
+        msg = str(info.value)
+        assert "\n" not in msg and str(path) in msg, msg
+        if kind is DataError:
+            assert "numpy.savez" in msg  # the fix
+    ArraysTask(str(tmp_path / "good.npz"))  # the checks pass a good file

@@ -42,7 +42,7 @@ from .. import parametrize as par
 from ..kernels.amp import float32_region, full_precision, recurrence_dtype
 from ..kernels.linear import tall_linear
 from ..kernels.recurrence import elementwise_rnn
-from .base import Cell, unroll
+from .base import Cell, nonnegative_option, real_option, unroll
 
 #: Largest rounding amplification ``kappa`` (see :meth:`ASRNNCell.amplification`) at which
 #: ``sequence`` takes the transformed-coordinate fast path, per dtype. Measured (docs/asrnn.md,
@@ -118,6 +118,8 @@ class ASRNNCell(Cell):
         backend: str = "auto",
     ):
         super().__init__(input_size, hidden_size, backend)
+        a, b = real_option("a", a), real_option("b", b)
+        eps = nonnegative_option("eps", eps)
         if a > b:
             raise ValueError(f"the init range of s needs a <= b, got a={a}, b={b}")
         if not isinstance(uf_group, str) or not uf_group:

@@ -8,6 +8,7 @@ time-major ``(T, B, I)``; layers accept ``batch_first`` like ``torch.nn.RNN``.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 
 import torch
@@ -56,6 +57,25 @@ def check_lengths(lengths: Tensor, T: int, B: int) -> None:
         raise ValueError(f"lengths must hold one length in [1, {T}] per batch element ({B}), got {got}")
     if B > 0 and not batched(lengths) and (lengths.min() < 1 or lengths.max() > T):
         raise ValueError(f"lengths must hold one length in [1, {T}] per batch element ({B}), got {lengths.tolist()}")
+
+
+def real_option(name: str, value, expected: str = "a finite number", ok=lambda v: True) -> float:
+    """A cell's real-valued option as a float: a finite number (not a bool) for which ``ok``
+    holds, else a one-line ``ValueError`` naming the option, the value and ``expected`` (the
+    option's documented range, docs/models.md)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not ok(value):
+        raise ValueError(f"{name} must be {expected}, got {value!r}")
+    return float(value)
+
+
+def positive_option(name: str, value) -> float:
+    """:func:`real_option` > 0."""
+    return real_option(name, value, "a positive number", lambda v: v > 0)
+
+
+def nonnegative_option(name: str, value) -> float:
+    """:func:`real_option` >= 0."""
+    return real_option(name, value, "a number >= 0", lambda v: v >= 0)
 
 
 def check_size(name: str, value) -> None:

@@ -23,7 +23,7 @@ from ..kernels.gated import gru_recurrence
 from ..kernels.linear import tall_linear
 from ..kernels.recurrence import elementwise_rnn, modrelu
 from ..kernels.state import State, map_state
-from .base import Cell
+from .base import Cell, real_option
 
 
 def run_native(fn, x: Tensor, state: State, weights: list[Tensor], lengths: Tensor | None, training: bool):
@@ -223,7 +223,9 @@ class LSTMCell(_Affine):
         forget_bias: float | None = None,
         backend: str = "auto",
     ):
-        self.forget_bias = forget_bias
+        self.forget_bias = (
+            None if forget_bias is None else real_option("forget_bias", forget_bias, "None or a finite number")
+        )
         super().__init__(input_size, hidden_size, bias, backend)
 
     def reset_parameters(self) -> None:

@@ -32,7 +32,7 @@ from torch import Tensor, nn
 
 from ..kernels.gated import dmu_recurrence, rhn_recurrence
 from ..kernels.linear import tall_linear
-from .base import Cell
+from .base import Cell, real_option
 
 
 class DMUCell(Cell):
@@ -64,7 +64,7 @@ class DMUCell(Cell):
             raise ValueError(f"DMU hidden layer widths must be positive, got {layers}")
         if activation not in ("tanh", "identity"):
             raise ValueError(f"DMU activation must be 'tanh' or 'identity', got {activation!r}")
-        self.layers, self.z_bias, self.activation = layers, float(z_bias), activation
+        self.layers, self.z_bias, self.activation = layers, real_option("z_bias", z_bias), activation
         sizes = [input_size + hidden_size] + layers + [2 * hidden_size]
         self.fnn = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
         self.depth = len(self.fnn)
@@ -136,7 +136,7 @@ class RHNCell(Cell):
         super().__init__(input_size, hidden_size, backend)
         if depth < 1:
             raise ValueError(f"RHN depth must be >= 1, got {depth}")
-        self.depth, self.transform_bias = int(depth), float(transform_bias)
+        self.depth, self.transform_bias = int(depth), real_option("transform_bias", transform_bias)
         H = hidden_size
         self.weight_ih = nn.Parameter(torch.empty(2 * H, input_size))
         self.weight_hh = nn.Parameter(torch.empty(self.depth, 2 * H, H))

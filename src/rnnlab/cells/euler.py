@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from ..kernels.linear import tall_linear
 from ..kernels.residual import ACTIVATIONS, residual_recurrence
-from .base import Cell
+from .base import Cell, nonnegative_option, positive_option
 
 
 class EulerCell(Cell):
@@ -65,18 +65,6 @@ class EulerCell(Cell):
         self.bias = nn.Parameter(torch.zeros(rows)) if bias else None
 
 
-def _check_positive(name: str, value: float) -> float:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-    return float(value)
-
-
-def _check_nonnegative(name: str, value: float) -> float:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-        raise ValueError(f"{name} must be a number >= 0, got {value!r}")
-    return float(value)
-
-
 class AntisymmetricRNNCell(EulerCell):
     """AntisymmetricRNN (Chang, Chen, Haber & Chi, ICLR 2019):
     ``h_t = h_{t-1} + eps tanh((M - M^T - gamma I) h_{t-1} + V x_t + b)``.
@@ -107,10 +95,10 @@ class AntisymmetricRNNCell(EulerCell):
         backend: str = "auto",
     ):
         super().__init__(input_size, hidden_size, backend)
-        self.eps, self.gamma = _check_positive("eps", eps), _check_nonnegative("gamma", gamma)
+        self.eps, self.gamma = positive_option("eps", eps), nonnegative_option("gamma", gamma)
         self.gated = bool(gated)
         H = hidden_size
-        self.weight_m = nn.Parameter(torch.randn(H, H) * (_check_nonnegative("init_std", init_std) / math.sqrt(H)))
+        self.weight_m = nn.Parameter(torch.randn(H, H) * (nonnegative_option("init_std", init_std) / math.sqrt(H)))
         self._input_map((2 if self.gated else 1) * H, input_size)
         with torch.no_grad():
             self.weight_ih.normal_(0.0, 1.0 / math.sqrt(input_size))
@@ -178,9 +166,9 @@ class LipschitzRNNCell(EulerCell):
         super().__init__(input_size, hidden_size, backend)
         if not (isinstance(beta, (int, float)) and 0.0 <= beta <= 1.0):
             raise ValueError(f"beta must be in [0, 1], got {beta!r}")
-        self.eps, self.beta = _check_positive("eps", eps), float(beta)
-        self.gamma_a, self.gamma_w = _check_nonnegative("gamma_a", gamma_a), _check_nonnegative("gamma_w", gamma_w)
-        H, std = hidden_size, _check_nonnegative("init_std", init_std) / hidden_size
+        self.eps, self.beta = positive_option("eps", eps), float(beta)
+        self.gamma_a, self.gamma_w = nonnegative_option("gamma_a", gamma_a), nonnegative_option("gamma_w", gamma_w)
+        H, std = hidden_size, nonnegative_option("init_std", init_std) / hidden_size
         self.weight_a = nn.Parameter(torch.randn(H, H) * std)
         self.weight_w = nn.Parameter(torch.randn(H, H) * std)
         self._input_map(H, input_size)
@@ -228,10 +216,10 @@ class NAISNetCell(EulerCell):
         backend: str = "auto",
     ):
         super().__init__(input_size, hidden_size, backend)
-        self.step, self.delta = _check_positive("step", step), _check_nonnegative("delta", delta)
-        self.bound = None if bound is None else _check_positive("bound", bound)
+        self.step, self.delta = positive_option("step", step), nonnegative_option("delta", delta)
+        self.bound = None if bound is None else positive_option("bound", bound)
         H = hidden_size
-        self.weight_r = nn.Parameter(torch.randn(H, H) * (_check_nonnegative("init_std", init_std) / math.sqrt(H)))
+        self.weight_r = nn.Parameter(torch.randn(H, H) * (nonnegative_option("init_std", init_std) / math.sqrt(H)))
         self._input_map(H, input_size)
         nn.init.xavier_uniform_(self.weight_ih)
 
@@ -296,10 +284,10 @@ class IncrementalRNNCell(EulerCell):
                 f"rank must be None (dense U) or an integer in [1, hidden_size={hidden_size}], got {rank!r}"
             )
         self.activation, self.steps, self.rank = activation, int(steps), None if rank is None else int(rank)
-        self.alpha = _check_nonnegative("alpha", alpha)
+        self.alpha = nonnegative_option("alpha", alpha)
         H = hidden_size
-        self.eta = nn.Parameter(torch.full((H,), _check_positive("eta", eta)))
-        std = _check_nonnegative("init_std", init_std)
+        self.eta = nn.Parameter(torch.full((H,), positive_option("eta", eta)))
+        std = nonnegative_option("init_std", init_std)
         if self.rank is None:
             self.weight_hh = nn.Parameter(nn.init.orthogonal_(torch.empty(H, H)) * std)
         else:

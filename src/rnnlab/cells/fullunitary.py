@@ -120,8 +120,11 @@ class FCURNNCell(UnitaryCell):
         self.weight_hh = nn.Parameter(torch.zeros(n, n))
         unitary = UnitaryMap(n, map, K, M)
         if init == "haar":
-            unitary.base.copy_(real_form(haar_unitary(n)).to(torch.get_default_dtype()))
+            draw = real_form(haar_unitary(n))  # float64
+            unitary.base.copy_(draw.to(torch.get_default_dtype()))
         P.register_parametrization(self, "weight_hh", unitary, unsafe=True)
+        if init == "haar":
+            self.keep_float64_start("parametrizations.weight_hh.0.base", draw)
         self.tag_parameters("parametrizations.weight_hh", "unitary")
 
     def unitary_parameter_count(self) -> int:

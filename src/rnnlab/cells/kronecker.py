@@ -95,8 +95,9 @@ class KRUCell(UnitaryCell):
         self.sizes, self.penalty, self.complex_input = sizes, float(penalty), bool(complex_input)
         for f, size in enumerate(sizes):
             Q = haar_unitary(size)
-            factor = torch.stack([Q.real, Q.imag], -1).to(torch.get_default_dtype())
-            self.register_parameter(f"factor{f}", nn.Parameter(factor))
+            draw = torch.stack([Q.real, Q.imag], -1)  # float64
+            self.register_parameter(f"factor{f}", nn.Parameter(draw.to(torch.get_default_dtype())))
+            self.keep_float64_start(f"factor{f}", draw)
             self.tag_parameters(f"factor{f}", "unitary")
         if not self.complex_input:
             P.register_parametrization(self, "weight_ih", RealPart(), unsafe=True)

@@ -13,6 +13,7 @@ module computes what the original computes (tested to 1e-6 in float32, tests/cel
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import torch
@@ -230,6 +231,30 @@ class Recurrent(nn.Module):
                 f"rnnlab.{type(layer).__name__}; call rnnlab.from_torch(module)"
             )
         return layer
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """``nn.Module.load_state_dict``; a state dict of a ``torch.nn.LSTM``/``GRU``/``RNN``
+        (keys ``weight_ih_l0``, ``bias_hh_l1_reverse``, ...) loads too, into an LSTM, GRU, RNN
+        or IRNN layer of the same sizes, as :meth:`from_torch` copies the weights.
+
+        >>> import torch, rnnlab
+        >>> ref = torch.nn.LSTM(4, 6)
+        >>> layer = rnnlab.LSTM(4, 6)
+        >>> _ = layer.load_state_dict(ref.state_dict())
+        >>> x = torch.randn(5, 2, 4)
+        >>> bool(torch.allclose(layer(x)[0], ref(x)[0], atol=1e-6))
+        True
+        """
+        keys = list(state_dict)
+        if keys and all(_TORCH_KEY.match(k) for k in keys):
+            _torch_class(self.cells[0], f"{type(self).__name__} (loading a torch.nn RNN layer's state dict)")
+            D = self.num_directions
+            renamed = {}
+            for k, v in state_dict.items():
+                kind, part, layer, reverse = _TORCH_KEY.match(k).groups()
+                renamed[f"cells.{D * int(layer) + bool(reverse)}.{kind}_{part}"] = v
+            state_dict = renamed
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     def to_torch(self) -> nn.Module:
         """The ``torch.nn.LSTM``/``GRU``/``RNN`` equal to this layer (LSTM, GRU, RNN and IRNN
@@ -606,6 +631,10 @@ def _layer_class(module: nn.RNNBase) -> type[Recurrent]:
     if isinstance(module, nn.RNN):
         return RNN
     raise TypeError(f"from_torch converts torch.nn.LSTM, GRU and RNN (and their cells), got {type(module).__name__}")
+
+
+#: a parameter name of a torch.nn.LSTM/GRU/RNN layer: (weight|bias, ih|hh, layer, _reverse)
+_TORCH_KEY = re.compile(r"^(weight|bias)_(ih|hh)_l(\d+)(_reverse)?$")
 
 
 def from_torch(module: nn.Module) -> nn.Module:

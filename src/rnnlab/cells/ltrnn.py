@@ -55,7 +55,9 @@ class LTRNNCell(Cell):
             raise ValueError(f"LT-RNN activation must be 'relu', 'tanh' or 'identity', got {activation!r}")
         if init not in ("identity", "orthogonal", "default"):
             raise ValueError(f"LT-RNN init must be 'identity', 'orthogonal' or 'default', got {init!r}")
-        self.activation, self.init, self.chunk = activation, init, int(chunk)
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 0:
+            raise ValueError(f"LT-RNN chunk must be an integer >= 0 (0: chosen per sequence), got {chunk!r}")
+        self.activation, self.init, self.chunk = activation, init, chunk
         self.weight_ih = nn.Parameter(torch.empty(hidden_size, input_size))
         self.weight_hh = nn.Parameter(torch.empty(hidden_size, hidden_size))
         self.bias = nn.Parameter(torch.zeros(hidden_size)) if bias else None

@@ -17,7 +17,7 @@ Fast path. v does not depend on h, and it is linear in ``[x; 1]``: from a zero v
 inputs ``[x; 1]`` (a loop of element-wise steps) and then ATen's LSTM (``torch.lstm``) with the
 input weight ``[W_ih, b_ih]``: exact, and the recurrence is ATen's LSTM kernel. A non-zero initial v_0
 adds ``mu^t v_0`` to every step, which the ATen kernel cannot take; the step loop runs then
-(a given state is read once to tell).
+(a given state is read once to tell), and for a v_0 that requires a gradient (zero or not).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from .classic import run_native
 
 
 class MomentumLSTMCell(Cell):
-    """MomentumLSTM (see the module docstring). ``mu`` (momentum) and ``epsilon`` (step size)
-    are fixed hyperparameters, as in the paper. ``init="paper"``: the authors' initialisation
+    """MomentumLSTM (see the module docstring). ``mu`` (momentum, in [0, 1)) and ``epsilon``
+    (step size, > 0) are fixed hyperparameters, as in the paper. ``init="paper"``: the authors' initialisation
     (``W_ih`` orthogonal, ``W_hh`` the identity on its first H rows and zero elsewhere, biases
     zero except the forget gate's, ``forget_bias`` in both); ``"default"``: torch's uniform
     U(-1/sqrt(H), 1/sqrt(H)) for every weight. Weights have ``torch.nn.LSTM``'s names and
@@ -63,6 +63,10 @@ class MomentumLSTMCell(Cell):
         for name, value in (("mu", mu), ("epsilon", epsilon), ("forget_bias", forget_bias)):
             if not (isinstance(value, (int, float)) and math.isfinite(value)):
                 raise ValueError(f"{name} must be a finite number, got {value!r}")
+        if not 0 <= mu < 1:  # |mu| >= 1: the momentum grows without bound (mu = 5 gives NaN)
+            raise ValueError(f"MomentumLSTM mu (the momentum) must be in [0, 1), got {mu!r}; the paper uses 0.6")
+        if not epsilon > 0:
+            raise ValueError(f"MomentumLSTM epsilon (the step size) must be > 0, got {epsilon!r}; the paper uses 0.6")
         if init not in ("paper", "default"):
             raise ValueError(f"init must be 'paper' or 'default', got {init!r}")
         self.mu, self.epsilon, self.forget_bias, self.init = float(mu), float(epsilon), float(forget_bias), init
@@ -115,15 +119,16 @@ class MomentumLSTMCell(Cell):
         return torch.stack(out)
 
     def sequence(self, x: Tensor, state=None, lengths: Tensor | None = None):
-        """Fast path (see the module docstring); the step loop for ``backend="reference"`` or a
-        non-zero initial momentum."""
+        """Fast path (see the module docstring); the step loop for ``backend="reference"``, a
+        non-zero initial momentum, or one that requires a gradient (the fast path starts from
+        a constant zero and would give it none)."""
         if self.backend == "reference":
             return super().sequence(x, state, lengths)
         given = state is not None
         state = self.start_sequence(x, state)
         h0, c0, *v0 = state
         # a given momentum must be read to know it is zero (on the meta device it cannot be)
-        if given and (x.device.type == "meta" or any(bool(v.any()) for v in v0)):
+        if given and (x.device.type == "meta" or any(v.requires_grad or bool(v.any()) for v in v0)):
             return super().sequence(x, state, lengths)
         M = self.momentum_inputs(x)
         b_ih = self.bias_ih if self.bias_ih is not None else x.new_zeros(self.weight_ih.shape[0])

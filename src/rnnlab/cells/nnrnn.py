@@ -52,7 +52,7 @@ from .. import parametrize as par
 from ..kernels.amp import float32_region
 from ..kernels.linear import tall_linear
 from ..kernels.recurrence import elementwise_rnn, modrelu
-from .base import Cell
+from .base import Cell, nonnegative_option, real_option
 
 T_MASKS = ("paper", "reference")
 
@@ -169,16 +169,15 @@ class NNRNNCell(Cell):
         backend: str = "auto",
         fixed_gamma: float | None = None,
     ):
-        if fixed_gamma is not None and not float(fixed_gamma) > 0:
-            raise ValueError(f"fixed_gamma must be None (trained) or a modulus > 0, got {fixed_gamma!r}")
+        if fixed_gamma is not None:
+            fixed_gamma = real_option("fixed_gamma", fixed_gamma, "None (trained) or a modulus > 0", lambda v: v > 0)
         if int(hidden_size) % 2 != 0:
             raise ValueError(
                 f"nnRNN needs an even hidden_size (its Schur form has 2x2 rotation blocks), "
                 f"got hidden_size={hidden_size}"
             )
         super().__init__(input_size, hidden_size, backend)
-        if delta < 0:
-            raise ValueError(f"delta must be >= 0, got {delta}")
+        delta = nonnegative_option("delta", delta)
         if theta_init not in ("uniform", "init"):
             raise ValueError(f"theta_init must be 'uniform' or 'init', got {theta_init!r}")
         if input_init not in ("xavier", "kaiming"):

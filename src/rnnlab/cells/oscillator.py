@@ -13,13 +13,7 @@ from torch import Tensor, nn
 
 from ..kernels.linear import tall_linear
 from ..kernels.oscillator import cornn_recurrence, lem_recurrence
-from .base import Cell
-
-
-def _positive(name: str, value) -> float:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-    return float(value)
+from .base import Cell, positive_option
 
 
 class _TwoPartState(Cell):
@@ -63,9 +57,9 @@ class CoRNNCell(_TwoPartState):
     ):
         super().__init__(input_size, hidden_size, backend)
         self.dt, self.gamma, self.epsilon = (
-            _positive("dt", dt),
-            _positive("gamma", gamma),
-            _positive("epsilon", epsilon),
+            positive_option("dt", dt),
+            positive_option("gamma", gamma),
+            positive_option("epsilon", epsilon),
         )
         H = hidden_size
         self.weight_ih = nn.Parameter(torch.empty(H, input_size))
@@ -126,7 +120,7 @@ class LEMCell(_TwoPartState):
 
     def __init__(self, input_size: int, hidden_size: int, dt: float = 1.0, backend: str = "auto"):
         super().__init__(input_size, hidden_size, backend)
-        self.dt = _positive("dt", dt)
+        self.dt = positive_option("dt", dt)
         H = hidden_size
         self.weight_ih = nn.Parameter(torch.empty(4 * H, input_size))
         self.bias_ih = nn.Parameter(torch.empty(4 * H))

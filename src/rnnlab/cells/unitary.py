@@ -82,6 +82,25 @@ class UnitaryCell(Cell):
             self.weight_ih.uniform_(-k, k)
             self.bias.uniform_(-0.01, 0.01)
 
+    # --- a random start drawn in float64 ---------------------------------------------------
+    def keep_float64_start(self, path: str, draw: Tensor) -> None:
+        """Remember the float64 ``draw`` (real-valued) that the tensor at ``path`` (a parameter or
+        buffer, e.g. ``"factor0"``) was initialised with, cast to the default dtype. When the
+        cell is later cast to float64 (``.double()``) while that tensor still holds its start,
+        it gets the draw itself, unitary to float64 precision, not the float32 rounding of it
+        (unitary only to about 1e-7)."""
+        starts = self.__dict__.setdefault("_float64_starts", {})
+        starts[path] = draw.detach().to(torch.float64).clone()
+
+    def _apply(self, fn, recurse=True):
+        out = super()._apply(fn, recurse)
+        for path, draw in self.__dict__.get("_float64_starts", {}).items():
+            t = self.get_parameter(path) if path in dict(self.named_parameters()) else self.get_buffer(path)
+            if t.dtype == torch.float64 and torch.equal(t, draw.to(torch.float32).to(t.device, torch.float64)):
+                with torch.no_grad():
+                    t.copy_(draw.to(t.device))
+        return out
+
     # --- the unitary map ---------------------------------------------------------------
     def operator(self):
         raise NotImplementedError

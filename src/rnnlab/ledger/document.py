@@ -27,7 +27,6 @@ sections. A variant preset's line says so.
 from __future__ import annotations
 
 import logging
-import shutil
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -475,6 +474,17 @@ READING = [
 ]
 
 
+def _left_out_count(left: list, every: list) -> str:
+    """The header's count of the records left out: of the evidence (``left``), and of single
+    counts (the rest of ``every``, :attr:`Evidence.left_out`)."""
+    some = len(every) - len(left)
+    if not every:
+        return "(none left out of the evidence), "  # nor of any count
+    parts = [f"{len(left)} left out of the evidence"] if left else []
+    parts += [f"{some} left out of some counts"] if some else []
+    return "(" + ", ".join(parts) + ", listed below), "
+
+
 def ledger(roots, command: str = COMMAND) -> str:
     """The Markdown text of REPRODUCTION.md from the run records below ``roots``."""
     records, analyses, left = load_records(roots)
@@ -489,7 +499,7 @@ def ledger(roots, command: str = COMMAND) -> str:
         "",
         *READING,
         f"{len(records) + len(left)} run records "
-        + (f"({len(left)} left out of the evidence, listed below), " if left else "(none left out of the evidence), ")
+        + _left_out_count(left, ev.left_out)
         + f"{len(analyses)} analysis records"
         + (
             f"; {k} of the run records await re-making ({UNVERIFIABLE}, listed below)."
@@ -530,12 +540,15 @@ def ledger(roots, command: str = COMMAND) -> str:
     parts += _provenance(records)
     parts += _awaiting(records, roots)
     parts += ["## Records left out of the evidence", ""]
-    if left:
+    if ev.left_out:  # left out of the evidence (load_records) and of single counts (Evidence)
         parts += [
-            "A record with a non-finite metric, without metrics, unreadable, or repeating another record's "
-            "configuration and seed counts for nothing; each is named here.",
+            "A record with a non-finite metric, without metrics, unreadable, resumed in another precision, or "
+            "repeating another record's configuration and seed counts for nothing; a record left out of one "
+            "count only says which. Each is named here.",
             "",
-            _table(["record", "why"], [[f"`{_shown(lo.path, roots)}`", _shown(lo.reason, roots)] for lo in left]),
+            _table(
+                ["record", "why"], [[f"`{_shown(lo.path, roots)}`", _shown(lo.reason, roots)] for lo in ev.left_out]
+            ),
             "",
         ]
     else:
@@ -605,21 +618,51 @@ def _key_and_seed(d: Path):
     return saved_key(d), seed
 
 
+def _half_copied(dest: Path, src: Path) -> bool:
+    """Whether ``dest`` holds a copy of ``src``'s record that stopped part way (a copy by a
+    version of ``collect`` that did not write atomically, or by hand): every record file in
+    ``dest`` is a beginning of ``src``'s, and one is shorter or missing."""
+    names = [n for n in RECORD_FILES if (src / n).exists()]
+    complete = True
+    for n in names:
+        if not (dest / n).exists():
+            complete = False
+            continue
+        have, want = (dest / n).read_bytes(), (src / n).read_bytes()
+        if not want.startswith(have):
+            return False
+        complete = complete and have == want
+    return not complete
+
+
 def collect(runs_dir, out_dir) -> list[Path]:
     """Copy the small files of every finished run below ``runs_dir`` (config.json, result.json,
-    metrics.jsonl and an analysis record, analysis.json; never checkpoints) to the same relative place below ``out_dir``. A place that
-    already holds a record of another configuration or seed is never overwritten: the run goes
-    beside it, into ``<place>-<config key>``, with a note."""
+    metrics.jsonl and an analysis record, analysis.json; never checkpoints) to the same relative
+    place below ``out_dir``, each file atomically (a temporary file, then a rename) and
+    ``result.json`` last, so a record is never seen half-copied. A place that holds a record of
+    another configuration or seed is never overwritten: the run goes beside it, into
+    ``<place>-<config key>``, with a note; one that holds a half-copied record of this same run
+    is completed, with a note."""
+    from ..config import ConfigError
+    from ..rundir import atomic_copy
+
     runs_dir, out_dir = Path(runs_dir), Path(out_dir)
     if not runs_dir.exists():
         from ..rundir import NoSuchPath
 
         raise NoSuchPath(f"no such runs directory: {runs_dir}")
+    if out_dir.resolve() == runs_dir.resolve():
+        raise ConfigError(
+            f"collect copies runs into another folder, but -o {out_dir} is the runs directory itself; "
+            f"give a records folder, e.g. -o records"
+        )
     copied = []
     for p in sorted(runs_dir.rglob("result.json")):
         src = p.parent
         dest = out_dir / src.relative_to(runs_dir)
-        if (dest / "result.json").exists() and _key_and_seed(dest) != _key_and_seed(src):
+        if (dest / "result.json").exists() and _half_copied(dest, src):
+            log.warning(f"{dest} holds a half-copied record of {src}; completing it")
+        elif (dest / "result.json").exists() and _key_and_seed(dest) != _key_and_seed(src):
             key = _key_and_seed(src)[0] or "nokey"
             alt = dest.with_name(f"{dest.name}-{key[:8]}")
             log.warning(
@@ -628,11 +671,12 @@ def collect(runs_dir, out_dir) -> list[Path]:
             )
             dest = alt
             if (dest / "result.json").exists() and _key_and_seed(dest) != _key_and_seed(src):
-                raise FileExistsError(f"{dest} also holds another record; move one of them by hand")
+                if not _half_copied(dest, src):
+                    raise FileExistsError(f"{dest} also holds another record; move one of them by hand")
         dest.mkdir(parents=True, exist_ok=True)
-        for name in RECORD_FILES:
+        for name in sorted(RECORD_FILES, key=lambda n: n == "result.json"):  # result.json last
             if (src / name).exists():
-                shutil.copyfile(src / name, dest / name)
+                atomic_copy(src / name, dest / name)
         copied.append(dest)
     return copied
 

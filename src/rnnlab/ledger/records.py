@@ -13,7 +13,13 @@ reason, a record
 * with a non-finite number among its metrics (a NaN test loss is no evidence either way),
 * without ``metrics.jsonl`` or with an empty one (no curve: no evidence of "never reached"),
 * that repeats another record's configuration and seed (a seed folder copied under another
-  name is the same run, not a new seed): the first in path order is kept.
+  name is the same run, not a new seed): the first in path order is kept,
+* resumed in another precision (``precision_segments`` in its ``result.json``): a mixed run is
+  evidence for neither precision.
+
+:class:`Evidence` adds the records it leaves out of one count only (a DMU threshold-protocol
+run without a finite ``val/loss`` is left out of the threshold counts); the ledger lists both
+kinds where it counts the records.
 
 Each run is attributed to the preset whose resolved config it matches best (seed, threads and
 logging aside); what differs is reported: a smaller budget (steps, sequence length, data sizes)
@@ -31,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import config
-from ..results import DMU_THRESHOLDS, dmu_steps_per_epoch, first_reached, mean_std
+from ..results import DMU_THRESHOLDS, _mixed_label, dmu_steps_per_epoch, first_reached, mean_std, mixed_precision
 from ..rundir import read_jsonl
 
 #: Flat configuration keys that do not change what a run computes (its name and description, the
@@ -218,6 +224,9 @@ def _read_record(p: Path) -> tuple[Record | None, str]:
     bad = _nonfinite(result)
     if bad:
         return None, "non-finite metric (" + ", ".join(bad) + ")"
+    segments = mixed_precision(result)
+    if segments:
+        return None, f"resumed in another precision ({_mixed_label(segments)}): evidence for neither"
     rec = Record(p.parent, cfg, result)
     m = p.parent / "metrics.jsonl"
     if not m.exists():
@@ -456,7 +465,9 @@ class Evidence:
             self.analyses[a.preset].append(a)
         for r in records:
             if r.preset and "thresholds" in _protocol(r.preset) and r.first_epochs() is None:
-                self.left_out.append(LeftOut(r.path, "no val/loss in metrics.jsonl (left out of the threshold counts)"))
+                self.left_out.append(
+                    LeftOut(r.path, "no finite val/loss in metrics.jsonl (left out of the threshold counts)")
+                )
 
     def groups(self, preset: str, same_config: bool = True) -> list[Group]:
         """Groups of runs of ``preset``; ``same_config``: only those that differ at most in budget."""

@@ -14,8 +14,11 @@ The arrays (numpy or torch), by split ``train``, ``val`` and optionally ``test``
   step ``length - 1``).
 
 Every array is checked when the task is built (shape, dtype, finite values, labels in range,
-lengths in [1, T], the same I and O in every split), and an error names the array and says what
-was expected. Object arrays are refused (``np.load(..., allow_pickle=False)``).
+lengths in [1, T], the same I and O in every split, at least one feature per step, labels and
+token ids numbered 0, 1, ..., C-1 rather than sparse), and an error names the file, the array and
+says what was expected. Object arrays are refused (``np.load(..., allow_pickle=False)``). Before
+any array is loaded, every member of the ``.npz`` must be a ``.npy`` array whose header's shape
+fits in the bytes the member holds (a damaged or cut-short file is named, not allocated).
 
 Batches: training draws epochs of the training sequences in a fresh order each (from the
 trainer's generator), dropping an incomplete last batch; evaluation reads a split in order.
@@ -33,6 +36,7 @@ is identified by its configuration, which holds the path, not the content). From
 from __future__ import annotations
 
 import hashlib
+import zipfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -61,6 +65,62 @@ def _numpy(value, name: str) -> np.ndarray:
             f"token ids, labels or lengths)"
         )
     return a
+
+
+def _check_members(p: Path) -> None:
+    """Every member of the ``.npz`` archive ``p`` is a ``.npy`` array whose header's shape and
+    dtype fit in the bytes the member holds: a truncated archive, a member that is not an array,
+    or a header that declares more data than is there (e.g. a 364 TiB shape) is a
+    :class:`DataError` naming the file and the member, before any array is allocated."""
+    fix = "write the file again with numpy.savez(path, x_train=..., y_train=..., x_val=..., y_val=...)"
+    try:
+        with zipfile.ZipFile(p) as z:
+            for info in z.infolist():
+                name = info.filename
+                if not name.endswith(".npy"):
+                    raise DataError(f"{p}: member {name!r} is not a .npy array; {fix}")
+                with z.open(info) as f:
+                    try:
+                        fmt = np.lib.format
+                        version = fmt.read_magic(f)
+                        read = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+                        shape, _, dtype = read(f)
+                    except ValueError as e:
+                        raise DataError(f"{p}: member {name!r} is not a readable .npy array ({e}); {fix}") from None
+                    header = f.tell()
+                need = int(np.prod(shape, dtype=object)) * dtype.itemsize
+                if dtype.hasobject:
+                    continue  # refused when read (no pickles)
+                if header + need > info.file_size:
+                    raise DataError(
+                        f"{p}: {name[:-4]} declares shape {shape} of {dtype} ({need:,} bytes) but holds "
+                        f"{info.file_size - header:,} bytes: the file is damaged or cut short; {fix}"
+                    )
+    except zipfile.BadZipFile as e:
+        raise DataError(f"{p} is a damaged .npz (zip) file ({e}); {fix}") from None
+    except (OSError, EOFError) as e:
+        raise DataError(f"{p} is not a readable .npz file ({type(e).__name__}: {e}); {fix}") from None
+
+
+#: ids (labels, token ids) up to this many are taken as given; above it they must be dense
+DENSE_IDS = 2**16
+
+
+def _check_dense_ids(arrays: dict, splits: list, prefix: str, what: str, sizes: str) -> None:
+    """Labels or token ids must number 0, 1, ..., C-1: a largest id above :data:`DENSE_IDS` and
+    above 4 times the number of distinct ids would size the model for ids that never occur (a
+    label of 1e9: a readout of a billion outputs)."""
+    top_split = max(splits, key=lambda s: int(arrays[s].max()))
+    top = int(arrays[top_split].max())
+    if top < DENSE_IDS:
+        return
+    distinct = int(torch.unique(torch.cat([arrays[s].flatten() for s in splits])).numel())
+    if top + 1 > 4 * distinct:
+        raise ValueError(
+            f"{prefix}_{top_split} holds {what} {top}, but only {distinct} distinct {what}s occur: {top + 1} "
+            f"{sizes} for them; number them 0, 1, ..., C-1 over all splits (e.g. with "
+            f"numpy.unique(all_ids, return_inverse=True))"
+        )
 
 
 def _sha256(path: Path) -> str:
@@ -103,6 +163,7 @@ class ArraysTask(Task):
                 f"{p} is not an .npz file (a zip archive of arrays); write it with numpy.savez(path, "
                 f"x_train=..., y_train=..., x_val=..., y_val=...)"
             )
+        _check_members(p)  # before anything is loaded: a damaged or foreign archive, sizes from headers
         try:
             with np.load(p, allow_pickle=False) as f:
                 arrays = {k: f[k] for k in f.files}
@@ -110,8 +171,10 @@ class ArraysTask(Task):
             raise DataError(
                 f"{p}: cannot read it as .npz without pickles ({e}); save plain numeric arrays with numpy.savez"
             ) from None
-        except (OSError, EOFError) as e:
-            raise DataError(f"{p} is not a readable .npz file ({type(e).__name__}: {e})") from None
+        except (OSError, EOFError, zipfile.BadZipFile) as e:
+            raise DataError(
+                f"{p} is not a readable .npz file ({type(e).__name__}: {e}); write it again with numpy.savez"
+            ) from None
         self.path, self.sha256 = str(path), digest
         self._setup(arrays, target, where=str(p))
 
@@ -149,6 +212,15 @@ class ArraysTask(Task):
         return task
 
     def _setup(self, arrays: dict, target: str, where: str) -> None:
+        """Check and keep ``arrays``; every error names ``where`` (the file, or from_arrays)."""
+        try:
+            self._setup_arrays(arrays, target, where)
+        except ValueError as e:
+            if isinstance(e, DataError) or str(e).startswith(f"{where}:"):
+                raise
+            raise ValueError(f"{where}: {e}") from None
+
+    def _setup_arrays(self, arrays: dict, target: str, where: str) -> None:
         if target not in TARGETS:
             raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
         known = {f"{a}_{s}" for a in ("x", "y", "lengths") for s in SPLITS}
@@ -189,6 +261,7 @@ class ArraysTask(Task):
             )
         if classes:
             top = max(int(self.y[s].max()) for s in self.splits)
+            _check_dense_ids(self.y, self.splits, "y", "label", "classes (the readout's outputs)")
             self.output_size = top + 1
             self.loss_kind, self.primary_metric, self.higher_is_better = "ce", "accuracy", True
         else:
@@ -196,6 +269,7 @@ class ArraysTask(Task):
             self.loss_kind, self.primary_metric, self.higher_is_better = "mse", "loss", False
         self.readout = "all" if self.per_step else "last"
         if tokens:
+            _check_dense_ids(self.x, self.splits, "x", "token id", "tokens (the one-hot input's width)")
             self.num_tokens = self.input_size = max(int(self.x[s].max()) for s in self.splits) + 1
         else:
             self.num_tokens, self.input_size = None, int(x0.shape[-1])
@@ -217,6 +291,11 @@ class ArraysTask(Task):
         want_x = "(N, T) token ids" if tokens else "(N, T, I) or (N, T) floats"
         if x.ndim not in ((2,) if tokens else (2, 3)) or x.shape[0] == 0 or x.shape[1] == 0:
             raise ValueError(f"x_{s} has shape {x.shape}; expected {want_x} with N >= 1 sequences of T >= 1 steps")
+        if not tokens and x.ndim == 3 and x.shape[2] == 0:
+            raise ValueError(
+                f"x_{s} has shape {x.shape}: 0 features per step; give each step at least one feature "
+                f"((N, T, I) with I >= 1, or (N, T) for one feature per step)"
+            )
         N, T = x.shape[:2]
         if y.ndim == 0 or y.shape[0] != N:
             raise ValueError(

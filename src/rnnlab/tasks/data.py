@@ -85,13 +85,20 @@ def default_root() -> Path:
 
 
 def data_root(data_dir: str | os.PathLike | None = None) -> Path:
-    """The data root: ``data_dir`` > ``$RNNLAB_DATA`` > ``~/.cache/rnnlab/data``."""
+    """The data root: ``data_dir`` > ``$RNNLAB_DATA`` > ``~/.cache/rnnlab/data``; a
+    :class:`DataError` when it is a file (no dataset could be read or downloaded below it)."""
     if data_dir:
-        return Path(data_dir).expanduser()
-    env = os.environ.get(ENV_VAR)
-    if env:
-        return Path(env).expanduser()
-    return default_root()
+        root, where = Path(data_dir).expanduser(), "--data-dir / data_dir="
+    elif os.environ.get(ENV_VAR):
+        root, where = Path(os.environ[ENV_VAR]).expanduser(), f"${ENV_VAR}"
+    else:
+        root, where = default_root(), "the default data root"
+    if root.exists() and not root.is_dir():
+        raise DataError(
+            f"the data root {root} (from {where}) is a file, not a directory: give a directory "
+            f"(e.g. --data-dir {default_root()}) or move the file away"
+        )
+    return root
 
 
 # --- PTB character files: derived from the word files ---------------------------------------
