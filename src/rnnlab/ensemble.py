@@ -260,16 +260,29 @@ def _vmap_path(cell) -> str | Callable:
     return "reference"
 
 
+def _small_or(path: Callable) -> Callable:
+    """A cell's sequence for vmap: the compiled loops of :mod:`rnnlab.kernels.small` where its
+    backend chooses them, else ``path``."""
+
+    def sequence(cell, x, state, lengths):
+        out = cell.small_sequence(x, state, lengths)
+        return out if out is not None else path(cell, x, state, lengths)
+
+    return sequence
+
+
 def batched_template(model: nn.Module, fast: bool = True) -> nn.Module:
     """A copy of ``model`` to run under vmap (:class:`StackedModel`): each cell takes its path
-    for vmap (``fast=False``: every cell its reference step loop), and no layer checkpoints
-    (the same values, more memory)."""
+    for vmap (``fast=False``: every cell its reference step loop), tiny cells first the
+    compiled loops of :mod:`rnnlab.kernels.small` where their backend chooses them, and no
+    layer checkpoints (the same values, more memory)."""
     template = copy.deepcopy(model)
     for c in iter_cells(template):
         path = _vmap_path(c) if fast else "reference"
+        small = fast and c.backend in ("auto", "small") and hasattr(c, "small_sequence")
         if callable(path):
-            c.sequence = types.MethodType(path, c)
-        else:
+            c.sequence = types.MethodType(_small_or(path) if small else path, c)
+        elif not small:  # (an RNN keeps "auto"/"small": its sequence takes them first)
             c.backend = path
     for m in template.modules():
         if isinstance(m, Recurrent):

@@ -88,3 +88,89 @@ def test_compiled_loops_equal_the_step_loop(cell, options, H, layers, lengths, h
     assert len(g1) == len(g2)
     for a, b in zip(g1, g2):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def _calls(monkeypatch) -> list[str]:
+    calls: list[str] = []
+    real = small._fn
+    monkeypatch.setattr(small, "_fn", lambda name, dtype: (calls.append(name), real(name, dtype))[1])
+    return calls
+
+
+@pytest.mark.parametrize("cell,options", [("rnn", {}), ("lstm", {}), ("gru", {}), ("rhn", {"depth": 3}), ("dmu", {})])
+def test_members_at_once_equal_each_member_alone(cell, options, monkeypatch):
+    """E members with their own weights through one call (the ensemble's path), against each
+    member's step loop; the loss is a plain sum, whose gradient arrives as an expanded
+    (zero-stride) tensor: the kernel must read it as contiguous memory."""
+    from rnnlab.ensemble import StackedModel
+    from rnnlab.model import SequenceModel
+
+    E, B, T = 3, 4, 8
+    models = []
+    for k in range(E):
+        torch.manual_seed(k)
+        models.append(SequenceModel(cell, 3, 2, [3, 2], cell_options=options).to(D))
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(E, B, T, 3, generator=gen, dtype=D)
+    L = torch.randint(1, T + 1, (E, B), generator=gen)
+    calls = _calls(monkeypatch)
+    out, _ = StackedModel(models[0]).forward(models, x, None, L)
+    out.sum().backward()
+    assert f"{cell}_backward" in calls  # the compiled loops ran, backward too
+    batched = [[p.grad.clone() for p in m.parameters()] for m in models]
+    for k, m in enumerate(models):
+        m.zero_grad()
+        for c in m.rnn.cells:
+            c.backend = "reference"
+        o, _ = m(x[k], None, L[k])
+        torch.testing.assert_close(out[k], o, rtol=1e-10, atol=1e-12)
+        o.sum().backward()
+        for p, g in zip(m.parameters(), batched[k]):
+            torch.testing.assert_close(g, p.grad, rtol=1e-10, atol=1e-12)
+
+
+def test_auto_takes_the_compiled_loops_below_the_width_limit_only(monkeypatch):
+    x = torch.randn(6, 2, 3)
+    for H, expected in ((small.AUTO_MAX_WIDTH, True), (small.AUTO_MAX_WIDTH + 1, False)):
+        calls = _calls(monkeypatch)
+        Recurrent(3, H, cell=CELLS["lstm"])(x)
+        assert bool(calls) == expected, H
+    calls = _calls(monkeypatch)
+    Recurrent(3, small.AUTO_MAX_WIDTH + 1, cell=CELLS["lstm"], backend="small")(x)  # forced at any width
+    assert calls == ["lstm_forward"]
+    for backend in ("reference", "auto"):
+        calls = _calls(monkeypatch)
+        with torch.autocast("cpu", dtype=torch.bfloat16):  # low precision: never the compiled loops
+            Recurrent(3, 4, cell=CELLS["gru"], backend=backend)(x)
+        assert calls == []
+
+
+def test_without_a_compiler_the_cells_fall_back_with_a_note(monkeypatch, capsys):
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    monkeypatch.setattr(small, "_libs", {})
+    monkeypatch.setattr(small, "_noted", set())
+    x = torch.randn(5, 2, 3, dtype=D)
+    torch.manual_seed(0)
+    out, _ = Recurrent(3, 4, cell=CELLS["lstm"]).to(D)(x)
+    assert "no C compiler (cc) found" in capsys.readouterr().err
+    torch.manual_seed(0)
+    ref, _ = Recurrent(3, 4, cell=CELLS["lstm"], backend="reference").to(D)(x)
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    assert not small.available()
+
+
+def test_built_once_into_the_cache_and_never_at_import(monkeypatch, tmp_path):
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("RNNLAB_KERNEL_CACHE", str(tmp_path))
+    code = "import rnnlab, rnnlab.kernels.small as s, os, sys; print(len(s._libs), len(os.listdir(sys.argv[1])))"
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["0", "0"]  # importing compiles nothing
+    monkeypatch.setattr(small, "_libs", {})
+    assert small.library(torch.float64) is not None
+    built = sorted(p.name for p in tmp_path.iterdir())
+    assert len(built) == 1 and built[0].endswith("-f64.so")
+    monkeypatch.setattr(small, "_libs", {})
+    small.library(torch.float64)  # a second process (a fresh table) loads the same file
+    assert sorted(p.name for p in tmp_path.iterdir()) == built

@@ -269,7 +269,7 @@ class LSTMCell(_Affine):
 
     @classmethod
     def extra_backends(cls) -> tuple[str, ...]:
-        return ("small",)
+        return ("fused", "small")  # fused: ATen's kernel (what "auto" runs above the small widths)
 
     def small_sequence(self, x, state=None, lengths=None):
         if not small.chosen(self.backend, self.hidden_size, x, self.weight_hh):

@@ -120,7 +120,7 @@ class DMUCell(Cell):
 
     @classmethod
     def extra_backends(cls) -> tuple[str, ...]:
-        return ("small",)
+        return ("fused", "small")
 
     def small_sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
         """The compiled loops of :mod:`rnnlab.kernels.small` where the backend chooses them
@@ -206,7 +206,7 @@ class RHNCell(Cell):
 
     @classmethod
     def extra_backends(cls) -> tuple[str, ...]:
-        return ("small",)
+        return ("fused", "small")
 
     def small_sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
         """The compiled loops of :mod:`rnnlab.kernels.small` where the backend chooses them

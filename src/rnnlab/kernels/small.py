@@ -207,11 +207,12 @@ class _RNN(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, dS):
+        dS = dS.contiguous()  # (kept alive across the call: the C code reads its memory)
         S, W, h0 = ctx.saved_tensors
         E, T, B, H = S.shape
         dU, dW, dh0 = torch.empty_like(S), torch.zeros_like(W), torch.empty_like(h0)
         _fn("rnn_backward", S.dtype)(
-            E, T, B, H, ctx.act, _p(dS.contiguous()), _p(S), _p(W), _p(h0), _p(ctx.lens), _p(dU), _p(dW), _p(dh0)
+            E, T, B, H, ctx.act, _p(dS), _p(S), _p(W), _p(h0), _p(ctx.lens), _p(dU), _p(dW), _p(dh0)
         )
         return None, dU, dW, dh0, None
 
@@ -280,11 +281,12 @@ class _GRU(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, dS):
+        dS = dS.contiguous()
         S, A, W, h0, bhh = ctx.saved_tensors
         E, T, B, H = S.shape
         dU, dW, db, dh0 = S.new_empty(E, T, B, 3 * H), torch.zeros_like(W), torch.zeros_like(bhh), torch.empty_like(h0)
         _fn("gru_backward", S.dtype)(
-            E, T, B, H, _p(dS.contiguous()), _p(S), _p(A), _p(W), _p(h0), _p(ctx.lens), _p(dU), _p(dW), _p(db), _p(dh0)
+            E, T, B, H, _p(dS), _p(S), _p(A), _p(W), _p(h0), _p(ctx.lens), _p(dU), _p(dW), _p(db), _p(dh0)
         )
         return dU, dW, db, dh0, None
 
@@ -314,12 +316,13 @@ class _RHN(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, dS):
+        dS = dS.contiguous()
         S, A, W, bias, h0 = ctx.saved_tensors
         E, T, B, H = S.shape
         D = W.shape[1]
         dU, dW, db, dh0 = S.new_empty(E, T, B, 2 * H), torch.zeros_like(W), torch.zeros_like(bias), torch.empty_like(h0)
         _fn("rhn_backward", S.dtype)(
-            E, T, B, H, D, _p(dS.contiguous()), _p(A), _p(W), _p(ctx.lens), _p(dU), _p(dW), _p(db), _p(dh0)
+            E, T, B, H, D, _p(dS), _p(A), _p(W), _p(ctx.lens), _p(dU), _p(dW), _p(db), _p(dh0)
         )
         return dU, dW, db, dh0, None
 
@@ -361,6 +364,7 @@ class _DMU(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, dS):
+        dS = dS.contiguous()
         S, A, u1, w1h, w_out, b_out, h0, *hidden = ctx.saved_tensors
         E, T, B, H = S.shape
         Ws, bs = hidden[0::2], hidden[1::2]
@@ -369,7 +373,7 @@ class _DMU(torch.autograd.Function):
         dwo = None if w_out is None else torch.zeros_like(w_out)
         dbo = None if b_out is None else torch.zeros_like(b_out)
         _fn("dmu_backward", S.dtype)(
-            E, T, B, H, ctx.K, ctx.n, ctx.act, _real(ctx.slope, S.dtype), _p(dS.contiguous()), _p(S), _p(A),
+            E, T, B, H, ctx.K, ctx.n, ctx.act, _real(ctx.slope, S.dtype), _p(dS), _p(S), _p(A),
             _p(w1h), _pointers(Ws), _p(w_out), _p(h0), _p(ctx.lens), _p(dU1), _p(dw1h), _pointers(dWs),
             _pointers(dbs), _p(dwo), _p(dbo), _p(dh0),
         )  # fmt: skip
