@@ -11,6 +11,7 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef SINGLE
@@ -25,53 +26,93 @@ typedef double R;
 #define CAT(a, b) CAT2(a, b)
 #define NAME(n) CAT(n, SUFFIX)
 
-#ifdef SINGLE
-static inline R sig(R x) { return 1.0f / (1.0f + expf(-x)); }
-static inline R th(R x) { return tanhf(x); }
-#else
-static inline R sig(R x) { return (R)1 / ((R)1 + exp(-x)); }
-static inline R th(R x) { return tanh(x); }
-#endif
+/* exp, sigmoid and tanh over a contiguous block, written so that the compiler vectorises them
+ * (the C library's exp and tanh are scalar calls, and they are most of a tiny cell's arithmetic).
+ * Computed in double: exp(x) = 2^n p(r), x = n ln2 + r, |r| <= ln2 / 2, p the Taylor polynomial
+ * of degree 13 (truncation below 1e-17); NaN stays NaN; the argument is clamped to
+ * [-708.39, 709] (sigmoid and tanh saturate long before). tanh(x) = 2 sigmoid(2x) - 1. */
+static inline double exp_d(double x) {
+    x = x > 709.0 ? 709.0 : x;
+    x = x < -708.39 ? -708.39 : x;
+    double kd = x * 1.4426950408889634 + 6755399441055744.0; /* 0x1.8p52: n in the low bits */
+    int64_t ki;
+    memcpy(&ki, &kd, sizeof ki);
+    kd -= 6755399441055744.0;
+    double r = (x - kd * 0.6931471805599453) - kd * 2.3190468138462996e-17;
+    double p = 1.0 / 6227020800.0;
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    uint64_t bits = (uint64_t)(ki + 1023) << 52;
+    double scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+static void sigmoid_block(R *x, long n) {
+    for (long k = 0; k < n; k++) x[k] = (R)(1.0 / (1.0 + exp_d(-(double)x[k])));
+}
+static void tanh_block(R *x, long n) {
+    for (long k = 0; k < n; k++) x[k] = (R)(2.0 / (1.0 + exp_d(-2.0 * (double)x[k])) - 1.0);
+}
+/* x[k] = sigmoid(x[k]) where scale[k] == 1, tanh(x[k]) where scale[k] == 2 */
+static void gates_block(R *x, const R *scale, long n) {
+    for (long k = 0; k < n; k++) {
+        double c = scale[k];
+        x[k] = (R)(c / (1.0 + exp_d(-c * (double)x[k])) - (c - 1.0));
+    }
+}
+
 static inline long length_of(const int64_t *lens, long e, long b, long B, long T) {
     return lens ? (long)lens[e * B + b] : T;
 }
 
 /* ------------------------------------------------------------------ h = phi(W h + u) */
 /* act: 0 tanh, 1 relu, 2 identity */
-static inline R activate(R z, int act) {
-    if (act == 0) return th(z);
-    if (act == 1) return z > 0 ? z : (R)0;
-    return z;
-}
-static inline R derivative(R h, int act) { /* phi' read from phi's output */
+static inline R derivative(R h, int act) { /* phi' read from phi's output (NaN passes, as torch's) */
     if (act == 0) return (R)1 - h * h;
-    if (act == 1) return h > 0 ? (R)1 : (R)0;
+    if (act == 1) return h <= 0 ? (R)0 : (R)1;
     return (R)1;
+}
+/* the hidden states of frozen sequences (t >= length) keep their previous value */
+static void freeze(R *s, const R *prev, long b_stride_prev, const int64_t *lens, long e, long t, long B, long H) {
+    if (!lens) return;
+    for (long b = 0; b < B; b++)
+        if (t >= lens[e * B + b]) memcpy(s + b * H, prev + b * b_stride_prev, H * sizeof(R));
 }
 
 void NAME(rnn_forward)(long E, long T, long B, long H, int act, const R *u, const R *W, const R *h0,
                        const int64_t *lens, R *S) {
     for (long e = 0; e < E; e++) {
         const R *We = W + e * H * H;
-        for (long b = 0; b < B; b++) {
-            long L = length_of(lens, e, b, B, T);
-            const R *hp = h0 + (e * B + b) * H;
-            for (long t = 0; t < T; t++) {
-                long o = ((e * T + t) * B + b) * H;
-                R *s = S + o;
-                if (t < L) {
-                    const R *ut = u + o;
-                    for (long i = 0; i < H; i++) {
-                        R z = ut[i];
-                        const R *w = We + i * H;
-                        for (long j = 0; j < H; j++) z += w[j] * hp[j];
-                        s[i] = activate(z, act);
-                    }
-                } else {
-                    memcpy(s, hp, H * sizeof(R));
+        for (long t = 0; t < T; t++) {
+            long o = (e * T + t) * B * H;
+            R *s = S + o;
+            const R *prev = t > 0 ? S + o - B * H : h0 + e * B * H;
+            for (long b = 0; b < B; b++) {
+                const R *hp = prev + b * H, *ut = u + o + b * H;
+                for (long i = 0; i < H; i++) {
+                    R z = ut[i];
+                    const R *w = We + i * H;
+                    for (long j = 0; j < H; j++) z += w[j] * hp[j];
+                    s[b * H + i] = z;
                 }
-                hp = s;
             }
+            if (act == 0)
+                tanh_block(s, B * H);
+            else if (act == 1)
+                for (long k = 0; k < B * H; k++) s[k] = s[k] < 0 ? (R)0 : s[k];
+            freeze(s, prev, H, lens, e, t, B, H);
         }
     }
 }
@@ -109,48 +150,49 @@ void NAME(rnn_backward)(long E, long T, long B, long H, int act, const R *dS, co
 }
 
 /* ------------------------------------------------------------------ LSTM (gates i, f, g, o) */
-/* u = W_ih x + b_ih + b_hh (E, T, B, 4H); A keeps the activated gates (E, T, B, 4H) */
+/* u = W_ih x + b_ih + b_hh (E, T, B, 4H); A keeps the activated gates (E, T, B, 4H), TC tanh(c) */
 
 void NAME(lstm_forward)(long E, long T, long B, long H, const R *u, const R *W, const R *h0, const R *c0,
-                        const int64_t *lens, R *S, R *C, R *A) {
+                        const int64_t *lens, R *S, R *C, R *A, R *TC) {
     long G = 4 * H;
-    R z[G];
+    R *scale = malloc(B * G * sizeof(R));
+    for (long b = 0; b < B; b++)
+        for (long r = 0; r < G; r++) scale[b * G + r] = (r >= 2 * H && r < 3 * H) ? (R)2 : (R)1;
     for (long e = 0; e < E; e++) {
         const R *We = W + e * G * H;
-        for (long b = 0; b < B; b++) {
-            long L = length_of(lens, e, b, B, T);
-            const R *hp = h0 + (e * B + b) * H, *cp = c0 + (e * B + b) * H;
-            for (long t = 0; t < T; t++) {
-                long o = ((e * T + t) * B + b) * H;
-                R *s = S + o, *c = C + o;
-                if (t < L) {
-                    const R *ut = u + ((e * T + t) * B + b) * G;
-                    R *a = A + ((e * T + t) * B + b) * G;
-                    for (long r = 0; r < G; r++) {
-                        R v = ut[r];
-                        const R *w = We + r * H;
-                        for (long j = 0; j < H; j++) v += w[j] * hp[j];
-                        z[r] = v;
-                    }
-                    for (long i = 0; i < H; i++) {
-                        R ig = sig(z[i]), fg = sig(z[H + i]), gg = th(z[2 * H + i]), og = sig(z[3 * H + i]);
-                        a[i] = ig, a[H + i] = fg, a[2 * H + i] = gg, a[3 * H + i] = og;
-                        c[i] = fg * cp[i] + ig * gg;
-                        s[i] = og * th(c[i]);
-                    }
-                } else {
-                    memcpy(s, hp, H * sizeof(R));
-                    memcpy(c, cp, H * sizeof(R));
+        for (long t = 0; t < T; t++) {
+            long o = (e * T + t) * B * H;
+            R *s = S + o, *c = C + o, *tc = TC + o, *a = A + (e * T + t) * B * G;
+            const R *hprev = t > 0 ? S + o - B * H : h0 + e * B * H;
+            const R *cprev = t > 0 ? C + o - B * H : c0 + e * B * H;
+            for (long b = 0; b < B; b++) {
+                const R *hp = hprev + b * H, *ut = u + (e * T + t) * B * G + b * G;
+                for (long r = 0; r < G; r++) {
+                    R v = ut[r];
+                    const R *w = We + r * H;
+                    for (long j = 0; j < H; j++) v += w[j] * hp[j];
+                    a[b * G + r] = v;
                 }
-                hp = s, cp = c;
             }
+            gates_block(a, scale, B * G);
+            for (long b = 0; b < B; b++) {
+                const R *ab = a + b * G, *cp = cprev + b * H;
+                for (long i = 0; i < H; i++) c[b * H + i] = ab[H + i] * cp[i] + ab[i] * ab[2 * H + i];
+            }
+            memcpy(tc, c, B * H * sizeof(R));
+            tanh_block(tc, B * H);
+            for (long b = 0; b < B; b++)
+                for (long i = 0; i < H; i++) s[b * H + i] = a[b * G + 3 * H + i] * tc[b * H + i];
+            freeze(s, hprev, H, lens, e, t, B, H);
+            freeze(c, cprev, H, lens, e, t, B, H);
         }
     }
+    free(scale);
 }
 
 void NAME(lstm_backward)(long E, long T, long B, long H, const R *dS, const R *dC, const R *S, const R *C,
-                         const R *A, const R *W, const R *h0, const R *c0, const int64_t *lens, R *dU, R *dW,
-                         R *dh0, R *dc0) {
+                         const R *A, const R *TC, const R *W, const R *h0, const R *c0, const int64_t *lens, R *dU,
+                         R *dW, R *dh0, R *dc0) {
     long G = 4 * H;
     R ch[H], cc[H], dz[G];
     for (long e = 0; e < E; e++) {
@@ -167,12 +209,12 @@ void NAME(lstm_backward)(long E, long T, long B, long H, const R *dS, const R *d
                     for (long r = 0; r < G; r++) du[r] = 0;
                     continue;
                 }
-                const R *a = A + og_, *c = C + o;
+                const R *a = A + og_, *tcs = TC + o;
                 const R *hp = t > 0 ? S + o - B * H : h0 + (e * B + b) * H;
                 const R *cp = t > 0 ? C + o - B * H : c0 + (e * B + b) * H;
                 for (long i = 0; i < H; i++) {
                     R ig = a[i], fg = a[H + i], gg = a[2 * H + i], og = a[3 * H + i];
-                    R tc = th(c[i]);
+                    R tc = tcs[i];
                     R dh = dS[o + i] + ch[i];
                     R dc = dC[o + i] + cc[i] + dh * og * ((R)1 - tc * tc);
                     dz[i] = dc * gg * ig * ((R)1 - ig);
@@ -202,37 +244,45 @@ void NAME(lstm_backward)(long E, long T, long B, long H, const R *dS, const R *d
 void NAME(gru_forward)(long E, long T, long B, long H, const R *u, const R *W, const R *bhh, const R *h0,
                        const int64_t *lens, R *S, R *A) {
     long G = 3 * H;
-    R gh[G];
+    R *rz = malloc(B * 2 * H * sizeof(R)), *nn = malloc(B * H * sizeof(R));
     for (long e = 0; e < E; e++) {
         const R *We = W + e * G * H, *be = bhh + e * G;
-        for (long b = 0; b < B; b++) {
-            long L = length_of(lens, e, b, B, T);
-            const R *hp = h0 + (e * B + b) * H;
-            for (long t = 0; t < T; t++) {
-                long o = ((e * T + t) * B + b) * H;
-                R *s = S + o;
-                if (t < L) {
-                    const R *ut = u + ((e * T + t) * B + b) * G;
-                    R *a = A + ((e * T + t) * B + b) * 4 * H;
-                    for (long r = 0; r < G; r++) {
-                        R v = be[r];
-                        const R *w = We + r * H;
-                        for (long j = 0; j < H; j++) v += w[j] * hp[j];
-                        gh[r] = v;
-                    }
-                    for (long i = 0; i < H; i++) {
-                        R rg = sig(ut[i] + gh[i]), zg = sig(ut[H + i] + gh[H + i]);
-                        R ng = th(ut[2 * H + i] + rg * gh[2 * H + i]);
-                        a[i] = rg, a[H + i] = zg, a[2 * H + i] = ng, a[3 * H + i] = gh[2 * H + i];
-                        s[i] = ((R)1 - zg) * ng + zg * hp[i];
-                    }
-                } else {
-                    memcpy(s, hp, H * sizeof(R));
+        for (long t = 0; t < T; t++) {
+            long o = (e * T + t) * B * H;
+            R *s = S + o, *a = A + (e * T + t) * B * 4 * H;
+            const R *prev = t > 0 ? S + o - B * H : h0 + e * B * H;
+            for (long b = 0; b < B; b++) {
+                const R *hp = prev + b * H, *ut = u + (e * T + t) * B * G + b * G;
+                R *ab = a + b * 4 * H;
+                for (long r = 0; r < G; r++) {
+                    R v = be[r];
+                    const R *w = We + r * H;
+                    for (long j = 0; j < H; j++) v += w[j] * hp[j];
+                    if (r < 2 * H)
+                        rz[b * 2 * H + r] = ut[r] + v;
+                    else
+                        ab[3 * H + r - 2 * H] = v; /* W_hn h + b_hn */
                 }
-                hp = s;
             }
+            sigmoid_block(rz, B * 2 * H);
+            for (long b = 0; b < B; b++) {
+                const R *ut = u + (e * T + t) * B * G + b * G;
+                for (long i = 0; i < H; i++) nn[b * H + i] = ut[2 * H + i] + rz[b * 2 * H + i] * a[b * 4 * H + 3 * H + i];
+            }
+            tanh_block(nn, B * H);
+            for (long b = 0; b < B; b++) {
+                R *ab = a + b * 4 * H;
+                const R *hp = prev + b * H;
+                for (long i = 0; i < H; i++) {
+                    R rg = rz[b * 2 * H + i], zg = rz[b * 2 * H + H + i], ng = nn[b * H + i];
+                    ab[i] = rg, ab[H + i] = zg, ab[2 * H + i] = ng;
+                    s[b * H + i] = ((R)1 - zg) * ng + zg * hp[i];
+                }
+            }
+            freeze(s, prev, H, lens, e, t, B, H);
         }
     }
+    free(rz), free(nn);
 }
 
 void NAME(gru_backward)(long E, long T, long B, long H, const R *dS, const R *S, const R *A, const R *W,
@@ -285,43 +335,44 @@ void NAME(gru_backward)(long E, long T, long B, long H, const R *dS, const R *S,
 void NAME(rhn_forward)(long E, long T, long B, long H, long D, const R *u, const R *W, const R *bias,
                        const R *h0, const int64_t *lens, R *S, R *A) {
     long G = 2 * H;
-    R s[H], p[G];
+    R *st = malloc(B * H * sizeof(R)), *ta = malloc(B * H * sizeof(R)), *tg = malloc(B * H * sizeof(R));
     for (long e = 0; e < E; e++) {
         const R *We = W + e * D * G * H, *be = bias + e * D * G;
-        for (long b = 0; b < B; b++) {
-            long L = length_of(lens, e, b, B, T);
-            const R *hp = h0 + (e * B + b) * H;
-            for (long t = 0; t < T; t++) {
-                long o = ((e * T + t) * B + b) * H;
-                R *out = S + o;
-                if (t >= L) {
-                    memcpy(out, hp, H * sizeof(R));
-                    hp = out;
-                    continue;
-                }
-                const R *ut = u + ((e * T + t) * B + b) * G;
-                R *a = A + ((e * T + t) * B + b) * D * 3 * H;
-                memcpy(s, hp, H * sizeof(R));
-                for (long l = 0; l < D; l++) {
-                    const R *Wl = We + l * G * H, *bl = be + l * G;
-                    R *al = a + l * 3 * H;
+        for (long t = 0; t < T; t++) {
+            long o = (e * T + t) * B * H;
+            const R *prev = t > 0 ? S + o - B * H : h0 + e * B * H;
+            R *a = A + (e * T + t) * B * D * 3 * H;
+            memcpy(st, prev, B * H * sizeof(R));
+            for (long l = 0; l < D; l++) {
+                const R *Wl = We + l * G * H, *bl = be + l * G;
+                for (long b = 0; b < B; b++) {
+                    const R *sb = st + b * H, *ut = u + (e * T + t) * B * G + b * G;
                     for (long r = 0; r < G; r++) {
                         R v = bl[r] + (l == 0 ? ut[r] : (R)0);
                         const R *w = Wl + r * H;
-                        for (long j = 0; j < H; j++) v += w[j] * s[j];
-                        p[r] = v;
-                    }
-                    for (long i = 0; i < H; i++) {
-                        R ta = th(p[i]), tg = sig(p[H + i]);
-                        al[i] = s[i], al[H + i] = ta, al[2 * H + i] = tg;
-                        s[i] = ta * tg + s[i] * ((R)1 - tg);
+                        for (long j = 0; j < H; j++) v += w[j] * sb[j];
+                        if (r < H)
+                            ta[b * H + r] = v;
+                        else
+                            tg[b * H + r - H] = v;
                     }
                 }
-                memcpy(out, s, H * sizeof(R));
-                hp = out;
+                tanh_block(ta, B * H);
+                sigmoid_block(tg, B * H);
+                for (long b = 0; b < B; b++) {
+                    R *al = a + (b * D + l) * 3 * H, *sb = st + b * H;
+                    for (long i = 0; i < H; i++) {
+                        R x = ta[b * H + i], g = tg[b * H + i];
+                        al[i] = sb[i], al[H + i] = x, al[2 * H + i] = g;
+                        sb[i] = x * g + sb[i] * ((R)1 - g);
+                    }
+                }
             }
+            memcpy(S + o, st, B * H * sizeof(R));
+            freeze(S + o, prev, H, lens, e, t, B, H);
         }
     }
+    free(st), free(ta), free(tg);
 }
 
 void NAME(rhn_backward)(long E, long T, long B, long H, long D, const R *dS, const R *A, const R *W,
@@ -381,22 +432,17 @@ void NAME(dmu_forward)(long E, long T, long B, long H, long K, const long *n, in
     long N = 2 * H, width = N;
     for (long k = 0; k < K; k++) width += n[k];
     long n0 = K ? n[0] : N;
-    R zz[N];
+    R *zg = malloc(B * H * sizeof(R)), *zc = malloc(B * H * sizeof(R));
     for (long e = 0; e < E; e++) {
-        for (long b = 0; b < B; b++) {
-            long L = length_of(lens, e, b, B, T);
-            const R *hp = h0 + (e * B + b) * H;
-            for (long t = 0; t < T; t++) {
-                long o = ((e * T + t) * B + b) * H;
-                R *s = S + o;
-                if (t >= L) {
-                    memcpy(s, hp, H * sizeof(R));
-                    hp = s;
-                    continue;
-                }
-                const R *ut = u1 + ((e * T + t) * B + b) * n0;
+        const R *W1 = w1h + e * n0 * H;
+        for (long t = 0; t < T; t++) {
+            long o = (e * T + t) * B * H;
+            R *s = S + o;
+            const R *prev = t > 0 ? S + o - B * H : h0 + e * B * H;
+            for (long b = 0; b < B; b++) {
+                const R *hp = prev + b * H, *ut = u1 + ((e * T + t) * B + b) * n0;
                 R *a = A + ((e * T + t) * B + b) * width;
-                const R *W1 = w1h + e * n0 * H;
+                R zz[N];
                 R *first = K ? a : zz;
                 for (long r = 0; r < n0; r++) {
                     R v = ut[r];
@@ -404,17 +450,17 @@ void NAME(dmu_forward)(long E, long T, long B, long H, long K, const long *n, in
                     for (long j = 0; j < H; j++) v += w[j] * hp[j];
                     first[r] = K ? (v > 0 ? v : v * slope) : v;
                 }
-                R *prev = a;
+                R *pa = a;
                 for (long k = 1; k < K; k++) {
-                    R *cur = prev + n[k - 1];
+                    R *cur = pa + n[k - 1];
                     const R *Wm = Wk[k - 1] + e * n[k] * n[k - 1], *bm = bk[k - 1] + e * n[k];
                     for (long r = 0; r < n[k]; r++) {
                         R v = bm[r];
                         const R *w = Wm + r * n[k - 1];
-                        for (long j = 0; j < n[k - 1]; j++) v += w[j] * prev[j];
+                        for (long j = 0; j < n[k - 1]; j++) v += w[j] * pa[j];
                         cur[r] = v > 0 ? v : v * slope;
                     }
-                    prev = cur;
+                    pa = cur;
                 }
                 if (K) {
                     long nl = n[K - 1];
@@ -422,20 +468,28 @@ void NAME(dmu_forward)(long E, long T, long B, long H, long K, const long *n, in
                     for (long r = 0; r < N; r++) {
                         R v = bo[r];
                         const R *w = Wo + r * nl;
-                        for (long j = 0; j < nl; j++) v += w[j] * prev[j];
+                        for (long j = 0; j < nl; j++) v += w[j] * pa[j];
                         zz[r] = v;
                     }
                 }
-                R *gc = a + width - N;
-                for (long i = 0; i < H; i++) {
-                    R g = sig(zz[i]), c = act == 0 ? th(zz[H + i]) : zz[H + i];
-                    gc[i] = g, gc[H + i] = c;
-                    s[i] = c + g * (hp[i] - c);
-                }
-                hp = s;
+                memcpy(zg + b * H, zz, H * sizeof(R));
+                memcpy(zc + b * H, zz + H, H * sizeof(R));
             }
+            sigmoid_block(zg, B * H);
+            if (act == 0) tanh_block(zc, B * H);
+            for (long b = 0; b < B; b++) {
+                R *gc = A + ((e * T + t) * B + b) * width + width - N;
+                const R *hp = prev + b * H;
+                for (long i = 0; i < H; i++) {
+                    R g = zg[b * H + i], c = zc[b * H + i];
+                    gc[i] = g, gc[H + i] = c;
+                    s[b * H + i] = c + g * (hp[i] - c);
+                }
+            }
+            freeze(s, prev, H, lens, e, t, B, H);
         }
     }
+    free(zg), free(zc);
 }
 
 void NAME(dmu_backward)(long E, long T, long B, long H, long K, const long *n, int act, R slope, const R *dS,

@@ -52,7 +52,8 @@ __all__ = ["AUTO_MAX_WIDTH", "SOURCE", "available", "chosen", "dmu", "gru", "lib
 AUTO_MAX_WIDTH = 16
 #: the C source, compiled at first use
 SOURCE = Path(__file__).with_name("small.c")
-FLAGS = ("-O3", "-std=gnu99", "-shared", "-fPIC")
+#: the build: -march=native because the library is built where it runs (the key holds the CPU)
+FLAGS = ("-O3", "-march=native", "-std=gnu99", "-shared", "-fPIC")
 _ACT = {"tanh": 0, "relu": 1, "identity": 2}
 
 _lock = threading.Lock()
@@ -76,6 +77,17 @@ def cache_dir() -> Path:
     return Path(cache) / "rnnlab" / "kernels"
 
 
+def _cpu() -> str:
+    """The CPU's model and instruction sets (the cache key of a -march=native build)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        return "\n".join(sorted({ln for ln in lines if ln.startswith(("model name", "flags"))}))
+    except OSError:
+        import platform
+
+        return platform.processor() or platform.machine()
+
+
 def _compile(kind: str) -> ctypes.CDLL | None:
     cc = shutil.which(os.environ.get("CC") or "cc")
     if cc is None:
@@ -88,7 +100,8 @@ def _compile(kind: str) -> ctypes.CDLL | None:
     try:
         version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=60).stdout
         flags = (*FLAGS, "-DSINGLE") if kind == "f32" else FLAGS
-        key = hashlib.sha256("\0".join([SOURCE.read_text(), cc, version, *flags]).encode()).hexdigest()[:16]
+        parts = [SOURCE.read_text(), cc, version, *flags, _cpu()]
+        key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
         target = cache_dir() / f"small-{key}-{kind}.so"
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -234,23 +247,26 @@ class _LSTM(torch.autograd.Function):
     def forward(ctx, u, W, h0, c0, lens):
         E, T, B, G = u.shape
         H = G // 4
-        S, C, A = u.new_empty(E, T, B, H), u.new_empty(E, T, B, H), torch.empty_like(u)
-        _fn("lstm_forward", u.dtype)(E, T, B, H, _p(u), _p(W), _p(h0), _p(c0), _p(lens), _p(S), _p(C), _p(A))
+        S, C, TC = (u.new_empty(E, T, B, H) for _ in range(3))
+        A = torch.empty_like(u)
+        _fn("lstm_forward", u.dtype)(
+            E, T, B, H, _p(u), _p(W), _p(h0), _p(c0), _p(lens), _p(S), _p(C), _p(A), _p(TC)
+        )  # fmt: skip
         ctx.lens = lens
-        ctx.save_for_backward(S, C, A, W, h0, c0)
+        ctx.save_for_backward(S, C, A, TC, W, h0, c0)
         return S, C
 
     @staticmethod
     @once_differentiable
     def backward(ctx, dS, dC):
-        S, C, A, W, h0, c0 = ctx.saved_tensors
+        S, C, A, TC, W, h0, c0 = ctx.saved_tensors
         E, T, B, H = S.shape
         dS = torch.zeros_like(S) if dS is None else dS.contiguous()
         dC = torch.zeros_like(C) if dC is None else dC.contiguous()
         dU, dW = torch.empty_like(A), torch.zeros_like(W)
         dh0, dc0 = torch.empty_like(h0), torch.empty_like(c0)
         _fn("lstm_backward", S.dtype)(
-            E, T, B, H, _p(dS), _p(dC), _p(S), _p(C), _p(A), _p(W), _p(h0), _p(c0), _p(ctx.lens),
+            E, T, B, H, _p(dS), _p(dC), _p(S), _p(C), _p(A), _p(TC), _p(W), _p(h0), _p(c0), _p(ctx.lens),
             _p(dU), _p(dW), _p(dh0), _p(dc0),
         )  # fmt: skip
         return dU, dW, dh0, dc0, None
