@@ -62,6 +62,7 @@ from .cells.layers import Recurrent
 from .config import ConfigError, RunConfig
 from .kernels.ensemble import ensemble_dmu, ensemble_gru, ensemble_lstm, ensemble_rhn
 from .kernels.recurrence import elementwise_rnn
+from .stacked_optim import StackedStep
 from .rundir import (
     RunExists,
     RunFiles,
@@ -79,8 +80,10 @@ from .train import (
     RunState,
     Trainer,
     add_metric_sums,
+    after_update,
     apply_update,
     carried_state,
+    check_gradient_norm,
     check_loss,
     check_run_dir,
     check_start,
@@ -430,6 +433,7 @@ class _Ensemble:
         self.cfg = members[0].cfg
         self.precision = self.cfg.train.precision
         self.stacked = StackedModel(members[0].tr.model, fast)
+        self.stacked_step = StackedStep.build([m.tr.opt for m in members]) if fast else None
         self.size = len(members)
         self.last_line = time.perf_counter()
         self.stop: Callable[[], bool] | None = None  # true: stop after the next evaluation (Ctrl-C in a suite)
@@ -510,12 +514,25 @@ class _Ensemble:
             torch.stack([scaled(m.tr, total) for m, _, _, total, _ in ok]).sum().backward()
         for m, *_ in ok:
             _own_gradients(m.tr.params)
-        for m, loss, reg, _, new in ok:
+        norms = self._stacked_step([m for m, *_ in ok])
+        for i, (m, loss, reg, _, new) in enumerate(ok):
             try:
-                out = apply_update(m.run, m.tr, loss, reg, new)
+                if norms is None:  # one by one
+                    out = apply_update(m.run, m.tr, loss, reg, new)
+                else:  # stepped together: the stop on an overflowing norm, then the rest of the update
+                    check_gradient_norm(m.run, m.tr, loss, norms[i], m.run.prog.step + 1)
+                    out = after_update(m.run, m.tr, loss, reg, new, norms[i])
                 log_step(m.run, m.tr, out, _NoBar())
             except Exception as e:
                 self.fail(m, e)
+
+    def _stacked_step(self, ms: list[Member]) -> list | None:
+        """The optimizer steps of ``ms`` as one (:class:`rnnlab.stacked_optim.StackedStep`, with
+        clipping): each member's gradient norm ([None] * n without clipping), or None where it
+        does not apply (then each member steps alone)."""
+        if not ms or self.stacked_step is None or ms[0].tr.scaler is not None:
+            return None
+        return self.stacked_step.step([m.tr.opt for m in ms], [m.tr.params for m in ms], self.cfg.optim.clip)
 
     # --- evaluation ----------------------------------------------------------------------
     def evaluate(self, ms: list[Member]) -> None:

@@ -190,7 +190,9 @@ class RNNCell(_Affine):
             return None
         state = self.start_sequence(x, state)
         bias = None if self.bias_ih is None else self.bias_ih + self.bias_hh
-        return small.rnn(nn.functional.linear(x, self.weight_ih, bias), self.weight_hh, state, self.nonlinearity, lengths)
+        return small.rnn(
+            nn.functional.linear(x, self.weight_ih, bias), self.weight_hh, state, self.nonlinearity, lengths
+        )
 
     @property
     def native(self):

@@ -117,7 +117,6 @@ class DMUCell(Cell):
         hs = dmu_recurrence(u1, state, w1h, hidden, out.weight, out.bias, self.activation, 0.01)
         return hs, hs[-1]
 
-
     @classmethod
     def extra_backends(cls) -> tuple[str, ...]:
         return ("fused", "small")

@@ -337,9 +337,7 @@ class _RHN(torch.autograd.Function):
         E, T, B, H = S.shape
         D = W.shape[1]
         dU, dW, db, dh0 = S.new_empty(E, T, B, 2 * H), torch.zeros_like(W), torch.zeros_like(bias), torch.empty_like(h0)
-        _fn("rhn_backward", S.dtype)(
-            E, T, B, H, D, _p(dS), _p(A), _p(W), _p(ctx.lens), _p(dU), _p(dW), _p(db), _p(dh0)
-        )
+        _fn("rhn_backward", S.dtype)(E, T, B, H, D, _p(dS), _p(A), _p(W), _p(ctx.lens), _p(dU), _p(dW), _p(db), _p(dh0))
         return dU, dW, db, dh0, None
 
 
