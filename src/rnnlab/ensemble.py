@@ -62,7 +62,6 @@ from .cells.layers import Recurrent
 from .config import ConfigError, RunConfig
 from .kernels.ensemble import ensemble_dmu, ensemble_gru, ensemble_lstm, ensemble_rhn
 from .kernels.recurrence import elementwise_rnn
-from .stacked_optim import StackedStep
 from .rundir import (
     RunExists,
     RunFiles,
@@ -74,6 +73,7 @@ from .rundir import (
     resolved_saved_key,
     source_hash,
 )
+from .stacked_optim import StackedStep
 from .tasks import build_task
 from .tasks.base import Batch, Task
 from .train import (

@@ -18,10 +18,10 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .. import parametrize as par
+from ..kernels import small
 from ..kernels.amp import autocasting, full_precision
 from ..kernels.gated import gru_recurrence
 from ..kernels.linear import tall_linear
-from ..kernels import small
 from ..kernels.recurrence import elementwise_rnn, modrelu
 from ..kernels.state import State, map_state
 from .base import Cell
