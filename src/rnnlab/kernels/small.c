@@ -28,7 +28,7 @@ typedef double R;
 
 /* exp, sigmoid and tanh over a contiguous block, written so that the compiler vectorises them
  * (the C library's exp and tanh are scalar calls, and they are most of a tiny cell's arithmetic).
- * Computed in double: exp(x) = 2^n p(r), x = n ln2 + r, |r| <= ln2 / 2, p the Taylor polynomial
+ * double: exp(x) = 2^n p(r), x = n ln2 + r, |r| <= ln2 / 2, p the Taylor polynomial
  * of degree 13 (truncation below 1e-17); NaN stays NaN; the argument is clamped to
  * [-708.39, 709] (sigmoid and tanh saturate long before). tanh(x) = 2 sigmoid(2x) - 1. */
 static inline double exp_d(double x) {
@@ -59,17 +59,45 @@ static inline double exp_d(double x) {
     return p * scale;
 }
 
+#ifdef SINGLE
+/* float: the same in single precision (degree 7, |error| about 1 ulp), so that it vectorises
+ * at the float width */
+static inline float exp_e(float x) {
+    x = x > 88.0f ? 88.0f : x;
+    x = x < -87.3f ? -87.3f : x;
+    float kf = x * 1.44269504f + 12582912.0f; /* 0x1.8p23 */
+    int32_t ki;
+    memcpy(&ki, &kf, sizeof ki);
+    kf -= 12582912.0f;
+    float r = (x - kf * 0.693145752f) - kf * 1.42860677e-6f;
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    uint32_t bits = (uint32_t)(ki + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+#else
+#define exp_e exp_d
+#endif
+
 static void sigmoid_block(R *x, long n) {
-    for (long k = 0; k < n; k++) x[k] = (R)(1.0 / (1.0 + exp_d(-(double)x[k])));
+    for (long k = 0; k < n; k++) x[k] = (R)1 / ((R)1 + exp_e(-x[k]));
 }
 static void tanh_block(R *x, long n) {
-    for (long k = 0; k < n; k++) x[k] = (R)(2.0 / (1.0 + exp_d(-2.0 * (double)x[k])) - 1.0);
+    for (long k = 0; k < n; k++) x[k] = (R)2 / ((R)1 + exp_e((R)-2 * x[k])) - (R)1;
 }
 /* x[k] = sigmoid(x[k]) where scale[k] == 1, tanh(x[k]) where scale[k] == 2 */
 static void gates_block(R *x, const R *scale, long n) {
     for (long k = 0; k < n; k++) {
-        double c = scale[k];
-        x[k] = (R)(c / (1.0 + exp_d(-c * (double)x[k])) - (c - 1.0));
+        R c = scale[k];
+        x[k] = c / ((R)1 + exp_e(-c * x[k])) - (c - (R)1);
     }
 }
 
