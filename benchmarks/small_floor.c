@@ -10,6 +10,7 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef SINGLE
@@ -76,7 +77,13 @@ void NAME(rnn_forward)(long E, long T, long B, long H, int act, const R *u, cons
 }
 
 void NAME(rnn_backward)(long E, long T, long B, long H, int act, const R *dS, const R *S, const R *W,
-                        const R *h0, const int64_t *lens, R *dU, R *dW, R *dh0) {
+                        const int64_t *lens, R *dU, R *dh0) {
+    /* rnnlab's kernel leaves the weight gradient to one batched product; the floor computes it
+     * here, into scratch memory, so that its time holds the whole arithmetic */
+    R *dW = calloc(E * H * H, sizeof(R));
+    const R *h0 = dh0; /* the initial state is not passed: zeros of the same shape stand in */
+    R *zeros = calloc(E * B * H, sizeof(R));
+    h0 = zeros;
     R carry[H], g[H];
     for (long e = 0; e < E; e++) {
         const R *We = W + e * H * H;
@@ -105,6 +112,7 @@ void NAME(rnn_backward)(long E, long T, long B, long H, int act, const R *dS, co
             memcpy(dh0 + (e * B + b) * H, carry, H * sizeof(R));
         }
     }
+    free(dW), free(zeros);
 }
 
 /* ------------------------------------------------------------------ LSTM (gates i, f, g, o) */
@@ -149,9 +157,10 @@ void NAME(lstm_forward)(long E, long T, long B, long H, const R *u, const R *W, 
 }
 
 void NAME(lstm_backward)(long E, long T, long B, long H, const R *dS, const R *dC, const R *S, const R *C,
-                         const R *A, const R *TC, const R *W, const R *h0, const R *c0, const int64_t *lens, R *dU,
-                         R *dW, R *dh0, R *dc0) {
+                         const R *A, const R *TC, const R *W, const R *c0, const int64_t *lens, R *dU, R *dh0,
+                         R *dc0) {
     long G = 4 * H;
+    R *dW = calloc(E * G * H, sizeof(R)), *h0 = calloc(E * B * H, sizeof(R)); /* (see rnn_backward) */
     R ch[H], cc[H], dz[G];
     for (long e = 0; e < E; e++) {
         const R *We = W + e * G * H;
@@ -194,6 +203,7 @@ void NAME(lstm_backward)(long E, long T, long B, long H, const R *dS, const R *d
             memcpy(dc0 + (e * B + b) * H, cc, H * sizeof(R));
         }
     }
+    free(dW), free(h0);
 }
 
 /* ------------------------------------------------------------------ GRU (gates r, z, n) */
@@ -236,8 +246,9 @@ void NAME(gru_forward)(long E, long T, long B, long H, const R *u, const R *W, c
 }
 
 void NAME(gru_backward)(long E, long T, long B, long H, const R *dS, const R *S, const R *A, const R *W,
-                        const R *h0, const int64_t *lens, R *dU, R *dW, R *dbhh, R *dh0) {
+                        const R *h0, const int64_t *lens, R *dU, R *dGH, R *dh0) {
     long G = 3 * H;
+    R *dW = calloc(E * G * H, sizeof(R)), *dbhh = calloc(E * G, sizeof(R)); /* (see rnn_backward) */
     R carry[H], dgh[G];
     for (long e = 0; e < E; e++) {
         const R *We = W + e * G * H;
@@ -263,6 +274,8 @@ void NAME(gru_backward)(long E, long T, long B, long H, const R *dS, const R *S,
                     R dar = dan * hn * rg * ((R)1 - rg);
                     du[i] = dar, du[H + i] = daz, du[2 * H + i] = dan;
                     dgh[i] = dar, dgh[H + i] = daz, dgh[2 * H + i] = dan * rg;
+                    R *out = dGH + ((e * T + t) * B + b) * G;
+                    out[i] = dar, out[H + i] = daz, out[2 * H + i] = dan * rg;
                     carry[i] = dh * zg;
                 }
                 for (long r = 0; r < G; r++) {
@@ -276,6 +289,7 @@ void NAME(gru_backward)(long E, long T, long B, long H, const R *dS, const R *S,
             memcpy(dh0 + (e * B + b) * H, carry, H * sizeof(R));
         }
     }
+    free(dW), free(dbhh);
 }
 
 /* ------------------------------------------------------------------ RHN (coupled carry gate) */

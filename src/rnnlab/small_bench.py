@@ -116,8 +116,9 @@ def _stepper(preset: str, backend: str, size: int, root: Path, stacked: bool = T
             run, tr = prepare(cfg, RunFiles(root), False, None, task, torch.device("cpu"))
             open_log(run, False)
             try:
-                yield (lambda: log_step(run, tr, train_step(run, tr), _NoBar())), (
-                    lambda: evaluate_and_checkpoint(run, tr)
+                yield (
+                    (lambda: log_step(run, tr, train_step(run, tr), _NoBar())),
+                    (lambda: evaluate_and_checkpoint(run, tr)),
                 )
             finally:
                 close_run(run)

@@ -6,8 +6,9 @@
  * lens (E * B int64, or NULL) a sequence's state is frozen from its length on, and the
  * backward passes its gradient straight through those steps, as rnnlab.unroll does.
  *
- * The backward functions ADD into the weight gradients (the caller zeroes them) and write
- * every other gradient. Built twice: as is (double) and with -DSINGLE (float; see small.py).
+ * The backward functions write the gradients of the input terms and the initial state; the
+ * RNN's, LSTM's and GRU's weight gradients are one batched product of those with the states
+ * (done by the caller, small.py), the RHN's and DMU's are ADDED here (the caller zeroes them). Built twice: as is (double) and with -DSINGLE (float; see small.py).
  */
 #include <math.h>
 #include <stdint.h>
@@ -146,11 +147,10 @@ void NAME(rnn_forward)(long E, long T, long B, long H, int act, const R *u, cons
 }
 
 void NAME(rnn_backward)(long E, long T, long B, long H, int act, const R *dS, const R *S, const R *W,
-                        const R *h0, const int64_t *lens, R *dU, R *dW, R *dh0) {
-    R carry[H], g[H];
+                        const int64_t *lens, R *dU, R *dh0) {
+    R carry[H];
     for (long e = 0; e < E; e++) {
         const R *We = W + e * H * H;
-        R *dWe = dW + e * H * H;
         for (long b = 0; b < B; b++) {
             long L = length_of(lens, e, b, B, T);
             for (long i = 0; i < H; i++) carry[i] = 0;
@@ -162,14 +162,12 @@ void NAME(rnn_backward)(long E, long T, long B, long H, int act, const R *dS, co
                     for (long i = 0; i < H; i++) carry[i] += ds[i], du[i] = 0;
                     continue;
                 }
-                const R *hp = t > 0 ? S + o - B * H : h0 + (e * B + b) * H;
-                for (long i = 0; i < H; i++) g[i] = (ds[i] + carry[i]) * derivative(s[i], act), du[i] = g[i];
+                for (long i = 0; i < H; i++) du[i] = (ds[i] + carry[i]) * derivative(s[i], act);
                 for (long j = 0; j < H; j++) carry[j] = 0;
                 for (long i = 0; i < H; i++) {
                     const R *w = We + i * H;
-                    R *dw = dWe + i * H;
-                    R gi = g[i];
-                    for (long j = 0; j < H; j++) carry[j] += w[j] * gi, dw[j] += gi * hp[j];
+                    R gi = du[i];
+                    for (long j = 0; j < H; j++) carry[j] += w[j] * gi;
                 }
             }
             memcpy(dh0 + (e * B + b) * H, carry, H * sizeof(R));
@@ -219,13 +217,12 @@ void NAME(lstm_forward)(long E, long T, long B, long H, const R *u, const R *W, 
 }
 
 void NAME(lstm_backward)(long E, long T, long B, long H, const R *dS, const R *dC, const R *S, const R *C,
-                         const R *A, const R *TC, const R *W, const R *h0, const R *c0, const int64_t *lens, R *dU,
-                         R *dW, R *dh0, R *dc0) {
+                         const R *A, const R *TC, const R *W, const R *c0, const int64_t *lens, R *dU, R *dh0,
+                         R *dc0) {
     long G = 4 * H;
     R ch[H], cc[H], dz[G];
     for (long e = 0; e < E; e++) {
         const R *We = W + e * G * H;
-        R *dWe = dW + e * G * H;
         for (long b = 0; b < B; b++) {
             long L = length_of(lens, e, b, B, T);
             for (long i = 0; i < H; i++) ch[i] = 0, cc[i] = 0;
@@ -238,7 +235,6 @@ void NAME(lstm_backward)(long E, long T, long B, long H, const R *dS, const R *d
                     continue;
                 }
                 const R *a = A + og_, *tcs = TC + o;
-                const R *hp = t > 0 ? S + o - B * H : h0 + (e * B + b) * H;
                 const R *cp = t > 0 ? C + o - B * H : c0 + (e * B + b) * H;
                 for (long i = 0; i < H; i++) {
                     R ig = a[i], fg = a[H + i], gg = a[2 * H + i], og = a[3 * H + i];
@@ -254,10 +250,9 @@ void NAME(lstm_backward)(long E, long T, long B, long H, const R *dS, const R *d
                 for (long j = 0; j < H; j++) ch[j] = 0;
                 for (long r = 0; r < G; r++) {
                     const R *w = We + r * H;
-                    R *dw = dWe + r * H;
                     R d = dz[r];
                     du[r] = d;
-                    for (long j = 0; j < H; j++) ch[j] += w[j] * d, dw[j] += d * hp[j];
+                    for (long j = 0; j < H; j++) ch[j] += w[j] * d;
                 }
             }
             memcpy(dh0 + (e * B + b) * H, ch, H * sizeof(R));
@@ -314,21 +309,20 @@ void NAME(gru_forward)(long E, long T, long B, long H, const R *u, const R *W, c
 }
 
 void NAME(gru_backward)(long E, long T, long B, long H, const R *dS, const R *S, const R *A, const R *W,
-                        const R *h0, const int64_t *lens, R *dU, R *dW, R *dbhh, R *dh0) {
+                        const R *h0, const int64_t *lens, R *dU, R *dGH, R *dh0) {
     long G = 3 * H;
-    R carry[H], dgh[G];
+    R carry[H];
     for (long e = 0; e < E; e++) {
         const R *We = W + e * G * H;
-        R *dWe = dW + e * G * H, *dbe = dbhh + e * G;
         for (long b = 0; b < B; b++) {
             long L = length_of(lens, e, b, B, T);
             for (long i = 0; i < H; i++) carry[i] = 0;
             for (long t = T - 1; t >= 0; t--) {
                 long o = ((e * T + t) * B + b) * H;
-                R *du = dU + ((e * T + t) * B + b) * G;
+                R *du = dU + ((e * T + t) * B + b) * G, *dgh = dGH + ((e * T + t) * B + b) * G;
                 if (t >= L) {
                     for (long i = 0; i < H; i++) carry[i] += dS[o + i];
-                    for (long r = 0; r < G; r++) du[r] = 0;
+                    for (long r = 0; r < G; r++) du[r] = 0, dgh[r] = 0;
                     continue;
                 }
                 const R *a = A + ((e * T + t) * B + b) * 4 * H;
@@ -345,10 +339,8 @@ void NAME(gru_backward)(long E, long T, long B, long H, const R *dS, const R *S,
                 }
                 for (long r = 0; r < G; r++) {
                     const R *w = We + r * H;
-                    R *dw = dWe + r * H;
                     R d = dgh[r];
-                    dbe[r] += d;
-                    for (long j = 0; j < H; j++) carry[j] += w[j] * d, dw[j] += d * hp[j];
+                    for (long j = 0; j < H; j++) carry[j] += w[j] * d;
                 }
             }
             memcpy(dh0 + (e * B + b) * H, carry, H * sizeof(R));

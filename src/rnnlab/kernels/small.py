@@ -203,6 +203,14 @@ def _masked(S: Tensor, lengths: Tensor | None) -> Tensor:
     return S * mask.unsqueeze(-1).to(S.dtype)
 
 
+def _gram(dZ: Tensor, S: Tensor, h0: Tensor) -> Tensor:
+    """A weight's gradient ``sum_{t, b} dz_t h_{t-1}^T`` per member, one batched product:
+    ``dZ`` (E, T, B, G), the states ``S`` (E, T, B, H) after each step, ``h0`` (E, B, H)."""
+    E, T, B, H = S.shape
+    prev = torch.cat([h0.unsqueeze(1), S[:, :-1]], 1).reshape(E, T * B, H)
+    return torch.bmm(dZ.reshape(E, T * B, -1).transpose(1, 2), prev)
+
+
 def _c(*ts):
     return [None if t is None else t.contiguous() for t in ts]
 
@@ -223,11 +231,9 @@ class _RNN(torch.autograd.Function):
         dS = dS.contiguous()  # (kept alive across the call: the C code reads its memory)
         S, W, h0 = ctx.saved_tensors
         E, T, B, H = S.shape
-        dU, dW, dh0 = torch.empty_like(S), torch.zeros_like(W), torch.empty_like(h0)
-        _fn("rnn_backward", S.dtype)(
-            E, T, B, H, ctx.act, _p(dS), _p(S), _p(W), _p(h0), _p(ctx.lens), _p(dU), _p(dW), _p(dh0)
-        )
-        return None, dU, dW, dh0, None
+        dU, dh0 = torch.empty_like(S), torch.empty_like(h0)
+        _fn("rnn_backward", S.dtype)(E, T, B, H, ctx.act, _p(dS), _p(S), _p(W), _p(ctx.lens), _p(dU), _p(dh0))
+        return None, dU, _gram(dU, S, h0), dh0, None
 
 
 def _rnn(u, W, h0, lengths, act):
@@ -263,13 +269,12 @@ class _LSTM(torch.autograd.Function):
         E, T, B, H = S.shape
         dS = torch.zeros_like(S) if dS is None else dS.contiguous()
         dC = torch.zeros_like(C) if dC is None else dC.contiguous()
-        dU, dW = torch.empty_like(A), torch.zeros_like(W)
-        dh0, dc0 = torch.empty_like(h0), torch.empty_like(c0)
+        dU, dh0, dc0 = torch.empty_like(A), torch.empty_like(h0), torch.empty_like(c0)
         _fn("lstm_backward", S.dtype)(
-            E, T, B, H, _p(dS), _p(dC), _p(S), _p(C), _p(A), _p(TC), _p(W), _p(h0), _p(c0), _p(ctx.lens),
-            _p(dU), _p(dW), _p(dh0), _p(dc0),
+            E, T, B, H, _p(dS), _p(dC), _p(S), _p(C), _p(A), _p(TC), _p(W), _p(c0), _p(ctx.lens),
+            _p(dU), _p(dh0), _p(dc0),
         )  # fmt: skip
-        return dU, dW, dh0, dc0, None
+        return dU, _gram(dU, S, h0), dh0, dc0, None
 
 
 def _lstm(u, W, h0, c0, lengths):
@@ -300,11 +305,11 @@ class _GRU(torch.autograd.Function):
         dS = dS.contiguous()
         S, A, W, h0, bhh = ctx.saved_tensors
         E, T, B, H = S.shape
-        dU, dW, db, dh0 = S.new_empty(E, T, B, 3 * H), torch.zeros_like(W), torch.zeros_like(bhh), torch.empty_like(h0)
+        dU, dGH, dh0 = S.new_empty(E, T, B, 3 * H), S.new_empty(E, T, B, 3 * H), torch.empty_like(h0)
         _fn("gru_backward", S.dtype)(
-            E, T, B, H, _p(dS), _p(S), _p(A), _p(W), _p(h0), _p(ctx.lens), _p(dU), _p(dW), _p(db), _p(dh0)
+            E, T, B, H, _p(dS), _p(S), _p(A), _p(W), _p(h0), _p(ctx.lens), _p(dU), _p(dGH), _p(dh0)
         )
-        return dU, dW, db, dh0, None
+        return dU, _gram(dGH, S, h0), dGH.sum((1, 2)), dh0, None
 
 
 def _gru(u, W, bhh, h0, lengths):
