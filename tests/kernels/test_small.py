@@ -131,12 +131,13 @@ def test_members_at_once_equal_each_member_alone(cell, options, monkeypatch):
 
 def test_auto_takes_the_compiled_loops_below_the_width_limit_only(monkeypatch):
     x = torch.randn(6, 2, 3)
-    for H, expected in ((small.AUTO_MAX_WIDTH, True), (small.AUTO_MAX_WIDTH + 1, False)):
+    limit = small.AUTO_MAX_WIDTH["lstm"]
+    for H, expected in ((limit, True), (limit + 1, False)):
         calls = _calls(monkeypatch)
         Recurrent(3, H, cell=CELLS["lstm"])(x)
         assert bool(calls) == expected, H
     calls = _calls(monkeypatch)
-    Recurrent(3, small.AUTO_MAX_WIDTH + 1, cell=CELLS["lstm"], backend="small")(x)  # forced at any width
+    Recurrent(3, limit + 1, cell=CELLS["lstm"], backend="small")(x)  # forced at any width
     assert calls == ["lstm_forward"]
     for backend in ("reference", "auto"):
         calls = _calls(monkeypatch)

@@ -186,7 +186,7 @@ class RNNCell(_Affine):
         return super().sequence(x, state, lengths)
 
     def small_sequence(self, x, state=None, lengths=None):
-        if self.nonlinearity == "modrelu" or not small.chosen(self.backend, self.hidden_size, x, self.weight_hh):
+        if self.nonlinearity == "modrelu" or not small.chosen("rnn", self.backend, self.hidden_size, x, self.weight_hh):
             return None
         state = self.start_sequence(x, state)
         bias = None if self.bias_ih is None else self.bias_ih + self.bias_hh
@@ -274,7 +274,7 @@ class LSTMCell(_Affine):
         return ("fused", "small")  # fused: ATen's kernel (what "auto" runs above the small widths)
 
     def small_sequence(self, x, state=None, lengths=None):
-        if not small.chosen(self.backend, self.hidden_size, x, self.weight_hh):
+        if not small.chosen("lstm", self.backend, self.hidden_size, x, self.weight_hh):
             return None
         h0, c0 = self.start_sequence(x, state)
         bias = None if self.bias_ih is None else self.bias_ih + self.bias_hh
@@ -317,7 +317,7 @@ class GRUCell(_Affine):
         return ("fused", "native", "small")
 
     def small_sequence(self, x, state=None, lengths=None):
-        if not small.chosen(self.backend, self.hidden_size, x, self.weight_hh):
+        if not small.chosen("gru", self.backend, self.hidden_size, x, self.weight_hh):
             return None
         state = self.start_sequence(x, state)
         b_hh = self.bias_hh if self.bias_hh is not None else x.new_zeros(self.weight_hh.shape[0])

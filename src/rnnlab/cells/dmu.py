@@ -125,7 +125,7 @@ class DMUCell(Cell):
         """The compiled loops of :mod:`rnnlab.kernels.small` where the backend chooses them
         (``"auto"`` at small widths, ``"small"``), else None."""
         first, last = self.fnn[0], self.fnn[-1]
-        if not small.chosen(self.backend, max([self.hidden_size, *self.layers]), x, first.weight):
+        if not small.chosen("dmu", self.backend, max([self.hidden_size, *self.layers]), x, first.weight):
             return None
         state = self.start_sequence(x, state)
         I = self.input_size
@@ -210,7 +210,7 @@ class RHNCell(Cell):
     def small_sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
         """The compiled loops of :mod:`rnnlab.kernels.small` where the backend chooses them
         (``"auto"`` at small widths, ``"small"``), else None."""
-        if not small.chosen(self.backend, self.hidden_size, x, self.weight_hh):
+        if not small.chosen("rhn", self.backend, self.hidden_size, x, self.weight_hh):
             return None
         state = self.start_sequence(x, state)
         u = nn.functional.linear(x, self.weight_ih)
