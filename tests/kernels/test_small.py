@@ -28,6 +28,8 @@ CASES = [  # cell, options
     ("dmu", {"layers": []}),
     ("dmu", {"layers": [4, 3]}),
     ("dmu", {"activation": "identity"}),
+    ("ltrnn", {}),
+    ("ltrnn", {"activation": "tanh", "bias": False}),
 ]
 SHAPES = [  # hidden size(s), layers, lengths, h0 given
     (5, 1, False, False),
@@ -97,7 +99,9 @@ def _calls(monkeypatch) -> list[str]:
     return calls
 
 
-@pytest.mark.parametrize("cell,options", [("rnn", {}), ("lstm", {}), ("gru", {}), ("rhn", {"depth": 3}), ("dmu", {})])
+@pytest.mark.parametrize(
+    "cell,options", [("rnn", {}), ("lstm", {}), ("gru", {}), ("rhn", {"depth": 3}), ("dmu", {}), ("ltrnn", {})]
+)
 def test_members_at_once_equal_each_member_alone(cell, options, monkeypatch):
     """E members with their own weights through one call (the ensemble's path), against each
     member's step loop; the loss is a plain sum, whose gradient arrives as an expanded
@@ -116,7 +120,7 @@ def test_members_at_once_equal_each_member_alone(cell, options, monkeypatch):
     calls = _calls(monkeypatch)
     out, _ = StackedModel(models[0]).forward(models, x, None, L)
     out.sum().backward()
-    assert f"{cell}_backward" in calls  # the compiled loops ran, backward too
+    assert f"{'rnn' if cell == 'ltrnn' else cell}_backward" in calls  # the compiled loops ran, backward too
     batched = [[p.grad.clone() for p in m.parameters()] for m in models]
     for k, m in enumerate(models):
         m.zero_grad()
