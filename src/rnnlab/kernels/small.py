@@ -30,6 +30,7 @@ all steps, weights as the cells store them, ``h0`` (B, H), ``lengths`` (B,) or N
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import shutil
@@ -41,7 +42,6 @@ from pathlib import Path
 
 import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
 from .amp import autocasting
 from .ensemble import ensemble_call
@@ -222,18 +222,130 @@ def _c(*ts):
     return [None if t is None else t.contiguous() for t in ts]
 
 
+# ---------------------------------------------------------------------------- second order
+
+# The compiled backward builds no graph. When a graph of the backward is asked for
+# (``create_graph=True``: gradient penalties, Hessian-vector products), the gradients are those
+# of the same recurrence written in PyTorch operations below, recomputed from the saved inputs,
+# so that second-order gradients are exact (tests/kernels/test_second_order.py).
+
+
+def _step_mask(lens, t: int, h):  # (E, B, 1): the step counts (t < length)
+    return None if lens is None else (t < lens).unsqueeze(-1)
+
+
+def _keep(new, old, mask):
+    return new if mask is None else torch.where(mask, new, old)
+
+
+def _ref_rnn(act, u, W, h0, lens):
+    f = (torch.tanh, torch.relu, lambda z: z)[act]
+    h, S = h0, []
+    for t in range(u.shape[1]):
+        h = _keep(f(torch.baddbmm(u[:, t], h, W.transpose(1, 2))), h, _step_mask(lens, t, h))
+        S.append(h)
+    return torch.stack(S, 1)
+
+
+def _ref_lstm(u, W, h0, c0, lens):
+    h, c, S, C = h0, c0, [], []
+    for t in range(u.shape[1]):
+        i, f, g, o = torch.baddbmm(u[:, t], h, W.transpose(1, 2)).chunk(4, -1)
+        c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h_new = torch.sigmoid(o) * torch.tanh(c_new)
+        m = _step_mask(lens, t, h)
+        h, c = _keep(h_new, h, m), _keep(c_new, c, m)
+        S.append(h), C.append(c)
+    return torch.stack(S, 1), torch.stack(C, 1)
+
+
+def _ref_gru(u, W, bhh, h0, lens):
+    h, S = h0, []
+    for t in range(u.shape[1]):
+        ir, iz, in_ = u[:, t].chunk(3, -1)
+        hr, hz, hn = torch.baddbmm(bhh.unsqueeze(1), h, W.transpose(1, 2)).chunk(3, -1)
+        r, z = torch.sigmoid(ir + hr), torch.sigmoid(iz + hz)
+        new = (1 - z) * torch.tanh(in_ + r * hn) + z * h
+        h = _keep(new, h, _step_mask(lens, t, h))
+        S.append(h)
+    return torch.stack(S, 1)
+
+
+def _ref_rhn(u, W, bias, h0, lens):
+    h, S = h0, []
+    for t in range(u.shape[1]):
+        s = h
+        for k in range(W.shape[1]):
+            pre = torch.baddbmm(bias[:, k].unsqueeze(1), s, W[:, k].transpose(1, 2))
+            a, b = (pre + u[:, t] if k == 0 else pre).chunk(2, -1)
+            g = torch.sigmoid(b)
+            s = torch.tanh(a) * g + s * (1 - g)
+        h = _keep(s, h, _step_mask(lens, t, h))
+        S.append(h)
+    return torch.stack(S, 1)
+
+
+def _ref_dmu(act, slope, u1, w1h, w_out, b_out, h0, lens, *hidden):
+    lrelu = functools.partial(torch.nn.functional.leaky_relu, negative_slope=slope)
+    h, S = h0, []
+    for t in range(u1.shape[1]):
+        a = torch.baddbmm(u1[:, t], h, w1h.transpose(1, 2))
+        if w_out is not None:
+            a = lrelu(a)
+            for W, b in zip(hidden[0::2], hidden[1::2]):
+                a = lrelu(torch.baddbmm(b.unsqueeze(1), a, W.transpose(1, 2)))
+            a = torch.baddbmm(b_out.unsqueeze(1), a, w_out.transpose(1, 2))
+        z, hh = a.chunk(2, -1)
+        c = torch.tanh(hh) if act == 0 else hh
+        h = _keep(c + torch.sigmoid(z) * (h - c), h, _step_mask(lens, t, h))
+        S.append(h)
+    return torch.stack(S, 1)
+
+
+def _twice(reference):
+    """A compiled backward that, when a graph of it is asked for, gives ``reference``'s
+    gradients with their graph instead (the forward keeps its arguments in ``ctx.args``)."""
+
+    def wrap(backward):
+        @functools.wraps(backward)
+        def run(ctx, *grads):
+            if not torch.is_grad_enabled():
+                return backward(ctx, *grads)
+            args = ctx.args
+            want = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+            with torch.enable_grad():
+                outs = reference(*args)
+                outs = outs if isinstance(outs, tuple) else (outs,)
+                pairs = [(o, g) for o, g in zip(outs, grads) if g is not None]
+                got = torch.autograd.grad(
+                    [o for o, _ in pairs],
+                    [args[i] for i in want],
+                    [g for _, g in pairs],
+                    create_graph=True,
+                    allow_unused=True,
+                )
+            result: list = [None] * len(args)
+            for i, g in zip(want, got):
+                result[i] = g
+            return tuple(result)
+
+        return run
+
+    return wrap
+
+
 class _RNN(torch.autograd.Function):
     @staticmethod
     def forward(ctx, act: int, u, W, h0, lens):
         E, T, B, H = u.shape
         S = torch.empty_like(u)
         _fn("rnn_forward", u.dtype)(E, T, B, H, act, _p(u), _p(W), _p(h0), _p(lens), _p(S))
-        ctx.act, ctx.lens = act, lens
+        ctx.act, ctx.lens, ctx.args = act, lens, (act, u, W, h0, lens)
         ctx.save_for_backward(S, W, h0)
         return S
 
     @staticmethod
-    @once_differentiable
+    @_twice(_ref_rnn)
     def backward(ctx, dS):
         dS = dS.contiguous()  # (kept alive across the call: the C code reads its memory)
         S, W, h0 = ctx.saved_tensors
@@ -265,12 +377,12 @@ class _LSTM(torch.autograd.Function):
         _fn("lstm_forward", u.dtype)(
             E, T, B, H, _p(u), _p(W), _p(h0), _p(c0), _p(lens), _p(S), _p(C), _p(A), _p(TC)
         )  # fmt: skip
-        ctx.lens = lens
+        ctx.lens, ctx.args = lens, (u, W, h0, c0, lens)
         ctx.save_for_backward(S, C, A, TC, W, h0, c0)
         return S, C
 
     @staticmethod
-    @once_differentiable
+    @_twice(_ref_lstm)
     def backward(ctx, dS, dC):
         S, C, A, TC, W, h0, c0 = ctx.saved_tensors
         E, T, B, H = S.shape
@@ -302,12 +414,12 @@ class _GRU(torch.autograd.Function):
         H = G // 3
         S, A = u.new_empty(E, T, B, H), u.new_empty(E, T, B, 4 * H)
         _fn("gru_forward", u.dtype)(E, T, B, H, _p(u), _p(W), _p(bhh), _p(h0), _p(lens), _p(S), _p(A))
-        ctx.lens = lens
+        ctx.lens, ctx.args = lens, (u, W, bhh, h0, lens)
         ctx.save_for_backward(S, A, W, h0, bhh)
         return S
 
     @staticmethod
-    @once_differentiable
+    @_twice(_ref_gru)
     def backward(ctx, dS):
         dS = dS.contiguous()
         S, A, W, h0, bhh = ctx.saved_tensors
@@ -337,12 +449,12 @@ class _RHN(torch.autograd.Function):
         H, D = G // 2, W.shape[1]
         S, A = u.new_empty(E, T, B, H), u.new_empty(E, T, B, D, 3 * H)
         _fn("rhn_forward", u.dtype)(E, T, B, H, D, _p(u), _p(W), _p(bias), _p(h0), _p(lens), _p(S), _p(A))
-        ctx.lens = lens
+        ctx.lens, ctx.args = lens, (u, W, bias, h0, lens)
         ctx.save_for_backward(S, A, W, bias, h0)
         return S
 
     @staticmethod
-    @once_differentiable
+    @_twice(_ref_rhn)
     def backward(ctx, dS):
         dS = dS.contiguous()
         S, A, W, bias, h0 = ctx.saved_tensors
@@ -384,11 +496,12 @@ class _DMU(torch.autograd.Function):
             _p(w_out), _p(b_out), _p(h0), _p(lens), _p(S), _p(A),
         )  # fmt: skip
         ctx.act, ctx.slope, ctx.lens, ctx.K, ctx.n, ctx.hidden = act, slope, lens, K, n, len(Ws)
+        ctx.args = (act, slope, u1, w1h, w_out, b_out, h0, lens, *hidden)
         ctx.save_for_backward(S, A, u1, w1h, w_out, b_out, h0, *hidden)
         return S
 
     @staticmethod
-    @once_differentiable
+    @_twice(_ref_dmu)
     def backward(ctx, dS):
         dS = dS.contiguous()
         S, A, u1, w1h, w_out, b_out, h0, *hidden = ctx.saved_tensors
