@@ -206,7 +206,7 @@ def _masked(S: Tensor, lengths: Tensor | None) -> Tensor:
     if lengths is None:
         return S
     T = S.shape[1]
-    mask = torch.arange(T)[None, :, None] < lengths.to(torch.int64)[:, None, :]
+    mask = torch.arange(T, device=S.device)[None, :, None] < lengths.to(S.device, torch.int64)[:, None, :]
     return S * mask.unsqueeze(-1).to(S.dtype)
 
 
