@@ -261,7 +261,7 @@ void NAME(gru_backward)(long E, long T, long B, long H, const R *dS, const R *S,
                 R *du = dU + ((e * T + t) * B + b) * G;
                 if (t >= L) {
                     for (long i = 0; i < H; i++) carry[i] += dS[o + i];
-                    for (long r = 0; r < G; r++) du[r] = 0;
+                    for (long r = 0; r < G; r++) du[r] = 0, dGH[((e * T + t) * B + b) * G + r] = 0;
                     continue;
                 }
                 const R *a = A + ((e * T + t) * B + b) * 4 * H;

@@ -210,3 +210,68 @@ def format_table(rows: list[dict]) -> str:
         for p, e in pairs:
             lines.append(f"| {p} | {e[1] * 1e3:.0f} | {e[big] * 1e3:.0f} | {e[big] / e[1]:.1f} |")
     return "\n".join(lines)
+
+
+# --- the width limits of backend="auto" (rnnlab.kernels.small.AUTO_MAX_WIDTH) -------------
+
+#: cells and widths the limits were measured over
+WIDTH_CELLS = ("rnn", "lstm", "gru", "dmu", "rhn")
+WIDTHS = (4, 8, 16, 32)
+
+
+def _layer_step(cell: str, H: int, backend: str, members: int, B: int = BATCH, T: int = 100):
+    """A forward and backward of one layer of ``cell`` (input 4, readout 1): one model, or
+    ``members`` models as an ensemble (:class:`rnnlab.ensemble.StackedModel`)."""
+    import torch
+
+    from .ensemble import StackedModel
+    from .model import SequenceModel
+
+    models = []
+    for k in range(members):
+        torch.manual_seed(k)
+        models.append(SequenceModel(cell, 4, 1, H, cell_options={"backend": backend}))
+    x = torch.randn(members, B, T, 4)
+    if members == 1:
+        m = models[0]
+
+        def step():
+            m.zero_grad()
+            out, _ = m(x[0])
+            out.sum().backward()
+
+        return step
+    stacked = StackedModel(models[0])
+
+    def step():
+        out, _ = stacked.forward(models, x)
+        out.sum().backward()
+
+    return step
+
+
+def width_rows(cells=WIDTH_CELLS, widths=WIDTHS, sizes=SIZES, steps: int = 3, log=print) -> list[dict]:
+    """CPU time of one layer's forward and backward (batch 32, T = 100), the compiled loops
+    (``backend="small"``) against the previous fast path (``"fused"``), per cell, width and
+    size: where ``backend="auto"`` should switch."""
+    import torch
+
+    torch.set_num_threads(1)
+    rows = []
+    for cell in cells:
+        for H in widths:
+            for size in sizes:
+                t = {b: _median_step(_layer_step(cell, H, b, size), steps, 1) for b in ("small", "fused")}
+                rows.append({"cell": cell, "width": H, "members": size, "small_s": t["small"], "fused_s": t["fused"]})
+                log(f"{cell} H={H} E={size}: small / fused {t['small'] / t['fused']:.2f}")
+    return rows
+
+
+def format_widths(rows: list[dict]) -> str:
+    lines = ["| cell | width | E | compiled loops (ms) | previous path (ms) | ratio |", "|" + "---|" * 6]
+    for r in rows:
+        lines.append(
+            f"| {r['cell']} | {r['width']} | {r['members']} | {r['small_s'] * 1e3:.1f} | {r['fused_s'] * 1e3:.1f} | "
+            f"{r['small_s'] / r['fused_s']:.2f} |"
+        )
+    return "\n".join(lines)

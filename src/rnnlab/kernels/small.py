@@ -53,8 +53,8 @@ __all__ = ["AUTO_MAX_WIDTH", "SOURCE", "available", "chosen", "dmu", "gru", "lib
 #: T = 100, forward and backward of one layer, against each cell's previous fast path, for one
 #: run and for 51 members under vmap): the RNN's loops are faster up to 32 units both ways; the
 #: GRU's and the DMU's up to 32 for one run but only to 8 and 4 in an ensemble (to 8 here: the
-#: DMU's update network adds its width); the LSTM's up to 4 (ATen's LSTM wins from 8). The RHN
-#: takes the GRU's limit. docs/speed.md, "Tiny models".
+#: DMU's update network adds its width); the LSTM's up to 4 (ATen's LSTM wins from 8); the
+#: RHN's up to 8 in an ensemble (``python benchmarks/small_models.py --widths``; docs/speed.md).
 AUTO_MAX_WIDTH = {"rnn": 32, "gru": 8, "dmu": 8, "rhn": 8, "lstm": 4}
 #: the C source, compiled at first use
 SOURCE = Path(__file__).with_name("small.c")
