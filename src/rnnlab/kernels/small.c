@@ -156,13 +156,14 @@ void NAME(rnn_forward)(long E, long T, long B, long H, int act, const R *u, cons
 
 void NAME(rnn_backward)(long E, long T, long B, long H, int act, const R *dS, const R *S, const R *W,
                         const int64_t *lens, R *dU, R *dh0) {
-    R carry[H];
+    R *carry_all = malloc(B * H * sizeof(R));
     for (long e = 0; e < E; e++) {
         const R *We = W + e * H * H;
-        for (long b = 0; b < B; b++) {
-            long L = length_of(lens, e, b, B, T);
-            for (long i = 0; i < H; i++) carry[i] = 0;
-            for (long t = T - 1; t >= 0; t--) {
+        memset(carry_all, 0, B * H * sizeof(R));
+        for (long t = T - 1; t >= 0; t--) {
+            for (long b = 0; b < B; b++) {
+                long L = length_of(lens, e, b, B, T);
+                R *carry = carry_all + b * H;
                 long o = ((e * T + t) * B + b) * H;
                 const R *s = S + o, *ds = dS + o;
                 R *du = dU + o;
@@ -178,9 +179,10 @@ void NAME(rnn_backward)(long E, long T, long B, long H, int act, const R *dS, co
                     for (long j = 0; j < H; j++) carry[j] += w[j] * gi;
                 }
             }
-            memcpy(dh0 + (e * B + b) * H, carry, H * sizeof(R));
         }
+        for (long b = 0; b < B; b++) memcpy(dh0 + (e * B + b) * H, carry_all + b * H, H * sizeof(R));
     }
+    free(carry_all);
 }
 
 /* ------------------------------------------------------------------ LSTM (gates i, f, g, o) */
@@ -228,13 +230,18 @@ void NAME(lstm_backward)(long E, long T, long B, long H, const R *dS, const R *d
                          const R *A, const R *TC, const R *W, const R *c0, const int64_t *lens, R *dU, R *dh0,
                          R *dc0) {
     long G = 4 * H;
-    R ch[H], cc[H], dz[G];
+    R dz[G];
+    R *ch_all = malloc(B * H * sizeof(R));
+    R *cc_all = malloc(B * H * sizeof(R));
     for (long e = 0; e < E; e++) {
         const R *We = W + e * G * H;
-        for (long b = 0; b < B; b++) {
-            long L = length_of(lens, e, b, B, T);
-            for (long i = 0; i < H; i++) ch[i] = 0, cc[i] = 0;
-            for (long t = T - 1; t >= 0; t--) {
+        memset(ch_all, 0, B * H * sizeof(R));
+        memset(cc_all, 0, B * H * sizeof(R));
+        for (long t = T - 1; t >= 0; t--) {
+            for (long b = 0; b < B; b++) {
+                long L = length_of(lens, e, b, B, T);
+                R *ch = ch_all + b * H;
+                R *cc = cc_all + b * H;
                 long o = ((e * T + t) * B + b) * H, og_ = ((e * T + t) * B + b) * G;
                 R *du = dU + og_;
                 if (t >= L) {
@@ -263,10 +270,12 @@ void NAME(lstm_backward)(long E, long T, long B, long H, const R *dS, const R *d
                     for (long j = 0; j < H; j++) ch[j] += w[j] * d;
                 }
             }
-            memcpy(dh0 + (e * B + b) * H, ch, H * sizeof(R));
-            memcpy(dc0 + (e * B + b) * H, cc, H * sizeof(R));
         }
+        for (long b = 0; b < B; b++) memcpy(dh0 + (e * B + b) * H, ch_all + b * H, H * sizeof(R));
+        for (long b = 0; b < B; b++) memcpy(dc0 + (e * B + b) * H, cc_all + b * H, H * sizeof(R));
     }
+    free(ch_all);
+    free(cc_all);
 }
 
 /* ------------------------------------------------------------------ GRU (gates r, z, n) */
@@ -319,13 +328,14 @@ void NAME(gru_forward)(long E, long T, long B, long H, const R *u, const R *W, c
 void NAME(gru_backward)(long E, long T, long B, long H, const R *dS, const R *S, const R *A, const R *W,
                         const R *h0, const int64_t *lens, R *dU, R *dGH, R *dh0) {
     long G = 3 * H;
-    R carry[H];
+    R *carry_all = malloc(B * H * sizeof(R));
     for (long e = 0; e < E; e++) {
         const R *We = W + e * G * H;
-        for (long b = 0; b < B; b++) {
-            long L = length_of(lens, e, b, B, T);
-            for (long i = 0; i < H; i++) carry[i] = 0;
-            for (long t = T - 1; t >= 0; t--) {
+        memset(carry_all, 0, B * H * sizeof(R));
+        for (long t = T - 1; t >= 0; t--) {
+            for (long b = 0; b < B; b++) {
+                long L = length_of(lens, e, b, B, T);
+                R *carry = carry_all + b * H;
                 long o = ((e * T + t) * B + b) * H;
                 R *du = dU + ((e * T + t) * B + b) * G, *dgh = dGH + ((e * T + t) * B + b) * G;
                 if (t >= L) {
@@ -351,9 +361,10 @@ void NAME(gru_backward)(long E, long T, long B, long H, const R *dS, const R *S,
                     for (long j = 0; j < H; j++) carry[j] += w[j] * d;
                 }
             }
-            memcpy(dh0 + (e * B + b) * H, carry, H * sizeof(R));
         }
+        for (long b = 0; b < B; b++) memcpy(dh0 + (e * B + b) * H, carry_all + b * H, H * sizeof(R));
     }
+    free(carry_all);
 }
 
 /* ------------------------------------------------------------------ RHN (coupled carry gate) */
@@ -406,14 +417,16 @@ void NAME(rhn_forward)(long E, long T, long B, long H, long D, const R *u, const
 void NAME(rhn_backward)(long E, long T, long B, long H, long D, const R *dS, const R *A, const R *W,
                         const int64_t *lens, R *dU, R *dW, R *dbias, R *dh0) {
     long G = 2 * H;
-    R ds[H], nds[H], dp[G];
+    R nds[H], dp[G];
+    R *ds_all = malloc(B * H * sizeof(R));
     for (long e = 0; e < E; e++) {
         const R *We = W + e * D * G * H;
         R *dWe = dW + e * D * G * H, *dbe = dbias + e * D * G;
-        for (long b = 0; b < B; b++) {
-            long L = length_of(lens, e, b, B, T);
-            for (long i = 0; i < H; i++) ds[i] = 0;
-            for (long t = T - 1; t >= 0; t--) {
+        memset(ds_all, 0, B * H * sizeof(R));
+        for (long t = T - 1; t >= 0; t--) {
+            for (long b = 0; b < B; b++) {
+                long L = length_of(lens, e, b, B, T);
+                R *ds = ds_all + b * H;
                 long o = ((e * T + t) * B + b) * H;
                 R *du = dU + ((e * T + t) * B + b) * G;
                 for (long i = 0; i < H; i++) ds[i] += dS[o + i];
@@ -443,9 +456,10 @@ void NAME(rhn_backward)(long E, long T, long B, long H, long D, const R *dS, con
                     memcpy(ds, nds, H * sizeof(R));
                 }
             }
-            memcpy(dh0 + (e * B + b) * H, ds, H * sizeof(R));
         }
+        for (long b = 0; b < B; b++) memcpy(dh0 + (e * B + b) * H, ds_all + b * H, H * sizeof(R));
     }
+    free(ds_all);
 }
 
 /* ------------------------------------------------------------------ DMU */
@@ -527,14 +541,16 @@ void NAME(dmu_backward)(long E, long T, long B, long H, long K, const long *n, i
     long N = 2 * H, width = N, widest = N;
     for (long k = 0; k < K; k++) width += n[k], widest = n[k] > widest ? n[k] : widest;
     long n0 = K ? n[0] : N;
-    R carry[H], dO[N], da[widest], dp[widest];
+    R dO[N], da[widest], dp[widest];
+    R *carry_all = malloc(B * H * sizeof(R));
     for (long e = 0; e < E; e++) {
         const R *W1 = w1h + e * n0 * H;
         R *dW1 = dw1h + e * n0 * H;
-        for (long b = 0; b < B; b++) {
-            long L = length_of(lens, e, b, B, T);
-            for (long i = 0; i < H; i++) carry[i] = 0;
-            for (long t = T - 1; t >= 0; t--) {
+        memset(carry_all, 0, B * H * sizeof(R));
+        for (long t = T - 1; t >= 0; t--) {
+            for (long b = 0; b < B; b++) {
+                long L = length_of(lens, e, b, B, T);
+                R *carry = carry_all + b * H;
                 long o = ((e * T + t) * B + b) * H;
                 R *du = dU1 + ((e * T + t) * B + b) * n0;
                 if (t >= L) {
@@ -591,7 +607,8 @@ void NAME(dmu_backward)(long E, long T, long B, long H, long K, const long *n, i
                     for (long j = 0; j < H; j++) carry[j] += w[j] * d, dw[j] += d * hp[j];
                 }
             }
-            memcpy(dh0 + (e * B + b) * H, carry, H * sizeof(R));
         }
+        for (long b = 0; b < B; b++) memcpy(dh0 + (e * B + b) * H, carry_all + b * H, H * sizeof(R));
     }
+    free(carry_all);
 }
