@@ -183,6 +183,10 @@ CASES = {
     "lstm-wide-adding": (ADD, ['model.cell="lstm"', "model.hidden_size=16", "optim.clip=1.0"]),
     "gru-layers": (ADD, ['model.cell="gru"', "model.hidden_size=[4, 3]"]),
     "gru-wide-copy": (COPY, ['model.cell="gru"', "model.hidden_size=16"]),
+    # the compiled loops (rnnlab.kernels.small) with each stacked optimizer (rnnlab.stacked_optim)
+    "lstm-small-widths-clip": (ADD, ['model.cell="lstm"', "model.hidden_size=[2, 3]", "optim.clip=0.5"]),
+    "gru-small-rmsprop": (COPY, ['model.cell="gru"', "model.hidden_size=3", 'optim.name="rmsprop"']),
+    "rnn-relu-small-sgd": (ADD, ['model.cell="rnn"', 'model.cell_options={nonlinearity="relu"}', 'optim.name="sgd"']),
     "exprnn-dtriv-group-lr": (
         COPY,
         ['model.cell="exprnn"', "model.cell_options={K=7}", "optim.group_lr={orthogonal=1e-4}"],

@@ -195,6 +195,13 @@ def _ensemble_table(record) -> str:
     return format_table(record["rows"])
 
 
+def _small_table(record) -> str:
+    """``benchmarks/small_models.py``'s table (tiny models: before, after, the scalar floor)."""
+    from .small_bench import format_table
+
+    return format_table(record["rows"])
+
+
 # --- the LT-RNN scan and the allocator (benchmarks/scan.py, benchmarks/allocator.py) -------
 
 #: the scan's target: at least this many times faster than its autograd loop
@@ -324,6 +331,7 @@ VIEWS = {
     "papers-sentence": papers_sentence,
     "overhead": _captioned(overhead_table),
     "ensemble": _captioned(_ensemble_table),
+    "small": _captioned(_small_table),
     "scan": _scan_view,
     "allocator": _captioned(allocator_table),
     "summary": _captioned(summary_table),

@@ -76,14 +76,17 @@ from .rundir import (
     source_hash,
 )
 from .runtime import show_progress
+from .stacked_optim import StackedStep
 from .tasks import build_task
 from .tasks.base import Batch, Task
 from .train import (
     RunState,
     Trainer,
     add_metric_sums,
+    after_update,
     apply_update,
     carried_state,
+    check_gradient_norm,
     check_loss,
     check_run_dir,
     check_start,
@@ -378,16 +381,29 @@ def _vmap_path_of(cell_class: type) -> str | Callable:
     return "reference"
 
 
+def _small_or(path: Callable) -> Callable:
+    """A cell's sequence for vmap: the compiled loops of :mod:`rnnlab.kernels.small` where its
+    backend chooses them, else ``path``."""
+
+    def sequence(cell, x, state, lengths):
+        out = cell.small_sequence(x, state, lengths)
+        return out if out is not None else path(cell, x, state, lengths)
+
+    return sequence
+
+
 def batched_template(model: nn.Module, fast: bool = True) -> nn.Module:
     """A copy of ``model`` to run under vmap (:class:`StackedModel`): each cell takes its path
-    for vmap (``fast=False``: every cell its reference step loop), and no layer checkpoints
-    (the same values, more memory)."""
+    for vmap (``fast=False``: every cell its reference step loop), tiny cells first the
+    compiled loops of :mod:`rnnlab.kernels.small` where their backend chooses them, and no
+    layer checkpoints (the same values, more memory)."""
     template = copy.deepcopy(model)
     for c in iter_cells(template):
         path = _vmap_path(c) if fast else "reference"
+        small = fast and c.backend in ("auto", "small") and hasattr(c, "small_sequence")
         if callable(path):
-            c.sequence = types.MethodType(path, c)
-        else:
+            c.sequence = types.MethodType(_small_or(path) if small else path, c)
+        elif not small:  # (an RNN keeps "auto"/"small": its sequence takes them first)
             c.backend = path
     for m in template.modules():
         if isinstance(m, Recurrent):
@@ -560,6 +576,7 @@ class _Ensemble:
         self.cfg = members[0].cfg
         self.precision = self.cfg.train.precision
         self.stacked = StackedModel(members[0].tr.model, fast)
+        self.stacked_step = StackedStep.build([m.tr.opt for m in members]) if fast else None
         self.size = len(members)
         self.last_line = time.perf_counter()
         self.stop: Callable[[], bool] | None = None  # true: stop after the next evaluation (Ctrl-C in a suite)
@@ -640,12 +657,25 @@ class _Ensemble:
             torch.stack([scaled(m.tr, total) for m, _, _, total, _ in ok]).sum().backward()
         for m, *_ in ok:
             _own_gradients(m.tr.params)
-        for m, loss, reg, _, new in ok:
+        norms = self._stacked_step([m for m, *_ in ok])
+        for i, (m, loss, reg, _, new) in enumerate(ok):
             try:
-                out = apply_update(m.run, m.tr, loss, reg, new)
+                if norms is None:  # one by one
+                    out = apply_update(m.run, m.tr, loss, reg, new)
+                else:  # stepped together: the stop on an overflowing norm, then the rest of the update
+                    check_gradient_norm(m.run, m.tr, loss, norms[i], m.run.prog.step + 1)
+                    out = after_update(m.run, m.tr, loss, reg, new, norms[i])
                 log_step(m.run, m.tr, out, _NoBar())
             except Exception as e:
                 self.fail(m, e)
+
+    def _stacked_step(self, ms: list[Member]) -> list | None:
+        """The optimizer steps of ``ms`` as one (:class:`rnnlab.stacked_optim.StackedStep`, with
+        clipping): each member's gradient norm ([None] * n without clipping), or None where it
+        does not apply (then each member steps alone)."""
+        if not ms or self.stacked_step is None or ms[0].tr.scaler is not None:
+            return None
+        return self.stacked_step.step([m.tr.opt for m in ms], [m.tr.params for m in ms], self.cfg.optim.clip)
 
     # --- evaluation ----------------------------------------------------------------------
     def evaluate(self, ms: list[Member]) -> None:

@@ -46,7 +46,9 @@ class OneHot(nn.Module):
         self.num_tokens = num_tokens
 
     def forward(self, x: Tensor) -> Tensor:
-        return nn.functional.one_hot(x, self.num_tokens).float()
+        # the rows of an identity matrix: one_hot(x).float()'s values, written once (one_hot
+        # writes int64 and .float() converts: measured 2.7x slower for 51 x 32 x 105 x 100)
+        return nn.functional.embedding(x, torch.eye(self.num_tokens, device=x.device))
 
 
 class L2Pool(nn.Module):

@@ -704,8 +704,15 @@ def apply_update(run: RunState, tr: Trainer, loss, reg, new_state) -> StepOut:
     """After the backward pass: clipping, the optimizer step, the post-step hooks
     (``parametrize.after_optimizer_step``), the carried state, the step count and the
     exponential schedule."""
+    gnorm = _clip_and_step(run, tr, loss, run.prog.step + 1)
+    return after_update(run, tr, loss, reg, new_state, gnorm)
+
+
+def after_update(run: RunState, tr: Trainer, loss, reg, new_state, gnorm) -> StepOut:
+    """What follows the optimizer step (:func:`apply_update`'s second half, also after an
+    ensemble's stacked step): the post-step hooks, the carried state, the step count and the
+    exponential schedule."""
     step = run.prog.step + 1
-    gnorm = _clip_and_step(run, tr, loss, step)
     par.after_optimizer_step(tr.model)
     tr.carry = _detach(new_state)
     run.prog.step = step
@@ -719,8 +726,7 @@ def _clip_and_step(run: RunState, tr: Trainer, loss, step: int):
     clip = run.cfg.optim.clip
     if tr.scaler is None:
         gnorm = nn.utils.clip_grad_norm_(tr.params, clip) if clip > 0 else None
-        if gnorm is not None and not torch.isfinite(gnorm) and _grads_finite(tr.params):
-            _stop_on_gradient(run, loss, float(gnorm), step)
+        check_gradient_norm(run, tr, loss, gnorm, step)
         tr.opt.step()
     else:  # fp16: gradients unscaled before clipping; overflowing steps skipped
         tr.scaler.unscale_(tr.opt)
@@ -728,6 +734,12 @@ def _clip_and_step(run: RunState, tr: Trainer, loss, step: int):
         tr.scaler.step(tr.opt)
         tr.scaler.update()
     return gnorm
+
+
+def check_gradient_norm(run: RunState, tr: Trainer, loss, gnorm, step: int) -> None:
+    """Under clipping: finite gradients whose norm overflows stop the run (:func:`_stop_on_gradient`)."""
+    if gnorm is not None and not torch.isfinite(gnorm) and _grads_finite(tr.params):
+        _stop_on_gradient(run, loss, float(gnorm), step)
 
 
 def _grads_finite(params: list) -> bool:

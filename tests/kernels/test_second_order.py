@@ -56,6 +56,14 @@ CASES = [
     ("nnrnn", "nnrnn", {}, {}),
     ("nnrnn-reference-mask-fixed-gamma", "nnrnn", {"t_mask": "reference", "fixed_gamma": 0.9}, {}),
     ("nnrnn-theta-init", "nnrnn", {"theta_init": "init", "init": "henaff"}, {"lengths": [3, 2]}),
+    # the compiled loops of rnnlab.kernels.small (the default at these widths): exact through
+    # their PyTorch twin when a graph of the backward is asked for
+    ("dmu-small", "dmu", {}, {}),
+    ("dmu-deep-identity-small-lengths", "dmu", {"layers": [3, 2], "activation": "identity"}, {"lengths": [3, 1]}),
+    ("dmu-linear-small", "dmu", {"layers": [], "backend": "small"}, {}),
+    ("rhn-small-lengths", "rhn", {"depth": 2}, {"lengths": [2, 3]}),
+    ("gru-small", "gru", {"backend": "small"}, {}),
+    ("lstm-small-lengths", "lstm", {"backend": "small"}, {"lengths": [3, 2], "num_layers": 2}),
     ("dmu-reference", "dmu", {"backend": "reference"}, {}),
     ("dmu-linear-reference", "dmu", {"layers": [], "activation": "identity", "backend": "reference"}, {}),
     ("rhn-reference", "rhn", {"depth": 2, "backend": "reference"}, {}),
@@ -89,13 +97,18 @@ PROBE_ONLY = [("asrnn-2layers", "asrnn", {"a": 0.5, "b": 1.5}, {"num_layers": 2}
 
 #: fused kernels with no second-order backward: (case id, key, options, way out named in the error)
 REFUSED = [
-    ("dmu", "dmu", {}, "backend='reference'"),
-    ("dmu-linear", "dmu", {"layers": []}, "backend='reference'"),
-    ("dmu-deep-identity", "dmu", {"layers": [3, 2], "activation": "identity"}, "backend='reference'"),
-    ("rhn", "rhn", {}, "backend='reference'"),
-    ("rhn-depth1", "rhn", {"depth": 1}, "backend='reference'"),
-    ("gru", "gru", {}, "backend='native'"),
-    ("gru-nobias", "gru", {"bias": False}, "backend='native'"),
+    ("dmu", "dmu", {"backend": "fused"}, "backend='reference'"),
+    ("dmu-linear", "dmu", {"layers": [], "backend": "fused"}, "backend='reference'"),
+    (
+        "dmu-deep-identity",
+        "dmu",
+        {"layers": [3, 2], "activation": "identity", "backend": "fused"},
+        "backend='reference'",
+    ),
+    ("rhn", "rhn", {"backend": "fused"}, "backend='reference'"),
+    ("rhn-depth1", "rhn", {"depth": 1, "backend": "fused"}, "backend='reference'"),
+    ("gru", "gru", {"backend": "fused"}, "backend='native'"),
+    ("gru-nobias", "gru", {"bias": False, "backend": "fused"}, "backend='native'"),
     ("fcurnn", "fcurnn", {}, "backend='reference'"),
     ("kru", "kru", {"complex_input": False}, "backend='reference'"),
     ("antisymrnn", "antisymrnn", {}, "backend='reference'"),

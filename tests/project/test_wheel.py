@@ -138,7 +138,8 @@ def test_wheel_installed_outside_the_repo(tmp_path):
         "  'license_files': [f for f in files if f.endswith('LICENSE')],\n"
         "  'typed': [f for f in files if f.endswith('rnnlab/py.typed')],\n"
         "  'description': meta.get_payload() or meta.get('Description') or '',\n"
-        "  'presets': c.list_presets(), 'suites': s.list_suites()}))\n"
+        "  'presets': c.list_presets(), 'suites': s.list_suites(),\n"
+        "  'small_c': __import__('rnnlab.kernels.small', fromlist=['SOURCE']).SOURCE.is_file()}))\n"
     )
     r = subprocess.run([str(py), "-c", probe], cwd=work, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -150,6 +151,7 @@ def test_wheel_installed_outside_the_repo(tmp_path):
     urls = dict(u.split(", ", 1) for u in info["urls"])
     assert urls["Repository"] == BASE and urls["Issues"] == BASE + "/issues"
     assert "demo/asrnn" in info["presets"] and "nnrnn/copy" in info["presets"] and "demo" in info["suites"]
+    assert info["small_c"], "the C source of rnnlab.kernels.small is not in the wheel (package-data)"
     description = info["description"]
     assert "Citing" in description and not re.findall(r"\]\((?!https://|#)", description)
     r = subprocess.run(

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .. import parametrize as par
+from ..kernels import small
 from ..kernels.amp import autocasting, full_precision
 from ..kernels.gated import gru_recurrence
 from ..kernels.linear import tall_linear
@@ -84,8 +85,16 @@ class _Affine(Cell):
     def sequence(self, x, state=None, lengths=None):
         if self.backend == "reference" or self.native is None:
             return super().sequence(x, state, lengths)
+        fast = self.small_sequence(x, state, lengths)
+        if fast is not None:
+            return fast
         state = self.start_sequence(x, state)
         return run_native(self.native, x, state, self._weights(), lengths, self.training)
+
+    def small_sequence(self, x, state=None, lengths=None):
+        """The compiled loops of :mod:`rnnlab.kernels.small` where the backend chooses them
+        (``"auto"`` at small widths, ``"small"``), else None."""
+        return None
 
     def _affine(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
         gi = nn.functional.linear(x, self.weight_ih, self.bias_ih)
@@ -137,7 +146,7 @@ class RNNCell(_Affine):
 
     @classmethod
     def extra_backends(cls) -> tuple[str, ...]:
-        return ("fused", "native")
+        return ("fused", "native", "small")
 
     def reset_parameters(self) -> None:
         super().reset_parameters()
@@ -165,6 +174,9 @@ class RNNCell(_Affine):
     def sequence(self, x, state=None, lengths=None):
         if self.backend == "reference":
             return super().sequence(x, state, lengths)
+        fast = self.small_sequence(x, state, lengths)
+        if fast is not None:
+            return fast
         state = self.start_sequence(x, state)
         if self.backend != "native":
             # fused recurrence; both biases fold into the input term's bias (no extra pass)
@@ -172,6 +184,15 @@ class RNNCell(_Affine):
             u = tall_linear(x, self.weight_ih, bias)
             return elementwise_rnn(u, self.weight_hh, state, self.nonlinearity, self.modrelu_bias, lengths)
         return super().sequence(x, state, lengths)
+
+    def small_sequence(self, x, state=None, lengths=None):
+        if self.nonlinearity == "modrelu" or not small.chosen("rnn", self.backend, self.hidden_size, x, self.weight_hh):
+            return None
+        state = self.start_sequence(x, state)
+        bias = None if self.bias_ih is None else self.bias_ih + self.bias_hh
+        return small.rnn(
+            nn.functional.linear(x, self.weight_ih, bias), self.weight_hh, state, self.nonlinearity, lengths
+        )
 
     @property
     def native(self):
@@ -250,6 +271,18 @@ class LSTMCell(_Affine):
 
     native = staticmethod(torch.lstm)
 
+    @classmethod
+    def extra_backends(cls) -> tuple[str, ...]:
+        return ("fused", "small")  # fused: ATen's kernel (what "auto" runs above the small widths)
+
+    def small_sequence(self, x, state=None, lengths=None):
+        if not small.chosen("lstm", self.backend, self.hidden_size, x, self.weight_hh):
+            return None
+        h0, c0 = self.start_sequence(x, state)
+        bias = None if self.bias_ih is None else self.bias_ih + self.bias_hh
+        out, h, c = small.lstm(nn.functional.linear(x, self.weight_ih, bias), self.weight_hh, h0, c0, lengths)
+        return out, (h, c)
+
 
 class GRUCell(_Affine):
     """GRU (torch's form, gate order r, z, n):
@@ -283,12 +316,23 @@ class GRUCell(_Affine):
 
     @classmethod
     def extra_backends(cls) -> tuple[str, ...]:
-        return ("fused", "native")
+        return ("fused", "native", "small")
+
+    def small_sequence(self, x, state=None, lengths=None):
+        if not small.chosen("gru", self.backend, self.hidden_size, x, self.weight_hh):
+            return None
+        state = self.start_sequence(x, state)
+        b_hh = self.bias_hh if self.bias_hh is not None else x.new_zeros(self.weight_hh.shape[0])
+        return small.gru(nn.functional.linear(x, self.weight_ih, self.bias_ih), self.weight_hh, b_hh, state, lengths)
 
     def sequence(self, x, state=None, lengths=None):
-        """``backend="fused"`` (and "auto"): input terms of all steps in one product, then
-        :func:`rnnlab.kernels.gated.gru_recurrence` (hand-written BPTT); "native": ATen's
-        ``torch.gru`` (also used for ``lengths``); "reference": the step loop."""
+        """``backend="small"`` (and "auto" at small widths): the compiled loops of
+        :mod:`rnnlab.kernels.small`; "fused" (and "auto" otherwise): input terms of all steps in
+        one product, then :func:`rnnlab.kernels.gated.gru_recurrence` (hand-written BPTT);
+        "native": ATen's ``torch.gru`` (also used for ``lengths``); "reference": the step loop."""
+        fast = self.small_sequence(x, state, lengths) if self.backend != "reference" else None
+        if fast is not None:
+            return fast
         if self.backend in ("reference", "native") or lengths is not None:
             return super().sequence(x, state, lengths)
         state = self.start_sequence(x, state)

@@ -30,6 +30,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from ..kernels import small
 from ..kernels.gated import dmu_recurrence, rhn_recurrence
 from ..kernels.linear import tall_linear
 from .base import Cell, real_option
@@ -97,7 +98,12 @@ class DMUCell(Cell):
         """Fast path: the first layer's input terms of all steps in one product, then the
         fused loop :func:`rnnlab.kernels.gated.dmu_recurrence` (hand-written BPTT). With
         ``lengths``, or ``backend="reference"``, the step loop :func:`rnnlab.unroll` runs."""
-        if self.backend == "reference" or lengths is not None:
+        if self.backend == "reference":
+            return super().sequence(x, state, lengths)
+        fast = self.small_sequence(x, state, lengths)
+        if fast is not None:
+            return fast
+        if lengths is not None:
             return super().sequence(x, state, lengths)
         state = self.start_sequence(x, state)
         I = self.input_size
@@ -110,6 +116,24 @@ class DMUCell(Cell):
         hidden = [(lin.weight, lin.bias) for lin in self.fnn[1:-1]]
         hs = dmu_recurrence(u1, state, w1h, hidden, out.weight, out.bias, self.activation, 0.01)
         return hs, hs[-1]
+
+    @classmethod
+    def extra_backends(cls) -> tuple[str, ...]:
+        return ("fused", "small")
+
+    def small_sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
+        """The compiled loops of :mod:`rnnlab.kernels.small` where the backend chooses them
+        (``"auto"`` at small widths, ``"small"``), else None."""
+        first, last = self.fnn[0], self.fnn[-1]
+        if not small.chosen("dmu", self.backend, max([self.hidden_size, *self.layers]), x, first.weight):
+            return None
+        state = self.start_sequence(x, state)
+        I = self.input_size
+        u1 = nn.functional.linear(x, first.weight[:, :I], first.bias)
+        if self.depth == 1:  # layers=[]: the one linear layer is the output layer
+            return small.dmu(u1, state, first.weight[:, I:], [], None, None, self.activation, 0.01, lengths)
+        hidden = [(lin.weight, lin.bias) for lin in self.fnn[1:-1]]
+        return small.dmu(u1, state, first.weight[:, I:], hidden, last.weight, last.bias, self.activation, 0.01, lengths)
 
 
 class RHNCell(Cell):
@@ -167,9 +191,27 @@ class RHNCell(Cell):
         """Fast path: the input terms of all steps in one product, then the fused loop
         :func:`rnnlab.kernels.gated.rhn_recurrence`. With ``lengths``, or
         ``backend="reference"``, the step loop :func:`rnnlab.unroll` runs."""
-        if self.backend == "reference" or lengths is not None:
+        if self.backend == "reference":
+            return super().sequence(x, state, lengths)
+        fast = self.small_sequence(x, state, lengths)
+        if fast is not None:
+            return fast
+        if lengths is not None:
             return super().sequence(x, state, lengths)
         state = self.start_sequence(x, state)
         u = tall_linear(x, self.weight_ih, self.bias[0])
         hs = rhn_recurrence(u, state, self.weight_hh, self.bias)
         return hs, hs[-1]
+
+    @classmethod
+    def extra_backends(cls) -> tuple[str, ...]:
+        return ("fused", "small")
+
+    def small_sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
+        """The compiled loops of :mod:`rnnlab.kernels.small` where the backend chooses them
+        (``"auto"`` at small widths, ``"small"``), else None."""
+        if not small.chosen("rhn", self.backend, self.hidden_size, x, self.weight_hh):
+            return None
+        state = self.start_sequence(x, state)
+        u = nn.functional.linear(x, self.weight_ih)
+        return small.rhn(u, self.weight_hh, self.bias, state, lengths)

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import parametrize as par
+from ..kernels import small
 from ..kernels.linear import tall_linear
 from ..kernels.recurrence import elementwise_rnn
 from ..kernels.scan import linear_recurrence, linear_recurrence_fused, linear_recurrence_scan
@@ -65,7 +66,7 @@ class LTRNNCell(Cell):
 
     @classmethod
     def extra_backends(cls):
-        return ("loop", "scan")
+        return ("loop", "scan", "small")
 
     def reset_parameters(self) -> None:
         k = 1.0 / math.sqrt(self.hidden_size)
@@ -90,9 +91,20 @@ class LTRNNCell(Cell):
         h = nn.functional.linear(h, self.weight_hh) + self.input_path(x_t)
         return h, h
 
+    def small_sequence(self, x, state=None, lengths=None):
+        """The compiled loops of :mod:`rnnlab.kernels.small` (identity activation) where the
+        backend chooses them (``"auto"`` at small widths, ``"small"``), else None."""
+        if not small.chosen("rnn", self.backend, self.hidden_size, x, self.weight_hh):
+            return None
+        state = self.start_sequence(x, state)
+        return small.rnn(self.input_path(x), self.weight_hh, state, "identity", lengths)
+
     def sequence(self, x, state=None, lengths=None):
         if self.backend == "reference":
             return super().sequence(x, state, lengths)
+        fast = self.small_sequence(x, state, lengths)
+        if fast is not None:
+            return fast
         state = self.start_sequence(x, state)
         v = self.input_path(x)
         if lengths is not None:  # the fused loop also returns each sequence's own final state

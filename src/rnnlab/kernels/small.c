@@ -1,0 +1,614 @@
+/* rnnlab.kernels.small: the recurrences of tiny cells, forward and BPTT, compiled at first use.
+ *
+ * Every function runs E members (each with its own weights) over B sequences of T steps; the
+ * tensors are contiguous, the member first and then the time: u (E, T, B, G) the input terms,
+ * states (E, T, B, H), weights (E, rows, cols) as torch stores them (applied as W h). With
+ * lens (E * B int64, or NULL) a sequence's state is frozen from its length on, and the
+ * backward passes its gradient straight through those steps, as rnnlab.unroll does.
+ *
+ * The backward functions write the gradients of the input terms and the initial state; the
+ * RNN's, LSTM's and GRU's weight gradients are one batched product of those with the states
+ * (done by the caller, small.py), the RHN's and DMU's are ADDED here (the caller zeroes them). Built twice: as is (double) and with -DSINGLE (float; see small.py).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef SINGLE
+typedef float R;
+#define SUFFIX _f32
+#else
+typedef double R;
+#define SUFFIX _f64
+#endif
+
+#define CAT2(a, b) a##b
+#define CAT(a, b) CAT2(a, b)
+#define NAME(n) CAT(n, SUFFIX)
+
+/* exp, sigmoid and tanh over a contiguous block, written so that the compiler vectorises them
+ * (the C library's exp and tanh are scalar calls, and they are most of a tiny cell's arithmetic).
+ * double: exp(x) = 2^n p(r), x = n ln2 + r, |r| <= ln2 / 2, p the Taylor polynomial
+ * of degree 13 (truncation below 1e-17); NaN stays NaN; the argument is clamped to
+ * [-708.39, 709] (sigmoid and tanh saturate long before). tanh(x) = 2 sigmoid(2x) - 1. */
+static inline double exp_d(double x) {
+    x = x > 709.0 ? 709.0 : x;
+    x = x < -708.39 ? -708.39 : x;
+    double kd = x * 1.4426950408889634 + 6755399441055744.0; /* 0x1.8p52: n in the low bits */
+    int64_t ki;
+    memcpy(&ki, &kd, sizeof ki);
+    kd -= 6755399441055744.0;
+    double r = (x - kd * 0.6931471805599453) - kd * 2.3190468138462996e-17;
+    double p = 1.0 / 6227020800.0;
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    uint64_t bits = (uint64_t)(ki + 1023) << 52;
+    double scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+#ifdef SINGLE
+/* float: the same in single precision (degree 7, |error| about 1 ulp), so that it vectorises
+ * at the float width */
+static inline float exp_e(float x) {
+    x = x > 88.0f ? 88.0f : x;
+    x = x < -87.3f ? -87.3f : x;
+    float kf = x * 1.44269504f + 12582912.0f; /* 0x1.8p23 */
+    int32_t ki;
+    memcpy(&ki, &kf, sizeof ki);
+    kf -= 12582912.0f;
+    float r = (x - kf * 0.693145752f) - kf * 1.42860677e-6f;
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    uint32_t bits = (uint32_t)(ki + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+#else
+#define exp_e exp_d
+#endif
+
+static void sigmoid_block(R *x, long n) {
+    for (long k = 0; k < n; k++) x[k] = (R)1 / ((R)1 + exp_e(-x[k]));
+}
+/* tanh; near 0, where 2 sigmoid(2x) - 1 would lose the relative accuracy (a small state stays
+ * accurate relative to itself), its Taylor series to x^11 (|x| < 1/16: below 1e-17 relative) */
+static void tanh_block(R *x, long n) {
+    for (long k = 0; k < n; k++) {
+        R v = x[k], v2 = v * v;
+        R series = v * ((R)1 + v2 * ((R)(-1.0 / 3) + v2 * ((R)(2.0 / 15) + v2 * ((R)(-17.0 / 315) +
+                        v2 * ((R)(62.0 / 2835) + v2 * (R)(-1382.0 / 155925)))))); /* fmt */
+        R far = (R)2 / ((R)1 + exp_e((R)-2 * v)) - (R)1;
+        x[k] = (v < (R)0.0625 && v > (R)-0.0625) ? series : far;
+    }
+}
+/* x[k] = sigmoid(x[k]) where scale[k] == 1, tanh(x[k]) where scale[k] == 2 */
+static void gates_block(R *x, const R *scale, long n) {
+    for (long k = 0; k < n; k++) {
+        R c = scale[k];
+        x[k] = c / ((R)1 + exp_e(-c * x[k])) - (c - (R)1);
+    }
+}
+
+static inline long length_of(const int64_t *lens, long e, long b, long B, long T) {
+    return lens ? (long)lens[e * B + b] : T;
+}
+
+/* ------------------------------------------------------------------ h = phi(W h + u) */
+/* act: 0 tanh, 1 relu, 2 identity */
+static inline R derivative(R h, int act) { /* phi' read from phi's output (NaN passes, as torch's) */
+    if (act == 0) return (R)1 - h * h;
+    if (act == 1) return h <= 0 ? (R)0 : (R)1;
+    return (R)1;
+}
+/* the hidden states of frozen sequences (t >= length) keep their previous value */
+static void freeze(R *s, const R *prev, long b_stride_prev, const int64_t *lens, long e, long t, long B, long H) {
+    if (!lens) return;
+    for (long b = 0; b < B; b++)
+        if (t >= lens[e * B + b]) memcpy(s + b * H, prev + b * b_stride_prev, H * sizeof(R));
+}
+
+void NAME(rnn_forward)(long E, long T, long B, long H, int act, const R *u, const R *W, const R *h0,
+                       const int64_t *lens, R *S) {
+    for (long e = 0; e < E; e++) {
+        const R *We = W + e * H * H;
+        for (long t = 0; t < T; t++) {
+            long o = (e * T + t) * B * H;
+            R *s = S + o;
+            const R *prev = t > 0 ? S + o - B * H : h0 + e * B * H;
+            for (long b = 0; b < B; b++) {
+                const R *hp = prev + b * H, *ut = u + o + b * H;
+                for (long i = 0; i < H; i++) {
+                    R z = ut[i];
+                    const R *w = We + i * H;
+                    for (long j = 0; j < H; j++) z += w[j] * hp[j];
+                    s[b * H + i] = z;
+                }
+            }
+            if (act == 0)
+                tanh_block(s, B * H);
+            else if (act == 1)
+                for (long k = 0; k < B * H; k++) s[k] = s[k] < 0 ? (R)0 : s[k];
+            freeze(s, prev, H, lens, e, t, B, H);
+        }
+    }
+}
+
+void NAME(rnn_backward)(long E, long T, long B, long H, int act, const R *dS, const R *S, const R *W,
+                        const int64_t *lens, R *dU, R *dh0) {
+    R *carry_all = malloc(B * H * sizeof(R));
+    for (long e = 0; e < E; e++) {
+        const R *We = W + e * H * H;
+        memset(carry_all, 0, B * H * sizeof(R));
+        for (long t = T - 1; t >= 0; t--) {
+            for (long b = 0; b < B; b++) {
+                long L = length_of(lens, e, b, B, T);
+                R *carry = carry_all + b * H;
+                long o = ((e * T + t) * B + b) * H;
+                const R *s = S + o, *ds = dS + o;
+                R *du = dU + o;
+                if (t >= L) {
+                    for (long i = 0; i < H; i++) carry[i] += ds[i], du[i] = 0;
+                    continue;
+                }
+                for (long i = 0; i < H; i++) du[i] = (ds[i] + carry[i]) * derivative(s[i], act);
+                for (long j = 0; j < H; j++) carry[j] = 0;
+                for (long i = 0; i < H; i++) {
+                    const R *w = We + i * H;
+                    R gi = du[i];
+                    for (long j = 0; j < H; j++) carry[j] += w[j] * gi;
+                }
+            }
+        }
+        for (long b = 0; b < B; b++) memcpy(dh0 + (e * B + b) * H, carry_all + b * H, H * sizeof(R));
+    }
+    free(carry_all);
+}
+
+/* ------------------------------------------------------------------ LSTM (gates i, f, g, o) */
+/* u = W_ih x + b_ih + b_hh (E, T, B, 4H); A keeps the activated gates (E, T, B, 4H), TC tanh(c) */
+
+void NAME(lstm_forward)(long E, long T, long B, long H, const R *u, const R *W, const R *h0, const R *c0,
+                        const int64_t *lens, R *S, R *C, R *A, R *TC) {
+    long G = 4 * H;
+    R *scale = malloc(B * G * sizeof(R));
+    for (long b = 0; b < B; b++)
+        for (long r = 0; r < G; r++) scale[b * G + r] = (r >= 2 * H && r < 3 * H) ? (R)2 : (R)1;
+    for (long e = 0; e < E; e++) {
+        const R *We = W + e * G * H;
+        for (long t = 0; t < T; t++) {
+            long o = (e * T + t) * B * H;
+            R *s = S + o, *c = C + o, *tc = TC + o, *a = A + (e * T + t) * B * G;
+            const R *hprev = t > 0 ? S + o - B * H : h0 + e * B * H;
+            const R *cprev = t > 0 ? C + o - B * H : c0 + e * B * H;
+            for (long b = 0; b < B; b++) {
+                const R *hp = hprev + b * H, *ut = u + (e * T + t) * B * G + b * G;
+                for (long r = 0; r < G; r++) {
+                    R v = ut[r];
+                    const R *w = We + r * H;
+                    for (long j = 0; j < H; j++) v += w[j] * hp[j];
+                    a[b * G + r] = v;
+                }
+            }
+            gates_block(a, scale, B * G);
+            for (long b = 0; b < B; b++) {
+                const R *ab = a + b * G, *cp = cprev + b * H;
+                for (long i = 0; i < H; i++) c[b * H + i] = ab[H + i] * cp[i] + ab[i] * ab[2 * H + i];
+            }
+            memcpy(tc, c, B * H * sizeof(R));
+            tanh_block(tc, B * H);
+            for (long b = 0; b < B; b++)
+                for (long i = 0; i < H; i++) s[b * H + i] = a[b * G + 3 * H + i] * tc[b * H + i];
+            freeze(s, hprev, H, lens, e, t, B, H);
+            freeze(c, cprev, H, lens, e, t, B, H);
+        }
+    }
+    free(scale);
+}
+
+void NAME(lstm_backward)(long E, long T, long B, long H, const R *dS, const R *dC, const R *S, const R *C,
+                         const R *A, const R *TC, const R *W, const R *c0, const int64_t *lens, R *dU, R *dh0,
+                         R *dc0) {
+    long G = 4 * H;
+    R dz[G];
+    R *ch_all = malloc(B * H * sizeof(R));
+    R *cc_all = malloc(B * H * sizeof(R));
+    for (long e = 0; e < E; e++) {
+        const R *We = W + e * G * H;
+        memset(ch_all, 0, B * H * sizeof(R));
+        memset(cc_all, 0, B * H * sizeof(R));
+        for (long t = T - 1; t >= 0; t--) {
+            for (long b = 0; b < B; b++) {
+                long L = length_of(lens, e, b, B, T);
+                R *ch = ch_all + b * H;
+                R *cc = cc_all + b * H;
+                long o = ((e * T + t) * B + b) * H, og_ = ((e * T + t) * B + b) * G;
+                R *du = dU + og_;
+                if (t >= L) {
+                    for (long i = 0; i < H; i++) ch[i] += dS[o + i], cc[i] += dC[o + i];
+                    for (long r = 0; r < G; r++) du[r] = 0;
+                    continue;
+                }
+                const R *a = A + og_, *tcs = TC + o;
+                const R *cp = t > 0 ? C + o - B * H : c0 + (e * B + b) * H;
+                for (long i = 0; i < H; i++) {
+                    R ig = a[i], fg = a[H + i], gg = a[2 * H + i], og = a[3 * H + i];
+                    R tc = tcs[i];
+                    R dh = dS[o + i] + ch[i];
+                    R dc = dC[o + i] + cc[i] + dh * og * ((R)1 - tc * tc);
+                    dz[i] = dc * gg * ig * ((R)1 - ig);
+                    dz[H + i] = dc * cp[i] * fg * ((R)1 - fg);
+                    dz[2 * H + i] = dc * ig * ((R)1 - gg * gg);
+                    dz[3 * H + i] = dh * tc * og * ((R)1 - og);
+                    cc[i] = dc * fg;
+                }
+                for (long j = 0; j < H; j++) ch[j] = 0;
+                for (long r = 0; r < G; r++) {
+                    const R *w = We + r * H;
+                    R d = dz[r];
+                    du[r] = d;
+                    for (long j = 0; j < H; j++) ch[j] += w[j] * d;
+                }
+            }
+        }
+        for (long b = 0; b < B; b++) memcpy(dh0 + (e * B + b) * H, ch_all + b * H, H * sizeof(R));
+        for (long b = 0; b < B; b++) memcpy(dc0 + (e * B + b) * H, cc_all + b * H, H * sizeof(R));
+    }
+    free(ch_all);
+    free(cc_all);
+}
+
+/* ------------------------------------------------------------------ GRU (gates r, z, n) */
+/* u = W_ih x + b_ih (E, T, B, 3H); A keeps r, z, n and W_hn h + b_hn (E, T, B, 4H) */
+
+void NAME(gru_forward)(long E, long T, long B, long H, const R *u, const R *W, const R *bhh, const R *h0,
+                       const int64_t *lens, R *S, R *A) {
+    long G = 3 * H;
+    R *rz = malloc(B * 2 * H * sizeof(R)), *nn = malloc(B * H * sizeof(R));
+    for (long e = 0; e < E; e++) {
+        const R *We = W + e * G * H, *be = bhh + e * G;
+        for (long t = 0; t < T; t++) {
+            long o = (e * T + t) * B * H;
+            R *s = S + o, *a = A + (e * T + t) * B * 4 * H;
+            const R *prev = t > 0 ? S + o - B * H : h0 + e * B * H;
+            for (long b = 0; b < B; b++) {
+                const R *hp = prev + b * H, *ut = u + (e * T + t) * B * G + b * G;
+                R *ab = a + b * 4 * H;
+                for (long r = 0; r < G; r++) {
+                    R v = be[r];
+                    const R *w = We + r * H;
+                    for (long j = 0; j < H; j++) v += w[j] * hp[j];
+                    if (r < 2 * H)
+                        rz[b * 2 * H + r] = ut[r] + v;
+                    else
+                        ab[3 * H + r - 2 * H] = v; /* W_hn h + b_hn */
+                }
+            }
+            sigmoid_block(rz, B * 2 * H);
+            for (long b = 0; b < B; b++) {
+                const R *ut = u + (e * T + t) * B * G + b * G;
+                for (long i = 0; i < H; i++) nn[b * H + i] = ut[2 * H + i] + rz[b * 2 * H + i] * a[b * 4 * H + 3 * H + i];
+            }
+            tanh_block(nn, B * H);
+            for (long b = 0; b < B; b++) {
+                R *ab = a + b * 4 * H;
+                const R *hp = prev + b * H;
+                for (long i = 0; i < H; i++) {
+                    R rg = rz[b * 2 * H + i], zg = rz[b * 2 * H + H + i], ng = nn[b * H + i];
+                    ab[i] = rg, ab[H + i] = zg, ab[2 * H + i] = ng;
+                    s[b * H + i] = ((R)1 - zg) * ng + zg * hp[i];
+                }
+            }
+            freeze(s, prev, H, lens, e, t, B, H);
+        }
+    }
+    free(rz), free(nn);
+}
+
+void NAME(gru_backward)(long E, long T, long B, long H, const R *dS, const R *S, const R *A, const R *W,
+                        const R *h0, const int64_t *lens, R *dU, R *dGH, R *dh0) {
+    long G = 3 * H;
+    R *carry_all = malloc(B * H * sizeof(R));
+    for (long e = 0; e < E; e++) {
+        const R *We = W + e * G * H;
+        memset(carry_all, 0, B * H * sizeof(R));
+        for (long t = T - 1; t >= 0; t--) {
+            for (long b = 0; b < B; b++) {
+                long L = length_of(lens, e, b, B, T);
+                R *carry = carry_all + b * H;
+                long o = ((e * T + t) * B + b) * H;
+                R *du = dU + ((e * T + t) * B + b) * G, *dgh = dGH + ((e * T + t) * B + b) * G;
+                if (t >= L) {
+                    for (long i = 0; i < H; i++) carry[i] += dS[o + i];
+                    for (long r = 0; r < G; r++) du[r] = 0, dgh[r] = 0;
+                    continue;
+                }
+                const R *a = A + ((e * T + t) * B + b) * 4 * H;
+                const R *hp = t > 0 ? S + o - B * H : h0 + (e * B + b) * H;
+                for (long i = 0; i < H; i++) {
+                    R rg = a[i], zg = a[H + i], ng = a[2 * H + i], hn = a[3 * H + i];
+                    R dh = dS[o + i] + carry[i];
+                    R dan = dh * ((R)1 - zg) * ((R)1 - ng * ng);
+                    R daz = dh * (hp[i] - ng) * zg * ((R)1 - zg);
+                    R dar = dan * hn * rg * ((R)1 - rg);
+                    du[i] = dar, du[H + i] = daz, du[2 * H + i] = dan;
+                    dgh[i] = dar, dgh[H + i] = daz, dgh[2 * H + i] = dan * rg;
+                    carry[i] = dh * zg;
+                }
+                for (long r = 0; r < G; r++) {
+                    const R *w = We + r * H;
+                    R d = dgh[r];
+                    for (long j = 0; j < H; j++) carry[j] += w[j] * d;
+                }
+            }
+        }
+        for (long b = 0; b < B; b++) memcpy(dh0 + (e * B + b) * H, carry_all + b * H, H * sizeof(R));
+    }
+    free(carry_all);
+}
+
+/* ------------------------------------------------------------------ RHN (coupled carry gate) */
+/* u = W_ih x (E, T, B, 2H); W (E, D, 2H, H); bias (E, D, 2H); A keeps, per step and layer,
+ * the layer's input s, tanh(a) and sigmoid(b): (E, T, B, D, 3H) */
+
+void NAME(rhn_forward)(long E, long T, long B, long H, long D, const R *u, const R *W, const R *bias,
+                       const R *h0, const int64_t *lens, R *S, R *A) {
+    long G = 2 * H;
+    R *st = malloc(B * H * sizeof(R)), *ta = malloc(B * H * sizeof(R)), *tg = malloc(B * H * sizeof(R));
+    for (long e = 0; e < E; e++) {
+        const R *We = W + e * D * G * H, *be = bias + e * D * G;
+        for (long t = 0; t < T; t++) {
+            long o = (e * T + t) * B * H;
+            const R *prev = t > 0 ? S + o - B * H : h0 + e * B * H;
+            R *a = A + (e * T + t) * B * D * 3 * H;
+            memcpy(st, prev, B * H * sizeof(R));
+            for (long l = 0; l < D; l++) {
+                const R *Wl = We + l * G * H, *bl = be + l * G;
+                for (long b = 0; b < B; b++) {
+                    const R *sb = st + b * H, *ut = u + (e * T + t) * B * G + b * G;
+                    for (long r = 0; r < G; r++) {
+                        R v = bl[r] + (l == 0 ? ut[r] : (R)0);
+                        const R *w = Wl + r * H;
+                        for (long j = 0; j < H; j++) v += w[j] * sb[j];
+                        if (r < H)
+                            ta[b * H + r] = v;
+                        else
+                            tg[b * H + r - H] = v;
+                    }
+                }
+                tanh_block(ta, B * H);
+                sigmoid_block(tg, B * H);
+                for (long b = 0; b < B; b++) {
+                    R *al = a + (b * D + l) * 3 * H, *sb = st + b * H;
+                    for (long i = 0; i < H; i++) {
+                        R x = ta[b * H + i], g = tg[b * H + i];
+                        al[i] = sb[i], al[H + i] = x, al[2 * H + i] = g;
+                        sb[i] = x * g + sb[i] * ((R)1 - g);
+                    }
+                }
+            }
+            memcpy(S + o, st, B * H * sizeof(R));
+            freeze(S + o, prev, H, lens, e, t, B, H);
+        }
+    }
+    free(st), free(ta), free(tg);
+}
+
+void NAME(rhn_backward)(long E, long T, long B, long H, long D, const R *dS, const R *A, const R *W,
+                        const int64_t *lens, R *dU, R *dW, R *dbias, R *dh0) {
+    long G = 2 * H;
+    R nds[H], dp[G];
+    R *ds_all = malloc(B * H * sizeof(R));
+    for (long e = 0; e < E; e++) {
+        const R *We = W + e * D * G * H;
+        R *dWe = dW + e * D * G * H, *dbe = dbias + e * D * G;
+        memset(ds_all, 0, B * H * sizeof(R));
+        for (long t = T - 1; t >= 0; t--) {
+            for (long b = 0; b < B; b++) {
+                long L = length_of(lens, e, b, B, T);
+                R *ds = ds_all + b * H;
+                long o = ((e * T + t) * B + b) * H;
+                R *du = dU + ((e * T + t) * B + b) * G;
+                for (long i = 0; i < H; i++) ds[i] += dS[o + i];
+                if (t >= L) {
+                    for (long r = 0; r < G; r++) du[r] = 0;
+                    continue;
+                }
+                const R *a = A + ((e * T + t) * B + b) * D * 3 * H;
+                for (long l = D - 1; l >= 0; l--) {
+                    const R *al = a + l * 3 * H, *Wl = We + l * G * H;
+                    R *dWl = dWe + l * G * H, *dbl = dbe + l * G;
+                    for (long i = 0; i < H; i++) {
+                        R si = al[i], ta = al[H + i], tg = al[2 * H + i];
+                        dp[i] = ds[i] * tg * ((R)1 - ta * ta);
+                        dp[H + i] = ds[i] * (ta - si) * tg * ((R)1 - tg);
+                        nds[i] = ds[i] * ((R)1 - tg);
+                    }
+                    for (long r = 0; r < G; r++) {
+                        const R *w = Wl + r * H;
+                        R *dw = dWl + r * H;
+                        R d = dp[r];
+                        dbl[r] += d;
+                        for (long j = 0; j < H; j++) nds[j] += w[j] * d, dw[j] += d * al[j];
+                    }
+                    if (l == 0)
+                        for (long r = 0; r < G; r++) du[r] = dp[r];
+                    memcpy(ds, nds, H * sizeof(R));
+                }
+            }
+        }
+        for (long b = 0; b < B; b++) memcpy(dh0 + (e * B + b) * H, ds_all + b * H, H * sizeof(R));
+    }
+    free(ds_all);
+}
+
+/* ------------------------------------------------------------------ DMU */
+/* The update network: a_1 = lrelu(u1 + W1h h) (u1 = W1x x + b1, width n[0]), then K - 1 hidden
+ * layers a_{k+1} = lrelu(Wk a_k + bk) (widths n[k]), then [z; hh] = Wout a_K + bout; with K = 0
+ * (no hidden layer) [z; hh] = u1 + W1h h. g = sigmoid(z), c = tanh(hh) (act 0) or hh (act 1),
+ * h = c + g (h_prev - c). A keeps a_1 .. a_K, g and c per step: (E, T, B, sum(n) + 2H). */
+
+void NAME(dmu_forward)(long E, long T, long B, long H, long K, const long *n, int act, R slope, const R *u1,
+                       const R *w1h, R *const *Wk, R *const *bk, const R *wout, const R *bout, const R *h0,
+                       const int64_t *lens, R *S, R *A) {
+    long N = 2 * H, width = N;
+    for (long k = 0; k < K; k++) width += n[k];
+    long n0 = K ? n[0] : N;
+    R *zg = malloc(B * H * sizeof(R)), *zc = malloc(B * H * sizeof(R));
+    for (long e = 0; e < E; e++) {
+        const R *W1 = w1h + e * n0 * H;
+        for (long t = 0; t < T; t++) {
+            long o = (e * T + t) * B * H;
+            R *s = S + o;
+            const R *prev = t > 0 ? S + o - B * H : h0 + e * B * H;
+            for (long b = 0; b < B; b++) {
+                const R *hp = prev + b * H, *ut = u1 + ((e * T + t) * B + b) * n0;
+                R *a = A + ((e * T + t) * B + b) * width;
+                R zz[N];
+                R *first = K ? a : zz;
+                for (long r = 0; r < n0; r++) {
+                    R v = ut[r];
+                    const R *w = W1 + r * H;
+                    for (long j = 0; j < H; j++) v += w[j] * hp[j];
+                    first[r] = K ? (v > 0 ? v : v * slope) : v;
+                }
+                R *pa = a;
+                for (long k = 1; k < K; k++) {
+                    R *cur = pa + n[k - 1];
+                    const R *Wm = Wk[k - 1] + e * n[k] * n[k - 1], *bm = bk[k - 1] + e * n[k];
+                    for (long r = 0; r < n[k]; r++) {
+                        R v = bm[r];
+                        const R *w = Wm + r * n[k - 1];
+                        for (long j = 0; j < n[k - 1]; j++) v += w[j] * pa[j];
+                        cur[r] = v > 0 ? v : v * slope;
+                    }
+                    pa = cur;
+                }
+                if (K) {
+                    long nl = n[K - 1];
+                    const R *Wo = wout + e * N * nl, *bo = bout + e * N;
+                    for (long r = 0; r < N; r++) {
+                        R v = bo[r];
+                        const R *w = Wo + r * nl;
+                        for (long j = 0; j < nl; j++) v += w[j] * pa[j];
+                        zz[r] = v;
+                    }
+                }
+                memcpy(zg + b * H, zz, H * sizeof(R));
+                memcpy(zc + b * H, zz + H, H * sizeof(R));
+            }
+            sigmoid_block(zg, B * H);
+            if (act == 0) tanh_block(zc, B * H);
+            for (long b = 0; b < B; b++) {
+                R *gc = A + ((e * T + t) * B + b) * width + width - N;
+                const R *hp = prev + b * H;
+                for (long i = 0; i < H; i++) {
+                    R g = zg[b * H + i], c = zc[b * H + i];
+                    gc[i] = g, gc[H + i] = c;
+                    s[b * H + i] = c + g * (hp[i] - c);
+                }
+            }
+            freeze(s, prev, H, lens, e, t, B, H);
+        }
+    }
+    free(zg), free(zc);
+}
+
+void NAME(dmu_backward)(long E, long T, long B, long H, long K, const long *n, int act, R slope, const R *dS,
+                        const R *S, const R *A, const R *w1h, R *const *Wk, const R *wout, const R *h0,
+                        const int64_t *lens, R *dU1, R *dw1h, R *const *dWk, R *const *dbk, R *dwout, R *dbout,
+                        R *dh0) {
+    long N = 2 * H, width = N, widest = N;
+    for (long k = 0; k < K; k++) width += n[k], widest = n[k] > widest ? n[k] : widest;
+    long n0 = K ? n[0] : N;
+    R dO[N], da[widest], dp[widest];
+    R *carry_all = malloc(B * H * sizeof(R));
+    for (long e = 0; e < E; e++) {
+        const R *W1 = w1h + e * n0 * H;
+        R *dW1 = dw1h + e * n0 * H;
+        memset(carry_all, 0, B * H * sizeof(R));
+        for (long t = T - 1; t >= 0; t--) {
+            for (long b = 0; b < B; b++) {
+                long L = length_of(lens, e, b, B, T);
+                R *carry = carry_all + b * H;
+                long o = ((e * T + t) * B + b) * H;
+                R *du = dU1 + ((e * T + t) * B + b) * n0;
+                if (t >= L) {
+                    for (long i = 0; i < H; i++) carry[i] += dS[o + i];
+                    for (long r = 0; r < n0; r++) du[r] = 0;
+                    continue;
+                }
+                const R *a = A + ((e * T + t) * B + b) * width, *gc = a + width - N;
+                const R *hp = t > 0 ? S + o - B * H : h0 + (e * B + b) * H;
+                for (long i = 0; i < H; i++) {
+                    R g = gc[i], c = gc[H + i], dh = dS[o + i] + carry[i];
+                    R dc = dh * ((R)1 - g);
+                    dO[i] = dh * (hp[i] - c) * g * ((R)1 - g);
+                    dO[H + i] = act == 0 ? dc * ((R)1 - c * c) : dc;
+                    carry[i] = dh * g;
+                }
+                const R *d1 = dO; /* the gradient of the first layer's pre-activation */
+                if (K) {
+                    long nl = n[K - 1];
+                    const R *Wo = wout + e * N * nl, *al = a + width - N - nl;
+                    R *dWo = dwout + e * N * nl, *dbo = dbout + e * N;
+                    for (long j = 0; j < nl; j++) da[j] = 0;
+                    for (long r = 0; r < N; r++) {
+                        const R *w = Wo + r * nl;
+                        R *dw = dWo + r * nl;
+                        R d = dO[r];
+                        dbo[r] += d;
+                        for (long j = 0; j < nl; j++) da[j] += w[j] * d, dw[j] += d * al[j];
+                    }
+                    long off = width - N - nl;
+                    for (long k = K - 1; k >= 0; k--) {
+                        const R *ak = a + off;
+                        for (long r = 0; r < n[k]; r++) dp[r] = ak[r] > 0 ? da[r] : da[r] * slope;
+                        if (k == 0) break;
+                        const R *aprev = ak - n[k - 1], *Wm = Wk[k - 1] + e * n[k] * n[k - 1];
+                        R *dWm = dWk[k - 1] + e * n[k] * n[k - 1], *dbm = dbk[k - 1] + e * n[k];
+                        for (long j = 0; j < n[k - 1]; j++) da[j] = 0;
+                        for (long r = 0; r < n[k]; r++) {
+                            const R *w = Wm + r * n[k - 1];
+                            R *dw = dWm + r * n[k - 1];
+                            R d = dp[r];
+                            dbm[r] += d;
+                            for (long j = 0; j < n[k - 1]; j++) da[j] += w[j] * d, dw[j] += d * aprev[j];
+                        }
+                        off -= n[k - 1];
+                    }
+                    d1 = dp;
+                }
+                for (long r = 0; r < n0; r++) {
+                    const R *w = W1 + r * H;
+                    R *dw = dW1 + r * H;
+                    R d = d1[r];
+                    du[r] = d;
+                    for (long j = 0; j < H; j++) carry[j] += w[j] * d, dw[j] += d * hp[j];
+                }
+            }
+        }
+        for (long b = 0; b < B; b++) memcpy(dh0 + (e * B + b) * H, carry_all + b * H, H * sizeof(R));
+    }
+    free(carry_all);
+}

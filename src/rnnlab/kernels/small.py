@@ -1,0 +1,544 @@
+"""Tiny recurrences at the speed of their arithmetic: compiled forward and BPTT loops.
+
+A model of 2 to 6 units (the DMU paper's synthetic tasks) does microseconds of arithmetic per
+time step, and a PyTorch loop over time spends several times that on each operation it
+launches, forward and backward. Here the whole loop over time of a layer, and its backward
+pass with the gradient of every weight, is one call into plain C (``small.c``), for the
+vanilla RNN (tanh, relu), the LSTM, the GRU, the RHN and the DMU, with ``lengths`` and an
+initial state. The same call serves a single run and an ensemble: the tensors carry the
+members first (:func:`rnnlab.kernels.ensemble.ensemble_call` steps out of ``vmap`` into it),
+each member with its own weights.
+
+The C source ships with the package and is compiled with the system's C compiler (``cc``, or
+``$CC``) the first time a tiny recurrence runs, never at import, into
+``$XDG_CACHE_HOME/rnnlab/kernels`` (default ``~/.cache/rnnlab/kernels``; ``RNNLAB_KERNEL_CACHE``
+overrides), keyed by the source and the compiler, so later processes load it at once. Where
+there is no compiler (or it fails), a one-line note says so and the cells run their PyTorch
+paths: the same results, slower.
+
+The cells choose this path with their ``backend`` option: ``"auto"`` (the default) takes it
+on the CPU, in float32 or float64, without autocast, for widths up to :data:`AUTO_MAX_WIDTH`
+(measured per cell);
+``"small"`` takes it at any width; any other backend never does. Every function here equals
+the cells' step loop (tests/kernels/test_small.py: outputs, final states and every gradient
+to 1e-10 in float64).
+
+Shapes (per member, as :mod:`rnnlab.kernels.ensemble`): ``u`` (T, B, G) the input terms of
+all steps, weights as the cells store them, ``h0`` (B, H), ``lengths`` (B,) or None.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from .amp import autocasting
+from .ensemble import ensemble_call
+
+__all__ = ["AUTO_MAX_WIDTH", "SOURCE", "available", "chosen", "dmu", "gru", "library", "lstm", "rhn", "rnn"]
+
+#: ``backend="auto"`` takes the compiled loops for cells whose widest layer (hidden size, DMU
+#: update-network width) is at most this, per recurrence. Measured (one thread, batch 32,
+#: T = 100, forward and backward of one layer, against each cell's previous fast path, for one
+#: run and for 51 members under vmap): the RNN's loops are faster up to 32 units both ways; the
+#: GRU's and the DMU's up to 32 for one run but only to 8 and 4 in an ensemble (to 8 here: the
+#: DMU's update network adds its width); the LSTM's up to 4 (ATen's LSTM wins from 8); the
+#: RHN's up to 8 in an ensemble (``python benchmarks/small_models.py --widths``; docs/speed.md).
+AUTO_MAX_WIDTH = {"rnn": 32, "gru": 8, "dmu": 8, "rhn": 8, "lstm": 4}
+#: the C source, compiled at first use
+SOURCE = Path(__file__).with_name("small.c")
+#: the build: -march=native because the library is built where it runs (the key holds the CPU)
+FLAGS = ("-O3", "-march=native", "-std=gnu99", "-shared", "-fPIC")
+_ACT = {"tanh": 0, "relu": 1, "identity": 2}
+
+log = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_libs: dict[str, ctypes.CDLL | None] = {}
+_noted: set[str] = set()
+
+
+def _note(key: str, text: str) -> None:
+    if key not in _noted:
+        _noted.add(key)
+        log.warning(text)
+
+
+def cache_dir() -> Path:
+    """Where the compiled kernels are kept: ``$RNNLAB_KERNEL_CACHE``, else
+    ``$XDG_CACHE_HOME/rnnlab/kernels`` (``~/.cache/rnnlab/kernels``)."""
+    env = os.environ.get("RNNLAB_KERNEL_CACHE")
+    if env:
+        return Path(env).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "rnnlab" / "kernels"
+
+
+def _cpu() -> str:
+    """The CPU's model and instruction sets (the cache key of a -march=native build)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        return "\n".join(sorted({ln for ln in lines if ln.startswith(("model name", "flags"))}))
+    except OSError:
+        import platform
+
+        return platform.processor() or platform.machine()
+
+
+def _compile(kind: str) -> ctypes.CDLL | None:
+    cc = shutil.which(os.environ.get("CC") or "cc")
+    if cc is None:
+        _note(
+            "cc",
+            "no C compiler (cc) found, so tiny recurrences run on their PyTorch paths (the same results, "
+            "slower); install one (e.g. apt-get install gcc) for the compiled loops of rnnlab.kernels.small",
+        )
+        return None
+    try:
+        version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=60).stdout
+        flags = (*FLAGS, "-DSINGLE") if kind == "f32" else FLAGS
+        parts = [SOURCE.read_text(), cc, version, *flags, _cpu()]
+        key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+        target = cache_dir() / f"small-{key}-{kind}.so"
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+            os.close(fd)
+            try:
+                done = subprocess.run(
+                    [cc, *flags, str(SOURCE), "-o", tmp, "-lm"], capture_output=True, text=True, timeout=300
+                )
+                if done.returncode != 0:
+                    raise RuntimeError(" ".join((done.stderr or done.stdout).split())[:300])
+                os.replace(tmp, target)  # atomic: a concurrent process loads a whole file or compiles its own
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        return ctypes.CDLL(str(target))
+    except Exception as e:  # noqa: BLE001 - any failure means: the PyTorch path
+        _note(
+            "compile",
+            f"the compiled loops of rnnlab.kernels.small could not be built with {cc} ({type(e).__name__}: {e}); "
+            f"tiny recurrences run on their PyTorch paths (the same results, slower)",
+        )
+        return None
+
+
+def library(dtype: torch.dtype) -> ctypes.CDLL | None:
+    """The compiled kernels for ``dtype`` (float32 or float64), built on first use; None where
+    they cannot be (no compiler: a note says so once)."""
+    kind = {torch.float64: "f64", torch.float32: "f32"}.get(dtype)
+    if kind is None:
+        return None
+    with _lock:
+        if kind not in _libs:
+            _libs[kind] = _compile(kind)
+        return _libs[kind]
+
+
+def available() -> bool:
+    """Whether the compiled loops can run here (compiles them on the first call)."""
+    return library(torch.float64) is not None and library(torch.float32) is not None
+
+
+def _capturing() -> bool:
+    compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return torch.jit.is_tracing() or bool(compiling and compiling())
+
+
+def chosen(kind: str, backend: str, width: int, *tensors: Tensor | None) -> bool:
+    """Whether a cell of recurrence ``kind`` ("rnn", "lstm", "gru", "rhn", "dmu") with
+    ``backend`` and widest layer ``width`` runs the compiled loops on ``tensors`` (its input and
+    weights): ``"auto"`` up to :data:`AUTO_MAX_WIDTH`, ``"small"`` always, where they can run
+    (CPU, one float32 or float64 dtype, no autocast, not traced)."""
+    if backend not in ("auto", "small") or (backend == "auto" and width > AUTO_MAX_WIDTH[kind]):
+        return False
+    ts = [t for t in tensors if t is not None]
+    dtype = ts[0].dtype
+    if (
+        dtype not in (torch.float32, torch.float64)
+        or any(t.dtype != dtype or t.device.type != "cpu" for t in ts)
+        or autocasting("cpu")
+        or _capturing()
+    ):
+        if backend == "small":
+            _note(
+                "small-skip",
+                "backend 'small' runs on CPU float32/float64 tensors without autocast only; "
+                "this recurrence runs on its PyTorch path",
+            )
+        return False
+    return library(dtype) is not None
+
+
+# ---------------------------------------------------------------------------- calls into C
+
+
+def _p(t: Tensor | None):
+    return None if t is None else ctypes.c_void_p(t.data_ptr())
+
+
+def _fn(name: str, dtype: torch.dtype):
+    lib = library(dtype)
+    suffix = "_f64" if dtype == torch.float64 else "_f32"
+    return getattr(lib, name + suffix)
+
+
+def _real(x: float, dtype: torch.dtype):
+    return ctypes.c_double(x) if dtype == torch.float64 else ctypes.c_float(x)
+
+
+def _lens(lengths: Tensor | None) -> Tensor | None:
+    return None if lengths is None else lengths.to(torch.int64).contiguous()
+
+
+def _masked(S: Tensor, lengths: Tensor | None) -> Tensor:
+    """The outputs: the states, zero from each sequence's length on."""
+    if lengths is None:
+        return S
+    T = S.shape[1]
+    mask = torch.arange(T, device=S.device)[None, :, None] < lengths.to(S.device, torch.int64)[:, None, :]
+    return S * mask.unsqueeze(-1).to(S.dtype)
+
+
+def _gram(dZ: Tensor, S: Tensor, h0: Tensor) -> Tensor:
+    """A weight's gradient ``sum_{t, b} dz_t h_{t-1}^T`` per member, one batched product:
+    ``dZ`` (E, T, B, G), the states ``S`` (E, T, B, H) after each step, ``h0`` (E, B, H)."""
+    E, T, B, H = S.shape
+    prev = torch.cat([h0.unsqueeze(1), S[:, :-1]], 1).reshape(E, T * B, H)
+    return torch.bmm(dZ.reshape(E, T * B, -1).transpose(1, 2), prev)
+
+
+def _c(*ts):
+    return [None if t is None else t.contiguous() for t in ts]
+
+
+# ---------------------------------------------------------------------------- second order
+
+# The compiled backward builds no graph. When a graph of the backward is asked for
+# (``create_graph=True``: gradient penalties, Hessian-vector products), the gradients are those
+# of the same recurrence written in PyTorch operations below, recomputed from the saved inputs,
+# so that second-order gradients are exact (tests/kernels/test_second_order.py).
+
+
+def _step_mask(lens, t: int, h):  # (E, B, 1): the step counts (t < length)
+    return None if lens is None else (t < lens).unsqueeze(-1)
+
+
+def _keep(new, old, mask):
+    return new if mask is None else torch.where(mask, new, old)
+
+
+def _ref_rnn(act, u, W, h0, lens):
+    f = (torch.tanh, torch.relu, lambda z: z)[act]
+    h, S = h0, []
+    for t in range(u.shape[1]):
+        h = _keep(f(torch.baddbmm(u[:, t], h, W.transpose(1, 2))), h, _step_mask(lens, t, h))
+        S.append(h)
+    return torch.stack(S, 1)
+
+
+def _ref_lstm(u, W, h0, c0, lens):
+    h, c, S, C = h0, c0, [], []
+    for t in range(u.shape[1]):
+        i, f, g, o = torch.baddbmm(u[:, t], h, W.transpose(1, 2)).chunk(4, -1)
+        c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h_new = torch.sigmoid(o) * torch.tanh(c_new)
+        m = _step_mask(lens, t, h)
+        h, c = _keep(h_new, h, m), _keep(c_new, c, m)
+        S.append(h), C.append(c)
+    return torch.stack(S, 1), torch.stack(C, 1)
+
+
+def _ref_gru(u, W, bhh, h0, lens):
+    h, S = h0, []
+    for t in range(u.shape[1]):
+        ir, iz, in_ = u[:, t].chunk(3, -1)
+        hr, hz, hn = torch.baddbmm(bhh.unsqueeze(1), h, W.transpose(1, 2)).chunk(3, -1)
+        r, z = torch.sigmoid(ir + hr), torch.sigmoid(iz + hz)
+        new = (1 - z) * torch.tanh(in_ + r * hn) + z * h
+        h = _keep(new, h, _step_mask(lens, t, h))
+        S.append(h)
+    return torch.stack(S, 1)
+
+
+def _ref_rhn(u, W, bias, h0, lens):
+    h, S = h0, []
+    for t in range(u.shape[1]):
+        s = h
+        for k in range(W.shape[1]):
+            pre = torch.baddbmm(bias[:, k].unsqueeze(1), s, W[:, k].transpose(1, 2))
+            a, b = (pre + u[:, t] if k == 0 else pre).chunk(2, -1)
+            g = torch.sigmoid(b)
+            s = torch.tanh(a) * g + s * (1 - g)
+        h = _keep(s, h, _step_mask(lens, t, h))
+        S.append(h)
+    return torch.stack(S, 1)
+
+
+def _ref_dmu(act, slope, u1, w1h, w_out, b_out, h0, lens, *hidden):
+    lrelu = functools.partial(torch.nn.functional.leaky_relu, negative_slope=slope)
+    h, S = h0, []
+    for t in range(u1.shape[1]):
+        a = torch.baddbmm(u1[:, t], h, w1h.transpose(1, 2))
+        if w_out is not None:
+            a = lrelu(a)
+            for W, b in zip(hidden[0::2], hidden[1::2]):
+                a = lrelu(torch.baddbmm(b.unsqueeze(1), a, W.transpose(1, 2)))
+            a = torch.baddbmm(b_out.unsqueeze(1), a, w_out.transpose(1, 2))
+        z, hh = a.chunk(2, -1)
+        c = torch.tanh(hh) if act == 0 else hh
+        h = _keep(c + torch.sigmoid(z) * (h - c), h, _step_mask(lens, t, h))
+        S.append(h)
+    return torch.stack(S, 1)
+
+
+def _twice(reference):
+    """A compiled backward that, when a graph of it is asked for, gives ``reference``'s
+    gradients with their graph instead (the forward keeps its arguments in ``ctx.args``)."""
+
+    def wrap(backward):
+        @functools.wraps(backward)
+        def run(ctx, *grads):
+            if not torch.is_grad_enabled():
+                return backward(ctx, *grads)
+            args = ctx.args
+            want = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+            with torch.enable_grad():
+                outs = reference(*args)
+                outs = outs if isinstance(outs, tuple) else (outs,)
+                pairs = [(o, g) for o, g in zip(outs, grads) if g is not None]
+                got = torch.autograd.grad(
+                    [o for o, _ in pairs],
+                    [args[i] for i in want],
+                    [g for _, g in pairs],
+                    create_graph=True,
+                    allow_unused=True,
+                )
+            result: list = [None] * len(args)
+            for i, g in zip(want, got):
+                result[i] = g
+            return tuple(result)
+
+        return run
+
+    return wrap
+
+
+class _RNN(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, act: int, u, W, h0, lens):
+        E, T, B, H = u.shape
+        S = torch.empty_like(u)
+        _fn("rnn_forward", u.dtype)(E, T, B, H, act, _p(u), _p(W), _p(h0), _p(lens), _p(S))
+        ctx.act, ctx.lens, ctx.args = act, lens, (act, u, W, h0, lens)
+        ctx.save_for_backward(S, W, h0)
+        return S
+
+    @staticmethod
+    @_twice(_ref_rnn)
+    def backward(ctx, dS):
+        dS = dS.contiguous()  # (kept alive across the call: the C code reads its memory)
+        S, W, h0 = ctx.saved_tensors
+        E, T, B, H = S.shape
+        dU, dh0 = torch.empty_like(S), torch.empty_like(h0)
+        _fn("rnn_backward", S.dtype)(E, T, B, H, ctx.act, _p(dS), _p(S), _p(W), _p(ctx.lens), _p(dU), _p(dh0))
+        return None, dU, _gram(dU, S, h0), dh0, None
+
+
+def _rnn(u, W, h0, lengths, act):
+    lens = _lens(lengths)
+    S = _RNN.apply(act, *_c(u, W, h0), lens)
+    return _masked(S, lens), S[:, -1]
+
+
+def rnn(u: Tensor, weight: Tensor, h0: Tensor, nonlinearity: str = "tanh", lengths: Tensor | None = None):
+    """``h_t = phi(W h_{t-1} + u_t)``, phi tanh, relu or identity: ``(outputs (T, B, H), h_n)``."""
+    act = _ACT[nonlinearity]
+    return ensemble_call(lambda *a: _rnn(*a, act), u, weight, h0, lengths)
+
+
+class _LSTM(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, u, W, h0, c0, lens):
+        E, T, B, G = u.shape
+        H = G // 4
+        S, C, TC = (u.new_empty(E, T, B, H) for _ in range(3))
+        A = torch.empty_like(u)
+        _fn("lstm_forward", u.dtype)(
+            E, T, B, H, _p(u), _p(W), _p(h0), _p(c0), _p(lens), _p(S), _p(C), _p(A), _p(TC)
+        )  # fmt: skip
+        ctx.lens, ctx.args = lens, (u, W, h0, c0, lens)
+        ctx.save_for_backward(S, C, A, TC, W, h0, c0)
+        return S, C
+
+    @staticmethod
+    @_twice(_ref_lstm)
+    def backward(ctx, dS, dC):
+        S, C, A, TC, W, h0, c0 = ctx.saved_tensors
+        E, T, B, H = S.shape
+        dS = torch.zeros_like(S) if dS is None else dS.contiguous()
+        dC = torch.zeros_like(C) if dC is None else dC.contiguous()
+        dU, dh0, dc0 = torch.empty_like(A), torch.empty_like(h0), torch.empty_like(c0)
+        _fn("lstm_backward", S.dtype)(
+            E, T, B, H, _p(dS), _p(dC), _p(S), _p(C), _p(A), _p(TC), _p(W), _p(c0), _p(ctx.lens),
+            _p(dU), _p(dh0), _p(dc0),
+        )  # fmt: skip
+        return dU, _gram(dU, S, h0), dh0, dc0, None
+
+
+def _lstm(u, W, h0, c0, lengths):
+    lens = _lens(lengths)
+    S, C = _LSTM.apply(*_c(u, W, h0, c0), lens)
+    return _masked(S, lens), S[:, -1], C[:, -1]
+
+
+def lstm(gi: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, lengths: Tensor | None = None):
+    """The LSTM over ``gi`` = W_ih x + b_ih + b_hh (T, B, 4H): ``(outputs, h_n, c_n)``."""
+    return ensemble_call(_lstm, gi, w_hh, h0, c0, lengths)
+
+
+class _GRU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, u, W, bhh, h0, lens):
+        E, T, B, G = u.shape
+        H = G // 3
+        S, A = u.new_empty(E, T, B, H), u.new_empty(E, T, B, 4 * H)
+        _fn("gru_forward", u.dtype)(E, T, B, H, _p(u), _p(W), _p(bhh), _p(h0), _p(lens), _p(S), _p(A))
+        ctx.lens, ctx.args = lens, (u, W, bhh, h0, lens)
+        ctx.save_for_backward(S, A, W, h0, bhh)
+        return S
+
+    @staticmethod
+    @_twice(_ref_gru)
+    def backward(ctx, dS):
+        dS = dS.contiguous()
+        S, A, W, h0, bhh = ctx.saved_tensors
+        E, T, B, H = S.shape
+        dU, dGH, dh0 = S.new_empty(E, T, B, 3 * H), S.new_empty(E, T, B, 3 * H), torch.empty_like(h0)
+        _fn("gru_backward", S.dtype)(
+            E, T, B, H, _p(dS), _p(S), _p(A), _p(W), _p(h0), _p(ctx.lens), _p(dU), _p(dGH), _p(dh0)
+        )
+        return dU, _gram(dGH, S, h0), dGH.sum((1, 2)), dh0, None
+
+
+def _gru(u, W, bhh, h0, lengths):
+    lens = _lens(lengths)
+    S = _GRU.apply(*_c(u, W, bhh, h0), lens)
+    return _masked(S, lens), S[:, -1]
+
+
+def gru(gi: Tensor, w_hh: Tensor, b_hh: Tensor, h0: Tensor, lengths: Tensor | None = None):
+    """The GRU over ``gi`` = W_ih x + b_ih (T, B, 3H): ``(outputs, h_n)``."""
+    return ensemble_call(_gru, gi, w_hh, b_hh, h0, lengths)
+
+
+class _RHN(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, u, W, bias, h0, lens):
+        E, T, B, G = u.shape
+        H, D = G // 2, W.shape[1]
+        S, A = u.new_empty(E, T, B, H), u.new_empty(E, T, B, D, 3 * H)
+        _fn("rhn_forward", u.dtype)(E, T, B, H, D, _p(u), _p(W), _p(bias), _p(h0), _p(lens), _p(S), _p(A))
+        ctx.lens, ctx.args = lens, (u, W, bias, h0, lens)
+        ctx.save_for_backward(S, A, W, bias, h0)
+        return S
+
+    @staticmethod
+    @_twice(_ref_rhn)
+    def backward(ctx, dS):
+        dS = dS.contiguous()
+        S, A, W, bias, h0 = ctx.saved_tensors
+        E, T, B, H = S.shape
+        D = W.shape[1]
+        dU, dW, db, dh0 = S.new_empty(E, T, B, 2 * H), torch.zeros_like(W), torch.zeros_like(bias), torch.empty_like(h0)
+        _fn("rhn_backward", S.dtype)(E, T, B, H, D, _p(dS), _p(A), _p(W), _p(ctx.lens), _p(dU), _p(dW), _p(db), _p(dh0))
+        return dU, dW, db, dh0, None
+
+
+def _rhn(u, W, bias, h0, lengths):
+    lens = _lens(lengths)
+    S = _RHN.apply(*_c(u, W, bias, h0), lens)
+    return _masked(S, lens), S[:, -1]
+
+
+def rhn(u: Tensor, w_hh: Tensor, bias: Tensor, h0: Tensor, lengths: Tensor | None = None):
+    """The RHN (coupled carry gate) over ``u`` = W_ih x (T, B, 2H), ``w_hh`` (depth, 2H, H),
+    ``bias`` (depth, 2H): ``(outputs, h_n)``."""
+    return ensemble_call(_rhn, u, w_hh, bias, h0, lengths)
+
+
+def _pointers(ts) -> ctypes.Array:
+    return (ctypes.c_void_p * max(len(ts), 1))(*[t.data_ptr() for t in ts])
+
+
+class _DMU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, act: int, slope: float, u1, w1h, w_out, b_out, h0, lens, *hidden):
+        E, T, B, _ = u1.shape
+        H = h0.shape[-1]
+        Ws, bs = hidden[0::2], hidden[1::2]
+        K = 0 if w_out is None else 1 + len(Ws)
+        widths = [u1.shape[-1]] + [W.shape[1] for W in Ws] if K else []
+        n = (ctypes.c_long * max(K, 1))(*widths)
+        S, A = u1.new_empty(E, T, B, H), u1.new_empty(E, T, B, sum(widths) + 2 * H)
+        _fn("dmu_forward", u1.dtype)(
+            E, T, B, H, K, n, act, _real(slope, u1.dtype), _p(u1), _p(w1h), _pointers(Ws), _pointers(bs),
+            _p(w_out), _p(b_out), _p(h0), _p(lens), _p(S), _p(A),
+        )  # fmt: skip
+        ctx.act, ctx.slope, ctx.lens, ctx.K, ctx.n, ctx.hidden = act, slope, lens, K, n, len(Ws)
+        ctx.args = (act, slope, u1, w1h, w_out, b_out, h0, lens, *hidden)
+        ctx.save_for_backward(S, A, u1, w1h, w_out, b_out, h0, *hidden)
+        return S
+
+    @staticmethod
+    @_twice(_ref_dmu)
+    def backward(ctx, dS):
+        dS = dS.contiguous()
+        S, A, u1, w1h, w_out, b_out, h0, *hidden = ctx.saved_tensors
+        E, T, B, H = S.shape
+        Ws, bs = hidden[0::2], hidden[1::2]
+        dU1, dw1h, dh0 = torch.empty_like(u1), torch.zeros_like(w1h), torch.empty_like(h0)
+        dWs, dbs = [torch.zeros_like(W) for W in Ws], [torch.zeros_like(b) for b in bs]
+        dwo = None if w_out is None else torch.zeros_like(w_out)
+        dbo = None if b_out is None else torch.zeros_like(b_out)
+        _fn("dmu_backward", S.dtype)(
+            E, T, B, H, ctx.K, ctx.n, ctx.act, _real(ctx.slope, S.dtype), _p(dS), _p(S), _p(A),
+            _p(w1h), _pointers(Ws), _p(w_out), _p(h0), _p(ctx.lens), _p(dU1), _p(dw1h), _pointers(dWs),
+            _pointers(dbs), _p(dwo), _p(dbo), _p(dh0),
+        )  # fmt: skip
+        grads = [g for pair in zip(dWs, dbs) for g in pair]
+        return None, None, dU1, dw1h, dwo, dbo, dh0, None, *grads
+
+
+def _dmu(u1, h0, w1h, w_out, b_out, lengths, activation, slope, *hidden):
+    lens = _lens(lengths)
+    S = _DMU.apply(_ACT[activation], float(slope), *_c(u1, w1h, w_out, b_out, h0), lens, *_c(*hidden))
+    return _masked(S, lens), S[:, -1]
+
+
+def dmu(
+    u1: Tensor,
+    h0: Tensor,
+    w1h: Tensor,
+    hidden: list[tuple[Tensor, Tensor]],
+    w_out: Tensor | None,
+    b_out: Tensor | None,
+    activation: str = "tanh",
+    slope: float = 0.01,
+    lengths: Tensor | None = None,
+):
+    """The DMU (:func:`rnnlab.kernels.ensemble.ensemble_dmu`'s arguments): ``(outputs, h_n)``."""
+    flat = [t for pair in hidden for t in pair]
+    return ensemble_call(_dmu, u1, h0, w1h, w_out, b_out, lengths, activation, slope, *flat)

@@ -1,0 +1,277 @@
+"""The training step of tiny models, before and after the compiled loops, beside its floor.
+
+``benchmarks/small_models.py`` runs this: for each DMU synthetic preset (3 tasks x 5 cells,
+batch 32) and each size E (1: a single run; 51: an ensemble of 51 members), in one process on
+one thread, it times
+
+* **before**: the training step as it ran before the compiled loops (``backend="fused"``: each
+  cell's previous fast path; an ensemble also steps its members' optimizers one by one);
+* **after**: the default step (``backend="auto"``: the compiled loops of
+  :mod:`rnnlab.kernels.small`, and an ensemble's stacked optimizer step,
+  :mod:`rnnlab.stacked_optim`);
+* **floor**: the time a plain scalar compiled loop of the recurrences' arithmetic takes for the
+  same step (``benchmarks/small_floor.c``: forward over time and BPTT with every weight gradient,
+  one sequence after another, the C library's exp and tanh, -O3 for the generic CPU): the
+  "after" step is run with those functions in place of the compiled loops, and only the time
+  inside them is counted (so the floor leaves out the input projection, the readout, the loss
+  and the optimizer: it is a lower bound for a whole step);
+* the evaluation of one run and of an ensemble of 51 (the after path).
+
+Times are this thread's CPU time (``time.thread_time``: on a shared machine it counts what the
+step itself computed, not the time others held the core), median over the measured steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+#: the DMU synthetic presets: 3 tasks x 5 cells
+PRESETS = tuple(
+    f"dmu/{task}-{cell}"
+    for task in ("adding", "temporal_order", "noisy_sequence")
+    for cell in ("rnn", "lstm", "gru", "rhn", "dmu")
+)
+SIZES = (1, 51)
+BATCH = 32
+
+
+def build_floor(source: Path, out_dir: Path) -> dict:
+    """The floor's two libraries (``{"f64": ..., "f32": ...}``), compiled with ``cc -O3``."""
+    cc = shutil.which("cc")
+    if cc is None:
+        raise RuntimeError("the floor needs a C compiler (cc)")
+    libs = {}
+    for kind, extra in (("f64", []), ("f32", ["-DSINGLE"])):
+        target = out_dir / f"floor-{kind}.so"
+        subprocess.run([cc, "-O3", "-std=gnu99", "-shared", "-fPIC", *extra, str(source), "-o", str(target), "-lm"],
+                       check=True)  # fmt: skip
+        libs[kind] = ctypes.CDLL(str(target))
+    return libs
+
+
+@contextlib.contextmanager
+def timed_kernels(libs: dict | None = None):
+    """While inside, the compiled loops are ``libs`` (None: the package's own) and the time spent
+    in them accumulates in the yielded list's first element."""
+    from .kernels import small
+
+    spent = [0.0]
+    real_fn, real_libs = small._fn, dict(small._libs)
+
+    def fn(name, dtype):
+        c = real_fn(name, dtype)
+
+        def call(*args):
+            t = time.thread_time()
+            try:
+                return c(*args)
+            finally:
+                spent[0] += time.thread_time() - t
+
+        return call
+
+    if libs is not None:
+        small._libs.update(libs)
+    small._fn = fn
+    try:
+        yield spent
+    finally:
+        small._fn = real_fn
+        small._libs.clear()
+        small._libs.update(real_libs)
+
+
+def _cfg(preset: str, backend: str):
+    from . import config
+
+    return config.load(preset, [f"train.batch_size={BATCH}", f"model.cell_options.backend={backend}"])
+
+
+class _NoBar:
+    def set_postfix(self, **_):
+        pass
+
+
+@contextlib.contextmanager
+def _stepper(preset: str, backend: str, size: int, root: Path, stacked: bool = True):
+    """``(step, evaluate)`` callables of a fresh single run (size 1) or ensemble."""
+    import torch
+
+    from .ensemble import started
+    from .rundir import RunFiles, claim
+    from .tasks import build_task
+    from .train import close_run, evaluate_and_checkpoint, log_step, open_log, prepare, train_step
+
+    cfg = _cfg(preset, backend)
+    task = build_task(cfg.task)
+    if size == 1:
+        with claim(root):
+            run, tr = prepare(cfg, RunFiles(root), False, None, task, torch.device("cpu"))
+            open_log(run, False)
+            try:
+                yield (
+                    (lambda: log_step(run, tr, train_step(run, tr), _NoBar())),
+                    (lambda: evaluate_and_checkpoint(run, tr)),
+                )
+            finally:
+                close_run(run)
+        return
+    with started(cfg, range(size), root, task) as ens:
+        if not stacked:
+            ens.stacked_step = None
+        group = list(ens.members)
+        yield (lambda: ens.step(group)), (lambda: ens.evaluate(group))
+
+
+def _median_step(step, steps: int, warmup: int, clock=time.thread_time) -> float:
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(steps):
+        t = clock()
+        step()
+        times.append(clock() - t)
+    return statistics.median(times)
+
+
+def time_preset(preset: str, size: int, floor: dict, steps: int, warmup: int = 2, log=print) -> dict:
+    """One row: before, after, floor (seconds per step, CPU time), the after path's kernel time,
+    and the evaluation of the after path."""
+    row: dict = {"preset": preset, "members": size}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        with _stepper(preset, "fused", size, tmp / "before", stacked=False) as (step, _):
+            row["before_s"] = _median_step(step, steps, warmup)
+        with _stepper(preset, "auto", size, tmp / "after") as (step, evaluate):
+            row["after_s"] = _median_step(step, steps, warmup)
+            with timed_kernels() as spent:
+                _median_step(step, 1, 0)
+                row["after_kernels_s"] = spent[0]
+            with timed_kernels(floor) as spent:
+                n = max(1, steps // 2)
+                _median_step(step, n, 0)
+                row["floor_s"] = spent[0] / n
+            t = time.thread_time()
+            evaluate()
+            row["eval_s"] = time.thread_time() - t
+    log(
+        f"{preset} E={size}: before {row['before_s'] * 1e3:.1f} ms, after {row['after_s'] * 1e3:.1f} ms, "
+        f"floor {row['floor_s'] * 1e3:.1f} ms, evaluation {row['eval_s'] * 1e3:.0f} ms"
+    )
+    return row
+
+
+def run(presets=PRESETS, sizes=SIZES, floor_source: Path | None = None, steps: int = 8, log=print, between=None):
+    """Time every preset at every size; returns the rows of the record."""
+    import torch
+
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        floor = build_floor(Path(floor_source), Path(tmp))
+        rows = []
+        for preset in presets:
+            for size in sizes:
+                rows.append(time_preset(preset, size, floor, steps if size == 1 else max(3, steps // 2), log=log))
+                if between is not None:
+                    between()
+    return rows
+
+
+def format_table(rows: list[dict]) -> str:
+    """Per training step (ms, CPU time): before, after, the floor, and the ratios; then each
+    preset's evaluation, one run against the ensemble."""
+    lines = [
+        "| preset | E | before (ms) | after (ms) | floor (ms) | before / after | after / floor |",
+        "|" + "---|" * 7,
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['preset']} | {r['members']} | {r['before_s'] * 1e3:.1f} | {r['after_s'] * 1e3:.1f} | "
+            f"{r['floor_s'] * 1e3:.1f} | {r['before_s'] / r['after_s']:.1f}x | {r['after_s'] / r['floor_s']:.2f} |"
+        )
+    evals = {}
+    for r in rows:
+        evals.setdefault(r["preset"], {})[r["members"]] = r["eval_s"]
+    pairs = [(p, e) for p, e in evals.items() if 1 in e and len(e) > 1]
+    if pairs:
+        big = max(k for k in pairs[0][1] if k != 1)
+        lines += [
+            "",
+            f"| preset | evaluation, one run (ms) | evaluation, ensemble of {big} (ms) | ensemble / one run |",
+            "|---|---|---|---|",
+        ]
+        for p, e in pairs:
+            lines.append(f"| {p} | {e[1] * 1e3:.0f} | {e[big] * 1e3:.0f} | {e[big] / e[1]:.1f} |")
+    return "\n".join(lines)
+
+
+# --- the width limits of backend="auto" (rnnlab.kernels.small.AUTO_MAX_WIDTH) -------------
+
+#: cells and widths the limits were measured over
+WIDTH_CELLS = ("rnn", "lstm", "gru", "dmu", "rhn")
+WIDTHS = (4, 8, 16, 32)
+
+
+def _layer_step(cell: str, H: int, backend: str, members: int, B: int = BATCH, T: int = 100):
+    """A forward and backward of one layer of ``cell`` (input 4, readout 1): one model, or
+    ``members`` models as an ensemble (:class:`rnnlab.ensemble.StackedModel`)."""
+    import torch
+
+    from .ensemble import StackedModel
+    from .model import SequenceModel
+
+    models = []
+    for k in range(members):
+        torch.manual_seed(k)
+        models.append(SequenceModel(cell, 4, 1, H, cell_options={"backend": backend}))
+    x = torch.randn(members, B, T, 4)
+    if members == 1:
+        m = models[0]
+
+        def step():
+            m.zero_grad()
+            out, _ = m(x[0])
+            out.sum().backward()
+
+        return step
+    stacked = StackedModel(models[0])
+
+    def step():
+        out, _ = stacked.forward(models, x)
+        out.sum().backward()
+
+    return step
+
+
+def width_rows(cells=WIDTH_CELLS, widths=WIDTHS, sizes=SIZES, steps: int = 3, log=print) -> list[dict]:
+    """CPU time of one layer's forward and backward (batch 32, T = 100), the compiled loops
+    (``backend="small"``) against the previous fast path (``"fused"``), per cell, width and
+    size: where ``backend="auto"`` should switch."""
+    import torch
+
+    torch.set_num_threads(1)
+    rows = []
+    for cell in cells:
+        for H in widths:
+            for size in sizes:
+                t = {b: _median_step(_layer_step(cell, H, b, size), steps, 1) for b in ("small", "fused")}
+                rows.append({"cell": cell, "width": H, "members": size, "small_s": t["small"], "fused_s": t["fused"]})
+                log(f"{cell} H={H} E={size}: small / fused {t['small'] / t['fused']:.2f}")
+    return rows
+
+
+def format_widths(rows: list[dict]) -> str:
+    lines = ["| cell | width | E | compiled loops (ms) | previous path (ms) | ratio |", "|" + "---|" * 6]
+    for r in rows:
+        lines.append(
+            f"| {r['cell']} | {r['width']} | {r['members']} | {r['small_s'] * 1e3:.1f} | {r['fused_s'] * 1e3:.1f} | "
+            f"{r['small_s'] / r['fused_s']:.2f} |"
+        )
+    return "\n".join(lines)

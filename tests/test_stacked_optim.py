@@ -1,0 +1,82 @@
+"""The stacked optimizer step of an ensemble (rnnlab.stacked_optim) against each member's own
+torch optimizer stepping alone, in float64: Adam, RMSprop and SGD, per-group and per-member
+learning rates, weight decay, clipping by each member's own norm; and the state it leaves is
+torch's (a member's optimizer continues alone from it)."""
+
+import copy
+
+import pytest
+import torch
+
+from rnnlab.stacked_optim import StackedStep
+
+D = torch.float64
+
+
+def _members(K, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(K):
+        ps = [
+            torch.nn.Parameter(torch.randn(3, 4, generator=gen, dtype=D)),
+            torch.nn.Parameter(torch.randn(5, generator=gen, dtype=D)),
+        ]
+        ps.append(torch.nn.Parameter(torch.randn(4, 3, generator=gen, dtype=D).t()))  # not contiguous
+        out.append(ps)
+    return out
+
+
+def _opt(kind, ps, lr):
+    groups = [{"params": ps[:2], "lr": lr, "weight_decay": 0.01}, {"params": ps[2:], "lr": lr / 4}]
+    if kind == "adam":
+        return torch.optim.Adam(groups, lr=lr, betas=(0.8, 0.95), eps=1e-6)
+    if kind == "rmsprop":
+        return torch.optim.RMSprop(groups, lr=lr, alpha=0.9, eps=1e-6)
+    return torch.optim.SGD(groups, lr=lr)
+
+
+@pytest.mark.parametrize("kind", ["adam", "rmsprop", "sgd"])
+@pytest.mark.parametrize("clip", [0.0, 0.5])
+def test_stacked_step_equals_each_optimizer_alone(kind, clip):
+    K = 4
+    stacked, alone = _members(K), _members(K)
+    lrs = [0.01, 0.02, 0.01, 0.005]  # per member (a schedule moved some)
+    opts_s = [_opt(kind, ps, lr) for ps, lr in zip(stacked, lrs)]
+    opts_a = [_opt(kind, ps, lr) for ps, lr in zip(alone, lrs)]
+    step = StackedStep.build(opts_s)
+    assert step is not None
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(5):
+        for ps_s, ps_a in zip(stacked, alone):
+            for p, q in zip(ps_s, ps_a):
+                g = torch.randn(p.shape, generator=gen, dtype=D)
+                p.grad, q.grad = g.clone(), g.clone()
+        norms = step.step(opts_s, stacked, clip)
+        for k, (o, ps) in enumerate(zip(opts_a, alone)):
+            n = torch.nn.utils.clip_grad_norm_(ps, clip) if clip > 0 else None
+            o.step()
+            if clip > 0:
+                torch.testing.assert_close(norms[k], n, rtol=1e-12, atol=0)
+            else:
+                assert norms[k] is None
+    for ps_s, ps_a, o_s, o_a in zip(stacked, alone, opts_s, opts_a):
+        for p, q in zip(ps_s, ps_a):
+            torch.testing.assert_close(p, q, rtol=1e-12, atol=1e-14)
+        # the state is torch's: the same keys, values and step counts, so a member continues alone
+        s, a = o_s.state_dict()["state"], o_a.state_dict()["state"]
+        assert s.keys() == a.keys()
+        for i in s:
+            assert s[i].keys() == a[i].keys()
+            for key in s[i]:
+                torch.testing.assert_close(s[i][key], a[i][key], rtol=1e-12, atol=1e-14)
+
+
+def test_unsupported_optimizers_step_one_by_one():
+    ps = _members(2)
+    assert StackedStep.build([torch.optim.Adam(p, amsgrad=True) for p in ps]) is None
+    assert StackedStep.build([torch.optim.SGD(p, lr=0.1, momentum=0.9) for p in ps]) is None
+    assert StackedStep.build([torch.optim.Adam(ps[0]), torch.optim.Adam(ps[1][:2])]) is None  # other shapes
+    opts = [torch.optim.Adam(p) for p in ps]
+    before = copy.deepcopy(ps)
+    assert StackedStep.build(opts).step(opts, ps, 0.0) is None  # no gradients: nothing done
+    assert all(torch.equal(p, q) for a, b in zip(ps, before) for p, q in zip(a, b))
