@@ -149,18 +149,22 @@ def _keys(diffs) -> str:
     return ", ".join(sorted({d.split(" with ")[-1].split(" ")[0] for d in diffs}))
 
 
+def pricer(ev: Evidence) -> Pricer:
+    """The evidence's pricer, made once: every record is read once, every preset priced once."""
+    if getattr(ev, "pricer", None) is None:
+        ev.pricer, ev.missing = Pricer(ev.records), {}
+    return ev.pricer
+
+
 def row_missing(row: Published, ev: Evidence) -> Missing | None:
     """The runs a trained-result row still needs at the paper's protocol and its preset's full
     budget (``price.missing``), priced from the records' timings; None when none is missing."""
     if row.kind != "trained" or not row.presets or protocol(row.presets[0]) != PAPER_PROTOCOL:
         return None
-    pricer = getattr(ev, "pricer", None)
-    if pricer is None:  # one per evidence: every record is read once, every preset priced once
-        pricer = ev.pricer = Pricer(ev.records)
-        ev.missing = {}
+    p = pricer(ev)
     key = (row.presets[0], row.runs)
     if key not in ev.missing:
-        ev.missing[key] = missing(ev, row.presets[0], row.runs, pricer)
+        ev.missing[key] = missing(ev, row.presets[0], row.runs, p)
     return ev.missing[key]
 
 
