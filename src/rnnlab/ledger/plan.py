@@ -12,7 +12,6 @@ CPU runs as a suite (``rnnlab suite FILE``; the GPU runs beside it as ``FILE-gpu
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 from ..config import ConfigError, toml_value
 from .claims import CLAIMS, CONFIRMED, NOT_APPLICABLE, REFUTED, needed, verdict_kind
 from .document import pricer, row_missing
-from .price import AFFORDABLE_HOURS, CHECKPOINT_S, LONG_RUN_S, Missing, hours, missing
+from .price import AFFORDABLE_HOURS, LONG_RUN_S, Missing, checkpoint_every, hours, missing
 from .published import PAPER_PROTOCOL, PAPERS, ROWS, VARIANTS, protocol
 from .records import Evidence, load_records
 
@@ -104,8 +103,8 @@ class Plan:
         lines.append("presets = [" + ", ".join(toml_value(j.preset) for j in jobs) + "]")
         lines.append("seeds = []")
         long = [j.need.cpu.step_s for j in jobs if j.need.cpu is not None and j.need.run_s() > LONG_RUN_S]
-        if long:  # each run longer than an hour checkpoints at least every CHECKPOINT_S seconds
-            lines.append(f'set = ["train.checkpoint_every={max(1, math.floor(CHECKPOINT_S / max(long)))}"]')
+        if long:  # each run longer than LONG_RUN_S checkpoints at least every CHECKPOINT_S seconds
+            lines.append(f'set = ["train.checkpoint_every={checkpoint_every(max(long))}"]')
         lines += ["", "[seeds_of]"]
         lines += [f"{toml_value(j.preset)} = [{', '.join(str(s) for s in j.need.seeds)}]" for j in jobs]
         return "\n".join(lines) + "\n"

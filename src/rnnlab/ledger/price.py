@@ -322,3 +322,47 @@ def missing(ev, preset: str, runs: int, pricer: Pricer, need: int | None = None)
         pricer.timing(preset),
         pricer.timing(preset, gpu=True),
     )
+
+
+def timing_records(roots) -> list[Record]:
+    """The records below ``roots`` as far as a price reads them (``config.json`` and
+    ``result.json``; no metrics): faster than ``records.load_records`` where only timings count."""
+    from .records import _over_defaults
+
+    out = []
+    for root in roots:
+        for p in sorted(Path(root).rglob("result.json")):
+            try:
+                result = json.loads(p.read_text())
+                cfg = _over_defaults(json.loads((p.parent / "config.json").read_text()))
+            except (OSError, ValueError, AttributeError):
+                continue
+            if isinstance(result, dict):
+                out.append(Record(p.parent, cfg, result))
+    return out
+
+
+def checkpoint_every(step_s: float) -> int:
+    """Steps between checkpoints so that they are at most ``CHECKPOINT_S`` apart at ``step_s``
+    seconds a step (rounded down to two significant digits)."""
+    k = max(1, math.floor(CHECKPOINT_S / step_s))
+    scale = 10 ** max(0, len(str(k)) - 2)
+    return max(1, k // scale * scale)
+
+
+def suite_jobs(suite, pricer: Pricer) -> list[tuple[str, float, float]]:
+    """``(preset, seconds of one job, seconds of one of its steps)`` for each priced preset of a
+    suite at its settings (a job trains one run, or an ensemble of the seeds of one
+    configuration: then its members' time adds up)."""
+    out = []
+    for preset in suite.presets:
+        t = pricer.timing(preset, overrides=tuple(suite.set))
+        if t is None:
+            continue
+        cfg = config.load(preset, list(suite.set))
+        seeds = len(suite.seeds_for(preset))
+        members = (seeds if suite.ensemble is True else min(seeds, int(suite.ensemble))) if suite.ensemble else 1
+        members = max(1, members)
+        seconds = t.seconds(cfg.train.steps, cfg.train.eval_every)
+        out.append((preset, seconds * members, (t.step_s + t.eval_s / max(1, cfg.train.eval_every)) * members))
+    return out
