@@ -35,8 +35,16 @@ AFFORDABLE_HOURS = 6.0
 #: (``train.checkpoint_every``), so that an interruption loses at most ``CHECKPOINT_S`` of work
 LONG_RUN_S = 3600.0
 CHECKPOINT_S = 900.0
-#: configuration keys that change a run's length but not the cost of one step or evaluation
-_LENGTH_ONLY = ("train.steps", "train.eval_every", "train.checkpoint_every", "train.target", "train.target_patience")
+#: configuration keys that change a run's length (or the size of its evaluation sets) but not the
+#: cost of one training step
+_LENGTH_ONLY = (
+    "train.steps",
+    "train.eval_every",
+    "train.target",
+    "train.target_patience",
+    "task.val_size",
+    "task.test_size",
+)
 SPEED_RESULTS = Path(__file__).resolve().parents[3] / "docs"
 
 
@@ -90,10 +98,11 @@ def family(task: str) -> str:
 _SIZES: dict[str, tuple[int | None, int | None]] = {}
 
 
-def sizes(cfg: dict) -> tuple[int | None, int | None]:
+def sizes(cfg: dict, flat: dict | None = None) -> tuple[int | None, int | None]:
     """(parameter elements, sequence length) of the model and task a configuration builds, None
-    for what cannot be known here (a dataset that is not present); cached per configuration."""
-    key = json.dumps(_resolved(cfg), sort_keys=True, default=str)
+    for what cannot be known here (a dataset that is not present); cached per configuration
+    (``flat``: its resolved form, when the caller holds it)."""
+    key = json.dumps(_resolved(cfg) if flat is None else flat, sort_keys=True, default=str)
     if key not in _SIZES:
         _SIZES[key] = _sizes(cfg)
     return _SIZES[key]
@@ -134,11 +143,25 @@ def _sizes(cfg: dict) -> tuple[int | None, int | None]:
     return params, (int(length) if length else None)
 
 
-def _cost(cfg: dict) -> dict:
-    """The configuration without the keys that only change a run's length (``_LENGTH_ONLY``)
-    nor what a run computes (``NOT_EXPERIMENT``): two configurations with equal costs per step."""
-    flat = _resolved(cfg)
-    return {k: v for k, v in flat.items() if k not in _LENGTH_ONLY and not k.startswith("task.val_size")}
+def _cost(flat: dict) -> str:
+    """A resolved configuration without the keys that only change a run's length
+    (``_LENGTH_ONLY``): two configurations with equal costs per step have equal keys."""
+    return json.dumps({k: v for k, v in flat.items() if k not in _LENGTH_ONLY}, sort_keys=True, default=str)
+
+
+_LOADED: dict[tuple, tuple[dict, dict] | None] = {}
+
+
+def _load(preset: str, overrides: tuple[str, ...] = ()) -> tuple[dict, dict] | None:
+    """(configuration, resolved configuration) of a preset with overrides, loaded once."""
+    key = (preset, overrides)
+    if key not in _LOADED:
+        try:
+            cfg = config.load(preset, list(overrides)).to_dict()
+            _LOADED[key] = (cfg, _resolved(cfg))
+        except config.ConfigError:
+            _LOADED[key] = None
+    return _LOADED[key]
 
 
 def _bench_rows(root: Path = SPEED_RESULTS) -> list[dict]:
@@ -164,8 +187,7 @@ class Pricer:
         self._by_family: dict[tuple[bool, str, str], list[Record]] = {}
         for r in self.records:
             gpu = not _device(r).startswith("cpu")
-            key = json.dumps(_cost(r.config), sort_keys=True, default=str)
-            self._by_cost.setdefault((gpu, key), []).append(r)
+            self._by_cost.setdefault((gpu, _cost(r.resolved())), []).append(r)
             fam = (gpu, r.config["model"]["cell"], family(r.config["task"]["name"]))
             self._by_family.setdefault(fam, []).append(r)
         self._bench = _bench_rows(bench_root) if bench_root is not None else []
@@ -176,33 +198,29 @@ class Pricer:
         records' CPU (or a GPU), None where nothing times it."""
         key = (preset + "|" + "|".join(overrides), gpu)
         if key not in self._cache:
-            try:
-                cfg = config.load(preset, list(overrides)).to_dict()
-            except config.ConfigError:
-                self._cache[key] = None
-            else:
-                self._cache[key] = self._timing(cfg, gpu)
+            loaded = _load(preset, tuple(overrides))
+            self._cache[key] = None if loaded is None else self._timing(*loaded, gpu)
         return self._cache[key]
 
-    def _timing(self, cfg: dict, gpu: bool) -> Timing | None:
-        same = self._by_cost.get((gpu, json.dumps(_cost(cfg), sort_keys=True, default=str)), [])
+    def _timing(self, cfg: dict, flat: dict, gpu: bool) -> Timing | None:
+        same = self._by_cost.get((gpu, _cost(flat)), [])
         if same:
             rec = max(same, key=lambda r: r.result.get("steps", 0))  # the longest run: steady state
             step_s, eval_s = _per_member(rec)
             return Timing(step_s, eval_s, "measured", f"{rec.path.parent.name}/{rec.path.name}, {_machine(rec)}", gpu)
-        est = self._estimate(cfg, gpu)
+        est = self._estimate(cfg, flat, gpu)
         if est is not None or gpu:
             return est
-        return self._from_bench(cfg)
+        return self._from_bench(cfg, flat)
 
-    def _estimate(self, cfg: dict, gpu: bool) -> Timing | None:
-        params, length = sizes(cfg)
+    def _estimate(self, cfg: dict, flat: dict, gpu: bool) -> Timing | None:
+        params, length = sizes(cfg, flat)
         batch = cfg["train"]["batch_size"]
         if not length:
             return None
         best = None
         for rec in self._by_family.get((gpu, cfg["model"]["cell"], family(cfg["task"]["name"])), []):
-            p, n = sizes(rec.config)
+            p, n = sizes(rec.config, rec.resolved())
             p = (rec.result.get("params") or {}).get("elements") or p
             same_task = rec.config["task"]["name"] == cfg["task"]["name"]
             # a model the task's data must size (a vocabulary): the same model on the same task has the record's size
@@ -226,10 +244,10 @@ class Pricer:
             gpu,
         )
 
-    def _from_bench(self, cfg: dict) -> Timing | None:
+    def _from_bench(self, cfg: dict, flat: dict) -> Timing | None:
         from ..speed import CONFIGS
 
-        _, length = sizes(cfg)
+        _, length = sizes(cfg, flat)
         cell, hidden, batch = cfg["model"]["cell"], cfg["model"]["hidden_size"], cfg["train"]["batch_size"]
         for row in self._bench:
             bc = CONFIGS.get(row.get("config"))
@@ -300,15 +318,15 @@ def missing(ev, preset: str, runs: int, pricer: Pricer, need: int | None = None)
     """The runs ``preset`` lacks for ``need`` seeds (default: a row of the paper's ``runs``,
     ``seeds_needed``) at the full budget of its configuration; None when none is missing or the
     preset does not load."""
-    try:
-        cfg = config.load(preset)
-    except config.ConfigError:
+    loaded = _load(preset)
+    if loaded is None:
         return None
+    train = loaded[0]["train"]
     need = seeds_needed(runs) if need is None else need
     done = {r.config.get("train", {}).get("seed") for g in ev.groups(preset) if not g.diffs for r in g.records}
     if len(done) >= need:
         return None
-    seeds, s = [], cfg.train.seed
+    seeds, s = [], train["seed"]
     while len(seeds) < need - len(done):
         if s not in done:
             seeds.append(s)
@@ -317,8 +335,8 @@ def missing(ev, preset: str, runs: int, pricer: Pricer, need: int | None = None)
         preset,
         tuple(seeds),
         len(done),
-        cfg.train.steps,
-        cfg.train.eval_every,
+        train["steps"],
+        train["eval_every"],
         pricer.timing(preset),
         pricer.timing(preset, gpu=True),
     )
@@ -359,10 +377,10 @@ def suite_jobs(suite, pricer: Pricer) -> list[tuple[str, float, float]]:
         t = pricer.timing(preset, overrides=tuple(suite.set))
         if t is None:
             continue
-        cfg = config.load(preset, list(suite.set))
+        train = _load(preset, tuple(suite.set))[0]["train"]
         seeds = len(suite.seeds_for(preset))
         members = (seeds if suite.ensemble is True else min(seeds, int(suite.ensemble))) if suite.ensemble else 1
         members = max(1, members)
-        seconds = t.seconds(cfg.train.steps, cfg.train.eval_every)
-        out.append((preset, seconds * members, (t.step_s + t.eval_s / max(1, cfg.train.eval_every)) * members))
+        seconds = t.seconds(train["steps"], train["eval_every"])
+        out.append((preset, seconds * members, (t.step_s + t.eval_s / max(1, train["eval_every"])) * members))
     return out
