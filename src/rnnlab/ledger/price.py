@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import config
-from .records import Record, _resolved
+from .records import Record, _resolved, preset_dicts
 
 #: a missing run is *affordable* on the machine of the records when it fits in this many hours
 #: of one CPU thread (the README's line, ``rnnlab reproduce plan --budget``'s default)
@@ -154,6 +154,8 @@ _LOADED: dict[tuple, tuple[dict, dict] | None] = {}
 
 def _load(preset: str, overrides: tuple[str, ...] = ()) -> tuple[dict, dict] | None:
     """(configuration, resolved configuration) of a preset with overrides, loaded once."""
+    if not overrides and preset in preset_dicts():
+        return preset_dicts()[preset]
     key = (preset, overrides)
     if key not in _LOADED:
         try:
@@ -214,12 +216,15 @@ class Pricer:
         return self._from_bench(cfg, flat)
 
     def _estimate(self, cfg: dict, flat: dict, gpu: bool) -> Timing | None:
+        candidates = self._by_family.get((gpu, cfg["model"]["cell"], family(cfg["task"]["name"])), [])
+        if not candidates:  # (sizing a model costs: only where a record could be scaled)
+            return None
         params, length = sizes(cfg, flat)
         batch = cfg["train"]["batch_size"]
         if not length:
             return None
         best = None
-        for rec in self._by_family.get((gpu, cfg["model"]["cell"], family(cfg["task"]["name"])), []):
+        for rec in candidates:
             p, n = sizes(rec.config, rec.resolved())
             p = (rec.result.get("params") or {}).get("elements") or p
             same_task = rec.config["task"]["name"] == cfg["task"]["name"]
@@ -247,13 +252,12 @@ class Pricer:
     def _from_bench(self, cfg: dict, flat: dict) -> Timing | None:
         from ..speed import CONFIGS
 
-        _, length = sizes(cfg, flat)
         cell, hidden, batch = cfg["model"]["cell"], cfg["model"]["hidden_size"], cfg["train"]["batch_size"]
         for row in self._bench:
             bc = CONFIGS.get(row.get("config"))
-            if bc is None or row.get("label") != cell or row.get("hidden") != hidden:
+            if bc is None or row.get("label") != cell or row.get("hidden") != hidden or bc.batch != batch:
                 continue
-            if bc.T != length or bc.batch != batch:
+            if bc.T != sizes(cfg, flat)[1]:
                 continue
             return Timing(
                 float(row["fast"]["wall"]),

@@ -306,11 +306,12 @@ def _over_defaults(raw: dict) -> dict:
     return out
 
 
-_PRESETS: dict[str, dict] | None = None
+_PRESETS: dict[str, tuple[dict, dict]] | None = None
 
 
-def preset_configs() -> dict[str, dict]:
-    """``{preset name: resolved flat config}`` of every preset that loads."""
+def preset_dicts() -> dict[str, tuple[dict, dict]]:
+    """``{preset name: (config as a dict, resolved flat config)}`` of every preset that loads,
+    loaded once (the attribution and the prices read them)."""
     global _PRESETS
     if _PRESETS is None:
         from .. import config
@@ -318,11 +319,23 @@ def preset_configs() -> dict[str, dict]:
         out = {}
         for name in config.list_presets():
             try:
-                out[name] = _resolved(config.load(name).to_dict())
+                cfg = config.load(name).to_dict()
             except config.ConfigError:
                 continue
+            out[name] = (cfg, _resolved(cfg))
         _PRESETS = out
     return _PRESETS
+
+
+_FLAT: dict[str, dict] | None = None
+
+
+def preset_configs() -> dict[str, dict]:
+    """``{preset name: resolved flat config}`` of every preset that loads."""
+    global _FLAT
+    if _FLAT is None:
+        _FLAT = {name: flat for name, (_, flat) in preset_dicts().items()}
+    return _FLAT
 
 
 def _diffs(run: dict, preset: dict) -> list[str]:
