@@ -180,3 +180,14 @@ def test_shipped_suites_whose_runs_take_over_an_hour_checkpoint_between_evaluati
             assert every, f"suite {name}: {preset} runs {seconds / 3600:.1f} h but sets no train.checkpoint_every"
             assert every[-1] * step_s <= 2 * price.CHECKPOINT_S, (name, preset, every, step_s)
     assert long >= 10  # the MNIST baselines and the DMU paper protocol at least
+
+
+def test_an_estimate_across_sequence_lengths_of_one_model_scales_by_the_length(tmp_path):
+    """PTB at bptt 300 from a record at bptt 150 of the same model (its size read from the record
+    where the dataset is not here to size it): twice the seconds per step."""
+    timed(tmp_path, "asrnn/ptb_char-bptt150", 5544, train_s=262.0 * 2.5, eval_s=12.0, steps=262)
+    recs = load_records([tmp_path])[0]
+    for r in recs:  # the record's own parameter count is the model's, as the trainer writes it
+        r.result["params"]["elements"] = 2_365_250  # records/asrnn-ptb-1epoch
+    t = price.Pricer(recs, bench_root=None).timing("asrnn/ptb_char-bptt300")
+    assert t.source == "estimate" and t.step_s == pytest.approx(2 * 2.5, rel=1e-3), t

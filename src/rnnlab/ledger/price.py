@@ -143,6 +143,13 @@ def _sizes(cfg: dict) -> tuple[int | None, int | None]:
     return params, (int(length) if length else None)
 
 
+def _shape(model: dict) -> dict:
+    """A model section without its real-valued cell options (rates, scales, bounds: they change no
+    parameter count), to tell two models of one size apart from two of different sizes."""
+    opts = {k: v for k, v in (model.get("cell_options") or {}).items() if not isinstance(v, float)}
+    return {**model, "cell_options": opts}
+
+
 def _cost(flat: dict) -> str:
     """A resolved configuration without the keys that only change a run's length
     (``_LENGTH_ONLY``): two configurations with equal costs per step have equal keys."""
@@ -229,7 +236,7 @@ class Pricer:
             p = (rec.result.get("params") or {}).get("elements") or p
             same_task = rec.config["task"]["name"] == cfg["task"]["name"]
             # a model the task's data must size (a vocabulary): the same model on the same task has the record's size
-            mine = params or (p if same_task and rec.config["model"] == cfg["model"] else None)
+            mine = params or (p if same_task and _shape(rec.config["model"]) == _shape(cfg["model"]) else None)
             if not p or not n or not mine:
                 continue
             ratio = (mine / p) * (length / n) * (batch / rec.config["train"]["batch_size"])
