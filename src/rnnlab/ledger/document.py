@@ -19,6 +19,9 @@ A row of the papers' tables is compared with the runs of its preset:
 * *curves only (see claims)*: a figure without numbers; the claims judge its content;
 * *run; metric not recorded*, *not run yet*, *no preset: reason*.
 
+Each trained-result row ends with the runs it still lacks at the paper's protocol and its
+preset's full budget, priced in CPU-hours from the records' timings (:mod:`.price`).
+
 Weight counts do not depend on the training budget (only on the configuration), analytic
 checks (baselines, analyses of trained matrices) only on the task's size; both are their own
 sections. A variant preset's line says so.
