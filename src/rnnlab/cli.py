@@ -403,8 +403,12 @@ def cmd_bench_ensemble(args) -> int:
 def cmd_reproduce(args) -> int:
     from .reproduce import collect, main_ledger
 
+    if args.action == "plan":
+        from .ledger.plan import main_plan
+
+        return main_plan(args.runs or ["records"], budget=args.budget, paper=args.paper, output=args.output)
     if args.action == "ledger":
-        return main_ledger(args.runs, output=args.output)
+        return main_ledger(args.runs or ["records"], output=args.output)
     if len(args.runs) != 1 or not args.output:
         raise ValueError("usage: rnnlab reproduce collect RUNS_DIR -o RECORDS_DIR (one runs directory)")
     copied = collect(args.runs[0], args.output)
@@ -966,19 +970,31 @@ def _parser_reproduce(sub) -> None:
         sub,
         "reproduce",
         "the reproduction ledger: REPRODUCTION.md from the papers' values and run "
-        "records (ledger), or copy runs' small files into a records folder (collect)",
+        "records (ledger), the missing runs priced and ordered with their commands (plan), or copy "
+        "runs' small files into a records folder (collect)",
         "rnnlab reproduce ledger records/ -o REPRODUCTION.md",
         docs="reproduce.md",
     )
-    s.add_argument("action", choices=["ledger", "collect"], help="what to do, e.g. ledger")
+    s.add_argument("action", choices=["ledger", "plan", "collect"], help="what to do, e.g. ledger")
     s.add_argument(
-        "runs", nargs="+", help="directories holding run records (ledger) / one runs directory (collect), e.g. records/"
+        "runs",
+        nargs="*",
+        help="directories holding run records (ledger, plan; default: records) / one runs directory (collect), "
+        "e.g. records/",
     )
     s.add_argument(
         "-o",
         "--output",
-        help="ledger: output file (default: stdout); collect: the records folder, e.g. -o REPRODUCTION.md",
+        help="ledger: output file (default: stdout); plan: the suite file of the runs within the budget "
+        "(and FILE-gpu.toml of the others); collect: the records folder, e.g. -o REPRODUCTION.md",
     )
+    s.add_argument(
+        "--budget",
+        default="6h",
+        help="plan: the longest run this machine takes on (hours of one CPU thread; longer ones go to the GPU "
+        "section), e.g. --budget 6h or --budget 90m",
+    )
+    s.add_argument("--paper", help="plan: one paper's runs only (asrnn, nnrnn, dmu, henaff, ...), e.g. --paper henaff")
     s.set_defaults(func=cmd_reproduce)
 
 

@@ -7,6 +7,9 @@ A suite is a TOML file (shipped ones live in ``rnnlab/suites/``)::
     presets = ["dmu/adding-dmu", "dmu/adding-gru", ...]
     seeds = [0, 1, 2, 3, 4]
     set = ["train.steps=1000"]          # optional overrides for every run
+
+    [seeds_of]                           # optional: a preset's own seeds instead of ``seeds``
+    "dmu/adding-gru" = [5, 6]            #   (rnnlab reproduce plan writes its runs so)
     metrics = ["test/loss"]              # columns of the summary table
 
     [analyze]                            # optional: the analysis recorded for each finished
@@ -58,6 +61,12 @@ class Suite:
     #: ``{preset: analysis}``: after training, each finished run of the preset gets its analysis
     #: record (``analysis.json``, :mod:`rnnlab.analysis.record`: "jacobian" or "schur")
     analyze: dict = field(default_factory=dict)
+    #: ``{preset: [seeds]}``: the seeds of a preset that has its own, instead of ``seeds``
+    seeds_of: dict = field(default_factory=dict)
+
+    def seeds_for(self, preset: str) -> list[int]:
+        """The seeds of ``preset``: its own (``seeds_of``) or the suite's."""
+        return list(self.seeds_of.get(preset, self.seeds))
 
 
 def list_suites() -> list[str]:
@@ -85,6 +94,7 @@ def load_suite(name_or_path: str) -> Suite:
         )
     grid_points(suite.grid, str(p))  # shape errors now; key errors when the runs are resolved
     _check_analyze(suite, str(p))
+    _check_seeds_of(suite, str(p))
     return suite
 
 
@@ -100,6 +110,18 @@ def _check_analyze(suite: Suite, where: str) -> None:
             )
         if kind not in KINDS:
             raise ConfigError(f"{where}: [analyze] {preset!r} = {kind!r}: expected one of {list(KINDS)}")
+
+
+def _check_seeds_of(suite: Suite, where: str) -> None:
+    if not isinstance(suite.seeds_of, dict):
+        raise ConfigError(f'{where}: [seeds_of] must be a table of preset = [seeds], e.g. "dmu/adding-gru" = [5, 6]')
+    for preset, seeds in suite.seeds_of.items():
+        if preset not in suite.presets:
+            raise ConfigError(
+                f"{where}: [seeds_of] names {preset!r}, which is not among the suite's presets {suite.presets}"
+            )
+        if not isinstance(seeds, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+            raise ConfigError(f"{where}: [seeds_of] {preset!r} = {seeds!r}: expected a list of integer seeds")
 
 
 def _check_grid_key(key: str, where: str) -> None:
@@ -153,7 +175,7 @@ def _jobs(suite: Suite, runs_dir: Path, extra: list[str]):
     seen = set()
     for preset in suite.presets:
         for point in grid_points(suite.grid, f"suite {suite.name}"):
-            for seed in suite.seeds:
+            for seed in suite.seeds_for(preset):
                 overrides = [*suite.set, *point, *extra, f"train.seed={seed}"]
                 try:  # fails early, before anything runs, on a bad suite
                     cfg = config.load(preset, overrides)
@@ -223,9 +245,8 @@ def run_suite(
         if backend == "local"
         else "Ray " + (f"cluster at {address}" if address else "(local instance)")
     )
-    log(
-        f"suite {suite.name}: {len(todo)} runs ({len(suite.presets)} presets{grid} x {len(suite.seeds)} seeds), {where}"
-    )
+    seeds = f"{len(suite.seeds)} seeds" if not suite.seeds_of else "their seeds"
+    log(f"suite {suite.name}: {len(todo)} runs ({len(suite.presets)} presets{grid} x {seeds}), {where}")
     statuses = {} if statuses is None else statuses
 
     groups: dict[int, tuple] = {}  # an ensemble job -> its members and those finished before

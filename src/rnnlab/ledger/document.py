@@ -19,6 +19,9 @@ A row of the papers' tables is compared with the runs of its preset:
 * *curves only (see claims)*: a figure without numbers; the claims judge its content;
 * *run; metric not recorded*, *not run yet*, *no preset: reason*.
 
+Each trained-result row ends with the runs it still lacks at the paper's protocol and its
+preset's full budget, priced in CPU-hours from the records' timings (:mod:`.price`).
+
 Weight counts do not depend on the training budget (only on the configuration), analytic
 checks (baselines, analyses of trained matrices) only on the task's size; both are their own
 sections. A variant preset's line says so.
@@ -32,6 +35,7 @@ from pathlib import Path
 
 from ..results import DMU_THRESHOLDS, median_epoch
 from .claims import CLAIMS, FEW_SEEDS, NOT_APPLICABLE, OTHER_PROTOCOL, needed, runs_text, test_items, verdict_kind
+from .price import AFFORDABLE_HOURS, Missing, Pricer, hours, missing
 from .published import PAPER_PROTOCOL, PAPERS, ROWS, VARIANTS, Published, protocol
 from .records import (
     AWAITING_REMAKE,
@@ -80,6 +84,7 @@ HEAD = [
     "preset",
     "note",
     "protocol",
+    "missing runs (price)",
 ]
 
 
@@ -148,9 +153,38 @@ def _keys(diffs) -> str:
     return ", ".join(sorted({d.split(" with ")[-1].split(" ")[0] for d in diffs}))
 
 
+def pricer(ev: Evidence) -> Pricer:
+    """The evidence's pricer, made once: every record is read once, every preset priced once."""
+    if getattr(ev, "pricer", None) is None:
+        ev.pricer, ev.missing = Pricer(ev.records), {}
+    return ev.pricer
+
+
+def row_missing(row: Published, ev: Evidence) -> Missing | None:
+    """The runs a trained-result row still needs at the paper's protocol and its preset's full
+    budget (``price.missing``), priced from the records' timings; None when none is missing."""
+    if row.kind != "trained" or not row.presets or protocol(row.presets[0]) != PAPER_PROTOCOL:
+        return None
+    p = pricer(ev)
+    key = (row.presets[0], row.runs)
+    if key not in ev.missing:
+        ev.missing[key] = missing(ev, row.presets[0], row.runs, p)
+    return ev.missing[key]
+
+
 def _row_lines(row: Published, ev: Evidence) -> list[list[str]]:
-    """Table lines ``[row, metric, paper, ours, steps, hardware, wall, diff, status, preset, note]``;
-    the first line of a row that names presets is its primary line (the faithful preset's runs)."""
+    """Table lines ``[row, metric, paper, ours, steps, hardware, wall, diff, status, preset, note,
+    protocol, missing runs]``; the first line of a row that names presets is its primary line (the
+    faithful preset's runs), and the only one that carries the price of the missing runs."""
+    lines = _lines(row, ev)
+    m = row_missing(row, ev)
+    lines[0].append(m.text() if m is not None else "-")
+    for ln in lines[1:]:
+        ln.append("")
+    return lines
+
+
+def _lines(row: Published, ev: Evidence) -> list[list[str]]:
     label = f"{row.model}, {row.task}" + (f" ({row.size})" if row.size else "")
     paper = _paper_text(row)
     if not row.presets:
@@ -471,6 +505,17 @@ READING = [
     "*confirmed / refuted at the X protocol*, which counts apart); a theorem whose premise fails on the runs: "
     "*not applicable*; otherwise *inconclusive (why)*; *untested* without runs.",
     "",
+    "Missing runs (price): for each trained result, the seeds its preset still needs at the paper's protocol and "
+    "the preset's full budget (3 seeds, or the paper's count when smaller; 3 for a value the paper reports from "
+    "one run), and what they cost on the machine that made the records, in hours of one CPU thread (CPU-h): the "
+    "preset's steps x the seconds per training step, plus its evaluations x the seconds per evaluation, *measured* "
+    "by a record of the same configuration (`train_time_s` / steps, `eval_time_s` per evaluation, per member of an "
+    "ensemble), else an *estimate* from the closest record of the same cell and task family scaled by parameters x "
+    "sequence length x batch size (the record and the factor are named), else a row of the speed benchmark "
+    "(`rnnlab bench`, `docs/speed-results-*.json`) of the same cell, width, sequence length and batch (training "
+    "steps only), else *no price*. A GPU price is given where a GPU record times the configuration. A run stopped "
+    "at its target costs less. `rnnlab reproduce plan` lists these runs cheapest first, with their commands.",
+    "",
 ]
 
 
@@ -562,12 +607,19 @@ def summary_counts(roots) -> dict:
     records, analyses, left = load_records(roots)
     ev = Evidence(records, analyses, left)
     rows = Counter()
+    jobs: dict[str, Missing] = {}
+    affordable = 0
     for r in ROWS:
         if r.kind != "trained":
             continue
         rows[status_kind(_row_lines(r, ev)[0][8])] += 1
+        m = row_missing(r, ev)
+        if m is not None and m.cpu is not None and m.run_s() <= AFFORDABLE_HOURS * 3600:
+            affordable += 1
+            jobs[m.preset] = m
     _, claims = _claims(ev)
-    return {"rows": rows, "claims": claims}
+    cpu_s = sum(m.total_s() for m in jobs.values())
+    return {"rows": rows, "claims": claims, "affordable": affordable, "affordable_s": cpu_s}
 
 
 SUMMARY_WORDS = {
@@ -598,6 +650,8 @@ def summary_line(roots, link: str = "REPRODUCTION.md") -> str:
     # the link's text is its file name (the README links absolutely: it is the wheel's description)
     return (
         f"**Reproduction** ([{link.rsplit('/', 1)[-1]}]({link})): of the papers' {sum(r.values())} trained results, {rows}; "
+        f"{c['affordable']} more affordable on this machine in {hours(c['affordable_s'])} CPU-hours (runs of at most "
+        f"{AFFORDABLE_HOURS:g} CPU-hours each, `rnnlab reproduce plan`); "
         f"of the {sum(k.values())} parts of their claims, {parts}."
     )
 

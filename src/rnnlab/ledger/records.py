@@ -95,6 +95,14 @@ class Record:
     unverifiable: str = ""  # why its provenance cannot be checked out (``AWAITING_REMAKE``), else ""
     _rows: list | None = field(default=None, repr=False)
     _firsts: dict = field(default_factory=dict, repr=False)
+    _flat: dict | None = field(default=None, repr=False)
+
+    def resolved(self) -> dict:
+        """The flat configuration without the keys that are not part of the experiment (computed
+        once per record: the attribution, the duplicates and the prices all compare it)."""
+        if self._flat is None:
+            self._flat = _resolved(self.config)
+        return self._flat
 
     def metrics(self) -> list[dict]:
         """The rows of ``metrics.jsonl`` (unreadable lines skipped)."""
@@ -241,7 +249,7 @@ def _read_record(p: Path) -> tuple[Record | None, str]:
 def _identity(rec: Record) -> str:
     """A run's configuration and seeds: two records with the same identity are one run."""
     t = rec.config.get("train", {})
-    return json.dumps([_resolved(rec.config), t.get("seed"), t.get("data_seed")], sort_keys=True, default=str)
+    return json.dumps([rec.resolved(), t.get("seed"), t.get("data_seed")], sort_keys=True, default=str)
 
 
 def load_records(roots) -> tuple[list[Record], list[Analysis], list[LeftOut]]:
@@ -307,11 +315,12 @@ def _over_defaults(raw: dict) -> dict:
     return out
 
 
-_PRESETS: dict[str, dict] | None = None
+_PRESETS: dict[str, tuple[dict, dict]] | None = None
 
 
-def preset_configs() -> dict[str, dict]:
-    """``{preset name: resolved flat config}`` of every preset that loads."""
+def preset_dicts() -> dict[str, tuple[dict, dict]]:
+    """``{preset name: (config as a dict, resolved flat config)}`` of every preset that loads,
+    loaded once (the attribution and the prices read them)."""
     global _PRESETS
     if _PRESETS is None:
         from .. import config
@@ -319,11 +328,23 @@ def preset_configs() -> dict[str, dict]:
         out = {}
         for name in config.list_presets():
             try:
-                out[name] = _resolved(config.load(name).to_dict())
+                cfg = config.load(name).to_dict()
             except config.ConfigError:
                 continue
+            out[name] = (cfg, _resolved(cfg))
         _PRESETS = out
     return _PRESETS
+
+
+_FLAT: dict[str, dict] | None = None
+
+
+def preset_configs() -> dict[str, dict]:
+    """``{preset name: resolved flat config}`` of every preset that loads."""
+    global _FLAT
+    if _FLAT is None:
+        _FLAT = {name: flat for name, (_, flat) in preset_dicts().items()}
+    return _FLAT
 
 
 def _diffs(run: dict, preset: dict) -> list[str]:
@@ -345,7 +366,7 @@ def attribute(records: list[Record]) -> None:
     """Set each record's preset (the best match) and its differences from it."""
     presets = preset_configs()
     for r in records:
-        run = _resolved(r.config)
+        run = r.resolved()
         best = None
         for name, cfg in presets.items():
             if cfg.get("task.name") != run.get("task.name") or cfg.get("model.cell") != run.get("model.cell"):

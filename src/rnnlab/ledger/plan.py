@@ -1,0 +1,254 @@
+"""``rnnlab reproduce plan``: the runs the ledger still lacks at the paper's protocol and its
+presets' full budgets, priced (:mod:`.price`) and ordered, with the commands that make them.
+
+Order: first the claims that the fewest CPU-hours would decide (an inconclusive or untested
+claim whose every missing run fits the budget, cheapest claim first), each with its runs; then
+every other missing run of a row, cheapest first. A run longer than the budget (hours of one
+CPU thread on the machine of the records) goes to the GPU section, with the ``--backend ray
+--device cuda`` command; a run without a timing goes to its own section. ``-o FILE`` writes the
+CPU runs as a suite (``rnnlab suite FILE``; the GPU runs beside it as ``FILE-gpu.toml``), with
+``train.checkpoint_every`` set when a run is longer than ``price.LONG_RUN_S``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config import ConfigError, toml_value
+from .claims import CLAIMS, CONFIRMED, NOT_APPLICABLE, REFUTED, needed, verdict_kind
+from .document import pricer, row_missing
+from .price import AFFORDABLE_HOURS, LONG_RUN_S, Missing, checkpoint_every, hours, missing
+from .published import PAPER_PROTOCOL, PAPERS, ROWS, VARIANTS, protocol
+from .records import Evidence, load_records
+
+PLAN_SUITE = "plan"
+
+
+def parse_budget(text: str) -> float:
+    """``"6h"``, ``"90m"``, ``"45s"`` or a number of hours -> seconds (> 0)."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)\s*([hms]?)\s*", str(text), re.IGNORECASE)
+    if not m or float(m.group(1)) <= 0:
+        raise ValueError(
+            f"--budget {text!r} is not a positive duration; give hours, minutes or seconds, e.g. --budget 6h, "
+            f"--budget 90m or --budget 0.5"
+        )
+    return float(m.group(1)) * {"h": 3600, "m": 60, "s": 1, "": 3600}[m.group(2).lower()]
+
+
+@dataclass
+class Job:
+    """The missing runs of one preset, and what they serve."""
+
+    need: Missing
+    rows: list[str] = field(default_factory=list)
+    claims: list[str] = field(default_factory=list)
+
+    @property
+    def preset(self) -> str:
+        return self.need.preset
+
+    def command(self, gpu: bool = False) -> str:
+        seeds = ",".join(str(s) for s in self.need.seeds)
+        return f"rnnlab train {self.preset} --seeds {seeds}" + (" --device cuda" if gpu else "")
+
+
+class _Asking:
+    """The evidence as a claim's rules see it, noting every preset they ask for."""
+
+    def __init__(self, ev: Evidence):
+        self.ev, self.asked = ev, []
+        outer = self
+
+        class _Analyses(dict):
+            def get(self, key, default=None):
+                outer.asked.append(key)
+                return ev.analyses.get(key, default)
+
+        self.analyses = _Analyses()
+
+    def best(self, preset):
+        self.asked.append(preset)
+        return self.ev.best(preset)
+
+    def pooled(self, preset):
+        self.asked.append(preset)
+        return self.ev.pooled(preset)
+
+
+def _claim_presets(claim, ev: Evidence) -> list[str]:
+    """The paper-protocol presets (no variants) a claim's rules read, in the order asked."""
+    ask = _Asking(ev)
+    for part in ([claim.premise] if claim.premise else []) + list(claim.parts):
+        part.rule(ask)
+    out = []
+    for p in ask.asked:
+        if p not in out and protocol(p) == PAPER_PROTOCOL and p not in VARIANTS:
+            out.append(p)
+    return out
+
+
+@dataclass
+class Plan:
+    budget_s: float
+    claims: list[tuple[str, list[Missing], float]]  # (claim, its runs, CPU seconds), cheapest first
+    cpu: list[Job]  # runs within the budget: the claims' first, then cheapest first
+    gpu: list[Job]  # runs longer than the budget on the records' CPU
+    unpriced: list[Job]  # runs without a timing
+
+    def suite_text(self, jobs: list[Job], name: str, description: str) -> str:
+        """A suite file (``rnnlab.suite``) of ``jobs``: their presets, each with its own seeds."""
+        lines = [f"name = {toml_value(name)}", f"description = {toml_value(description)}"]
+        lines.append("presets = [" + ", ".join(toml_value(j.preset) for j in jobs) + "]")
+        lines.append("seeds = []")
+        long = [j.need.cpu.step_s for j in jobs if j.need.cpu is not None and j.need.run_s() > LONG_RUN_S]
+        if long:  # each run longer than LONG_RUN_S checkpoints at least every CHECKPOINT_S seconds
+            lines.append(f'set = ["train.checkpoint_every={checkpoint_every(max(long))}"]')
+        lines += ["", "[seeds_of]"]
+        lines += [f"{toml_value(j.preset)} = [{', '.join(str(s) for s in j.need.seeds)}]" for j in jobs]
+        return "\n".join(lines) + "\n"
+
+
+def make_plan(roots, budget_s: float = AFFORDABLE_HOURS * 3600, paper: str | None = None) -> Plan:
+    """The plan over the records below ``roots`` (see the module's docstring)."""
+    if paper is not None and paper not in PAPERS:
+        raise ValueError(f"--paper {paper!r} is not one of the ledger's papers; choose one of {', '.join(PAPERS)}")
+    records, analyses, left = load_records(roots)
+    ev = Evidence(records, analyses, left)
+    jobs: dict[str, Job] = {}
+    for row in ROWS:
+        if paper and row.paper != paper:
+            continue
+        m = row_missing(row, ev)
+        if m is None:
+            continue
+        job = jobs.setdefault(m.preset, Job(m))
+        job.rows.append(f"{row.paper} {row.table}: {row.model}, {row.task}" + (f" ({row.size})" if row.size else ""))
+    claim_list = []
+    for c in CLAIMS:
+        if (paper and c.paper != paper) or c.ours:
+            continue
+        kinds = {verdict_kind(v) for _, v, _ in c.judge(ev)}
+        if kinds <= {CONFIRMED, REFUTED, NOT_APPLICABLE}:
+            continue
+        need = needed(c.runs)
+        runs = [m for p in _claim_presets(c, ev) if (m := missing(ev, p, c.runs, pricer(ev), need)) is not None]
+        if not runs or any(m.cpu is None or m.run_s() > budget_s for m in runs):
+            continue
+        label = f"{c.paper} {c.where}: {c.text}"
+        claim_list.append((label, runs, sum(m.total_s() for m in runs)))
+        for m in runs:
+            job = jobs.get(m.preset)
+            if job is None:  # a preset no row prices (its row at another protocol): the claim's own runs
+                job = jobs[m.preset] = Job(m)
+            job.claims.append(label)
+    claim_list.sort(key=lambda t: (t[2], t[0]))
+    rank = {}
+    for i, (_, runs, _) in enumerate(claim_list):
+        for m in runs:
+            rank.setdefault(m.preset, i)
+    cpu, gpu, unpriced = [], [], []
+    for job in jobs.values():
+        s = job.need.run_s()
+        (unpriced if s is None else cpu if s <= budget_s else gpu).append(job)
+    cpu.sort(key=lambda j: (rank.get(j.preset, len(claim_list)), j.need.total_s(), j.preset))
+    gpu.sort(key=lambda j: (j.need.total_s(), j.preset))
+    unpriced.sort(key=lambda j: j.preset)
+    return Plan(budget_s, claim_list, cpu, gpu, unpriced)
+
+
+def _job_lines(jobs: list[Job], gpu: bool = False) -> list[str]:
+    out = ["| CPU-h | cumulative | runs | serves | command | price |", "|---|---|---|---|---|---|"]
+    total = 0.0
+    for j in jobs:
+        s = j.need.total_s()
+        total += s or 0.0
+        serves = "; ".join(j.claims[:1] + j.rows[:2]) + (
+            f" (+{len(j.rows) + len(j.claims[:1]) - 3} more)" if len(j.rows) + len(j.claims[:1]) > 3 else ""
+        )
+        out.append(
+            f"| {hours(s) if s is not None else '-'} | {hours(total) if s is not None else '-'} | "
+            f"{len(j.need.seeds)} | {serves} | `{j.command(gpu)}` | {j.need.text()} |"
+        )
+    return out
+
+
+def render(plan: Plan, suite_path: str | None = None) -> str:
+    budget = hours(plan.budget_s)
+    suite = suite_path or "plan.toml"
+    gpu_suite = _gpu_path(suite)
+    out = [
+        "# Reproduction plan",
+        "",
+        f"The runs the ledger lacks at the paper's protocol and its presets' full budgets; prices in hours of one "
+        f"CPU thread (CPU-h) on the machine that made the records (REPRODUCTION.md says how a price is made). "
+        f"Budget: {budget} CPU-h per run.",
+        "",
+        f"## Claims that the fewest CPU-hours would decide ({len(plan.claims)})",
+        "",
+    ]
+    for label, runs, s in plan.claims:
+        out.append(f"* {label} -- {sum(len(m.seeds) for m in runs)} runs, {hours(s)} CPU-h:")
+        for m in runs:
+            out.append(f"  `{Job(m).command()}` ({hours(m.total_s())} CPU-h)")
+    if not plan.claims:
+        out.append("None within the budget.")
+    n_cpu = sum(len(j.need.seeds) for j in plan.cpu)
+    cpu_s = sum(j.need.total_s() for j in plan.cpu)
+    out += [
+        "",
+        f"## On this machine: {n_cpu} runs, {hours(cpu_s)} CPU-h (each run within {budget} CPU-h)",
+        "",
+        f"All of them: `rnnlab suite {suite} --jobs 2` (written by `-o {suite}`; runs resume from their "
+        "checkpoints when the same command is given again), or one preset at a time:",
+        "",
+        *_job_lines(plan.cpu),
+        "",
+        f"## On a GPU: {sum(len(j.need.seeds) for j in plan.gpu)} runs longer than {budget} CPU-h each",
+        "",
+    ]
+    if plan.gpu:
+        out += [
+            f"All of them on a Ray cluster: `rnnlab suite {gpu_suite} --backend ray --device cuda` "
+            f"(written beside `{suite}` by `-o`), or one preset at a time:",
+            "",
+            *_job_lines(plan.gpu, gpu=True),
+        ]
+    else:
+        out.append("None.")
+    out += ["", f"## Without a price: {sum(len(j.need.seeds) for j in plan.unpriced)} runs", ""]
+    if plan.unpriced:
+        out += [
+            "No record or speed benchmark times these configurations; a short run of each prices it "
+            "(`--set train.steps=...`, then `rnnlab reproduce collect`):",
+            "",
+            *[f"* `{j.command()}` ({'; '.join(j.rows[:1] + j.claims[:1])})" for j in plan.unpriced],
+        ]
+    else:
+        out.append("None.")
+    return "\n".join(out) + "\n"
+
+
+def _gpu_path(suite: str) -> str:
+    p = Path(suite)
+    return str(p.with_name(p.stem + "-gpu" + (p.suffix or ".toml")))
+
+
+def main_plan(roots, budget: str = "6h", paper: str | None = None, output: str | None = None) -> int:
+    """``rnnlab reproduce plan``: print the plan; with ``output``, write its suites."""
+    plan = make_plan(roots, parse_budget(budget), paper)
+    print(render(plan, output), end="")
+    if output:
+        if not output.endswith(".toml"):
+            raise ConfigError(f"-o {output!r}: a suite file ends in .toml; e.g. -o plan.toml")
+        Path(output).write_text(
+            plan.suite_text(plan.cpu, PLAN_SUITE, f"rnnlab reproduce plan: the missing runs within {budget} per run")
+        )
+        print(f"wrote {output}")
+        if plan.gpu:
+            Path(_gpu_path(output)).write_text(
+                plan.suite_text(plan.gpu, PLAN_SUITE + "-gpu", f"rnnlab reproduce plan: the runs longer than {budget}")
+            )
+            print(f"wrote {_gpu_path(output)}")
+    return 0
