@@ -54,7 +54,7 @@ def test_doctor_subset_passes_on_cpu(capsys, tmp_path):
     assert dtypes == {"float64", "float32", "bf16-autocast"}
     for key in ("rnn", "asrnn", "lstm", "dmu"):
         assert any(p.startswith(f"cell {key}") for p in paths) and any(p.startswith(f"train {key}") for p in paths)
-    checkpoint = "checkpoint rnn nonlinearity=tanh lengths checkpoint_chunk=4"
+    checkpoint = "checkpoint rnn nonlinearity=tanh backend=fused lengths checkpoint_chunk=4"
     assert {"kernel elementwise_rnn tanh lengths", "kernel tall_linear", checkpoint} <= paths
     assert "0 mismatched" in out and out_file.read_text().strip() == out.strip()
     # every error is a number below its tolerance, as the table says
@@ -122,13 +122,13 @@ def test_doctor_fails_on_an_injected_mismatch(capsys, monkeypatch, where):
     status = {(r[0], r[1]): r[4] for r in _rows(out)}
     for dt in ("float64", "float32"):
         assert status[("kernel elementwise_rnn tanh lengths", dt)] == "**MISMATCH**"
-        assert status[("cell rnn nonlinearity=tanh", dt)] == "**MISMATCH**"
+        assert status[("cell rnn nonlinearity=tanh backend=fused", dt)] == "**MISMATCH**"
         assert status[("kernel elementwise_rnn relu lengths", dt)] == "ok"
-        assert status[("cell rnn nonlinearity=relu", dt)] == "ok"
+        assert status[("cell rnn nonlinearity=relu backend=fused", dt)] == "ok"
         assert status[("cell rnn nonlinearity=tanh backend=native", dt)] == "ok"
-    assert status[("train rnn nonlinearity=tanh", "float64")] == "**MISMATCH**"
+    assert status[("train rnn nonlinearity=tanh backend=fused", "float64")] == "**MISMATCH**"
     summary = out.splitlines()[1]  # the answer comes first, under the line naming what was checked
-    assert "mismatched: " in summary and "cell rnn nonlinearity=tanh (float64)" in summary
+    assert "mismatched: " in summary and "cell rnn nonlinearity=tanh backend=fused (float64)" in summary
 
 
 def test_doctor_fails_when_the_triton_guard_fell_back(capsys, monkeypatch):

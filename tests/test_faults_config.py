@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 import typing
 
@@ -377,10 +378,11 @@ def test_a_finite_gradient_norm_is_clipped_and_trains_on(tmp_path):
 # --- progress off a terminal ---------------------------------------------------------------
 
 
-def test_off_a_terminal_progress_lines_come_between_evaluations(tmp_path, monkeypatch, capsys):
+def test_off_a_terminal_progress_lines_come_between_evaluations(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(train_mod, "PROGRESS_EVERY_S", 0.0, raising=False)
-    train(tiny(10), tmp_path / "r")  # progress=None; pytest's stderr is not a terminal
-    err = capsys.readouterr().err.splitlines()
+    with caplog.at_level(logging.INFO, logger="rnnlab"):  # pytest has set up logging: INFO records
+        train(tiny(10), tmp_path / "r")  # progress=None; pytest's stderr is not a terminal
+    err = [r.getMessage() for r in caplog.records if r.name == "rnnlab.train"]
     progress = [ln for ln in err if " steps (" in ln]
     evals = [ln for ln in err if " step " in ln and "val/loss" in ln]
     assert len(evals) == 2
@@ -388,8 +390,10 @@ def test_off_a_terminal_progress_lines_come_between_evaluations(tmp_path, monkey
     assert [ln.split()[1] for ln in progress] == [f"{s}/10" for s in (1, 2, 3, 4, 6, 7, 8, 9)]
     assert all("train/loss " in ln and "of training left" in ln for ln in progress)
     monkeypatch.setattr(train_mod, "PROGRESS_EVERY_S", 3600.0)
-    train(tiny(10), tmp_path / "q")
-    assert not [ln for ln in capsys.readouterr().err.splitlines() if " steps (" in ln]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="rnnlab"):
+        train(tiny(10), tmp_path / "q")
+    assert not [r for r in caplog.records if " steps (" in r.getMessage()]
 
 
 def test_frozen_configuration_cannot_be_changed_in_place():

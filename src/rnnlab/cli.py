@@ -1158,9 +1158,8 @@ def build_parser(bench_arguments: bool = True) -> argparse.ArgumentParser:
         version=f"rnnlab {__version__}",
         help="print the version and exit, e.g. rnnlab --version",
     )
-    p.add_argument(
+    p.add_argument(  # short only: each command's --quiet is its own (progress off)
         "-q",
-        "--quiet",
         dest="log_quiet",
         action="count",
         default=0,
@@ -1168,7 +1167,6 @@ def build_parser(bench_arguments: bool = True) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "-v",
-        "--verbose",
         dest="log_verbose",
         action="count",
         default=0,

@@ -52,14 +52,21 @@ if TYPE_CHECKING:  # torch is imported where it is used: `rnnlab --help` stays l
     import torch
 
 #: (cell key, constructor options): every family of rnnlab.CELLS and each of its fast backends
+#: (at the doctor's width the default of rnn, gru, rhn and dmu on the CPU is the compiled loops of
+#: rnnlab.kernels.small; "fused" names the fused PyTorch kernels, the default above those widths
+#: and on GPUs; a family's first path is also its train row)
 PATHS: list[tuple[str, dict]] = [
+    ("rnn", {"nonlinearity": "tanh", "backend": "fused"}),
     ("rnn", {"nonlinearity": "tanh"}),
     ("rnn", {"nonlinearity": "tanh", "backend": "native"}),
+    ("rnn", {"nonlinearity": "relu", "backend": "fused"}),
     ("rnn", {"nonlinearity": "relu"}),
     ("rnn", {"nonlinearity": "modrelu"}),
     ("irnn", {}),
     ("lstm", {}),
+    ("lstm", {"backend": "small"}),
     ("gru", {}),
+    ("gru", {"backend": "fused"}),
     ("gru", {"backend": "native"}),
     ("exprnn", {}),
     ("scornn", {}),
@@ -67,7 +74,9 @@ PATHS: list[tuple[str, dict]] = [
     ("nnrnn", {}),
     ("dmu", {"layers": []}),
     ("dmu", {"layers": [5]}),
+    ("dmu", {"layers": [5], "backend": "fused"}),
     ("rhn", {"depth": 2}),
+    ("rhn", {"depth": 2, "backend": "fused"}),
     ("ltrnn", {"backend": "loop"}),
     ("ltrnn", {"backend": "scan", "chunk": 2}),
     ("urnn", {}),

@@ -207,4 +207,4 @@ def test_cli_analyze_jacobian(tmp_path, capsys):
     assert first["cell"] == "ASRNNCell" and first["T"] == 32 and "theorem21" in first
     assert png.stat().st_size > 1000
     assert main(["analyze", "jacobian", str(tmp_path / "nope")]) == 2  # a clear usage error, not a traceback
-    assert "config.json is missing" in capsys.readouterr().err
+    assert "nope does not exist; give a run directory" in capsys.readouterr().err

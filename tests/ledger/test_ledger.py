@@ -94,8 +94,10 @@ def test_records_left_out_of_the_threshold_counts_are_named_where_the_header_cou
     the evidence" and the list of records left out said "None."."""
     fast = [{"step": s, "val/loss": 0.05 if s < 50 else 0.009} for s in range(10, 1001, 10)]
     for seed in (0, 1, 2):
-        write_record(tmp_path, "dmu/adding-dmu", seed, {"test/loss": 0.01}, metrics=fast)
-    nan = write_record(tmp_path, "dmu/adding-dmu", 3, {"test/loss": 0.01}, metrics=[{"step": 10, "val/loss": math.nan}])
+        write_record(tmp_path, "dmu/short/adding-dmu", seed, {"test/loss": 0.01}, metrics=fast)
+    nan = write_record(
+        tmp_path, "dmu/short/adding-dmu", 3, {"test/loss": 0.01}, metrics=[{"step": 10, "val/loss": math.nan}]
+    )
     text = ledger([tmp_path])
     assert "1e-02: 3/3 (median epoch 5)" in text
     head = text.split("## Summary")[0]
@@ -126,7 +128,7 @@ def test_a_record_resumed_in_another_precision_is_named_not_counted(tmp_path):
     )
 
 
-def test_collect_never_overwrites_a_record_of_another_configuration(tmp_path, capsys):
+def test_collect_never_overwrites_a_record_of_another_configuration(tmp_path, caplog):
     mine = write_record(tmp_path / "records", "asrnn/smnist-n122", 0, {"test/accuracy": 0.9}, ["optim.lr=0.1"])
     before = (mine / "config.json").read_text()
     write_record(tmp_path / "runs", "asrnn/smnist-n122", 0, {"test/accuracy": 0.95})
@@ -134,12 +136,12 @@ def test_collect_never_overwrites_a_record_of_another_configuration(tmp_path, ca
     assert (mine / "config.json").read_text() == before  # the other configuration's record is intact
     assert len(copied) == 1 and copied[0] != mine and copied[0].name.startswith("seed0-")
     assert json.loads((copied[0] / "result.json").read_text())["test"]["test/accuracy"] == 0.95
-    assert "nothing overwritten" in capsys.readouterr().err
+    assert "nothing overwritten" in caplog.text  # a WARNING record of rnnlab.ledger.document
     # the same configuration and seed again: the same place (a re-collect), nothing new
     assert collect(tmp_path / "runs", tmp_path / "records") == copied
 
 
-def test_collect_completes_a_half_copied_record_of_the_same_run(tmp_path, capsys):
+def test_collect_completes_a_half_copied_record_of_the_same_run(tmp_path, caplog):
     """Before: a records folder holding the same run half-copied (result.json and metrics.jsonl
     cut short, as a copy interrupted part way leaves them) was taken for "another configuration
     or seed": the broken record stayed and the run went beside it."""
@@ -149,9 +151,9 @@ def test_collect_completes_a_half_copied_record_of_the_same_run(tmp_path, capsys
     for name in ("result.json", "metrics.jsonl"):
         data = (dest / name).read_bytes()
         (dest / name).write_bytes(data[: len(data) // 2])
-    capsys.readouterr()
+    caplog.clear()
     assert collect(tmp_path / "runs", tmp_path / "records") == [dest]
-    assert "half-copied record" in capsys.readouterr().err
+    assert "half-copied record" in caplog.text
     src = tmp_path / "runs" / dest.relative_to(tmp_path / "records")
     for name in ("config.json", "result.json", "metrics.jsonl"):
         assert (dest / name).read_bytes() == (src / name).read_bytes()
