@@ -640,15 +640,22 @@ def _kill_at_random(runs: Path, steps: int, rng: random.Random) -> bool:
     return p.returncode == -signal.SIGKILL and not finished
 
 
+def _fresh_process(argv: list[str]) -> int:
+    """``rnnlab ARGV`` in a new process, as the killed runs are: the comparison is between
+    processes that start alike (an earlier test of this process can leave state that moves a
+    float32 sum by one rounding, seen once under pytest-xdist; noted as an open finding)."""
+    return subprocess.run([sys.executable, "-m", "rnnlab.cli", *argv], env=_env(), capture_output=True).returncode
+
+
 def _kill_and_resume(tmp_path, kills: int, seed: int) -> None:
     steps = 30
     ref = tmp_path / "ref"
-    assert main(_ensemble_argv(ref, steps)) == 0
+    assert _fresh_process(_ensemble_argv(ref, steps)) == 0
     rng = random.Random(seed)
     runs = tmp_path / "killed"
     killed = sum(_kill_at_random(runs, steps, rng) for _ in range(kills))
     assert killed >= 1, "no kill landed while the ensemble trained"
-    assert main(_ensemble_argv(runs, steps) + (["--resume"] if _member_dirs(runs) else [])) == 0
+    assert _fresh_process(_ensemble_argv(runs, steps) + (["--resume"] if _member_dirs(runs) else [])) == 0
     a, b = _member_dirs(ref), _member_dirs(runs)
     assert [d.relative_to(ref) for d in a] == [d.relative_to(runs) for d in b] and len(a) == 3
     for da, db in zip(a, b):

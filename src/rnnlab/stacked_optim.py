@@ -76,7 +76,10 @@ class StackedStep:
             grads = [self._flat(opts, g, "grad") for g in range(len(opts[0].param_groups))]
             norms = None
             if clip > 0:
-                norms = torch.stack([G.square().sum(1) for G in grads]).sum(0).sqrt()  # (K,)
+                # each member's sum on its own row: a (K, n) reduction may sum in another order for
+                # another K (members finish, or resume, at different steps), and a resumed ensemble
+                # must repeat its uninterrupted run bit for bit
+                norms = torch.stack([torch.stack([row.square().sum() for row in G]) for G in grads]).sum(0).sqrt()
                 coef = (clip / (norms + 1e-6)).clamp(max=1.0)
                 grads = [G * coef.to(G.dtype).unsqueeze(1) for G in grads]
             for g, G in enumerate(grads):
