@@ -80,3 +80,26 @@ def test_unsupported_optimizers_step_one_by_one():
     before = copy.deepcopy(ps)
     assert StackedStep.build(opts).step(opts, ps, 0.0) is None  # no gradients: nothing done
     assert all(torch.equal(p, q) for a, b in zip(ps, before) for p, q in zip(a, b))
+
+
+@pytest.mark.parametrize("K", [1, 3])
+def test_gradient_norms_are_clip_grad_norms_bit_for_bit(K):
+    """The logged norm of a step taken together is torch.nn.utils.clip_grad_norm_'s exactly (float32,
+    the members' own parameter order); the update itself rounds in another order (one float32 step)."""
+    gen = torch.Generator().manual_seed(1)
+    members = [[torch.nn.Parameter(torch.randn(37, 29, generator=gen)) for _ in range(3)] for _ in range(K)]
+    for ps in members:
+        for p in ps:
+            p.grad = torch.randn(p.shape, generator=gen)
+    alone = [[torch.nn.Parameter(p.detach().clone()) for p in ps] for ps in members]
+    for ps, qs in zip(members, alone):
+        for p, q in zip(ps, qs):
+            q.grad = p.grad.clone()
+    opts = [torch.optim.SGD(ps, lr=0.1) for ps in members]
+    norms = StackedStep.build(opts).step(opts, members, 0.5)
+    for k, ps in enumerate(alone):
+        want = torch.nn.utils.clip_grad_norm_(ps, 0.5)
+        torch.optim.SGD(ps, lr=0.1).step()
+        assert norms[k].item() == want.item()
+        for a, b in zip(members[k], ps):
+            torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)

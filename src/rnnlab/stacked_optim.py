@@ -76,10 +76,11 @@ class StackedStep:
             grads = [self._flat(opts, g, "grad") for g in range(len(opts[0].param_groups))]
             norms = None
             if clip > 0:
-                # each member's sum on its own row: a (K, n) reduction may sum in another order for
-                # another K (members finish, or resume, at different steps), and a resumed ensemble
-                # must repeat its uninterrupted run bit for bit
-                norms = torch.stack([torch.stack([row.square().sum() for row in G]) for G in grads]).sum(0).sqrt()
+                # each member's norm exactly as torch.nn.utils.clip_grad_norm_ computes it (the norm
+                # of the per-parameter norms, in the member's parameter order): the logged norm and
+                # the clipping are then the same whether members step together or, as after a
+                # resume from checkpoints of different steps, alone
+                norms = torch.stack([torch.nn.utils.get_total_norm([p.grad for p in ps], 2.0) for ps in params])
                 coef = (clip / (norms + 1e-6)).clamp(max=1.0)
                 grads = [G * coef.to(G.dtype).unsqueeze(1) for G in grads]
             for g, G in enumerate(grads):
