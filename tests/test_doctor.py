@@ -62,11 +62,8 @@ def test_doctor_subset_passes_on_cpu(capsys, tmp_path):
         assert float(r[2]) <= float(r[3])
 
 
-def test_doctor_answers_first_and_shows_only_the_mismatches_without_v(capsys, monkeypatch):
-    """Without -v: what was checked, the summary, the mismatched rows only, and where the rest
-    is; no ThreadsWarning of rnnlab's own (the checks run tiny layers on two threads)."""
-    import warnings
-
+def _break_fused_tanh(monkeypatch) -> None:
+    """tanh made wrong by 1e-4 of its value in the fused loop's forward (relu left alone)."""
     real = recurrence._activate
 
     def wrong(z, out, activation, bias, scratch):
@@ -75,6 +72,14 @@ def test_doctor_answers_first_and_shows_only_the_mismatches_without_v(capsys, mo
             out.mul_(1 + 1e-4)
 
     monkeypatch.setattr(recurrence, "_activate", wrong)
+
+
+def test_doctor_answers_first_and_shows_only_the_mismatches_without_v(capsys, monkeypatch):
+    """Without -v: what was checked, the summary, the mismatched rows only, and where the rest
+    is; no ThreadsWarning of rnnlab's own (the checks run tiny layers on two threads)."""
+    import warnings
+
+    _break_fused_tanh(monkeypatch)
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)  # the warning's condition, on any host
     monkeypatch.setattr(layers, "_threads_warned", False)  # it is shown once per process
     with warnings.catch_warnings(record=True) as caught:
@@ -100,14 +105,7 @@ def test_doctor_fails_on_an_injected_mismatch(capsys, monkeypatch, where):
     1e-4 (backward): the rows through it fail and the doctor exits 1 naming them; the rows that
     do not use it (relu, ATen's native RNN) stay ok."""
     if where == "forward":
-        real = recurrence._activate
-
-        def wrong(z, out, activation, bias, scratch):
-            real(z, out, activation, bias, scratch)
-            if activation == "tanh":
-                out.mul_(1 + 1e-4)
-
-        monkeypatch.setattr(recurrence, "_activate", wrong)
+        _break_fused_tanh(monkeypatch)
     else:
         real = recurrence._times_derivative_
 

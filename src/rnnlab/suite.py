@@ -98,16 +98,21 @@ def load_suite(name_or_path: str) -> Suite:
     return suite
 
 
+def _check_named_preset(suite: Suite, table: str, preset: str, where: str) -> None:
+    """A suite table keyed by preset ([analyze], [seeds_of]) names only the suite's presets."""
+    if preset not in suite.presets:
+        raise ConfigError(
+            f"{where}: [{table}] names {preset!r}, which is not among the suite's presets {suite.presets}"
+        )
+
+
 def _check_analyze(suite: Suite, where: str) -> None:
     from .analysis.record import KINDS
 
     if not isinstance(suite.analyze, dict):
         raise ConfigError(f'{where}: [analyze] must be a table of preset = analysis, e.g. "nnrnn/copy" = "schur"')
     for preset, kind in suite.analyze.items():
-        if preset not in suite.presets:
-            raise ConfigError(
-                f"{where}: [analyze] names {preset!r}, which is not among the suite's presets {suite.presets}"
-            )
+        _check_named_preset(suite, "analyze", preset, where)
         if kind not in KINDS:
             raise ConfigError(f"{where}: [analyze] {preset!r} = {kind!r}: expected one of {list(KINDS)}")
 
@@ -116,10 +121,7 @@ def _check_seeds_of(suite: Suite, where: str) -> None:
     if not isinstance(suite.seeds_of, dict):
         raise ConfigError(f'{where}: [seeds_of] must be a table of preset = [seeds], e.g. "dmu/adding-gru" = [5, 6]')
     for preset, seeds in suite.seeds_of.items():
-        if preset not in suite.presets:
-            raise ConfigError(
-                f"{where}: [seeds_of] names {preset!r}, which is not among the suite's presets {suite.presets}"
-            )
+        _check_named_preset(suite, "seeds_of", preset, where)
         if not isinstance(seeds, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
             raise ConfigError(f"{where}: [seeds_of] {preset!r} = {seeds!r}: expected a list of integer seeds")
 
