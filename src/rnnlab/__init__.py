@@ -6,6 +6,17 @@ module on first use, so ``rnnlab --help`` and the file-only commands start quick
 
 __version__ = "0.3.0"
 
+import os as _os
+
+# Intel MKL, torch's BLAS on x86 CPUs, may round a product differently depending on where its
+# operands sit in memory (measured: the weight gradients of a 5-unit RNN, one batched product
+# per member, differed at the last float32 bit between members at different offsets of one
+# buffer), so a resumed run or an ensemble member could drift from its uninterrupted twin by
+# chance. Strict conditional numerical reproducibility removes that, at no cost measurable in
+# docs/speed.md's products. MKL reads the setting at its first call, so it is set here, before
+# torch is imported by rnnlab; a value the user set is kept (docs/runs.md, "Reproducibility").
+_os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
+
 _CELLS = (
     "ASRNN",
     "CELLS",

@@ -126,6 +126,14 @@ __all__ = [
 #: the evaluation of several members runs in chunks of at most this many activation elements
 #: (batch x time x the widths of the recurrent layers and the readout, per member)
 EVAL_ELEMENTS = 2**26
+# LONE_MEMBER: a batched call of one member runs as two, the member beside a detached copy of
+# itself whose outputs are dropped. Some of the batched products take another kernel for a
+# batch of one (measured, torch 2.13 CPU: a demo/lstm member's weight gradients then differed
+# at the last float32 bit from the same member stepped among others, while E = 2 and E = 3
+# agree bit for bit). A member steps alone when it catches up after a resume from checkpoints
+# of different steps (a kill between two members' checkpoint writes) or ends an evaluation
+# chunk; it must compute what it would have among the others, so that a resumed ensemble is
+# bit-identical to the uninterrupted one.
 #: off a terminal, a progress line at most this often between evaluations (seconds)
 PROGRESS_EVERY_S = 30.0
 
@@ -473,13 +481,22 @@ class StackedModel:
         tensors: dict | None = None,
     ):
         data_dim = None if shared else 0
+        tensors = tensors or self.tensors(models)
+        lone = next(iter(tensors.values())).shape[0] == 1
+        if lone:  # LONE_MEMBER: one member runs beside a detached copy of itself
+            tensors = {n: torch.cat([t, t.detach()]) for n, t in tensors.items()}
+            if not shared:
+                x = torch.cat([x, x.detach()])
+                lengths = None if lengths is None else torch.cat([lengths, lengths])
+            state = None if state is None else tree_map(lambda t: torch.cat([t, t.detach()]), state)
 
         def one(p, x, state, lengths):
             return functional_call(self.template, p, (x, state, lengths))  # SequenceModel.forward_batch's call
 
         in_dims = (0, data_dim, None if state is None else 0, None if lengths is None else data_dim)
         with _AutocastInVmap() if _low_precision(x) else contextlib.nullcontext():
-            return vmap(one, in_dims=in_dims)(tensors or self.tensors(models), x, state, lengths)
+            out = vmap(one, in_dims=in_dims)(tensors, x, state, lengths)
+        return tree_map(lambda t: t[:1], out) if lone else out
 
     def evaluate(
         self,
