@@ -514,3 +514,43 @@ def test_docs_overhead_table_is_the_recorded_one():
     rows = record if isinstance(record, list) else record["rows"]  # a bare list before records had conditions
     assert {r["backend"] for r in rows} >= {"local pool (fresh processes)", "ray (warm workers)"}
     assert mod.render(record) in (root / "docs" / "sweeps.md").read_text()
+
+
+def test_the_plans_gpu_section_runs_on_a_local_ray_instance(tmp_path, capsys, ray_here):
+    """``rnnlab reproduce plan``'s GPU section end to end: a run over the budget goes to the GPU
+    suite, and its printed ``rnnlab suite ... --backend ray --device cuda`` command runs on a
+    local Ray instance (with ``--device cpu``, this machine having no GPU, and a few steps)."""
+    import shlex
+
+    import tomllib
+
+    from conftest import write_record
+    from rnnlab.config import dump_toml
+    from rnnlab.ledger.plan import main_plan
+
+    cond = {"threads": 1, "device": "cpu", "cpu_model": "Test CPU"}
+    rec = write_record(
+        tmp_path / "records",
+        "nnrnn/copy",
+        1,
+        {"test/loss": 0.01},
+        result_extra={"train_time_s": 90000.0, "eval_time_s": 100.0, "conditions": cond},
+    )
+    assert main_plan([rec.parents[1]], "1m", "nnrnn", str(tmp_path / "plan.toml")) == 0
+    out = capsys.readouterr().out
+    gpu = [c for c in out.split("`") if c.startswith("rnnlab suite ") and "--backend ray" in c]
+    assert gpu, out
+    argv = shlex.split(gpu[0])[1:]
+    assert argv[argv.index("--device") + 1] == "cuda"
+    argv[argv.index("--device") + 1] = "cpu"
+    suite = tmp_path / Path(argv[1]).name  # the suite file the plan wrote beside plan.toml
+    spec = tomllib.loads(suite.read_text())
+    assert "nnrnn/copy" in spec["presets"]
+    spec["presets"] = ["nnrnn/copy"]  # the GPU section's data-free run (PTB needs its files)
+    spec["seeds_of"] = {"nnrnn/copy": spec["seeds_of"]["nnrnn/copy"]}
+    suite.write_text(dump_toml(spec))
+    argv[1] = str(suite)
+    over = ["--set", "train.steps=3", "--set", "train.eval_every=3", "--runs-dir", str(tmp_path / "runs")]
+    assert main(argv + over) == 0
+    done = sorted(p.parent.name for p in (tmp_path / "runs").rglob("result.json"))
+    assert done == ["seed2", "seed3"]
