@@ -6,12 +6,15 @@ import importlib
 
 import pytest
 
-from rnnlab import rundir, stacked_model, stepper
+from rnnlab import evaluation, rundir, stacked_model, stepper
 from rnnlab.cells import CELLS
 from rnnlab.cells.base import batched_paths
 
 MOVED = [
     ("rnnlab.train", "build_optimizer", lambda: stepper.build_optimizer, "rnnlab.stepper.build_optimizer"),
+    ("rnnlab.train", "eval_data", lambda: evaluation.eval_data, "rnnlab.evaluation.eval_data"),
+    ("rnnlab.train", "split_metrics", lambda: evaluation.split_metrics, "rnnlab.evaluation.split_metrics"),
+    ("rnnlab.train", "add_metric_sums", lambda: evaluation.add_metric_sums, "rnnlab.evaluation.add_metric_sums"),
     ("rnnlab.ledger.document", "RECORD_FILES", lambda: rundir.RunFiles.RECORD, "rnnlab.rundir.RunFiles.RECORD"),
     ("rnnlab.cli", "RECORD_FILES", lambda: rundir.RunFiles.RECORD, "rnnlab.rundir.RunFiles.RECORD"),
     ("rnnlab.ensemble", "batched_template", lambda: stacked_model.batched_template, "rnnlab.stacked_model"),

@@ -26,8 +26,9 @@ single run of its seed:
   last good checkpoint, as the single run would; the others go on).
 
 Validation and test evaluations run all members in one pass too (they share the task's fixed
-evaluation data). Inside ``vmap`` the cells run their reference step loop (``unroll``); see
-docs/ensembles.md for the measurements behind that choice.
+evaluation data). Inside ``vmap`` each cell runs its batched path,
+:meth:`rnnlab.cells.Cell.batched_sequence` (the batched model: :mod:`rnnlab.stacked_model`);
+see docs/ensembles.md for the measurements behind that choice.
 
 Refused, with a message: dropout (a single run draws its masks from the global random stream,
 which a batched model cannot reproduce per member) and encoder-decoder tasks.

@@ -74,7 +74,12 @@ from .tasks.base import Batch, Task
 log = logging.getLogger(__name__)
 
 #: public names that moved out of this module (importable from here with a DeprecationWarning)
-MOVED = {"build_optimizer": "rnnlab.stepper"}
+MOVED = {
+    "build_optimizer": "rnnlab.stepper",
+    "add_metric_sums": "rnnlab.evaluation",
+    "eval_data": "rnnlab.evaluation",
+    "split_metrics": "rnnlab.evaluation",
+}
 
 
 def __getattr__(name: str):
