@@ -31,7 +31,8 @@ from . import parametrize as par
 from .cells.base import Cell, iter_cells
 from .config import OptimConfig
 
-log = logging.getLogger(__name__)
+#: the trainer's logger: build_optimizer's notes keep the name they always had ("rnnlab.train")
+log = logging.getLogger("rnnlab.train")
 
 __all__ = ["Stepper", "build_optimizer", "regularization"]
 
