@@ -492,7 +492,7 @@ def test_members_compute_in_bf16_as_their_single_runs(cell, base):
     bias ran in float32 (autocast skipped it), so a DMU ensemble trained like fp32 while
     recorded as bf16; the LSTM's input terms were bf16 where its single run's are float32."""
     from rnnlab import device as dev
-    from rnnlab.ensemble import StackedModel
+    from rnnlab.stacked_model import StackedModel
 
     cfg = _cfg(base, [f'model.cell="{cell}"', "model.hidden_size=8", "train.precision=bf16"])
     task = build_task(cfg.task)

@@ -1,4 +1,4 @@
-"""The batched model of an ensemble (rnnlab.ensemble.StackedModel, rnnlab.kernels.ensemble)
+"""The batched model of an ensemble (rnnlab.stacked_model.StackedModel, rnnlab.kernels.ensemble)
 against each member run alone through its cells' step loop, forward and backward, in float64,
 over every registered cell and its structural options (widths below and above the gate-major
 limit, layers, bidirectional, lengths, readouts)."""
@@ -9,10 +9,10 @@ from torch.func import vmap
 
 from rnnlab.cells import CELLS
 from rnnlab.cells.base import batched_path, batched_paths
-from rnnlab.ensemble import StackedModel
 from rnnlab.kernels.ensemble import GATE_MAJOR_BELOW, _DMUSteps, _ElementwiseSteps, ensemble_call
 from rnnlab.kernels.linear import MIN_ROWS, tall_linear
 from rnnlab.model import SequenceModel
+from rnnlab.stacked_model import StackedModel
 
 D = torch.float64
 OPTIONS = {

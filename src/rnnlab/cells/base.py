@@ -308,7 +308,7 @@ class Cell(nn.Module):
 
     def batched_sequence(self, x: Tensor, state: State | None = None, lengths: Tensor | None = None):
         """Like :meth:`sequence`, as an ensemble's batched model runs it: inside
-        ``torch.func.vmap`` over the members' stacked parameters (:class:`rnnlab.ensemble.StackedModel`),
+        ``torch.func.vmap`` over the members' stacked parameters (:class:`rnnlab.stacked_model.StackedModel`),
         whatever this cell's ``backend``. The default is the reference step loop
         (:func:`unroll`, correct for every cell, slower); a cell whose fast path can run batched
         overrides it (the element-wise recurrences and the gated cells' loops of

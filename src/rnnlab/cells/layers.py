@@ -134,7 +134,7 @@ class Recurrent(nn.Module):
 
     cell_class: type[Cell] | None = None
     #: None, or how the cells run with ensemble members as a leading axis (set on the template
-    #: of :func:`rnnlab.ensemble.batched_template`): "batched" (each cell's
+    #: of :func:`rnnlab.stacked_model.batched_template`): "batched" (each cell's
     #: :meth:`~rnnlab.cells.Cell.batched_sequence`) or "reference" (the step loop)
     members: str | None = None
 
