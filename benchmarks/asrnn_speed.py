@@ -18,7 +18,8 @@ from torch import nn
 
 from rnnlab import config, parametrize, runtime
 from rnnlab.model import build_model
-from rnnlab.train import build_optimizer, build_task
+from rnnlab.stepper import build_optimizer
+from rnnlab.train import build_task
 
 
 class TorchLSTM(nn.Module):

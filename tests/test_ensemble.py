@@ -23,6 +23,7 @@ import pytest
 import torch
 
 from rnnlab import config
+from rnnlab import parametrize as par
 from rnnlab import train as T
 from rnnlab.cli import _parse_seeds, main
 from rnnlab.ensemble import EnsembleFailed, Member, check_ensemble, member_configs, run_members, train_ensemble
@@ -323,7 +324,7 @@ def poison(monkeypatch, float64):
     member alike) gets an infinite gradient at its k-th backward pass (``"grad"``) or NaN
     weights after its k-th optimizer step (``"weights"``)."""
     state: dict = {}
-    build, after = T.build_model, T.par.after_optimizer_step
+    build, after = T.build_model, par.after_optimizer_step
 
     def make(m, task):
         model = build(m, task)
@@ -347,7 +348,7 @@ def poison(monkeypatch, float64):
                     next(model.parameters()).fill_(float("nan"))
 
     monkeypatch.setattr(T, "build_model", make)
-    monkeypatch.setattr(T.par, "after_optimizer_step", after_step)
+    monkeypatch.setattr(par, "after_optimizer_step", after_step)
     return state
 
 
@@ -491,7 +492,7 @@ def test_members_compute_in_bf16_as_their_single_runs(cell, base):
     bias ran in float32 (autocast skipped it), so a DMU ensemble trained like fp32 while
     recorded as bf16; the LSTM's input terms were bf16 where its single run's are float32."""
     from rnnlab import device as dev
-    from rnnlab.ensemble import StackedModel
+    from rnnlab.stacked_model import StackedModel
 
     cfg = _cfg(base, [f'model.cell="{cell}"', "model.hidden_size=8", "train.precision=bf16"])
     task = build_task(cfg.task)
@@ -952,7 +953,7 @@ def test_ctrl_c_inside_the_batched_step_is_an_interrupt_not_a_crash(tmp_path, mo
     functorch's layer stack and surfaced as a RuntimeError (an internal assertion): exit 1
     instead of 130. The old code raised it inside vmap every time, as this test's traceback
     check shows."""
-    import rnnlab.ensemble as E
+    import rnnlab.cells.classic as E  # the LSTM's batched path (LSTMCell.batched_sequence) calls the kernel
 
     kernel, calls = E.ensemble_lstm, [0]
 

@@ -416,7 +416,7 @@ def test_rundir_import_leaves_torch_out_and_reexports_stay(tmp_path):
     assert r.stdout.strip() == "OK", r.stderr[-2000:]
 
 
-@pytest.mark.parametrize("module", ["rnnlab.config", "rnnlab.rundir", "rnnlab.train"])
+@pytest.mark.parametrize("module", ["rnnlab.config", "rnnlab.rundir", "rnnlab.train", "rnnlab.evaluation"])
 def test_runnable_examples_in_the_docstrings(module, tmp_path, monkeypatch):
     """The ``>>>`` examples of the configuration, run-directory and trainer modules run."""
     import doctest

@@ -438,3 +438,24 @@ def test_a_lock_whose_recorded_holder_is_dead_is_awaited_a_moment(tmp_path, monk
             with rundir.claim(d):
                 pass
         assert time.monotonic() - t0 >= rundir.DYING_HOLDER_WAIT_S - 0.5
+
+
+# ------------------------------------------------------------------ the run's files, named once
+
+
+def test_run_files_name_every_file_the_trainer_writes_and_the_record_it_copies(tmp_path):
+    from rnnlab.train import train
+
+    out = tmp_path / "r"
+    train(config.load("demo/lstm", [*TINY, "train.steps=2"]), out, progress=False)
+    files = rundir.RunFiles(out)
+    written = {p.name for p in out.iterdir()}
+    known = {files.CONFIG, files.TASK, files.METRICS, files.CHECKPOINT, files.BEST, files.RESULT, files.LOCK}
+    assert written <= known, written - known  # nothing written under a name RunFiles does not know
+    assert {"config.json", "task.json", "metrics.jsonl", "checkpoint.pt", "best.pt", "result.json"} <= written
+    assert [p.name for p in files.record()] == ["config.json", "task.json", "metrics.jsonl", "result.json"]
+    (out / files.ANALYSIS).write_text("{}")
+    assert [p.name for p in files.record()][-2:] == ["analysis.json", "result.json"]  # result.json last
+    assert rundir.RunFiles.below(tmp_path) == [out / "result.json"]
+    assert files.read_result() == json.loads((out / "result.json").read_text())
+    assert rundir.is_finished(out) and not rundir.is_finished(tmp_path)

@@ -135,3 +135,37 @@ def test_docstring_examples_run():
     for module in (rnnlab.stepper, rnnlab.tasks.arrays, rnnlab.cells.layers):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+def test_an_overflowing_gradient_norm_calls_the_stop_before_the_step():
+    """Finite gradients whose norm overflows float32 (clipping would scale the update to zero):
+    ``clip_and_step`` hands the norm to ``on_overflow`` before the optimizer steps (the trainer
+    raises there); without a stop, or without clipping, the step is taken as before."""
+    import math
+
+    def fresh(clip):
+        model = torch.nn.Linear(4, 1, bias=False)
+        with torch.no_grad():
+            model.weight.zero_()
+        return model, rnnlab.Stepper(model, name="sgd", lr=0.1, clip=clip)
+
+    def loss(model):
+        return (model(torch.full((1, 4), 3e38)) * 1.0).sum()  # each gradient 3e38: finite
+
+    model, st = fresh(1.0)
+    seen = []
+
+    def stop(g):
+        seen.append(g)
+        raise RuntimeError("stopped")
+
+    st.backward(loss(model))
+    with pytest.raises(RuntimeError, match="stopped"):
+        st.clip_and_step(stop)
+    assert seen == [math.inf] and torch.equal(model.weight, torch.zeros(1, 4))  # not stepped
+    model, st = fresh(1.0)  # no stop given (Stepper.step): the norm is returned, nothing raised
+    st.backward(loss(model))
+    assert math.isinf(float(st.clip_and_step()))
+    model, st = fresh(0.0)  # no clipping: no norm, no stop
+    st.backward(loss(model))
+    assert st.clip_and_step(stop) is None and seen == [math.inf]

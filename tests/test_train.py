@@ -10,9 +10,10 @@ from conftest import DATA_ROOT
 from rnnlab import config
 from rnnlab import parametrize as par
 from rnnlab.config import ConfigError
+from rnnlab.stepper import build_optimizer
 from rnnlab.tasks import CopyTask
 from rnnlab.tasks.data import DataError
-from rnnlab.train import RunExists, TrainingDiverged, build_optimizer, build_task, load_run, train
+from rnnlab.train import RunExists, TrainingDiverged, build_task, load_run, train
 
 
 def small(cell="exprnn", steps=40, **extra):

@@ -26,8 +26,12 @@ DEPRECATED_UNTIL = "0.4.0"
 #: the demo: the papers' models (asRNN, nnRNN, DMU, LT-RNN) beside an LSTM, about 7K parameters each
 DEMO_PRESETS = ["demo/lstm", "demo/asrnn", "demo/nnrnn", "demo/dmu", "demo/ltrnn"]
 DEMO_METRICS = ["test/loss", "test/recall_accuracy"]
-#: files of a demo run copied into a record (``rnnlab demo --record``): no weights
-RECORD_FILES = ("config.json", "task.json", "metrics.jsonl", "result.json")
+
+
+def __getattr__(name: str):  # names that moved: importable from here with a DeprecationWarning
+    from ._compat import moved_attribute
+
+    return moved_attribute(__name__, {"RECORD_FILES": "rnnlab.rundir:RunFiles.RECORD"}, name)
 
 
 def _note(text: str) -> None:
@@ -138,12 +142,12 @@ def _run_dir(args, cfg) -> Path:
         return Path(args.out)
     base = config.load(args.preset, [f"train.seed={cfg.train.seed}"])
     d = rundir.run_dir(args.runs_dir, cfg, base, resume=args.resume)
-    if args.resume and not (d / "checkpoint.pt").exists():
+    if args.resume and not rundir.RunFiles(d).checkpoint.exists():
         # resuming with a key a resume may change (config.resume_may_change: train.steps,
         # train.precision): the run lives under the name it started with
         same = [
             p.parent
-            for p in Path(args.runs_dir).glob(f"{cfg.name}*/seed{cfg.train.seed}/checkpoint.pt")
+            for p in Path(args.runs_dir).glob(f"{cfg.name}*/seed{cfg.train.seed}/{rundir.RunFiles.CHECKPOINT}")
             if all(config.resume_may_change(k) for k in rundir.differences(rundir.saved_config(p.parent) or {}, cfg))
         ]
         if len(same) == 1:
@@ -319,9 +323,10 @@ def cmd_thresholds(args) -> int:
 
 
 def cmd_plot(args) -> int:
+    from . import rundir
     from .plots import plot_curves
 
-    dirs = sorted({p.parent for d in args.runs for p in Path(d).rglob("metrics.jsonl")})
+    dirs = sorted({p.parent for d in args.runs for p in rundir.RunFiles.below(d, rundir.RunFiles.METRICS)})
     if not dirs:
         from .rundir import NoSuchPath
 
@@ -426,11 +431,7 @@ def _demo_run(name: str, out: Path, overrides: list[str], fresh: bool) -> Path:
     # a run with other steps gets its own directory; one is reused only if its config matches
     run_dir = rundir.run_dir(out, cfg, config.load(name)).parent
     with rundir.claim(run_dir):
-        if (
-            not fresh
-            and (run_dir / "result.json").exists()
-            and rundir.resolved_saved_key(run_dir) == rundir.config_key(cfg)
-        ):
+        if not fresh and rundir.is_finished(run_dir, cfg):
             print(f"{cfg.name}: already done in {run_dir} (use --fresh to rerun)", file=sys.stderr)
             return run_dir
         for f in run_dir.iterdir():  # under the lock: clear a stale or --fresh run
@@ -448,18 +449,20 @@ def _demo_run(name: str, out: Path, overrides: list[str], fresh: bool) -> Path:
 def _demo_record(dirs: list[Path], png: Path, record: Path) -> None:
     import shutil
 
+    from . import rundir
     from .results import table
 
     for d in dirs:
         (record / d.name).mkdir(parents=True, exist_ok=True)
-        for f in RECORD_FILES:
-            shutil.copyfile(d / f, record / d.name / f)
+        for f in rundir.RunFiles(d).record():
+            shutil.copyfile(f, record / d.name / f.name)
     shutil.copyfile(png, record / "loss.png")
     (record / "table.md").write_text(table(record, DEMO_METRICS) + "\n")
     print(f"recorded in {record} (update the README block: python -m rnnlab.docsync README.md)")
 
 
 def cmd_demo(args) -> int:
+    from . import rundir
     from .plots import plot_curves
     from .results import copy_verdict, table
 
@@ -474,7 +477,7 @@ def cmd_demo(args) -> int:
     print(md)
     print()
     for d in dirs:  # one sentence per model, from its numbers
-        print(copy_verdict(json.loads((d / "result.json").read_text()))[1])
+        print(copy_verdict(rundir.RunFiles(d).read_result())[1])
     print(f"\nwrote {png} and {out / 'table.md'}")
     if args.record:
         _demo_record(dirs, png, Path(args.record))

@@ -142,7 +142,7 @@ def check_settings() -> None:
     """The environment's settings of the kernels (``RNNLAB_TRITON``) are understood: a
     misspelt one is a :class:`DeviceError` in one line before anything runs (before: every row
     of ``rnnlab doctor`` through the recurrence reported it as a kernel mismatch)."""
-    from .kernels.triton_recurrence import mode
+    from .kernels.triton_setting import mode
 
     try:
         mode()

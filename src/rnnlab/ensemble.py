@@ -26,8 +26,9 @@ single run of its seed:
   last good checkpoint, as the single run would; the others go on).
 
 Validation and test evaluations run all members in one pass too (they share the task's fixed
-evaluation data). Inside ``vmap`` the cells run their reference step loop (``unroll``); see
-docs/ensembles.md for the measurements behind that choice.
+evaluation data). Inside ``vmap`` each cell runs its batched path,
+:meth:`rnnlab.cells.Cell.batched_sequence` (the batched model: :mod:`rnnlab.stacked_model`);
+see docs/ensembles.md for the measurements behind that choice.
 
 Refused, with a message: dropout (a single run draws its masks from the global random stream,
 which a batched model cannot reproduce per member) and encoder-decoder tasks.
@@ -36,7 +37,6 @@ which a batched model cannot reproduce per member) and encoder-decoder tasks.
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import json
 import logging
@@ -45,25 +45,18 @@ import statistics
 import sys
 import threading
 import time
-import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch import Tensor, nn
-from torch.func import functional_call, vmap
-from torch.nn import functional as F
+from torch import Tensor
 from torch.utils._pytree import tree_map
 
 from . import device as dev
-from .cells import DMUCell, GRUCell, LSTMCell, LTRNNCell, NNRNNCell, OrthogonalRNNCell, RHNCell, RNNCell
-from .cells.base import check_lengths, iter_cells, unroll
-from .cells.layers import Recurrent
+from ._compat import moved_attribute
+from .cells.base import check_lengths, iter_cells
 from .config import ConfigError, RunConfig
-from .kernels.amp import LOW_PRECISION, autocasting, float32_region, full_precision
-from .kernels.ensemble import ensemble_dmu, ensemble_gru, ensemble_lstm, ensemble_rhn
-from .kernels.recurrence import elementwise_rnn
 from .rundir import (
     RunExists,
     RunFiles,
@@ -75,33 +68,30 @@ from .rundir import (
     resolved_saved_key,
     source_hash,
 )
-from .runtime import show_progress
+from .runtime import PROGRESS_EVERY_S, show_progress
+from .stacked_model import StackedModel
 from .stacked_optim import StackedStep
 from .tasks import build_task
 from .tasks.base import Batch, Task
 from .train import (
     RunState,
     Trainer,
-    add_metric_sums,
     after_update,
     apply_update,
     carried_state,
-    check_gradient_norm,
     check_loss,
     check_run_dir,
     check_start,
     checkpoint_between,
     close_run,
-    eval_data,
     evaluate_and_checkpoint,
     finish,
     load_best,
     log_step,
     next_batch,
     open_log,
+    overflow_stop,
     prepare,
-    scaled,
-    split_metrics,
     step_loss,
 )
 
@@ -111,8 +101,6 @@ __all__ = [
     "EnsembleFailed",
     "Member",
     "StackedModel",
-    "VMAP_PATHS",
-    "batched_template",
     "check_ensemble",
     "check_ensemble_precision",
     "check_members_fit",
@@ -123,19 +111,33 @@ __all__ = [
     "train_ensemble",
 ]
 
-#: the evaluation of several members runs in chunks of at most this many activation elements
-#: (batch x time x the widths of the recurrent layers and the readout, per member)
-EVAL_ELEMENTS = 2**26
-# LONE_MEMBER: a batched call of one member runs as two, the member beside a detached copy of
-# itself whose outputs are dropped. Some of the batched products take another kernel for a
-# batch of one (measured, torch 2.13 CPU: a demo/lstm member's weight gradients then differed
-# at the last float32 bit from the same member stepped among others, while E = 2 and E = 3
-# agree bit for bit). A member steps alone when it catches up after a resume from checkpoints
-# of different steps (a kill between two members' checkpoint writes) or ends an evaluation
-# chunk; it must compute what it would have among the others, so that a resumed ensemble is
-# bit-identical to the uninterrupted one.
-#: off a terminal, a progress line at most this often between evaluations (seconds)
-PROGRESS_EVERY_S = 30.0
+
+#: public names that moved out of this module (importable from here with a DeprecationWarning)
+MOVED = {
+    "AUTOCAST_PRODUCTS": "rnnlab.stacked_model",
+    "EVAL_ELEMENTS": "rnnlab.stacked_model",
+    "batched_template": "rnnlab.stacked_model",
+}
+
+
+def __getattr__(name: str):
+    if name in MOVED:
+        return moved_attribute(__name__, MOVED, name)
+    if name == "VMAP_PATHS":  # moved onto the cells: Cell.batched_sequence
+        import warnings
+
+        from .cells import CELLS
+        from .cells.base import batched_paths
+
+        warnings.warn(
+            "rnnlab.ensemble.VMAP_PATHS is deprecated (it goes in the next release): a cell's batched "
+            "path is its method batched_sequence now; rnnlab.cells.base.batched_paths(CELLS.values()) "
+            "lists the classes that define their own",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return batched_paths(CELLS.values())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class EnsembleFailed(RuntimeError):
@@ -276,280 +278,23 @@ def check_ensemble_precision(cfg: RunConfig, task: Task | None, device: torch.de
     precision = cfg.train.precision
     if precision == "fp32":
         return
-    from .cells import CELLS
+    from .cells import CELLS, LSTMCell
+    from .cells.base import batched_path
 
     cls = CELLS.get(cfg.model.cell)
     if cls is None:
         return
-    path = _vmap_path_of(cls)
+    path = batched_path(cls)
     why = None
     if path == "reference":
         why = "its batched path is the step loop, which rounds otherwise than the single run's fast path"
-    elif path is _lstm_sequence and device.type != "cpu":
+    elif path is LSTMCell.batched_sequence and device.type != "cpu":
         why = f"its single run on {device.type} runs ATen's kernel in {precision}, which the batched LSTM does not"
     if why:
         raise ConfigError(
             f"train.precision = {precision!r} with model.cell = {cfg.model.cell!r} cannot train as an "
             f"ensemble ({why}): train these seeds without --ensemble, or with --precision fp32"
         )
-
-
-# ---------------------------------------------------------------------------- the batched model
-
-# Inside vmap a cell runs one of (checked per cell class, most specific first):
-# * its own fast path, whose recurrence (rnnlab.kernels.elementwise_rnn) steps out of vmap by
-#   itself (rnnlab.kernels.ensemble): the backend to set on the template;
-# * a sequence below: the cell's fast path written for vmap, its recurrence from
-#   rnnlab.kernels.ensemble (the gated cells' fused kernels and ATen's LSTM cannot run in vmap,
-#   and they take the step loop for inputs with lengths);
-# * else its reference step loop under vmap (asRNN, the unitary RNNs): correct, slower.
-
-
-def _low_precision(x: Tensor) -> bool:
-    """Whether ``x``'s device runs under a bfloat16/float16 autocast (``train.precision``)."""
-    return autocasting(x.device.type) and torch.get_autocast_dtype(x.device.type) in LOW_PRECISION
-
-
-# The sequences below take the single run's path under bf16/fp16 too (docs/ensembles.md):
-# where the single run takes its step loop (inputs with lengths), so do they; the LSTM's
-# input terms are computed as the single run's ATen kernel computes them on the CPU.
-
-
-def _lstm_sequence(cell: LSTMCell, x, state, lengths):
-    state = cell.start_sequence(x, state)
-    bias = None if cell.bias_ih is None else cell.bias_ih + cell.bias_hh
-    if _low_precision(x):  # the single run: ATen's LSTM in float32, autocast off (cells.classic.run_native)
-        with float32_region(x):
-            dt = full_precision(x)
-            gi = F.linear(x.to(dt), cell.weight_ih.to(dt), None if bias is None else bias.to(dt))
-    else:
-        gi = F.linear(x, cell.weight_ih, bias)
-    out, h, c = ensemble_lstm(gi, cell.weight_hh, state[0], state[1], lengths)
-    return out, (h, c)
-
-
-def _gru_sequence(cell: GRUCell, x, state, lengths):
-    if lengths is not None and _low_precision(x):  # the single run's path: its step loop
-        return unroll(cell, x, state, lengths)
-    state = cell.start_sequence(x, state)
-    b_hh = cell.bias_hh if cell.bias_hh is not None else x.new_zeros(cell.weight_hh.shape[0])
-    return ensemble_gru(F.linear(x, cell.weight_ih, cell.bias_ih), cell.weight_hh, b_hh, state, lengths)
-
-
-def _dmu_sequence(cell: DMUCell, x, state, lengths):
-    if lengths is not None and _low_precision(x):  # the single run's path: its step loop
-        return unroll(cell, x, state, lengths)
-    state = cell.start_sequence(x, state)
-    n_in, first, last = cell.input_size, cell.fnn[0], cell.fnn[-1]
-    u1 = F.linear(x, first.weight[:, :n_in], first.bias)
-    if cell.depth == 1:  # layers=[]: the one linear layer is the output layer
-        return ensemble_dmu(u1, state, first.weight[:, n_in:], [], None, None, cell.activation, 0.01, lengths)
-    hidden = [(lin.weight, lin.bias) for lin in cell.fnn[1:-1]]
-    return ensemble_dmu(
-        u1, state, first.weight[:, n_in:], hidden, last.weight, last.bias, cell.activation, 0.01, lengths
-    )
-
-
-def _rhn_sequence(cell: RHNCell, x, state, lengths):
-    if lengths is not None and _low_precision(x):  # the single run's path: its step loop
-        return unroll(cell, x, state, lengths)
-    state = cell.start_sequence(x, state)
-    # the first micro-layer's bias enters the input terms, as in the single run's fast path
-    # (under autocast they round together)
-    bias = torch.cat([torch.zeros_like(cell.bias[:1]), cell.bias[1:]])
-    return ensemble_rhn(F.linear(x, cell.weight_ih, cell.bias[0]), cell.weight_hh, bias, state, lengths)
-
-
-def _ltrnn_sequence(cell: LTRNNCell, x, state, lengths):
-    state = cell.start_sequence(x, state)
-    return elementwise_rnn(cell.input_path(x), cell.weight_hh, state, "identity", lengths=lengths)
-
-
-#: cell class -> the backend whose fast path runs in vmap, or a sequence function for vmap
-VMAP_PATHS: dict[type, str | Callable] = {
-    RNNCell: "fused",
-    OrthogonalRNNCell: "auto",
-    NNRNNCell: "auto",
-    LSTMCell: _lstm_sequence,
-    GRUCell: _gru_sequence,
-    DMUCell: _dmu_sequence,
-    RHNCell: _rhn_sequence,
-    LTRNNCell: _ltrnn_sequence,
-}
-
-
-def _vmap_path(cell) -> str | Callable:
-    return _vmap_path_of(type(cell))
-
-
-def _vmap_path_of(cell_class: type) -> str | Callable:
-    for cls in cell_class.__mro__:
-        if cls in VMAP_PATHS:
-            return VMAP_PATHS[cls]
-    return "reference"
-
-
-def _small_or(path: Callable) -> Callable:
-    """A cell's sequence for vmap: the compiled loops of :mod:`rnnlab.kernels.small` where its
-    backend chooses them, else ``path``."""
-
-    def sequence(cell, x, state, lengths):
-        out = cell.small_sequence(x, state, lengths)
-        return out if out is not None else path(cell, x, state, lengths)
-
-    return sequence
-
-
-def batched_template(model: nn.Module, fast: bool = True) -> nn.Module:
-    """A copy of ``model`` to run under vmap (:class:`StackedModel`): each cell takes its path
-    for vmap (``fast=False``: every cell its reference step loop), tiny cells first the
-    compiled loops of :mod:`rnnlab.kernels.small` where their backend chooses them, and no
-    layer checkpoints (the same values, more memory)."""
-    template = copy.deepcopy(model)
-    for c in iter_cells(template):
-        path = _vmap_path(c) if fast else "reference"
-        small = fast and c.backend in ("auto", "small") and hasattr(c, "small_sequence")
-        if callable(path):
-            c.sequence = types.MethodType(_small_or(path) if small else path, c)
-        elif not small:  # (an RNN keeps "auto"/"small": its sequence takes them first)
-            c.backend = path
-    for m in template.modules():
-        if isinstance(m, Recurrent):
-            m.checkpoint_chunk = None
-    return template
-
-
-#: products autocast runs in its low precision that, inside ``torch.func.vmap``, run in their
-#: inputs' dtype instead (seen with torch 2.13 on the CPU: ``F.linear`` with a bias, ``addmm``;
-#: the others are listed as autocast lists them): :class:`_AutocastInVmap` casts for them
-AUTOCAST_PRODUCTS = (F.linear, torch.addmm, torch.baddbmm, torch.addbmm, torch.addmv, torch.mm, torch.bmm, torch.matmul)
-
-
-class _AutocastInVmap(torch.overrides.TorchFunctionMode):
-    """Under a bf16/fp16 autocast, the floating inputs of :data:`AUTOCAST_PRODUCTS` cast to
-    autocast's dtype before the call, as autocast casts them outside ``vmap``: a member then
-    computes each product in the dtype its single run does (docs/ensembles.md). Where autocast
-    is off (the recurrences' float32 regions, fp32 runs) nothing changes."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func in AUTOCAST_PRODUCTS:
-            first = next((a for a in args if isinstance(a, Tensor)), None)
-            if first is not None and _low_precision(first):
-                dt = torch.get_autocast_dtype(first.device.type)
-                cast = lambda a: a.to(dt) if isinstance(a, Tensor) and a.is_floating_point() else a  # noqa: E731
-                args = tuple(cast(a) for a in args)
-                kwargs = {k: cast(v) for k, v in kwargs.items()}
-        return func(*args, **kwargs)
-
-
-class StackedModel:
-    """E models of one architecture run as one: ``torch.func.vmap`` of ``functional_call`` over
-    their stacked parameters and buffers, on a template copy of the first model
-    (:func:`batched_template`: the cells' recurrences step out of vmap into batched loops,
-    :mod:`rnnlab.kernels.ensemble`).
-
-    ``forward(models, x, state, lengths, shared=False)``: ``x`` (E, B, T, ...) holds one batch
-    per member (``shared=True``: one batch (B, T, ...) for all), ``state`` a stacked state (E,
-    ...) or None, ``lengths`` (E, B) (shared: (B,)) or None; returns ``(out (E, ...), state
-    (E, ...))``. Gradients flow into each model's own parameters."""
-
-    def __init__(self, model: nn.Module, fast: bool = True):
-        self.template = batched_template(model, fast)
-        self.names = [n for n, _ in self.template.named_parameters()]
-        self.buffer_names = [n for n, _ in self.template.named_buffers()]
-
-    def tensors(self, models: Sequence[nn.Module]) -> dict[str, Tensor]:
-        """The models' parameters and buffers, stacked (parameters differentiably)."""
-        out = {}
-        params = [dict(m.named_parameters()) for m in models]
-        for n in self.names:
-            out[n] = torch.stack([p[n] for p in params])
-        if self.buffer_names:
-            buffers = [dict(m.named_buffers()) for m in models]
-            for n in self.buffer_names:
-                out[n] = torch.stack([b[n] for b in buffers])
-        return out
-
-    def forward(
-        self,
-        models: Sequence[nn.Module],
-        x: Tensor,
-        state=None,
-        lengths: Tensor | None = None,
-        shared: bool = False,
-        tensors: dict | None = None,
-    ):
-        data_dim = None if shared else 0
-        tensors = tensors or self.tensors(models)
-        lone = next(iter(tensors.values())).shape[0] == 1
-        if lone:  # LONE_MEMBER: one member runs beside a detached copy of itself
-            tensors = {n: torch.cat([t, t.detach()]) for n, t in tensors.items()}
-            if not shared:
-                x = torch.cat([x, x.detach()])
-                lengths = None if lengths is None else torch.cat([lengths, lengths])
-            state = None if state is None else tree_map(lambda t: torch.cat([t, t.detach()]), state)
-
-        def one(p, x, state, lengths):
-            return functional_call(self.template, p, (x, state, lengths))  # SequenceModel.forward_batch's call
-
-        in_dims = (0, data_dim, None if state is None else 0, None if lengths is None else data_dim)
-        with _AutocastInVmap() if _low_precision(x) else contextlib.nullcontext():
-            out = vmap(one, in_dims=in_dims)(tensors, x, state, lengths)
-        return tree_map(lambda t: t[:1], out) if lone else out
-
-    def evaluate(
-        self,
-        models: Sequence[nn.Module],
-        task: Task,
-        split: str,
-        batch_size: int,
-        max_batches: int,
-        precision: str,
-        device: torch.device,
-    ) -> list[dict]:
-        """``rnnlab.train.evaluate`` of every model, in one pass over the split per chunk of
-        models (:data:`EVAL_ELEMENTS`)."""
-        metrics: list[dict] = []
-        chunk = self._eval_chunk(task, split, batch_size)
-        for i in range(0, len(models), chunk):
-            metrics += self._evaluate(models[i : i + chunk], task, split, batch_size, max_batches, precision, device)
-        return metrics
-
-    def _eval_chunk(self, task: Task, split: str, batch_size: int) -> int:
-        first = next(iter(task.eval_batches(split, batch_size)), None)
-        if first is None:
-            return 1 << 30
-        steps = first.x.shape[1] if first.x.dim() > 1 else 1
-        widths = sum(c.hidden_size for c in iter_cells(self.template)) + max(task.output_size, 1)
-        per_member = first.x.shape[0] * steps * widths * 4  # a few intermediates per unit and step
-        return max(1, EVAL_ELEMENTS // max(per_member, 1))
-
-    @torch.no_grad()
-    def _evaluate(self, models, task, split, batch_size, max_batches, precision, device) -> list[dict]:
-        was = self.template.training
-        self.template.eval()
-        sums: list[dict] = [{} for _ in models]
-        carry = None
-        try:
-            tensors = self.tensors(models)
-            for batch in eval_data(task, split, batch_size, max_batches, device):
-                if batch.lengths is not None:
-                    check_lengths(torch.as_tensor(batch.lengths), batch.x.shape[1], batch.x.shape[0])
-                with dev.autocast(device, precision):
-                    out, carry = self.forward(
-                        models,
-                        batch.x,
-                        carry if batch.carry_state else None,
-                        batch.lengths,
-                        shared=True,
-                        tensors=tensors,
-                    )
-                for k in range(len(models)):
-                    add_metric_sums(sums[k], task, out[k], batch)
-        finally:
-            self.template.train(was)
-        return [split_metrics(task, m, split, batch_size, s) for m, s in zip(models, sums)]
 
 
 def _own_gradients(params) -> None:
@@ -670,8 +415,8 @@ class _Ensemble:
             ok.append((m, loss, reg, total, new))
         for m, *_ in ok:
             m.tr.opt.zero_grad(set_to_none=True)
-        if ok:
-            torch.stack([scaled(m.tr, total) for m, _, _, total, _ in ok]).sum().backward()
+        if ok:  # the members' losses are independent: the gradient of the sum is each one's own
+            torch.stack([m.tr.stepper.scaled(total) for m, _, _, total, _ in ok]).sum().backward()
         for m, *_ in ok:
             _own_gradients(m.tr.params)
         norms = self._stacked_step([m for m, *_ in ok])
@@ -680,8 +425,8 @@ class _Ensemble:
                 if norms is None:  # one by one
                     out = apply_update(m.run, m.tr, loss, reg, new)
                 else:  # stepped together: the stop on an overflowing norm, then the rest of the update
-                    check_gradient_norm(m.run, m.tr, loss, norms[i], m.run.prog.step + 1)
-                    out = after_update(m.run, m.tr, loss, reg, new, norms[i])
+                    gnorm = m.tr.stepper.check_norm(norms[i], overflow_stop(m.run, loss))
+                    out = after_update(m.run, m.tr, loss, reg, new, gnorm)
                 log_step(m.run, m.tr, out, _NoBar())
             except Exception as e:
                 self.fail(m, e)

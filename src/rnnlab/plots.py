@@ -6,6 +6,8 @@ import json
 import logging
 from pathlib import Path
 
+from .rundir import RunFiles
+
 log = logging.getLogger(__name__)
 
 
@@ -16,7 +18,7 @@ def read_metrics(run_dir: str | Path, key: str) -> tuple[list[int], list[float]]
     from .rundir import read_jsonl
 
     steps, values = [], []
-    path = Path(run_dir) / "metrics.jsonl"
+    path = RunFiles(run_dir).metrics
     if not path.exists():
         from .rundir import NoSuchPath
 
@@ -39,7 +41,7 @@ def metric_names(run_dir: str | Path) -> set[str]:
     from .rundir import read_jsonl
 
     try:
-        rows, _ = read_jsonl(Path(run_dir) / "metrics.jsonl")
+        rows, _ = read_jsonl(RunFiles(run_dir).metrics)
     except OSError:
         return set()
     return {k for row in rows for k in row if "/" in k}
@@ -48,7 +50,7 @@ def metric_names(run_dir: str | Path) -> set[str]:
 def _result(run_dir) -> dict | None:
     """A run's result.json, or None when it is missing or broken (a broken one costs the legend
     its name, not the plot)."""
-    path = Path(run_dir) / "result.json"
+    path = RunFiles(run_dir).result
     try:
         r = json.loads(path.read_text()) if path.exists() else None
     except (OSError, ValueError):

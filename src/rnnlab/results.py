@@ -19,7 +19,7 @@ from collections import defaultdict
 from fractions import Fraction
 from pathlib import Path
 
-from .rundir import NoSuchPath, differences, read_jsonl, saved_config, saved_key
+from .rundir import NoSuchPath, RunFiles, differences, read_jsonl, saved_config, saved_key
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def find_results(runs_dir: str | Path | list, notes: list[str] | None = None) ->
     for root in roots:
         if not root.exists():
             raise NoSuchPath(f"no such runs directory: {root}")
-        paths += sorted(root.rglob("result.json"))
+        paths += RunFiles.below(root)
     out = []
     for p in paths:
         try:
@@ -333,7 +333,7 @@ def threshold_counts(
     seen_metrics: set[str] = set()
     for g, r in ((g, r) for g, rs in groups.items() for r in rs):
         name = labels[g]
-        path = Path(r["run_dir"]) / "metrics.jsonl"
+        path = RunFiles(r["run_dir"]).metrics
         try:
             rows, bad = read_jsonl(path)
         except OSError as e:
@@ -376,7 +376,7 @@ def export_csv(run_dir: str | Path, out: str | Path | None = None) -> Path:
     import csv
 
     run_dir = Path(run_dir)
-    src = run_dir / "metrics.jsonl"
+    src = RunFiles(run_dir).metrics
     if not src.exists():
         raise NoSuchPath(f"{run_dir} has no metrics.jsonl (is it a run directory?)")
     rows, bad = read_jsonl(src)

@@ -46,6 +46,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from .config import RUN_KEY_OMITS, RUN_KEY_OMITS_AT_DEFAULT, ConfigError, as_dict, check_name, flatten, load_json
 
@@ -109,37 +110,76 @@ class CheckpointError(RuntimeError):
 
 @dataclass(frozen=True)
 class RunFiles:
-    """The files of one run directory: ``RunFiles(run_dir).checkpoint`` and so on."""
+    """The files of one run directory: ``RunFiles(run_dir).checkpoint`` and so on; the one place
+    that names them (the names are class attributes: ``RunFiles.RESULT`` is "result.json")."""
 
     root: Path
 
+    CONFIG: ClassVar[str] = "config.json"
+    TASK: ClassVar[str] = "task.json"
+    METRICS: ClassVar[str] = "metrics.jsonl"
+    CHECKPOINT: ClassVar[str] = "checkpoint.pt"
+    BEST: ClassVar[str] = "best.pt"
+    RESULT: ClassVar[str] = "result.json"
+    ANALYSIS: ClassVar[str] = "analysis.json"  # the analysis record (rnnlab.analysis.record)
+    TENSORBOARD: ClassVar[str] = "tensorboard"
+    LOCK: ClassVar[str] = LOCK_NAME
+    #: the small files that make a run's record (copied by ``rnnlab ledger collect`` and the
+    #: demo's record; never the checkpoints), ``result.json`` last: the order to copy them in
+    RECORD: ClassVar[tuple[str, ...]] = (CONFIG, TASK, METRICS, ANALYSIS, RESULT)
+
+    def __post_init__(self):
+        object.__setattr__(self, "root", Path(self.root))
+
     @property
     def config(self) -> Path:
-        return self.root / "config.json"
+        return self.root / self.CONFIG
 
     @property
     def task(self) -> Path:
-        return self.root / "task.json"
+        return self.root / self.TASK
 
     @property
     def metrics(self) -> Path:
-        return self.root / "metrics.jsonl"
+        return self.root / self.METRICS
 
     @property
     def checkpoint(self) -> Path:
-        return self.root / "checkpoint.pt"
+        return self.root / self.CHECKPOINT
 
     @property
     def best(self) -> Path:
-        return self.root / "best.pt"
+        return self.root / self.BEST
 
     @property
     def result(self) -> Path:
-        return self.root / "result.json"
+        return self.root / self.RESULT
+
+    @property
+    def analysis(self) -> Path:
+        return self.root / self.ANALYSIS
 
     @property
     def tensorboard(self) -> Path:
-        return self.root / "tensorboard"
+        return self.root / self.TENSORBOARD
+
+    @property
+    def lock(self) -> Path:
+        return self.root / self.LOCK
+
+    def record(self) -> list[Path]:
+        """The record files (:attr:`RECORD`) this run directory holds, ``result.json`` last."""
+        return [self.root / n for n in self.RECORD if (self.root / n).exists()]
+
+    def read_result(self) -> dict:
+        """``result.json``, parsed."""
+        return json.loads(self.result.read_text())
+
+    @classmethod
+    def below(cls, root: str | Path, name: str = RESULT) -> list[Path]:
+        """Every file called ``name`` (a run file's name; by default ``result.json``: one per
+        finished run) below ``root``, sorted."""
+        return sorted(Path(root).rglob(name))
 
 
 def is_finished(run_dir: str | Path, cfg=None) -> bool:
@@ -236,7 +276,7 @@ def dir_name(cfg, base=None, readable_max: int = 40) -> str:
 def saved_config(run_dir: Path) -> dict | None:
     """``run_dir/config.json`` as a dict (None if missing or unreadable)."""
     try:
-        d = json.loads((Path(run_dir) / "config.json").read_text())
+        d = json.loads(RunFiles(run_dir).config.read_text())
     except (OSError, ValueError):
         return None
     return d if isinstance(d, dict) and isinstance(d.get("train"), dict) else None
@@ -255,7 +295,7 @@ def resolved_saved_key(run_dir: Path) -> str | None:
     """Like ``saved_key`` but re-resolved through today's dataclasses, so keys added to the
     config since the run started count at their defaults (imports the config module)."""
     try:
-        return config_key(load_json(Path(run_dir) / "config.json"))
+        return config_key(load_json(RunFiles(run_dir).config))
     except (OSError, ValueError, ConfigError, AttributeError, TypeError):
         return None
 
@@ -268,7 +308,7 @@ def run_dir(parent: str | Path, cfg, base=None, resume: bool = False) -> Path:
     folder = Path(parent) / name
     if not resume and name == d["name"] and folder.is_dir():
         key = config_key(cfg)
-        others = [s for s in [folder, *folder.glob("seed*")] if (s / "config.json").exists()]
+        others = [s for s in [folder, *folder.glob("seed*")] if RunFiles(s).config.exists()]
         if any(resolved_saved_key(s) not in (key, None) for s in others):
             folder = Path(parent) / f"{name}-{key[:6]}"  # the preset was edited since those runs
     return folder / f"seed{seed}"
@@ -475,9 +515,9 @@ def discard_failed_start(run_dir: str | Path, before: set[str]) -> list[str]:
     import shutil
 
     run_dir = Path(run_dir)
-    metrics = run_dir / "metrics.jsonl"
+    metrics = RunFiles(run_dir).metrics
     try:
-        if (run_dir / "checkpoint.pt").exists() or (metrics.exists() and read_jsonl(metrics)[0]):
+        if RunFiles(run_dir).checkpoint.exists() or (metrics.exists() and read_jsonl(metrics)[0]):
             return []
         added = [p for p in run_dir.iterdir() if p.name not in before and p.name != LOCK_NAME]
         for p in added:
@@ -516,7 +556,7 @@ def read_jsonl(path: str | Path) -> tuple[list[dict], list[int]]:
 
 def _write_fix(e: OSError, path: Path | None = None) -> str:
     if e.errno in (errno.EFBIG, errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
-        if path is not None and not (Path(path).parent / "checkpoint.pt").exists():
+        if path is not None and not RunFiles(Path(path).parent).checkpoint.exists():
             # before the first checkpoint there is nothing to resume: the run starts again
             return (
                 "the disk is full or a file-size limit was reached: free space (or choose another --out) "

@@ -80,6 +80,11 @@ def malloc_conditions() -> str:
     return "default"
 
 
+#: off a terminal, a short progress line at most this often between evaluations (seconds): the
+#: trainer's and the ensembles' (a batch job's log shows the run is alive)
+PROGRESS_EVERY_S = 30.0
+
+
 def show_progress(logger, text: str) -> None:
     """One progress line (the trainer's and the ensembles' lines off a terminal, in place of a
     progress bar): an ``INFO`` record of ``logger`` when the application has set up logging (a

@@ -221,11 +221,11 @@ WIDTHS = (4, 8, 16, 32)
 
 def _layer_step(cell: str, H: int, backend: str, members: int, B: int = BATCH, T: int = 100):
     """A forward and backward of one layer of ``cell`` (input 4, readout 1): one model, or
-    ``members`` models as an ensemble (:class:`rnnlab.ensemble.StackedModel`)."""
+    ``members`` models as an ensemble (:class:`rnnlab.stacked_model.StackedModel`)."""
     import torch
 
-    from .ensemble import StackedModel
     from .model import SequenceModel
+    from .stacked_model import StackedModel
 
     models = []
     for k in range(members):

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import SECTIONS, ConfigError, flatten, toml_value, tomllib
+from .rundir import RunFiles
 
 SUITE_DIR = Path(__file__).parent / "suites"
 
@@ -263,7 +264,7 @@ def run_suite(
             return
         _, part, done = groups[id(job)]
         for _, rd in part:  # each member's status from its run directory
-            if (rd / "result.json").exists():
+            if RunFiles(rd).result.exists():
                 statuses[rd] = "done" if rd in done else "trained"
             else:
                 statuses[rd] = status if status in ("interrupted", "cancelled") else "failed"
@@ -282,11 +283,11 @@ def _analyze(suite: Suite, todo: list, statuses: dict, data_dir: str | None, log
     for preset, _ov, rd in todo:
         rd = Path(rd)
         kind = suite.analyze.get(preset)
-        if kind is None or not (rd / "result.json").exists() or is_current(rd):
+        if kind is None or not RunFiles(rd).result.exists() or is_current(rd):
             continue
         try:
             write_record(rd, kind, preset, f"rnnlab suite {suite.name}", data_dir)
-            log(f"  [analysed] {rd} ({kind}: {rd / 'analysis.json'})")
+            log(f"  [analysed] {rd} ({kind}: {RunFiles(rd).analysis})")
         except Exception as e:  # reported like a failed run; the run's own record stays
             statuses[rd] = "failed"
             log(f"  [failed] {rd}: the {kind} analysis: {type(e).__name__}: {e}")

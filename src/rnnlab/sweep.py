@@ -48,6 +48,7 @@ from pathlib import Path
 
 from .backends.pool import Interrupted, interruptible, request_stop, stop_requested
 from .config import ConfigError, dump_toml, toml_value, tomllib
+from .rundir import RunFiles
 
 SAMPLERS = ("tpe", "random", "grid")
 PRUNERS = ("median", "none")
@@ -679,12 +680,12 @@ def trial_run_dir(out: Path, number: int) -> Path:
 def objective_value(run_dir: Path, metric: str, direction: str) -> float:
     """The trial's value: the best ``metric`` over its evaluations (``metrics.jsonl``), or for
     a ``test/`` metric the one in ``result.json``."""
-    result = json.loads((run_dir / "result.json").read_text())
+    result = RunFiles(run_dir).read_result()
     if metric.startswith("test/"):
         values = [result.get("test", {}).get(metric)]
         keys = sorted(result.get("test", {}))
     else:
-        rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
+        rows = [json.loads(x) for x in RunFiles(run_dir).metrics.read_text().splitlines() if x.strip()]
         values = [r[metric] for r in rows if metric in r]
         keys = sorted({k for r in rows for k in r if "/" in k})
     values = [v for v in values if v is not None and not math.isnan(v)]
@@ -700,7 +701,7 @@ def _trial_dir(trial, out: Path, study_name: str) -> tuple[int, Path]:
     if owner is not None:
         return owner, trial_run_dir(out, owner)
     run_dir = trial_run_dir(out, trial.number)
-    if run_dir.is_dir() and any(p.name != ".lock" for p in run_dir.iterdir()):
+    if run_dir.is_dir() and any(p.name != RunFiles.LOCK for p in run_dir.iterdir()):
         raise SweepError(
             f"{run_dir} already holds a run, but trial {trial.number} of study {study_name!r} is new: "
             f"the directory holds another study's trials (a study.db replaced or deleted?); move "
@@ -749,7 +750,7 @@ def _objective(sw: Sweep, out: Path, data_dir: str | None):
             trial.set_user_attr("error", err)
             raise TrialFailed(err)
         value = objective_value(run_dir, sw.metric, sw.direction)
-        result = json.loads((run_dir / "result.json").read_text())
+        result = RunFiles(run_dir).read_result()
         trial.set_user_attr("steps", result["steps"])
         if pruned or result.get("stopped") == "on_eval":
             raise optuna.TrialPruned(f"pruned at step {result['steps']} ({sw.metric}={value:.4g})")

@@ -29,14 +29,12 @@ from pathlib import Path
 from typing import IO
 
 import torch
-from torch import nn
 
 from . import device as dev
-from . import parametrize as par
+from ._compat import moved_attribute
 from .config import (
     NOT_EXPERIMENT,
     ConfigError,
-    OptimConfig,
     RunConfig,
     did_you_mean,
     from_dict,
@@ -44,6 +42,7 @@ from .config import (
     resume_may_change,
     resume_refusals,
 )
+from .evaluation import evaluate, model_forward, to_device
 from .kernels.state import map_state
 from .model import Model, build_model
 from .rundir import (
@@ -67,11 +66,25 @@ from .rundir import (
     versions,
     write_error,
 )
-from .runtime import show_progress
+from .runtime import PROGRESS_EVERY_S, show_progress
+from .stepper import Stepper
 from .tasks import build_task
 from .tasks.base import Batch, Task
 
 log = logging.getLogger(__name__)
+
+#: public names that moved out of this module (importable from here with a DeprecationWarning)
+MOVED = {
+    "build_optimizer": "rnnlab.stepper",
+    "add_metric_sums": "rnnlab.evaluation",
+    "eval_data": "rnnlab.evaluation",
+    "split_metrics": "rnnlab.evaluation",
+}
+
+
+def __getattr__(name: str):
+    return moved_attribute(__name__, MOVED, name)
+
 
 # re-exported: public names that live in the run-directory module (rnnlab.train.load_run in docs)
 __all__ = [
@@ -81,7 +94,6 @@ __all__ = [
     "RunWriteError",
     "Trainer",
     "TrainingDiverged",
-    "build_optimizer",
     "build_task",
     "evaluate",
     "git_state",
@@ -93,9 +105,6 @@ __all__ = [
     "versions",
 ]
 
-#: off a terminal, a short progress line at most this often between evaluations (seconds)
-PROGRESS_EVERY_S = 30.0
-
 
 class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite; the last good checkpoint is kept."""
@@ -106,126 +115,12 @@ def higher_is_better(metric: str) -> bool:
     return any(k in name for k in ("accuracy", "bleu"))
 
 
-def build_optimizer(cfg: OptimConfig, model: Model) -> tuple[torch.optim.Optimizer, dict]:
-    """One parameter group per tag of ``model.param_groups()``; ``group_lr`` and
-    ``group_weight_decay`` override ``lr`` and ``weight_decay`` per tag. A tag the model
-    scales (``model.group_scales()``, e.g. DMU's 1 / (2 n)) gets ``lr * scale`` and
-    ``weight_decay * scale`` unless named explicitly."""
-    tagged = model.param_groups()
-    scales = model.group_scales()
-    groups, summary = [], {}
-    for tag, params in tagged.items():
-        if not params:
-            continue
-        scale = scales.get(tag, 1.0)
-        lr = float(cfg.group_lr.get(tag, cfg.lr * scale))
-        wd = float(cfg.group_weight_decay.get(tag, cfg.weight_decay * scale))
-        groups.append({"params": params, "lr": lr, "weight_decay": wd, "tag": tag})
-        summary[tag] = {"lr": lr, "weight_decay": wd, "elements": sum(p.numel() for p in params)}
-    unused = sorted((set(cfg.group_lr) | set(cfg.group_weight_decay)) - set(summary))
-    if unused:
-        log.warning(
-            f"parameter group(s) {unused} named in [optim] do not exist in this model "
-            f"(its groups: {sorted(summary)}); ignored"
-        )
-    if cfg.name == "rmsprop":
-        opt = torch.optim.RMSprop(groups, lr=cfg.lr, alpha=cfg.alpha, eps=cfg.eps, momentum=cfg.momentum)
-    elif cfg.name == "adam":
-        opt = torch.optim.Adam(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps)
-    else:
-        opt = torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum)
-    return opt, summary
-
-
 def _to(state, device):
     return None if state is None else map_state(lambda t: t.to(device), state)
 
 
 def _detach(state):
     return None if state is None else map_state(torch.Tensor.detach, state)
-
-
-def model_forward(model: Model, batch: Batch, state=None):
-    """Call a model on a batch (``model.forward_batch``): ``(out, state)``."""
-    return model.forward_batch(batch, state)
-
-
-def to_device(batch: Batch, device: torch.device) -> Batch:
-    """``batch`` on ``device`` (lengths stay on the CPU, where the layers read them); from
-    pinned memory without blocking on CUDA."""
-    if device.type == "cpu":
-        return batch
-    if device.type == "cuda":
-        pin = lambda t: t.pin_memory() if isinstance(t, torch.Tensor) and t.device.type == "cpu" else t  # noqa: E731
-        batch = Batch(
-            pin(batch.x),
-            pin(batch.y),
-            batch.lengths,
-            pin(batch.mask),
-            batch.carry_state,
-            {k: pin(v) for k, v in batch.extra.items()},
-        )
-        mv = lambda t: t.to(device, non_blocking=True) if isinstance(t, torch.Tensor) else t  # noqa: E731
-        return Batch(
-            mv(batch.x),
-            mv(batch.y),
-            batch.lengths,
-            mv(batch.mask),
-            batch.carry_state,
-            {k: mv(v) for k, v in batch.extra.items()},
-        )
-    return batch.to(device)
-
-
-def _model_device(model: nn.Module) -> torch.device:
-    p = next(iter(model.parameters()), None)
-    return p.device if p is not None else torch.device("cpu")
-
-
-@torch.no_grad()
-def evaluate(
-    model: nn.Module, task: Task, split: str, batch_size: int = 256, max_batches: int = 0, precision: str = "fp32"
-) -> dict:
-    """Metrics of ``model`` over the whole ``split`` (or its first ``max_batches`` batches),
-    keyed ``"<split>/<metric>"``; batches go to the model's device, the forward pass runs
-    under ``precision``'s autocast."""
-    was_training = model.training
-    model.eval()
-    device = _model_device(model)
-    sums: dict[str, list[float]] = {}
-    carry = None
-    try:
-        for batch in eval_data(task, split, batch_size, max_batches, device):
-            with dev.autocast(device, precision):
-                out, carry = model_forward(model, batch, carry if batch.carry_state else None)
-            add_metric_sums(sums, task, out, batch)
-    finally:
-        model.train(was_training)
-    return split_metrics(task, model, split, batch_size, sums)
-
-
-def eval_data(task: Task, split: str, batch_size: int, max_batches: int, device: torch.device):
-    """The evaluation batches of ``split`` (the first ``max_batches`` if > 0) on ``device``."""
-    for i, batch in enumerate(task.eval_batches(split, batch_size)):
-        if max_batches and i >= max_batches:
-            break
-        yield to_device(batch, device)
-
-
-def add_metric_sums(sums: dict, task: Task, out, batch: Batch) -> None:
-    """Add one batch's ``task.metric_sums`` to the running ``{metric: [sum, count]}``."""
-    for k, (s, n) in task.metric_sums(out, batch).items():
-        acc = sums.setdefault(k, [0.0, 0.0])
-        acc[0] += s
-        acc[1] += n
-
-
-def split_metrics(task: Task, model: nn.Module, split: str, batch_size: int, sums: dict) -> dict:
-    """The metrics of a split from its summed ``{metric: [sum, count]}``: the means, the task's
-    derived metrics and those that need the model, keyed ``"<split>/<metric>"``."""
-    means = task.finalize({k: s / n for k, (s, n) in sums.items() if n > 0})
-    means.update(task.model_metrics(model, split, batch_size))  # those that need the model (BLEU)
-    return {f"{split}/{k}": float(v) for k, v in means.items()}
 
 
 def _eval_line(name: str, step: int, steps: int, train_loss: float, metrics: dict, lr: float, s_per_step: float) -> str:
@@ -299,16 +194,30 @@ class Trainer:
 
     task: Task
     model: Model
-    opt: torch.optim.Optimizer
+    stepper: Stepper  # the optimizer, its groups, the fp16 scaler: the update step (rnnlab.stepper)
     sched: object
-    scaler: object
-    groups: dict  # the optimizer's parameter groups, summarised for result.json
     device: torch.device
     precision: str
     lr_every: int
-    params: list = field(default_factory=list)
     carry: object = None
     stream: object = None
+
+    @property
+    def opt(self) -> torch.optim.Optimizer:
+        return self.stepper.optimizer
+
+    @property
+    def scaler(self):
+        return self.stepper.scaler
+
+    @property
+    def groups(self) -> dict:
+        """The optimizer's parameter groups, summarised for result.json."""
+        return self.stepper.groups
+
+    @property
+    def params(self) -> list:
+        return self.stepper.params
 
 
 @dataclass
@@ -519,7 +428,8 @@ def _build_trainer(cfg: RunConfig, task: Task, device: torch.device, higher_sele
     tc = cfg.train
     torch.manual_seed(tc.seed)
     model = build_model(cfg.model, task).to(device)
-    opt, groups = build_optimizer(cfg.optim, model)
+    stepper = Stepper(model, cfg.optim, scaler=dev.grad_scaler(device, tc.precision))
+    opt = stepper.optimizer
     sched = None
     if tc.schedule == "plateau":
         sched = torch.optim.lr_scheduler.ReduceLROnPlateau(
@@ -530,18 +440,7 @@ def _build_trainer(cfg: RunConfig, task: Task, device: torch.device, higher_sele
         )
     elif tc.schedule == "exponential":  # lr <- lr * lr_gamma every lr_step_every steps (an "epoch")
         sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=tc.lr_gamma)
-    return Trainer(
-        task,
-        model,
-        opt,
-        sched,
-        dev.grad_scaler(device, tc.precision),
-        groups,
-        device,
-        tc.precision,
-        lr_every=tc.lr_step_every or tc.eval_every,
-        params=[p for g in opt.param_groups for p in g["params"]],
-    )
+    return Trainer(task, model, stepper, sched, device, tc.precision, lr_every=tc.lr_step_every or tc.eval_every)
 
 
 def restore(run: RunState, tr: Trainer) -> None:
@@ -661,8 +560,7 @@ def train_step(run: RunState, tr: Trainer) -> StepOut:
         out, new_state = model_forward(tr.model, batch, carried_state(tr, batch))
         loss, reg, total = step_loss(tr, out, batch)
     check_loss(run, total, loss)
-    tr.opt.zero_grad(set_to_none=True)
-    scaled(tr, total).backward()
+    tr.stepper.backward(total)
     return apply_update(run, tr, loss, reg, new_state)
 
 
@@ -695,16 +593,10 @@ def check_loss(run: RunState, total, loss) -> None:
         )
 
 
-def scaled(tr: Trainer, total):
-    """What ``backward()`` is called on: the loss, scaled by the fp16 gradient scaler if any."""
-    return total if tr.scaler is None else tr.scaler.scale(total)
-
-
 def apply_update(run: RunState, tr: Trainer, loss, reg, new_state) -> StepOut:
-    """After the backward pass: clipping, the optimizer step, the post-step hooks
-    (``parametrize.after_optimizer_step``), the carried state, the step count and the
-    exponential schedule."""
-    gnorm = _clip_and_step(run, tr, loss, run.prog.step + 1)
+    """After the backward pass: clipping, the optimizer step (:meth:`Stepper.clip_and_step`,
+    with the stop on an overflowing gradient norm), then :func:`after_update`."""
+    gnorm = tr.stepper.clip_and_step(overflow_stop(run, loss))
     return after_update(run, tr, loss, reg, new_state, gnorm)
 
 
@@ -713,7 +605,7 @@ def after_update(run: RunState, tr: Trainer, loss, reg, new_state, gnorm) -> Ste
     ensemble's stacked step): the post-step hooks, the carried state, the step count and the
     exponential schedule."""
     step = run.prog.step + 1
-    par.after_optimizer_step(tr.model)
+    tr.stepper.after_step()
     tr.carry = _detach(new_state)
     run.prog.step = step
     if run.cfg.train.schedule == "exponential" and step % tr.lr_every == 0:
@@ -721,41 +613,22 @@ def after_update(run: RunState, tr: Trainer, loss, reg, new_state, gnorm) -> Ste
     return StepOut(loss.item(), None if reg is None else reg.item(), None if gnorm is None else float(gnorm))
 
 
-def _clip_and_step(run: RunState, tr: Trainer, loss, step: int):
-    """Clipping (the gradient norm before clipping is returned) and the optimizer step."""
-    clip = run.cfg.optim.clip
-    if tr.scaler is None:
-        gnorm = nn.utils.clip_grad_norm_(tr.params, clip) if clip > 0 else None
-        check_gradient_norm(run, tr, loss, gnorm, step)
-        tr.opt.step()
-    else:  # fp16: gradients unscaled before clipping; overflowing steps skipped
-        tr.scaler.unscale_(tr.opt)
-        gnorm = nn.utils.clip_grad_norm_(tr.params, clip) if clip > 0 else None
-        tr.scaler.step(tr.opt)
-        tr.scaler.update()
-    return gnorm
+def overflow_stop(run: RunState, loss):
+    """The trainer's ``on_overflow`` for :meth:`Stepper.check_norm`: finite gradients whose norm
+    overflows: clipping would scale every update to zero and the run would go on without
+    learning, so it stops here as diverged. (Non-finite gradients make non-finite weights,
+    which the loss and weight checks stop.)"""
+    step = run.prog.step + 1
 
+    def stop(gnorm: float) -> None:
+        emit(run, {"step": step, "train/loss": loss.item(), "train/grad_norm": gnorm})
+        raise TrainingDiverged(
+            f"{run.cfg.name}: the gradient norm became {gnorm} at step {step} while the loss is finite "
+            f"({loss.item():.4g}); clipping would scale every update to zero, so the run would no longer "
+            f"learn; {kept(run)}. Lower optim.lr (e.g. --set optim.lr={run.cfg.optim.lr / 10:g})."
+        )
 
-def check_gradient_norm(run: RunState, tr: Trainer, loss, gnorm, step: int) -> None:
-    """Under clipping: finite gradients whose norm overflows stop the run (:func:`_stop_on_gradient`)."""
-    if gnorm is not None and not torch.isfinite(gnorm) and _grads_finite(tr.params):
-        _stop_on_gradient(run, loss, float(gnorm), step)
-
-
-def _grads_finite(params: list) -> bool:
-    return all(bool(torch.isfinite(p.grad).all()) for p in params if p.grad is not None)
-
-
-def _stop_on_gradient(run: RunState, loss, gnorm: float, step: int) -> None:
-    """Finite gradients whose norm overflows: clipping would scale every update to zero and the
-    run would go on without learning, so it stops here as diverged. (Non-finite gradients make
-    non-finite weights, which the loss and weight checks stop.)"""
-    emit(run, {"step": step, "train/loss": loss.item(), "train/grad_norm": gnorm})
-    raise TrainingDiverged(
-        f"{run.cfg.name}: the gradient norm became {gnorm} at step {step} while the loss is finite "
-        f"({loss.item():.4g}); clipping would scale every update to zero, so the run would no longer "
-        f"learn; {kept(run)}. Lower optim.lr (e.g. --set optim.lr={run.cfg.optim.lr / 10:g})."
-    )
+    return stop
 
 
 def log_step(run: RunState, tr: Trainer, out: StepOut, bar) -> None:

@@ -8,8 +8,8 @@ import torch
 
 from rnnlab import CELLS, DMUCell, LTRNNCell, RHNCell, config
 from rnnlab.kernels.scan import linear_recurrence, linear_recurrence_loop, linear_recurrence_scan
+from rnnlab.stepper import build_optimizer
 from rnnlab.tasks import AddingTask
-from rnnlab.train import build_optimizer
 
 
 def test_dmu_update_equation():

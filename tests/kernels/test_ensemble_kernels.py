@@ -1,4 +1,4 @@
-"""The batched model of an ensemble (rnnlab.ensemble.StackedModel, rnnlab.kernels.ensemble)
+"""The batched model of an ensemble (rnnlab.stacked_model.StackedModel, rnnlab.kernels.ensemble)
 against each member run alone through its cells' step loop, forward and backward, in float64,
 over every registered cell and its structural options (widths below and above the gate-major
 limit, layers, bidirectional, lengths, readouts)."""
@@ -8,10 +8,11 @@ import torch
 from torch.func import vmap
 
 from rnnlab.cells import CELLS
-from rnnlab.ensemble import VMAP_PATHS, StackedModel, _vmap_path
+from rnnlab.cells.base import batched_path, batched_paths
 from rnnlab.kernels.ensemble import GATE_MAJOR_BELOW, _DMUSteps, _ElementwiseSteps, ensemble_call
 from rnnlab.kernels.linear import MIN_ROWS, tall_linear
 from rnnlab.model import SequenceModel
+from rnnlab.stacked_model import StackedModel
 
 D = torch.float64
 OPTIONS = {
@@ -78,7 +79,7 @@ def test_batched_model_equals_each_member_alone(cell, options, H, layers, bidire
 def test_which_cells_leave_vmap_for_a_batched_loop():
     """Every registered cell is either routed to a batched recurrence or named as running its
     step loop under vmap (slower, still exact)."""
-    paths = {name: _vmap_path(cls.__new__(cls)) for name, cls in CELLS.items()}
+    paths = {name: batched_path(cls) for name, cls in CELLS.items()}
     assert {k for k, v in paths.items() if v == "reference"} == {
         "asrnn",
         "urnn",
@@ -95,7 +96,7 @@ def test_which_cells_leave_vmap_for_a_batched_loop():
         "lem",
     }
     assert all(callable(v) or v in ("fused", "auto") for k, v in paths.items() if v != "reference")
-    assert len(VMAP_PATHS) == 8
+    assert len(batched_paths(CELLS.values())) == 8
 
 
 def test_dmu_steps_gradcheck():

@@ -106,8 +106,8 @@ def test_members_at_once_equal_each_member_alone(cell, options, monkeypatch):
     """E members with their own weights through one call (the ensemble's path), against each
     member's step loop; the loss is a plain sum, whose gradient arrives as an expanded
     (zero-stride) tensor: the kernel must read it as contiguous memory."""
-    from rnnlab.ensemble import StackedModel
     from rnnlab.model import SequenceModel
+    from rnnlab.stacked_model import StackedModel
 
     E, B, T = 3, 4, 8
     models = []

@@ -288,3 +288,18 @@ def test_failed_launch_falls_back_once_with_a_warning(monkeypatch):
     monkeypatch.setattr(recurrence, "_triton_dispatch", lambda u, H: True)
     with pytest.raises(RuntimeError, match="PTX"):
         elementwise_rnn(u, W)
+
+
+def test_the_recurrence_reads_the_setting_where_the_kernel_does(monkeypatch):
+    """``RNNLAB_TRITON`` is parsed in one place (rnnlab.kernels.triton_setting): the recurrence's
+    dispatch of a CPU tensor follows it, spellings and errors included."""
+    from rnnlab.kernels import recurrence, triton_setting
+
+    u = torch.zeros(3, 2, 4)
+    for raw in ["", " OFF ", "no", "auto", "False"]:
+        monkeypatch.setenv("RNNLAB_TRITON", raw)
+        assert triton_setting.mode() in ("auto", "off") and not recurrence._triton_dispatch(u, 4)
+    monkeypatch.setenv("RNNLAB_TRITON", "sometimes")
+    with pytest.raises(ValueError, match="'sometimes'"):
+        recurrence._triton_dispatch(u, 4)
+    assert tr_module.mode is triton_setting.mode

@@ -143,7 +143,8 @@ def test_dmu_synthetic_presets_train_the_module_at_table_x_rate_and_keep_lr_2n_a
         diffs = records._diffs(records._resolved(b.to_dict()), records._resolved(a.to_dict()))
         assert [d.split(" ")[0] for d in diffs] == ["optim.group_lr.memory"]
     from rnnlab.model import build_model
-    from rnnlab.train import build_optimizer, build_task
+    from rnnlab.stepper import build_optimizer
+    from rnnlab.train import build_task
 
     for name, memory_lr in (("dmu/adding-dmu", 0.02), ("dmu/lr2n/adding-dmu", 0.005)):
         cfg = config.load(name)

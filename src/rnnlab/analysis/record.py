@@ -14,15 +14,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..rundir import RunFiles
+
 #: the analyses a suite can record, as ``rnnlab analyze`` names them
 KINDS = ("jacobian", "schur")
-FILE = "analysis.json"
+FILE = RunFiles.ANALYSIS
 
 
 def is_current(run_dir) -> bool:
     """Whether ``run_dir`` holds an analysis record made after its run's ``result.json``."""
     run_dir = Path(run_dir)
-    rec, res = run_dir / FILE, run_dir / "result.json"
+    rec, res = run_dir / FILE, RunFiles(run_dir).result
     return rec.exists() and res.exists() and rec.stat().st_mtime_ns >= res.stat().st_mtime_ns
 
 
@@ -35,7 +37,7 @@ def write_record(run_dir, kind: str, preset: str, command: str, data_dir: str | 
     if kind not in KINDS:
         raise ValueError(f"unknown analysis {kind!r}; expected one of {KINDS}")
     run_dir = Path(run_dir)
-    result = json.loads((run_dir / "result.json").read_text())
+    result = RunFiles(run_dir).read_result()
     step = result["best"]["step"]
     if kind == "jacobian":
         from .jacobian import analyze_run, plot_lag_spectra, summarize

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import torch
 from torch import Tensor, nn
 from torch.nn.utils import parametrize as P
 
+from ..kernels.amp import autocasting
 from ..kernels.ensemble import batched
 from ..kernels.state import State, map_state
 
-__all__ = ["BACKENDS", "Cell", "State", "check_lengths", "iter_cells", "unroll"]
+__all__ = ["BACKENDS", "Cell", "State", "batched_path", "check_lengths", "iter_cells", "unroll"]
 
 BACKENDS = ("auto", "reference")
 
@@ -37,15 +38,6 @@ def _capturing() -> bool:
     breaks around them), forward and backward."""
     exporting = getattr(getattr(torch, "compiler", None), "is_exporting", None)
     return torch.jit.is_tracing() or bool(exporting and exporting())
-
-
-def _autocast_on(device: torch.device) -> bool:
-    """Whether autocast is enabled for ``device``'s type: mixed dtypes are then expected (bf16
-    input projections, float32 parameters), so the dtype checks stand aside."""
-    try:
-        return bool(torch.is_autocast_enabled(device.type))
-    except TypeError:  # torch < 2.4
-        return bool(torch.is_autocast_enabled() if device.type == "cuda" else torch.is_autocast_cpu_enabled())
 
 
 def check_lengths(lengths: Tensor, T: int, B: int) -> None:
@@ -93,6 +85,9 @@ class Cell(nn.Module):
     * ``init_state`` when the state is not a single (B, H) tensor (LSTM: ``(h, c)``),
     * ``sequence`` with a fast path over a whole time-major sequence; it must equal
       :func:`unroll` (tested in float64) and is bypassed when ``backend == "reference"``,
+    * ``batched_sequence`` with a fast path for an ensemble's batched model (the members'
+      parameters stacked on a leading axis under ``torch.func.vmap``, :mod:`rnnlab.ensemble`);
+      the default is the step loop, which runs under vmap for any cell,
     * ``tag_parameters`` to route parameters to optimizer groups (e.g. ``"orthogonal"``).
     """
 
@@ -193,7 +188,7 @@ class Cell(nn.Module):
         if p is None:
             return
         name = name or self._name()
-        if x.dtype != p.dtype and not (x.is_floating_point() and _autocast_on(x.device)):
+        if x.dtype != p.dtype and not (x.is_floating_point() and autocasting(x.device.type)):
             raise ValueError(
                 f"{name} {what} dtype ({x.dtype}) does not match the model's dtype ({p.dtype}); "
                 f"convert the {what} with .to({p.dtype}) or the model with model.to({x.dtype})"
@@ -310,6 +305,35 @@ class Cell(nn.Module):
         always in h coordinates."""
         out, state = self.sequence(x, state, lengths)
         return out, state, None
+
+    def batched_sequence(self, x: Tensor, state: State | None = None, lengths: Tensor | None = None):
+        """Like :meth:`sequence`, as an ensemble's batched model runs it: inside
+        ``torch.func.vmap`` over the members' stacked parameters (:class:`rnnlab.stacked_model.StackedModel`),
+        whatever this cell's ``backend``. The default is the reference step loop
+        (:func:`unroll`, correct for every cell, slower); a cell whose fast path can run batched
+        overrides it (the element-wise recurrences and the gated cells' loops of
+        :mod:`rnnlab.kernels.ensemble`; first the compiled loops of :mod:`rnnlab.kernels.small`
+        where the backend chooses them). It must equal :func:`unroll` for each member (tested
+        in float64 for every registered cell)."""
+        return unroll(self, x, state, lengths)
+
+
+def batched_path(cell_class: type) -> str | Callable:
+    """What ``cell_class`` runs in an ensemble's batched model: its own
+    :meth:`Cell.batched_sequence` (a batched fast path), or "reference" (the step loop)."""
+    method = cell_class.batched_sequence
+    return "reference" if method is Cell.batched_sequence else method
+
+
+def batched_paths(cell_classes: Iterable[type]) -> dict[type, Callable]:
+    """The classes among ``cell_classes`` and their bases that define a batched path of their
+    own (:meth:`Cell.batched_sequence`), each with it."""
+    out: dict[type, Callable] = {}
+    for cls in cell_classes:
+        for k in cls.__mro__:
+            if k is not Cell and isinstance(k, type) and issubclass(k, Cell) and "batched_sequence" in vars(k):
+                out[k] = vars(k)["batched_sequence"]
+    return out
 
 
 def unroll(cell: Cell, x: Tensor, state: State | None = None, lengths: Tensor | None = None):

@@ -19,12 +19,13 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .. import parametrize as par
 from ..kernels import small
-from ..kernels.amp import autocasting, full_precision
+from ..kernels.amp import autocasting, float32_region, full_precision, low_precision_autocast
+from ..kernels.ensemble import ensemble_gru, ensemble_lstm
 from ..kernels.gated import gru_recurrence
 from ..kernels.linear import tall_linear
 from ..kernels.recurrence import elementwise_rnn, modrelu
 from ..kernels.state import State, map_state
-from .base import Cell, real_option
+from .base import Cell, real_option, unroll
 
 
 def run_native(fn, x: Tensor, state: State, weights: list[Tensor], lengths: Tensor | None, training: bool):
@@ -179,11 +180,22 @@ class RNNCell(_Affine):
             return fast
         state = self.start_sequence(x, state)
         if self.backend != "native":
-            # fused recurrence; both biases fold into the input term's bias (no extra pass)
-            bias = None if self.bias_ih is None else self.bias_ih + self.bias_hh
-            u = tall_linear(x, self.weight_ih, bias)
-            return elementwise_rnn(u, self.weight_hh, state, self.nonlinearity, self.modrelu_bias, lengths)
+            return self._fused(x, state, lengths)
         return super().sequence(x, state, lengths)
+
+    def batched_sequence(self, x, state=None, lengths=None):
+        """The compiled loops where the backend chooses them, else the fused recurrence (which
+        runs batched), whatever the backend."""
+        fast = self.small_sequence(x, state, lengths)
+        if fast is not None:
+            return fast
+        return self._fused(x, self.start_sequence(x, state), lengths)
+
+    def _fused(self, x, state, lengths):
+        # fused recurrence; both biases fold into the input term's bias (no extra pass)
+        bias = None if self.bias_ih is None else self.bias_ih + self.bias_hh
+        u = tall_linear(x, self.weight_ih, bias)
+        return elementwise_rnn(u, self.weight_hh, state, self.nonlinearity, self.modrelu_bias, lengths)
 
     def small_sequence(self, x, state=None, lengths=None):
         if self.nonlinearity == "modrelu" or not small.chosen("rnn", self.backend, self.hidden_size, x, self.weight_hh):
@@ -283,6 +295,25 @@ class LSTMCell(_Affine):
         out, h, c = small.lstm(nn.functional.linear(x, self.weight_ih, bias), self.weight_hh, h0, c0, lengths)
         return out, (h, c)
 
+    def batched_sequence(self, x, state=None, lengths=None):
+        """The compiled loops where the backend chooses them, else the batched loop
+        :func:`rnnlab.kernels.ensemble.ensemble_lstm` (ATen's LSTM cannot run in vmap). Under a
+        bf16/fp16 autocast the input terms are computed as the single run's ATen kernel computes
+        them on the CPU: in float32, autocast off (:func:`run_native`)."""
+        fast = self.small_sequence(x, state, lengths)
+        if fast is not None:
+            return fast
+        state = self.start_sequence(x, state)
+        bias = None if self.bias_ih is None else self.bias_ih + self.bias_hh
+        if low_precision_autocast(x):
+            with float32_region(x):
+                dt = full_precision(x)
+                gi = nn.functional.linear(x.to(dt), self.weight_ih.to(dt), None if bias is None else bias.to(dt))
+        else:
+            gi = nn.functional.linear(x, self.weight_ih, bias)
+        out, h, c = ensemble_lstm(gi, self.weight_hh, state[0], state[1], lengths)
+        return out, (h, c)
+
 
 class GRUCell(_Affine):
     """GRU (torch's form, gate order r, z, n):
@@ -324,6 +355,19 @@ class GRUCell(_Affine):
         state = self.start_sequence(x, state)
         b_hh = self.bias_hh if self.bias_hh is not None else x.new_zeros(self.weight_hh.shape[0])
         return small.gru(nn.functional.linear(x, self.weight_ih, self.bias_ih), self.weight_hh, b_hh, state, lengths)
+
+    def batched_sequence(self, x, state=None, lengths=None):
+        """The compiled loops where the backend chooses them, else the batched loop
+        :func:`rnnlab.kernels.ensemble.ensemble_gru`; with lengths under a bf16/fp16 autocast,
+        the single run's path: its step loop."""
+        fast = self.small_sequence(x, state, lengths)
+        if fast is not None:
+            return fast
+        if lengths is not None and low_precision_autocast(x):
+            return unroll(self, x, state, lengths)
+        state = self.start_sequence(x, state)
+        b_hh = self.bias_hh if self.bias_hh is not None else x.new_zeros(self.weight_hh.shape[0])
+        return ensemble_gru(nn.functional.linear(x, self.weight_ih, self.bias_ih), self.weight_hh, b_hh, state, lengths)
 
     def sequence(self, x, state=None, lengths=None):
         """``backend="small"`` (and "auto" at small widths): the compiled loops of

@@ -31,9 +31,11 @@ import torch
 from torch import Tensor, nn
 
 from ..kernels import small
+from ..kernels.amp import low_precision_autocast
+from ..kernels.ensemble import ensemble_dmu, ensemble_rhn
 from ..kernels.gated import dmu_recurrence, rhn_recurrence
 from ..kernels.linear import tall_linear
-from .base import Cell, real_option
+from .base import Cell, real_option, unroll
 
 
 class DMUCell(Cell):
@@ -135,6 +137,25 @@ class DMUCell(Cell):
         hidden = [(lin.weight, lin.bias) for lin in self.fnn[1:-1]]
         return small.dmu(u1, state, first.weight[:, I:], hidden, last.weight, last.bias, self.activation, 0.01, lengths)
 
+    def batched_sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
+        """The compiled loops where the backend chooses them, else the batched loop
+        :func:`rnnlab.kernels.ensemble.ensemble_dmu`; with lengths under a bf16/fp16 autocast,
+        the single run's path: its step loop."""
+        fast = self.small_sequence(x, state, lengths)
+        if fast is not None:
+            return fast
+        if lengths is not None and low_precision_autocast(x):
+            return unroll(self, x, state, lengths)
+        state = self.start_sequence(x, state)
+        n_in, first, last = self.input_size, self.fnn[0], self.fnn[-1]
+        u1 = nn.functional.linear(x, first.weight[:, :n_in], first.bias)
+        if self.depth == 1:  # layers=[]: the one linear layer is the output layer
+            return ensemble_dmu(u1, state, first.weight[:, n_in:], [], None, None, self.activation, 0.01, lengths)
+        hidden = [(lin.weight, lin.bias) for lin in self.fnn[1:-1]]
+        return ensemble_dmu(
+            u1, state, first.weight[:, n_in:], hidden, last.weight, last.bias, self.activation, 0.01, lengths
+        )
+
 
 class RHNCell(Cell):
     """Recurrent Highway Network with coupled carry gate (see the module docstring).
@@ -215,3 +236,18 @@ class RHNCell(Cell):
         state = self.start_sequence(x, state)
         u = nn.functional.linear(x, self.weight_ih)
         return small.rhn(u, self.weight_hh, self.bias, state, lengths)
+
+    def batched_sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
+        """The compiled loops where the backend chooses them, else the batched loop
+        :func:`rnnlab.kernels.ensemble.ensemble_rhn`; with lengths under a bf16/fp16 autocast,
+        the single run's path: its step loop."""
+        fast = self.small_sequence(x, state, lengths)
+        if fast is not None:
+            return fast
+        if lengths is not None and low_precision_autocast(x):
+            return unroll(self, x, state, lengths)
+        state = self.start_sequence(x, state)
+        # the first micro-layer's bias enters the input terms, as in the single run's fast path
+        # (under autocast they round together)
+        bias = torch.cat([torch.zeros_like(self.bias[:1]), self.bias[1:]])
+        return ensemble_rhn(nn.functional.linear(x, self.weight_ih, self.bias[0]), self.weight_hh, bias, state, lengths)

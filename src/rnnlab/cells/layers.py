@@ -20,10 +20,11 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
+from ..kernels.amp import autocasting
 from ..kernels.checkpoint import checkpointed_sequence
 from ..kernels.state import State, map_state
 from .asrnn import ASRNNCell
-from .base import Cell, _autocast_on, _capturing, _tracing, check_lengths, check_size, unroll
+from .base import Cell, _capturing, _tracing, check_lengths, check_size, unroll
 from .classic import GRUCell, IRNNCell, LSTMCell, RNNCell
 from .dmu import DMUCell, RHNCell
 from .euler import AntisymmetricRNNCell, IncrementalRNNCell, LipschitzRNNCell, NAISNetCell
@@ -132,6 +133,10 @@ class Recurrent(nn.Module):
     """
 
     cell_class: type[Cell] | None = None
+    #: None, or how the cells run with ensemble members as a leading axis (set on the template
+    #: of :func:`rnnlab.stacked_model.batched_template`): "batched" (each cell's
+    #: :meth:`~rnnlab.cells.Cell.batched_sequence`) or "reference" (the step loop)
+    members: str | None = None
 
     def __init__(
         self,
@@ -378,7 +383,7 @@ class Recurrent(nn.Module):
             what = "hidden" if len(leaves) == 1 else f"hidden[{i}]"
             if tuple(leaf.shape) != expected:
                 raise ValueError(f"{name}: Expected {what} size {expected}, got {list(leaf.shape)}")
-            if leaf.dtype != x.dtype and not (leaf.is_floating_point() and _autocast_on(x.device)):
+            if leaf.dtype != x.dtype and not (leaf.is_floating_point() and autocasting(x.device.type)):
                 raise ValueError(
                     f"{name}: {what} dtype ({leaf.dtype}) does not match the input dtype ({x.dtype}); "
                     f"convert it with .to({x.dtype})"
@@ -433,6 +438,10 @@ class Recurrent(nn.Module):
         return torch.where(t < L, L - 1 - t, t).to(device)
 
     def _run_cell(self, cell: Cell, x: Tensor, state, lengths, mapped: bool):
+        if self.members is not None:  # an ensemble's batched model, under vmap
+            fast = self.members == "batched"
+            out, s = cell.batched_sequence(x, state, lengths) if fast else unroll(cell, x, state, lengths)
+            return out, s, None
         if _capturing():  # jit.trace / export: the step loop, which both capture (see _capturing)
             out, s = unroll(cell, x, state, lengths)
             return out, s, None

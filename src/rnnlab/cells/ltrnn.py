@@ -99,6 +99,15 @@ class LTRNNCell(Cell):
         state = self.start_sequence(x, state)
         return small.rnn(self.input_path(x), self.weight_hh, state, "identity", lengths)
 
+    def batched_sequence(self, x, state=None, lengths=None):
+        """The compiled loops where the backend chooses them, else the fused element-wise
+        recurrence (which runs batched), whatever the backend."""
+        fast = self.small_sequence(x, state, lengths)
+        if fast is not None:
+            return fast
+        state = self.start_sequence(x, state)
+        return elementwise_rnn(self.input_path(x), self.weight_hh, state, "identity", lengths=lengths)
+
     def sequence(self, x, state=None, lengths=None):
         if self.backend == "reference":
             return super().sequence(x, state, lengths)

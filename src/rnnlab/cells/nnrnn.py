@@ -254,6 +254,10 @@ class NNRNNCell(Cell):
         backward)."""
         if self.backend == "reference":
             return super().sequence(x, state, lengths)
+        return self.batched_sequence(x, state, lengths)
+
+    def batched_sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
+        """The fast path of :meth:`sequence` (its recurrence runs batched), whatever the backend."""
         state = self.start_sequence(x, state)
         with P.cached():
             V = self.recurrent_matrix()

@@ -54,6 +54,10 @@ class OrthogonalRNNCell(Cell):
         ``backend="reference"`` runs :func:`rnnlab.unroll` instead."""
         if self.backend == "reference":
             return super().sequence(x, state, lengths)
+        return self.batched_sequence(x, state, lengths)
+
+    def batched_sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
+        """The fast path of :meth:`sequence` (its recurrence runs batched), whatever the backend."""
         state = self.start_sequence(x, state)
         u = tall_linear(x, self.weight_ih)
         return elementwise_rnn(u, self.weight_hh, state, "modrelu", self.bias, lengths)

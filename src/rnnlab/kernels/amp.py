@@ -30,8 +30,15 @@ def autocasting(device_type: str) -> bool:
     """Whether ``torch.autocast`` is on for ``device_type`` ("cpu", "cuda", "mps", ...)."""
     try:
         return bool(torch.is_autocast_enabled(device_type))
-    except (RuntimeError, TypeError, ValueError):  # device types autocast does not know (meta)
+    except TypeError:  # torch < 2.4: no device argument
+        return bool(torch.is_autocast_enabled() if device_type == "cuda" else torch.is_autocast_cpu_enabled())
+    except (RuntimeError, ValueError):  # device types autocast does not know (meta)
         return False
+
+
+def low_precision_autocast(x: Tensor) -> bool:
+    """Whether ``x``'s device runs under a bfloat16/float16 autocast (``train.precision``)."""
+    return autocasting(x.device.type) and torch.get_autocast_dtype(x.device.type) in LOW_PRECISION
 
 
 def recurrence_dtype(x: Tensor) -> torch.dtype:

@@ -40,7 +40,6 @@ exact (tested with ``gradgradcheck`` in float64, also on the Triton path). A pla
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import torch
@@ -50,6 +49,7 @@ from .amp import float32_region, recurrence_dtype
 from .ensemble import batched, ensemble_elementwise_rnn
 from .linear import blocked_mm, column_sum, gram_t, tall_linear
 from .state import hold_past_length
+from .triton_setting import mode as triton_mode
 
 ACTIVATIONS = ("tanh", "relu", "modrelu", "identity")
 
@@ -275,8 +275,7 @@ def _triton_dispatch(u: Tensor, hidden: int) -> bool:
     """Whether this call runs the Triton kernel (:mod:`rnnlab.kernels.triton_recurrence`):
     decided there for CUDA tensors or when ``RNNLAB_TRITON`` asks; a CPU tensor with the
     setting unset returns False without importing Triton."""
-    setting = os.environ.get("RNNLAB_TRITON", "").strip().lower()
-    if u.device.type != "cuda" and setting in ("", "auto", "0", "off", "false", "no"):
+    if u.device.type != "cuda" and triton_mode() != "force":
         return False
     from . import triton_recurrence
 
@@ -294,7 +293,7 @@ def _triton_forward(u, weight, h0, activation, bias, lengths):
             u, weight, h0, activation, bias, lengths, fallback=_ElementwiseRNN
         )
     except Exception as e:
-        if triton_recurrence.mode() == "force":
+        if triton_mode() == "force":
             raise
         reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         triton_recurrence.disable(reason)

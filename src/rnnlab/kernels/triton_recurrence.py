@@ -63,6 +63,8 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from .triton_setting import mode
+
 try:  # optional extra: pip install "rnnlab[triton]"
     import triton
     import triton.language as tl
@@ -79,19 +81,6 @@ BLOCK_B = 16
 
 _ACT_CODES = {"tanh": 0, "relu": 1, "modrelu": 2, "identity": 3}
 _DTYPES = (torch.float32, torch.float64)
-_MODES = {
-    "": "auto",
-    "auto": "auto",
-    "0": "off",
-    "off": "off",
-    "false": "off",
-    "no": "off",
-    "1": "force",
-    "force": "force",
-    "on": "force",
-    "true": "force",
-    "yes": "force",
-}
 
 # --- the on-chip budget ---------------------------------------------------------------------
 
@@ -225,15 +214,6 @@ def reset() -> None:
     DISABLED = None
     CHECKED.clear()
     _WARNED.clear()
-
-
-def mode() -> str:
-    """The ``RNNLAB_TRITON`` setting: "auto" (default), "off" or "force"."""
-    raw = os.environ.get("RNNLAB_TRITON", "auto")
-    key = raw.strip().lower()
-    if key not in _MODES:
-        raise ValueError(f"RNNLAB_TRITON={raw!r} is not understood; expected auto, 0/off or 1/force (or unset it)")
-    return _MODES[key]
 
 
 def _interpreting() -> bool:

@@ -33,7 +33,9 @@ import logging
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from .._compat import moved_attribute
 from ..results import DMU_THRESHOLDS, median_epoch
+from ..rundir import RunFiles
 from .claims import CLAIMS, FEW_SEEDS, NOT_APPLICABLE, OTHER_PROTOCOL, needed, runs_text, test_items, verdict_kind
 from .price import AFFORDABLE_HOURS, Missing, Pricer, hours, missing
 from .published import PAPER_PROTOCOL, PAPERS, ROWS, VARIANTS, Published, protocol
@@ -657,16 +659,20 @@ def summary_line(roots, link: str = "REPRODUCTION.md") -> str:
 
 
 # --- collecting runs -------------------------------------------------------------------------
-RECORD_FILES = ("config.json", "result.json", "metrics.jsonl", "analysis.json")
+#: public names that moved out of this module (importable from here with a DeprecationWarning)
+MOVED = {"RECORD_FILES": "rnnlab.rundir:RunFiles.RECORD"}
+
+
+def __getattr__(name: str):
+    return moved_attribute(__name__, MOVED, name)
 
 
 def _key_and_seed(d: Path):
-    import json
 
     from ..rundir import saved_key
 
     try:
-        seed = json.loads((d / "result.json").read_text()).get("seed")
+        seed = RunFiles(d).read_result().get("seed")
     except (OSError, ValueError, AttributeError):
         seed = None
     return saved_key(d), seed
@@ -676,7 +682,7 @@ def _half_copied(dest: Path, src: Path) -> bool:
     """Whether ``dest`` holds a copy of ``src``'s record that stopped part way (a copy by a
     version of ``collect`` that did not write atomically, or by hand): every record file in
     ``dest`` is a beginning of ``src``'s, and one is shorter or missing."""
-    names = [n for n in RECORD_FILES if (src / n).exists()]
+    names = [p.name for p in RunFiles(src).record()]
     complete = True
     for n in names:
         if not (dest / n).exists():
@@ -711,12 +717,12 @@ def collect(runs_dir, out_dir) -> list[Path]:
             f"give a records folder, e.g. -o records"
         )
     copied = []
-    for p in sorted(runs_dir.rglob("result.json")):
+    for p in RunFiles.below(runs_dir):
         src = p.parent
         dest = out_dir / src.relative_to(runs_dir)
-        if (dest / "result.json").exists() and _half_copied(dest, src):
+        if RunFiles(dest).result.exists() and _half_copied(dest, src):
             log.warning(f"{dest} holds a half-copied record of {src}; completing it")
-        elif (dest / "result.json").exists() and _key_and_seed(dest) != _key_and_seed(src):
+        elif RunFiles(dest).result.exists() and _key_and_seed(dest) != _key_and_seed(src):
             key = _key_and_seed(src)[0] or "nokey"
             alt = dest.with_name(f"{dest.name}-{key[:8]}")
             log.warning(
@@ -724,13 +730,12 @@ def collect(runs_dir, out_dir) -> list[Path]:
                 f"(nothing overwritten)"
             )
             dest = alt
-            if (dest / "result.json").exists() and _key_and_seed(dest) != _key_and_seed(src):
+            if RunFiles(dest).result.exists() and _key_and_seed(dest) != _key_and_seed(src):
                 if not _half_copied(dest, src):
                     raise FileExistsError(f"{dest} also holds another record; move one of them by hand")
         dest.mkdir(parents=True, exist_ok=True)
-        for name in sorted(RECORD_FILES, key=lambda n: n == "result.json"):  # result.json last
-            if (src / name).exists():
-                atomic_copy(src / name, dest / name)
+        for path in RunFiles(src).record():  # result.json last
+            atomic_copy(path, dest / path.name)
         copied.append(dest)
     return copied
 

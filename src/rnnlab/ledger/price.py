@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import config
+from ..rundir import RunFiles
 from .records import Record, _resolved, preset_dicts
 
 #: a missing run is *affordable* on the machine of the records when it fits in this many hours
@@ -360,10 +361,10 @@ def timing_records(roots) -> list[Record]:
 
     out = []
     for root in roots:
-        for p in sorted(Path(root).rglob("result.json")):
+        for p in RunFiles.below(root):
             try:
                 result = json.loads(p.read_text())
-                cfg = _over_defaults(json.loads((p.parent / "config.json").read_text()))
+                cfg = _over_defaults(json.loads(RunFiles(p.parent).config.read_text()))
             except (OSError, ValueError, AttributeError):
                 continue
             if isinstance(result, dict):

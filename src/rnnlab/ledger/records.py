@@ -38,7 +38,7 @@ from pathlib import Path
 
 from .. import config
 from ..results import DMU_THRESHOLDS, _mixed_label, dmu_steps_per_epoch, first_reached, mean_std, mixed_precision
-from ..rundir import read_jsonl
+from ..rundir import RunFiles, read_jsonl
 
 #: Flat configuration keys that do not change what a run computes (its name and description, the
 #: seeds, where and how fast it ran, how often it logs): the ledger compares runs without them.
@@ -107,7 +107,7 @@ class Record:
     def metrics(self) -> list[dict]:
         """The rows of ``metrics.jsonl`` (unreadable lines skipped)."""
         if self._rows is None:
-            p = self.path / "metrics.jsonl"
+            p = RunFiles(self.path).metrics
             self._rows = read_jsonl(p)[0] if p.exists() else []
         return self._rows
 
@@ -219,7 +219,7 @@ def _read_record(p: Path) -> tuple[Record | None, str]:
             raise ValueError("not a JSON object")
     except (OSError, ValueError) as e:
         return None, f"result.json unreadable ({type(e).__name__}: {str(e)[:60]})"
-    cfg_path = p.parent / "config.json"
+    cfg_path = RunFiles(p.parent).config
     try:
         cfg = load_json(cfg_path).to_dict()
     except (ConfigError, TypeError, ValueError, KeyError):  # written by other code (keys, types, cells)
@@ -236,7 +236,7 @@ def _read_record(p: Path) -> tuple[Record | None, str]:
     if segments:
         return None, f"resumed in another precision ({_mixed_label(segments)}): evidence for neither"
     rec = Record(p.parent, cfg, result)
-    m = p.parent / "metrics.jsonl"
+    m = RunFiles(p.parent).metrics
     if not m.exists():
         return None, "no metrics.jsonl"
     rows, lines = read_jsonl(m)
@@ -264,7 +264,7 @@ def load_records(roots) -> tuple[list[Record], list[Analysis], list[LeftOut]]:
 
             raise NoSuchPath(f"no such records directory: {root} (give the directories that hold run records)")
         pending = awaiting_remake(root)
-        for p in sorted(root.rglob("result.json")):
+        for p in RunFiles.below(root):
             if p.resolve() in seen_paths:
                 continue
             seen_paths.add(p.resolve())
@@ -274,7 +274,7 @@ def load_records(roots) -> tuple[list[Record], list[Analysis], list[LeftOut]]:
             else:
                 rec.unverifiable = pending.get(p.parent.relative_to(root).as_posix(), "")
                 records.append(rec)
-        for p in sorted(root.rglob("analysis.json")):
+        for p in RunFiles.below(root, RunFiles.ANALYSIS):
             try:
                 data = json.loads(p.read_text())
                 analyses.append(Analysis(p.parent, data["preset"], data))

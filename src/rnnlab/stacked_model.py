@@ -1,0 +1,185 @@
+"""An ensemble's batched model: E models of one architecture run as one, ``torch.func.vmap``
+of ``functional_call`` over their stacked parameters (:class:`StackedModel`), on a template copy
+whose layers run each cell's batched path (:meth:`rnnlab.cells.Cell.batched_sequence`), and
+their evaluation in one pass. The ensemble's driver (:mod:`rnnlab.ensemble`) trains with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+from torch.func import functional_call, vmap
+from torch.nn import functional as F
+from torch.utils._pytree import tree_map
+
+from . import device as dev
+from .cells.base import check_lengths, iter_cells
+from .cells.layers import Recurrent
+from .evaluation import add_metric_sums, eval_data, split_metrics
+from .kernels.amp import low_precision_autocast
+from .tasks.base import Task
+
+__all__ = ["AUTOCAST_PRODUCTS", "EVAL_ELEMENTS", "StackedModel", "batched_template"]
+
+#: the evaluation of several members runs in chunks of at most this many activation elements
+#: (batch x time x the widths of the recurrent layers and the readout, per member)
+EVAL_ELEMENTS = 2**26
+# LONE_MEMBER: a batched call of one member runs as two, the member beside a detached copy of
+# itself whose outputs are dropped. Some of the batched products take another kernel for a
+# batch of one (measured, torch 2.13 CPU: a demo/lstm member's weight gradients then differed
+# at the last float32 bit from the same member stepped among others, while E = 2 and E = 3
+# agree bit for bit). A member steps alone when it catches up after a resume from checkpoints
+# of different steps (a kill between two members' checkpoint writes) or ends an evaluation
+# chunk; it must compute what it would have among the others, so that a resumed ensemble is
+# bit-identical to the uninterrupted one.
+
+
+def batched_template(model: nn.Module, fast: bool = True) -> nn.Module:
+    """A copy of ``model`` to run under vmap (:class:`StackedModel`): each layer runs its cells'
+    batched path, :meth:`rnnlab.cells.Cell.batched_sequence` (the cell's own batched fast path
+    where it has one, first the compiled loops of :mod:`rnnlab.kernels.small` where its backend
+    chooses them; else its reference step loop; ``fast=False``: every cell its step loop), and
+    no layer checkpoints (the same values, more memory)."""
+    template = copy.deepcopy(model)
+    for m in template.modules():
+        if isinstance(m, Recurrent):
+            m.members = "batched" if fast else "reference"
+            m.checkpoint_chunk = None
+    return template
+
+
+#: products autocast runs in its low precision that, inside ``torch.func.vmap``, run in their
+#: inputs' dtype instead (seen with torch 2.13 on the CPU: ``F.linear`` with a bias, ``addmm``;
+#: the others are listed as autocast lists them): :class:`_AutocastInVmap` casts for them
+AUTOCAST_PRODUCTS = (F.linear, torch.addmm, torch.baddbmm, torch.addbmm, torch.addmv, torch.mm, torch.bmm, torch.matmul)
+
+
+class _AutocastInVmap(torch.overrides.TorchFunctionMode):
+    """Under a bf16/fp16 autocast, the floating inputs of :data:`AUTOCAST_PRODUCTS` cast to
+    autocast's dtype before the call, as autocast casts them outside ``vmap``: a member then
+    computes each product in the dtype its single run does (docs/ensembles.md). Where autocast
+    is off (the recurrences' float32 regions, fp32 runs) nothing changes."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in AUTOCAST_PRODUCTS:
+            first = next((a for a in args if isinstance(a, Tensor)), None)
+            if first is not None and low_precision_autocast(first):
+                dt = torch.get_autocast_dtype(first.device.type)
+                cast = lambda a: a.to(dt) if isinstance(a, Tensor) and a.is_floating_point() else a  # noqa: E731
+                args = tuple(cast(a) for a in args)
+                kwargs = {k: cast(v) for k, v in kwargs.items()}
+        return func(*args, **kwargs)
+
+
+class StackedModel:
+    """E models of one architecture run as one: ``torch.func.vmap`` of ``functional_call`` over
+    their stacked parameters and buffers, on a template copy of the first model
+    (:func:`batched_template`: the cells' recurrences step out of vmap into batched loops,
+    :mod:`rnnlab.kernels.ensemble`).
+
+    ``forward(models, x, state, lengths, shared=False)``: ``x`` (E, B, T, ...) holds one batch
+    per member (``shared=True``: one batch (B, T, ...) for all), ``state`` a stacked state (E,
+    ...) or None, ``lengths`` (E, B) (shared: (B,)) or None; returns ``(out (E, ...), state
+    (E, ...))``. Gradients flow into each model's own parameters."""
+
+    def __init__(self, model: nn.Module, fast: bool = True):
+        self.template = batched_template(model, fast)
+        self.names = [n for n, _ in self.template.named_parameters()]
+        self.buffer_names = [n for n, _ in self.template.named_buffers()]
+
+    def tensors(self, models: Sequence[nn.Module]) -> dict[str, Tensor]:
+        """The models' parameters and buffers, stacked (parameters differentiably)."""
+        out = {}
+        params = [dict(m.named_parameters()) for m in models]
+        for n in self.names:
+            out[n] = torch.stack([p[n] for p in params])
+        if self.buffer_names:
+            buffers = [dict(m.named_buffers()) for m in models]
+            for n in self.buffer_names:
+                out[n] = torch.stack([b[n] for b in buffers])
+        return out
+
+    def forward(
+        self,
+        models: Sequence[nn.Module],
+        x: Tensor,
+        state=None,
+        lengths: Tensor | None = None,
+        shared: bool = False,
+        tensors: dict | None = None,
+    ):
+        data_dim = None if shared else 0
+        tensors = tensors or self.tensors(models)
+        lone = next(iter(tensors.values())).shape[0] == 1
+        if lone:  # LONE_MEMBER: one member runs beside a detached copy of itself
+            tensors = {n: torch.cat([t, t.detach()]) for n, t in tensors.items()}
+            if not shared:
+                x = torch.cat([x, x.detach()])
+                lengths = None if lengths is None else torch.cat([lengths, lengths])
+            state = None if state is None else tree_map(lambda t: torch.cat([t, t.detach()]), state)
+
+        def one(p, x, state, lengths):
+            return functional_call(self.template, p, (x, state, lengths))  # SequenceModel.forward_batch's call
+
+        in_dims = (0, data_dim, None if state is None else 0, None if lengths is None else data_dim)
+        with _AutocastInVmap() if low_precision_autocast(x) else contextlib.nullcontext():
+            out = vmap(one, in_dims=in_dims)(tensors, x, state, lengths)
+        return tree_map(lambda t: t[:1], out) if lone else out
+
+    def evaluate(
+        self,
+        models: Sequence[nn.Module],
+        task: Task,
+        split: str,
+        batch_size: int,
+        max_batches: int,
+        precision: str,
+        device: torch.device,
+    ) -> list[dict]:
+        """``rnnlab.train.evaluate`` of every model, in one pass over the split per chunk of
+        models (:data:`EVAL_ELEMENTS`)."""
+        metrics: list[dict] = []
+        chunk = self._eval_chunk(task, split, batch_size)
+        for i in range(0, len(models), chunk):
+            metrics += self._evaluate(models[i : i + chunk], task, split, batch_size, max_batches, precision, device)
+        return metrics
+
+    def _eval_chunk(self, task: Task, split: str, batch_size: int) -> int:
+        first = next(iter(task.eval_batches(split, batch_size)), None)
+        if first is None:
+            return 1 << 30
+        steps = first.x.shape[1] if first.x.dim() > 1 else 1
+        widths = sum(c.hidden_size for c in iter_cells(self.template)) + max(task.output_size, 1)
+        per_member = first.x.shape[0] * steps * widths * 4  # a few intermediates per unit and step
+        return max(1, EVAL_ELEMENTS // max(per_member, 1))
+
+    @torch.no_grad()
+    def _evaluate(self, models, task, split, batch_size, max_batches, precision, device) -> list[dict]:
+        was = self.template.training
+        self.template.eval()
+        sums: list[dict] = [{} for _ in models]
+        carry = None
+        try:
+            tensors = self.tensors(models)
+            for batch in eval_data(task, split, batch_size, max_batches, device):
+                if batch.lengths is not None:
+                    check_lengths(torch.as_tensor(batch.lengths), batch.x.shape[1], batch.x.shape[0])
+                with dev.autocast(device, precision):
+                    out, carry = self.forward(
+                        models,
+                        batch.x,
+                        carry if batch.carry_state else None,
+                        batch.lengths,
+                        shared=True,
+                        tensors=tensors,
+                    )
+                for k in range(len(models)):
+                    add_metric_sums(sums[k], task, out[k], batch)
+        finally:
+            self.template.train(was)
+        return [split_metrics(task, m, split, batch_size, s) for m, s in zip(models, sums)]
