@@ -116,7 +116,7 @@ step() {
   fi
 }
 
-# --allow-load: a lent GPU is one chance; a host busier than rnnlab.benchrecord's limit still
+# --allow-load: a lent GPU is one chance; a host busier than rnnlab.bench.benchrecord's limit still
 # records, and the record says it was loaded
 SPEED_ARGS=(bench speed --device cuda --configs copy mnist --quick --cells asrnn exprnn lstm --allow-load
             --json "$OUTDIR/speed-cuda.json")

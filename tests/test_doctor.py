@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rnnlab import doctor
+from rnnlab.bench import doctor
 from rnnlab.cells import CELLS, layers
 from rnnlab.cli import main
 from rnnlab.kernels import recurrence
@@ -206,7 +206,7 @@ def test_kernel_table_through_the_interpreter(tmp_path):
     the limit)."""
     pytest.importorskip("triton", reason="Triton is not installed (pip install 'rnnlab[triton]')")
     code = (
-        "import torch, triton; from rnnlab import doctor; "
+        "import torch, triton; from rnnlab.bench import doctor; "
         "print(doctor.kernel_table(torch.device('cpu'), hiddens=(20, 130), T=3, batch=17, repeats=1))"
     )
     env = dict(os.environ, TRITON_INTERPRET="1")

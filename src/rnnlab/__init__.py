@@ -77,7 +77,89 @@ def _submodules() -> tuple[str, ...]:
 __all__ = [*_CELLS, *_TASKS, *_RUNS, *_STEPPER, "__version__", *_submodules()]
 
 
+#: modules that moved, by their old name under ``rnnlab``: the old name still imports them
+#: (``from rnnlab import speed``, ``import rnnlab.speed``, ``python -m rnnlab.docsync``) with a
+#: DeprecationWarning until the next release
+_MOVED = {
+    "speed": "rnnlab.bench.speed",
+    "ensemble_bench": "rnnlab.bench.ensemble_bench",
+    "small_bench": "rnnlab.bench.small_bench",
+    "benchrecord": "rnnlab.bench.benchrecord",
+    "benchdocs": "rnnlab.bench.benchdocs",
+    "doctor": "rnnlab.bench.doctor",
+    "docsync": "rnnlab.bench.docsync",
+}
+
+
+def _moved(name: str, stacklevel: int = 3):
+    """The module ``rnnlab.<name>`` moved to, with a DeprecationWarning naming its new place."""
+    import warnings
+    from importlib import import_module
+
+    new = _MOVED[name]
+    warnings.warn(
+        f"rnnlab.{name} moved to {new}; import it from there (the old name goes in the next release)",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+    return import_module(new)
+
+
+class _MovedLoader:
+    """Loads an old module name as the module at its new place (the same module object)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def create_module(self, spec):
+        return _moved(self.name, stacklevel=3)  # importlib's own frames are not counted
+
+    def exec_module(self, module) -> None:
+        pass
+
+    def is_package(self, fullname: str) -> bool:
+        return False
+
+    def get_code(self, fullname: str):
+        """``python -m rnnlab.<old name>``: runs the new module as the main one."""
+        new = _MOVED[self.name]
+        return compile(
+            "import runpy, warnings\n"
+            f"warnings.warn({f'python -m {fullname} is now python -m {new}'!r}, DeprecationWarning)\n"
+            f"runpy.run_module({new!r}, run_name='__main__', alter_sys=True)\n",
+            fullname,
+            "exec",
+        )
+
+
+class _MovedFinder:
+    """Finds ``rnnlab.<old name>`` of a moved module (see ``_MOVED``) on ``sys.meta_path``."""
+
+    @staticmethod
+    def find_spec(fullname: str, path=None, target=None):
+        package, _, name = fullname.rpartition(".")
+        if package != __name__ or name not in _MOVED:
+            return None
+        from importlib.machinery import ModuleSpec
+
+        return ModuleSpec(fullname, _MovedLoader(name))
+
+
+def _install_finder() -> None:
+    import sys
+
+    if not any(isinstance(f, type) and f.__name__ == "_MovedFinder" for f in sys.meta_path):
+        sys.meta_path.append(_MovedFinder)
+
+
+_install_finder()
+
+
 def __getattr__(name: str):
+    if name in _MOVED:
+        module = _moved(name)
+        globals()[name] = module  # warned once: ``from rnnlab import x`` looks the name up twice
+        return module
     if name in _CELLS:
         from . import cells as module
     elif name in _TASKS:

@@ -389,13 +389,13 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from . import speed
+    from .bench import speed
 
     return speed.main(**{k: getattr(args, k) for k in speed.OPTIONS})
 
 
 def cmd_bench_ensemble(args) -> int:
-    from . import ensemble_bench
+    from .bench import ensemble_bench
 
     return ensemble_bench.main(**{k: getattr(args, k) for k in ensemble_bench.OPTIONS})
 
@@ -456,7 +456,7 @@ def _demo_record(dirs: list[Path], png: Path, record: Path) -> None:
             shutil.copyfile(d / f, record / d.name / f)
     shutil.copyfile(png, record / "loss.png")
     (record / "table.md").write_text(table(record, DEMO_METRICS) + "\n")
-    print(f"recorded in {record} (update the README block: python -m rnnlab.docsync README.md)")
+    print(f"recorded in {record} (update the README block: python -m rnnlab.bench.docsync README.md)")
 
 
 def cmd_demo(args) -> int:
@@ -583,7 +583,7 @@ def cmd_analyze_jacobian(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    from .doctor import main_doctor
+    from .bench.doctor import main_doctor
 
     return main_doctor(
         device=args.device,
@@ -921,7 +921,7 @@ def _parser_bench(sub, bench_arguments: bool = True) -> None:
         docs="speed.md",
     )
     if bench_arguments:  # reading them imports torch: only when the command line is a bench
-        from .speed import add_arguments
+        from .bench.speed import add_arguments
 
         add_arguments(b)
     b.set_defaults(func=cmd_bench)
@@ -933,7 +933,7 @@ def _parser_bench(sub, bench_arguments: bool = True) -> None:
         docs="ensembles.md",
     )
     if bench_arguments:
-        from .ensemble_bench import add_arguments as ensemble_arguments
+        from .bench.ensemble_bench import add_arguments as ensemble_arguments
 
         ensemble_arguments(b)
     b.set_defaults(func=cmd_bench_ensemble)
@@ -1083,7 +1083,7 @@ def _parser_doctor(sub) -> None:
         "check every fast path against its reference on a device (table; exit 1 on a mismatch)",
         "rnnlab doctor --device cuda",
     )
-    from .doctor import add_arguments
+    from .bench.doctor import add_arguments
 
     add_arguments(s)
     s.set_defaults(func=cmd_doctor)

@@ -1,5 +1,5 @@
 """Timing records that hold: the load check, the captions, and every table and sentence in the
-docs generated from its record (rnnlab.benchrecord, rnnlab.benchdocs)."""
+docs generated from its record (rnnlab.bench.benchrecord, rnnlab.bench.benchdocs)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rnnlab import benchdocs, benchrecord, docsync
+from rnnlab.bench import benchdocs, benchrecord, docsync
 
 ROOT = Path(__file__).parents[2]
 
@@ -50,7 +50,7 @@ def test_every_run_table_in_the_docs_is_what_its_records_give():
     ]
     assert len(found) >= 3
     stale = [f"{md.relative_to(ROOT)}: {args}" for md, args, body in found if body != docsync.render(args, md.parent)]
-    assert not stale, f"stale blocks (run python -m rnnlab.docsync FILE.md): {stale}"
+    assert not stale, f"stale blocks (run python -m rnnlab.bench.docsync FILE.md): {stale}"
 
 
 def test_every_generated_block_in_the_docs_is_what_its_record_gives():
@@ -59,7 +59,7 @@ def test_every_generated_block_in_the_docs_is_what_its_record_gives():
     stale = [
         f"{md.relative_to(ROOT)}: {args}" for md, args, body in found if body != benchdocs.render_block(args, md.parent)
     ]
-    assert not stale, f"stale blocks (run python -m rnnlab.docsync FILE.md): {stale}"
+    assert not stale, f"stale blocks (run python -m rnnlab.bench.docsync FILE.md): {stale}"
 
 
 def test_every_timing_record_has_its_table_in_the_docs():
@@ -311,9 +311,9 @@ def test_the_guides_summary_and_memory_sentence_come_from_the_main_record():
 @pytest.mark.parametrize(
     "path",
     [
-        "src/rnnlab/speed.py",
-        "src/rnnlab/benchrecord.py",
-        "src/rnnlab/benchdocs.py",
+        "src/rnnlab/bench/speed.py",
+        "src/rnnlab/bench/benchrecord.py",
+        "src/rnnlab/bench/benchdocs.py",
         "benchmarks/papers_code.py",
         "benchmarks/backend_overhead.py",
         "benchmarks/speed.py",

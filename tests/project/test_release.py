@@ -52,7 +52,7 @@ def test_api_reference_builds(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     page = (tmp_path / "rnnlab" / "train.html").read_text()
     assert "load_run" in page and "weights_only=True" in page  # a docstring made it through
-    for mod in ("cells", "tasks", "parametrize", "results", "docsync"):
+    for mod in ("cells", "tasks", "parametrize", "results", "bench/docsync"):
         assert (tmp_path / "rnnlab" / f"{mod}.html").exists()
 
 

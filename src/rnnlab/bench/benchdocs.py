@@ -8,8 +8,8 @@ A block in a Markdown file is marked::
 
 ``RECORD`` is a JSON record relative to the Markdown file; ``VIEW`` is one of :data:`VIEWS`:
 
-* ``speed``, ``speed-limits``: a speed record's table (:func:`rnnlab.speed.format_table`) or its
-  limits table (:func:`rnnlab.speed.format_limits`);
+* ``speed``, ``speed-limits``: a speed record's table (:func:`rnnlab.bench.speed.format_table`) or its
+  limits table (:func:`rnnlab.bench.speed.format_limits`);
 * ``papers``: the papers' code beside rnnlab (``benchmarks/papers_code.py``), with what each
   reference step keeps and leaves out; ``papers-target``: the "at least 3x" target as a table
   row; ``papers-sentence``: the speed-ups in one sentence, with the record's standing;
@@ -23,10 +23,10 @@ A block in a Markdown file is marked::
   peak memory of the fused expRNN, its reference loop and ``nn.LSTM`` in one sentence;
 * ``targets MAIN LARGE SCAN`` (three records): the issue's speed targets, measured and judged.
 
-Every table starts with the record's caption (:func:`rnnlab.benchrecord.caption`: idle, loaded
+Every table starts with the record's caption (:func:`rnnlab.bench.benchrecord.caption`: idle, loaded
 or legacy), the sentence names the record's standing, and a target is judged met or not only
 from an idle record.
-``python -m rnnlab.docsync FILE.md`` rewrites the blocks; the test suite checks them.
+``python -m rnnlab.bench.docsync FILE.md`` rewrites the blocks; the test suite checks them.
 """
 
 from __future__ import annotations
