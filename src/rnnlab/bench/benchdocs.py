@@ -2,7 +2,7 @@
 
 A block in a Markdown file is marked::
 
-    <!-- bench: VIEW RECORD -->
+    <!-- bench: VIEW RECORD [RECORD ...] -->
     ...                      (generated: do not edit by hand)
     <!-- /bench -->
 
@@ -11,21 +11,24 @@ A block in a Markdown file is marked::
 * ``speed``, ``speed-limits``: a speed record's table (:func:`rnnlab.bench.speed.format_table`) or its
   limits table (:func:`rnnlab.bench.speed.format_limits`);
 * ``papers``: the papers' code beside rnnlab (``benchmarks/papers_code.py``), with what each
-  reference step keeps and leaves out; ``papers-target``: the "at least 3x" target as a table
-  row; ``papers-sentence``: the speed-ups in one sentence, with the record's standing;
+  reference step keeps and leaves out; ``papers-sentence``: the speed-ups in one sentence, with
+  the record's standing;
 * ``overhead``: the backends' overhead per run (``benchmarks/backend_overhead.py``);
 * ``ensemble``: ``rnnlab bench ensemble``'s table (``--json``);
-* ``scan``: the LT-RNN's loop, fused loop and scan (``benchmarks/scan.py --json``), with the
-  "scan at least 5x faster than its loop" target judged under it;
+* ``scan``: the LT-RNN's loop, fused loop and scan (``benchmarks/scan.py --json``);
 * ``allocator``: glibc allocator settings against time and page faults (``benchmarks/allocator.py``);
 * ``summary``: the papers' cells and the classic baselines on copy, MNIST and PTB, against
   ``nn.LSTM`` (docs/guide.md, from the main speed record); ``memory-sentence``: the T = 10,000
   peak memory of the fused expRNN, its reference loop and ``nn.LSTM`` in one sentence;
-* ``targets MAIN LARGE SCAN`` (three records): the issue's speed targets, measured and judged.
+
+or ``FILE.py:NAME``: the view ``NAME`` of the ``VIEWS`` dictionary of the Python file ``FILE.py``
+(relative to the Markdown file), called with the records then the paths a reader sees, so a
+project keeps its own views (a table of its targets, judged from the records) beside its
+benchmarks rather than in the library.
 
 Every table starts with the record's caption (:func:`rnnlab.bench.benchrecord.caption`: idle, loaded
-or legacy), the sentence names the record's standing, and a target is judged met or not only
-from an idle record.
+or legacy), and the sentence names the record's standing (:func:`standing`): only an idle
+record's numbers judge a target.
 ``python -m rnnlab.bench.docsync FILE.md`` rewrites the blocks; the test suite checks them.
 """
 
@@ -41,7 +44,6 @@ from . import benchrecord, speed
 PAPERS_MODELS = ("asrnn", "nnrnn", "exprnn", "dmu")
 PAPERS_SIZES = {"asrnn": 138, "exprnn": 190, "nnrnn": 128, "dmu": 82}
 PAPERS_NAMES = {"asrnn": "asRNN", "nnrnn": "nnRNN", "exprnn": "expRNN", "dmu": "DMU"}
-PAPERS_TARGET = 3.0
 
 #: what the reference steps of records made before they said so kept and left out
 LEGACY_PAPERS_STEPS = {
@@ -49,7 +51,7 @@ LEGACY_PAPERS_STEPS = {
     "`loss.item()` and `correct().item()`, the checkpoint on a new best loss, the pickled log, the print",
     "nnrnn": "its cell, readout, loss and both optimisers; left out: the per-step one-hot (fed one-hot "
     "inputs), the accuracy with `.item()` over the last K steps, `loss.item()` and the print "
-    "(issue 25 measured the reference 6-9% faster without them)",
+    "(the reference measured 6-9% faster without them)",
     "exprnn": "its OrthogonalRNN, readout, loss and both optimisers; left out: the per-step one-hot, the "
     "accuracy and the print",
     "dmu": "its DMULayer, a linear readout, loss and RMSprop; not run: PyTorch Lightning's loop and "
@@ -130,39 +132,14 @@ def _judged(record: dict) -> str | None:
     return None
 
 
-def papers_verdict(record: dict) -> str:
-    """'met for ...; not met for ...' against :data:`PAPERS_TARGET` (medians over the rounds),
-    or why the record cannot judge it."""
-    why = _judged(record)
-    if why:
-        return f"**not judged**: {why}; to be re-recorded on an idle machine"
-    met, missed = [], []
-    for m in papers_models(record):
-        r = papers_ratio(record, f"{m} papers", f"{m} rnnlab")[0]
-        (met if r >= PAPERS_TARGET else missed).append(f"{PAPERS_NAMES[m]} ({r:.2f}x)")
-    out = []
-    if met:
-        out.append("**met** for " + ", ".join(met))
-    if missed:
-        out.append("**not met** for " + ", ".join(missed))
-    return "; ".join(out)
-
-
-def papers_target(record: dict, source: str) -> str:
-    """The "at least 3x faster than the papers' code" target as a one-row table."""
-    return (
-        "| target (issue) | measured (`" + source + "`) | status |\n|---|---|---|\n"
-        f"| at least {PAPERS_TARGET:g}x faster than the papers' code, same configuration and threads "
-        f"| {_speedups(record)} ({_rounds_note(record)}) | {papers_verdict(record)} |"
-    )
-
-
-def papers_sentence(record: dict, source: str) -> str:
-    """The speed-ups over the papers' code in one sentence, with the record's standing."""
+def papers_sentence(record: dict, source: str, judged: str = "") -> str:
+    """The speed-ups over the papers' code in one sentence, with the record's standing (and
+    ``judged``, a clause against a target, before its full stop)."""
     return (
         f"Measured in one process (`{source}`: {standing(record)}; {_rounds_note(record)}), rnnlab "
-        f"trains {_speedups(record)} faster than the papers' own code on the copy task; against the target "
-        f"of at least {PAPERS_TARGET:g}x: {papers_verdict(record)}."
+        f"trains {_speedups(record)} faster than the papers' own code on the copy task"
+        + (f"; {judged}" if judged else "")
+        + "."
     )
 
 
@@ -204,9 +181,6 @@ def _small_table(record) -> str:
 
 # --- the LT-RNN scan and the allocator (benchmarks/scan.py, benchmarks/allocator.py) -------
 
-#: the scan's target: at least this many times faster than its autograd loop
-SCAN_TARGET = 5.0
-
 
 def scan_speedup(row: dict, impl: str) -> tuple:
     """(median, min, max) of the per-repeat ratios loop / ``impl`` of one scan record row."""
@@ -230,30 +204,6 @@ def scan_table(record: dict) -> str:
             f"| {r['auto']} |"
         )
     return "\n".join(lines)
-
-
-def scan_target_row(record: dict) -> tuple[str, str, str]:
-    """The targets table's row: the scan's speed-up at each size, judged from an idle record."""
-    rows = record["rows"]
-    T = rows[0]["T"]
-    met = [f"{r['B']} x {r['H']}" for r in rows if scan_speedup(r, "scan")[0] >= SCAN_TARGET]
-    measured = "; ".join(f"{scan_speedup(r, 'scan')[0]:.2f}x at B x H = {r['B']} x {r['H']}" for r in rows)
-    detail = f"at B x H = {_list(met)} only" if met and len(met) < len(rows) else ""
-    return (
-        f"LT-RNN scan at least {SCAN_TARGET:g}x faster than its loop at T={T}",
-        measured,
-        _status(record, len(met) == len(rows), detail) if met else _status(record, False),
-    )
-
-
-def _scan_view(record: dict, source: str) -> str:
-    target, measured, status = scan_target_row(record)
-    return (
-        benchrecord.caption(record, source)
-        + "\n\n"
-        + scan_table(record)
-        + f"\n\nTarget: {target}: {status} (medians of the per-repeat ratios: {measured})."
-    )
 
 
 def allocator_line(r: dict) -> str:
@@ -325,14 +275,11 @@ VIEWS = {
     "speed": _captioned(speed.format_table),
     "speed-limits": _captioned(speed.format_limits),
     "papers": _captioned(papers_table),
-    "papers-target": lambda record, source: (
-        benchrecord.caption(record, source) + "\n\n" + papers_target(record, source)
-    ),
     "papers-sentence": papers_sentence,
     "overhead": _captioned(overhead_table),
     "ensemble": _captioned(_ensemble_table),
     "small": _captioned(_small_table),
-    "scan": _scan_view,
+    "scan": _captioned(scan_table),
     "allocator": _captioned(allocator_table),
     "summary": _captioned(summary_table),
     "memory-sentence": memory_sentence,
@@ -340,18 +287,40 @@ VIEWS = {
 
 
 def render_block(args: str, base: Path) -> str:
-    """The generated text of one ``<!-- bench: VIEW RECORD -->`` block (RECORD relative to
-    ``base``, the Markdown file's directory)."""
+    """The generated text of one ``<!-- bench: VIEW RECORD [RECORD ...] -->`` block (RECORD
+    relative to ``base``, the Markdown file's directory; VIEW one of :data:`VIEWS` or
+    ``FILE.py:NAME``, see the module's docstring)."""
     parts = args.split()
-    if parts[:1] == ["targets"] and len(parts) == 4:  # the main, the large-size and the scan records
-        loaded = [_load(args, Path(base), rel) for rel in parts[1:]]
-        return targets_table(*(rec for rec, _ in loaded), *(shown for _, shown in loaded)) + "\n"
-    if len(parts) != 2 or parts[0] not in VIEWS:
+    view = _view(args, Path(base), parts[0]) if parts and ".py:" in parts[0] else VIEWS.get(parts[0] if parts else "")
+    if view is None or len(parts) < 2 or (len(parts) > 2 and view in VIEWS.values()):
         raise ValueError(
             f"bench block arguments {args!r}: expected 'VIEW RECORD' with VIEW one of {sorted(VIEWS)}, "
-            "or 'targets MAIN_RECORD LARGE_RECORD SCAN_RECORD'"
+            "or 'FILE.py:NAME RECORD [RECORD ...]' (NAME a key of the VIEWS dictionary of FILE.py)"
         )
-    return VIEWS[parts[0]](*_load(args, Path(base), parts[1])) + "\n"
+    loaded = [_load(args, Path(base), rel) for rel in parts[1:]]
+    return view(*(rec for rec, _ in loaded), *(shown for _, shown in loaded)) + "\n"
+
+
+_FILE_VIEWS: dict[Path, dict] = {}
+
+
+def _view(args: str, base: Path, spec: str):
+    """The view ``NAME`` of ``FILE.py:NAME``: the file (relative to ``base``) is read once."""
+    import importlib.util
+
+    rel, _, name = spec.rpartition(":")
+    path = (base / rel).resolve()
+    if path not in _FILE_VIEWS:
+        if not path.is_file():
+            raise ValueError(f"bench block {args!r}: views file {path} not found (fix the path before ':{name}')")
+        module_spec = importlib.util.spec_from_file_location(f"_rnnlab_views_{len(_FILE_VIEWS)}", path)
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+        _FILE_VIEWS[path] = getattr(module, "VIEWS", {})
+    views = _FILE_VIEWS[path]
+    if name not in views:
+        raise ValueError(f"bench block {args!r}: {path} has no view {name!r} in its VIEWS; it has {sorted(views)}")
+    return views[name]
 
 
 def _load(args: str, base: Path, rel: str) -> tuple:
@@ -371,206 +340,8 @@ def _shown(path: Path, rel: str) -> str:
     return rel
 
 
-# --- the speed targets (BENCHMARKS.md) ----------------------------------------------------
-
-CELL_NAMES = {"asrnn": "asRNN", "nnrnn": "nnRNN", "exprnn": "expRNN", "scornn": "scoRNN", "dmu": "DMU", "rhn": "RHN"}
-
-
 def _row(record: dict, config: str, label: str) -> dict:
     for row in record["rows"]:
         if row["config"] == config and row["label"] == label and "error" not in row:
             return row
     raise ValueError(f"the record has no row {config} / {label}")
-
-
-def _vs_lstm(record: dict, config: str, label: str) -> float:
-    return speed.ratio(_row(record, config, label), "baseline")[0]
-
-
-def _vs_floor(record: dict, config: str, label: str) -> float:
-    row = _row(record, config, label)
-    return row["fast"]["cpu"] / row["floor"]["s"]
-
-
-def _status(record: dict, ok: bool, detail: str = "") -> str:
-    """met / not met (with ``detail``) from an idle record; why not judged otherwise."""
-    why = _judged(record)
-    if why:
-        return f"not judged: {why}"
-    return ("**met**" if ok else "**not met**") + (f": {detail}" if detail else "")
-
-
-def _list(parts: list[str]) -> str:
-    return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else "".join(parts)
-
-
-def _no_slower_rows(main: dict) -> list[tuple[str, str, str]]:
-    rows = []
-    for cell, aim in (("asrnn", 0.8), ("nnrnn", 0.8), ("exprnn", None), ("scornn", None)):
-        r = {c: _vs_lstm(main, c, cell) for c in ("copy", "mnist")}
-        target = f"{CELL_NAMES[cell]} no slower than a matched `nn.LSTM`" + (f" (aim {aim:g})" if aim else "")
-        slow = [c for c, v in r.items() if v > 1.0]
-        detail = ""
-        if slow:
-            row = _row(main, "copy", cell)
-            lstm = _row(main, "copy", speed.BASELINE)
-            detail = (
-                f"slower on {_list(slow)}; on copy its matrix-product floor alone is "
-                f"{row['floor']['s'] / lstm['floor']['s']:.2f}x the LSTM's ({row['floor']['s']:.2f} s against "
-                f"{lstm['floor']['s']:.2f} s)"
-            )
-        elif aim and all(v <= aim for v in r.values()):
-            detail = "aim reached"
-        rows.append((target, f"{r['copy']:.2f}x / {r['mnist']:.2f}x", _status(main, not slow, detail)))
-    return rows
-
-
-def _floor_rows(main: dict) -> list[tuple[str, str, str]]:
-    cells = ("exprnn", "scornn", "nnrnn", "asrnn")
-    f = {(cell, c): _vs_floor(main, c, cell) for cell in cells for c in ("copy", "mnist")}
-    measured = ", ".join(f"{CELL_NAMES[cell]} {f[cell, 'copy']:.2f} / {f[cell, 'mnist']:.2f}" for cell in cells)
-    over = [f"{CELL_NAMES[cell]} on {c}" for (cell, c), v in f.items() if v > 1.5]
-    floor = (
-        "those four within 1.5x of their matrix-product floor",
-        measured,
-        _status(main, not over, f"over 1.5x: {_list(over)} (exact tanh for asRNN, see docs/speed.md)" if over else ""),
-    )
-    depth = {}
-    for cell in ("dmu", "rhn"):
-        for c in ("copy", "mnist", "ptb"):
-            row = _row(main, c, cell)
-            depth[cell, c] = (_vs_lstm(main, c, cell), row.get("depth", 1))
-    measured = "; ".join(
-        f"{CELL_NAMES[cell]} (depth {depth[cell, 'copy'][1]}) "
-        + " / ".join(f"{v / d:.2f}" for (k, c), (v, d) in depth.items() if k == cell)
-        + " (per cell "
-        + " / ".join(f"{v:.2f}" for (k, c), (v, d) in depth.items() if k == cell)
-        + ")"
-        for cell in ("dmu", "rhn")
-    )
-    worst = max(v / d for v, d in depth.values())
-    per_depth = (
-        "DMU and RHN within 1.5x of a matched LSTM per unit of recurrence depth (copy / MNIST / PTB)",
-        measured,
-        _status(main, worst <= 1.5),
-    )
-    return [floor, per_depth]
-
-
-def _memory_row(main: dict) -> tuple[str, str, str]:
-    """Memory does not depend on the load: judged from any record."""
-    long = [r for r in main["rows"] if r["config"] == "long" and "error" not in r]
-    big = max(long, key=lambda r: r["peak_mb"])
-    exp, lstm = _row(main, "long", "exprnn"), _row(main, "long", speed.BASELINE)
-    last, chunk = _row(main, "long-last", "exprnn"), _row(main, "long-last", "exprnn chunk=100")
-    fits = all("error" not in r for r in main["rows"] if r["config"].startswith("long"))
-    return (
-        "memory at T=10,000 within the machine, and a time-chunked recomputation option",
-        f"largest {big['peak_mb'] / 1024:.1f} GiB ({big['label']}); fused expRNN {exp['peak_mb'] / 1024:.1f} GiB, "
-        f"`nn.LSTM` {lstm['peak_mb'] / 1024:.1f} GiB; `checkpoint_chunk=100` with the readout at the last step: "
-        f"{last['peak_mb'] / 1024:.1f} -> {chunk['peak_mb'] / 1024:.1f} GiB",
-        "**met**" if fits else "**not met**: a row failed",
-    )
-
-
-def _ptb_rows(large: dict) -> list[tuple[str, str, str]]:
-    rows = []
-    for cells, limit in ((("asrnn", "exprnn"), 1.5), (("scornn", "nnrnn"), 1.2)):
-        r = {cell: _vs_lstm(large, "ptb", cell) for cell in cells}
-        bound = []
-        for cell in cells:
-            row = _row(large, "ptb", cell)
-            maps = row["maps"]["cpu"] if row.get("maps") else 0.0
-            b = row["baseline"]["cpu"]
-            bound.append(
-                f"{CELL_NAMES[cell]}: floor alone {row['floor']['s'] / b:.2f}x the LSTM's time, "
-                f"floor + maps {(row['floor']['s'] + maps) / b:.2f}x"
-            )
-        over = [CELL_NAMES[c] for c, v in r.items() if v > limit]
-        rows.append(
-            (
-                f"PTB shapes: {' and '.join(CELL_NAMES[c] for c in cells)} at most {limit:g}x a matched "
-                f"`nn.LSTM` (issue 15)",
-                ", ".join(f"{CELL_NAMES[c]} {v:.2f}x" for c, v in r.items()),
-                _status(large, not over, f"over for {_list(over)} ({'; '.join(bound)})" if over else ""),
-            )
-        )
-    return rows
-
-
-def _maps_row(large: dict) -> tuple[str, str, str]:
-    """The column exists in the record: judged from any record."""
-    ptb = {cell: _row(large, "ptb", cell) for cell in ("exprnn", "asrnn", "scornn", "nnrnn")}
-    shares = [
-        100 * r["maps"]["cpu"] / r["fast"]["cpu"]
-        for r in large["rows"]
-        if r["config"].startswith("mnist-n") and r.get("maps") and "error" not in r
-    ]
-    return (
-        "the orthogonal maps' share as its own column (issue 15)",
-        '"maps s/it (share)": PTB '
-        + ", ".join(f"{CELL_NAMES[c]} {100 * r['maps']['cpu'] / r['fast']['cpu']:.0f}%" for c, r in ptb.items())
-        + f"; MNIST n=257-512 {min(shares):.0f}-{max(shares):.0f}%",
-        "**met**",
-    )
-
-
-def _mnist_rows(large: dict) -> list[tuple[str, str, str]]:
-    sizes = ("mnist-n257", "mnist-n364", "mnist-n512")
-    r = {cell: [_vs_lstm(large, s, cell) for s in sizes] for cell in ("asrnn", "nnrnn")}
-    lstm = (
-        "sequential MNIST n = 257, 364, 512: asRNN and nnRNN at most 1.0x `nn.LSTM` (issue 15)",
-        ", ".join(f"{CELL_NAMES[c]} " + " / ".join(f"{v:.2f}" for v in vs) + "x" for c, vs in r.items()),
-        _status(large, all(v <= 1.0 for vs in r.values() for v in vs)),
-    )
-    cells = ("exprnn", "scornn", "asrnn", "nnrnn")
-    f = {(cell, s): _vs_floor(large, s, cell) for cell in cells for s in sizes}
-    over = [f"{CELL_NAMES[cell]} at n = {s[7:]}" for (cell, s), v in f.items() if v > 1.5]
-    floor = (
-        "sequential MNIST n = 257, 364, 512: every cell within 1.5x of its matrix-product floor (issue 15)",
-        ", ".join(f"{CELL_NAMES[c]} " + " / ".join(f"{f[c, s]:.2f}" for s in sizes) for c in cells),
-        _status(large, not over, f"over 1.5x: {_list(over)}" if over else ""),
-    )
-    return [lstm, floor]
-
-
-#: targets without a timing record, as written (their evidence is named in the row)
-STATIC_TARGETS = [
-    (
-        "allocator and thread conditions stated; `nn.LSTM` under the same; a decision on page faults",
-        "every table states them; the CLI calls `tune_malloc()`",
-        "**met**",
-    ),
-    ("the same table on a GPU", "no GPU was lent", "not done"),
-]
-
-
-def targets_table(main: dict, large: dict, scan: dict, main_source: str, large_source: str, scan_source: str) -> str:
-    """The issue's speed targets against the main, the large-size and the scan records: the
-    measured medians and a verdict, judged only from an idle record (memory and the maps column
-    from any); the papers' code target is its own block (``papers-target``)."""
-    target, measured, status = scan_target_row(scan)
-    rows = [
-        *_no_slower_rows(main),
-        *_floor_rows(main),
-        (target, f"{measured} (`{scan_source}`)", status),
-        STATIC_TARGETS[0],
-        _memory_row(main),
-        STATIC_TARGETS[1],
-        *_ptb_rows(large),
-        _maps_row(large),
-        *_mnist_rows(large),
-    ]
-    lines = [
-        benchrecord.caption(main, main_source),
-        "",
-        benchrecord.caption(large, large_source),
-        "",
-        benchrecord.caption(scan, scan_source),
-        "",
-        f"| target (issue) | measured (copy / MNIST unless stated; `{main_source}`, the PTB and MNIST n = 257-512 "
-        f"rows `{large_source}`) | status |",
-        "|---|---|---|",
-    ]
-    lines += [f"| {t} | {m} | {s} |" for t, m, s in rows]
-    return "\n".join(lines)

@@ -16,7 +16,7 @@ module:
   beside the requested path (``PATH.loaded``) and refuses.
 
 A timing made while other processes compete for the cores is not a result: two codes slow
-down by different factors under load (the papers' code more than rnnlab's, issue 25), so even
+down by different factors under load (the papers' code more than rnnlab's), so even
 ratios from one process drift. Records made before the load was recorded ("legacy") are
 captioned as such.
 

@@ -1047,7 +1047,7 @@ CLAIMS: list[Claim] = [
             Part("the LSTM solves it", solves_copy("henaff/copy_variable-lstm")),
         ),
     ),
-    # coRNN and LEM (their psMNIST results; issue 23)
+    # coRNN and LEM (their psMNIST results)
     Claim(
         "cornn",
         "Abstract, psMNIST",
