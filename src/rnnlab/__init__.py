@@ -88,6 +88,7 @@ _MOVED = {
     "benchdocs": "rnnlab.bench.benchdocs",
     "doctor": "rnnlab.bench.doctor",
     "docsync": "rnnlab.bench.docsync",
+    "reproduce": "rnnlab.ledger",
 }
 
 

@@ -401,7 +401,7 @@ def cmd_bench_ensemble(args) -> int:
 
 
 def cmd_reproduce(args) -> int:
-    from .reproduce import collect, main_ledger
+    from .ledger import collect, main_ledger
 
     if args.action == "plan":
         from .ledger.plan import main_plan
