@@ -7,7 +7,11 @@ test:            ## the default test suite (what CI runs)
 	$(PYTHON) -m pytest
 
 api-docs:        ## HTML API reference from the docstrings (pdoc; extra "docs") into build/api
-	$(PYTHON) -m pdoc -o build/api rnnlab
+	$(PYTHON) -m pdoc -o build/api rnnlab $$($(PYTHON) -c "$(MODULES)")
+
+# the package's modules (pdoc walks only the names of rnnlab.__all__, which lists the library's
+# names, not its modules)
+MODULES = import pkgutil, rnnlab; print(*(f'rnnlab.{m.name}' for m in pkgutil.iter_modules(rnnlab.__path__) if m.name[0] != '_'))
 
 readme:          ## regenerate the README's tables from the committed run records
 	$(PYTHON) -m rnnlab.bench.docsync README.md

@@ -62,9 +62,18 @@ _CELLS = (
     "LEM",
     "LEMCell",
 )
-_TASKS = ("TASKS", "AddingTask", "Batch", "CopyTask", "Task")
-_RUNS = ("load_run",)
-_STEPPER = ("Stepper",)
+#: the library's other public names, by the module that defines them
+_LIBRARY = {
+    "tasks": ("TASKS", "AddingTask", "Batch", "CopyTask", "Task", "build_task"),
+    "model": ("SequenceModel", "Seq2Seq", "build_model"),
+    "config": ("RunConfig", "ConfigError"),
+    "train": ("Trainer", "TrainingDiverged", "evaluate"),
+    "ensemble": ("train_ensemble",),
+    "stepper": ("Stepper",),
+    "rundir": ("load_run", "RunFiles", "is_finished"),
+    "results": ("find_results", "summarize", "export_csv"),
+}
+_HOME = {name: module for module, names in _LIBRARY.items() for name in names}
 
 
 def _submodules() -> tuple[str, ...]:
@@ -73,8 +82,10 @@ def _submodules() -> tuple[str, ...]:
     return tuple(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 
 
-#: the public names, then the modules (listed so that documentation tools walk them all)
-__all__ = [*_CELLS, *_TASKS, *_RUNS, *_STEPPER, "__version__", *_submodules()]
+#: the library's public names (cells, tasks, the model, configuration, training, runs and their
+#: results); the modules themselves (``rnnlab.train``, ``rnnlab.bench``, ...) are attributes too,
+#: imported on first use, but not listed (documentation tools walk them from the package)
+__all__ = [*_CELLS, *_HOME, "__version__"]
 
 
 #: modules that moved, by their old name under ``rnnlab``: the old name still imports them
@@ -161,17 +172,13 @@ def __getattr__(name: str):
         module = _moved(name)
         globals()[name] = module  # warned once: ``from rnnlab import x`` looks the name up twice
         return module
-    if name in _CELLS:
-        from . import cells as module
-    elif name in _TASKS:
-        from . import tasks as module
-    elif name in _RUNS:
-        from . import rundir as module
-    elif name in _STEPPER:
-        from . import stepper as module
-    elif name in _submodules():
-        from importlib import import_module
+    from importlib import import_module
 
+    if name in _CELLS:
+        module = import_module(".cells", __name__)
+    elif name in _HOME:
+        module = import_module(f".{_HOME[name]}", __name__)
+    elif name in _submodules():
         return import_module(f".{name}", __name__)
     else:
         raise AttributeError(f"module 'rnnlab' has no attribute {name!r}")
@@ -181,4 +188,4 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(globals()) | set(__all__) | set(_submodules()))

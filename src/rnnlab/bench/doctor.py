@@ -502,7 +502,7 @@ def _interpreted(dtypes: list[str], quick: bool) -> list[Row]:
     env = dict(os.environ, TRITON_INTERPRET="1")
     env.pop("RNNLAB_TRITON", None)
     code = (
-        "import json, torch; from rnnlab import doctor; from dataclasses import asdict; "
+        "import json, torch; from rnnlab.bench import doctor; from dataclasses import asdict; "
         f"rows = doctor.triton_rows(torch.device('cpu'), {tuple(dtypes)!r}, "
         f"activations=doctor._interpreted_activations({quick!r})); "
         "print('ROWS=' + json.dumps([asdict(r) for r in rows]))"

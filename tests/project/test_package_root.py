@@ -1,5 +1,6 @@
-"""Modules that moved keep their old names for one release: the same module object, with a
-DeprecationWarning naming the new place (``rnnlab._MOVED``), and no file left at the root."""
+"""The package root: ``__all__`` lists the library's names; modules that moved keep their old
+names for one release: the same module object, with a DeprecationWarning naming the new place
+(``rnnlab._MOVED``), and no file left at the root."""
 
 from __future__ import annotations
 
@@ -46,3 +47,15 @@ def test_python_dash_m_of_an_old_name_runs_the_new_module():
     assert p.returncode == 0, p.stderr
     assert "usage: python -m rnnlab.bench.docsync" in p.stdout
     assert "DeprecationWarning: python -m rnnlab.docsync is now python -m rnnlab.bench.docsync" in p.stderr
+
+
+def test_all_lists_the_library_names_and_each_resolves_to_its_home():
+    """``__all__`` holds names of the library (no module); each is the object its module
+    defines, and the modules stay reachable as attributes."""
+    modules = set(rnnlab._submodules())
+    assert not modules & set(rnnlab.__all__), modules & set(rnnlab.__all__)
+    for name, home in rnnlab._HOME.items():
+        assert getattr(rnnlab, name) is getattr(importlib.import_module(f"rnnlab.{home}"), name), name
+    for name in rnnlab._CELLS:
+        assert getattr(rnnlab, name) is getattr(importlib.import_module("rnnlab.cells"), name), name
+    assert rnnlab.train is importlib.import_module("rnnlab.train") and "bench" in dir(rnnlab)
