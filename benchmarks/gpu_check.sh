@@ -127,7 +127,7 @@ for s in "${STEPS[@]}"; do
         tests/test_device.py tests/kernels/test_triton_guard.py tests/kernels/test_triton_kernel.py ;;
     tests:0)
       step "CPU-side tests (Triton interpreter, doctor)" 400 "$PY" -m pytest -q -rs -p no:cacheprovider \
-        tests/kernels/test_triton_guard.py tests/kernels/test_triton_kernel.py tests/test_doctor.py ;;
+        tests/kernels/test_triton_guard.py tests/kernels/test_triton_kernel.py tests/bench/test_doctor.py ;;
     doctor:1)
       step "rnnlab doctor --device cuda" 190 "$PY" -m rnnlab.cli doctor --device cuda --kernel-table -v ;;
     doctor:0)

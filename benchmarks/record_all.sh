@@ -43,4 +43,4 @@ run "$PY" benchmarks/backend_overhead.py --out docs/backend-overhead.json       
 run "$PY" benchmarks/scan.py --json docs/scan-results.json                                        # ~1 min
 run "$PY" benchmarks/allocator.py --json docs/allocator-results.json                              # ~3 min
 "$PY" -m rnnlab.bench.docsync BENCHMARKS.md docs/speed.md docs/sweeps.md docs/guide.md
-echo "done: now run tests/project/test_bench_records.py (every block equals its record; any record still listed in its LEGACY leaves it)" >&2
+echo "done: now run tests/bench/test_benchdocs.py (every block equals its record; any record still listed in its LEGACY leaves it)" >&2

@@ -24,7 +24,7 @@ from rnnlab.cli import main
 from rnnlab.kernels import recurrence
 from rnnlab.kernels import triton_recurrence as tr
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SUBSET = ["--sections", "kernel,cell,checkpoint,train", "--cells", "rnn,asrnn,lstm,dmu"]
 
 

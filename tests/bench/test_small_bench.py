@@ -12,7 +12,7 @@ from rnnlab.cells import CELLS
 from rnnlab.cells.layers import Recurrent
 from rnnlab.kernels import small
 
-FLOOR = Path(__file__).resolve().parents[1] / "benchmarks" / "small_floor.c"
+FLOOR = Path(__file__).resolve().parents[2] / "benchmarks" / "small_floor.c"
 
 
 @pytest.mark.skipif(not small.available(), reason="no C compiler")
