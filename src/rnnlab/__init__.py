@@ -172,13 +172,28 @@ def __getattr__(name: str):
         module = _moved(name)
         globals()[name] = module  # warned once: ``from rnnlab import x`` looks the name up twice
         return module
-    from importlib import import_module
-
-    if name in _CELLS:
-        module = import_module(".cells", __name__)
-    elif name in _HOME:
-        module = import_module(f".{_HOME[name]}", __name__)
+    home = "cells" if name in _CELLS else _HOME.get(name)
+    if home == "cells":
+        from . import cells as module
+    elif home == "tasks":
+        from . import tasks as module
+    elif home == "model":
+        from . import model as module
+    elif home == "config":
+        from . import config as module
+    elif home == "train":
+        from . import train as module
+    elif home == "ensemble":
+        from . import ensemble as module
+    elif home == "stepper":
+        from . import stepper as module
+    elif home == "rundir":
+        from . import rundir as module
+    elif home == "results":
+        from . import results as module
     elif name in _submodules():
+        from importlib import import_module
+
         return import_module(f".{name}", __name__)
     else:
         raise AttributeError(f"module 'rnnlab' has no attribute {name!r}")
