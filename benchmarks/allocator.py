@@ -3,7 +3,7 @@
     python benchmarks/allocator.py [--cells nn.LSTM exprnn] [--repeats 5]
     python benchmarks/allocator.py --json docs/allocator-results.json   # a record (refused when busy)
 
-Each row runs the speed benchmark's worker (rnnlab/speed.py) for one cell, alone in its
+Each row runs the speed benchmark's worker (rnnlab/bench/speed.py) for one cell, alone in its
 process (no interleaved baseline or reference), under one allocator setting:
 
 * default: glibc as it comes;
@@ -13,15 +13,15 @@ process (no interleaved baseline or reference), under one allocator setting:
 * mallopt: ``rnnlab.runtime.tune_malloc()`` called at process start (what the CLI does).
 
 A record (``--json``) carries the CPU model, the BLAS and the load average before, during and
-after the run (:mod:`rnnlab.benchrecord`); BENCHMARKS.md's table is generated from it
-(``rnnlab.benchdocs``, view ``allocator``).
+after the run (:mod:`rnnlab.bench.benchrecord`); BENCHMARKS.md's table is generated from it
+(``rnnlab.bench.benchdocs``, view ``allocator``).
 """
 
 import argparse
 import os
 import sys
 
-from rnnlab import benchdocs, benchrecord, speed
+from rnnlab.bench import benchdocs, benchrecord, speed
 
 SETTINGS = {
     "default": ({}, "default"),

@@ -14,7 +14,7 @@ with fresh worker processes (the first use: every worker imports torch and rnnla
 workers that already have them (a pool forked after the imports; Ray's reused workers).
 
 A record (``--out``) carries the CPU model, the BLAS and the load average before, during and
-after the run (:mod:`rnnlab.benchrecord`; the benchmark's own load is ``--parallel``), and is
+after the run (:mod:`rnnlab.bench.benchrecord`; the benchmark's own load is ``--parallel``), and is
 refused on a busy machine (load average above 0.5 per core) unless ``--allow-load``.
 """
 
@@ -25,8 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from rnnlab import benchdocs, benchrecord
 from rnnlab.backends import job_for, run_jobs
+from rnnlab.bench import benchdocs, benchrecord
 
 TINY = [
     "train.steps=2",

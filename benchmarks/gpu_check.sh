@@ -116,7 +116,7 @@ step() {
   fi
 }
 
-# --allow-load: a lent GPU is one chance; a host busier than rnnlab.benchrecord's limit still
+# --allow-load: a lent GPU is one chance; a host busier than rnnlab.bench.benchrecord's limit still
 # records, and the record says it was loaded
 SPEED_ARGS=(bench speed --device cuda --configs copy mnist --quick --cells asrnn exprnn lstm --allow-load
             --json "$OUTDIR/speed-cuda.json")
@@ -127,7 +127,7 @@ for s in "${STEPS[@]}"; do
         tests/test_device.py tests/kernels/test_triton_guard.py tests/kernels/test_triton_kernel.py ;;
     tests:0)
       step "CPU-side tests (Triton interpreter, doctor)" 400 "$PY" -m pytest -q -rs -p no:cacheprovider \
-        tests/kernels/test_triton_guard.py tests/kernels/test_triton_kernel.py tests/test_doctor.py ;;
+        tests/kernels/test_triton_guard.py tests/kernels/test_triton_kernel.py tests/bench/test_doctor.py ;;
     doctor:1)
       step "rnnlab doctor --device cuda" 190 "$PY" -m rnnlab.cli doctor --device cuda --kernel-table -v ;;
     doctor:0)

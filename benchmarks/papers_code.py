@@ -55,7 +55,7 @@ which every model does one training step, the order reversed every other round; 
 is the median [min-max] of its per-round ratios (at least 3 rounds for a record).
 
 A record (``--json``) carries the CPU model, the BLAS and the load average before, during and
-after the run (:mod:`rnnlab.benchrecord`), and is refused on a busy machine (load average above
+after the run (:mod:`rnnlab.bench.benchrecord`), and is refused on a busy machine (load average above
 0.5 per core) unless ``--allow-load``, which marks it loaded.
 """
 
@@ -70,7 +70,7 @@ import time
 import types
 from pathlib import Path
 
-from rnnlab import benchdocs, benchrecord
+from rnnlab.bench import benchdocs, benchrecord
 
 REPOS = {"asrnn": "asRNN", "nnrnn": "nnRNN_release", "exprnn": "expRNN", "dmu": "dmu"}
 SIZES = {"asrnn": 138, "exprnn": 190, "nnrnn": 128, "dmu": 82}
@@ -376,7 +376,7 @@ def rnnlab_step(torch, key: str, x, y):
 
 
 def lstm_step(torch, x, y):
-    from rnnlab import speed
+    from rnnlab.bench import speed
 
     cfg = speed.CONFIGS["copy"]
     n = speed.match_hidden("nn.LSTM", {}, cfg, speed._count("exprnn", {}, cfg, SIZES["exprnn"]))
@@ -489,7 +489,7 @@ def main(argv=None) -> int:
 
 
 def render(rec: dict, source: str) -> str:
-    """The captioned table of a record, as BENCHMARKS.md shows it (:mod:`rnnlab.benchdocs`)."""
+    """The captioned table of a record, as BENCHMARKS.md shows it (:mod:`rnnlab.bench.benchdocs`)."""
     return benchdocs.VIEWS["papers"](rec, source)
 
 

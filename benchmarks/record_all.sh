@@ -6,7 +6,7 @@
 #   PYTHON=.venv/bin/python benchmarks/record_all.sh REPOS
 #
 # Every command refuses to write its record when the 1-minute load average is above 0.5 per
-# core (rnnlab.benchrecord); a refused run keeps its measurements in RECORD.loaded and this
+# core (rnnlab.bench.benchrecord); a refused run keeps its measurements in RECORD.loaded and this
 # script stops. Between commands it waits until the load left by the previous one (about 1.0
 # for a single-thread benchmark) has decayed below the limit.
 set -euo pipefail
@@ -42,5 +42,5 @@ run "$PY" benchmarks/papers_code.py "$REPOS" --json docs/papers-code.json \
 run "$PY" benchmarks/backend_overhead.py --out docs/backend-overhead.json                         # ~1 min
 run "$PY" benchmarks/scan.py --json docs/scan-results.json                                        # ~1 min
 run "$PY" benchmarks/allocator.py --json docs/allocator-results.json                              # ~3 min
-"$PY" -m rnnlab.docsync BENCHMARKS.md docs/speed.md docs/sweeps.md docs/guide.md
-echo "done: now run tests/project/test_bench_records.py (every block equals its record; any record still listed in its LEGACY leaves it)" >&2
+"$PY" -m rnnlab.bench.docsync BENCHMARKS.md docs/speed.md docs/sweeps.md docs/guide.md
+echo "done: now run tests/bench/test_benchdocs.py (every block equals its record; any record still listed in its LEGACY leaves it)" >&2

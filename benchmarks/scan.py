@@ -15,15 +15,16 @@ Prints the process-CPU-time medians and each one's speed-up over the loop (the m
 [min-max] of the per-repeat ratios); one thread unless told (the allocator is tuned as the
 CLI does); also which path ``backend="auto"`` takes. A record (``--json``) carries the CPU
 model, the BLAS and the load average before, during and after the run
-(:mod:`rnnlab.benchrecord`); BENCHMARKS.md's table and the scan target are generated from it
-(``rnnlab.benchdocs``, view ``scan``).
+(:mod:`rnnlab.bench.benchrecord`); BENCHMARKS.md's table and the scan target are generated from it
+(``rnnlab.bench.benchdocs``, view ``scan``).
 """
 
 import argparse
 import sys
 import time
 
-from rnnlab import benchdocs, benchrecord, runtime
+from rnnlab import runtime
+from rnnlab.bench import benchdocs, benchrecord
 
 IMPLS = ("loop", "fused", "scan")
 

@@ -11,9 +11,9 @@ CPU time per training step of the previous path (before), the default path (afte
 compiled loops of rnnlab.kernels.small and the ensemble's stacked optimizer step), and a plain
 scalar compiled loop of the recurrences' arithmetic (``benchmarks/small_floor.c``, timed in the
 same step); then each preset's evaluation, one run against the ensemble
-(:mod:`rnnlab.small_bench` says exactly what each column holds). A record (``--json``)
-carries the CPU model, the BLAS and the load average (:mod:`rnnlab.benchrecord`); BENCHMARKS.md's
-table is generated from it (``rnnlab.benchdocs``, view ``small``).
+(:mod:`rnnlab.bench.small_bench` says exactly what each column holds). A record (``--json``)
+carries the CPU model, the BLAS and the load average (:mod:`rnnlab.bench.benchrecord`); BENCHMARKS.md's
+table is generated from it (``rnnlab.bench.benchdocs``, view ``small``).
 
 ``--widths`` times one layer's forward and backward instead (batch 32, T = 100), the compiled
 loops against each cell's previous fast path at widths 4 to 32, for one model and 51: the
@@ -24,7 +24,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from rnnlab import benchdocs, benchrecord, runtime, small_bench
+from rnnlab import runtime
+from rnnlab.bench import benchdocs, benchrecord, small_bench
 
 FLOOR = Path(__file__).with_name("small_floor.c")
 

@@ -5,14 +5,14 @@
     python benchmarks/speed.py --configs copy mnist --cells exprnn scornn --json out.json
 
 A record (--json) is refused when the machine is busy (load average above 0.5 per core),
-unless --allow-load. See rnnlab/speed.py for what is measured and how; BENCHMARKS.md for the
+unless --allow-load. See rnnlab/bench/speed.py for what is measured and how; BENCHMARKS.md for the
 latest table.
 """
 
 import argparse
 import sys
 
-from rnnlab import speed
+from rnnlab.bench import speed
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

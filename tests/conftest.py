@@ -38,6 +38,31 @@ def data_root() -> Path:
     return DATA_ROOT
 
 
+@pytest.fixture
+def one_thread():
+    """torch on one thread for the test: small element-wise steps and FFTs only lose to thread
+    start-up on a shared machine (``pytestmark = pytest.mark.usefixtures("one_thread")``)."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+#: English-Spanish sentence pairs for a tiny Tatoeba-style translation file
+SPANISH_PAIRS = [
+    ("Go.", "Ve."),
+    ("Hi.", "Hola."),
+    ("Run!", "¡Corre!"),
+    ("I see.", "Ya veo."),
+    ("Tom ran.", "Tom corrió."),
+    ("I won.", "Gané."),
+    ("Help!", "¡Ayuda!"),
+    ("Tom won.", "Tom ganó."),
+]
+
+
 def torch_twins():
     """(rnnlab cell key, its torch.nn layer class, keyword options): the layers that must equal
     torch.nn's given the same weights (``pytest.mark.parametrize("ours,theirs,kw", torch_twins())``)."""

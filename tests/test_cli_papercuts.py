@@ -156,7 +156,9 @@ def test_help_points_at_docs_by_absolute_url_with_one_base(capsys):
     # the base URL lives in one place
     base = DOCS_URL.split("/blob/")[0]
     holders = [p for p in (ROOT / "src" / "rnnlab").rglob("*.py") if base in p.read_text()]
-    assert [p.name for p in holders] == ["cli.py"] and (ROOT / "src/rnnlab/cli.py").read_text().count(base) == 1
+    assert [p.name for p in holders] == ["common.py"] and (ROOT / "src/rnnlab/cli/common.py").read_text().count(
+        base
+    ) == 1
 
 
 def test_docs_url_is_the_repository_that_pyproject_names():

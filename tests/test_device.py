@@ -438,7 +438,7 @@ def test_load_run_and_analyze_take_a_device(tmp_path, capsys):
 def test_speed_worker_on_a_device_and_the_gpu_table():
     import dataclasses
 
-    from rnnlab import speed
+    from rnnlab.bench import speed
 
     cfg = dataclasses.replace(speed.CONFIGS["copy"], T=6, batch=3)
     spec = {

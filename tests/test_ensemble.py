@@ -901,7 +901,7 @@ def test_a_suite_of_ensembles_on_a_local_ray_instance(tmp_path, capsys):
 def test_bench_ensemble_in_miniature(tmp_path, monkeypatch, capsys):
     """`rnnlab bench ensemble` on a tiny preset: the parts it times, the whole-run estimate
     (start + steps x median step + evaluations x evaluation + end) and the record it writes."""
-    from rnnlab import ensemble_bench
+    from rnnlab.bench import ensemble_bench
 
     assert ensemble_bench.full_run({"start_s": 1, "step_s": [2, 9, 3], "eval_s": 5, "end_s": 6}, 10, 4) == 52
     monkeypatch.setitem(ensemble_bench.BENCHES, "tiny", ("demo/lstm", TINY + ["train.steps=9"]))
@@ -933,7 +933,7 @@ def test_bench_ensemble_in_miniature(tmp_path, monkeypatch, capsys):
         record["conditions"]
     )
     assert len(record["conditions"]["loadavg_during"]) == 2  # one sample per row
-    from rnnlab.benchdocs import render_block
+    from rnnlab.bench.benchdocs import render_block
 
     block = render_block(f"ensemble {out.name}", tmp_path)  # the table BENCHMARKS.md shows, captioned
     assert "| tiny | 3 |" in block and block.index("| benchmark |") > 0

@@ -11,7 +11,7 @@ from pathlib import Path
 from rnnlab.cli import main
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "rnnlab"
-#: functions outside cli.py that write a command's own output (the entry points of the commands)
+#: functions outside rnnlab.cli that write a command's own output (the entry points of the commands)
 #: besides those named main*: the benchmark records' publishing step
 COMMAND_OUTPUT = {("benchrecord.py", "publish"), ("benchrecord.py", "exit_code")}
 
@@ -19,7 +19,7 @@ COMMAND_OUTPUT = {("benchrecord.py", "publish"), ("benchrecord.py", "exit_code")
 def _prints_outside_commands() -> list[str]:
     found = []
     for path in sorted(SRC.rglob("*.py")):
-        if path.name == "cli.py":
+        if path.relative_to(SRC).parts[0] == "cli":  # the command line's own package
             continue
         stack: list[str] = []
 

@@ -374,7 +374,7 @@ def test_resume_drops_a_partial_last_metrics_line(tmp_path, capsys):
 def test_demo_reuses_a_finished_run_only_when_its_configuration_matches(tmp_path, capsys, monkeypatch):
     from rnnlab import cli
 
-    monkeypatch.setattr(cli, "DEMO_PRESETS", ["demo/lstm"])
+    monkeypatch.setattr(cli.many, "DEMO_PRESETS", ["demo/lstm"])  # the demo's module reads it
     assert main(["demo", "--out", str(tmp_path), "--steps", "2"]) == 0
     assert "training demo-lstm" in capsys.readouterr().err
     assert main(["demo", "--out", str(tmp_path), "--steps", "2"]) == 0

@@ -7,7 +7,7 @@ kills the mutant. Candidates are shuffled with a fixed seed and the first N are 
 result is appended to a JSON-lines log.
 
     python tools/mutation_pass.py --module train.py --functions train,_improved -n 20 \
-        --log mutants.jsonl tests/test_train_semantics.py tests/test_faults_errors.py
+        --log mutants.jsonl tests/test_train_semantics.py tests/test_train_faults.py
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 runs as the committed record docs/own-data/ that the page's table is generated from.
 
     python tools/own_data.py --record        # rerun the tutorial, rewrite docs/own-data/, then:
-    python -m rnnlab.docsync docs/own-data.md
+    python -m rnnlab.bench.docsync docs/own-data.md
 
 The tests run the same commands (tests/project/test_own_data_doc.py): fast with fewer steps, and in
 full (slow), checking that both models end below the memoryless baseline.
@@ -67,7 +67,7 @@ def main() -> int:
             return r.returncode
         if args.record:
             record(Path(tmp))
-            print(f"recorded {RECORD}; now run: python -m rnnlab.docsync docs/own-data.md")
+            print(f"recorded {RECORD}; now run: python -m rnnlab.bench.docsync docs/own-data.md")
     return 0
 
 

@@ -434,7 +434,7 @@ class RunLock:
 
 def _command() -> str:
     argv = list(sys.argv) or ["python"]
-    if argv[0].endswith(("rnnlab/cli.py", "/rnnlab")) or argv[0] == "rnnlab":
+    if argv[0].endswith(("rnnlab/cli/__main__.py", "/rnnlab")) or argv[0] == "rnnlab":
         argv[0] = "rnnlab"
     return " ".join(argv)
 

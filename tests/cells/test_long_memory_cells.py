@@ -42,12 +42,7 @@ T, B, I = 6, 3, 2
 NEW = ["momentumlstm", "fcurnn", "softorth", "kru", "antisymrnn", "incrnn", "naisnet", "lipschitz", "cornn", "lem"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest
 
 
 def _perturbed(cell, scale=0.2, seed=1):

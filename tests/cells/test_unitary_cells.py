@@ -15,13 +15,7 @@ from rnnlab.tasks import CopyTask
 C = torch.complex128
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small FFTs and element-wise steps only lose to thread start-up on a shared machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest
 
 
 def cells():

@@ -16,8 +16,7 @@ import pytest
 
 from conftest import write_record
 from rnnlab import config
-from rnnlab.ledger import claims, published, records, stats
-from rnnlab.reproduce import collect, ledger
+from rnnlab.ledger import claims, collect, ledger, published, records, stats
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -178,7 +177,7 @@ def test_collect_copies_atomically_so_a_failed_copy_leaves_the_old_file(tmp_path
     code = (
         "import resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
         f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit})); "
-        "from rnnlab.reproduce import collect; collect(sys.argv[1], sys.argv[2])"
+        "from rnnlab.ledger import collect; collect(sys.argv[1], sys.argv[2])"
     )
     src = str(Path(__file__).parents[2] / "src")
     proc = subprocess.run(

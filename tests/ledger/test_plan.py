@@ -92,7 +92,7 @@ def test_no_timing_is_no_price(tmp_path):
 
 
 def test_the_ledger_prices_its_rows_and_says_how(tmp_path):
-    from rnnlab.reproduce import ledger
+    from rnnlab.ledger import ledger
 
     timed(tmp_path, "nnrnn/copy", 1, train_s=30.0, eval_s=1.5)
     text = ledger([tmp_path])

@@ -373,7 +373,7 @@ def test_committed_reproduction_md_is_what_the_command_produces():
 
 
 def test_readme_line_is_the_ledger_summary():
-    from rnnlab import docsync
+    from rnnlab.bench import docsync
 
     text = (ROOT / "README.md").read_text()
     link = "https://github.com/rnnlab/rnnlab/blob/main/REPRODUCTION.md"  # absolute: the wheel's description
@@ -383,7 +383,7 @@ def test_readme_line_is_the_ledger_summary():
 
 
 def test_a_stale_readme_line_is_reported_and_rewritten(tmp_path):
-    from rnnlab import docsync
+    from rnnlab.bench import docsync
 
     shutil.copytree(ROOT / "records" / "nnrnn-copy", tmp_path / "records" / "nnrnn-copy")
     md = tmp_path / "X.md"

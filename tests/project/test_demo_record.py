@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from rnnlab import config
+from rnnlab.bench.docsync import blocks, render, sync
 from rnnlab.cli import DEMO_METRICS, DEMO_PRESETS, main
-from rnnlab.docsync import blocks, render, sync
 from rnnlab.results import copy_verdict, table
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -197,3 +197,18 @@ def test_low_rooms_import_nothing_above_them():
         if a in ALLOWED_BELOW and b not in ALLOWED_BELOW[a]
     ]
     assert not bad, "upward imports:\n" + "\n".join(bad)
+
+
+#: the rooms that may import the lab (``rnnlab.bench``): the command line only; the lab depends
+#: on the library, and nothing in the library depends on it
+IMPORT_THE_LAB = {"cli"}
+
+
+def test_nothing_in_the_library_imports_the_lab():
+    bad = [
+        f"{a} -> bench: {', '.join(where)}"
+        for (a, b), where in sorted(import_arrows().items())
+        if b == "bench" and a not in IMPORT_THE_LAB
+    ]
+    assert not bad, "imports of rnnlab.bench from the library:\n" + "\n".join(bad)
+    assert ("cli", "bench") in import_arrows()  # the walk sees the lab's one importer

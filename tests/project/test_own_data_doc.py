@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rnnlab.docsync import blocks, render
+from rnnlab.bench.docsync import blocks, render
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "own-data.md"
@@ -62,7 +62,7 @@ def test_table_is_the_committed_record():
     found = blocks(DOC)
     assert [args for args, _ in found] == ["own-data test/loss notiming"]
     for args, body in found:
-        assert body == render(args, DOC.parent), "stale: python -m rnnlab.docsync docs/own-data.md"
+        assert body == render(args, DOC.parent), "stale: python -m rnnlab.bench.docsync docs/own-data.md"
     configs = {json.loads(p.read_text())["model"]["cell"] for p in (DOC.parent / "own-data").rglob("config.json")}
     assert configs == {"asrnn", "nnrnn"}
 

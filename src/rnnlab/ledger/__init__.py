@@ -1,7 +1,7 @@
 """The reproduction ledger: the four papers' published values (``published``), their claims as
 rules over run records (``claims``, with the tests of ``stats``), the records themselves
 (``records``) and the generated ``REPRODUCTION.md`` and README line (``document``; the README's
-block is kept current by ``rnnlab.docsync``, which also serves the run and timing tables).
+block is kept current by ``rnnlab.bench.docsync``, which also serves the run and timing tables).
 
 ``rnnlab reproduce ledger records -o REPRODUCTION.md`` regenerates the ledger;
 ``rnnlab reproduce collect RUNS -o records/NAME`` adds finished runs' small files.

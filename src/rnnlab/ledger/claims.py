@@ -27,715 +27,99 @@ when the premise fails, else *inconclusive*.
 
 from __future__ import annotations
 
-import inspect
-import math
-from collections.abc import Callable
-from dataclasses import dataclass
-
-from ..results import DMU_THRESHOLDS, median_epoch
-from .published import PAPER_PROTOCOL, VARIANTS, at_other_protocols, protocol
-from .stats import (
-    ALPHA,
-    binom_sf,
-    clopper_pearson,
-    fisher_one_sided,
-    fmt_p,
-    mann_whitney,
-    mean_interval,
-    newcombe,
-    two_proportions,
-    welch,
-    wilson,
+from .findings import (
+    CONFIRMED,
+    FAILS,
+    FEW_SEEDS,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_APPLICABLE,
+    OTHER_PROTOCOL,
+    REFUTED,
+    UNDECIDED,
+    UNTESTED,
+    Claim,
+    Finding,
+    Part,
+    compare,
+    level,
+    needed,
+    protocols_of,
+    runs_text,
+    test_items,
+    verdict,
+    verdict_kind,
+    within,
+)
+from .rules import (
+    HIGH,
+    LOW,
+    _one,
+    asrnn_conclusion,
+    asrnn_conditions,
+    asrnn_s_stuck,
+    at_baseline,
+    at_chance,
+    beats,
+    dmu_about_half,
+    dmu_ahead,
+    dmu_faster,
+    dmu_most_reach_all,
+    dmu_never,
+    dmu_partial,
+    dmu_similar,
+    loss_below_baseline,
+    loss_not_below_baseline,
+    nnrnn_schur,
+    not_solves_copy,
+    solves_copy,
 )
 
-UNTESTED, CONFIRMED, REFUTED, INCONCLUSIVE = "untested", "confirmed", "refuted", "inconclusive"
-NOT_APPLICABLE = "not applicable"
-#: the class of a verdict confirmed or refuted on runs at a protocol other than the paper's
-OTHER_PROTOCOL = "other protocol"
-HOLDS, FAILS, UNDECIDED = "holds", "fails", "undecided"
-
-#: seeds per model a verdict needs (or the paper's own count where it ran fewer)
-FEW_SEEDS = 3
-
-
-@dataclass
-class Finding:
-    """What the runs show for one part of a claim."""
-
-    outcome: str  # HOLDS, FAILS, UNDECIDED or UNTESTED
-    text: str  # the values, and the test with its p-value or interval
-    groups: tuple = ()  # the groups of runs it rests on
-    tested: bool = True  # a test (p-value or interval) stands behind the outcome
-    why: str = ""  # UNDECIDED: what leaves it open
-    analyses: tuple = ()  # analysis records it rests on
-    steps_short: str = ""  # analyses: a budget shortfall ("2,300 of 4,000 steps")
-
-
-def untested(*presets: str) -> Finding:
-    return Finding(UNTESTED, "needs runs of " + ", ".join(f"`{p}`" for p in presets))
-
-
-def needed(paper_runs: int) -> int:
-    """Seeds per model a verdict needs: ``FEW_SEEDS``, or the paper's count when smaller."""
-    return min(FEW_SEEDS, paper_runs) if paper_runs else FEW_SEEDS
-
-
-def _variant(preset: str) -> str:
-    return VARIANTS[preset][1] if preset in VARIANTS else ""
-
-
-def protocols_of(f: Finding) -> list[str]:
-    """The protocols other than the paper's of the runs and analyses a finding rests on."""
-    presets = [g.preset for g in f.groups] + [a.preset for a in f.analyses]
-    return sorted({protocol(p) for p in presets} - {PAPER_PROTOCOL})
-
-
-def verdict(f: Finding, need: int, any_setting: bool = False) -> str:
-    """The ledger's verdict class for a finding (see the module's docstring). ``any_setting``:
-    the claim holds "for any hyperparameters", which one setting cannot confirm (it can refute)."""
-    if f.outcome == UNTESTED:
-        return UNTESTED
-    reasons = []
-    for g in f.groups:
-        if g.budget:
-            keys = sorted({d.split(" with ")[-1].split(" ")[0] for d in g.budget})
-            reasons.append(f"reduced budget: `{g.preset}` {', '.join(keys)}")
-        if g.other:
-            keys = sorted({d.split(" ")[0] for d in g.other})
-            reasons.append(f"another configuration: `{g.preset}` {', '.join(keys)}")
-    if f.steps_short:
-        reasons.append(f"reduced budget: {f.steps_short}")
-    counts = [len(g.records) for g in f.groups] + [len(a.data.get("seeds", [])) or 1 for a in f.analyses]
-    n = min(counts) if counts else 0
-    if n < need:
-        reasons.append(f"{n} seed{'s' if n != 1 else ''} of the {need} needed")
-    if not f.tested:
-        reasons.append("no test possible")
-    if f.outcome == UNDECIDED and f.why:
-        reasons.append(f.why)
-    if any_setting and f.outcome == HOLDS:
-        reasons.append("one setting tested of a claim for any hyperparameters")
-    protos = protocols_of(f)
-    at = f" at the {' and '.join(protos)} protocol" if protos else ""
-    variants = sorted({p for p in [g.preset for g in f.groups] + [a.preset for a in f.analyses] if _variant(p)})
-    label = "; ".join(f"variant `{p}`: {_variant(p)}" for p in variants)
-    if reasons:
-        lean = {HOLDS: "; so far the runs agree", FAILS: "; so far the runs disagree"}.get(f.outcome, "")
-        return (
-            f"{INCONCLUSIVE} ({'; '.join(reasons)}{lean}"
-            + (f"; runs{at}" if at else "")
-            + (f"; {label}" if label else "")
-            + ")"
-        )
-    out = CONFIRMED if f.outcome == HOLDS else REFUTED
-    return out + at + (f" with a variant ({label})" if label else "")
-
-
-def verdict_kind(v: str) -> str:
-    """The class a verdict counts in: *confirmed* / *refuted* only at the paper's protocol (at
-    another: ``OTHER_PROTOCOL``), else its first word (*not applicable* whole)."""
-    if v.startswith(NOT_APPLICABLE):
-        return NOT_APPLICABLE
-    kind = v.split(" ", 1)[0]
-    if kind in (CONFIRMED, REFUTED) and v.split(" (", 1)[0].split(" with a variant", 1)[0].endswith(" protocol"):
-        return OTHER_PROTOCOL
-    return kind
-
-
-@dataclass(frozen=True)
-class Part:
-    text: str
-    rule: Callable  # (Evidence) -> Finding
-    any_setting: bool = False  # the paper says it holds "for any hyperparameters"
-
-
-@dataclass(frozen=True)
-class Claim:
-    paper: str
-    where: str  # "Fig. 3", "Sec. 5.2"
-    text: str  # the paper's sentence, whole
-    parts: tuple[Part, ...]
-    runs: int = 0  # the paper's runs per model behind it (0: not stated)
-    ours: bool = False  # our own finding, not the paper's
-    premise: Part | None = None  # a theorem's premise: where it fails, the theorem predicts nothing
-
-    def judge(self, ev) -> list[tuple[str, str, Finding]]:
-        """``(part, verdict, finding)`` for each part; with a premise, its own line first, and
-        every part *not applicable* when the runs show that it fails."""
-        need = needed(self.runs)
-        out = []
-        if self.premise is not None:
-            f = self.premise.rule(ev)
-            if f.outcome == FAILS:
-                why = f"{NOT_APPLICABLE} (premise fails: {f.why or self.premise.text})"
-                return [(f"premise: {self.premise.text}", why, f)] + [(p.text, why, f) for p in self.parts]
-            out.append((f"premise: {self.premise.text}", verdict(f, need), f))
-        return out + [(p.text, verdict(f, need, p.any_setting), f) for p in self.parts for f in [p.rule(ev)]]
-
-    def overall(self, judged) -> str:
-        kinds = [verdict_kind(v) for _, v, _ in judged]
-        if all(k == UNTESTED for k in kinds):
-            return UNTESTED
-        if NOT_APPLICABLE in kinds:
-            return NOT_APPLICABLE
-        if REFUTED in kinds:
-            return REFUTED + (" in part" if any(k != REFUTED for k in kinds) else "")
-        if all(k == CONFIRMED for k in kinds):
-            return CONFIRMED
-        if OTHER_PROTOCOL in kinds:
-            return INCONCLUSIVE + " (parts judged only at another protocol than the paper's)"
-        return INCONCLUSIVE
-
-
-def runs_text(f: Finding) -> str:
-    """The runs a finding rests on: preset x seeds (steps; differences from the preset)."""
-    out = []
-    for g in f.groups:
-        extra = f"; {'; '.join(g.diffs)}" if g.diffs else ""
-        out.append(f"`{g.preset}` x{len(g.records)} ({g.steps()} steps{extra}{g.unverifiable()})")
-    for a in f.analyses:
-        out.append(f"analysis of `{a.preset}` ({a.data.get('source')})")
-    return "; ".join(out) if out else "-"
-
-
-# --- choosing the runs -----------------------------------------------------------------------
-def _pick(ev, preset: str, pooled: bool = False, variants: bool = True):
-    """The runs of ``preset`` (all budgets pooled, or the best group), else of the presets that
-    run it at another protocol (code, then short), else (``variants``) of its named variants or
-    theirs: a verdict on any of these says so."""
-    protos = at_other_protocols(preset)
-    alts = (
-        sorted(v for v, (base, _) in VARIANTS.items() if base in (preset, *protos) and v not in protos)
-        if variants
-        else []
-    )
-    for p in [preset, *protos, *alts]:
-        g = ev.pooled(p) if pooled else ev.best(p)
-        if g is not None:
-            return g
-    return None
-
-
-def _picks(ev, presets, pooled=False):
-    gs = {p: _pick(ev, p, pooled) for p in presets}
-    missing = [p for p, g in gs.items() if g is None]
-    return gs, missing
-
-
-# --- test items: the test set behind an accuracy ---------------------------------------------
-def _task_default(task: str, option: str):
-    from ..tasks import TASKS
-
-    try:
-        return inspect.signature(TASKS[task].__init__).parameters[option].default
-    except (KeyError, ValueError, TypeError):
-        return None
-
-
-def test_items(g, metric: str) -> int | None:
-    """How many test items an accuracy of this group's runs averages over (the copy tasks'
-    recall: test sequences x K; pixel MNIST: the 10,000 test images), None where unknown."""
-    cfg = g.records[0].config
-    task, opts, tr = cfg["task"]["name"], cfg["task"].get("options", {}), cfg.get("train", {})
-    if metric == "test/accuracy" and task in ("smnist", "psmnist"):
-        n = 10000
-    elif metric == "test/recall_accuracy" and task in ("copy", "copy_variable"):
-        size = opts.get("test_size", _task_default(task, "test_size"))
-        k = opts.get("K", _task_default(task, "K"))
-        if not isinstance(size, int) or not isinstance(k, int):
-            return None
-        n = size * k
-        per = tr.get("eval_batch_size", 0) * tr.get("eval_max_batches", 0)
-        if per:
-            n = min(n, per * k)
-    else:
-        return None
-    return n
-
-
-# --- primitive tests -------------------------------------------------------------------------
-def _fmt(x: float) -> str:
-    return f"{x:.4g}" if x == 0 or 1e-3 <= abs(x) < 1e4 else f"{x:.3g}"
-
-
-def level(g, metric: str, bound: float, below: bool, what: str) -> Finding:
-    """Whether ``metric`` lies below (``below``) or above ``bound``: the 95% interval of the mean
-    over seeds (t), or with one run the accuracy's Wilson interval over its test items."""
-    vals = g.values(metric)
-    if not vals:
-        return Finding(UNDECIDED, f"`{g.preset}`: {metric} not recorded", (g,), tested=False)
-    mean = sum(vals) / len(vals)
-    iv, how = mean_interval(vals), f"95% t interval over {len(vals)} seeds"
-    if iv is None:
-        n = test_items(g, metric)
-        if n:
-            iv, how = wilson(round(vals[0] * n), n), f"95% Wilson interval over {n:,} test items"
-    side = "<" if below else ">="
-    text = f"`{g.preset}` {metric} {_fmt(mean)}"
-    if iv is None:
-        return Finding(
-            UNDECIDED,
-            text + f" (needs {what}: {metric} {side} {_fmt(bound)}; one run, no interval)",
-            (g,),
-            tested=False,
-        )
-    text += f" [{_fmt(iv[0])}, {_fmt(iv[1])}] ({how}); {what}: {metric} {side} {_fmt(bound)}"
-    lo_ok, hi_ok = (iv[1] < bound, iv[0] >= bound) if below else (iv[0] >= bound, iv[1] < bound)
-    if lo_ok:
-        return Finding(HOLDS, text, (g,))
-    if hi_ok:
-        return Finding(FAILS, text, (g,))
-    return Finding(UNDECIDED, text, (g,), why=f"the interval straddles {_fmt(bound)}")
-
-
-def within(g, metric: str, centre: float, rel: float, what: str) -> Finding:
-    """Whether ``metric`` stays within ``rel`` of ``centre`` (the t interval of the mean)."""
-    vals = g.values(metric)
-    mean = sum(vals) / len(vals) if vals else math.nan
-    iv = mean_interval(vals)
-    lo, hi = centre * (1 - rel), centre * (1 + rel)
-    text = f"`{g.preset}` {metric} {_fmt(mean)}"
-    if iv is None:
-        return Finding(
-            UNDECIDED,
-            text + f" (needs {what}: within [{_fmt(lo)}, {_fmt(hi)}]; one run, no interval)",
-            (g,),
-            tested=False,
-        )
-    text += f" [{_fmt(iv[0])}, {_fmt(iv[1])}] (95% t interval over {len(vals)} seeds); {what}: within [{_fmt(lo)}, {_fmt(hi)}]"
-    if lo <= iv[0] and iv[1] <= hi:
-        return Finding(HOLDS, text, (g,))
-    if iv[1] < lo or iv[0] > hi:
-        return Finding(FAILS, text, (g,))
-    return Finding(UNDECIDED, text, (g,), why="the interval reaches outside the band")
-
-
-def compare(ga, gb, metric: str, higher: bool) -> Finding:
-    """Whether ``ga``'s ``metric`` is better (higher / lower) than ``gb``'s: Welch's one-sided t
-    test over seeds, or with one run each the two-proportion z test over the test items."""
-    va, vb = ga.values(metric), gb.values(metric)
-    if not va or not vb:
-        return Finding(UNDECIDED, f"{metric} not recorded", (ga, gb), tested=False)
-    ma, mb = sum(va) / len(va), sum(vb) / len(vb)
-    text = f"{metric}: `{ga.preset}` {_fmt(ma)}, `{gb.preset}` {_fmt(mb)}"
-    p_fwd = p_rev = None
-    how = ""
-    if len(va) >= 2 and len(vb) >= 2:
-        a, b = (va, vb) if higher else ([-x for x in va], [-x for x in vb])
-        p_fwd, p_rev, how = welch(a, b), welch(b, a), f"Welch t test over {len(va)} and {len(vb)} seeds"
-    elif len(va) == 1 and len(vb) == 1:
-        na, nb = test_items(ga, metric), test_items(gb, metric)
-        if na and nb:
-            ka, kb = round(ma * na), round(mb * nb)
-            if not higher:
-                ka, kb = na - ka, nb - kb
-            p_fwd, p_rev = two_proportions(ka, na, kb, nb), two_proportions(kb, nb, ka, na)
-            how = f"two-proportion z test over {na:,} and {nb:,} test items (one run each: test-set noise only)"
-    if p_fwd is None:
-        return Finding(UNDECIDED, text + f" ({len(va)} and {len(vb)} runs: no test)", (ga, gb), tested=False)
-    text += f"; {how}, one-sided {fmt_p(p_fwd)} (reverse {fmt_p(p_rev)})"
-    if p_fwd <= ALPHA:
-        return Finding(HOLDS, text, (ga, gb))
-    if p_rev <= ALPHA:
-        return Finding(FAILS, text, (ga, gb))
-    return Finding(UNDECIDED, text, (ga, gb), why="no significant difference")
-
-
-# --- DMU's threshold protocol ----------------------------------------------------------------
-HIGH = DMU_THRESHOLDS[:3]  # "high thresholds (up to 1e-4)"
-LOW = DMU_THRESHOLDS[3:]
-
-
-def _firsts(g, th: float) -> list[float]:
-    """Each run's first epoch at ``th``; never = inf (later than any run that reached it)."""
-    return [math.inf if e is None else float(e) for e in g.thresholds((th,))[th]]
-
-
-def _reached(g, th: float) -> tuple[int, int]:
-    eps = _firsts(g, th)
-    return sum(math.isfinite(e) for e in eps), len(eps)
-
-
-def _dmu(ev, task: str, modules):
-    """Every run of the protocol counts, whatever the size of its evaluation sets."""
-    return _picks(ev, [f"dmu/{task}-{m}" for m in modules], pooled=True)
-
-
-def _profile(g) -> str:
-    parts = []
-    for th in DMU_THRESHOLDS:
-        eps = [e for e in _firsts(g, th) if math.isfinite(e)]
-        med = median_epoch(eps)
-        parts.append(f"{th:.0e} {len(eps)}/{len(_firsts(g, th))}" + (f" (median ep {med:g})" if eps else ""))
-    return f"`{g.preset}`: " + ", ".join(parts)
-
-
-def _bonferroni(ps: list[float]) -> list[float]:
-    return [min(1.0, p * len(ps)) for p in ps]
-
-
-def dmu_ahead(task: str, a: str, b: str, thresholds=DMU_THRESHOLDS):
-    """``a`` outperforms ``b``: its runs reach a threshold earlier or more often (one-sided
-    Mann-Whitney on first epochs, never = inf; Bonferroni over the thresholds)."""
-
-    def rule(ev):
-        gs, missing = _dmu(ev, task, (a, b))
-        if missing:
-            return untested(*missing)
-        ga, gb = gs[f"dmu/{task}-{a}"], gs[f"dmu/{task}-{b}"]
-        fwd = _bonferroni([mann_whitney(_firsts(ga, t), _firsts(gb, t)) for t in thresholds])
-        rev = _bonferroni([mann_whitney(_firsts(gb, t), _firsts(ga, t)) for t in thresholds])
-        sig = [t for t, p in zip(thresholds, fwd) if p <= ALPHA]
-        bad = [t for t, p in zip(thresholds, rev) if p <= ALPHA]
-        text = (
-            _profile(ga) + "; " + _profile(gb) + f"; Mann-Whitney on first epochs (never = later than all), "
-            f"Bonferroni over {len(thresholds)} thresholds: {a} ahead {fmt_p(min(fwd))}, {b} ahead {fmt_p(min(rev))}"
-        )
-        if sig and not bad:
-            return Finding(HOLDS, text, (ga, gb))
-        if bad and not sig:
-            return Finding(FAILS, text, (ga, gb))
-        return Finding(
-            UNDECIDED,
-            text,
-            (ga, gb),
-            why="ahead at some thresholds, behind at others" if sig else "no significant difference",
-        )
-
-    return rule
-
-
-#: "similar": the difference of the shares of runs reaching a threshold within +- this
-SIMILAR_MARGIN = 0.2
-
-
-def dmu_similar(task: str, a: str, b: str, thresholds=DMU_THRESHOLDS):
-    """``a`` and ``b`` reach the thresholds about as often: at every threshold the 95% interval
-    of the difference of their shares of runs reaching it (Newcombe) lies within
-    +-``SIMILAR_MARGIN``; refuted when a Fisher exact test (two-sided, Bonferroni over the
-    thresholds) finds a difference. No significant difference with wide intervals is no
-    evidence of similarity: inconclusive."""
-
-    def rule(ev):
-        gs, missing = _dmu(ev, task, (a, b))
-        if missing:
-            return untested(*missing)
-        ga, gb = gs[f"dmu/{task}-{a}"], gs[f"dmu/{task}-{b}"]
-        ps, ivs = [], []
-        for t in thresholds:
-            (ka, na), (kb, nb) = _reached(ga, t), _reached(gb, t)
-            ps.append(min(1.0, 2 * min(fisher_one_sided(ka, na, kb, nb), fisher_one_sided(kb, nb, ka, na))))
-            ivs.append(newcombe(ka, na, kb, nb))
-        ps = _bonferroni(ps)
-        widest = max(max(abs(lo), abs(hi)) for lo, hi in ivs)
-        text = (
-            _profile(ga) + "; " + _profile(gb) + f"; at {', '.join(f'{t:.0e}' for t in thresholds)}: Fisher exact "
-            f"(two-sided, Bonferroni) smallest {fmt_p(min(ps))}; 95% Newcombe intervals of the difference of shares "
-            f"reach +-{widest:.2f} ('similar': within +-{SIMILAR_MARGIN})"
-        )
-        if min(ps) <= ALPHA:
-            return Finding(FAILS, text, (ga, gb))
-        if widest <= SIMILAR_MARGIN:
-            return Finding(HOLDS, text, (ga, gb))
-        return Finding(UNDECIDED, text, (ga, gb), why="no significant difference, but too few runs to show similarity")
-
-    return rule
-
-
-def dmu_faster(task: str, a: str, b: str):
-    """``a`` reaches the thresholds sooner than ``b`` among the runs that reach them (one-sided
-    Mann-Whitney on first epochs, Bonferroni over the thresholds both reach)."""
-
-    def rule(ev):
-        gs, missing = _dmu(ev, task, (a, b))
-        if missing:
-            return untested(*missing)
-        ga, gb = gs[f"dmu/{task}-{a}"], gs[f"dmu/{task}-{b}"]
-        both = []
-        for t in DMU_THRESHOLDS:
-            ea = [e for e in _firsts(ga, t) if math.isfinite(e)]
-            eb = [e for e in _firsts(gb, t) if math.isfinite(e)]
-            if ea and eb:
-                both.append((t, ea, eb))
-        text = _profile(ga) + "; " + _profile(gb)
-        if not both:
-            return Finding(UNDECIDED, text + "; no threshold reached by both", (ga, gb), tested=False)
-        fwd = _bonferroni([mann_whitney(ea, eb) for _, ea, eb in both])
-        rev = _bonferroni([mann_whitney(eb, ea) for _, ea, eb in both])
-        text += (
-            f"; Mann-Whitney on first epochs of the runs that reached {', '.join(f'{t:.0e}' for t, *_ in both)}, "
-            f"Bonferroni: {a} sooner {fmt_p(min(fwd))}, {b} sooner {fmt_p(min(rev))}"
-        )
-        sig, bad = min(fwd) <= ALPHA, min(rev) <= ALPHA
-        if sig and not bad:
-            return Finding(HOLDS, text, (ga, gb))
-        if bad and not sig:
-            return Finding(FAILS, text, (ga, gb))
-        return Finding(UNDECIDED, text, (ga, gb), why="no significant difference" if not sig else "mixed")
-
-    return rule
-
-
-#: "no run reaches it" is confirmed when none of the runs did and the exact 95% upper bound of
-#: the share that would is at most this (36 runs or more); one run that reaches it refutes it
-NEVER_BOUND = 0.1
-
-
-def dmu_never(task: str, m: str, thresholds=DMU_THRESHOLDS):
-    """No run of ``m`` reaches any of ``thresholds``: refuted by a single run that does;
-    confirmed when none did and the Clopper-Pearson upper bound of the share is at most
-    ``NEVER_BOUND`` (0 of 5 runs leaves room for a share of up to 0.52)."""
-
-    def rule(ev):
-        gs, missing = _dmu(ev, task, (m,))
-        if missing:
-            return untested(*missing)
-        g = gs[f"dmu/{task}-{m}"]
-        k, n = _reached(g, thresholds[0])
-        lo, hi = clopper_pearson(k, n)
-        text = (
-            f"`{g.preset}`: {k}/{n} runs reached val loss {thresholds[0]:.0e} "
-            f"(95% Clopper-Pearson interval of the share {lo:.2f}-{hi:.2f}; 'none': at most {NEVER_BOUND})"
-        )
-        if k:
-            return Finding(FAILS, text, (g,))
-        if hi <= NEVER_BOUND:
-            return Finding(HOLDS, text, (g,))
-        return Finding(
-            UNDECIDED, text, (g,), why=f"no run reached it, but {n} runs leave room for a share up to {hi:.2f}"
-        )
-
-    return rule
-
-
-def dmu_partial(task: str, m: str, thresholds=HIGH):
-    """Some but not all runs of ``m`` reach a threshold of ``thresholds`` ("partial success")."""
-
-    def rule(ev):
-        gs, missing = _dmu(ev, task, (m,))
-        if missing:
-            return untested(*missing)
-        g = gs[f"dmu/{task}-{m}"]
-        counts = [(t, *_reached(g, t)) for t in thresholds]
-        text = (
-            f"`{g.preset}`: "
-            + ", ".join(
-                f"{t:.0e} {k}/{n} ({clopper_pearson(k, n)[0]:.2f}-{clopper_pearson(k, n)[1]:.2f})" for t, k, n in counts
-            )
-            + " runs (95% Clopper-Pearson interval of the share)"
-        )
-        partial = any(0 < k < n for _, k, n in counts)
-        return Finding(HOLDS if partial else FAILS, text, (g,))
-
-    return rule
-
-
-def dmu_most_reach_all(task: str, m: str):
-    """Most runs of ``m`` reach every threshold (one-sided binomial test against one half)."""
-
-    def rule(ev):
-        gs, missing = _dmu(ev, task, (m,))
-        if missing:
-            return untested(*missing)
-        g = gs[f"dmu/{task}-{m}"]
-        k, n = _reached(g, DMU_THRESHOLDS[-1])
-        p_most, p_few = binom_sf(k, n, 0.5), binom_sf(n - k, n, 0.5)
-        text = (
-            f"`{g.preset}`: {k}/{n} runs reached every threshold (down to {DMU_THRESHOLDS[-1]:.0e}); "
-            f"binomial test against one half: most {fmt_p(p_most)}, few {fmt_p(p_few)}"
-        )
-        if p_most <= ALPHA:
-            return Finding(HOLDS, text, (g,))
-        if p_few <= ALPHA:
-            return Finding(FAILS, text, (g,))
-        return Finding(UNDECIDED, text, (g,), why="not significantly more or fewer than half")
-
-    return rule
-
-
-def dmu_about_half(task: str, m: str, band=(0.2, 0.8)):
-    """About half of the runs reach no threshold and the other half all of them: the exact 95%
-    intervals of both shares lie within ``band`` (refuted when one excludes one half)."""
-
-    def rule(ev):
-        gs, missing = _dmu(ev, task, (m,))
-        if missing:
-            return untested(*missing)
-        g = gs[f"dmu/{task}-{m}"]
-        none = sum(1 for e in _firsts(g, DMU_THRESHOLDS[0]) if not math.isfinite(e))
-        k_all, n = _reached(g, DMU_THRESHOLDS[-1])
-        iv_none, iv_all = clopper_pearson(none, n), clopper_pearson(k_all, n)
-        text = (
-            f"`{g.preset}`: {none}/{n} runs reached no threshold ({iv_none[0]:.2f}-{iv_none[1]:.2f}), "
-            f"{k_all}/{n} all of them ({iv_all[0]:.2f}-{iv_all[1]:.2f}); 95% Clopper-Pearson intervals, "
-            f"'about half': within {band[0]}-{band[1]}"
-        )
-        if any(not lo <= 0.5 <= hi for lo, hi in (iv_none, iv_all)):
-            return Finding(FAILS, text, (g,))
-        if all(band[0] <= lo and hi <= band[1] for lo, hi in (iv_none, iv_all)):
-            return Finding(HOLDS, text, (g,))
-        return Finding(UNDECIDED, text, (g,), why="too few runs to tell 'about half' (the intervals are wide)")
-
-    return rule
-
-
-# --- rules on single presets -----------------------------------------------------------------
-def _one(preset: str, fn, variants: bool = True):
-    def rule(ev):
-        g = _pick(ev, preset, variants=variants)
-        return untested(preset) if g is None else fn(g)
-
-    return rule
-
-
-def _two(a: str, b: str, fn):
-    def rule(ev):
-        gs, missing = _picks(ev, (a, b))
-        return untested(*missing) if missing else fn(gs[a], gs[b])
-
-    return rule
-
-
-def beats(a: str, b: str, metric: str, higher: bool):
-    return _two(a, b, lambda ga, gb: compare(ga, gb, metric, higher))
-
-
-def solves_copy(preset: str, variants: bool = True):
-    """Recall accuracy >= 0.99 (its interval above it); the loss is shown beside it."""
-
-    def fn(g):
-        f = level(g, "test/recall_accuracy", 0.99, below=False, what="solved")
-        loss, base = g.stat("test/loss"), g.records[0].value("baseline/loss")
-        if loss is not None and base:
-            f.text += f"; test loss {_fmt(loss[0])} against the memoryless {_fmt(base)}"
-        return f
-
-    return _one(preset, fn, variants)
-
-
-def not_solves_copy(preset: str):
-    def fn(g):
-        f = level(g, "test/recall_accuracy", 0.99, below=False, what="solved")
-        return Finding({HOLDS: FAILS, FAILS: HOLDS}.get(f.outcome, f.outcome), f.text, f.groups, f.tested, f.why)
-
-    return _one(preset, fn)
-
-
-def loss_below_baseline(preset: str, share: float, what: str):
-    """Test loss below ``share`` x the task's memoryless baseline."""
-
-    def fn(g):
-        base = g.records[0].value("baseline/loss")
-        return level(g, "test/loss", share * base, below=True, what=what)
-
-    return _one(preset, fn)
-
-
-def loss_not_below_baseline(preset: str, share: float, what: str):
-    def fn(g):
-        base = g.records[0].value("baseline/loss")
-        f = level(g, "test/loss", share * base, below=True, what=what)
-        return Finding({HOLDS: FAILS, FAILS: HOLDS}.get(f.outcome, f.outcome), f.text, f.groups, f.tested, f.why)
-
-    return _one(preset, fn)
-
-
-def at_baseline(preset: str, rel: float):
-    def fn(g):
-        return within(g, "test/loss", g.records[0].value("baseline/loss"), rel, "at the memoryless baseline")
-
-    return _one(preset, fn)
-
-
-def at_chance(preset: str, chance: float, margin: float):
-    """Recall accuracy within ``margin`` of chance (its interval inside chance +- margin)."""
-
-    def fn(g):
-        f = level(g, "test/recall_accuracy", chance + margin, below=True, what=f"at chance ({chance:.3f})")
-        return f
-
-    return _one(preset, fn)
-
-
-# --- analyses --------------------------------------------------------------------------------
-def _analysis(ev, presets, want):
-    for p in presets:
-        for a in ev.analyses.get(p, []):
-            if want(a.data.get("values", {})):
-                return a
-    return None
-
-
-def _preset_steps(preset: str) -> int | None:
-    from .records import preset_configs
-
-    return preset_configs().get(preset, {}).get("train.steps")
-
-
-def _analysis_finding(a, outcome: str, text: str) -> Finding:
-    how = f"; {a.data['command']}" if a.data.get("command") else ""
-    return Finding(outcome, text + f" (exact check on the analysed model{how})", analyses=(a,))
-
-
-def asrnn_s_stuck(ev):
-    a = _analysis(ev, ["asrnn/copy-L1000", "asrnn/copy-L1000-code"], lambda v: "t=1" in v.get("theorem21", {}))
-    if a is None:
-        return untested("a Jacobian analysis of an asRNN copy run")
-    th, eps = a.data["values"]["theorem21"]["t=1"], a.data.get("eps")
-    stuck = math.isclose(th["D_f_norm"], eps, rel_tol=1e-6) and math.isclose(th["D_f_cond"], 1.0, rel_tol=1e-6)
-    text = (
-        f"trained copy model (best checkpoint, step {a.data.get('steps')}): ||D_f||_2 = {th['D_f_norm']:g}, "
-        f"sigma_min(D_f) = {th['D_f_sigma_min']:g}, cond(D_f) = {th['D_f_cond']:g}, eps = {eps:g}: D_f = eps I, "
-        "so asRNN ran as a linear orthogonal RNN (s starts at 0, where d|s|/ds = 0)"
-    )
-    return _analysis_finding(a, HOLDS if stuck else FAILS, text)
-
-
-def asrnn_conditions(ev):
-    a = _analysis(ev, ["asrnn/copy-L1000", "asrnn/copy-L1000-code"], lambda v: v.get("theorem21"))
-    if a is None:
-        return untested("a Jacobian analysis of an asRNN copy run")
-    th = a.data["values"]["theorem21"]
-    holds = [k for k, v in th.items() if v.get("D_f_condition_holds")]
-    text = (
-        f"the first condition (||D_f||_2 <= bound) holds at {len(holds)} of {len(th)} checked t: the bound is "
-        f"{th['t=1']['D_f_bound']:g} because arctanh(sqrt(1 - ||W_hh^-1||_2)) = 0 for an orthogonal W_hh"
-    )
-    f = _analysis_finding(a, HOLDS if holds else FAILS, text)
-    if not holds:
-        f.why = (
-            f"||D_f||_2 <= {th['t=1']['D_f_bound']:g} holds at none of the {len(th)} checked t; for the orthogonal "
-            "W_hh asRNN uses, arctanh(sqrt(1 - ||W_hh^-1||_2)) = 0, so the condition cannot hold"
-        )
-    return f
-
-
-def asrnn_conclusion(ev):
-    a = _analysis(ev, ["asrnn/copy-L1000", "asrnn/copy-L1000-code"], lambda v: v.get("lags"))
-    if a is None:
-        return untested("a Jacobian analysis of an asRNN copy run")
-    lags = a.data["values"]["lags"]
-    last = max(lags, key=int)
-    lo = lags[last]["log10_sigma_min"]
-    text = (
-        f"log10 sigma_min(J) = {lo:.2g} at lag {last} (sigma_min = {10**lo:.5f}); 'approximately': sigma_min >= 0.999"
-    )
-    return _analysis_finding(a, HOLDS if 10**lo >= 0.999 else FAILS, text)
-
-
-def nnrnn_schur(key: str, check, what: str):
-    def rule(ev):
-        a = _analysis(ev, ["nnrnn/copy"], lambda v: key in v)
-        if a is None:
-            return untested("a Schur analysis of an nnRNN copy run")
-        v = a.data["values"][key]
-        f = _analysis_finding(a, HOLDS if check(v) else FAILS, f"{key} = {v:.4g} ({what})")
-        steps = _preset_steps(a.preset)
-        if steps and a.data.get("steps", steps) < steps:
-            f.steps_short = f"analysed at step {a.data['steps']:,} of {steps:,}"
-        return f
-
-    return rule
+__all__ = [
+    "CONFIRMED",
+    "FAILS",
+    "HOLDS",
+    "INCONCLUSIVE",
+    "REFUTED",
+    "UNDECIDED",
+    "UNTESTED",
+    "CLAIMS",
+    "Claim",
+    "FEW_SEEDS",
+    "Finding",
+    "HIGH",
+    "LOW",
+    "NOT_APPLICABLE",
+    "OTHER_PROTOCOL",
+    "Part",
+    "asrnn_conclusion",
+    "asrnn_conditions",
+    "asrnn_s_stuck",
+    "at_baseline",
+    "at_chance",
+    "beats",
+    "compare",
+    "dmu_about_half",
+    "dmu_ahead",
+    "dmu_faster",
+    "dmu_most_reach_all",
+    "dmu_never",
+    "dmu_partial",
+    "dmu_similar",
+    "level",
+    "loss_below_baseline",
+    "loss_not_below_baseline",
+    "needed",
+    "nnrnn_schur",
+    "not_solves_copy",
+    "protocols_of",
+    "runs_text",
+    "solves_copy",
+    "test_items",
+    "verdict",
+    "verdict_kind",
+    "within",
+]
 
 
 # --- the claims ------------------------------------------------------------------------------
@@ -1047,7 +431,7 @@ CLAIMS: list[Claim] = [
             Part("the LSTM solves it", solves_copy("henaff/copy_variable-lstm")),
         ),
     ),
-    # coRNN and LEM (their psMNIST results; issue 23)
+    # coRNN and LEM (their psMNIST results)
     Claim(
         "cornn",
         "Abstract, psMNIST",

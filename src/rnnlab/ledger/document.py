@@ -1,6 +1,6 @@
 """``REPRODUCTION.md`` generated from the papers' published values (:mod:`.published`), the run
 records (:mod:`.records`) and the claims (:mod:`.claims`), never typed by hand; and the one-line
-summary the README shows (``summary_line``, kept current by :mod:`rnnlab.docsync`).
+summary the README shows (``summary_line``, kept current by :mod:`rnnlab.bench.docsync`).
 
 A row of the papers' tables is compared with the runs of its preset:
 

@@ -258,7 +258,7 @@ class Pricer:
         )
 
     def _from_bench(self, cfg: dict, flat: dict) -> Timing | None:
-        from ..speed import CONFIGS
+        from ..workloads import CONFIGS
 
         cell, hidden, batch = cfg["model"]["cell"], cfg["model"]["hidden_size"], cfg["train"]["batch_size"]
         for row in self._bench:

@@ -60,7 +60,7 @@ def build_floor(source: Path, out_dir: Path) -> dict:
 def timed_kernels(libs: dict | None = None):
     """While inside, the compiled loops are ``libs`` (None: the package's own) and the time spent
     in them accumulates in the yielded list's first element."""
-    from .kernels import small
+    from ..kernels import small
 
     spent = [0.0]
     real_fn, real_libs = small._fn, dict(small._libs)
@@ -89,7 +89,7 @@ def timed_kernels(libs: dict | None = None):
 
 
 def _cfg(preset: str, backend: str):
-    from . import config
+    from .. import config
 
     return config.load(preset, [f"train.batch_size={BATCH}", f"model.cell_options.backend={backend}"])
 
@@ -104,10 +104,10 @@ def _stepper(preset: str, backend: str, size: int, root: Path, stacked: bool = T
     """``(step, evaluate)`` callables of a fresh single run (size 1) or ensemble."""
     import torch
 
-    from .ensemble import started
-    from .rundir import RunFiles, claim
-    from .tasks import build_task
-    from .train import close_run, evaluate_and_checkpoint, log_step, open_log, prepare, train_step
+    from ..ensemble import started
+    from ..rundir import RunFiles, claim
+    from ..tasks import build_task
+    from ..train import close_run, evaluate_and_checkpoint, log_step, open_log, prepare, train_step
 
     cfg = _cfg(preset, backend)
     task = build_task(cfg.task)
@@ -224,8 +224,8 @@ def _layer_step(cell: str, H: int, backend: str, members: int, B: int = BATCH, T
     ``members`` models as an ensemble (:class:`rnnlab.stacked_model.StackedModel`)."""
     import torch
 
-    from .model import SequenceModel
-    from .stacked_model import StackedModel
+    from ..model import SequenceModel
+    from ..stacked_model import StackedModel
 
     models = []
     for k in range(members):

@@ -1,18 +1,30 @@
 """Timing records that hold: the load check, the captions, and every table and sentence in the
-docs generated from its record (rnnlab.benchrecord, rnnlab.benchdocs)."""
+docs generated from its record (rnnlab.bench.benchrecord, rnnlab.bench.benchdocs)."""
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import re
 from pathlib import Path
 
 import pytest
 
-from rnnlab import benchdocs, benchrecord, docsync
+from rnnlab.bench import benchdocs, benchrecord, docsync
 
 ROOT = Path(__file__).parents[2]
+
+
+def _load_targets():
+    """The project's targets (``benchmarks/targets.py``), loaded from its file."""
+    spec = importlib.util.spec_from_file_location("bench_targets", ROOT / "benchmarks" / "targets.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+targets = _load_targets()
 
 #: the timing records in the repository, and the docs that show them
 RECORDS = sorted(
@@ -50,7 +62,7 @@ def test_every_run_table_in_the_docs_is_what_its_records_give():
     ]
     assert len(found) >= 3
     stale = [f"{md.relative_to(ROOT)}: {args}" for md, args, body in found if body != docsync.render(args, md.parent)]
-    assert not stale, f"stale blocks (run python -m rnnlab.docsync FILE.md): {stale}"
+    assert not stale, f"stale blocks (run python -m rnnlab.bench.docsync FILE.md): {stale}"
 
 
 def test_every_generated_block_in_the_docs_is_what_its_record_gives():
@@ -59,7 +71,7 @@ def test_every_generated_block_in_the_docs_is_what_its_record_gives():
     stale = [
         f"{md.relative_to(ROOT)}: {args}" for md, args, body in found if body != benchdocs.render_block(args, md.parent)
     ]
-    assert not stale, f"stale blocks (run python -m rnnlab.docsync FILE.md): {stale}"
+    assert not stale, f"stale blocks (run python -m rnnlab.bench.docsync FILE.md): {stale}"
 
 
 def test_every_timing_record_has_its_table_in_the_docs():
@@ -84,7 +96,7 @@ def test_the_3x_target_and_its_verdict_come_from_the_papers_record():
     """No hand-written papers'-code ratio or verdict: every "Nx" near "papers' code" in the
     docs sits in a generated block, and BENCHMARKS.md's target row is generated."""
     text = (ROOT / "BENCHMARKS.md").read_text()
-    assert "<!-- bench: papers-target docs/papers-code.json -->" in text
+    assert "<!-- bench: benchmarks/targets.py:papers-target docs/papers-code.json -->" in text
     assert "met for asRNN" not in re.sub(r"<!-- bench:.*?<!-- /bench -->", "", text, flags=re.S)
     for md in DOCS:
         outside = re.sub(r"<!-- bench:.*?<!-- /bench -->", "", md.read_text(), flags=re.S)
@@ -201,14 +213,14 @@ def test_papers_ratios_are_medians_of_rounds_and_only_an_idle_record_judges_the_
     table = benchdocs.papers_table(idle)
     assert "| asrnn (n=138) | 3.000 | 1.000 | 3.00 [2.40-3.30]x |" in table and "dmu (n=82)" in table
     assert "nnrnn" not in table
-    assert benchdocs.papers_verdict(idle) == "**met** for asRNN (3.00x); **not met** for DMU (1.30x)"
+    assert targets.papers_verdict(idle) == "**met** for asRNN (3.00x); **not met** for DMU (1.30x)"
     sentence = benchdocs.papers_sentence(idle, "p.json")
     assert "idle machine; median [min-max] of 3 alternating rounds" in sentence
     assert "asRNN 3.00 [2.40-3.30]x and DMU 1.30 [1.20-1.60]x" in sentence
     for loaded in (True, None):
         rec = _papers_record(rounds, loaded)
-        assert benchdocs.papers_verdict(rec).startswith("**not judged**")
-        assert "met for" not in benchdocs.papers_target(rec, "p.json")
+        assert targets.papers_verdict(rec).startswith("**not judged**")
+        assert "met for" not in targets.papers_target(rec, "p.json")
 
 
 def test_a_stale_block_is_reported_and_rewritten(tmp_path):
@@ -248,13 +260,13 @@ def test_the_scan_table_and_target_come_from_the_per_repeat_ratios():
     table = benchdocs.scan_table(rec)
     assert "| 8 x 8 | 1000 | 1.000 | 0.800 | 0.167 | 1.25 [1.25-1.25]x | 6.00 [5.00-8.00]x | scan |" in table
     assert "0.45 [0.40-0.50]x" in table
-    target, measured, status = benchdocs.scan_target_row(rec)
+    target, measured, status = targets.scan_target_row(rec)
     assert target == "LT-RNN scan at least 5x faster than its loop at T=1000"
     assert measured == "6.00x at B x H = 8 x 8; 0.45x at B x H = 128 x 128"
     assert status == "**not met**: at B x H = 8 x 8 only"
-    assert benchdocs.scan_target_row(_scan_record({(8, 8): [5.5] * 3}))[2] == "**met**"
-    assert benchdocs.scan_target_row(_scan_record({(8, 8): [4.9] * 3}))[2] == "**not met**"
-    assert benchdocs.scan_target_row(_scan_record({(8, 8): [9.0] * 3}, loaded=True))[2].startswith("not judged")
+    assert targets.scan_target_row(_scan_record({(8, 8): [5.5] * 3}))[2] == "**met**"
+    assert targets.scan_target_row(_scan_record({(8, 8): [4.9] * 3}))[2] == "**not met**"
+    assert targets.scan_target_row(_scan_record({(8, 8): [9.0] * 3}, loaded=True))[2].startswith("not judged")
     assert benchdocs.VIEWS["scan"](rec, "s.json").startswith("*Record `s.json`, idle machine")
 
 
@@ -311,14 +323,15 @@ def test_the_guides_summary_and_memory_sentence_come_from_the_main_record():
 @pytest.mark.parametrize(
     "path",
     [
-        "src/rnnlab/speed.py",
-        "src/rnnlab/benchrecord.py",
-        "src/rnnlab/benchdocs.py",
+        "src/rnnlab/bench/speed.py",
+        "src/rnnlab/bench/benchrecord.py",
+        "src/rnnlab/bench/benchdocs.py",
         "benchmarks/papers_code.py",
         "benchmarks/backend_overhead.py",
         "benchmarks/speed.py",
         "benchmarks/scan.py",
         "benchmarks/allocator.py",
+        "benchmarks/targets.py",
     ],
 )
 def test_no_function_is_longer_than_80_lines(path):
@@ -330,3 +343,42 @@ def test_no_function_is_longer_than_80_lines(path):
                 body = body[1:]  # the docstring does not count
             n = (body[-1].end_lineno - body[0].lineno + 1) if body else 0
             assert n <= 80, f"{path}: {node.name} has {n} lines"
+
+
+# --- views kept outside the library (``FILE.py:NAME``) ----------------------------------------
+
+
+def test_a_block_can_name_a_view_of_a_python_file_beside_the_markdown(tmp_path):
+    """``<!-- bench: FILE.py:NAME RECORD... -->`` calls ``VIEWS[NAME]`` of FILE.py (relative to
+    the Markdown file) with the records, then the paths a reader sees; a wrong file or name is
+    a one-line error naming it."""
+    (tmp_path / "views.py").write_text(
+        "VIEWS = {'count': lambda *a: ' + '.join(f\"{len(r['rows'])} rows ({s})\" for r, s in zip(a[: len(a) // 2], a[len(a) // 2 :]))}\n"
+    )
+    for name, n in (("a.json", 2), ("b.json", 3)):
+        (tmp_path / name).write_text(json.dumps({"rows": [{}] * n}))
+    md = tmp_path / "x.md"
+    md.write_text("<!-- bench: views.py:count a.json b.json -->\n<!-- /bench -->\n")
+    assert docsync.sync(md) == ["views.py:count a.json b.json"]
+    assert "2 rows (a.json) + 3 rows (b.json)\n" in md.read_text()
+    with pytest.raises(ValueError, match="views file .*nope.py not found"):
+        benchdocs.render_block("nope.py:count a.json", tmp_path)
+    with pytest.raises(ValueError, match=r"has no view 'other' in its VIEWS; it has \['count'\]"):
+        benchdocs.render_block("views.py:other a.json", tmp_path)
+    with pytest.raises(ValueError, match="VIEW RECORD"):
+        benchdocs.render_block("papers a.json b.json", tmp_path)  # a library view reads one record
+
+
+def _ensemble_record(ratio: float, loaded=False) -> dict:
+    cond = benchrecord.finish(
+        benchrecord.start(allow_load=True, loadavg=(0.1, 0, 0), cores=2), loadavg=(3.5 if loaded else 1.0, 0, 0)
+    )
+    row = {"bench": "dmu-adding", "members": 51, "ensemble_over_one_run": ratio, "speedup": 51 / ratio}
+    return {"conditions": cond, "rows": [row]}
+
+
+def test_the_ensemble_target_is_judged_from_an_idle_record():
+    assert "3.90x one run's time (target <= 4x: met), 13.1x" in targets.ensemble_verdict(_ensemble_record(3.9))
+    assert "(target <= 4x: not met)" in targets.ensemble_verdict(_ensemble_record(4.3))
+    assert "(target <= 4x: not judged: loaded machine)" in targets.ensemble_verdict(_ensemble_record(3.9, True))
+    assert "not judged: the record has no" in targets.ensemble_verdict({"conditions": {}, "rows": []})

@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from rnnlab import doctor
+from rnnlab.bench import doctor
 from rnnlab.cells import CELLS, layers
 from rnnlab.cli import main
 from rnnlab.kernels import recurrence
 from rnnlab.kernels import triton_recurrence as tr
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SUBSET = ["--sections", "kernel,cell,checkpoint,train", "--cells", "rnn,asrnn,lstm,dmu"]
 
 
@@ -206,7 +206,7 @@ def test_kernel_table_through_the_interpreter(tmp_path):
     the limit)."""
     pytest.importorskip("triton", reason="Triton is not installed (pip install 'rnnlab[triton]')")
     code = (
-        "import torch, triton; from rnnlab import doctor; "
+        "import torch, triton; from rnnlab.bench import doctor; "
         "print(doctor.kernel_table(torch.device('cpu'), hiddens=(20, 130), T=3, batch=17, repeats=1))"
     )
     env = dict(os.environ, TRITON_INTERPRET="1")

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import SPANISH_PAIRS
 from rnnlab import config
 from rnnlab.cli import main
 from rnnlab.config import ConfigError
@@ -379,16 +380,7 @@ def test_weights_gone_non_finite_are_never_checkpointed_and_the_message_points_a
 
 
 # --- data files ---------------------------------------------------------------------------------
-PAIRS = [
-    ("Go.", "Ve."),
-    ("Hi.", "Hola."),
-    ("Run!", "¡Corre!"),
-    ("I see.", "Ya veo."),
-    ("Tom ran.", "Tom corrió."),
-    ("I won.", "Gané."),
-    ("Help!", "¡Ayuda!"),
-    ("Tom won.", "Tom ganó."),
-] * 6
+PAIRS = SPANISH_PAIRS * 6
 
 
 def _tatoeba(root: Path, damage: str) -> Path:

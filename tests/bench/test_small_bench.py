@@ -1,4 +1,4 @@
-"""benchmarks/small_models.py's parts (rnnlab.small_bench): its floor computes the same
+"""benchmarks/small_models.py's parts (rnnlab.bench.small_bench): its floor computes the same
 arithmetic as the compiled loops (equal results in float64, so the floor times the same work),
 and its table shows the ratios of the measured times."""
 
@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from rnnlab import small_bench
+from rnnlab.bench import small_bench
 from rnnlab.cells import CELLS
 from rnnlab.cells.layers import Recurrent
 from rnnlab.kernels import small
 
-FLOOR = Path(__file__).resolve().parents[1] / "benchmarks" / "small_floor.c"
+FLOOR = Path(__file__).resolve().parents[2] / "benchmarks" / "small_floor.c"
 
 
 @pytest.mark.skipif(not small.available(), reason="no C compiler")

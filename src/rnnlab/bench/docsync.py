@@ -8,11 +8,11 @@ A block in a Markdown file is marked::
 
 The first word after ``table:`` is a directory of run records (``result.json`` files), relative
 to the Markdown file; the optional second names the metrics; a last word ``notiming`` leaves
-out the timing columns (for tables whose every number a rerun reproduces). ``python -m rnnlab.docsync
+out the timing columns (for tables whose every number a rerun reproduces). ``python -m rnnlab.bench.docsync
 README.md`` rewrites every block from its records; ``--check`` only reports the blocks that
 differ (exit status 1), which is what the test suite runs. Blocks marked ``<!-- bench: VIEW
 RECORD -->`` ... ``<!-- /bench -->`` hold tables and sentences of timing records
-(:mod:`rnnlab.benchdocs`) and are kept current the same way. A block marked ``<!-- ledger:
+(:mod:`rnnlab.bench.benchdocs`) and are kept current the same way. A block marked ``<!-- ledger:
 RECORDS LEDGER -->`` ... ``<!-- /ledger -->`` holds the reproduction ledger's one-line summary
 (:func:`rnnlab.ledger.summary_line` over the records directory, linking the ledger's file).
 """
@@ -24,8 +24,8 @@ import re
 import sys
 from pathlib import Path
 
+from ..results import table
 from . import benchdocs
-from .results import table
 
 BLOCK = re.compile(r"(<!-- (?P<kind>table|bench): (?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /(?P=kind) -->)", re.S)
 LEDGER_BLOCK = re.compile(r"(<!-- ledger: (?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /ledger -->)", re.S)
@@ -33,7 +33,7 @@ LEDGER_BLOCK = re.compile(r"(<!-- ledger: (?P<args>[^>]*?) -->\n)(?P<body>.*?)(<
 
 def render(args: str, base: Path, kind: str = "table") -> str:
     """The generated text of one block: ``args`` = 'DIR [METRIC,METRIC...] [notiming]' (a
-    ``bench`` block: :func:`rnnlab.benchdocs.render_block`)."""
+    ``bench`` block: :func:`rnnlab.bench.benchdocs.render_block`)."""
     if kind == "bench":
         return benchdocs.render_block(args, base)
     parts = args.split()
@@ -48,7 +48,7 @@ def render(args: str, base: Path, kind: str = "table") -> str:
 
 def render_ledger(args: str, base: Path) -> str:
     """The generated text of one ledger block: ``args`` = 'RECORDS_DIR LEDGER_FILE'."""
-    from .ledger import summary_line
+    from ..ledger import summary_line
 
     parts = args.split()
     if len(parts) != 2:
@@ -88,7 +88,7 @@ def blocks(path: str | Path) -> list[tuple[str, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m rnnlab.docsync",
+        prog="python -m rnnlab.bench.docsync",
         description="Regenerate the Markdown tables marked <!-- table: DIR --> "
         "(run records), <!-- bench: VIEW RECORD --> (timing records) and "
         "<!-- ledger: RECORDS LEDGER --> (the reproduction ledger's summary).",

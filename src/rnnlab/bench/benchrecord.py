@@ -16,13 +16,13 @@ module:
   beside the requested path (``PATH.loaded``) and refuses.
 
 A timing made while other processes compete for the cores is not a result: two codes slow
-down by different factors under load (the papers' code more than rnnlab's, issue 25), so even
+down by different factors under load (the papers' code more than rnnlab's), so even
 ratios from one process drift. Records made before the load was recorded ("legacy") are
 captioned as such.
 
 :func:`caption` is the sentence above every table generated from a record; :func:`render_block`
-renders the ``<!-- bench: ... -->`` blocks that :mod:`rnnlab.docsync` keeps current in
-BENCHMARKS.md and docs/ (``python -m rnnlab.docsync BENCHMARKS.md docs/speed.md ...``).
+renders the ``<!-- bench: ... -->`` blocks that :mod:`rnnlab.bench.docsync` keeps current in
+BENCHMARKS.md and docs/ (``python -m rnnlab.bench.docsync BENCHMARKS.md docs/speed.md ...``).
 :func:`spread` is the median and range of per-round ratios that every speed table shows.
 
 A new benchmark records the same way, in a ``main`` that :func:`exit_code` wraps::
@@ -35,7 +35,7 @@ A new benchmark records the same way, in a ``main`` that :func:`exit_code` wraps
     return benchrecord.exit_code(body)    # LoadError -> "error: ..." and exit status 2
 
 and adds its ``--allow-load`` with :func:`add_arguments`, and a view to
-:data:`rnnlab.benchdocs.VIEWS` for its table.
+:data:`rnnlab.bench.benchdocs.VIEWS` for its table.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def start(allow_load: bool = False, own: float = 1.0, *, loadavg=None, cores: in
             f"timing record made now would not hold. Run it when the machine is idle (`uptime` shows the "
             f"load), or pass --allow-load to record anyway (the record is then marked loaded)"
         )
-    from . import device  # here, not at the top: reading records (docsync) must not import torch
+    from .. import device  # here, not at the top: reading records (docsync) must not import torch
 
     return {
         "cpu_model": device.cpu_model(),
@@ -135,7 +135,7 @@ def conditions(host: dict, *, loadavg=None, **facts) -> dict:
 
 
 def publish(record: dict, path, table: str) -> None:
-    """Print ``table`` (the record's view, see :data:`rnnlab.benchdocs.VIEWS`) and, when ``path``
+    """Print ``table`` (the record's view, see :data:`rnnlab.bench.benchdocs.VIEWS`) and, when ``path``
     is given, write the record there through :func:`write` (refused when loaded)."""
     print(table)
     if path:

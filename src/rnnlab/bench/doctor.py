@@ -172,7 +172,7 @@ def _failed(section, path, dtype, e: BaseException) -> Row:
 
 def _dtypes(device: torch.device) -> list[str]:
     """float64 where the device has it (not MPS), float32, bf16 autocast where it runs."""
-    from .device import DeviceError, check_precision
+    from ..device import DeviceError, check_precision
 
     out = [] if device.type == "mps" else ["float64"]
     out.append("float32")
@@ -195,7 +195,7 @@ def _build(key: str, kw: dict, seed: int = 0, **layer_kw):
     and zero inits hide terms that vanish there) and its reference twin."""
     import torch
 
-    from .cells import CELLS, Recurrent
+    from ..cells import CELLS, Recurrent
 
     torch.manual_seed(seed)
     layer = Recurrent(I, H, cell=CELLS[key], **layer_kw, **kw).double()
@@ -293,7 +293,7 @@ def _kernel_rows(device, dtypes) -> list[Row]:
     import torch
     from torch import nn
 
-    from .kernels import elementwise_rnn, reference_elementwise_rnn, tall_linear
+    from ..kernels import elementwise_rnn, reference_elementwise_rnn, tall_linear
 
     rows = []
     g = torch.Generator().manual_seed(4)
@@ -350,8 +350,8 @@ def _train_rows(device, dtypes, cells=None) -> list[Row]:
     import torch
     from torch import nn
 
-    from .cells import CELLS
-    from .parametrize import after_optimizer_step
+    from ..cells import CELLS
+    from ..parametrize import after_optimizer_step
 
     dt = dtypes[0]  # float64 where the device has it, else float32
     rows = []
@@ -413,8 +413,8 @@ def triton_rows(
     are noted where Triton reports them."""
     import torch
 
-    from .kernels import recurrence
-    from .kernels import triton_recurrence as tr
+    from ..kernels import recurrence
+    from ..kernels import triton_recurrence as tr
 
     rows = []
     for dt in dtypes:
@@ -461,7 +461,7 @@ def _triton_section(device: torch.device, dtypes: list[str], quick: bool) -> lis
     if device.type == "cuda":
         import torch
 
-        from .kernels import triton_recurrence as tr
+        from ..kernels import triton_recurrence as tr
 
         budget = tr.device_budget(device)
         out = []
@@ -502,7 +502,7 @@ def _interpreted(dtypes: list[str], quick: bool) -> list[Row]:
     env = dict(os.environ, TRITON_INTERPRET="1")
     env.pop("RNNLAB_TRITON", None)
     code = (
-        "import json, torch; from rnnlab import doctor; from dataclasses import asdict; "
+        "import json, torch; from rnnlab.bench import doctor; from dataclasses import asdict; "
         f"rows = doctor.triton_rows(torch.device('cpu'), {tuple(dtypes)!r}, "
         f"activations=doctor._interpreted_activations({quick!r})); "
         "print('ROWS=' + json.dumps([asdict(r) for r in rows]))"
@@ -536,9 +536,9 @@ def kernel_table(
     interpreted = device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1" and "triton" in sys.modules
     if device.type != "cuda" and not interpreted:  # the interpreter: the tests' way to run this code
         return f"(no kernel table: it needs a CUDA device, not {device})"
-    from .device import synchronize
-    from .kernels import recurrence
-    from .kernels import triton_recurrence as tr
+    from ..device import synchronize
+    from ..kernels import recurrence
+    from ..kernels import triton_recurrence as tr
 
     budget = tr.device_budget(device)
     title = (
@@ -620,8 +620,8 @@ def run(
     in the cell, checkpoint and train sections."""
     import torch
 
-    from .cells import CELLS
-    from .device import check_settings, resolve_device
+    from ..cells import CELLS
+    from ..device import check_settings, resolve_device
 
     device = device if isinstance(device, torch.device) else resolve_device(str(device), what="--device")
     check_settings()  # a misspelt RNNLAB_TRITON is a setting to fix, not a kernel mismatch
@@ -656,7 +656,7 @@ def _guard_rows() -> list[Row]:
     """What the Triton guard decided in this process while the checks ran (the cell rows on CUDA
     dispatch to the kernel): a shape class that failed its self-check, or a kernel disabled
     after a failed launch, is a mismatch even though the fused loop then gave the right answer."""
-    tr = sys.modules.get(f"{__package__}.kernels.triton_recurrence")
+    tr = sys.modules.get(f"{__package__.rpartition('.')[0]}.kernels.triton_recurrence")  # rnnlab.kernels
     if tr is None:
         return []
     rows = []
@@ -709,7 +709,7 @@ def environment(device: torch.device) -> str:
         triton_version = md.version("triton")
     except Exception:  # noqa: BLE001 - not installed
         triton_version = "not installed"
-    from .device import conditions
+    from ..device import conditions
 
     cond = conditions(device)
     extra = f", CUDA {cond['cuda']}, cuDNN {cond['cudnn']}" if device.type == "cuda" else ""
@@ -765,8 +765,8 @@ def main_doctor(
     ok or skipped, 1 on a mismatch."""
     import warnings
 
-    from .cells import ThreadsWarning
-    from .device import resolve_device
+    from ..cells import ThreadsWarning
+    from ..device import resolve_device
 
     where = resolve_device(device, what="--device")
     picked = tuple(s.strip() for s in sections.split(",") if s.strip())

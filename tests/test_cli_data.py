@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import SPANISH_PAIRS
 from rnnlab import cli
 
 WORDS = {
@@ -18,16 +19,7 @@ WORDS = {
     "valid": " the dog sat \n a cat \n",
     "test": " the mat \n",
 }
-PAIRS = [
-    ("Go.", "Ve."),
-    ("Hi.", "Hola."),
-    ("Run!", "¡Corre!"),
-    ("I see.", "Ya veo."),
-    ("Tom ran.", "Tom corrió."),
-    ("I won.", "Gané."),
-    ("Help!", "¡Ayuda!"),
-    ("Tom won.", "Tom ganó."),
-] * 3
+PAIRS = SPANISH_PAIRS * 3
 
 
 def write_idx(path, array):

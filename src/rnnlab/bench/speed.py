@@ -57,190 +57,14 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 
+from ..workloads import BASELINE, CONFIGS, MEMORY_EXTRAS, TABLE4_ROWS, TABLE4_SIZES, BenchConfig  # noqa: F401
 from . import benchrecord
 
 #: cells whose iteration is "G matrices of (H, H) per step" (for the matrix-product floor):
 #: key -> G. Cells not listed get no floor (their structure is not assumed here).
 FLOOR_GATES = {"rnn": 1, "irnn": 1, "exprnn": 1, "scornn": 1, "asrnn": 1, "nnrnn": 1, "gru": 3, "lstm": 4, "nn.LSTM": 4}
-
-BASELINE = "nn.LSTM"
-
-
-@dataclass
-class BenchConfig:
-    name: str
-    T: int
-    batch: int
-    input_size: int
-    output_size: int
-    tokens: bool  # one-hot token inputs (else real-valued pixels)
-    readout: str  # "all" or "last"
-    size_cell: str  # the cell whose size fixes the parameter budget
-    size_hidden: int
-    fixed: dict = field(default_factory=dict)  # cell label -> hidden size fixed by the papers
-    cells: tuple | None = None  # restrict to these cell labels (None: every registered cell)
-    extras: dict = field(default_factory=dict)  # extra rows: label -> (CELLS key, options)
-    compare: bool = True  # time the reference loop and nn.LSTM in the same process
-    note: str = ""
-    reference: bool = True  # with compare: also time the reference loop (slow at large n)
-    repeats: int | None = None  # timed repeats per row (None: 5; 3 for PTB; 2 for T > 2000)
-
-
-#: the memory rows' extra variants of expRNN (reference loop, time-chunked recomputation)
-MEMORY_EXTRAS = {
-    "exprnn reference loop": ("exprnn", {"backend": "reference"}),
-    "exprnn chunk=100": ("exprnn", {"checkpoint_chunk": 100}),
-    "exprnn reference chunk=100": ("exprnn", {"backend": "reference", "checkpoint_chunk": 100}),
-}
-
-#: the DMU paper's Table IV systems (and coRNN, LEM) with their presets' options and sizes
-TABLE4_ROWS = {
-    "lstm": ("lstm", {}),
-    "momentumlstm": ("momentumlstm", {}),
-    "urnn": ("urnn", {}),
-    "fcurnn": ("fcurnn", {"K": 1}),
-    "softorth": ("softorth", {"penalty": 0.1}),
-    "kru": ("kru", {"complex_input": False, "penalty": 0.001}),
-    "antisymrnn": ("antisymrnn", {}),
-    "incrnn": ("incrnn", {"rank": 9}),
-    "exprnn": ("exprnn", {"init": "cayley"}),
-    "naisnet": ("naisnet", {}),
-    "lipschitz": ("lipschitz", {"init_std": 32.0}),
-    "cornn": ("cornn", {}),
-    "lem": ("lem", {"dt": 0.31}),
-}
-TABLE4_SIZES = {
-    "lstm": 128,
-    "momentumlstm": 256,
-    "urnn": 1024,
-    "fcurnn": 1024,
-    "softorth": 128,
-    "kru": 1024,
-    "antisymrnn": 128,
-    "incrnn": 128,
-    "exprnn": 360,
-    "naisnet": 128,
-    "lipschitz": 128,
-    "cornn": 256,
-    "lem": 128,
-}
-
-CONFIGS = {
-    "copy": BenchConfig(
-        "copy",
-        1020,
-        128,
-        10,
-        9,
-        True,
-        "all",
-        "exprnn",
-        190,
-        {"exprnn": 190, "scornn": 190, "asrnn": 138, BASELINE: 68, "lstm": 68},
-        note="copy task L=1000, K=10 (T=1020), batch 128, ~22K parameters",
-    ),
-    "mnist": BenchConfig(
-        "mnist",
-        784,
-        128,
-        1,
-        10,
-        False,
-        "last",
-        "exprnn",
-        170,
-        {"asrnn": 122},
-        note="sequential MNIST (T=784, 1 pixel/step), batch 128, ~16K parameters",
-    ),
-    "ptb": BenchConfig(
-        "ptb",
-        150,
-        128,
-        50,
-        50,
-        True,
-        "all",
-        "exprnn",
-        1024,
-        {"asrnn": 1024},
-        note="PTB-char shapes (T=150, 50 symbols one-hot), batch 128, expRNN n=1024 budget",
-    ),
-    # sequential MNIST at the papers' larger sizes: expRNN n = 257, 364, 512 sets the budget
-    # (asRNN's paper pairs its n=364 with expRNN's n=512); every other cell is matched to it.
-    # The reference loops are not timed here (minutes per row at these sizes).
-    **{
-        f"mnist-n{n}": BenchConfig(
-            f"mnist-n{n}",
-            784,
-            128,
-            1,
-            10,
-            False,
-            "last",
-            "exprnn",
-            n,
-            fixed,
-            reference=False,
-            repeats=3,
-            note=f"sequential MNIST (T=784, 1 pixel/step), batch 128, expRNN n={n} budget",
-        )
-        for n, fixed in ((257, {}), (364, {}), (512, {"asrnn": 364}))
-    },
-    # sequential MNIST with each system of the DMU paper's Table IV at the table's size and
-    # preset options (dmu/smnist-<key>), and coRNN, LEM at their papers' psMNIST sizes
-    "mnist-table4": BenchConfig(
-        "mnist-table4",
-        784,
-        128,
-        1,
-        10,
-        False,
-        "last",
-        "lstm",
-        128,
-        dict(TABLE4_SIZES),
-        cells=(BASELINE,),
-        extras=dict(TABLE4_ROWS),
-        reference=False,
-        repeats=3,
-        note="sequential MNIST (T=784, 1 pixel/step), batch 128, the DMU paper's Table IV systems at the "
-        "table's sizes (nn.LSTM at the LSTM baseline's n=128 budget), coRNN and LEM at theirs",
-    ),
-    "long": BenchConfig(
-        "long",
-        10_000,
-        128,
-        10,
-        9,
-        True,
-        "all",
-        "exprnn",
-        190,
-        {"exprnn": 190, "scornn": 190, "asrnn": 138, BASELINE: 68},
-        cells=("exprnn", "scornn", "asrnn", "nnrnn", BASELINE),
-        extras=MEMORY_EXTRAS,
-        compare=False,
-        note="copy-style input at T=10,000, batch 128, ~22K parameters (memory row)",
-    ),
-    "long-last": BenchConfig(
-        "long-last",
-        10_000,
-        128,
-        10,
-        10,
-        True,
-        "last",
-        "exprnn",
-        190,
-        {"exprnn": 190, BASELINE: 68},
-        cells=("exprnn", BASELINE),
-        extras=MEMORY_EXTRAS,
-        compare=False,
-        note="T=10,000 with a readout at the last step only (adding-style), batch 128 (memory row)",
-    ),
-}
 
 
 # --- the cells: registered ones plus labelled variants ----------------------------------
@@ -249,7 +73,7 @@ CONFIGS = {
 def cell_variants() -> dict[str, tuple[str, dict]]:
     """label -> (CELLS key, constructor options), looked up at run time so cells merged
     later (asRNN, nnRNN, ...) get rows without changes here."""
-    from .cells import CELLS
+    from ..cells import CELLS
 
     out = {BASELINE: ("nn.LSTM", {})}
     for key in CELLS:
@@ -269,7 +93,7 @@ def _count(key: str, options: dict, cfg: BenchConfig, n: int) -> int:
     if key == "nn.LSTM":
         core = 4 * n * (cfg.input_size + n + 2)
     else:
-        from .cells import CELLS
+        from ..cells import CELLS
 
         cell_opts = {k: v for k, v in options.items() if k != "checkpoint_chunk"}  # a layer option
         core = CELLS[key](cfg.input_size, n, **cell_opts).free_parameter_count()
@@ -333,7 +157,7 @@ def _worker(spec: dict) -> dict:
     res.update(_first_iterations(torch, device, fast_step, spec["warmup"]))
     variants = _variants(torch, spec, cfg, data, device, model, fast_step)
     if "maps" in variants:
-        from . import parametrize as par
+        from .. import parametrize as par
 
         res["maps_n"] = [p.n for p, _ in par.orthogonal_parametrizations(model)]
     res.update(_time_alternating(variants, spec["warmup"], spec["repeats"], device))
@@ -344,7 +168,7 @@ def _worker(spec: dict) -> dict:
     res["floor"] = _floor(torch, cfg, spec["gates"], hidden) if spec["gates"] and device.type == "cpu" else None
     if spec["baseline_hidden"] and key != "nn.LSTM" and device.type == "cpu":
         res["baseline_floor"] = _floor(torch, cfg, 4, spec["baseline_hidden"])
-    from . import runtime
+    from .. import runtime
 
     res.update(
         torch=torch.__version__, threads=torch.get_num_threads(), malloc=runtime.malloc_conditions(), device=str(device)
@@ -354,13 +178,13 @@ def _worker(spec: dict) -> dict:
 
 def _worker_setup(spec: dict):
     """The allocator (before torch allocates), the thread count and the device of a row."""
-    from . import runtime
+    from .. import runtime
 
     if spec["malloc"] == "tuned":
         runtime.tune_malloc()
     import torch
 
-    from . import device as dev
+    from .. import device as dev
 
     torch.set_num_threads(spec["threads"])
     return torch, dev.resolve_device(spec.get("device", "cpu"))
@@ -382,8 +206,8 @@ def _bench_data(torch, cfg: BenchConfig, device) -> dict:
 def _build(torch, cfg: BenchConfig, data: dict, device, key: str, options: dict, hidden: int):
     """(model, training step, inference) of one cell: ``nn.LSTM`` + ``nn.Linear`` (cuDNN on
     CUDA), or the library's :class:`SequenceModel` (readout folding included) fed batch-first."""
-    from . import parametrize as par
-    from .model import SequenceModel
+    from .. import parametrize as par
+    from ..model import SequenceModel
 
     I, O = cfg.input_size, cfg.output_size
     torch.manual_seed(0)
@@ -419,7 +243,7 @@ def _build(torch, cfg: BenchConfig, data: dict, device, key: str, options: dict,
 
 def _timed(fn, device) -> tuple[float, float, int]:
     """(wall s, process CPU s, minor faults) of one call; on a GPU the queued work is timed."""
-    from . import device as dev
+    from .. import device as dev
 
     dev.synchronize(device)
     f0, c0, w0 = _minflt(), time.process_time(), time.perf_counter()
@@ -446,7 +270,7 @@ def _first_iterations(torch, device, fast_step, warmup: int) -> dict:
 def _variants(torch, spec: dict, cfg: BenchConfig, data: dict, device, model, fast_step) -> dict:
     """The steps timed side by side: the fast path, the same model through its reference loop,
     a matched ``nn.LSTM``, and the orthogonal maps alone (each only where it applies)."""
-    from . import parametrize as par
+    from .. import parametrize as par
 
     key = spec["key"]
     variants = {"fast": fast_step}
@@ -523,7 +347,7 @@ def _mm_time(torch, m: int, k: int, n: int, cap_rows: int = 1 << 17) -> float:
     row blocks (:func:`rnnlab.kernels.linear.blocked_mm`), whichever is fastest here. Products
     with more than ``cap_rows`` in their long dimension are timed at ``cap_rows`` and scaled
     linearly (same rate)."""
-    from .kernels.linear import blocked_mm
+    from ..kernels.linear import blocked_mm
 
     scale = 1.0
     big = max(m, k, n)
@@ -579,11 +403,11 @@ def _spawn(spec: dict, timeout: float) -> dict:
     env = dict(os.environ)
     for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env[k] = str(spec["threads"])
-    src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     try:
         p = subprocess.run(
-            [sys.executable, "-c", "import rnnlab.speed as s; s._worker_main()"],
+            [sys.executable, "-c", "import rnnlab.bench.speed as s; s._worker_main()"],
             input=json.dumps(spec),
             capture_output=True,
             text=True,
@@ -658,9 +482,9 @@ def run(
     "cuda", "cuda:N", "mps") runs every row there; ``nn.LSTM`` is then cuDNN's LSTM, times are
     synchronized wall times and ``peak_gpu_mb`` the rise of allocated GPU memory. The
     conditions carry the host and its load average before, during (after each row) and after
-    the run (:mod:`rnnlab.benchrecord`); with ``allow_load=False`` a busy machine is refused
-    before any row runs (:class:`rnnlab.benchrecord.LoadError`)."""
-    from . import device as dev
+    the run (:mod:`rnnlab.bench.benchrecord`); with ``allow_load=False`` a busy machine is refused
+    before any row runs (:class:`rnnlab.bench.benchrecord.LoadError`)."""
+    from .. import device as dev
 
     resolved = dev.resolve_device(device, "--device")  # a missing GPU fails here, before any row runs
     if malloc not in ("tuned", "default"):

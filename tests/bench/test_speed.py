@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from rnnlab import speed
+from rnnlab.bench import speed
 
 
 def test_matched_hidden_size_is_the_closest_count():

@@ -203,7 +203,7 @@ def test_misspelt_selection_or_target_metric_is_refused_before_anything_runs(key
 
 
 def _fixture_task(name, tmp_path):
-    from test_data_cli import FIXTURE_TASKS, build_fixture_root
+    from test_cli_data import FIXTURE_TASKS, build_fixture_root
 
     if name == "music":
         pytest.importorskip("scipy")

@@ -1,0 +1,7 @@
+"""``python -m rnnlab.cli``: the ``rnnlab`` command."""
+
+import sys
+
+from .run import main
+
+sys.exit(main())
