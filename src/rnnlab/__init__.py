@@ -9,6 +9,7 @@ __version__ = "0.3.0"
 _CELLS = (
     "ASRNN",
     "CELLS",
+    "register_cell",
     "DMU",
     "GRU",
     "IRNN",

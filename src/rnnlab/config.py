@@ -472,12 +472,13 @@ def validate(cfg: RunConfig) -> None:
         )
     check_name(cfg.name)
     check_kwargs(TASKS[cfg.task.name], cfg.task.options, f"task {cfg.task.name!r}", prefix="task.")
-    if cfg.model.cell not in CELLS:
-        raise ConfigError(
-            f"unknown cell {cfg.model.cell!r}; registered cells: {sorted(CELLS)}." + did_you_mean(cfg.model.cell, CELLS)
-        )
+    try:
+        cell_class = CELLS.resolve(cfg.model.cell)  # a key, "package.module:Class" or an entry point
+    except ValueError as e:
+        hint = did_you_mean(cfg.model.cell, e.choices) if getattr(e, "choices", None) else ""
+        raise ConfigError(f"{e}{hint}") from None
     check_kwargs(
-        CELLS[cfg.model.cell],
+        cell_class,
         cfg.model.cell_options,
         f"cell {cfg.model.cell!r}",
         skip=("input_size", "hidden_size"),

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from .cells import CELLS, Recurrent
-from .config import ModelConfig, did_you_mean
+from .config import ModelConfig
 from .kernels.linear import tall_linear
 from .tasks.base import Batch, Task
 
@@ -91,8 +91,7 @@ class SequenceModel(nn.Module):
         width = hidden_size[-1] if isinstance(hidden_size, (list, tuple)) and hidden_size else hidden_size
         if pool < 0 or (pool and width % pool):
             raise ValueError(f"pool must be 0 (off) or divide the last layer's width {width}, got {pool}")
-        if cell not in CELLS:
-            raise ValueError(f"unknown cell {cell!r}; registered cells: {sorted(CELLS)}." + did_you_mean(cell, CELLS))
+        cell_class = CELLS.resolve(cell)  # a key, "package.module:Class" or an entry point
         if readout not in ("all", "last"):
             raise ValueError(f"readout must be 'all' or 'last', got {readout!r}")
         if num_tokens:
@@ -107,7 +106,7 @@ class SequenceModel(nn.Module):
             num_layers,
             batch_first=True,
             dropout=dropout,
-            cell=CELLS[cell],
+            cell=cell_class,
             **(cell_options or {}),
         )
         self.drop = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
@@ -213,8 +212,7 @@ class Seq2Seq(nn.Module):
         eos_id: int = 2,
     ):
         super().__init__()
-        if cell not in CELLS:
-            raise ValueError(f"unknown cell {cell!r}; registered cells: {sorted(CELLS)}")
+        cell_class = CELLS.resolve(cell)
         self.bos_id, self.eos_id = int(bos_id), int(eos_id)
         self.src_embed, e_src = _encoder(src_vocab, embedding)
         self.tgt_embed, e_tgt = _encoder(tgt_vocab, embedding)
@@ -225,10 +223,10 @@ class Seq2Seq(nn.Module):
                 "decoder would read the targets it predicts); remove it from model.cell_options"
             )
         self.encoder = Recurrent(
-            e_src, hidden_size, num_layers, batch_first=True, dropout=dropout, cell=CELLS[cell], **opts
+            e_src, hidden_size, num_layers, batch_first=True, dropout=dropout, cell=cell_class, **opts
         )
         self.decoder = Recurrent(
-            e_tgt, hidden_size, num_layers, batch_first=True, dropout=dropout, cell=CELLS[cell], **opts
+            e_tgt, hidden_size, num_layers, batch_first=True, dropout=dropout, cell=cell_class, **opts
         )
         self.drop = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.readout = nn.Linear(self.decoder.hidden_size, tgt_vocab)
