@@ -1123,6 +1123,43 @@ def _parser_demo(sub) -> None:
     s.set_defaults(func=cmd_demo)
 
 
+# ------------------------------------------------------------------------------ your own cell: check-cell, compare
+
+
+def _parser_check_cell(sub) -> None:
+    s = _sub(
+        sub,
+        "check-cell",
+        "check a cell against the cell contract (reference loop, lengths, h0, float64 gradcheck, "
+        "ensemble member, save/load, resume): one line per item, exit 1 on a failure",
+        "rnnlab check-cell mypackage.cells:MyCell",
+        docs="own-cell.md",
+    )
+    s.add_argument(
+        "cell",
+        help="a cell key, package.module:Class, path/to/file.py:Class or an installed entry point, e.g. mycells:MinGated",
+    )
+    s.add_argument(
+        "--option",
+        action="append",
+        metavar="KEY=VALUE",
+        help='a constructor option of the cell (repeatable, TOML values), e.g. --option init="henaff"',
+    )
+    s.add_argument(
+        "--no-runs",
+        action="store_true",
+        help="leave out the items that train (ensemble, save/load, resume), e.g. --no-runs",
+    )
+    s.add_argument("--json", action="store_true", help="print the items as JSON instead of lines, e.g. --json")
+    s.set_defaults(func=cmd_check_cell)
+
+
+def cmd_check_cell(args) -> int:
+    from .cellcheck import main_check_cell
+
+    return main_check_cell(args.cell, args.option or [], runs=not args.no_runs, as_json=args.json)
+
+
 #: the commands, in the order ``rnnlab --help`` lists them. A new command is its parser function
 #: added here, e.g. ``rnnlab doctor``: ``_parser_doctor(sub)`` (its ``--device`` from
 #: ``_opt_device``) setting ``func=cmd_doctor``, which calls the doctor module with keywords.
@@ -1143,6 +1180,7 @@ COMMANDS = [
     _parser_analyze,
     _parser_demo,
     _parser_doctor,
+    _parser_check_cell,
 ]
 
 
