@@ -48,13 +48,14 @@ class TaskConfig:
 @dataclass(frozen=True)
 class ModelConfig:
     cell: str = "lstm"
-    hidden_size: int | list = 128  # a list gives one width per stacked layer
+    hidden_size: int | list = 128  # a list gives one width per stacked layer; 0 with params
     num_layers: int = 1
     embedding: int = 0
     dropout: float = 0.0
     pool: int = 0
     dense: int = 0
     cell_options: dict = field(default_factory=dict)
+    params: int = 0  # a parameter budget: the width whose model has the nearest count (rnnlab.sizing)
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ RUN_KEY_OMITS: tuple[str, ...] = tuple(
 
 #: Keys added after runs were made, with the default that reproduces what those runs did: at
 #: that default the run key leaves them out, so an earlier run keeps its key (and its resume).
-RUN_KEY_OMITS_AT_DEFAULT: dict[str, object] = {"train.target_patience": 1}
+RUN_KEY_OMITS_AT_DEFAULT: dict[str, object] = {"train.target_patience": 1, "model.params": 0}
 
 #: Keys of the experiment that a resume may change all the same: the step budget (a longer run
 #: continues the same experiment) and the precision (the run is then recorded as a mixed run:
@@ -511,6 +512,14 @@ def validate(cfg: RunConfig) -> None:
     _check_ranges(cfg)
     hs = cfg.model.hidden_size
     widths = hs if isinstance(hs, list) else [hs]
+    if cfg.model.params:  # a budget instead of a width (rnnlab.sizing)
+        _need(cfg.model.params >= 1, "model.params", cfg.model.params, "an integer >= 1 (0 = use model.hidden_size)")
+        if hs != 0:
+            raise ConfigError(
+                f"model.params = {cfg.model.params} and model.hidden_size = {hs!r} are both given; give one: "
+                f"remove hidden_size (or --set model.hidden_size=0) to size the model by its parameter count"
+            )
+        widths = [max(cfg.model.pool, 1)]  # the solver keeps to widths that the pool divides
     if not widths or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths):
         raise ConfigError(
             f"model.hidden_size must be a positive integer or a list of them (one width per layer), got {hs!r}"

@@ -166,7 +166,8 @@ class SequenceModel(nn.Module):
         elements of all parameters."""
         elements = sum(p.numel() for p in self.parameters())
         rnn_elements = sum(p.numel() for p in self.rnn.parameters())
-        return {"free": elements - rnn_elements + self.rnn.free_parameter_count(), "elements": elements}
+        free = elements - rnn_elements + self.rnn.free_parameter_count()
+        return {"free": free, "elements": elements, **getattr(self, "matched_size", {})}
 
 
 def _encoder(num_tokens: int, embedding: int) -> tuple[nn.Module, int]:
@@ -321,7 +322,7 @@ class Seq2Seq(nn.Module):
         elements = sum(p.numel() for p in self.parameters())
         rnn = sum(p.numel() for layer in (self.encoder, self.decoder) for p in layer.parameters())
         free = elements - rnn + self.encoder.free_parameter_count() + self.decoder.free_parameter_count()
-        return {"free": free, "elements": elements}
+        return {"free": free, "elements": elements, **getattr(self, "matched_size", {})}
 
     def group_scales(self) -> dict[str, float]:
         # no per-group scaling here so far (the sequence model forwards its layer's): kept as
@@ -330,7 +331,16 @@ class Seq2Seq(nn.Module):
 
 
 def build_model(cfg: ModelConfig, task: Task) -> nn.Module:
-    """The model a task needs: tasks with ``model_kind = "seq2seq"`` get an encoder-decoder."""
+    """The model a task needs: tasks with ``model_kind = "seq2seq"`` get an encoder-decoder.
+    With ``cfg.params`` (a parameter budget) the width is solved for first (rnnlab.sizing), and
+    ``parameter_counts()`` reports the budget and the width obtained."""
+    if cfg.params:
+        from .sizing import matched
+
+        cfg, sizing = matched(cfg, task, build_model)
+        model = build_model(cfg, task)
+        model.matched_size = sizing
+        return model
     if task.model_kind == "seq2seq":
         if cfg.dense:
             raise ValueError(
