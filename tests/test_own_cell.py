@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -167,3 +168,47 @@ def test_post_step_hook_runs_after_each_optimizer_step(mycells, tmp_path):
     W = next(p for n, p in model.named_parameters() if n.endswith("weight_hh"))
     assert W.abs().max() <= 0.01
     forget("hookcells")
+
+
+# --------------------------------------------------------------------------- a cell in a file outside the package
+
+
+def _preset(tmp_path, cell: str) -> Path:
+    """A preset file naming ``cell`` (a path), at a handful of steps."""
+    path = tmp_path / "mine.toml"
+    path.write_text(
+        f'name = "mine"\n\n[task]\nname = "copy"\nK = 4\nL = 6\nval_size = 16\ntest_size = 16\n\n'
+        f'[model]\ncell = "{cell}"\nparams = 600\n\n[optim]\nname = "adam"\nlr = 0.01\n\n'
+        f"[train]\nsteps = 4\nbatch_size = 8\neval_every = 2\n"
+    )
+    return path
+
+
+def test_a_file_cell_trains_in_a_suite_and_an_ensemble(tmp_path, capsys):
+    cells = write_cells(tmp_path / "outside", "suitecells")
+    preset = _preset(tmp_path, f"{cells}:MinGated")
+    suite = tmp_path / "s.toml"
+    suite.write_text(f'name = "own"\npresets = ["{preset}"]\nseeds = [0, 1]\nensemble = true\n')
+    assert main(["suite", str(suite), "--runs-dir", str(tmp_path / "runs")]) == 0
+    results = [json.loads(p.read_text()) for p in sorted((tmp_path / "runs" / "own").glob("*/seed*/result.json"))]
+    assert [r["seed"] for r in results] == [0, 1]
+    assert all(r["conditions"]["ensemble"] == 2 and r["params"]["budget"] == 600 for r in results)
+    out = tmp_path / "ens"
+    argv = ["train", str(preset), "--seeds", "2,3", "--ensemble", "--runs-dir", str(out), "--quiet"]
+    assert main(argv) == 0
+    assert len(list(out.glob("*/seed*/result.json"))) == 2
+
+
+@pytest.mark.slow  # Optuna workers: about 15 s
+def test_a_file_cell_trains_in_a_sweep(tmp_path, capsys):
+    pytest.importorskip("optuna")
+    cells = write_cells(tmp_path / "outside", "sweepcells")
+    preset = _preset(tmp_path, f"{cells}:MinGated")
+    spec = tmp_path / "sw.toml"
+    spec.write_text(
+        f'name = "own"\npreset = "{preset}"\nmetric = "val/loss"\ntrials = 2\npruner = "none"\n\n'
+        '[space]\n"optim.lr" = { type = "loguniform", low = 1e-3, high = 1e-2 }\n'
+    )
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "sw")]) == 0
+    configs = [json.loads(p.read_text()) for p in (tmp_path / "sw" / "trials").glob("*/config.json")]
+    assert len(configs) == 2 and all(c["model"]["cell"] == f"{cells}:MinGated" for c in configs)

@@ -644,6 +644,14 @@ def _opt_set(p, what: str = "override a config value") -> None:
     )
 
 
+def _opt_seeds(p, default: str) -> None:
+    p.add_argument(
+        "--seeds",
+        help="initialisation seeds, one run each: a comma-separated list and/or ranges "
+        f"(default: {default}), e.g. --seeds 0,1,2 or --seeds 0-50",
+    )
+
+
 def _opt_quiet(p, what: str) -> None:
     p.add_argument("--quiet", action="store_true", help=what)
 
@@ -746,11 +754,7 @@ def _parser_train(sub) -> None:
     _opt_set(s)
     s.add_argument("--out", help="run directory (default: RUNS_DIR/<name>/seed<seed>), e.g. --out runs/try1")
     _opt_runs_dir(s)
-    s.add_argument(
-        "--seeds",
-        help="initialisation seeds, one run each: a comma-separated list and/or ranges "
-        "(default: the preset's train.seed), e.g. --seeds 0,1,2 or --seeds 0-50",
-    )
+    _opt_seeds(s, "the preset's train.seed")
     s.add_argument(
         "--ensemble",
         action="store_true",
@@ -1160,6 +1164,63 @@ def cmd_check_cell(args) -> int:
     return main_check_cell(args.cell, args.option or [], runs=not args.no_runs, as_json=args.json)
 
 
+def _parser_compare(sub) -> None:
+    s = _sub(
+        sub,
+        "compare",
+        "a cell against the papers' strongest baselines on the long-memory tasks, at matched "
+        "parameter counts over seeds: one table and one figure per task",
+        "rnnlab compare mycells.py:MinGated --tasks adding,copy-T200 --seeds 3",
+        docs="own-cell.md",
+    )
+    s.add_argument("cell", help="the cell: a key, package.module:Class, file.py:Class or an entry point, e.g. gru")
+    s.add_argument(
+        "--tasks",
+        help="comma-separated tasks (default: all of copy-T200, copy-L1000, adding, temporal_order, "
+        "noisy_sequence, psmnist, ptb_char; those whose data is absent are skipped), e.g. --tasks adding,copy-T200",
+    )
+    s.add_argument(
+        "--budget",
+        default="quick",
+        choices=["quick", "paper"],
+        help="quick: a few CPU-minutes per task; paper: the presets' budgets, e.g. --budget paper",
+    )
+    _opt_seeds(s, "0-2, three seeds per model")
+    s.add_argument("--out", help="output folder (default: RUNS_DIR/compare-<cell>), e.g. --out runs/cmp")
+    _opt_runs_dir(s)
+    s.add_argument("--jobs", type=int, default=1, help="parallel runs (each one thread), e.g. --jobs 2")
+    _opt_set(s, "override for every run")
+    _opt_data_dir(s)
+    _opt_backend(s, "runs")
+    s.add_argument(
+        "--ensemble",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="train each model's seeds as one batched model (default: where every model of a task allows), "
+        "e.g. --no-ensemble",
+    )
+    s.set_defaults(func=cmd_compare)
+
+
+def cmd_compare(args) -> int:
+    from .compare import main_compare
+
+    return main_compare(
+        cell=args.cell,
+        tasks=[t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None,
+        budget=args.budget,
+        seeds=_parse_seeds(args.seeds) if args.seeds is not None else [0, 1, 2],
+        out=args.out,
+        runs_dir=args.runs_dir,
+        jobs=args.jobs,
+        backend=args.backend,
+        address=args.address,
+        data_dir=args.data_dir,
+        overrides=args.set or [],
+        ensemble=args.ensemble,
+    )
+
+
 #: the commands, in the order ``rnnlab --help`` lists them. A new command is its parser function
 #: added here, e.g. ``rnnlab doctor``: ``_parser_doctor(sub)`` (its ``--device`` from
 #: ``_opt_device``) setting ``func=cmd_doctor``, which calls the doctor module with keywords.
@@ -1181,6 +1242,7 @@ COMMANDS = [
     _parser_demo,
     _parser_doctor,
     _parser_check_cell,
+    _parser_compare,
 ]
 
 

@@ -421,13 +421,21 @@ def from_dict(data: dict) -> RunConfig:
         options = {k: task.pop(k) for k in list(task) if k != "name"}
     sections = {
         "task": TaskConfig(name=_check_type("task.name", task.get("name", "copy"), str), options=options),
-        "model": _build(ModelConfig, data.get("model", {}), "model"),
+        "model": _build(ModelConfig, _budget_width(data.get("model", {})), "model"),
         "optim": _build(OptimConfig, data.get("optim", {}), "optim"),
         "train": _build(TrainConfig, data.get("train", {}), "train"),
     }
     cfg = RunConfig(**sections, **{k: v for k, v in top.items()})
     validate(cfg)
     return cfg
+
+
+def _budget_width(model: dict) -> dict:
+    """A [model] table with ``params`` (a parameter budget) and no ``hidden_size`` gets width 0:
+    the width is solved for when the model is built (rnnlab.sizing)."""
+    if isinstance(model, dict) and model.get("params") and "hidden_size" not in model:
+        return {**model, "hidden_size": 0}
+    return model
 
 
 def check_kwargs(cls, kwargs: dict, where: str, skip: tuple[str, ...] = (), prefix: str = "") -> None:
