@@ -72,3 +72,11 @@ def test_bad_arguments_are_one_line(tmp_path, capsys):
     assert "unknown task(s) ['copy-L9']" in capsys.readouterr().err
     assert main(["compare", "nosuch.module:Cell", "--out", str(tmp_path)]) == 2
     assert "cannot import module 'nosuch.module'" in capsys.readouterr().err
+
+
+def test_the_documented_tasks_are_the_tasks():
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "own-cell.md").read_text()
+    table = doc.split("| task | the experiment (home preset)", 1)[1].split("\n\n", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    documented = {line.split("`")[1]: line.split("(`")[1].split("`")[0] for line in rows}
+    assert documented == {k: t.preset for k, t in C.TASKS.items()}
