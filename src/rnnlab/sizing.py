@@ -31,12 +31,17 @@ class BudgetError(ValueError):
     """A parameter budget no width of the cell meets."""
 
 
+#: the last refusal of a width, for the message when no width builds
+_last_refusal: list[str] = [""]
+
+
 def _count(build: Callable[[int], torch.nn.Module], width: int) -> int | None:
     """The model's free parameter count at ``width``, or None where the cell refuses the width."""
     with torch.random.fork_rng(devices=[]):
         try:
             model = build(width)
-        except (ValueError, TypeError, AssertionError):
+        except (ValueError, TypeError, AssertionError) as e:
+            _last_refusal[0] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             return None
     counts = model.parameter_counts() if hasattr(model, "parameter_counts") else {}
     return int(counts.get("free", sum(p.numel() for p in model.parameters())))
@@ -83,7 +88,10 @@ def solve(build: Callable[[int], torch.nn.Module], budget: int, what: str = "the
 
     start = _valid_near(count, _guess(count, budget), 1, MAX_WIDTH) or _valid_near(count, 1, 1, MAX_WIDTH)
     if start is None:
-        raise BudgetError(f"{what} cannot be built at any width tried; set model.hidden_size instead of model.params")
+        raise BudgetError(
+            f"{what} cannot be built at any width tried (the last error: {_last_refusal[0]}); fix the cell, or set "
+            f"model.hidden_size instead of model.params"
+        )
     w, c = start
     step = max(1, w // 32)
     if c < budget:  # widen in growing steps until the count reaches the budget
