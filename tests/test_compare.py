@@ -80,3 +80,19 @@ def test_the_documented_tasks_are_the_tasks():
     rows = [line for line in table.splitlines() if line.startswith("| `")]
     documented = {line.split("`")[1]: line.split("(`")[1].split("`")[0] for line in rows}
     assert documented == {k: t.preset for k, t in C.TASKS.items()}
+
+
+@pytest.mark.slow  # starts a local Ray instance
+def test_compare_on_ray_gives_the_local_numbers(tmp_path, capsys):
+    ray = pytest.importorskip("ray")
+    cells = write_cells(tmp_path / "outside", "raycells")
+    common = ["compare", f"{cells}:MinGated", "--tasks", "adding", "--seeds", "0", "--set", "train.steps=4"]
+    common += ["--set", "train.eval_every=2", "--set", "task.val_size=32", "--set", "task.test_size=32"]
+    assert main([*common, "--out", str(tmp_path / "local")]) == 0
+    ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, log_to_driver=False)
+    try:
+        assert main([*common, "--out", str(tmp_path / "ray"), "--backend", "ray"]) == 0
+    finally:
+        ray.shutdown()
+    local, remote = (json.loads((tmp_path / d / "results.json").read_text())["rows"] for d in ("local", "ray"))
+    assert [r["values"] for r in remote] == [r["values"] for r in local] and len(local) == 3
