@@ -279,8 +279,8 @@ class _Checker:
             train_ensemble(cfg, [0, 1], root / "ensemble", progress=False)
         worst = 0.0
         for s in (0, 1):
-            a = _weights(root / f"single64-{s}" / "checkpoint.pt")
-            b = _weights(root / "ensemble" / f"seed{s}" / "checkpoint.pt")
+            a = _weights(root / f"single64-{s}")
+            b = _weights(root / "ensemble" / f"seed{s}")
             assert a.keys() == b.keys(), (
                 f"member {s} saved other weights than its single run: {sorted(set(a) ^ set(b))}"
             )
@@ -314,7 +314,7 @@ class _Checker:
         with _silent():
             train(half, root / "resumed", progress=False)
             train(_seed(cfg, 0), root / "resumed", resume=True, progress=False)
-        a, b = _weights(root / "single0" / "checkpoint.pt"), _weights(root / "resumed" / "checkpoint.pt")
+        a, b = _weights(root / "single0"), _weights(root / "resumed")
         diff = [k for k in a if not torch.equal(a[k], b[k])]
         assert not diff, f"a run stopped at step {RUN_STEPS // 2} and resumed ends with other weights ({diff[:3]})"
         return f"stopped at step {RUN_STEPS // 2} and resumed: bit-equal to the uninterrupted run at step {RUN_STEPS}"
@@ -343,8 +343,11 @@ def _trained(_: str, single: dict, root: Path) -> str:
     return f"{RUN_STEPS} steps of the copy task trained and recorded (val/loss {r['final'].get('val/loss', float('nan')):.4g})"
 
 
-def _weights(path: Path) -> dict:
-    ck = torch.load(path, map_location="cpu", weights_only=False)
+def _weights(run_dir: Path) -> dict:
+    """The weights of a run's last checkpoint."""
+    from .rundir import RunFiles
+
+    ck = torch.load(RunFiles(run_dir).checkpoint, map_location="cpu", weights_only=False)
     return ck["model"] if "model" in ck else ck
 
 

@@ -265,10 +265,12 @@ class Row:
 
 
 def _results(run_dirs: list[Path]) -> list[dict]:
+    from .rundir import RunFiles
+
     out = []
     for rd in run_dirs:
         try:
-            out.append(json.loads((rd / "result.json").read_text()))
+            out.append(json.loads(RunFiles(rd).result.read_text()))
         except (OSError, ValueError):
             continue
     return out
@@ -296,6 +298,7 @@ def run_task(
     log=print,
 ) -> list[Row]:
     """Train ``cell`` and the baselines of ``task`` (see the module docstring); one row each."""
+    from .rundir import RunFiles
     from .suite import Suite, _jobs, run_suite
 
     params = budget_of(task, data_dir)
@@ -316,7 +319,7 @@ def run_task(
         where.setdefault(preset, []).append(Path(rd))
     rows = []
     for label, preset, path in made:
-        dirs = [d for d in where.get(str(path), []) if (d / "result.json").exists()]
+        dirs = [d for d in where.get(str(path), []) if RunFiles(d).result.exists()]
         results = _results(dirs)
         counts = results[0]["params"] if results else {}
         rows.append(
