@@ -38,7 +38,7 @@ def test_no_function_is_longer_than_80_lines():
 def test_one_parser_function_per_command():
     parser = cli.build_parser()
     (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    assert [f.__name__ for f in cli.COMMANDS] == [f"_parser_{name}" for name in sub.choices]
+    assert [f.__name__ for f in cli.COMMANDS] == [f"_parser_{name.replace('-', '_')}" for name in sub.choices]
     for name, p in sub.choices.items():  # and each leaf runs its own handler
         leaves = [p]
         while leaves:
@@ -47,7 +47,7 @@ def test_one_parser_function_per_command():
             if subs:
                 leaves += list(subs[0].choices.values())
             else:
-                assert q.get_default("func").__name__.startswith(f"cmd_{name}"), (name, q.prog)
+                assert q.get_default("func").__name__.startswith(f"cmd_{name.replace('-', '_')}"), (name, q.prog)
 
 
 SHARED = [

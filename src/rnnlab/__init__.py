@@ -20,6 +20,7 @@ _os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 _CELLS = (
     "ASRNN",
     "CELLS",
+    "register_cell",
     "DMU",
     "GRU",
     "IRNN",

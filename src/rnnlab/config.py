@@ -48,13 +48,14 @@ class TaskConfig:
 @dataclass(frozen=True)
 class ModelConfig:
     cell: str = "lstm"
-    hidden_size: int | list = 128  # a list gives one width per stacked layer
+    hidden_size: int | list = 128  # a list gives one width per stacked layer; 0 with params
     num_layers: int = 1
     embedding: int = 0
     dropout: float = 0.0
     pool: int = 0
     dense: int = 0
     cell_options: dict = field(default_factory=dict)
+    params: int = 0  # a parameter budget: the width whose model has the nearest count (rnnlab.sizing)
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ RUN_KEY_OMITS: tuple[str, ...] = tuple(
 
 #: Keys added after runs were made, with the default that reproduces what those runs did: at
 #: that default the run key leaves them out, so an earlier run keeps its key (and its resume).
-RUN_KEY_OMITS_AT_DEFAULT: dict[str, object] = {"train.target_patience": 1}
+RUN_KEY_OMITS_AT_DEFAULT: dict[str, object] = {"train.target_patience": 1, "model.params": 0}
 
 #: Keys of the experiment that a resume may change all the same: the step budget (a longer run
 #: continues the same experiment) and the precision (the run is then recorded as a mixed run:
@@ -420,13 +421,21 @@ def from_dict(data: dict) -> RunConfig:
         options = {k: task.pop(k) for k in list(task) if k != "name"}
     sections = {
         "task": TaskConfig(name=_check_type("task.name", task.get("name", "copy"), str), options=options),
-        "model": _build(ModelConfig, data.get("model", {}), "model"),
+        "model": _build(ModelConfig, _budget_width(data.get("model", {})), "model"),
         "optim": _build(OptimConfig, data.get("optim", {}), "optim"),
         "train": _build(TrainConfig, data.get("train", {}), "train"),
     }
     cfg = RunConfig(**sections, **{k: v for k, v in top.items()})
     validate(cfg)
     return cfg
+
+
+def _budget_width(model: dict) -> dict:
+    """A [model] table with ``params`` (a parameter budget) and no ``hidden_size`` gets width 0:
+    the width is solved for when the model is built (rnnlab.sizing)."""
+    if isinstance(model, dict) and model.get("params") and "hidden_size" not in model:
+        return {**model, "hidden_size": 0}
+    return model
 
 
 def check_kwargs(cls, kwargs: dict, where: str, skip: tuple[str, ...] = (), prefix: str = "") -> None:
@@ -472,12 +481,13 @@ def validate(cfg: RunConfig) -> None:
         )
     check_name(cfg.name)
     check_kwargs(TASKS[cfg.task.name], cfg.task.options, f"task {cfg.task.name!r}", prefix="task.")
-    if cfg.model.cell not in CELLS:
-        raise ConfigError(
-            f"unknown cell {cfg.model.cell!r}; registered cells: {sorted(CELLS)}." + did_you_mean(cfg.model.cell, CELLS)
-        )
+    try:
+        cell_class = CELLS.resolve(cfg.model.cell)  # a key, "package.module:Class" or an entry point
+    except ValueError as e:
+        hint = did_you_mean(cfg.model.cell, e.choices) if getattr(e, "choices", None) else ""
+        raise ConfigError(f"{e}{hint}") from None
     check_kwargs(
-        CELLS[cfg.model.cell],
+        cell_class,
         cfg.model.cell_options,
         f"cell {cfg.model.cell!r}",
         skip=("input_size", "hidden_size"),
@@ -510,6 +520,14 @@ def validate(cfg: RunConfig) -> None:
     _check_ranges(cfg)
     hs = cfg.model.hidden_size
     widths = hs if isinstance(hs, list) else [hs]
+    if cfg.model.params:  # a budget instead of a width (rnnlab.sizing)
+        _need(cfg.model.params >= 1, "model.params", cfg.model.params, "an integer >= 1 (0 = use model.hidden_size)")
+        if hs != 0:
+            raise ConfigError(
+                f"model.params = {cfg.model.params} and model.hidden_size = {hs!r} are both given; give one: "
+                f"remove hidden_size (or --set model.hidden_size=0) to size the model by its parameter count"
+            )
+        widths = [max(cfg.model.pool, 1)]  # the solver keeps to widths that the pool divides
     if not widths or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths):
         raise ConfigError(
             f"model.hidden_size must be a positive integer or a list of them (one width per layer), got {hs!r}"

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from .cells import CELLS, Recurrent
-from .config import ModelConfig, did_you_mean
+from .config import ModelConfig
 from .kernels.linear import tall_linear
 from .tasks.base import Batch, Task
 
@@ -91,8 +91,7 @@ class SequenceModel(nn.Module):
         width = hidden_size[-1] if isinstance(hidden_size, (list, tuple)) and hidden_size else hidden_size
         if pool < 0 or (pool and width % pool):
             raise ValueError(f"pool must be 0 (off) or divide the last layer's width {width}, got {pool}")
-        if cell not in CELLS:
-            raise ValueError(f"unknown cell {cell!r}; registered cells: {sorted(CELLS)}." + did_you_mean(cell, CELLS))
+        cell_class = CELLS.resolve(cell)  # a key, "package.module:Class" or an entry point
         if readout not in ("all", "last"):
             raise ValueError(f"readout must be 'all' or 'last', got {readout!r}")
         if num_tokens:
@@ -107,7 +106,7 @@ class SequenceModel(nn.Module):
             num_layers,
             batch_first=True,
             dropout=dropout,
-            cell=CELLS[cell],
+            cell=cell_class,
             **(cell_options or {}),
         )
         self.drop = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
@@ -167,7 +166,8 @@ class SequenceModel(nn.Module):
         elements of all parameters."""
         elements = sum(p.numel() for p in self.parameters())
         rnn_elements = sum(p.numel() for p in self.rnn.parameters())
-        return {"free": elements - rnn_elements + self.rnn.free_parameter_count(), "elements": elements}
+        free = elements - rnn_elements + self.rnn.free_parameter_count()
+        return {"free": free, "elements": elements, **getattr(self, "matched_size", {})}
 
 
 def _encoder(num_tokens: int, embedding: int) -> tuple[nn.Module, int]:
@@ -213,8 +213,7 @@ class Seq2Seq(nn.Module):
         eos_id: int = 2,
     ):
         super().__init__()
-        if cell not in CELLS:
-            raise ValueError(f"unknown cell {cell!r}; registered cells: {sorted(CELLS)}")
+        cell_class = CELLS.resolve(cell)
         self.bos_id, self.eos_id = int(bos_id), int(eos_id)
         self.src_embed, e_src = _encoder(src_vocab, embedding)
         self.tgt_embed, e_tgt = _encoder(tgt_vocab, embedding)
@@ -225,10 +224,10 @@ class Seq2Seq(nn.Module):
                 "decoder would read the targets it predicts); remove it from model.cell_options"
             )
         self.encoder = Recurrent(
-            e_src, hidden_size, num_layers, batch_first=True, dropout=dropout, cell=CELLS[cell], **opts
+            e_src, hidden_size, num_layers, batch_first=True, dropout=dropout, cell=cell_class, **opts
         )
         self.decoder = Recurrent(
-            e_tgt, hidden_size, num_layers, batch_first=True, dropout=dropout, cell=CELLS[cell], **opts
+            e_tgt, hidden_size, num_layers, batch_first=True, dropout=dropout, cell=cell_class, **opts
         )
         self.drop = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.readout = nn.Linear(self.decoder.hidden_size, tgt_vocab)
@@ -323,7 +322,7 @@ class Seq2Seq(nn.Module):
         elements = sum(p.numel() for p in self.parameters())
         rnn = sum(p.numel() for layer in (self.encoder, self.decoder) for p in layer.parameters())
         free = elements - rnn + self.encoder.free_parameter_count() + self.decoder.free_parameter_count()
-        return {"free": free, "elements": elements}
+        return {"free": free, "elements": elements, **getattr(self, "matched_size", {})}
 
     def group_scales(self) -> dict[str, float]:
         # no per-group scaling here so far (the sequence model forwards its layer's): kept as
@@ -332,7 +331,16 @@ class Seq2Seq(nn.Module):
 
 
 def build_model(cfg: ModelConfig, task: Task) -> nn.Module:
-    """The model a task needs: tasks with ``model_kind = "seq2seq"`` get an encoder-decoder."""
+    """The model a task needs: tasks with ``model_kind = "seq2seq"`` get an encoder-decoder.
+    With ``cfg.params`` (a parameter budget) the width is solved for first (rnnlab.sizing), and
+    ``parameter_counts()`` reports the budget and the width obtained."""
+    if cfg.params:
+        from .sizing import matched
+
+        cfg, sizing = matched(cfg, task, build_model)
+        model = build_model(cfg, task)
+        model.matched_size = sizing
+        return model
     if task.model_kind == "seq2seq":
         if cfg.dense:
             raise ValueError(

@@ -448,13 +448,20 @@ def orthogonal_parametrizations(model: nn.Module):
 
 
 def after_optimizer_step(model: nn.Module) -> None:
-    """Advance dynamic trivialization: re-base every map whose K optimizer steps are up."""
+    """Advance dynamic trivialization: re-base every map whose K optimizer steps are up; then
+    call the post-step hook ``after_optimizer_step()`` of every submodule that defines one (a
+    cell of your own that projects its weights back after each step, docs/own-cell.md), under
+    ``torch.no_grad()``."""
     for par, A in orthogonal_parametrizations(model):
         if par.K is None:
             continue
         par.steps += 1
         if int(par.steps) % par.K == 0:
             par.rebase(A)
+    for m in model.modules():
+        if callable(getattr(type(m), "after_optimizer_step", None)):
+            with torch.no_grad():
+                m.after_optimizer_step()
 
 
 def orthogonality_error(W: Tensor) -> float:

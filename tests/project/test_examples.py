@@ -23,9 +23,9 @@ def _run(script: str, *args: str) -> str:
     return r.stdout
 
 
-def test_there_are_the_three_examples_and_each_is_tested():
+def test_there_are_the_four_examples_and_each_is_tested():
     assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted(
-        ["lstm_drop_in.py", "own_data.py", "henaff_copy_small.py"]
+        ["lstm_drop_in.py", "own_data.py", "henaff_copy_small.py", "own_cell.py"]
     )
 
 
@@ -55,3 +55,12 @@ def test_henaff_copy_small(tmp_path, steps):
         (result,) = tmp_path.glob(f"{name}*/result.json")
         recall = json.loads(result.read_text())["test"]["test/recall_accuracy"]
         assert f"test recall {recall:.3f} after {steps} steps" in out
+
+
+def test_own_cell(tmp_path):
+    out = _run("own_cell.py", "--steps", "4", "--seeds", "2", "--out", str(tmp_path))
+    assert "FAIL" not in out and out.count("PASS") == 7  # the contract check, without the runs
+    rows = [line.split(" | ") for line in out.splitlines() if line.startswith("| adding |")]
+    assert [r[1] for r in rows] == [f"{EXAMPLES / 'own_cell.py'}:MinGated", "dmu", "lstm"]
+    assert all(r[5] == "2" for r in rows)  # two seeds each
+    assert (tmp_path / "adding.png").stat().st_size > 1000

@@ -42,39 +42,47 @@ from .nnrnn import NNRNNCell
 from .onnx import export_onnx
 from .orthogonal import ExpRNNCell, OrthogonalRNNCell, SCORNNCell
 from .oscillator import CoRNNCell, LEMCell
+from .registry import CellRegistry, UnknownCell
 from .softorth import SoftOrthRNNCell
 from .unitary import EURNNCell, URNNCell
 
-#: registry: lowercase key -> cell class (used by configs, the CLI and run directories)
-CELLS: dict[str, type[Cell]] = {
-    "rnn": RNNCell,
-    "irnn": IRNNCell,
-    "lstm": LSTMCell,
-    "gru": GRUCell,
-    "exprnn": ExpRNNCell,
-    "scornn": SCORNNCell,
-    "asrnn": ASRNNCell,
-    "nnrnn": NNRNNCell,
-    "dmu": DMUCell,
-    "rhn": RHNCell,
-    "ltrnn": LTRNNCell,
-    "urnn": URNNCell,
-    "eurnn": EURNNCell,
-    "momentumlstm": MomentumLSTMCell,
-    "fcurnn": FCURNNCell,
-    "softorth": SoftOrthRNNCell,
-    "kru": KRUCell,
-    "antisymrnn": AntisymmetricRNNCell,
-    "incrnn": IncrementalRNNCell,
-    "naisnet": NAISNetCell,
-    "lipschitz": LipschitzRNNCell,
-    "cornn": CoRNNCell,
-    "lem": LEMCell,
-}
+#: registry: lowercase key -> cell class (used by configs, the CLI and run directories); a lookup
+#: also resolves "package.module:Class" and installed entry points (rnnlab.cells.registry)
+CELLS: dict[str, type[Cell]] = CellRegistry(
+    {
+        "rnn": RNNCell,
+        "irnn": IRNNCell,
+        "lstm": LSTMCell,
+        "gru": GRUCell,
+        "exprnn": ExpRNNCell,
+        "scornn": SCORNNCell,
+        "asrnn": ASRNNCell,
+        "nnrnn": NNRNNCell,
+        "dmu": DMUCell,
+        "rhn": RHNCell,
+        "ltrnn": LTRNNCell,
+        "urnn": URNNCell,
+        "eurnn": EURNNCell,
+        "momentumlstm": MomentumLSTMCell,
+        "fcurnn": FCURNNCell,
+        "softorth": SoftOrthRNNCell,
+        "kru": KRUCell,
+        "antisymrnn": AntisymmetricRNNCell,
+        "incrnn": IncrementalRNNCell,
+        "naisnet": NAISNetCell,
+        "lipschitz": LipschitzRNNCell,
+        "cornn": CoRNNCell,
+        "lem": LEMCell,
+    }
+)
+#: ``rnnlab.register_cell(name, cls)``: add a cell of your own (docs/own-cell.md)
+register_cell = CELLS.register
 
 
 __all__ = [
     "CELLS",
+    "register_cell",
+    "UnknownCell",
     "Cell",
     "Recurrent",
     "State",

@@ -20,6 +20,7 @@ from .common import _note as _note
 from .many import _demo_record as _demo_record
 from .many import _demo_run as _demo_run
 from .many import cmd_bench, cmd_bench_ensemble, cmd_demo, cmd_reproduce, cmd_suite, cmd_sweep
+from .owncell import cmd_check_cell, cmd_compare
 from .parser import COMMANDS, build_parser
 from .parser import _Help as _Help
 from .parser import _opt_backend as _opt_backend
@@ -28,10 +29,13 @@ from .parser import _opt_device as _opt_device
 from .parser import _opt_quiet as _opt_quiet
 from .parser import _opt_run as _opt_run
 from .parser import _opt_runs_dir as _opt_runs_dir
+from .parser import _opt_seeds as _opt_seeds
 from .parser import _opt_set as _opt_set
 from .parser import _opt_which as _opt_which
 from .parser import _parser_analyze as _parser_analyze
 from .parser import _parser_bench as _parser_bench
+from .parser import _parser_check_cell as _parser_check_cell
+from .parser import _parser_compare as _parser_compare
 from .parser import _parser_data as _parser_data
 from .parser import _parser_demo as _parser_demo
 from .parser import _parser_doctor as _parser_doctor
@@ -79,6 +83,8 @@ __all__ = [
     "cmd_analyze_jacobian",
     "cmd_analyze_schur",
     "cmd_bench",
+    "cmd_check_cell",
+    "cmd_compare",
     "cmd_bench_ensemble",
     "cmd_data",
     "cmd_demo",

@@ -94,7 +94,7 @@ def _demo_run(name: str, out: Path, overrides: list[str], fresh: bool) -> Path:
             if f.name != rundir.LOCK_NAME:
                 shutil.rmtree(f) if f.is_dir() else f.unlink()
         print(
-            f"training {cfg.name} ({cfg.model.cell}, hidden {cfg.model.hidden_size}) "
+            f"training {cfg.name} ({cfg.model.cell}, hidden {cfg.model.hidden_size or f'for {cfg.model.params} parameters'}) "
             f"on {cfg.task.name} L={cfg.task.options.get('L')} ...",
             file=sys.stderr,
         )

@@ -9,6 +9,7 @@ import argparse
 from .analyze import cmd_analyze_jacobian, cmd_analyze_schur, cmd_doctor
 from .common import DEPRECATED_UNTIL, DOCS_URL
 from .many import cmd_bench, cmd_bench_ensemble, cmd_demo, cmd_reproduce, cmd_suite, cmd_sweep
+from .owncell import cmd_check_cell, cmd_compare
 from .presets import cmd_list, cmd_preset_copy, cmd_preset_show
 from .runs import cmd_data, cmd_evaluate, cmd_export, cmd_plot, cmd_table, cmd_thresholds
 from .training import cmd_train
@@ -53,6 +54,14 @@ def _opt_set(p, what: str = "override a config value") -> None:
         action="append",
         metavar="KEY=VALUE",
         help=f"{what} (repeatable), e.g. --set train.steps=100 --set task.L=200",
+    )
+
+
+def _opt_seeds(p, default: str) -> None:
+    p.add_argument(
+        "--seeds",
+        help="initialisation seeds, one run each: a comma-separated list and/or ranges "
+        f"(default: {default}), e.g. --seeds 0,1,2 or --seeds 0-50",
     )
 
 
@@ -158,11 +167,7 @@ def _parser_train(sub) -> None:
     _opt_set(s)
     s.add_argument("--out", help="run directory (default: RUNS_DIR/<name>/seed<seed>), e.g. --out runs/try1")
     _opt_runs_dir(s)
-    s.add_argument(
-        "--seeds",
-        help="initialisation seeds, one run each: a comma-separated list and/or ranges "
-        "(default: the preset's train.seed), e.g. --seeds 0,1,2 or --seeds 0-50",
-    )
+    _opt_seeds(s, "the preset's train.seed")
     s.add_argument(
         "--ensemble",
         action="store_true",
@@ -535,6 +540,75 @@ def _parser_demo(sub) -> None:
     s.set_defaults(func=cmd_demo)
 
 
+# ------------------------------------------------------------------------------ your own cell: check-cell, compare
+
+
+def _parser_check_cell(sub) -> None:
+    s = _sub(
+        sub,
+        "check-cell",
+        "check a cell against the cell contract (reference loop, lengths, h0, float64 gradcheck, "
+        "ensemble member, save/load, resume): one line per item, exit 1 on a failure",
+        "rnnlab check-cell mypackage.cells:MyCell",
+        docs="own-cell.md",
+    )
+    s.add_argument(
+        "cell",
+        help="a cell key, package.module:Class, path/to/file.py:Class or an installed entry point, e.g. mycells:MinGated",
+    )
+    s.add_argument(
+        "--option",
+        action="append",
+        metavar="KEY=VALUE",
+        help='a constructor option of the cell (repeatable, TOML values), e.g. --option init="henaff"',
+    )
+    s.add_argument(
+        "--no-runs",
+        action="store_true",
+        help="leave out the items that train (ensemble, save/load, resume), e.g. --no-runs",
+    )
+    s.add_argument("--json", action="store_true", help="print the items as JSON instead of lines, e.g. --json")
+    s.set_defaults(func=cmd_check_cell)
+
+
+def _parser_compare(sub) -> None:
+    s = _sub(
+        sub,
+        "compare",
+        "a cell against the papers' strongest baselines on the long-memory tasks, at matched "
+        "parameter counts over seeds: one table and one figure per task",
+        "rnnlab compare mycells.py:MinGated --tasks adding,copy-T200 --seeds 0-2",
+        docs="own-cell.md",
+    )
+    s.add_argument("cell", help="the cell: a key, package.module:Class, file.py:Class or an entry point, e.g. gru")
+    s.add_argument(
+        "--tasks",
+        help="comma-separated tasks (default: all of copy-T200, copy-L1000, adding, temporal_order, "
+        "noisy_sequence, psmnist, ptb_char; those whose data is absent are skipped), e.g. --tasks adding,copy-T200",
+    )
+    s.add_argument(
+        "--budget",
+        default="quick",
+        choices=["quick", "paper"],
+        help="quick: a few CPU-minutes per task; paper: the presets' budgets, e.g. --budget paper",
+    )
+    _opt_seeds(s, "0-2, three seeds per model")
+    s.add_argument("--out", help="output folder (default: RUNS_DIR/compare-<cell>), e.g. --out runs/cmp")
+    _opt_runs_dir(s)
+    s.add_argument("--jobs", type=int, default=1, help="parallel runs (each one thread), e.g. --jobs 2")
+    _opt_set(s, "override for every run")
+    _opt_data_dir(s)
+    _opt_backend(s, "runs")
+    s.add_argument(
+        "--ensemble",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="train each model's seeds as one batched model (default: where every model of a task allows), "
+        "e.g. --no-ensemble",
+    )
+    s.set_defaults(func=cmd_compare)
+
+
 #: the commands, in the order ``rnnlab --help`` lists them. A new command is its parser function
 #: added here, e.g. ``rnnlab doctor``: ``_parser_doctor(sub)`` (its ``--device`` from
 #: ``_opt_device``) setting ``func=cmd_doctor``, which calls the doctor module with keywords.
@@ -555,6 +629,8 @@ COMMANDS = [
     _parser_analyze,
     _parser_demo,
     _parser_doctor,
+    _parser_check_cell,
+    _parser_compare,
 ]
 
 

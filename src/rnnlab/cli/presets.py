@@ -43,8 +43,14 @@ def cmd_list(args) -> int:
 
     if what in ("all", "cells"):
         print("cells (model.cell; options go under [model.cell_options]):")
-        for k, c in CELLS.items():
-            print(f"  {k:12s} {c.__name__}({_signature(c)})")
+        for k, source in CELLS.available().items():  # registered, then installed entry points
+            try:
+                c = CELLS.resolve(k)
+            except ValueError as e:
+                print(f"  {k:12s} (unavailable: {e})")
+                continue
+            where = "" if k in CELLS.builtin else f"  [{source}]"
+            print(f"  {k:12s} {c.__name__}({_signature(c)}){where}")
     if what in ("all", "tasks"):
         print("tasks (task.name; options go under [task]):")
         for k, t in TASKS.items():

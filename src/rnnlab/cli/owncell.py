@@ -1,0 +1,31 @@
+"""``rnnlab check-cell`` and ``rnnlab compare``: a cell of your own against the contract and
+against the papers' baselines (docs/own-cell.md)."""
+
+from __future__ import annotations
+
+from .training import _parse_seeds
+
+
+def cmd_check_cell(args) -> int:
+    from ..cellcheck import main_check_cell
+
+    return main_check_cell(args.cell, args.option or [], runs=not args.no_runs, as_json=args.json)
+
+
+def cmd_compare(args) -> int:
+    from ..compare import main_compare
+
+    return main_compare(
+        cell=args.cell,
+        tasks=[t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None,
+        budget=args.budget,
+        seeds=_parse_seeds(args.seeds) if args.seeds is not None else [0, 1, 2],
+        out=args.out,
+        runs_dir=args.runs_dir,
+        jobs=args.jobs,
+        backend=args.backend,
+        address=args.address,
+        data_dir=args.data_dir,
+        overrides=args.set or [],
+        ensemble=args.ensemble,
+    )
