@@ -523,7 +523,10 @@ def test_no_committed_verdict_confirms_or_refutes_at_another_protocol_without_sa
             seen += 1
             assert all(f"the {p}" in verdict.split(" (")[0] for p in protos), (part, verdict)
             assert claims.verdict_kind(verdict) == claims.OTHER_PROTOCOL, (part, verdict)
-    assert seen >= 10  # the DMU synthetic claims, judged at the short protocol
+    # not vacuous: the asRNN copy L=1000 claim of the released code's settings is judged at the
+    # code protocol (the DMU synthetic claims were, at the short protocol, until their
+    # paper-protocol records came: records/dmu-synthetic-paper)
+    assert seen >= 1
 
 
 def test_a_reproduced_row_is_never_rejected_by_its_own_test():
