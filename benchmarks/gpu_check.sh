@@ -131,7 +131,7 @@ for s in "${STEPS[@]}"; do
     doctor:1)
       step "rnnlab doctor --device cuda" 190 "$PY" -m rnnlab.cli doctor --device cuda --kernel-table -v ;;
     doctor:0)
-      step "rnnlab doctor --device cpu --quick" 300 "$PY" -m rnnlab.cli doctor --device cpu --quick ;;
+      step "rnnlab doctor --device cpu --quick" 300 "$PY" -m rnnlab.cli doctor --device cpu --quick -v ;;
     speed:1)
       step "speed table against cuDNN's LSTM" 150 "$PY" -m rnnlab.cli "${SPEED_ARGS[@]}" ;;
     speed:0)

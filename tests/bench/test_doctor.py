@@ -187,7 +187,7 @@ def test_error_measures():
 @pytest.mark.slow
 def test_doctor_full_run_on_cpu(capsys):
     pytest.importorskip("triton", reason="Triton is not installed (pip install 'rnnlab[triton]')")
-    code, out, err = _doctor(capsys)
+    code, out, err = _doctor(capsys, "-v")  # -v: every row (without it, the answer and the failures)
     assert code == 0, out[-3000:] + err[-2000:]
     rows = _rows(out)
     assert all(r[4] == "ok" for r in rows)
