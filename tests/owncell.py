@@ -3,35 +3,28 @@ docs/own-cell.md import these helpers: ``from owncell import ...``)."""
 
 from __future__ import annotations
 
+import ast
 import sys
 import textwrap
 from pathlib import Path
 
-#: a module ``mycells`` with a minimal gated cell (the one of examples/own_cell.py) and broken ones
-SOURCE = textwrap.dedent(
-    '''
-    import torch
-    from torch import nn
-
-    from rnnlab.cells import Cell
+#: the worked example's cell, read from its file (one home: the tests check the cell users copy)
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "own_cell.py"
 
 
-    class MinGated(Cell):
-        """h_t = (1 - z) * h + z * tanh(c), [z; c] = W x_t + U h_{t-1} + b, z through a sigmoid."""
-
-        def __init__(self, input_size: int, hidden_size: int, backend: str = "auto"):
-            super().__init__(input_size, hidden_size, backend)
-            self.weight_ih = nn.Parameter(torch.randn(2 * hidden_size, input_size) / input_size**0.5)
-            self.weight_hh = nn.Parameter(torch.randn(2 * hidden_size, hidden_size) / hidden_size**0.5)
-            self.bias = nn.Parameter(torch.zeros(2 * hidden_size))
-
-        def forward(self, x, h):
-            z, c = (x @ self.weight_ih.T + h @ self.weight_hh.T + self.bias).chunk(2, -1)
-            z = torch.sigmoid(z)
-            h = (1 - z) * h + z * torch.tanh(c)
-            return h, h
+def _example_cell() -> str:
+    text = EXAMPLE.read_text()
+    (node,) = [n for n in ast.parse(text).body if isinstance(n, ast.ClassDef) and n.name == "MinGated"]
+    return ast.get_source_segment(text, node)
 
 
+#: a module ``mycells`` with the minimal gated cell of examples/own_cell.py and broken ones
+SOURCE = (
+    "import torch\nfrom torch import nn\n\nfrom rnnlab.cells import Cell\n\n\n"
+    + _example_cell()
+    + "\n\n"
+    + textwrap.dedent(
+        '''
     class _BadTanh(torch.autograd.Function):
         @staticmethod
         def forward(ctx, x):
@@ -65,6 +58,7 @@ SOURCE = textwrap.dedent(
             h = h + 1e-3 * torch.randn_like(h)
             return h, h
     '''
+    )
 )
 
 
