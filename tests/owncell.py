@@ -24,7 +24,7 @@ SOURCE = (
     + _example_cell()
     + "\n\n"
     + textwrap.dedent(
-        '''
+        """
     class _BadTanh(torch.autograd.Function):
         @staticmethod
         def forward(ctx, x):
@@ -57,7 +57,7 @@ SOURCE = (
             h, _ = super().forward(x, h)
             h = h + 1e-3 * torch.randn_like(h)
             return h, h
-    '''
+    """
     )
 )
 

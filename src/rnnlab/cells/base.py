@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils import parametrize as P
 
-from ..kernels.amp import autocasting
+from ..kernels.amp import autocasting, low_precision_autocast
 from ..kernels.ensemble import batched
 from ..kernels.state import State, map_state
 
@@ -316,6 +316,26 @@ class Cell(nn.Module):
         where the backend chooses them). It must equal :func:`unroll` for each member (tested
         in float64 for every registered cell)."""
         return unroll(self, x, state, lengths)
+
+    def small_sequence(self, x: Tensor, state: State | None = None, lengths: Tensor | None = None):
+        """The compiled loops of :mod:`rnnlab.kernels.small` where this cell has them and its
+        backend chooses them, else None (the default: none)."""
+        return None
+
+    def batched_first(
+        self, x: Tensor, state: State | None, lengths: Tensor | None, *, unroll_masked_low_precision: bool
+    ):
+        """What a batched path of :meth:`batched_sequence` does before its own loop: the
+        compiled loops where the backend chooses them (:meth:`small_sequence`); then, where the
+        cell's batched loop has no masked form under a bf16/fp16 autocast
+        (``unroll_masked_low_precision``), the single run's step loop for ``lengths`` there.
+        Returns the output and state, or None: go on with the cell's own batched loop."""
+        fast = self.small_sequence(x, state, lengths)
+        if fast is not None:
+            return fast
+        if unroll_masked_low_precision and lengths is not None and low_precision_autocast(x):
+            return unroll(self, x, state, lengths)
+        return None
 
 
 def batched_path(cell_class: type) -> str | Callable:

@@ -25,7 +25,7 @@ from ..kernels.gated import gru_recurrence
 from ..kernels.linear import tall_linear
 from ..kernels.recurrence import elementwise_rnn, modrelu
 from ..kernels.state import State, map_state
-from .base import Cell, real_option, unroll
+from .base import Cell, real_option
 
 
 def run_native(fn, x: Tensor, state: State, weights: list[Tensor], lengths: Tensor | None, training: bool):
@@ -186,9 +186,9 @@ class RNNCell(_Affine):
     def batched_sequence(self, x, state=None, lengths=None):
         """The compiled loops where the backend chooses them, else the fused recurrence (which
         runs batched), whatever the backend."""
-        fast = self.small_sequence(x, state, lengths)
-        if fast is not None:
-            return fast
+        done = self.batched_first(x, state, lengths, unroll_masked_low_precision=False)
+        if done is not None:
+            return done
         return self._fused(x, self.start_sequence(x, state), lengths)
 
     def _fused(self, x, state, lengths):
@@ -300,9 +300,9 @@ class LSTMCell(_Affine):
         :func:`rnnlab.kernels.ensemble.ensemble_lstm` (ATen's LSTM cannot run in vmap). Under a
         bf16/fp16 autocast the input terms are computed as the single run's ATen kernel computes
         them on the CPU: in float32, autocast off (:func:`run_native`)."""
-        fast = self.small_sequence(x, state, lengths)
-        if fast is not None:
-            return fast
+        done = self.batched_first(x, state, lengths, unroll_masked_low_precision=False)
+        if done is not None:
+            return done
         state = self.start_sequence(x, state)
         bias = None if self.bias_ih is None else self.bias_ih + self.bias_hh
         if low_precision_autocast(x):
@@ -360,11 +360,9 @@ class GRUCell(_Affine):
         """The compiled loops where the backend chooses them, else the batched loop
         :func:`rnnlab.kernels.ensemble.ensemble_gru`; with lengths under a bf16/fp16 autocast,
         the single run's path: its step loop."""
-        fast = self.small_sequence(x, state, lengths)
-        if fast is not None:
-            return fast
-        if lengths is not None and low_precision_autocast(x):
-            return unroll(self, x, state, lengths)
+        done = self.batched_first(x, state, lengths, unroll_masked_low_precision=True)
+        if done is not None:
+            return done
         state = self.start_sequence(x, state)
         b_hh = self.bias_hh if self.bias_hh is not None else x.new_zeros(self.weight_hh.shape[0])
         return ensemble_gru(nn.functional.linear(x, self.weight_ih, self.bias_ih), self.weight_hh, b_hh, state, lengths)

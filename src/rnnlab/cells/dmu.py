@@ -31,11 +31,10 @@ import torch
 from torch import Tensor, nn
 
 from ..kernels import small
-from ..kernels.amp import low_precision_autocast
 from ..kernels.ensemble import ensemble_dmu, ensemble_rhn
 from ..kernels.gated import dmu_recurrence, rhn_recurrence
 from ..kernels.linear import tall_linear
-from .base import Cell, real_option, unroll
+from .base import Cell, real_option
 
 
 class DMUCell(Cell):
@@ -141,11 +140,9 @@ class DMUCell(Cell):
         """The compiled loops where the backend chooses them, else the batched loop
         :func:`rnnlab.kernels.ensemble.ensemble_dmu`; with lengths under a bf16/fp16 autocast,
         the single run's path: its step loop."""
-        fast = self.small_sequence(x, state, lengths)
-        if fast is not None:
-            return fast
-        if lengths is not None and low_precision_autocast(x):
-            return unroll(self, x, state, lengths)
+        done = self.batched_first(x, state, lengths, unroll_masked_low_precision=True)
+        if done is not None:
+            return done
         state = self.start_sequence(x, state)
         n_in, first, last = self.input_size, self.fnn[0], self.fnn[-1]
         u1 = nn.functional.linear(x, first.weight[:, :n_in], first.bias)
@@ -241,11 +238,9 @@ class RHNCell(Cell):
         """The compiled loops where the backend chooses them, else the batched loop
         :func:`rnnlab.kernels.ensemble.ensemble_rhn`; with lengths under a bf16/fp16 autocast,
         the single run's path: its step loop."""
-        fast = self.small_sequence(x, state, lengths)
-        if fast is not None:
-            return fast
-        if lengths is not None and low_precision_autocast(x):
-            return unroll(self, x, state, lengths)
+        done = self.batched_first(x, state, lengths, unroll_masked_low_precision=True)
+        if done is not None:
+            return done
         state = self.start_sequence(x, state)
         # the first micro-layer's bias enters the input terms, as in the single run's fast path
         # (under autocast they round together)

@@ -102,9 +102,9 @@ class LTRNNCell(Cell):
     def batched_sequence(self, x, state=None, lengths=None):
         """The compiled loops where the backend chooses them, else the fused element-wise
         recurrence (which runs batched), whatever the backend."""
-        fast = self.small_sequence(x, state, lengths)
-        if fast is not None:
-            return fast
+        done = self.batched_first(x, state, lengths, unroll_masked_low_precision=False)
+        if done is not None:
+            return done
         state = self.start_sequence(x, state)
         return elementwise_rnn(self.input_path(x), self.weight_hh, state, "identity", lengths=lengths)
 
