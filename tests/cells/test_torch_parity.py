@@ -280,7 +280,8 @@ def test_torch_compile_trains_like_eager(key):
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 @pytest.mark.filterwarnings("ignore:.*should not be instantiated:DeprecationWarning")
 @pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf:UserWarning")
-@pytest.mark.filterwarnings("ignore:`torch._prims_common.check` is deprecated:FutureWarning")  # inductor's lowering of diagonal
+# inductor's lowering of diagonal calls a deprecated torch helper
+@pytest.mark.filterwarnings("ignore:`torch._prims_common.check` is deprecated:FutureWarning")
 @pytest.mark.parametrize("key", PAPERS + ["lstm"])
 def test_torch_compile_inductor_of_the_papers_layers(key):
     torch._dynamo.reset()
