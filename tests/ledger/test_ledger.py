@@ -445,10 +445,12 @@ def test_one_mean_and_std():
 
 # --- suites match the records they made ------------------------------------------------------
 def test_every_ledger_suite_lists_the_seeds_and_settings_of_its_records():
-    """Each suite whose records are committed (records/<suite>/) lists exactly their presets and
-    seeds, and its settings make exactly their configuration; a record made with a preset that is
-    now a named variant of the suite's (the DMU module at lr/(2n), before the presets followed
-    Table X) has exactly the variant's configuration. Every records folder has its suite."""
+    """Each suite whose records are committed (records/<suite>/) lists their presets and exactly
+    their seeds, and its settings make exactly their configuration; a record made with a preset
+    that is now a named variant of the suite's (the DMU module at lr/(2n), before the presets
+    followed Table X) has exactly the variant's configuration. Every records folder has its
+    suite. A suite still running (a campaign collects each preset as it finishes) may lack
+    whole presets, never some of a preset's seeds; the ledger prices the missing ones."""
     from rnnlab.suite import list_suites, load_suite
 
     folders = {p.name for p in (ROOT / "records").iterdir() if p.is_dir()}
@@ -473,7 +475,10 @@ def test_every_ledger_suite_lists_the_seeds_and_settings_of_its_records():
             )
             found[(preset, seed)] = rec
             checked += 1
-        assert set(found) == jobs, f"{name}: suite {sorted(jobs)} vs records {sorted(found)}"
+        done = {preset for preset, _ in found}
+        assert done and set(found) == {(p, s) for p, s in jobs if p in done}, (
+            f"{name}: suite {sorted(jobs)} vs records {sorted(found)}"
+        )
     assert checked >= 100
 
 
