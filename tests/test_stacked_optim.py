@@ -71,6 +71,37 @@ def test_stacked_step_equals_each_optimizer_alone(kind, clip):
                 torch.testing.assert_close(s[i][key], a[i][key], rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize("kind", ["adam", "rmsprop"])
+def test_tensors_replaced_between_steps_are_the_ones_stepped(kind):
+    """The stacked step keeps flat views of the members' parameters and states between steps;
+    a resume's load (new state tensors) and a ``p.data =`` (new parameter memory) between two
+    steps must be followed, not written past."""
+    K = 3
+    stacked, alone = _members(K), _members(K)
+    opts_s = [_opt(kind, ps, 0.01) for ps in stacked]
+    opts_a = [_opt(kind, ps, 0.01) for ps in alone]
+    step = StackedStep.build(opts_s)
+    gen = torch.Generator().manual_seed(2)
+    for i in range(6):
+        if i == 3:
+            opts_s[1].load_state_dict(copy.deepcopy(opts_s[1].state_dict()))
+            stacked[2][0].data = stacked[2][0].data.clone()
+        for ps_s, ps_a in zip(stacked, alone):
+            for p, q in zip(ps_s, ps_a):
+                g = torch.randn(p.shape, generator=gen, dtype=D)
+                p.grad, q.grad = g.clone(), g.clone()
+        step.step(opts_s, stacked, 0.0)
+        for o in opts_a:
+            o.step()
+    for ps_s, ps_a, o_s, o_a in zip(stacked, alone, opts_s, opts_a):
+        for p, q in zip(ps_s, ps_a):
+            torch.testing.assert_close(p, q, rtol=1e-12, atol=1e-14)
+        s, a = o_s.state_dict()["state"], o_a.state_dict()["state"]
+        for i in s:
+            for key in s[i]:
+                torch.testing.assert_close(s[i][key], a[i][key], rtol=1e-12, atol=1e-14)
+
+
 def test_unsupported_optimizers_step_one_by_one():
     ps = _members(2)
     assert StackedStep.build([torch.optim.Adam(p, amsgrad=True) for p in ps]) is None

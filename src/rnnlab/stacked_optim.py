@@ -53,6 +53,9 @@ class StackedStep:
 
     def __init__(self, kind: type):
         self.kind = kind
+        # flat views of the members' parameters and optimizer states, which live across steps:
+        # {key: (the tensors, their data pointers, their flat views, their sizes)}
+        self._views: dict[tuple, tuple[list[Tensor], list[int], list[Tensor], list[int]]] = {}
 
     @classmethod
     def build(cls, opts: Sequence[torch.optim.Optimizer]) -> StackedStep | None:
@@ -73,7 +76,7 @@ class StackedStep:
             return None
         K = len(opts)
         with torch.no_grad():
-            grads = [self._flat(opts, g, "grad") for g in range(len(opts[0].param_groups))]
+            grads = [self._grads(opts, g) for g in range(len(opts[0].param_groups))]
             norms = None
             if clip > 0:
                 # each member's norm exactly as torch.nn.utils.clip_grad_norm_ computes it (the norm
@@ -91,13 +94,38 @@ class StackedStep:
 
     # ------------------------------------------------------------------------------------
     @staticmethod
-    def _flat(opts, g: int, what: str) -> Tensor:
-        """(K, elements) of the members' parameters of group ``g`` (``what``: "param", "grad")."""
-        ts = [p if what == "param" else p.grad for o in opts for p in o.param_groups[g]["params"]]
+    def _grads(opts, g: int) -> Tensor:
+        """(K, elements) of the members' gradients of group ``g`` (new tensors at every step)."""
+        ts = [p.grad for o in opts for p in o.param_groups[g]["params"]]
         return torch.cat([t.reshape(-1) for t in ts]).view(len(opts), -1)
 
-    @staticmethod
-    def _write(targets: list[Tensor], flat: Tensor) -> None:
+    def _flat_views(self, key: tuple, ts: list[Tensor]) -> tuple[list[Tensor], list[int]] | None:
+        """Each tensor of ``ts`` as a flat view, and their sizes; kept while ``ts`` are the same
+        tensors on the same memory (a resume's load or a ``p.data =`` makes new ones, and the
+        views follow), or None for a tensor that is not contiguous (no flat view of it)."""
+        ptrs = [t.data_ptr() for t in ts]
+        hit = self._views.get(key)
+        if hit is not None and hit[1] == ptrs and len(hit[0]) == len(ts) and all(a is b for a, b in zip(hit[0], ts)):
+            return hit[2], hit[3]
+        if not all(t.is_contiguous() for t in ts):
+            self._views.pop(key, None)
+            return None
+        views, sizes = [t.view(-1) for t in ts], [t.numel() for t in ts]
+        self._views[key] = (list(ts), ptrs, views, sizes)
+        return views, sizes
+
+    def _stack(self, key: tuple, ts: list[Tensor], K: int) -> Tensor:
+        """The (K, elements) stack of ``ts`` (K members' tensors in member order)."""
+        flat = self._flat_views(key, ts)
+        parts = flat[0] if flat is not None else [t.reshape(-1) for t in ts]
+        return torch.cat(parts).view(K, -1)
+
+    def _write(self, key: tuple, targets: list[Tensor], flat: Tensor) -> None:
+        """Copy the rows of ``flat`` back into ``targets`` (the tensors :meth:`_stack` stacked)."""
+        views = self._flat_views(key, targets)
+        if views is not None:
+            torch._foreach_copy_(views[0], list(flat.reshape(-1).split(views[1])))
+            return
         sizes = [t.numel() for t in targets]
         parts = flat.reshape(-1).split(sizes)
         torch._foreach_copy_(list(targets), [f.view(t.shape) for f, t in zip(parts, targets)])
@@ -112,7 +140,7 @@ class StackedStep:
                 if name not in st:
                     st[name] = init(p)
                 ts.append(st[name])
-        return ts, torch.cat([t.reshape(-1) for t in ts]).view(len(opts), -1)
+        return ts, self._stack((g, name), ts, len(opts))
 
     def _steps(self, opts, g: int) -> list[float]:
         """Advance each member's step counts of group ``g``; each member's new count."""
@@ -131,7 +159,7 @@ class StackedStep:
     def _group(self, opts, g: int, G: Tensor, K: int) -> None:
         group = opts[0].param_groups[g]
         ps = [p for o in opts for p in o.param_groups[g]["params"]]
-        P = self._flat(opts, g, "param")
+        P = self._stack((g, "param"), ps, K)
         lrs = [float(o.param_groups[g]["lr"]) for o in opts]
         wd = group["weight_decay"]
         if wd != 0:
@@ -140,7 +168,7 @@ class StackedStep:
 
         if self.kind is torch.optim.SGD:
             P.add_(G * col([-lr for lr in lrs]))
-            self._write(ps, P)
+            self._write((g, "param"), ps, P)
             return
         steps = self._steps(opts, g)
         zeros = lambda p: torch.zeros_like(p, memory_format=torch.preserve_format)  # noqa: E731
@@ -150,7 +178,7 @@ class StackedStep:
             V.mul_(alpha).addcmul_(G, G, value=1 - alpha)
             avg = V.sqrt().add_(group["eps"])
             P.add_(G * col([-lr for lr in lrs]) / avg)
-            self._write(vs, V)
+            self._write((g, "square_avg"), vs, V)
         else:  # Adam
             beta1, beta2 = group["betas"]
             ms, M = self._state(opts, g, "exp_avg", zeros)
@@ -161,6 +189,6 @@ class StackedStep:
             bias2 = col([math.sqrt(1 - beta2**s) for s in steps])
             denom = (V.sqrt() / bias2).add_(group["eps"])
             P.add_(M * -step_size / denom)
-            self._write(ms, M)
-            self._write(vs, V)
-        self._write(ps, P)
+            self._write((g, "exp_avg"), ms, M)
+            self._write((g, "exp_avg_sq"), vs, V)
+        self._write((g, "param"), ps, P)
