@@ -352,6 +352,25 @@ def test_collect_copies_only_small_files(tmp_path):
     assert sorted(p.name for p in copied[0].iterdir()) == ["config.json", "metrics.jsonl", "result.json"]
 
 
+def test_collect_of_one_presets_folder_or_one_run_keeps_the_preset_folder(tmp_path):
+    """Before: ``collect runs/suite/<preset> -o records/suite`` put seed0/, seed1/ straight
+    into records/suite, where no preset's name says whose runs they are."""
+    runs = tmp_path / "runs"
+    d0 = write_record(runs, "asrnn/smnist-n122", 0, {"test/accuracy": 0.9})
+    d1 = write_record(runs, "asrnn/smnist-n122", 1, {"test/accuracy": 0.91})
+    preset = d0.parent
+    assert d1.parent == preset and preset.parent == runs
+    copied = document.collect(preset, tmp_path / "records")
+    assert sorted(p.relative_to(tmp_path / "records").as_posix() for p in copied) == [
+        f"{preset.name}/seed0",
+        f"{preset.name}/seed1",
+    ]
+    # one run's folder: the same place, nothing new
+    assert document.collect(d1, tmp_path / "records") == [tmp_path / "records" / preset.name / "seed1"]
+    # the whole runs directory: the same places as before (its layout is <preset>/seed<k> already)
+    assert sorted(document.collect(runs, tmp_path / "records")) == sorted(copied)
+
+
 def test_cli_ledger_and_a_missing_directory(tmp_path, capsys):
     from rnnlab.cli import main
 

@@ -702,7 +702,8 @@ def collect(runs_dir, out_dir) -> list[Path]:
     ``result.json`` last, so a record is never seen half-copied. A place that holds a record of
     another configuration or seed is never overwritten: the run goes beside it, into
     ``<place>-<config key>``, with a note; one that holds a half-copied record of this same run
-    is completed, with a note."""
+    is completed, with a note. Records are ``<preset>/seed<k>``: given one preset's folder (or
+    one run's), its runs keep their preset's folder name below ``out_dir``."""
     from ..config import ConfigError
     from ..rundir import atomic_copy
 
@@ -719,7 +720,10 @@ def collect(runs_dir, out_dir) -> list[Path]:
     copied = []
     for p in RunFiles.below(runs_dir):
         src = p.parent
-        dest = out_dir / src.relative_to(runs_dir)
+        rel = src.relative_to(runs_dir)
+        if len(rel.parts) < 2:  # runs_dir is a preset's folder or a run: keep the preset's name
+            rel = src.relative_to(src.parent.parent)
+        dest = out_dir / rel
         if RunFiles(dest).result.exists() and _half_copied(dest, src):
             log.warning(f"{dest} holds a half-copied record of {src}; completing it")
         elif RunFiles(dest).result.exists() and _key_and_seed(dest) != _key_and_seed(src):
