@@ -349,6 +349,7 @@ def poison(monkeypatch, float64):
 
     monkeypatch.setattr(T, "build_model", make)
     monkeypatch.setattr(par, "after_optimizer_step", after_step)
+    monkeypatch.setattr(par, "has_post_step_work", lambda model: True)  # the poison is post-step work
     return state
 
 

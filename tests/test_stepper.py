@@ -169,3 +169,34 @@ def test_an_overflowing_gradient_norm_calls_the_stop_before_the_step():
     model, st = fresh(0.0)  # no clipping: no norm, no stop
     st.backward(loss(model))
     assert st.clip_and_step(stop) is None and seen == [math.inf]
+
+
+def test_post_step_hooks_run_only_where_a_model_has_them(monkeypatch):
+    """The Stepper reads once whether the model has post-step work (a dynamic-trivialization
+    map or a module's ``after_optimizer_step``) and skips the walk over its modules when it has
+    none; a hook of a cell of your own still runs after every step."""
+    import rnnlab.parametrize as par
+
+    calls = []
+    real = par.after_optimizer_step
+    monkeypatch.setattr(par, "after_optimizer_step", lambda m: (calls.append(1), real(m)))
+
+    class Hooked(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 1)
+            self.steps = 0
+
+        def forward(self, x):
+            return self.lin(x)
+
+        def after_optimizer_step(self):
+            self.steps += 1
+
+    plain, hooked = torch.nn.Linear(3, 1), Hooked()
+    for model in (plain, hooked):
+        s = rnnlab.Stepper(model, lr=0.01)
+        for _ in range(3):
+            s.step(model(torch.randn(4, 3)).square().mean())
+    assert par.has_post_step_work(hooked) and not par.has_post_step_work(plain)
+    assert hooked.steps == 3 and len(calls) == 3  # the plain model's steps walked nothing

@@ -447,6 +447,14 @@ def orthogonal_parametrizations(model: nn.Module):
                         yield par, plist.original
 
 
+def has_post_step_work(model: nn.Module) -> bool:
+    """Whether :func:`after_optimizer_step` has anything to do for ``model``: a map with
+    dynamic trivialization (``K``) or a submodule with a post-step hook."""
+    if any(par.K is not None for par, _ in orthogonal_parametrizations(model)):
+        return True
+    return any(callable(getattr(type(m), "after_optimizer_step", None)) for m in model.modules())
+
+
 def after_optimizer_step(model: nn.Module) -> None:
     """Advance dynamic trivialization: re-base every map whose K optimizer steps are up; then
     call the post-step hook ``after_optimizer_step()`` of every submodule that defines one (a

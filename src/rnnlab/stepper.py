@@ -159,6 +159,7 @@ class Stepper:
         self.optimizer, self.groups = build_optimizer(self.config, grouped)
         self.params = [p for g in self.optimizer.param_groups for p in g["params"]]
         self.scaler = scaler
+        self._post_step_work: bool | None = None  # read at the first after_step
 
     def regularization(self) -> Tensor | None:
         """The cells' extra loss terms now (see :func:`regularization`)."""
@@ -201,8 +202,13 @@ class Stepper:
         return gnorm
 
     def after_step(self) -> None:
-        """The cells' post-step hooks (:func:`rnnlab.parametrize.after_optimizer_step`)."""
-        par.after_optimizer_step(self.model)
+        """The cells' post-step hooks (:func:`rnnlab.parametrize.after_optimizer_step`). Whether
+        the model has any is read from its modules at the first step (a model without any,
+        most of them, then skips the two walks over its modules per step)."""
+        if self._post_step_work is None:
+            self._post_step_work = par.has_post_step_work(self.model)
+        if self._post_step_work:
+            par.after_optimizer_step(self.model)
 
     def update(self, on_overflow: Callable[[float], None] | None = None):
         """After the backward pass: :meth:`clip_and_step`, then :meth:`after_step`; returns
