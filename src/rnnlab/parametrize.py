@@ -447,12 +447,21 @@ def orthogonal_parametrizations(model: nn.Module):
                         yield par, plist.original
 
 
+def _dynamic_maps(model: nn.Module):
+    """``(parametrization, free_parameter)`` of every map of ``model`` with dynamic
+    trivialization (``K`` steps between re-bases)."""
+    return ((par, A) for par, A in orthogonal_parametrizations(model) if par.K is not None)
+
+
+def _hooked_modules(model: nn.Module):
+    """The submodules of ``model`` whose class defines a post-step hook ``after_optimizer_step()``."""
+    return (m for m in model.modules() if callable(getattr(type(m), "after_optimizer_step", None)))
+
+
 def has_post_step_work(model: nn.Module) -> bool:
     """Whether :func:`after_optimizer_step` has anything to do for ``model``: a map with
     dynamic trivialization (``K``) or a submodule with a post-step hook."""
-    if any(par.K is not None for par, _ in orthogonal_parametrizations(model)):
-        return True
-    return any(callable(getattr(type(m), "after_optimizer_step", None)) for m in model.modules())
+    return any(True for _ in _dynamic_maps(model)) or any(True for _ in _hooked_modules(model))
 
 
 def after_optimizer_step(model: nn.Module) -> None:
@@ -460,16 +469,13 @@ def after_optimizer_step(model: nn.Module) -> None:
     call the post-step hook ``after_optimizer_step()`` of every submodule that defines one (a
     cell of your own that projects its weights back after each step, docs/own-cell.md), under
     ``torch.no_grad()``."""
-    for par, A in orthogonal_parametrizations(model):
-        if par.K is None:
-            continue
+    for par, A in _dynamic_maps(model):
         par.steps += 1
         if int(par.steps) % par.K == 0:
             par.rebase(A)
-    for m in model.modules():
-        if callable(getattr(type(m), "after_optimizer_step", None)):
-            with torch.no_grad():
-                m.after_optimizer_step()
+    for m in _hooked_modules(model):
+        with torch.no_grad():
+            m.after_optimizer_step()
 
 
 def orthogonality_error(W: Tensor) -> float:

@@ -94,10 +94,14 @@ class StackedStep:
 
     # ------------------------------------------------------------------------------------
     @staticmethod
-    def _grads(opts, g: int) -> Tensor:
+    def _rows(ts: list[Tensor], K: int, flat: list[Tensor] | None = None) -> Tensor:
+        """(K, elements): the K members' tensors ``ts``, in member order, one row each (``flat``:
+        their flat views, where kept)."""
+        return torch.cat(flat if flat is not None else [t.reshape(-1) for t in ts]).view(K, -1)
+
+    def _grads(self, opts, g: int) -> Tensor:
         """(K, elements) of the members' gradients of group ``g`` (new tensors at every step)."""
-        ts = [p.grad for o in opts for p in o.param_groups[g]["params"]]
-        return torch.cat([t.reshape(-1) for t in ts]).view(len(opts), -1)
+        return self._rows([p.grad for o in opts for p in o.param_groups[g]["params"]], len(opts))
 
     def _flat_views(self, key: tuple, ts: list[Tensor]) -> tuple[list[Tensor], list[int]] | None:
         """Each tensor of ``ts`` as a flat view, and their sizes; kept while ``ts`` are the same
@@ -105,7 +109,7 @@ class StackedStep:
         views follow), or None for a tensor that is not contiguous (no flat view of it)."""
         ptrs = [t.data_ptr() for t in ts]
         hit = self._views.get(key)
-        if hit is not None and hit[1] == ptrs and len(hit[0]) == len(ts) and all(a is b for a, b in zip(hit[0], ts)):
+        if hit is not None and hit[1] == ptrs and all(a is b for a, b in zip(hit[0], ts)):
             return hit[2], hit[3]
         if not all(t.is_contiguous() for t in ts):
             self._views.pop(key, None)
@@ -116,9 +120,8 @@ class StackedStep:
 
     def _stack(self, key: tuple, ts: list[Tensor], K: int) -> Tensor:
         """The (K, elements) stack of ``ts`` (K members' tensors in member order)."""
-        flat = self._flat_views(key, ts)
-        parts = flat[0] if flat is not None else [t.reshape(-1) for t in ts]
-        return torch.cat(parts).view(K, -1)
+        views = self._flat_views(key, ts)
+        return self._rows(ts, K, None if views is None else views[0])
 
     def _write(self, key: tuple, targets: list[Tensor], flat: Tensor) -> None:
         """Copy the rows of ``flat`` back into ``targets`` (the tensors :meth:`_stack` stacked)."""
