@@ -9,7 +9,7 @@ from torch.func import vmap
 
 from rnnlab.cells import CELLS
 from rnnlab.cells.base import batched_path, batched_paths
-from rnnlab.kernels.ensemble import GATE_MAJOR_BELOW, _DMUSteps, _ElementwiseSteps, ensemble_call
+from rnnlab.kernels.ensemble import GATE_MAJOR_BELOW, _DMUSteps, _ElementwiseSteps, batched_linear, ensemble_call
 from rnnlab.kernels.linear import MIN_ROWS, tall_linear
 from rnnlab.model import SequenceModel
 from rnnlab.stacked_model import StackedModel
@@ -129,6 +129,37 @@ def test_tall_linear_inside_vmap():
     W, b = torch.randn(2, 4, 3, dtype=D), torch.randn(2, 4, dtype=D)
     out = vmap(tall_linear, in_dims=(None, 0, 0))(x, W, b)
     torch.testing.assert_close(out, torch.stack([x @ W[k].T + b[k] for k in range(2)]))
+
+
+@pytest.mark.parametrize("n_in,n_out", [(7, 3), (3, 7)])  # both orientations of the product
+@pytest.mark.parametrize("layout", ["time-major", "view of batch-first", "shared input", "2-d"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_batched_linear_is_each_members_linear(n_in, n_out, layout, bias):
+    """batched_linear inside vmap (one product over all of a member's rows, in the memory order
+    of its input) against F.linear per member: values and the gradients of x, W and b, float64."""
+    E, T, B = 3, 5, 4
+    g = torch.Generator().manual_seed(0)
+    shape = {"view of batch-first": (E, B, T), "shared input": (T, B), "2-d": (E, T * B)}.get(layout, (E, T, B))
+    xb = torch.randn(*shape, n_in, dtype=D, generator=g).requires_grad_(True)
+    # the view of batch-first memory is what Recurrent hands a cell: transpose(0, 1) of (B, T, I)
+    x = xb.transpose(1, 2) if layout == "view of batch-first" else xb
+    in_x = None if layout == "shared input" else 0
+    W = torch.randn(E, n_out, n_in, dtype=D, generator=g, requires_grad=True)
+    b = torch.randn(E, n_out, dtype=D, generator=g, requires_grad=True) if bias else None
+    out = vmap(batched_linear, in_dims=(in_x, 0, 0 if bias else None))(x, W, b)
+    grad = torch.randn(out.shape, dtype=D, generator=g)
+    got = torch.autograd.grad(out, [t for t in (xb, W, b) if t is not None], grad)
+    member = (lambda k: x[k]) if in_x == 0 else (lambda k: x)
+    want_out = torch.stack([torch.nn.functional.linear(member(k), W[k], None if b is None else b[k]) for k in range(E)])
+    want = torch.autograd.grad(want_out, [t for t in (xb, W, b) if t is not None], grad)
+    torch.testing.assert_close(out, want_out)
+    for a, w in zip(got, want):
+        torch.testing.assert_close(a, w)
+
+
+def test_batched_linear_outside_vmap_is_f_linear():
+    x, W, b = torch.randn(5, 4, 3), torch.randn(2, 3), torch.randn(2)
+    assert torch.equal(batched_linear(x, W, b), torch.nn.functional.linear(x, W, b))
 
 
 @pytest.mark.parametrize("activation", ["tanh", "relu", "modrelu", "identity"])

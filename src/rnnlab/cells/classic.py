@@ -20,7 +20,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from .. import parametrize as par
 from ..kernels import small
 from ..kernels.amp import autocasting, float32_region, full_precision, low_precision_autocast
-from ..kernels.ensemble import ensemble_gru, ensemble_lstm
+from ..kernels.ensemble import batched_linear, ensemble_gru, ensemble_lstm
 from ..kernels.gated import gru_recurrence
 from ..kernels.linear import tall_linear
 from ..kernels.recurrence import elementwise_rnn, modrelu
@@ -203,7 +203,7 @@ class RNNCell(_Affine):
         state = self.start_sequence(x, state)
         bias = None if self.bias_ih is None else self.bias_ih + self.bias_hh
         return small.rnn(
-            nn.functional.linear(x, self.weight_ih, bias), self.weight_hh, state, self.nonlinearity, lengths
+            batched_linear(x, self.weight_ih, bias), self.weight_hh, state, self.nonlinearity, lengths
         )
 
     @property
@@ -292,7 +292,7 @@ class LSTMCell(_Affine):
             return None
         h0, c0 = self.start_sequence(x, state)
         bias = None if self.bias_ih is None else self.bias_ih + self.bias_hh
-        out, h, c = small.lstm(nn.functional.linear(x, self.weight_ih, bias), self.weight_hh, h0, c0, lengths)
+        out, h, c = small.lstm(batched_linear(x, self.weight_ih, bias), self.weight_hh, h0, c0, lengths)
         return out, (h, c)
 
     def batched_sequence(self, x, state=None, lengths=None):
@@ -310,7 +310,7 @@ class LSTMCell(_Affine):
                 dt = full_precision(x)
                 gi = nn.functional.linear(x.to(dt), self.weight_ih.to(dt), None if bias is None else bias.to(dt))
         else:
-            gi = nn.functional.linear(x, self.weight_ih, bias)
+            gi = batched_linear(x, self.weight_ih, bias)
         out, h, c = ensemble_lstm(gi, self.weight_hh, state[0], state[1], lengths)
         return out, (h, c)
 
@@ -354,7 +354,7 @@ class GRUCell(_Affine):
             return None
         state = self.start_sequence(x, state)
         b_hh = self.bias_hh if self.bias_hh is not None else x.new_zeros(self.weight_hh.shape[0])
-        return small.gru(nn.functional.linear(x, self.weight_ih, self.bias_ih), self.weight_hh, b_hh, state, lengths)
+        return small.gru(batched_linear(x, self.weight_ih, self.bias_ih), self.weight_hh, b_hh, state, lengths)
 
     def batched_sequence(self, x, state=None, lengths=None):
         """The compiled loops where the backend chooses them, else the batched loop
@@ -365,7 +365,7 @@ class GRUCell(_Affine):
             return done
         state = self.start_sequence(x, state)
         b_hh = self.bias_hh if self.bias_hh is not None else x.new_zeros(self.weight_hh.shape[0])
-        return ensemble_gru(nn.functional.linear(x, self.weight_ih, self.bias_ih), self.weight_hh, b_hh, state, lengths)
+        return ensemble_gru(batched_linear(x, self.weight_ih, self.bias_ih), self.weight_hh, b_hh, state, lengths)
 
     def sequence(self, x, state=None, lengths=None):
         """``backend="small"`` (and "auto" at small widths): the compiled loops of

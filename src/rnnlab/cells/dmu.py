@@ -31,7 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from ..kernels import small
-from ..kernels.ensemble import ensemble_dmu, ensemble_rhn
+from ..kernels.ensemble import batched_linear, ensemble_dmu, ensemble_rhn
 from ..kernels.gated import dmu_recurrence, rhn_recurrence
 from ..kernels.linear import tall_linear
 from .base import Cell, real_option
@@ -130,7 +130,7 @@ class DMUCell(Cell):
             return None
         state = self.start_sequence(x, state)
         I = self.input_size
-        u1 = nn.functional.linear(x, first.weight[:, :I], first.bias)
+        u1 = batched_linear(x, first.weight[:, :I], first.bias)
         if self.depth == 1:  # layers=[]: the one linear layer is the output layer
             return small.dmu(u1, state, first.weight[:, I:], [], None, None, self.activation, 0.01, lengths)
         hidden = [(lin.weight, lin.bias) for lin in self.fnn[1:-1]]
@@ -145,7 +145,7 @@ class DMUCell(Cell):
             return done
         state = self.start_sequence(x, state)
         n_in, first, last = self.input_size, self.fnn[0], self.fnn[-1]
-        u1 = nn.functional.linear(x, first.weight[:, :n_in], first.bias)
+        u1 = batched_linear(x, first.weight[:, :n_in], first.bias)
         if self.depth == 1:  # layers=[]: the one linear layer is the output layer
             return ensemble_dmu(u1, state, first.weight[:, n_in:], [], None, None, self.activation, 0.01, lengths)
         hidden = [(lin.weight, lin.bias) for lin in self.fnn[1:-1]]
@@ -231,7 +231,7 @@ class RHNCell(Cell):
         if not small.chosen("rhn", self.backend, self.hidden_size, x, self.weight_hh):
             return None
         state = self.start_sequence(x, state)
-        u = nn.functional.linear(x, self.weight_ih)
+        u = batched_linear(x, self.weight_ih)
         return small.rhn(u, self.weight_hh, self.bias, state, lengths)
 
     def batched_sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
@@ -245,4 +245,4 @@ class RHNCell(Cell):
         # the first micro-layer's bias enters the input terms, as in the single run's fast path
         # (under autocast they round together)
         bias = torch.cat([torch.zeros_like(self.bias[:1]), self.bias[1:]])
-        return ensemble_rhn(nn.functional.linear(x, self.weight_ih, self.bias[0]), self.weight_hh, bias, state, lengths)
+        return ensemble_rhn(batched_linear(x, self.weight_ih, self.bias[0]), self.weight_hh, bias, state, lengths)

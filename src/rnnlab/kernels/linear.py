@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from .amp import autocasting
-from .ensemble import batched
+from .ensemble import batched, batched_linear
 
 #: set to False to make :func:`tall_linear` plain ``F.linear`` everywhere (e.g. to compare)
 ENABLED = True
@@ -97,6 +97,8 @@ class _Linear(torch.autograd.Function):
 def tall_linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``torch.nn.functional.linear(x, weight, bias)`` (same values and gradients) with the
     blocked forward and fast weight gradient for inputs of many rows."""
+    if ENABLED and batched(x, weight, bias):  # inside vmap (an ensemble): no autograd Function
+        return batched_linear(x, weight, bias)
     rows = x.numel() // x.shape[-1] if x.numel() else 0
     if (
         not ENABLED
@@ -104,8 +106,7 @@ def tall_linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor
         or x.dtype not in (torch.float32, torch.float64)
         or x.device.type != "cpu"
         or autocasting(x.device.type)  # under autocast, F.linear runs in autocast's dtype
-        or batched(x, weight, bias)
-    ):  # inside vmap (an ensemble): no autograd Function
+    ):
         return torch.nn.functional.linear(x, weight, bias)
     if x.dim() == 3 and not x.is_contiguous() and x.transpose(0, 1).is_contiguous():
         # a batch-first view of time-major memory: compute in that memory, hand back a view
