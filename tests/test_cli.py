@@ -191,3 +191,21 @@ def test_bench_speed_is_wired_and_train_records_the_allocator(tmp_path):
     )
     r = json.loads((out / "result.json").read_text())
     assert r["conditions"]["malloc"].startswith(("glibc mallopt", "default"))
+
+
+def test_resume_with_several_seeds_starts_those_never_checkpointed(tmp_path, capsys):
+    """`train --seeds 0,1 --resume` after a stop before seed 1 began: seed 0 continues, seed 1
+    starts (as an ensemble's members do) and equals a run of seed 1 made on its own; one seed
+    with nothing to resume is still refused."""
+    base = ["train", "demo/exprnn", "--set", "train.steps=10"] + FAST
+    runs = tmp_path / "runs"
+    assert main(base + ["--runs-dir", str(runs), "--seeds", "0"]) == 0
+    assert main(base + ["--runs-dir", str(runs), "--seeds", "0,1", "--resume"]) == 0
+    assert "seed 1: no checkpoint to resume; starting it" in capsys.readouterr().err
+    alone = tmp_path / "alone"
+    assert main(base + ["--runs-dir", str(alone), "--seeds", "1"]) == 0
+    (r1,) = runs.glob("demo-exprnn-*/seed1/result.json")
+    (a1,) = alone.glob("demo-exprnn-*/seed1/result.json")
+    assert json.loads(r1.read_text())["final"] == json.loads(a1.read_text())["final"]
+    assert main(base + ["--runs-dir", str(runs), "--seeds", "2", "--resume"]) != 0
+    assert "nothing was checkpointed yet" in capsys.readouterr().err

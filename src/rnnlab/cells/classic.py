@@ -202,9 +202,7 @@ class RNNCell(_Affine):
             return None
         state = self.start_sequence(x, state)
         bias = None if self.bias_ih is None else self.bias_ih + self.bias_hh
-        return small.rnn(
-            batched_linear(x, self.weight_ih, bias), self.weight_hh, state, self.nonlinearity, lengths
-        )
+        return small.rnn(batched_linear(x, self.weight_ih, bias), self.weight_hh, state, self.nonlinearity, lengths)
 
     @property
     def native(self):

@@ -178,7 +178,8 @@ def _parser_train(sub) -> None:
     s.add_argument(
         "--resume",
         action="store_true",
-        help="continue from the run's checkpoint.pt, e.g. rnnlab train demo/lstm --resume",
+        help="continue from the run's checkpoint.pt, e.g. rnnlab train demo/lstm --resume; with several "
+        "--seeds (or --ensemble) each seed continues where it is and one not checkpointed yet starts",
     )
     _opt_data_dir(s)
     _opt_quiet(s, "no progress bar and no evaluation lines, e.g. in scripts that only read result.json")

@@ -107,7 +107,7 @@ def _parse_seeds(text: str) -> list[int]:
 
 
 def cmd_train(args) -> int:
-    from .. import config, device, train
+    from .. import config, device, rundir, train
 
     seeds = _parse_seeds(args.seeds) if args.seeds is not None else [None]
     if args.out and len(seeds) > 1:
@@ -130,8 +130,14 @@ def cmd_train(args) -> int:
         if args.ensemble:  # all seeds as one batched model, below
             runs.append((cfg, run_dir))
             continue
+        resume = args.resume
+        if resume and len(seeds) > 1 and not rundir.RunFiles(run_dir).checkpoint.exists():
+            # several seeds, as an ensemble's members: each continues where it is, and one
+            # interrupted before its first checkpoint (or never started) starts
+            print(f"  seed {seed}: no checkpoint to resume; starting it", file=sys.stderr)
+            resume = False
         r = train.train(
-            cfg, run_dir, resume=args.resume, progress=False if args.quiet else None, data_dir=args.data_dir, device=dev
+            cfg, run_dir, resume=resume, progress=False if args.quiet else None, data_dir=args.data_dir, device=dev
         )
         _print_result(r)
     if runs:
