@@ -207,5 +207,11 @@ def test_resume_with_several_seeds_starts_those_never_checkpointed(tmp_path, cap
     (r1,) = runs.glob("demo-exprnn-*/seed1/result.json")
     (a1,) = alone.glob("demo-exprnn-*/seed1/result.json")
     assert json.loads(r1.read_text())["final"] == json.loads(a1.read_text())["final"]
+    # both finished: a second --resume reports them and leaves their results as they are
+    before = {p: p.read_bytes() for p in runs.glob("demo-exprnn-*/seed*/result.json")}
+    capsys.readouterr()
+    assert main(base + ["--runs-dir", str(runs), "--seeds", "0,1", "--resume"]) == 0
+    assert capsys.readouterr().out.count("10 steps") == 2
+    assert {p: p.read_bytes() for p in before} == before
     assert main(base + ["--runs-dir", str(runs), "--seeds", "2", "--resume"]) != 0
     assert "nothing was checkpointed yet" in capsys.readouterr().err

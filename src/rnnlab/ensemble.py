@@ -58,14 +58,11 @@ from ._compat import moved_attribute
 from .cells.base import check_lengths, iter_cells
 from .config import ConfigError, RunConfig
 from .rundir import (
-    RunExists,
     RunFiles,
     RunLocked,
     atomic_write_text,
     claim,
-    config_key,
     git_state,
-    resolved_saved_key,
     source_hash,
 )
 from .runtime import PROGRESS_EVERY_S, show_progress
@@ -92,6 +89,7 @@ from .train import (
     open_log,
     overflow_stop,
     prepare,
+    start_mode,
     step_loss,
 )
 
@@ -614,19 +612,12 @@ def _claim_and_check(m: Member, resume) -> None:
     m.lock = lock
     try:
         files = RunFiles(m.root)
-        if resume == "auto":
-            if files.result.exists():
-                if resolved_saved_key(m.root) == config_key(m.cfg):
-                    m.status, m.result = "done", json.loads(files.result.read_text())
-                    _release(m)
-                    return
-                raise RunExists(
-                    f"{m.root} holds a finished run of another configuration (config.json); "
-                    f"move it away or use another --runs-dir"
-                )
-            m.resume = files.checkpoint.exists()
-        else:
-            m.resume = bool(resume)
+        mode = start_mode(files, m.cfg, resume)
+        if isinstance(mode, dict):  # a finished run of this configuration
+            m.status, m.result = "done", mode
+            _release(m)
+            return
+        m.resume = mode
         check_start(files, m.cfg, m.resume)
     except Exception as e:
         m.status, m.exc, m.error = "failed", e, f"{type(e).__name__}: " + " ".join(str(e).split())

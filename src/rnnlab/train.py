@@ -61,6 +61,7 @@ from .rundir import (
     load_run,
     load_weights,
     read_jsonl,
+    resolved_saved_key,
     runtime_conditions,
     source_hash,
     versions,
@@ -232,7 +233,7 @@ class StepOut:
 def train(
     cfg: RunConfig,
     run_dir: str | Path,
-    resume: bool = False,
+    resume: bool | str = False,
     progress: bool | None = None,
     data_dir: str | None = None,
     task: Task | None = None,
@@ -250,7 +251,8 @@ def train(
     the CLI does, to report a device this machine lacks before it prints anything); by default
     it is resolved here. ``progress=None`` shows a progress bar only on a terminal. Raises ``TrainingDiverged`` on a
     NaN/inf loss (the last good checkpoint stays) and ``RunExists`` when ``run_dir`` already has
-    a checkpoint and ``resume`` is False.
+    a checkpoint and ``resume`` is False. ``resume="auto"`` continues a checkpointed run, starts
+    one never checkpointed and returns a finished one's saved result (``start_mode``).
 
     >>> from rnnlab import config
     >>> cfg = config.load("demo/lstm", ["train.steps=2", "train.eval_every=2", "task.L=4",
@@ -267,7 +269,10 @@ def train(
     with claim(run_dir):  # one writer per run directory; a failed start leaves no stub behind
         before = {p.name for p in run_dir.iterdir()}
         try:
-            return _train(cfg, RunFiles(run_dir), resume, progress, data_dir, task, on_eval, device)
+            mode = start_mode(RunFiles(run_dir), cfg, resume)
+            if isinstance(mode, dict):  # resume="auto" and the run is finished
+                return mode
+            return _train(cfg, RunFiles(run_dir), mode, progress, data_dir, task, on_eval, device)
         except BaseException:
             discard_failed_start(run_dir, before)
             raise
@@ -318,6 +323,23 @@ def _train(
 
 
 # ---------------------------------------------------------------------------- prepare or resume
+
+
+def start_mode(files: RunFiles, cfg: RunConfig, resume) -> bool | dict:
+    """How a run starts. ``resume`` True or False is taken as given; ``"auto"`` (several seeds,
+    each where it stands) gives the saved result of a finished run of this configuration (a
+    dict: nothing to do), True when a checkpoint exists and False for a run never checkpointed.
+    A finished run of another configuration in the directory is refused."""
+    if resume != "auto":
+        return bool(resume)
+    if files.result.exists():
+        if resolved_saved_key(files.root) == config_key(cfg):
+            return json.loads(files.result.read_text())
+        raise RunExists(
+            f"{files.root} holds a finished run of another configuration (config.json); "
+            f"move it away or use another --runs-dir"
+        )
+    return files.checkpoint.exists()
 
 
 def check_start(files: RunFiles, cfg: RunConfig, resume: bool) -> None:

@@ -131,11 +131,12 @@ def cmd_train(args) -> int:
             runs.append((cfg, run_dir))
             continue
         resume = args.resume
-        if resume and len(seeds) > 1 and not rundir.RunFiles(run_dir).checkpoint.exists():
-            # several seeds, as an ensemble's members: each continues where it is, and one
-            # interrupted before its first checkpoint (or never started) starts
-            print(f"  seed {seed}: no checkpoint to resume; starting it", file=sys.stderr)
-            resume = False
+        if resume and len(seeds) > 1:
+            # several seeds, as an ensemble's members (train.start_mode): each continues where
+            # it is, a finished one is reported, one never checkpointed starts
+            resume = "auto"
+            if not rundir.RunFiles(run_dir).checkpoint.exists():
+                print(f"  seed {seed}: no checkpoint to resume; starting it", file=sys.stderr)
         r = train.train(
             cfg, run_dir, resume=resume, progress=False if args.quiet else None, data_dir=args.data_dir, device=dev
         )
