@@ -124,15 +124,19 @@ def _same_run(single: Path, member: Path, rtol: float) -> None:
     assert [r["step"] for r in a] == [r["step"] for r in b]
     for i, (ra, rb) in enumerate(zip(a, b)):
         _close(ra, rb, rtol, f"{member.name} metrics row {i}")
-    if (single / "result.json").exists():
-        ra, rb = (json.loads((d / "result.json").read_text()) for d in (single, member))
+    for name in ("result.json", "diverged.json"):
+        if not (single / name).exists():
+            continue
+        ra, rb = (json.loads((d / name).read_text()) for d in (single, member))
+        if "reason" in ra:  # the error names its own run directory
+            assert ra.pop("reason").split(";")[0] == rb.pop("reason").split(";")[0]
         assert ra.keys() == rb.keys()
         assert rb["conditions"]["ensemble"] >= 1 and "ensemble" not in ra["conditions"]
         _close(
             {k: v for k, v in ra.items() if k not in TIMING},
             {k: v for k, v in rb.items() if k not in TIMING},
             rtol,
-            f"{member.name} result",
+            f"{member.name} {name}",
         )
     ca, cb = (torch.load(d / "checkpoint.pt", weights_only=False) for d in (single, member))
     assert ca["progress"]["step"] == cb["progress"]["step"]
@@ -367,6 +371,10 @@ def test_a_diverging_member_stops_alone_with_its_last_good_checkpoint(mode, step
     assert not (tmp_path / "ens" / "seed1" / "result.json").exists()
     ck = torch.load(tmp_path / "ens" / "seed1" / "checkpoint.pt", weights_only=False)
     assert ck["progress"]["step"] == kept
+    # the record of the stop, as the single run writes it (compared above): no test scores
+    d = json.loads((tmp_path / "ens" / "seed1" / "diverged.json").read_text())
+    assert d["stopped"] == "diverged" and "test" not in d and d["conditions"]["ensemble"] == 3
+    assert not (tmp_path / "ens" / "seed0" / "diverged.json").exists()
 
 
 def _hold_lock(run_dir: Path) -> RunLock:

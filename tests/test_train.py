@@ -152,6 +152,11 @@ def test_nan_loss_stops_with_the_step_and_keeps_the_last_good_checkpoint(tmp_pat
     ck = torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=False)
     assert ck["progress"]["step"] == 10
     assert all(torch.isfinite(v).all() for v in ck["model"].values() if v.is_floating_point())
+    # the record of the stop: where, why and where it was made; no result.json, no test scores
+    d = json.loads((tmp_path / "r" / "diverged.json").read_text())
+    assert not (tmp_path / "r" / "result.json").exists()
+    assert d["stopped"] == "diverged" and d["steps"] == 16 and "step 17" in d["reason"] and "test" not in d
+    assert d["seed"] == cfg.train.seed and d["git"] is not None and d["best"]["step"] == 10
 
 
 def test_dynamic_trivialization_through_the_trainer(tmp_path):

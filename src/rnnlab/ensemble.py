@@ -73,6 +73,7 @@ from .tasks.base import Batch, Task
 from .train import (
     RunState,
     Trainer,
+    TrainingDiverged,
     after_update,
     apply_update,
     carried_state,
@@ -89,6 +90,7 @@ from .train import (
     open_log,
     overflow_stop,
     prepare,
+    record_divergence,
     start_mode,
     step_loss,
 )
@@ -343,6 +345,8 @@ class _Ensemble:
 
     # --- per member ------------------------------------------------------------------
     def fail(self, m: Member, e: BaseException) -> None:
+        if isinstance(e, TrainingDiverged):
+            record_divergence(m.run, m.tr, e, ensemble=self.size)
         m.status, m.exc = "failed", e
         m.error = f"{type(e).__name__}: " + " ".join(str(e).split())
         close_run(m.run)

@@ -32,8 +32,9 @@ def _note(msg: str) -> None:
     log.warning(msg)
 
 
-def find_results(runs_dir: str | Path | list, notes: list[str] | None = None) -> list[dict]:
-    """Every ``result.json`` below ``runs_dir`` (a folder or a list of run folders), with its
+def find_results(runs_dir: str | Path | list, notes: list[str] | None = None, diverged: bool = False) -> list[dict]:
+    """Every ``result.json`` below ``runs_dir`` (a folder or a list of run folders; with
+    ``diverged``, also the ``diverged.json`` of runs stopped by divergence: ``RunFiles.outcomes``), with its
     directory under ``"run_dir"``, its configuration under ``"config"`` and the configuration
     key under ``"config_key"`` (None without a readable ``config.json``). Unreadable
     ``result.json`` files are skipped and named in ``notes`` (else on stderr)."""
@@ -42,7 +43,7 @@ def find_results(runs_dir: str | Path | list, notes: list[str] | None = None) ->
     for root in roots:
         if not root.exists():
             raise NoSuchPath(f"no such runs directory: {root}")
-        paths += RunFiles.below(root)
+        paths += RunFiles.outcomes(root) if diverged else RunFiles.below(root)
     out = []
     for p in paths:
         try:
@@ -317,11 +318,12 @@ def threshold_counts(
     the evaluation at ``step`` counts for epoch ``epoch_of(step, steps_per_epoch)``; by default
     each run's epoch is the protocol's 200 sequences, ``dmu_steps_per_epoch``). Returns
     ``{name: {threshold: [count at epoch 1, 2, ...]}}`` up to the last evaluated epoch. A run
-    whose ``metrics.jsonl`` has no finite ``metric`` is left out with a note."""
+    whose ``metrics.jsonl`` has no finite ``metric`` is left out with a note; a run stopped by
+    divergence (``diverged.json``) counts with what it reached before, as the ledger counts it."""
     if steps_per_epoch is not None and steps_per_epoch <= 0:
         raise ValueError(f"--steps-per-epoch must be a positive number of optimizer steps, got {steps_per_epoch}")
     notes: list[str] = []
-    results = find_results(runs_dir, notes)
+    results = find_results(runs_dir, notes, diverged=True)
     if not results:
         raise FileNotFoundError(
             f"no finished runs (result.json) below {runs_dir}; train some first (rnnlab train / rnnlab suite)"

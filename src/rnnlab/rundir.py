@@ -121,12 +121,15 @@ class RunFiles:
     CHECKPOINT: ClassVar[str] = "checkpoint.pt"
     BEST: ClassVar[str] = "best.pt"
     RESULT: ClassVar[str] = "result.json"
+    #: the record of a run stopped by a non-finite loss, gradient norm or weight (no test
+    #: scores: what it reached is its metrics.jsonl up to the step it diverged at)
+    DIVERGED: ClassVar[str] = "diverged.json"
     ANALYSIS: ClassVar[str] = "analysis.json"  # the analysis record (rnnlab.analysis.record)
     TENSORBOARD: ClassVar[str] = "tensorboard"
     LOCK: ClassVar[str] = LOCK_NAME
     #: the small files that make a run's record (copied by ``rnnlab ledger collect`` and the
     #: demo's record; never the checkpoints), ``result.json`` last: the order to copy them in
-    RECORD: ClassVar[tuple[str, ...]] = (CONFIG, TASK, METRICS, ANALYSIS, RESULT)
+    RECORD: ClassVar[tuple[str, ...]] = (CONFIG, TASK, METRICS, ANALYSIS, DIVERGED, RESULT)
 
     def __post_init__(self):
         object.__setattr__(self, "root", Path(self.root))
@@ -156,6 +159,10 @@ class RunFiles:
         return self.root / self.RESULT
 
     @property
+    def diverged(self) -> Path:
+        return self.root / self.DIVERGED
+
+    @property
     def analysis(self) -> Path:
         return self.root / self.ANALYSIS
 
@@ -180,6 +187,14 @@ class RunFiles:
         """Every file called ``name`` (a run file's name; by default ``result.json``: one per
         finished run) below ``root``, sorted."""
         return sorted(Path(root).rglob(name))
+
+    @classmethod
+    def outcomes(cls, root: str | Path) -> list[Path]:
+        """The record of every run below ``root`` that ended: its ``result.json``, or for a run
+        stopped by divergence and not finished since, its ``diverged.json``; sorted."""
+        done = cls.below(root)
+        finished = {p.parent for p in done}
+        return sorted(done + [p for p in cls.below(root, cls.DIVERGED) if p.parent not in finished])
 
 
 def is_finished(run_dir: str | Path, cfg=None) -> bool:

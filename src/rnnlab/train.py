@@ -316,6 +316,9 @@ def _train(
             else:
                 checkpoint_between(run, tr)
                 progress_line(run)
+    except TrainingDiverged as e:
+        record_divergence(run, tr, e)
+        raise
     finally:
         bar.close()
         close_run(run)
@@ -845,17 +848,31 @@ def finish(run: RunState, tr: Trainer, test: dict | None = None) -> dict:
     """result.json: final and best scores, test scores of best.pt, timing and provenance.
     ``test``: the test metrics of best.pt when the caller computed them already (an ensemble
     evaluates its members in one pass)."""
-    cfg, tc, prog = run.cfg, run.cfg.train, run.prog
+    tc, prog = run.cfg.train, run.prog
     if not run.last_eval:  # resumed a run that had already finished
         run.last_eval = evaluate(tr.model, tr.task, "val", tc.eval_batch_size, tc.eval_max_batches, tr.precision)
-    result = {
+    result = _outcome(run, tr, prog.stopped or "completed")
+    if tc.test:
+        if test is None:
+            load_best(run, tr)
+            test = evaluate(tr.model, tr.task, "test", tc.eval_batch_size, tc.eval_max_batches, tr.precision)
+        result["test"] = test
+    atomic_write_text(run.files.result, json.dumps(result, indent=2) + "\n")
+    run.files.diverged.unlink(missing_ok=True)  # an earlier stop, since resumed and finished
+    return result
+
+
+def _outcome(run: RunState, tr: Trainer, stopped: str) -> dict:
+    """What result.json and diverged.json share: the run, its scores so far, timing, provenance."""
+    cfg, tc, prog = run.cfg, run.cfg.train, run.prog
+    out = {
         "name": cfg.name,
         "task": cfg.task.name,
         "cell": cfg.model.cell,
         "seed": tc.seed,
         "data_seed": cfg.data_seed,
         "steps": prog.step,
-        "stopped": prog.stopped or "completed",
+        "stopped": stopped,
         "final": run.last_eval,
         "best": {"step": prog.best_step, run.select: prog.best_value},
         "select_metric": run.select,
@@ -871,17 +888,28 @@ def finish(run: RunState, tr: Trainer, test: dict | None = None) -> dict:
         "source_sha256": run.provenance["source_sha256"],
     }
     # training alone: evaluation and checkpoint writing are timed apart (eval_time_s)
-    result["eval_time_s"] = round(prog.eval_elapsed, 2)
-    result["train_time_s"] = round(result["wall_time_s"] - prog.eval_elapsed, 2)
-    result["time_per_step_s"] = round(result["train_time_s"] / max(prog.step, 1), 4)
-    result["precision_segments"] = prog.precision_segments
-    if tc.test:
-        if test is None:
-            load_best(run, tr)
-            test = evaluate(tr.model, tr.task, "test", tc.eval_batch_size, tc.eval_max_batches, tr.precision)
-        result["test"] = test
-    atomic_write_text(run.files.result, json.dumps(result, indent=2) + "\n")
-    return result
+    out["eval_time_s"] = round(prog.eval_elapsed, 2)
+    out["train_time_s"] = round(out["wall_time_s"] - prog.eval_elapsed, 2)
+    out["time_per_step_s"] = round(out["train_time_s"] / max(prog.step, 1), 4)
+    out["precision_segments"] = prog.precision_segments
+    return out
+
+
+def record_divergence(run: RunState, tr: Trainer, e: BaseException, **conditions) -> None:
+    """diverged.json: the record of a run stopped by :class:`TrainingDiverged`, written beside
+    its last good checkpoint (which a resume still continues). It holds what result.json holds
+    but the test scores (``steps``: the steps completed, ``reason``: the error), so a campaign
+    keeps the run as evidence: it reached what its metrics.jsonl shows and, under a protocol
+    that would have gone on with non-finite weights, nothing after. ``conditions``: added to
+    the record's conditions (an ensemble's size). Best effort: the divergence is the error to
+    report."""
+    try:
+        out = _outcome(run, tr, "diverged")
+        out["conditions"].update(conditions)
+        out["reason"] = " ".join(str(e).split())
+        atomic_write_text(run.files.diverged, json.dumps(out, indent=2) + "\n")
+    except Exception as w:  # noqa: BLE001
+        log.warning(f"{run.files.root}: could not write {RunFiles.DIVERGED}: {w}")
 
 
 def load_best(run: RunState, tr: Trainer) -> None:

@@ -414,6 +414,33 @@ def test_one_threshold_rule_for_the_ledger_and_rnnlab_thresholds(tmp_path):
         epoch_of(1, 0)
 
 
+def test_a_diverged_run_counts_in_the_thresholds_with_what_it_reached_and_is_collected(tmp_path):
+    """A run stopped by a NaN loss (diverged.json, no result.json) is evidence for the threshold
+    protocol: it reached what its curve shows before the stop and nothing after, in the ledger
+    and in ``rnnlab thresholds`` alike; it is collected with its record, and it gives no test
+    score. Before, it was not collected at all and left a gap in its preset's seeds."""
+    from rnnlab.results import DMU_THRESHOLDS, threshold_counts
+
+    ok = [{"step": 10, "val/loss": 0.005}, {"step": 20, "val/loss": 0.0005}]
+    write_record(tmp_path / "runs", "dmu/short/adding-dmu", 0, {"test/loss": 0.001}, metrics=ok)
+    bad = [{"step": 10, "val/loss": 0.005}, {"step": 13, "train/loss": math.nan}]
+    d = write_record(tmp_path / "runs", "dmu/short/adding-dmu", 1, {}, metrics=bad)
+    r = json.loads((d / "result.json").read_text())
+    r.pop("test")
+    (d / "diverged.json").write_text(json.dumps({**r, "stopped": "diverged", "final": {"val/loss": math.nan}}))
+    (d / "result.json").unlink()
+    copied = collect(tmp_path / "runs", tmp_path / "records")
+    assert sorted(p.name for p in copied) == ["seed0", "seed1"]
+    assert (tmp_path / "records" / d.parent.name / "seed1" / "diverged.json").exists()
+    rs, _, left = records.load_records([tmp_path / "records"])
+    assert not left
+    g = records.Evidence(rs, []).best("dmu/short/adding-dmu")
+    assert len(g.records) == 2 and g.values("test/loss") == [0.001]
+    assert g.thresholds((1e-2, 1e-3)) == {1e-2: [1, 1], 1e-3: [2, None]}  # epochs of 10 steps
+    counts = threshold_counts(tmp_path / "records", "val/loss", DMU_THRESHOLDS, steps_per_epoch=10)[d.parent.name]
+    assert counts[1e-2] == [2, 2] and counts[1e-3] == [0, 1]
+
+
 def test_thresholds_count_epochs_of_200_sequences_at_each_runs_batch(tmp_path, capsys):
     """Without --steps-per-epoch, ``rnnlab thresholds`` takes each run's epoch from its batch as
     the ledger does: 200 steps at batch 1, 10 at the presets' batch 20 (before: always 10, so a

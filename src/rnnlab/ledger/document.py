@@ -718,7 +718,7 @@ def collect(runs_dir, out_dir) -> list[Path]:
             f"give a records folder, e.g. -o records"
         )
     copied = []
-    for p in RunFiles.below(runs_dir):
+    for p in RunFiles.outcomes(runs_dir):  # finished runs, and those stopped by divergence
         src = p.parent
         rel = src.relative_to(runs_dir)
         if len(rel.parts) < 2:  # runs_dir is a preset's folder or a run: keep the preset's name

@@ -1,7 +1,9 @@
 """Run records as the ledger's evidence: loading them (and naming the ones left out), matching
 each to its preset, grouping seeds, and where each was made.
 
-A run record is a directory with ``config.json``, ``result.json`` and ``metrics.jsonl`` (and
+A run record is a directory with ``config.json``, ``result.json`` (or, for a run stopped by a
+non-finite loss, gradient norm or weight, ``diverged.json``: no test scores, and its curve up
+to the divergence counts in the threshold protocols as reaching nothing after) and ``metrics.jsonl`` (and
 ``jacobian.json`` / ``schur.json`` when an analysis was run on it), as ``rnnlab train`` writes
 it; an analysis-only record is a directory with ``analysis.json`` (``{"preset", "seeds",
 "steps", "source", "values"}``, optionally ``"command"``: how to regenerate it).
@@ -129,6 +131,8 @@ class Record:
             return r.get("time_per_step_s")
         if metric in (r.get("test") or {}):
             return r["test"][metric]
+        if r.get("stopped") == "diverged":  # its last scores are the divergence's, not an outcome
+            return None
         return (r.get("final") or {}).get(metric)
 
     def first_epochs(self, thresholds=DMU_THRESHOLDS, metric: str = "val/loss") -> dict[float, int | None] | None:
@@ -229,7 +233,9 @@ def _read_record(p: Path) -> tuple[Record | None, str]:
             return None, f"config.json unreadable ({type(e).__name__}: {str(e)[:60]})"
     except OSError as e:
         return None, f"config.json unreadable ({e.strerror or e})"
-    bad = _nonfinite(result)
+    # a diverged run's last validation scores may be the non-finite values that stopped it:
+    # the divergence itself, not a bad number (its curve up to there is the evidence)
+    bad = _nonfinite({k: v for k, v in result.items() if not (result.get("stopped") == "diverged" and k == "final")})
     if bad:
         return None, "non-finite metric (" + ", ".join(bad) + ")"
     segments = mixed_precision(result)
@@ -264,7 +270,7 @@ def load_records(roots) -> tuple[list[Record], list[Analysis], list[LeftOut]]:
 
             raise NoSuchPath(f"no such records directory: {root} (give the directories that hold run records)")
         pending = awaiting_remake(root)
-        for p in RunFiles.below(root):
+        for p in RunFiles.outcomes(root):
             if p.resolve() in seen_paths:
                 continue
             seen_paths.add(p.resolve())
