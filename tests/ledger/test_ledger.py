@@ -17,6 +17,7 @@ import pytest
 from conftest import write_record
 from rnnlab import config
 from rnnlab.ledger import claims, collect, ledger, published, records, stats
+from rnnlab.rundir import RunFiles
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -488,7 +489,7 @@ def test_every_ledger_suite_lists_the_seeds_and_settings_of_its_records():
         suite = load_suite(name)
         jobs = {(preset, seed) for preset in suite.presets for seed in suite.seeds}
         found = {}
-        for r in (ROOT / "records" / name).rglob("result.json"):
+        for r in RunFiles.outcomes(ROOT / "records" / name):  # finished or diverged
             rec = records._read_record(r)[0]
             records.attribute([rec])
             preset = rec.preset
@@ -644,7 +645,7 @@ def test_every_committed_record_names_a_commit_of_the_history_and_a_clean_tree_o
         pytest.skip("needs the repository's full git history")
     known: dict[str, bool] = {}
     failing = {}
-    for p in sorted((ROOT / "records").rglob("result.json")):
+    for p in RunFiles.outcomes(ROOT / "records"):  # finished and diverged runs alike
         git = json.loads(p.read_text()).get("git") or {}
         commit, why = git.get("commit"), []
         if commit not in known:
