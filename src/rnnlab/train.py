@@ -57,11 +57,11 @@ from .rundir import (
     config_key,
     discard_failed_start,
     git_state,
+    is_finished,
     load_checkpoint,
     load_run,
     load_weights,
     read_jsonl,
-    resolved_saved_key,
     runtime_conditions,
     source_hash,
     versions,
@@ -336,8 +336,8 @@ def start_mode(files: RunFiles, cfg: RunConfig, resume) -> bool | dict:
     if resume != "auto":
         return bool(resume)
     if files.result.exists():
-        if resolved_saved_key(files.root) == config_key(cfg):
-            return json.loads(files.result.read_text())
+        if is_finished(files.root, cfg):
+            return files.read_result()
         raise RunExists(
             f"{files.root} holds a finished run of another configuration (config.json); "
             f"move it away or use another --runs-dir"
