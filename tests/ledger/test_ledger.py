@@ -560,7 +560,7 @@ def test_no_committed_verdict_confirms_or_refutes_at_another_protocol_without_sa
             assert claims.verdict_kind(verdict) == claims.OTHER_PROTOCOL, (part, verdict)
     # not vacuous: the asRNN copy L=1000 claim of the released code's settings is judged at the
     # code protocol (the DMU synthetic claims were, at the short protocol, until their
-    # paper-protocol records came: records/dmu-synthetic-paper)
+    # paper-protocol records came: records/dmu-<task>-paper)
     assert seen >= 1
 
 
