@@ -214,12 +214,16 @@ def test_a_one_run_value_is_reproduced_only_within_our_spread_over_three_seeds(t
     """asRNN sMNIST n=122: the paper's 0.9889 from one run. One seed at 0.9839 (before: 'reproduced',
     inside 2% of the value) needs two more, and the test on the 10,000 test images rejects it
     (two-sided p = 0.0023); three seeds around 0.9889 reproduce it; three around 0.9839 do not;
-    three whose spread excludes it by less than the test-set noise leave it open."""
+    three whose spread excludes it by less than the test-set noise leave it open, and so do three
+    whose spread includes it while the test rejects it (the committed records at 30,030 steps:
+    0.9795, 0.9868, 0.9878, mean 0.9847, p = 0.0093)."""
     write_record(tmp_path / "one", "asrnn/smnist-n122", 0, {"test/accuracy": 0.9839})
     for seed, (a, b, c) in enumerate(((0.9880, 0.9839, 0.9870), (0.9890, 0.9842, 0.9871), (0.9895, 0.9836, 0.9872))):
         write_record(tmp_path / "near", "asrnn/smnist-n122", seed, {"test/accuracy": a})
         write_record(tmp_path / "far", "asrnn/smnist-n122", seed, {"test/accuracy": b})
         write_record(tmp_path / "open", "asrnn/smnist-n122", seed, {"test/accuracy": c})
+    for seed, a in enumerate((0.9795, 0.9868, 0.9878)):
+        write_record(tmp_path / "wide", "asrnn/smnist-n122", seed, {"test/accuracy": a})
     assert status_of(tmp_path / "one", smnist_row()) == [
         "inconclusive (1 seed of the 3 a one-run value needs for our spread; "
         "the test on the test set rejects it, p = 0.0023)"
@@ -229,6 +233,8 @@ def test_a_one_run_value_is_reproduced_only_within_our_spread_over_three_seeds(t
     assert far.startswith("not reproduced (outside our spread 0.9833-0.9845; the test on the test set rejects it")
     (open_,) = status_of(tmp_path / "open", smnist_row())
     assert open_.startswith("inconclusive (outside our spread") and "does not reject it" in open_
+    (wide,) = status_of(tmp_path / "wide", smnist_row())
+    assert wide.startswith("inconclusive (within our spread 0.9756-0.9938, but the test on the test set rejects it")
 
 
 def test_accuracies_are_compared_as_error_rates(tmp_path):
