@@ -126,13 +126,14 @@ def _one_run_verdict(row: Published, g: Group, m: float, s: float) -> str:
             + ")"
         )
     lo, hi = m - 2 * s, m + 2 * s
-    if lo <= row.value <= hi:
-        # reproduced only when neither excludes it: within our spread, the test can still reject
-        # the paper's value when our seeds agree on a mean off it by more than the test-set noise
-        return f"inconclusive (within our spread {_num(lo)}-{_num(hi)}, but {test})" if rejects else "reproduced"
-    if p is None or rejects:
+    inside = lo <= row.value <= hi
+    if inside and not rejects:
+        return "reproduced"
+    if not inside and (p is None or rejects):
         return f"not reproduced (outside our spread {_num(lo)}-{_num(hi)}" + (f"; {test}" if test else "") + ")"
-    return f"inconclusive (outside our spread {_num(lo)}-{_num(hi)}, but {test})"
+    # the spread and the test disagree (inside it, the test can still reject the paper's value
+    # when our seeds agree on a mean off it by more than the test-set noise)
+    return f"inconclusive ({'within' if inside else 'outside'} our spread {_num(lo)}-{_num(hi)}, but {test})"
 
 
 def _paper_text(row: Published) -> str:
