@@ -755,13 +755,18 @@ def source_hash(root: str | Path | None = None) -> str:
 
 
 def runtime_conditions(threads: int, device=None, precision: str = "fp32") -> dict:
-    """What a run's result records of where it ran: threads, allocator, device and host."""
+    """What a run's result records of where it ran: threads, allocator, subnormal floats, device and host."""
     import torch
 
     from .device import conditions
-    from .runtime import malloc_conditions
+    from .runtime import denormal_conditions, malloc_conditions
 
-    return {"threads": threads, "malloc": malloc_conditions(), **conditions(device or torch.device("cpu"), precision)}
+    return {
+        "threads": threads,
+        "malloc": malloc_conditions(),
+        "denormals": denormal_conditions(),
+        **conditions(device or torch.device("cpu"), precision),
+    }
 
 
 # ---------------------------------------------------------------------------- loading a run

@@ -1,4 +1,4 @@
-"""Process-level settings that change speed but not results: threads and glibc's allocator.
+"""Process-level settings for speed: glibc's allocator and subnormal floats.
 
 Why the allocator matters: a training iteration over a long sequence allocates and frees
 tensors of tens of megabytes (the (T, B, H) state and gradient buffers, LSTM gate
@@ -11,10 +11,22 @@ and never to trim keeps the pages in the process: the faults go away and the ite
 faster. The cost is that the process keeps its peak heap (RSS does not shrink after a
 large step), which is what a training process does anyway.
 
-Nothing here runs at import. :func:`tune_malloc` is for the CLI's entry point (and the
-benchmark's worker processes); library users may call it themselves, or set the equivalent
-environment variables before starting Python: ``MALLOC_MMAP_MAX_=0
-MALLOC_TRIM_THRESHOLD_=1099511627776`` (1 TiB; measurements in docs/speed.md).
+Why subnormal floats matter: a float32 below 1.2e-38 (a subnormal) is handled by x86 CPUs in
+microcode, tens of times slower than a normal number. An LSTM reading sequential MNIST's long
+runs of zero pixels decays its cell state and gradients into that range: at n=122 a
+training step took 1.45 s with subnormals kept against 0.30 s with them flushed to zero on an
+Intel Xeon (``benchmarks/denormals.py`` measures it). :func:`flush_denormals` sets the CPU to
+treat subnormal inputs and results as zero (``torch.set_flush_denormal``), which changes a
+result only where a value falls below 1.2e-38 (it becomes 0, as underflow does on a GPU's
+fast paths); a run records the setting in its result's ``conditions``. It applies to the
+calling thread and to threads it starts afterwards (worker threads inherit the setting), so
+it is made at the entry point, before torch starts its thread pool.
+
+Nothing here runs at import. :func:`tune_process` (both settings) is for the CLI's entry point
+and the backends' worker processes; library users may call it, or either function, themselves.
+The allocator's equivalent environment variables, set before starting Python:
+``MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1099511627776`` (1 TiB; measurements in
+docs/speed.md). Opt-outs: ``RNNLAB_MALLOC=default`` and ``RNNLAB_DENORMALS=keep``.
 """
 
 from __future__ import annotations
@@ -33,7 +45,7 @@ _M_MMAP_MAX = -4
 #: faults came back there with 2^31-1)
 NO_TRIM = -1
 
-_state = {"malloc": None}
+_state = {"malloc": None, "denormals": None}
 
 
 def _libc():
@@ -78,6 +90,42 @@ def malloc_conditions() -> str:
     if env:
         return "glibc environment: " + " ".join(f"{k}={v}" for k, v in env.items())
     return "default"
+
+
+def flush_denormals() -> bool:
+    """Treat subnormal float inputs and results as zero on this thread and the threads it starts.
+
+    Returns True when the CPU accepted it (x86 with SSE3; ``torch.set_flush_denormal``),
+    False elsewhere or when ``RNNLAB_DENORMALS=keep`` is set in the environment (the opt-out,
+    for bit-for-bit comparisons with runs made before the setting existed).
+    """
+    import torch
+
+    if os.environ.get("RNNLAB_DENORMALS", "").lower() == "keep":
+        torch.set_flush_denormal(False)
+        _state["denormals"] = "kept (RNNLAB_DENORMALS=keep)"
+        return False
+    ok = bool(torch.set_flush_denormal(True))
+    _state["denormals"] = "flushed to zero" if ok else "kept (not supported by this CPU)"
+    return ok
+
+
+def denormal_conditions() -> str:
+    """How this process treats subnormal floats (for a run's conditions)."""
+    if _state["denormals"] is not None:
+        return _state["denormals"]
+    import torch
+
+    # set by someone else (or not at all): ask the CPU by flushing a subnormal through it
+    tiny = torch.tensor([1e-39], dtype=torch.float32)
+    return "flushed to zero" if float(tiny * 1.0) == 0.0 else "kept"
+
+
+def tune_process() -> None:
+    """The process settings a training entry point makes: :func:`tune_malloc` and
+    :func:`flush_denormals` (each with its opt-out)."""
+    tune_malloc()
+    flush_denormals()
 
 
 #: off a terminal, a short progress line at most this often between evaluations (seconds): the

@@ -98,6 +98,32 @@ def test_tune_malloc_and_opt_out():
     assert off.startswith("False") and "RNNLAB_MALLOC=default" in off
 
 
+def test_flush_denormals_and_opt_out():
+    """The CPU itself says whether a subnormal survives a product: flushed by default, kept with
+    RNNLAB_DENORMALS=keep, and the run's condition names what the CPU did."""
+    code = (
+        "import rnnlab.runtime as r, torch; ok = r.flush_denormals(); "
+        "x = torch.tensor([1e-39]) * 1.0; print(ok, '|', float(x[0]) == 0.0, '|', r.denormal_conditions())"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    on = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env).stdout
+    off = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**env, "RNNLAB_DENORMALS": "keep"}
+    ).stdout
+    if on.startswith("False"):
+        pytest.skip(f"this CPU does not flush subnormals: {on}")
+    assert on.split(" | ") == ["True", "True", "flushed to zero\n"]
+    assert off.split(" | ") == ["False", "False", "kept (RNNLAB_DENORMALS=keep)\n"]
+    # a process that never called it: the condition asks the CPU
+    plain = subprocess.run(
+        [sys.executable, "-c", "import rnnlab.runtime as r; print(r.denormal_conditions())"],
+        capture_output=True,
+        text=True,
+        env=env,
+    ).stdout
+    assert plain == "kept\n"
+
+
 def test_worker_times_the_orthogonal_maps_and_the_table_shows_their_share(monkeypatch):
     """The maps column: asRNN's two maps, none for the LSTM; the timed step really runs every
     map's forward and backward (counted through the parametrization), once per call."""

@@ -85,14 +85,14 @@ def run_one(job: Job, on_eval=None, wait: float = 0.0) -> tuple[str, str]:
     run's lock throughout and appends each attempt to ``attempts.jsonl``.
     """
     from .. import config, rundir
-    from ..runtime import tune_malloc
+    from ..runtime import tune_process
     from .pool import stop_requested
 
     if stop_requested():
         return "cancelled", "not started: the driver was interrupted"
     if job.extra.get("seeds"):
         return run_ensemble(job)
-    tune_malloc()
+    tune_process()
     run_dir = Path(job.run_dir)
     try:
         cfg = config.load(job.preset, job.overrides)
@@ -155,10 +155,10 @@ def run_ensemble(job: Job) -> tuple[str, str]:
     error)``: failed when any member failed or was busy, the error one clause per such member."""
     from .. import config
     from ..ensemble import Member, run_members
-    from ..runtime import tune_malloc
+    from ..runtime import tune_process
     from .pool import busy, stop_requested
 
-    tune_malloc()
+    tune_process()
     try:
         members = [
             Member(int(s), config.load(job.preset, [*job.overrides, f"train.seed={int(s)}"]), Path(d))

@@ -131,9 +131,9 @@ def main(argv: list[str] | None = None) -> int:
         # glibc's default allocator returns freed tensor memory to the OS and page-faults it back
         # every iteration (about 40% of an nn.LSTM copy-task iteration here, BENCHMARKS.md);
         # keep it instead. RNNLAB_MALLOC=default opts out. The benchmark sets it per its --malloc.
-        from ..runtime import tune_malloc
+        from ..runtime import tune_process
 
-        tune_malloc()
+        tune_process()
     with _log_to_stderr(args.log_verbose - args.log_quiet):
         return _run(args)
 

@@ -210,7 +210,7 @@ def worker(
 def _worker_entry(
     sweep: dict, out: str, storage_url: str, data_dir: str | None, heartbeat: int, db_timeout: float, index: int = 0
 ) -> int:
-    from ..runtime import tune_malloc
+    from ..runtime import tune_process
 
-    tune_malloc()
+    tune_process()
     return worker(Sweep(**sweep), out, storage_url, data_dir, heartbeat, db_timeout, index)
