@@ -30,6 +30,20 @@ def pytest_runtest_setup(item):
         pytest.skip(NO_DATA)
 
 
+@pytest.fixture(autouse=True)
+def _subnormals_as_the_cpu_has_them():
+    """Every test starts with subnormal floats kept (the CPU's default): the CLI's entry point and
+    the speed worker, called in-process by some tests, flush them for the rest of the process
+    (rnnlab.runtime.flush_denormals), which must not leak into the tests after them."""
+    yield
+    import torch
+
+    from rnnlab import runtime
+
+    torch.set_flush_denormal(False)
+    runtime._state["denormals"] = None
+
+
 @pytest.fixture
 def data_root() -> Path:
     """The real dataset folder (the test skips when there is none)."""

@@ -288,6 +288,20 @@ def test_the_allocator_table_lists_every_row_and_its_errors():
     assert "| exprnn n=190 | env both | error: boom | | |" in table
 
 
+def test_the_denormals_table_gives_medians_and_the_median_of_per_round_ratios():
+    spec = importlib.util.spec_from_file_location("bench_denormals", ROOT / "benchmarks" / "denormals.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rows = [
+        # per-round ratios 8, 2, 5: their median 5 is not the ratio of the medians (2.0 / 0.4)
+        {"cell": "nn.LSTM", "hidden": 61, "keep": [1.6, 2.0, 5.0], "flush": [0.2, 1.0, 1.0]},
+        {"cell": "asrnn", "hidden": 122, "error": "boom"},
+    ]
+    table = mod.table({"rows": rows})
+    assert "| nn.LSTM | 61 | 2.000 | 1.000 | 5.00 [2.00-8.00] |" in table
+    assert "| asrnn | 122 | error: boom | | |" in table
+
+
 def test_the_guides_summary_and_memory_sentence_come_from_the_main_record():
     def row(config, label, hidden, fast, base, depth=1, peak=0.0):
         r = {"config": config, "label": label, "hidden": hidden, "depth": depth, "peak_mb": peak}

@@ -86,6 +86,39 @@ def test_worker_row_on_a_tiny_configuration():
     assert "| copy | exprnn | 8 |" in table
 
 
+def test_the_worker_treats_subnormals_as_its_spec_says_and_records_it():
+    """Flushed by default (as the trainer does), kept with denormals="keep"; the row says which,
+    and the CPU agrees (a subnormal times one survives only when kept)."""
+    import torch
+
+    cfg = dataclasses.replace(speed.CONFIGS["copy"], T=4, batch=2)
+    spec = {
+        "config": dataclasses.asdict(cfg),
+        "label": "lstm",
+        "key": "lstm",
+        "options": {},
+        "hidden": 4,
+        "gates": 4,
+        "baseline_hidden": None,
+        "reference": False,
+        "warmup": 0,
+        "repeats": 1,
+        "threads": 1,
+        "malloc": "default",
+    }
+    kept = speed._worker(dict(spec, denormals="keep"))
+    assert kept["denormals"] == "kept" and float(torch.tensor([1e-39]) * 1.0) != 0.0
+    flushed = speed._worker(spec)
+    if flushed["denormals"] != "kept (not supported by this CPU)":
+        assert flushed["denormals"] == "flushed to zero" and float(torch.tensor([1e-39]) * 1.0) == 0.0
+
+
+def test_run_refuses_an_unknown_subnormal_setting_before_any_row(monkeypatch):
+    monkeypatch.setattr(speed, "_spawn", lambda *a: pytest.fail("a row ran"))
+    with pytest.raises(ValueError, match="denormals must be 'flush' or 'keep', got 'off'"):
+        speed.run(["copy"], ["exprnn"], denormals="off")
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
 def test_tune_malloc_and_opt_out():
     code = "import rnnlab.runtime as r; print(r.tune_malloc(), '|', r.malloc_conditions())"

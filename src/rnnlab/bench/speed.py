@@ -171,7 +171,11 @@ def _worker(spec: dict) -> dict:
     from .. import runtime
 
     res.update(
-        torch=torch.__version__, threads=torch.get_num_threads(), malloc=runtime.malloc_conditions(), device=str(device)
+        torch=torch.__version__,
+        threads=torch.get_num_threads(),
+        malloc=runtime.malloc_conditions(),
+        denormals=runtime.denormal_conditions(),
+        device=str(device),
     )
     return res
 
@@ -182,6 +186,8 @@ def _worker_setup(spec: dict):
 
     if spec["malloc"] == "tuned":
         runtime.tune_malloc()
+    if spec.get("denormals", "flush") == "flush":  # as the trainer does (rnnlab.runtime.tune_process)
+        runtime.flush_denormals()
     import torch
 
     from .. import device as dev
@@ -477,25 +483,29 @@ def run(
     log=print,
     device: str = "cpu",
     allow_load: bool = True,
+    denormals: str = "flush",
 ) -> dict:
     """Run the benchmark; returns ``{"conditions": ..., "rows": [...]}``. ``device`` ("cpu",
     "cuda", "cuda:N", "mps") runs every row there; ``nn.LSTM`` is then cuDNN's LSTM, times are
     synchronized wall times and ``peak_gpu_mb`` the rise of allocated GPU memory. The
     conditions carry the host and its load average before, during (after each row) and after
     the run (:mod:`rnnlab.bench.benchrecord`); with ``allow_load=False`` a busy machine is refused
-    before any row runs (:class:`rnnlab.bench.benchrecord.LoadError`)."""
+    before any row runs (:class:`rnnlab.bench.benchrecord.LoadError`). ``denormals``: "flush"
+    (subnormal floats as zero, what the trainer does) or "keep" (``rnnlab.runtime.flush_denormals``)."""
     from .. import device as dev
 
     resolved = dev.resolve_device(device, "--device")  # a missing GPU fails here, before any row runs
     if malloc not in ("tuned", "default"):
         raise ValueError(f"malloc must be 'tuned' or 'default', got {malloc!r}")
+    if denormals not in ("flush", "keep"):
+        raise ValueError(f"denormals must be 'flush' or 'keep', got {denormals!r}")
     if int(threads) < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
     specs = plan(configs, cells, quick)
     host = benchrecord.start(allow_load, own=int(threads))
     rows = []
     for spec in specs:
-        spec.update(threads=int(threads), malloc=malloc, device=str(resolved))
+        spec.update(threads=int(threads), malloc=malloc, denormals=denormals, device=str(resolved))
         t0 = time.time()
         res = _spawn(spec, timeout)
         benchrecord.sample(host)
@@ -514,6 +524,7 @@ def run(
         python=platform.python_version(),
         threads=int(threads),
         malloc=malloc,
+        denormals=denormals,
         quick=quick,
         maps_timed=True,
         **dev.conditions(resolved),
@@ -670,7 +681,7 @@ def format_gpu_table(result: dict) -> str:
 # --- command line (argparse wiring for benchmarks/speed.py and ``rnnlab bench speed``) ---
 
 #: the keyword arguments of :func:`main`, one per option :func:`add_arguments` adds
-OPTIONS = ("configs", "cells", "quick", "threads", "malloc", "json", "device", "allow_load")
+OPTIONS = ("configs", "cells", "quick", "threads", "malloc", "denormals", "json", "device", "allow_load")
 
 
 def add_arguments(parser) -> None:
@@ -698,6 +709,13 @@ def add_arguments(parser) -> None:
         "as is; e.g. --malloc default",
     )
     parser.add_argument(
+        "--denormals",
+        choices=("flush", "keep"),
+        default="flush",
+        help="flush: subnormal floats treated as zero, as the trainer does (rnnlab.runtime.flush_denormals); "
+        "keep: the CPU's default; e.g. --denormals keep",
+    )
+    parser.add_argument(
         "--json",
         default=None,
         help="also write the raw results here (refused on a busy machine, see --allow-load), e.g. --json speed.json",
@@ -718,6 +736,7 @@ def main(
     quick=False,
     threads=1,
     malloc="tuned",
+    denormals="flush",
     json=None,
     device="cpu",
     allow_load=False,
@@ -735,6 +754,7 @@ def main(
             log=lambda s: print(s, file=sys.stderr, flush=True),
             device=device,
             allow_load=allow_load or not json,
+            denormals=denormals,
         )
         if json:
             benchrecord.write(json, result, result["conditions"])
@@ -745,7 +765,10 @@ def main(
     gpu = ""
     if c.get("device", "cpu") != "cpu":
         gpu = f"; {c['device']} ({c['device_name']}, CUDA {c.get('cuda')}, cuDNN {c.get('cudnn')})"
-    print(f"\n{c['date']}; {c['machine']}{gpu}; torch {c['torch']}; threads {c['threads']}; malloc {c['malloc']}\n")
+    print(
+        f"\n{c['date']}; {c['machine']}{gpu}; torch {c['torch']}; threads {c['threads']}; malloc {c['malloc']}; "
+        f"subnormals {c.get('denormals', 'kept (recorded before the setting)')}\n"
+    )
     print(benchrecord.caption(result, json or "(not written)") + "\n")
     print(format_table(result))
     if any(r.get("baseline_floor") for r in result["rows"]):
