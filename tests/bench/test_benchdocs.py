@@ -65,6 +65,55 @@ def test_every_run_table_in_the_docs_is_what_its_records_give():
     assert not stale, f"stale blocks (run python -m rnnlab.bench.docsync FILE.md): {stale}"
 
 
+def test_every_value_quoted_in_the_docs_is_what_its_records_give():
+    """A number marked ``<!-- value: ... -->`` in prose (docs/reproduce.md's campaign list) is
+    what its records give today."""
+    found = [
+        (md, m.group("args"), m.group("body")) for md in DOCS for m in docsync.VALUE_BLOCK.finditer(md.read_text())
+    ]
+    assert len(found) >= 15
+    stale = [
+        f"{md.relative_to(ROOT)}: {args}: {body}"
+        for md, args, body in found
+        if body != docsync.render_value(args, md.parent)
+    ]
+    assert not stale, f"stale values (run python -m rnnlab.bench.docsync FILE.md): {stale}"
+
+
+def test_a_value_block_reduces_the_records_as_read_from_their_files(tmp_path):
+    """Against the committed records read directly from their result.json files (not through
+    the ledger): each in seed order, mean, sample sd in points, min, max, one; bad arguments fail."""
+    import statistics
+
+    rel = "../records/asrnn-mnist-n122/asrnn-smnist-n122"
+    base = ROOT / "docs"
+    files = sorted((base / rel).glob("seed*/result.json"), key=lambda f: json.loads(f.read_text())["seed"])
+    acc = [json.loads(f.read_text())["test"]["test/accuracy"] for f in files]
+    assert len(acc) >= 3
+    rv = docsync.render_value
+    each = rv(f"{rel} test/accuracy .2% each", base)
+    assert each == ", ".join(f"{100 * a:.2f}%" for a in acc[:-1]) + f" and {100 * acc[-1]:.2f}%"
+    assert rv(f"{rel} test/accuracy .4f mean", base) == f"{statistics.mean(acc):.4f}"
+    assert rv(f"{rel} test/accuracy x100:.3f sd", base) == f"{100 * statistics.stdev(acc):.3f}"
+    assert rv(f"{rel} test/accuracy .4f min", base) == f"{min(acc):.4f}"
+    assert rv(f"{rel} test/accuracy .4f max", base) == f"{max(acc):.4f}"
+    assert rv(f"{rel}/seed5545 test/accuracy .4f", base) == f"{acc[1]:.4f}"
+    with pytest.raises(ValueError, match="'one' needs exactly one record, found 3"):
+        rv(f"{rel} test/accuracy .4f", base)
+    with pytest.raises(ValueError, match="HOW one of"):
+        rv(f"{rel} test/accuracy .4f median", base)
+    with pytest.raises(ValueError, match="values"):
+        rv(f"{rel} test/no_such_metric .4f each", base)
+    md = tmp_path / "x.md"
+    md.write_text(f"accuracy <!-- value: {base / rel}/seed5545 test/accuracy .2% -->old<!-- /value --> here\n")
+    assert docsync.sync(md, check=True) == [f"value: {base / rel}/seed5545 test/accuracy .2%"]
+    docsync.sync(md)
+    assert (
+        md.read_text()
+        == f"accuracy <!-- value: {base / rel}/seed5545 test/accuracy .2% -->{100 * acc[1]:.2f}%<!-- /value --> here\n"
+    )
+
+
 def test_every_generated_block_in_the_docs_is_what_its_record_gives():
     found = list(_bench_blocks())
     assert len(found) >= 10

@@ -15,6 +15,16 @@ RECORD -->`` ... ``<!-- /bench -->`` hold tables and sentences of timing records
 (:mod:`rnnlab.bench.benchdocs`) and are kept current the same way. A block marked ``<!-- ledger:
 RECORDS LEDGER -->`` ... ``<!-- /ledger -->`` holds the reproduction ledger's one-line summary
 (:func:`rnnlab.ledger.summary_line` over the records directory, linking the ledger's file).
+
+A number quoted in prose is marked inline::
+
+    test recall <!-- value: ../records/henaff-T750/henaff-copy-ltirnn-T750 test/recall_accuracy .4f -->0.2418<!-- /value -->
+
+``value: DIR METRIC FORMAT [HOW]``: the run records below DIR (relative to the Markdown file),
+METRIC as the ledger reads it (a test metric, else the final one), FORMAT a Python format
+specification (``.4f``, ``.2%``; ``x100:.2f`` multiplies by 100 first, for percentage points),
+HOW one of ``one`` (the default: exactly one record), ``each`` (every record's value in seed
+order, "a, b and c"), ``mean``, ``sd`` (the sample standard deviation), ``min``, ``max``.
 """
 
 from __future__ import annotations
@@ -29,6 +39,10 @@ from . import benchdocs
 
 BLOCK = re.compile(r"(<!-- (?P<kind>table|bench): (?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /(?P=kind) -->)", re.S)
 LEDGER_BLOCK = re.compile(r"(<!-- ledger: (?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /ledger -->)", re.S)
+VALUE_BLOCK = re.compile(r"(<!-- value: (?P<args>[^>]*?) -->)(?P<body>[^<]*?)(<!-- /value -->)")
+
+#: how a value block reduces its records' values
+HOWS = ("one", "each", "mean", "sd", "min", "max")
 
 
 def render(args: str, base: Path, kind: str = "table") -> str:
@@ -56,6 +70,40 @@ def render_ledger(args: str, base: Path) -> str:
     return summary_line([base / parts[0]], link=parts[1]) + "\n"
 
 
+def _format(x: float, spec: str) -> str:
+    if spec.startswith("x100:"):
+        return format(100.0 * x, spec[5:])
+    return format(x, spec)
+
+
+def render_value(args: str, base: Path) -> str:
+    """The generated text of one inline value: ``args`` = 'DIR METRIC FORMAT [HOW]'."""
+    from ..ledger.records import load_records
+    from ..results import mean_std
+
+    parts = args.split()
+    how = parts.pop() if len(parts) == 4 else "one"
+    if len(parts) != 3 or how not in HOWS:
+        raise ValueError(f"value block arguments {args!r}: expected 'DIR METRIC FORMAT [HOW]', HOW one of {HOWS}")
+    rel, metric, spec = parts
+    records, _, _ = load_records([base / rel])
+    records.sort(key=lambda r: (r.config.get("train", {}).get("seed", 0), str(r.path)))
+    values = [r.value(metric) for r in records]
+    if not records or any(not isinstance(v, (int, float)) or isinstance(v, bool) for v in values):
+        raise ValueError(f"value block {args!r}: {len(records)} records below {base / rel}, values {values}")
+    if how == "one":
+        if len(values) != 1:
+            raise ValueError(f"value block {args!r}: 'one' needs exactly one record, found {len(values)}")
+        return _format(values[0], spec)
+    if how == "each":
+        shown = [_format(v, spec) for v in values]
+        return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+    if how in ("mean", "sd"):
+        m, sd = mean_std(values)
+        return _format(m if how == "mean" else sd, spec)
+    return _format(min(values) if how == "min" else max(values), spec)
+
+
 def sync(path: str | Path, check: bool = False) -> list[str]:
     """Regenerate the blocks of ``path`` (or with ``check``, leave it alone); returns the
     arguments of the blocks whose committed text differed from their records."""
@@ -75,7 +123,13 @@ def sync(path: str | Path, check: bool = False) -> list[str]:
             stale.append(f"ledger: {m.group('args')}")
         return m.group(1) + new + m.group(4)
 
-    new_text = LEDGER_BLOCK.sub(sub_ledger, BLOCK.sub(sub, text))
+    def sub_value(m: re.Match) -> str:
+        new = render_value(m.group("args"), path.parent)
+        if new != m.group("body"):
+            stale.append(f"value: {m.group('args')}")
+        return m.group(1) + new + m.group(4)
+
+    new_text = VALUE_BLOCK.sub(sub_value, LEDGER_BLOCK.sub(sub_ledger, BLOCK.sub(sub, text)))
     if not check and new_text != text:
         path.write_text(new_text)
     return stale
@@ -91,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m rnnlab.bench.docsync",
         description="Regenerate the Markdown tables marked <!-- table: DIR --> "
         "(run records), <!-- bench: VIEW RECORD --> (timing records) and "
-        "<!-- ledger: RECORDS LEDGER --> (the reproduction ledger's summary).",
+        "<!-- ledger: RECORDS LEDGER --> (the reproduction ledger's summary), and the inline "
+        "numbers marked <!-- value: DIR METRIC FORMAT [HOW] --> (run records quoted in prose).",
     )
     p.add_argument("files", nargs="+", help="Markdown files, e.g. README.md")
     p.add_argument("--check", action="store_true", help="only report stale blocks (exit 1 if any)")
