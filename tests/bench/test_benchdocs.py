@@ -343,12 +343,12 @@ def test_the_denormals_table_gives_medians_and_the_median_of_per_round_ratios():
     spec.loader.exec_module(mod)
     rows = [
         # per-round ratios 8, 2, 5: their median 5 is not the ratio of the medians (2.0 / 0.4)
-        {"cell": "nn.LSTM", "hidden": 61, "keep": [1.6, 2.0, 5.0], "flush": [0.2, 1.0, 1.0]},
-        {"cell": "asrnn", "hidden": 122, "error": "boom"},
+        {"config": "mnist", "cell": "nn.LSTM", "hidden": 61, "keep": [1.6, 2.0, 5.0], "flush": [0.2, 1.0, 1.0]},
+        {"config": "copy", "cell": "asrnn", "hidden": 122, "error": "boom"},
     ]
     table = mod.table({"rows": rows})
-    assert "| nn.LSTM | 61 | 2.000 | 1.000 | 5.00 [2.00-8.00] |" in table
-    assert "| asrnn | 122 | error: boom | | |" in table
+    assert "| mnist | nn.LSTM | 61 | 2.000 | 1.000 | 5.00 [2.00-8.00] |" in table
+    assert "| copy | asrnn | 122 | error: boom | | |" in table
 
 
 def test_the_guides_summary_and_memory_sentence_come_from_the_main_record():
