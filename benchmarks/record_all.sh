@@ -42,5 +42,6 @@ run "$PY" benchmarks/papers_code.py "$REPOS" --json docs/papers-code.json \
 run "$PY" benchmarks/backend_overhead.py --out docs/backend-overhead.json                         # ~1 min
 run "$PY" benchmarks/scan.py --json docs/scan-results.json                                        # ~1 min
 run "$PY" benchmarks/allocator.py --json docs/allocator-results.json                              # ~3 min
+run "$PY" benchmarks/denormals.py --json docs/denormals-results.json                              # ~8 min
 "$PY" -m rnnlab.bench.docsync BENCHMARKS.md docs/speed.md docs/sweeps.md docs/guide.md
 echo "done: now run tests/bench/test_benchdocs.py (every block equals its record; any record still listed in its LEGACY leaves it)" >&2
