@@ -12,13 +12,12 @@ faster. The cost is that the process keeps its peak heap (RSS does not shrink af
 large step), which is what a training process does anyway.
 
 Why subnormal floats matter: a float32 below 1.2e-38 (a subnormal) is handled by x86 CPUs in
-microcode, tens of times slower than a normal number. An LSTM reading sequential MNIST's long
-runs of zero pixels decays its cell state and gradients into that range: at n=122 a
-training step took 1.45 s with subnormals kept against 0.30 s with them flushed to zero on an
-Intel Xeon (``benchmarks/denormals.py`` measures it). :func:`flush_denormals` sets the CPU to
-treat subnormal inputs and results as zero (``torch.set_flush_denormal``), which changes a
-result only where a value falls below 1.2e-38 (it becomes 0, as underflow does on a GPU's
-fast paths); a run records the setting in its result's ``conditions``. It applies to the
+microcode, many times slower than a normal number. The gradients of an LSTM or a GRU decaying
+over sequential MNIST's 784 steps pass through that range, and a training step gets several
+times slower (``benchmarks/denormals.py`` measures it; its record is in BENCHMARKS.md).
+:func:`flush_denormals` sets the CPU to treat subnormal inputs and results as zero
+(``torch.set_flush_denormal``), which changes a result only where a value falls below 1.2e-38
+(it becomes 0); a run records the setting in its result's ``conditions``. It applies to the
 calling thread and to threads it starts afterwards (worker threads inherit the setting), so
 it is made at the entry point, before torch starts its thread pool.
 

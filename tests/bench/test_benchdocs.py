@@ -31,7 +31,14 @@ RECORDS = sorted(
     p.relative_to(ROOT).as_posix()
     for p in (ROOT / "docs").glob("*.json")
     if p.name.startswith("speed-results-")
-    or p.name in ("papers-code.json", "backend-overhead.json", "scan-results.json", "allocator-results.json")
+    or p.name
+    in (
+        "papers-code.json",
+        "backend-overhead.json",
+        "scan-results.json",
+        "allocator-results.json",
+        "denormals-results.json",
+    )
 )
 
 #: records made before records carried their load and CPU model: each is captioned "legacy,
