@@ -111,25 +111,22 @@ def sync(path: str | Path, check: bool = False) -> list[str]:
     text = path.read_text()
     stale: list[str] = []
 
-    def sub(m: re.Match) -> str:
-        new = render(m.group("args"), path.parent, m.group("kind"))
-        if new != m.group("body"):
-            stale.append(m.group("args"))
-        return m.group(1) + new + m.group(5)
+    def regenerate(body_of, label: str):
+        """A substitution that puts ``body_of(match)`` in place of a block's body, noting the
+        block (``label`` + its arguments) when the committed body differed."""
 
-    def sub_ledger(m: re.Match) -> str:
-        new = render_ledger(m.group("args"), path.parent)
-        if new != m.group("body"):
-            stale.append(f"ledger: {m.group('args')}")
-        return m.group(1) + new + m.group(4)
+        def sub(m: re.Match) -> str:
+            new = body_of(m.group("args"), m)
+            if new != m.group("body"):
+                stale.append(label + m.group("args"))
+            return m.string[m.start() : m.start("body")] + new + m.string[m.end("body") : m.end()]
 
-    def sub_value(m: re.Match) -> str:
-        new = render_value(m.group("args"), path.parent)
-        if new != m.group("body"):
-            stale.append(f"value: {m.group('args')}")
-        return m.group(1) + new + m.group(4)
+        return sub
 
-    new_text = VALUE_BLOCK.sub(sub_value, LEDGER_BLOCK.sub(sub_ledger, BLOCK.sub(sub, text)))
+    base = path.parent
+    new_text = BLOCK.sub(regenerate(lambda a, m: render(a, base, m.group("kind")), ""), text)
+    new_text = LEDGER_BLOCK.sub(regenerate(lambda a, m: render_ledger(a, base), "ledger: "), new_text)
+    new_text = VALUE_BLOCK.sub(regenerate(lambda a, m: render_value(a, base), "value: "), new_text)
     if not check and new_text != text:
         path.write_text(new_text)
     return stale

@@ -767,7 +767,7 @@ def main(
         gpu = f"; {c['device']} ({c['device_name']}, CUDA {c.get('cuda')}, cuDNN {c.get('cudnn')})"
     print(
         f"\n{c['date']}; {c['machine']}{gpu}; torch {c['torch']}; threads {c['threads']}; malloc {c['malloc']}; "
-        f"subnormals {c.get('denormals', 'kept (recorded before the setting)')}\n"
+        f"subnormals {c['denormals']}\n"
     )
     print(benchrecord.caption(result, json or "(not written)") + "\n")
     print(format_table(result))

@@ -130,7 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("train", "demo", "suite", "sweep"):
         # glibc's default allocator returns freed tensor memory to the OS and page-faults it back
         # every iteration (about 40% of an nn.LSTM copy-task iteration here, BENCHMARKS.md);
-        # keep it instead. RNNLAB_MALLOC=default opts out. The benchmark sets it per its --malloc.
+        # keep it instead (RNNLAB_MALLOC=default opts out); and flush subnormal floats to zero,
+        # which an LSTM's backward pass over 784 steps is slowed by several times (BENCHMARKS.md;
+        # RNNLAB_DENORMALS=keep opts out). The benchmark sets both per its --malloc, --denormals.
         from ..runtime import tune_process
 
         tune_process()
