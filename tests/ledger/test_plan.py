@@ -22,11 +22,12 @@ from rnnlab.ledger.records import Evidence, load_records
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def timed(root, preset, seed, train_s, eval_s, steps=None, ensemble=None, cpu="Test CPU", overrides=()):
+def timed(root, preset, seed, train_s, eval_s, steps=None, ensemble=None, cpu="Test CPU", overrides=(), test=None):
     """A record whose result.json times its run (as the trainer writes it)."""
     cond = {"threads": 1, "device": "cpu", "cpu_model": cpu, **({"ensemble": ensemble} if ensemble else {})}
     extra = {"train_time_s": train_s, "eval_time_s": eval_s, "conditions": cond}
-    return write_record(root, preset, seed, {"test/loss": 0.01}, overrides=overrides, steps=steps, result_extra=extra)
+    test = {"test/loss": 0.01} if test is None else test
+    return write_record(root, preset, seed, test, overrides=overrides, steps=steps, result_extra=extra)
 
 
 def test_a_measured_price_is_steps_times_seconds_per_step_times_the_missing_seeds(tmp_path):
@@ -147,6 +148,40 @@ def test_the_plan_end_to_end_on_a_tiny_budget(tmp_path, capsys):
         log=lambda m: None,
     )
     assert sorted(p.name for p in statuses) == ["seed2", "seed3"] and set(statuses.values()) == {"trained"}
+
+
+def test_a_claim_of_one_run_a_model_asks_for_the_seeds_a_test_needs(tmp_path):
+    """asRNN's MNIST claim reports one run a model, but with asRNN at 3 seeds and the LSTM at 1
+    the comparison has no test: the plan asks for a second LSTM seed and two expRNN seeds,
+    and once records of exactly those seeds exist, every part of the claim is tested."""
+    from rnnlab.ledger.claims import CLAIMS
+
+    claim = next(c for c in CLAIMS if c.paper == "asrnn" and c.where == "Fig. 1b-c, Sec. 3")
+    assert claim.runs == 1
+    rec = tmp_path / "records"
+    for task in ("smnist", "psmnist"):
+        for i, seed in enumerate((5544, 5545, 5546)):
+            timed(rec, f"asrnn/{task}-n122", seed, 3000.0, 60.0, test={"test/accuracy": 0.98 + i / 1000})
+        timed(rec, f"asrnn/{task}-n122-lstm", 5544, 4000.0, 60.0, test={"test/accuracy": 0.96})
+    plan = make_plan([rec], budget_s=parse_budget("6h"), paper="asrnn")
+    label, runs, _ = next(t for t in plan.claims if claim.text in t[0])
+    asked = {m.preset: m.seeds for m in runs}
+    assert asked == {
+        "asrnn/smnist-n122-lstm": (5545,),
+        "asrnn/psmnist-n122-lstm": (5545,),
+        "asrnn/smnist-n122-exprnn": (5544, 5545),
+        "asrnn/psmnist-n122-exprnn": (5544, 5545),
+    }
+    ev = Evidence(*load_records([rec]))
+    before = [v for _, v, _ in claim.judge(ev)]
+    assert before[0::2] == ["untested", "untested"] and all("no test possible" in v for v in before[1::2])
+    for preset, seeds in asked.items():
+        for i, seed in enumerate(seeds):
+            timed(rec, preset, seed, 3000.0, 60.0, test={"test/accuracy": 0.95 + i / 1000})
+    ev = Evidence(*load_records([rec]))
+    after = claim.judge(ev)
+    assert all(f.tested and "no test possible" not in v and v != "untested" for _, v, f in after), after
+    assert not any(claim.text in t[0] for t in make_plan([rec], budget_s=parse_budget("6h"), paper="asrnn").claims)
 
 
 def test_a_suite_names_its_own_seeds_only_for_its_presets(tmp_path):

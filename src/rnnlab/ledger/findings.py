@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from .published import PAPER_PROTOCOL, VARIANTS, at_other_protocols, protocol
 from .stats import (
     ALPHA,
+    MIN_SAMPLE,
     fmt_p,
     mean_interval,
     two_proportions,
@@ -291,7 +292,7 @@ def compare(ga, gb, metric: str, higher: bool) -> Finding:
     text = f"{metric}: `{ga.preset}` {_fmt(ma)}, `{gb.preset}` {_fmt(mb)}"
     p_fwd = p_rev = None
     how = ""
-    if len(va) >= 2 and len(vb) >= 2:
+    if len(va) >= MIN_SAMPLE and len(vb) >= MIN_SAMPLE:
         a, b = (va, vb) if higher else ([-x for x in va], [-x for x in vb])
         p_fwd, p_rev, how = welch(a, b), welch(b, a), f"Welch t test over {len(va)} and {len(vb)} seeds"
     elif len(va) == 1 and len(vb) == 1:

@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import ConfigError, toml_value
-from .claims import CLAIMS, CONFIRMED, NOT_APPLICABLE, REFUTED, needed, verdict_kind
+from .claims import CLAIMS, CONFIRMED, NOT_APPLICABLE, REFUTED, UNTESTED, needed, verdict_kind
 from .document import pricer, row_missing
-from .price import AFFORDABLE_HOURS, LONG_RUN_S, Missing, checkpoint_every, hours, missing
+from .price import AFFORDABLE_HOURS, LONG_RUN_S, Missing, checkpoint_every, done_seeds, hours, missing
 from .published import PAPER_PROTOCOL, PAPERS, ROWS, VARIANTS, protocol
 from .records import Evidence, load_records
+from .stats import MIN_SAMPLE
 
 PLAN_SUITE = "plan"
 
@@ -89,6 +90,26 @@ def _claim_presets(claim, ev: Evidence) -> list[str]:
     return out
 
 
+def test_seeds(claim, ev: Evidence, judged) -> dict[str, int]:
+    """The seeds each of ``claim``'s presets needs for its verdict: ``claims.needed`` of the
+    paper's runs, and at least ``MIN_SAMPLE`` where that count alone would leave a part without
+    a test. With one seed a model (asRNN's copy and MNIST claims), a comparison of single runs
+    is tested over the test items, but a group of several seeds against one run has no test,
+    and a one-run value without test items no interval: so every preset of a claim with a
+    preset already past one seed, and every preset of a part whose runs gave no test, needs
+    ``MIN_SAMPLE``."""
+    presets = _claim_presets(claim, ev)
+    need = dict.fromkeys(presets, needed(claim.runs))
+    if max((len(done_seeds(ev, p)) for p in presets), default=0) > 1:
+        need = {p: max(n, MIN_SAMPLE) for p, n in need.items()}
+    for _, v, f in judged:
+        if not f.tested and verdict_kind(v) != UNTESTED:
+            for g in f.groups:
+                if g.preset in need:
+                    need[g.preset] = max(need[g.preset], MIN_SAMPLE)
+    return need
+
+
 @dataclass
 class Plan:
     budget_s: float
@@ -129,11 +150,11 @@ def make_plan(roots, budget_s: float = AFFORDABLE_HOURS * 3600, paper: str | Non
     for c in CLAIMS:
         if (paper and c.paper != paper) or c.ours:
             continue
-        kinds = {verdict_kind(v) for _, v, _ in c.judge(ev)}
-        if kinds <= {CONFIRMED, REFUTED, NOT_APPLICABLE}:
+        judged = c.judge(ev)
+        if {verdict_kind(v) for _, v, _ in judged} <= {CONFIRMED, REFUTED, NOT_APPLICABLE}:
             continue
-        need = needed(c.runs)
-        runs = [m for p in _claim_presets(c, ev) if (m := missing(ev, p, c.runs, pricer(ev), need)) is not None]
+        need = test_seeds(c, ev, judged)
+        runs = [m for p, n in need.items() if (m := missing(ev, p, c.runs, pricer(ev), n)) is not None]
         if not runs or any(m.cpu is None or m.run_s() > budget_s for m in runs):
             continue
         label = f"{c.paper} {c.where}: {c.text}"

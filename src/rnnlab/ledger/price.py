@@ -326,6 +326,11 @@ class Missing:
         return out
 
 
+def done_seeds(ev, preset: str) -> set:
+    """The seeds of ``preset`` run at its full budget and configuration."""
+    return {r.config.get("train", {}).get("seed") for g in ev.groups(preset) if not g.diffs for r in g.records}
+
+
 def missing(ev, preset: str, runs: int, pricer: Pricer, need: int | None = None) -> Missing | None:
     """The runs ``preset`` lacks for ``need`` seeds (default: a row of the paper's ``runs``,
     ``seeds_needed``) at the full budget of its configuration; None when none is missing or the
@@ -335,7 +340,7 @@ def missing(ev, preset: str, runs: int, pricer: Pricer, need: int | None = None)
         return None
     train = loaded[0]["train"]
     need = seeds_needed(runs) if need is None else need
-    done = {r.config.get("train", {}).get("seed") for g in ev.groups(preset) if not g.diffs for r in g.records}
+    done = done_seeds(ev, preset)
     if len(done) >= need:
         return None
     seeds, s = [], train["seed"]

@@ -105,10 +105,13 @@ def _mean_var(vals: list[float]) -> tuple[float, float]:
     return m, s * s
 
 
+MIN_SAMPLE = 2  # the fewest values per group a t interval or Welch's test takes
+
+
 def mean_interval(vals: list[float], level: float = 1 - ALPHA) -> tuple[float, float] | None:
-    """The two-sided t interval of the mean of ``vals`` (None for fewer than 2 values)."""
+    """The two-sided t interval of the mean of ``vals`` (None below ``MIN_SAMPLE`` values)."""
     n = len(vals)
-    if n < 2:
+    if n < MIN_SAMPLE:
         return None
     m, v = _mean_var(vals)
     half = t_ppf(1.0 - (1.0 - level) / 2.0, n - 1) * math.sqrt(v / n)
@@ -116,8 +119,8 @@ def mean_interval(vals: list[float], level: float = 1 - ALPHA) -> tuple[float, f
 
 
 def welch(a: list[float], b: list[float]) -> float | None:
-    """One-sided p-value of Welch's t test for mean(a) > mean(b) (None below 2 values each)."""
-    if len(a) < 2 or len(b) < 2:
+    """One-sided p-value of Welch's t test for mean(a) > mean(b) (None below ``MIN_SAMPLE`` values each)."""
+    if len(a) < MIN_SAMPLE or len(b) < MIN_SAMPLE:
         return None
     ma, va = _mean_var(a)
     mb, vb = _mean_var(b)
