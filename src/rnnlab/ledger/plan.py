@@ -90,7 +90,7 @@ def _claim_presets(claim, ev: Evidence) -> list[str]:
     return out
 
 
-def test_seeds(claim, ev: Evidence, judged) -> dict[str, int]:
+def seeds_for_a_test(claim, ev: Evidence, judged) -> dict[str, int]:
     """The seeds each of ``claim``'s presets needs for its verdict: ``claims.needed`` of the
     paper's runs, and at least ``MIN_SAMPLE`` where that count alone would leave a part without
     a test. With one seed a model (asRNN's copy and MNIST claims), a comparison of single runs
@@ -153,7 +153,7 @@ def make_plan(roots, budget_s: float = AFFORDABLE_HOURS * 3600, paper: str | Non
         judged = c.judge(ev)
         if {verdict_kind(v) for _, v, _ in judged} <= {CONFIRMED, REFUTED, NOT_APPLICABLE}:
             continue
-        need = test_seeds(c, ev, judged)
+        need = seeds_for_a_test(c, ev, judged)
         runs = [m for p, n in need.items() if (m := missing(ev, p, c.runs, pricer(ev), n)) is not None]
         if not runs or any(m.cpu is None or m.run_s() > budget_s for m in runs):
             continue
