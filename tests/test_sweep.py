@@ -593,6 +593,51 @@ def test_a_dead_trial_is_retried_once_by_workers_recovering_it_at_once(tmp_path)
         assert events == ["start", "end"], d
 
 
+def test_a_worker_whose_live_trial_another_worker_declared_dead_goes_on(tmp_path, monkeypatch, caplog):
+    """A worker starved past the grace period on a loaded machine: while its trial trains,
+    another worker's stale check fails that trial and queues a retry. Optuna then refuses the
+    first worker's result ("Cannot tell a FAIL trial"); the worker says so and goes on, the retry
+    runs in the same run directory, and the study ends with the trial trained once. (Before: the
+    worker died with Optuna's ValueError, seen once when CI ran beside a training job.)"""
+    optuna = pytest.importorskip("optuna")
+    import rnnlab.backends as backends
+    from rnnlab.sweep import load_sweep, make_storage, open_study
+    from rnnlab.sweep.trial import worker
+
+    spec = write_sweep(tmp_path / "s.toml", trials=1, extra='pruner = "none"', set_=FAST)
+    out = tmp_path / "sw"
+    out.mkdir()
+    url = f"sqlite:///{out / 'study.db'}"
+    sw = load_sweep(spec)
+    other = make_storage(url, heartbeat=1)  # the other worker's connection
+    real_run_one = backends.run_one
+    declared = []
+
+    def run_then_declared_dead(job, **kw):
+        got = real_run_one(job, **kw)
+        if not declared:  # the other worker's stale check, through Optuna's own path
+            (t,) = [t for t in other.get_all_trials(open_study(sw, other)._study_id) if t.state.name == "RUNNING"]
+            monkeypatch.setattr(other, "_get_stale_trial_ids", lambda study_id: [t._trial_id])
+            optuna.storages.fail_stale_trials(open_study(sw, other))
+            declared.append(t.number)
+        return got
+
+    monkeypatch.setattr(backends, "run_one", run_then_declared_dead)
+    with caplog.at_level("WARNING", logger="rnnlab"):
+        worker(sw, out, url, heartbeat=1)
+    assert declared == [0]
+    assert any("trial 0 was declared dead by another worker" in r.getMessage() for r in caplog.records)
+    trials = study_trials(out)
+    assert trials[0].state.name == "FAIL"
+    retries = [t for t in trials if t.system_attrs.get("failed_trial") == 0]
+    assert len(retries) == 1 and retries[0].state.name == "COMPLETE", [(t.number, t.state.name) for t in trials]
+    assert retries[0].params == trials[0].params and retries[0].user_attrs["run_dir"] == "trials/trial-0000"
+    events = [
+        json.loads(x)["event"] for x in (out / "trials" / "trial-0000" / "attempts.jsonl").read_text().splitlines()
+    ]
+    assert events == ["start", "end"]  # trained once: the retry took the finished run
+
+
 # --------------------------------------------------------------------------- spaces: ours = Optuna's
 
 

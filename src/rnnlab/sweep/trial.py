@@ -5,6 +5,7 @@ through the trainer's ``on_eval`` hook), and the worker loop that feeds a study.
 from __future__ import annotations
 
 import json
+import logging
 import math
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from ..config import ConfigError
 from ..rundir import RunFiles
 from .spec import Sweep, SweepError, TrialFailed, TrialInterrupted, _grid_size, decode, import_optuna, override
 from .study import _choice, _db_error, count_states, make_storage, open_study
+
+log = logging.getLogger(__name__)
 
 
 def trial_run_dir(out: Path, number: int) -> Path:
@@ -67,11 +70,14 @@ def _pruning_hook(trial, metric: str, pruned: list):
     return on_eval
 
 
-def _objective(sw: Sweep, out: Path, data_dir: str | None):
+def _objective(sw: Sweep, out: Path, data_dir: str | None, running: list | None = None):
+    """The study's objective; ``running`` (when given) gets the number of each trial it starts."""
     optuna = import_optuna()
     from ..backends import job_for, run_one
 
     def objective(trial) -> float:
+        if running is not None:
+            running.append(trial.number)
         if sw.sampler == "grid":
             _refuse_a_taken_grid_point(trial)
         params = {k: _suggest(trial, k, s) for k, s in sw.space.items()}
@@ -186,7 +192,8 @@ def worker(
     out = Path(out)
     storage = make_storage(storage_url, heartbeat, db_timeout)
     study = open_study(sw, storage)
-    objective = _objective(sw, out, data_dir)
+    running: list[int] = []
+    objective = _objective(sw, out, data_dir, running)
     callbacks = [lambda study, trial: on_trial()] if on_trial is not None else None
     ran = 0
     try:
@@ -195,8 +202,12 @@ def worker(
             if _target_reached(study, sw) or len(failure_streak(study)) >= sw.max_failures:
                 return ran
             ran += 1
+            running.clear()
             try:
                 study.optimize(objective, n_trials=1, catch=(TrialFailed,), gc_after_trial=False, callbacks=callbacks)
+            except ValueError as e:  # Optuna's refusal to record a trial failed elsewhere
+                if isinstance(e, ConfigError) or not _declared_dead(study, running, heartbeat):
+                    raise
             except TrialInterrupted as e:
                 _requeue(study, e.args[0])
                 if on_trial is not None:
@@ -205,6 +216,28 @@ def worker(
     except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError) as e:
         raise ConfigError(_db_error(storage_url, e)) from None
     return ran
+
+
+def _declared_dead(study, running: list, heartbeat: int) -> bool:
+    """Whether the trial this worker was running was failed by another worker as stale: its
+    heartbeat lapsed past the grace period while it was alive (a starved process on a loaded
+    machine), so Optuna refuses the worker's own result ("Cannot tell a FAIL trial"). That
+    worker has queued a retry in the same run directory, which resumes or reuses this run; the
+    worker goes on with the next trial instead of dying."""
+    if not running:
+        return False
+    trials = study.get_trials(deepcopy=False)
+    trial = next((t for t in trials if t.number == running[-1]), None)
+    if trial is None or trial.state.name != "FAIL":
+        return False
+    if not any(t.system_attrs.get("failed_trial") == trial.number for t in trials):
+        return False  # failed without a retry: not by a stale check (or out of retries)
+    log.warning(
+        f"trial {trial.number} was declared dead by another worker while it ran (no heartbeat for "
+        f"{3 * heartbeat} s: is the machine overloaded? --heartbeat sets the interval); its retry "
+        f"is queued and continues in {trial.user_attrs.get('run_dir', 'its run directory')}"
+    )
+    return True
 
 
 def _worker_entry(
