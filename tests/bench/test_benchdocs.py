@@ -121,6 +121,20 @@ def test_a_value_block_reduces_the_records_as_read_from_their_files(tmp_path):
     )
 
 
+def test_a_value_block_that_no_longer_names_one_record_is_a_one_line_error(tmp_path, capsys):
+    """A block quoting 'one' record of a preset that has since gained seeds: the command line
+    says which block and how to point it at one seed, and leaves the file as it was."""
+    rel = ROOT / "records/asrnn-mnist-n122/asrnn-smnist-n122"
+    md = tmp_path / "x.md"
+    text = f"a <!-- value: {rel} test/accuracy .2% -->old<!-- /value -->\n"
+    md.write_text(text)
+    assert docsync.main([str(md)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"docsync: error: {md}: value block"), err
+    assert "found 3" in err[0] and "DIR/seedNNNN" in err[0], err
+    assert md.read_text() == text
+
+
 def test_every_generated_block_in_the_docs_is_what_its_record_gives():
     found = list(_bench_blocks())
     assert len(found) >= 10

@@ -93,7 +93,10 @@ def render_value(args: str, base: Path) -> str:
         raise ValueError(f"value block {args!r}: {len(records)} records below {base / rel}, values {values}")
     if how == "one":
         if len(values) != 1:
-            raise ValueError(f"value block {args!r}: 'one' needs exactly one record, found {len(values)}")
+            raise ValueError(
+                f"value block {args!r}: 'one' needs exactly one record, found {len(values)} (a preset "
+                f"with more seeds: point DIR at one seed's folder, DIR/seedNNNN, or give HOW each or mean)"
+            )
         return _format(values[0], spec)
     if how == "each":
         shown = [_format(v, spec) for v in values]
@@ -150,7 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     bad = 0
     for f in args.files:
-        stale = sync(f, check=args.check)
+        try:
+            stale = sync(f, check=args.check)
+        except (ValueError, OSError) as e:  # a block's arguments or records: one line, the file untouched
+            print(f"docsync: error: {f}: {e}", file=sys.stderr)
+            return 2
         for s in stale:
             print(f"{f}: block '{s}' {'is stale' if args.check else 'regenerated'}")
         bad += len(stale)
