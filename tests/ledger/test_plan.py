@@ -226,3 +226,51 @@ def test_an_estimate_across_sequence_lengths_of_one_model_scales_by_the_length(t
         r.result["params"]["elements"] = 2_365_250  # records/asrnn-ptb-1epoch
     t = price.Pricer(recs, bench_root=None).timing("asrnn/ptb_char-bptt300")
     assert t.source == "estimate" and t.step_s == pytest.approx(2 * 2.5, rel=1e-3), t
+
+
+def test_a_price_probe_prices_a_row_that_nothing_timed_and_is_no_evidence(tmp_path, capsys):
+    """The plan's probe suite (`-o`) runs 20 steps of a configuration no record times; collected
+    into records/price-probes, it prices that preset's row from its own timings (checked against
+    its result.json read directly), while the row stays "not run yet" and the claims and counts
+    are those of the records without it."""
+    import dataclasses
+
+    from rnnlab.ledger import ledger
+    from rnnlab.ledger.document import collect
+    from rnnlab.suite import load_suite, run_suite
+
+    rec = tmp_path / "records"
+    timed(rec, "nnrnn/copy", 1, train_s=3.0, eval_s=0.15)
+    before = make_plan([rec], paper="nnrnn")
+    assert "nnrnn/copy-rnn" in [j.preset for j in before.unpriced]
+    assert main_plan([rec], "6h", "nnrnn", str(tmp_path / "plan.toml")) == 0
+    assert "plan-probes.toml" in capsys.readouterr().out
+    probes = load_suite(str(tmp_path / "plan-probes.toml"))
+    assert probes.name == price.PROBES and tuple(probes.set) == price.PROBE_SET
+    assert probes.presets == [j.preset for j in before.unpriced] and probes.seeds_for("nnrnn/copy-rnn") == [1]
+    statuses = {}
+    run_suite(dataclasses.replace(probes, presets=["nnrnn/copy-rnn"]), tmp_path / "runs", statuses=statuses, log=print)
+    assert list(statuses.values()) == ["trained"]
+    collect(tmp_path / "runs" / price.PROBES, rec / price.PROBES)
+    (probe,) = price.timing_records([rec / price.PROBES])
+    r = probe.result
+    assert r["steps"] == price.PROBE_STEPS
+
+    after = make_plan([rec], paper="nnrnn")
+    assert "nnrnn/copy-rnn" not in [j.preset for j in after.unpriced]
+    (job,) = [j for j in after.cpu + after.gpu if j.preset == "nnrnn/copy-rnn"]
+    cfg = config.load("nnrnn/copy-rnn")
+    evals = cfg.train.steps // cfg.train.eval_every
+    per_step, per_eval = r["train_time_s"] / price.PROBE_STEPS, r["eval_time_s"] / 2
+    assert job.need.run_s() == pytest.approx(cfg.train.steps * per_step + evals * per_eval)
+    assert job.need.cpu.source == "probe" and job.need.seeds == (1, 2, 3)  # no seed counted done
+    assert f"(probe: {price.PROBES}/nnrnn-copy-T200-rnn/seed1, " in job.need.text()
+
+    ev = Evidence(*load_records([rec])[:2])
+    assert [p.path for p in ev.probes] == [probe.path] and "nnrnn/copy-rnn" not in ev.by_preset
+    with_probe, without = ledger([rec]), ledger([rec / "nnrnn-copy-T200"])
+    row = next(ln for ln in with_probe.splitlines() if "`nnrnn/copy-rnn`" in ln and ln.startswith("| "))
+    assert "not run yet" in row and "probe:" in row
+    assert "1 run records" in with_probe and "1 price probes (timings only" in with_probe
+    status_lines = lambda t: [ln for ln in t.splitlines() if ln.startswith("| nnrnn |")]  # noqa: E731
+    assert status_lines(without) and status_lines(with_probe) == status_lines(without)

@@ -41,6 +41,7 @@ from .price import AFFORDABLE_HOURS, Missing, Pricer, hours, missing
 from .published import PAPER_PROTOCOL, PAPERS, ROWS, VARIANTS, Published, protocol
 from .records import (
     AWAITING_REMAKE,
+    PROBES,
     PROVENANCE_SINCE,
     UNVERIFIABLE,
     Analysis,
@@ -161,7 +162,7 @@ def _keys(diffs) -> str:
 def pricer(ev: Evidence) -> Pricer:
     """The evidence's pricer, made once: every record is read once, every preset priced once."""
     if getattr(ev, "pricer", None) is None:
-        ev.pricer, ev.missing = Pricer(ev.records), {}
+        ev.pricer, ev.missing = Pricer(ev.records + ev.probes), {}
     return ev.pricer
 
 
@@ -548,9 +549,10 @@ def ledger(roots, command: str = COMMAND) -> str:
         "it and compares). How to read it and how to add runs: docs/reproduce.md.",
         "",
         *READING,
-        f"{len(records) + len(left)} run records "
+        f"{len(ev.records) + len(left)} run records "
         + _left_out_count(left, ev.left_out)
         + f"{len(analyses)} analysis records"
+        + (f", {len(ev.probes)} price probes (timings only: `{PROBES}`)" if ev.probes else "")
         + (
             f"; {k} of the run records await re-making ({UNVERIFIABLE}, listed below)."
             if (k := sum(1 for r in records if r.unverifiable))

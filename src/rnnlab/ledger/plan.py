@@ -19,9 +19,19 @@ from pathlib import Path
 from ..config import ConfigError, toml_value
 from .claims import CLAIMS, CONFIRMED, NOT_APPLICABLE, REFUTED, UNTESTED, needed, verdict_kind
 from .document import pricer, row_missing
-from .price import AFFORDABLE_HOURS, LONG_RUN_S, Missing, checkpoint_every, done_seeds, hours, missing
+from .price import (
+    AFFORDABLE_HOURS,
+    LONG_RUN_S,
+    PROBE_SET,
+    PROBE_STEPS,
+    Missing,
+    checkpoint_every,
+    done_seeds,
+    hours,
+    missing,
+)
 from .published import PAPER_PROTOCOL, PAPERS, ROWS, VARIANTS, protocol
-from .records import Evidence, load_records
+from .records import PROBES, Evidence, load_records
 from .stats import MIN_SAMPLE
 
 PLAN_SUITE = "plan"
@@ -118,16 +128,20 @@ class Plan:
     gpu: list[Job]  # runs longer than the budget on the records' CPU
     unpriced: list[Job]  # runs without a timing
 
-    def suite_text(self, jobs: list[Job], name: str, description: str) -> str:
-        """A suite file (``rnnlab.suite``) of ``jobs``: their presets, each with its own seeds."""
+    def suite_text(self, jobs: list[Job], name: str, description: str, probe: bool = False) -> str:
+        """A suite file (``rnnlab.suite``) of ``jobs``: their presets, each with its own seeds; with
+        ``probe``, one short run of each (``PROBE_SET``, the first seed) that times it."""
         lines = [f"name = {toml_value(name)}", f"description = {toml_value(description)}"]
         lines.append("presets = [" + ", ".join(toml_value(j.preset) for j in jobs) + "]")
         lines.append("seeds = []")
         long = [j.need.cpu.step_s for j in jobs if j.need.cpu is not None and j.need.run_s() > LONG_RUN_S]
-        if long:  # each run longer than LONG_RUN_S checkpoints at least every CHECKPOINT_S seconds
+        if probe:
+            lines.append("set = [" + ", ".join(toml_value(x) for x in PROBE_SET) + "]")
+        elif long:  # each run longer than LONG_RUN_S checkpoints at least every CHECKPOINT_S seconds
             lines.append(f'set = ["train.checkpoint_every={checkpoint_every(max(long))}"]')
         lines += ["", "[seeds_of]"]
-        lines += [f"{toml_value(j.preset)} = [{', '.join(str(s) for s in j.need.seeds)}]" for j in jobs]
+        seeds = (lambda j: j.need.seeds[:1]) if probe else (lambda j: j.need.seeds)
+        lines += [f"{toml_value(j.preset)} = [{', '.join(str(s) for s in seeds(j))}]" for j in jobs]
         return "\n".join(lines) + "\n"
 
 
@@ -240,9 +254,13 @@ def render(plan: Plan, suite_path: str | None = None) -> str:
         out.append("None.")
     out += ["", f"## Without a price: {sum(len(j.need.seeds) for j in plan.unpriced)} runs", ""]
     if plan.unpriced:
+        probes = _probe_path(suite)
         out += [
-            "No record or speed benchmark times these configurations; a short run of each prices it "
-            "(`--set train.steps=...`, then `rnnlab reproduce collect`):",
+            f"No record or speed benchmark times these configurations. A price probe, one run of "
+            f"{PROBE_STEPS} steps of each, prices them on this machine: `rnnlab suite {probes} --runs-dir "
+            f"runs` (written beside `{suite}` by `-o`), then `rnnlab reproduce collect runs/{PROBES} -o "
+            f"records/{PROBES}` and the ledger again (probes time a configuration and are no "
+            "evidence: their rows stay not run). The runs:",
             "",
             *[f"* `{j.command()}` ({'; '.join(j.rows[:1] + j.claims[:1])})" for j in plan.unpriced],
         ]
@@ -256,6 +274,11 @@ def _gpu_path(suite: str) -> str:
     return str(p.with_name(p.stem + "-gpu" + (p.suffix or ".toml")))
 
 
+def _probe_path(suite: str) -> str:
+    p = Path(suite)
+    return str(p.with_name(p.stem + "-probes" + (p.suffix or ".toml")))
+
+
 def main_plan(roots, budget: str = "6h", paper: str | None = None, output: str | None = None) -> int:
     """``rnnlab reproduce plan``: print the plan; with ``output``, write its suites."""
     plan = make_plan(roots, parse_budget(budget), paper)
@@ -263,6 +286,7 @@ def main_plan(roots, budget: str = "6h", paper: str | None = None, output: str |
     if output:
         if not output.endswith(".toml"):
             raise ConfigError(f"-o {output!r}: a suite file ends in .toml; e.g. -o plan.toml")
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
         Path(output).write_text(
             plan.suite_text(plan.cpu, PLAN_SUITE, f"rnnlab reproduce plan: the missing runs within {budget} per run")
         )
@@ -272,4 +296,14 @@ def main_plan(roots, budget: str = "6h", paper: str | None = None, output: str |
                 plan.suite_text(plan.gpu, PLAN_SUITE + "-gpu", f"rnnlab reproduce plan: the runs longer than {budget}")
             )
             print(f"wrote {_gpu_path(output)}")
+        if plan.unpriced:
+            Path(_probe_path(output)).write_text(
+                plan.suite_text(
+                    plan.unpriced,
+                    PROBES,
+                    f"rnnlab reproduce plan: price probes, {PROBE_STEPS} steps of each configuration no record times",
+                    probe=True,
+                )
+            )
+            print(f"wrote {_probe_path(output)}")
     return 0

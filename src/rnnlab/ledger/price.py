@@ -6,7 +6,8 @@ taken, in this order, from
 
 1. **measured**: a record of the same configuration (the preset's runs at any step budget or
    evaluation schedule: ``train_time_s / steps`` and ``eval_time_s`` per evaluation, per member
-   of an ensemble);
+   of an ensemble); the longest such run, so a trained record wins over a **probe** (a run of
+   ``PROBE_STEPS`` steps kept below a ``records.PROBES`` folder only to time its configuration);
 2. **estimate**: else the closest record of the same cell and task family (the task's module:
    ``rnnlab.tasks.mnist``, ``.text``, ``.synthetic``, ...), scaled by the ratio of parameter
    counts x sequence lengths x batch sizes (the closest: the smallest such ratio either way);
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from .. import config
 from ..rundir import RunFiles
-from .records import Record, _resolved, preset_dicts
+from .records import PROBES, Record, _resolved, is_probe, preset_dicts
 
 #: a missing run is *affordable* on the machine of the records when it fits in this many hours
 #: of one CPU thread (the README's line, ``rnnlab reproduce plan --budget``'s default)
@@ -47,6 +48,10 @@ _LENGTH_ONLY = (
     "task.test_size",
 )
 SPEED_RESULTS = Path(__file__).resolve().parents[3] / "docs"
+#: a price probe's run: a few steps and two evaluations (its evaluation time includes the test
+#: evaluation, so a probe's price errs high by up to half an evaluation per evaluation)
+PROBE_STEPS = 20
+PROBE_SET = (f"train.steps={PROBE_STEPS}", f"train.eval_every={PROBE_STEPS // 2}")
 
 
 @dataclass(frozen=True)
@@ -217,7 +222,10 @@ class Pricer:
         if same:
             rec = max(same, key=lambda r: r.result.get("steps", 0))  # the longest run: steady state
             step_s, eval_s = _per_member(rec)
-            return Timing(step_s, eval_s, "measured", f"{rec.path.parent.name}/{rec.path.name}, {_machine(rec)}", gpu)
+            where = f"{rec.path.parent.name}/{rec.path.name}, {_machine(rec)}"
+            if is_probe(rec.path):
+                return Timing(step_s, eval_s, "probe", f"{PROBES}/{where}, {rec.result['steps']} steps", gpu)
+            return Timing(step_s, eval_s, "measured", where, gpu)
         est = self._estimate(cfg, flat, gpu)
         if est is not None or gpu:
             return est

@@ -87,6 +87,17 @@ def _resolved(cfg: dict) -> dict:
     return {k: v for k, v in flat.items() if not any(k == i or k.startswith(i + ".") for i in NOT_EXPERIMENT)}
 
 
+#: a records folder of this name holds *price probes*: short runs (``price.PROBE_SET``) that time a
+#: configuration no other record times. The pricer reads them; the ledger's evidence does not
+#: (a probe is no trained result, and its row stays "not run yet").
+PROBES = "price-probes"
+
+
+def is_probe(path: Path) -> bool:
+    """Whether the run directory ``path`` lies below a ``PROBES`` folder."""
+    return PROBES in Path(path).parts
+
+
 @dataclass
 class Record:
     path: Path
@@ -473,6 +484,8 @@ class Evidence:
     the records read but not counted, with the reason; ``notes``: what a rule left aside."""
 
     def __init__(self, records: list[Record], analyses: list[Analysis], left_out: list[LeftOut] = ()):
+        self.probes = [r for r in records if is_probe(r.path)]  # timings for the prices only
+        records = [r for r in records if not is_probe(r.path)]
         attribute(records)
         self.records = list(records)
         self.left_out = list(left_out)
