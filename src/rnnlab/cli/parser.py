@@ -410,7 +410,8 @@ def _parser_reproduce(sub) -> None:
         "-o",
         "--output",
         help="ledger: output file (default: stdout); plan: the suite file of the runs within the budget "
-        "(and FILE-gpu.toml of the others); collect: the records folder, e.g. -o REPRODUCTION.md",
+        "(FILE-gpu.toml of the others, FILE-probes.toml of the price probes of the runs without a price); "
+        "collect: the records folder, e.g. -o REPRODUCTION.md",
     )
     s.add_argument(
         "--budget",
