@@ -140,8 +140,9 @@ class Plan:
         elif long:  # each run longer than LONG_RUN_S checkpoints at least every CHECKPOINT_S seconds
             lines.append(f'set = ["train.checkpoint_every={checkpoint_every(max(long))}"]')
         lines += ["", "[seeds_of]"]
-        seeds = (lambda j: j.need.seeds[:1]) if probe else (lambda j: j.need.seeds)
-        lines += [f"{toml_value(j.preset)} = [{', '.join(str(s) for s in seeds(j))}]" for j in jobs]
+        for j in jobs:
+            seeds = j.need.seeds[:1] if probe else j.need.seeds
+            lines.append(f"{toml_value(j.preset)} = [{', '.join(str(s) for s in seeds)}]")
         return "\n".join(lines) + "\n"
 
 
@@ -212,7 +213,7 @@ def _job_lines(jobs: list[Job], gpu: bool = False) -> list[str]:
 def render(plan: Plan, suite_path: str | None = None) -> str:
     budget = hours(plan.budget_s)
     suite = suite_path or "plan.toml"
-    gpu_suite = _gpu_path(suite)
+    gpu_suite = _beside(suite, "gpu")
     out = [
         "# Reproduction plan",
         "",
@@ -254,7 +255,7 @@ def render(plan: Plan, suite_path: str | None = None) -> str:
         out.append("None.")
     out += ["", f"## Without a price: {sum(len(j.need.seeds) for j in plan.unpriced)} runs", ""]
     if plan.unpriced:
-        probes = _probe_path(suite)
+        probes = _beside(suite, "probes")
         out += [
             f"No record or speed benchmark times these configurations. A price probe, one run of "
             f"{PROBE_STEPS} steps of each, prices them on this machine: `rnnlab suite {probes} --runs-dir "
@@ -269,14 +270,10 @@ def render(plan: Plan, suite_path: str | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-def _gpu_path(suite: str) -> str:
+def _beside(suite: str, tag: str) -> str:
+    """The suite file written beside ``suite`` for ``tag``: ``plan.toml`` -> ``plan-gpu.toml``."""
     p = Path(suite)
-    return str(p.with_name(p.stem + "-gpu" + (p.suffix or ".toml")))
-
-
-def _probe_path(suite: str) -> str:
-    p = Path(suite)
-    return str(p.with_name(p.stem + "-probes" + (p.suffix or ".toml")))
+    return str(p.with_name(f"{p.stem}-{tag}{p.suffix or '.toml'}"))
 
 
 def main_plan(roots, budget: str = "6h", paper: str | None = None, output: str | None = None) -> int:
@@ -287,23 +284,14 @@ def main_plan(roots, budget: str = "6h", paper: str | None = None, output: str |
         if not output.endswith(".toml"):
             raise ConfigError(f"-o {output!r}: a suite file ends in .toml; e.g. -o plan.toml")
         Path(output).parent.mkdir(parents=True, exist_ok=True)
-        Path(output).write_text(
-            plan.suite_text(plan.cpu, PLAN_SUITE, f"rnnlab reproduce plan: the missing runs within {budget} per run")
-        )
-        print(f"wrote {output}")
-        if plan.gpu:
-            Path(_gpu_path(output)).write_text(
-                plan.suite_text(plan.gpu, PLAN_SUITE + "-gpu", f"rnnlab reproduce plan: the runs longer than {budget}")
-            )
-            print(f"wrote {_gpu_path(output)}")
-        if plan.unpriced:
-            Path(_probe_path(output)).write_text(
-                plan.suite_text(
-                    plan.unpriced,
-                    PROBES,
-                    f"rnnlab reproduce plan: price probes, {PROBE_STEPS} steps of each configuration no record times",
-                    probe=True,
-                )
-            )
-            print(f"wrote {_probe_path(output)}")
+        probe_text = f"price probes, {PROBE_STEPS} steps of each configuration no record times"
+        suites = [  # (file, jobs, suite name, description, probe); the first is written even when empty
+            (output, plan.cpu, PLAN_SUITE, f"the missing runs within {budget} per run", False),
+            (_beside(output, "gpu"), plan.gpu, PLAN_SUITE + "-gpu", f"the runs longer than {budget}", False),
+            (_beside(output, "probes"), plan.unpriced, PROBES, probe_text, True),
+        ]
+        for i, (path, jobs, name, text, probe) in enumerate(suites):
+            if jobs or i == 0:
+                Path(path).write_text(plan.suite_text(jobs, name, f"rnnlab reproduce plan: {text}", probe=probe))
+                print(f"wrote {path}")
     return 0
