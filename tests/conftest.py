@@ -104,6 +104,12 @@ def copy_weights_from_torch(layer, ref) -> None:
                     getattr(cell, name).copy_(getattr(ref, f"{name}_l{l}{suffix}"))
 
 
+def set_flags(*pairs: str) -> list[str]:
+    """The command line's ``--set KEY=VALUE`` for each pair, in order: a tiny run's overrides,
+    e.g. ``set_flags("train.steps=2", "task.L=12")``."""
+    return [arg for pair in pairs for arg in ("--set", pair)]
+
+
 def walk_parsers(parser, path=("rnnlab",)):
     """Every (command path, parser) pair of an argparse tree."""
     yield path, parser

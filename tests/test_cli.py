@@ -4,17 +4,11 @@ import json
 import subprocess
 import sys
 
+from conftest import set_flags
 from rnnlab.cli import main
 
 FAST = [
-    "--set",
-    "task.L=8",
-    "--set",
-    "task.val_size=32",
-    "--set",
-    "task.test_size=32",
-    "--set",
-    "train.eval_every=5",
+    *set_flags("task.L=8", "task.val_size=32", "task.test_size=32", "train.eval_every=5"),
     "--quiet",
 ]
 
@@ -114,12 +108,7 @@ def test_thresholds_summary(tmp_path, capsys):
                 "--seeds",
                 "0,1",
                 "--quiet",
-                "--set",
-                "train.steps=30",
-                "--set",
-                "task.val_size=50",
-                "--set",
-                "task.test_size=50",
+                *set_flags("train.steps=30", "task.val_size=50", "task.test_size=50"),
             ]
         )
         == 0
@@ -146,14 +135,7 @@ def test_suite_runs_in_parallel_skips_done_runs_and_tabulates(tmp_path, capsys):
         str(tmp_path),
         "--jobs",
         "2",
-        "--set",
-        "train.steps=4",
-        "--set",
-        "task.val_size=16",
-        "--set",
-        "task.test_size=16",
-        "--set",
-        "train.eval_every=2",
+        *set_flags("train.steps=4", "task.val_size=16", "task.test_size=16", "train.eval_every=2"),
     ]
     assert main(argv) == 0
     out = capsys.readouterr()
@@ -179,12 +161,7 @@ def test_bench_speed_is_wired_and_train_records_the_allocator(tmp_path):
                 "--out",
                 str(out),
                 "--quiet",
-                "--set",
-                "train.steps=2",
-                "--set",
-                "task.val_size=8",
-                "--set",
-                "task.test_size=8",
+                *set_flags("train.steps=2", "task.val_size=8", "task.test_size=8"),
             ]
         )
         == 0

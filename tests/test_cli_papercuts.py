@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import walk_parsers
+from conftest import set_flags, walk_parsers
 from rnnlab import config
 from rnnlab.cli import build_parser, main
 
@@ -21,16 +21,7 @@ ROOT = Path(__file__).parents[1]
 def asrnn_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("jac") / "run"
     small = [
-        "--set",
-        "task.L=12",
-        "--set",
-        "task.val_size=4",
-        "--set",
-        "task.test_size=4",
-        "--set",
-        "train.eval_every=2",
-        "--set",
-        "train.steps=2",
+        *set_flags("task.L=12", "task.val_size=4", "task.test_size=4", "train.eval_every=2", "train.steps=2"),
         "--quiet",
     ]
     assert main(["train", "asrnn/copy-L1000", "--out", str(run), "--set", "model.hidden_size=8"] + small) == 0

@@ -20,6 +20,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 import rnnlab
+from conftest import set_flags
 from rnnlab import config
 from rnnlab import device as dev
 from rnnlab import train as tr
@@ -268,24 +269,17 @@ def test_cli_trains_in_low_precision_like_fp32(precision, tmp_path, capsys):
     """``rnnlab train PRESET --device cpu --precision bf16`` (and fp16 with its gradient
     scaler) on a small copy task: the loss falls as fp32's does."""
     sets = [
-        "--set",
-        "task.K=3",
-        "--set",
-        "task.L=5",
-        "--set",
-        "task.val_size=64",
-        "--set",
-        "task.test_size=64",
-        "--set",
-        "train.steps=40",
-        "--set",
-        "train.eval_every=40",
-        "--set",
-        "train.log_every=5",
-        "--set",
-        "train.batch_size=32",
-        "--set",
-        "model.hidden_size=24",
+        *set_flags(
+            "task.K=3",
+            "task.L=5",
+            "task.val_size=64",
+            "task.test_size=64",
+            "train.steps=40",
+            "train.eval_every=40",
+            "train.log_every=5",
+            "train.batch_size=32",
+            "model.hidden_size=24",
+        ),
     ]
     curves = {}
     for p in ("fp32", precision):

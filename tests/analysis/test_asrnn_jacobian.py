@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import set_flags
 from rnnlab import ASRNNCell, ExpRNNCell, LSTMCell, RNNCell
 from rnnlab import parametrize as par
 from rnnlab.analysis.jacobian import (
@@ -186,16 +187,7 @@ def test_cli_analyze_jacobian(tmp_path, capsys):
 
     run = tmp_path / "run"
     small = [
-        "--set",
-        "task.L=12",
-        "--set",
-        "task.val_size=4",
-        "--set",
-        "task.test_size=4",
-        "--set",
-        "train.eval_every=2",
-        "--set",
-        "train.steps=2",
+        *set_flags("task.L=12", "task.val_size=4", "task.test_size=4", "train.eval_every=2", "train.steps=2"),
         "--quiet",
     ]
     assert main(["train", "asrnn/copy-L1000", "--out", str(run)] + small) == 0

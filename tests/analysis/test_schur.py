@@ -5,23 +5,13 @@ import json
 import pytest
 import torch
 
+from conftest import set_flags
 from rnnlab import cli
 
 torch.set_num_threads(1)
 
 SMALL = [
-    "--set",
-    "train.steps=3",
-    "--set",
-    "train.eval_every=3",
-    "--set",
-    "task.L=6",
-    "--set",
-    "task.K=3",
-    "--set",
-    "task.val_size=4",
-    "--set",
-    "task.test_size=4",
+    *set_flags("train.steps=3", "train.eval_every=3", "task.L=6", "task.K=3", "task.val_size=4", "task.test_size=4"),
     "--quiet",
 ]
 
