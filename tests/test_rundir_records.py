@@ -211,6 +211,23 @@ def test_result_records_the_host_cpu_and_blas(tmp_path):
         if names:
             assert cond["cpu_model"] == names[0]
     assert cond["blas"] in torch.__config__.show() or cond["blas"] == "unknown"
+    assert cond["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+
+
+def test_result_records_the_cpu_generation_where_cpuinfo_shows_it(tmp_path):
+    """A masked model name ("AMD EPYC") names hosts of different speed alike; the family and
+    model numbers of /proc/cpuinfo, read here independently, tell them apart."""
+    cond = train(small(steps=1), tmp_path / "r", progress=False)["conditions"]
+    info = Path("/proc/cpuinfo")
+    fields = {}
+    if info.exists():
+        for ln in info.read_text().split("\n\n")[0].splitlines():
+            k, _, v = ln.partition(":")
+            fields.setdefault(k.strip().lower(), v.strip())
+    if "cpu family" in fields and "model" in fields:
+        assert cond["cpu_id"] == f"family {fields['cpu family']} model {fields['model']}"
+    else:
+        assert "cpu_id" not in cond
 
 
 def test_source_hash_changes_with_a_source_file(tmp_path, monkeypatch):

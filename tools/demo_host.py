@@ -15,11 +15,11 @@ import sys
 def host() -> dict:
     import torch
 
-    from rnnlab.device import blas_info, cpu_model
+    from rnnlab.device import blas_info, cpu_capability, cpu_model
 
     return {
         "cpu_model": cpu_model(),
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cpu_capability": cpu_capability(),
         "blas": blas_info(),
         "torch": torch.__version__,
     }

@@ -180,7 +180,10 @@ def conditions(device: torch.device, precision: str = "fp32") -> dict:
     else:
         out.update(device_name=platform.processor() or platform.machine())
     # the host's CPU and BLAS on every device: a record made elsewhere says where
-    out.update(cpu_model=cpu_model(), blas=blas_info())
+    out.update(cpu_model=cpu_model(), blas=blas_info(), cpu_capability=cpu_capability())
+    generation = cpu_id()
+    if generation:
+        out["cpu_id"] = generation
     return out
 
 
@@ -194,6 +197,37 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "unknown"
+
+
+def cpu_id() -> str:
+    """The CPU's family and model numbers (``/proc/cpuinfo`` on x86 Linux), e.g. ``"family 23
+    model 1"``; "" where they are not shown. A virtual machine often masks the model name ("AMD
+    EPYC", "Intel(R) Xeon(R) Processor") but not these, and they tell processor generations
+    apart: two hosts both named "AMD EPYC" ran the same training step 2x apart in speed."""
+    found: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip().lower()
+                if key in ("cpu family", "model") and key not in found:
+                    found[key] = value.strip()
+                if not line.strip() and found:  # the first processor's block is enough
+                    break
+    except OSError:
+        return ""
+    if "cpu family" not in found or "model" not in found:
+        return ""
+    return f"family {found['cpu family']} model {found['model']}"
+
+
+def cpu_capability() -> str:
+    """The instruction set torch's CPU kernels dispatch on (``"AVX2"``, ``"AVX512"``, ...;
+    ``"unknown"`` where torch cannot say)."""
+    try:
+        return str(torch.backends.cpu.get_cpu_capability())
+    except Exception:  # noqa: BLE001 - an older or unusual build
+        return "unknown"
 
 
 def blas_info() -> str:

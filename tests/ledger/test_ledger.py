@@ -75,6 +75,38 @@ def test_of_two_duplicates_the_record_with_provenance_counts(tmp_path):
     assert str(old) in text
 
 
+def test_two_hosts_of_one_model_name_are_told_apart_by_generation_and_an_old_record_keeps_its_name(tmp_path):
+    """The hardware column and the provenance table name a record's CPU with the generation and
+    instruction set it recorded, so two "AMD EPYC" hosts 2x apart in speed are two machines; a
+    record made before those keys were kept reads as the bare name, as before."""
+    hosts = [
+        {"cpu_model": "AMD EPYC", "cpu_id": "family 23 model 1", "cpu_capability": "AVX2"},
+        {"cpu_model": "AMD EPYC", "cpu_id": "family 25 model 1", "cpu_capability": "AVX2"},
+        {"cpu_model": "AMD EPYC"},
+    ]
+    for seed, host in enumerate(hosts):
+        write_record(
+            tmp_path,
+            "asrnn/smnist-n122",
+            seed,
+            {"test/accuracy": 0.97},
+            result_extra={
+                "git": {"commit": f"{seed}123456789abcdef", "dirty": False},
+                "conditions": {"threads": 1, **host},
+            },
+        )
+    text = ledger([tmp_path])
+    row = next(ln for ln in text.splitlines() if "`asrnn/smnist-n122`" in ln and "(3 seeds)" in ln)
+    assert (
+        "| CPU AMD EPYC (family 23 model 1, AVX2), 1 thread / CPU AMD EPYC (family 25 model 1, AVX2), "
+        "1 thread / CPU AMD EPYC, 1 thread |" in row
+    )
+    where = text.split("## Where the records were made")[1]
+    assert "| AMD EPYC (family 23 model 1, AVX2) |" in where and "| AMD EPYC (family 25 model 1, AVX2) |" in where
+    assert records.cpu_label({"cpu_model": "X", "cpu_capability": "unknown"}) == "X"
+    assert records.cpu_label({}) is None
+
+
 def test_missing_or_empty_metrics_are_left_out_not_counted_as_never_reached(tmp_path):
     fast = [{"step": s, "val/loss": 0.05 if s < 50 else 0.009} for s in range(10, 1001, 10)]
     for seed in (0, 1, 2):

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from .. import config
 from ..rundir import RunFiles
-from .records import PROBES, Record, _resolved, is_probe, preset_dicts
+from .records import PROBES, Record, _resolved, cpu_label, is_probe, preset_dicts
 
 #: a missing run is *affordable* on the machine of the records when it fits in this many hours
 #: of one CPU thread (the README's line, ``rnnlab reproduce plan --budget``'s default)
@@ -77,7 +77,7 @@ def _machine(rec: Record) -> str:
     cond = rec.result.get("conditions") or {}
     if not _device(rec).startswith("cpu"):
         return f"{cond.get('device_name') or _device(rec)}"
-    return cond.get("cpu_model") or "CPU of unrecorded model"
+    return cpu_label(cond) or "CPU of unrecorded model"
 
 
 def _per_member(rec: Record) -> tuple[float, float] | None:

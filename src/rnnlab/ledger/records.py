@@ -63,6 +63,18 @@ AWAITING_REMAKE = "awaiting-remake.txt"
 UNVERIFIABLE = "provenance unverifiable"
 
 
+def cpu_label(cond: dict) -> str | None:
+    """A record's CPU as the ledger names it (hardware, provenance, prices): the model name, then
+    the generation and instruction set where the record has them (``rnnlab.device.cpu_id`` and
+    ``cpu_capability``), e.g. ``"AMD EPYC (family 23 model 1, AVX2)"``; None without a model
+    name. Records made before these were kept read as the bare name."""
+    name = cond.get("cpu_model")
+    if not name:
+        return None
+    extra = [cond[k] for k in ("cpu_id", "cpu_capability") if cond.get(k) and cond[k] != "unknown"]
+    return f"{name} ({', '.join(extra)})" if extra else name
+
+
 def awaiting_remake(root) -> dict[str, str]:
     """``{path below root: why}`` from ``root``'s ``AWAITING_REMAKE`` list ({} without one)."""
     f = Path(root) / AWAITING_REMAKE
@@ -169,7 +181,7 @@ class Record:
         return {
             "commit": (commit[:7] + ("+dirty" if git.get("dirty") else "")) if commit else None,
             "source": r.get("source_sha256"),
-            "cpu": cond.get("cpu_model"),
+            "cpu": cpu_label(cond),
             "torch": (r.get("versions") or {}).get("torch"),
             "blas": cond.get("blas"),
             "device": None if device.startswith("cpu") else f"{device} ({cond.get('device_name', '?')})",
