@@ -12,6 +12,7 @@ device asked for, what this machine has and the choices.
 from __future__ import annotations
 
 import contextlib
+import functools
 import platform
 import re
 
@@ -187,16 +188,29 @@ def conditions(device: torch.device, precision: str = "fp32") -> dict:
     return out
 
 
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo`` on Linux), else what ``platform`` knows."""
+@functools.cache
+def cpuinfo() -> dict[str, str]:
+    """The first processor's block of ``/proc/cpuinfo`` as ``{lower-case key: value}`` (Linux);
+    {} where there is none. The one reader of that file: the model name, the family and model
+    numbers and the instruction-set flags all come from here."""
+    found: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                if not line.strip():
+                    if found:  # the first processor's block is enough
+                        break
+                    continue
+                key, _, value = line.partition(":")
+                found.setdefault(key.strip().lower(), value.strip())
     except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
+        return {}
+    return found
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux), else what ``platform`` knows."""
+    return cpuinfo().get("model name") or platform.processor() or platform.machine() or "unknown"
 
 
 def cpu_id() -> str:
@@ -204,21 +218,10 @@ def cpu_id() -> str:
     model 1"``; "" where they are not shown. A virtual machine often masks the model name ("AMD
     EPYC", "Intel(R) Xeon(R) Processor") but not these, and they tell processor generations
     apart: two hosts both named "AMD EPYC" ran the same training step 2x apart in speed."""
-    found: dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                key = key.strip().lower()
-                if key in ("cpu family", "model") and key not in found:
-                    found[key] = value.strip()
-                if not line.strip() and found:  # the first processor's block is enough
-                    break
-    except OSError:
+    info = cpuinfo()
+    if not info.get("cpu family") or not info.get("model"):
         return ""
-    if "cpu family" not in found or "model" not in found:
-        return ""
-    return f"family {found['cpu family']} model {found['model']}"
+    return f"family {info['cpu family']} model {info['model']}"
 
 
 def cpu_capability() -> str:

@@ -10,7 +10,9 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
+import rnnlab.device
 from rnnlab.bench import benchdocs, benchrecord, docsync
 
 ROOT = Path(__file__).parents[2]
@@ -252,6 +254,13 @@ def test_captions_say_idle_loaded_or_legacy():
     text = benchrecord.caption({"conditions": idle}, "docs/x.json")
     assert text.startswith("*Record `docs/x.json`, idle machine: load average 0.05 before and 1.02 after")
     assert idle["cpu_model"] in text and idle["blas"] in text
+    # the generation and instruction set, as the ledger names a CPU (records.cpu_label)
+    assert idle["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert idle["cpu_id"] == rnnlab.device.cpu_id() and (not idle["cpu_id"] or idle["cpu_id"] in text)
+    named = {**idle, "cpu_model": "AMD EPYC", "cpu_id": "family 23 model 1", "cpu_capability": "AVX2"}
+    assert "; AMD EPYC (family 23 model 1, AVX2), BLAS" in benchrecord.caption({"conditions": named}, "x")
+    older = {k: v for k, v in named.items() if k not in ("cpu_id", "cpu_capability")}
+    assert "; AMD EPYC, BLAS" in benchrecord.caption({"conditions": older}, "x")  # records before them
     assert benchrecord.is_legacy([{"backend": "x"}]) and benchrecord.is_legacy({"conditions": "text"})
     legacy = benchrecord.caption({"conditions": {"loadavg_end": [1.0, 1.0, 1.0]}}, "old.json")
     assert legacy.startswith("*Legacy record `old.json`, load unknown") and "at its end 1.00" in legacy

@@ -83,6 +83,8 @@ def start(allow_load: bool = False, own: float = 1.0, *, loadavg=None, cores: in
 
     return {
         "cpu_model": device.cpu_model(),
+        "cpu_id": device.cpu_id(),
+        "cpu_capability": device.cpu_capability(),
         "blas": device.blas_info(),
         "cores": cores,
         "load_limit": limit,
@@ -190,13 +192,15 @@ def caption(record, source: str) -> str:
             f"*Legacy record `{source}`, load unknown: made before records carried the load average "
             f"before the run and the CPU model{at_end}. To be re-recorded on an idle machine.*"
         )
+    from ..ledger.records import cpu_label  # torch-free, as this module must stay
+
     before, after = cond["loadavg_before"][0], cond["loadavg_after"][0]
     during = cond.get("loadavg_during")
     peak = f", at most {max(during):.2f} during" if during else ""
     load = (
         f"load average {before:.2f} before{peak} and {after:.2f} after the run (the benchmark's own "
         f"{cond['own_load']:g}; limit {cond['load_limit']:.2f}, {LOAD_PER_CORE} per core on {cond['cores']} "
-        f"cores); {cond['cpu_model']}, BLAS {cond['blas']}"
+        f"cores); {cpu_label(cond)}, BLAS {cond['blas']}"
     )
     if cond["loaded"]:
         return f"**Loaded machine (`{source}`): {load}. Timings and ratios from a loaded machine are not results.**"

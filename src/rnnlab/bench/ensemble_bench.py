@@ -272,8 +272,10 @@ def main(
         between=lambda: benchrecord.sample(host),
     )
     cond = benchrecord.conditions(host, torch=torch.__version__, threads=threads, steps_measured=steps)
+    from ..ledger.records import cpu_label
+
     print(
-        f"\n{cond['date']}; {cond['cpu_model']}; torch {cond['torch']}; {threads} thread(s); load average "
+        f"\n{cond['date']}; {cpu_label(cond)}; torch {cond['torch']}; {threads} thread(s); load average "
         f"{cond['loadavg_before'][0]:.2f} before, {cond['loadavg_after'][0]:.2f} after"
         + (" (loaded: not a result)" if cond["loaded"] else "")
         + "\n"

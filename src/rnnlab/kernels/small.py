@@ -87,13 +87,9 @@ def cache_dir() -> Path:
 
 def _cpu() -> str:
     """The CPU's model and instruction sets (the cache key of a -march=native build)."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-        return "\n".join(sorted({ln for ln in lines if ln.startswith(("model name", "flags"))}))
-    except OSError:
-        import platform
+    from ..device import cpu_model, cpuinfo
 
-        return platform.processor() or platform.machine()
+    return f"{cpu_model()}\n{cpuinfo().get('flags', '')}"
 
 
 def _compile(kind: str) -> ctypes.CDLL | None:

@@ -189,7 +189,7 @@ def _bench_rows(root: Path = SPEED_RESULTS) -> list[dict]:
         cond = data.get("conditions") or {}
         for r in data.get("rows", []):
             if isinstance(r, dict) and isinstance(r.get("fast"), dict) and r.get("threads", 1) == 1:
-                rows.append({**r, "_file": p.name, "_cpu": cond.get("cpu_model") or "CPU"})
+                rows.append({**r, "_file": p.name, "_cpu": cpu_label(cond) or "CPU"})
     return rows
 
 
