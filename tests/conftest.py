@@ -110,6 +110,35 @@ def set_flags(*pairs: str) -> list[str]:
     return [arg for pair in pairs for arg in ("--set", pair)]
 
 
+def tiny_copy(
+    *extra: str,
+    steps: int | None = None,
+    L: int | None = 8,
+    K: int | None = 3,
+    eval_size: int | None = 64,
+    hidden: int | None = 24,
+    batch: int | None = 32,
+    eval_every: int | None = 5,
+    log_every: int | None = 5,
+) -> list[str]:
+    """``KEY=VALUE`` overrides that make a copy-task preset (``demo/lstm``, ...) a run of seconds:
+    the sequence (``task.L``, ``task.K``), the validation and test sets' size, the hidden size, the
+    batch, how often it evaluates and logs, the steps; then ``extra``. A size of None keeps the
+    preset's own. ``set_flags(*tiny_copy(...))`` makes them command-line flags."""
+    sizes = {
+        "task.L": L,
+        "task.K": K,
+        "task.val_size": eval_size,
+        "task.test_size": eval_size,
+        "model.hidden_size": hidden,
+        "train.batch_size": batch,
+        "train.eval_every": eval_every,
+        "train.log_every": log_every,
+        "train.steps": steps,
+    }
+    return [f"{k}={v}" for k, v in sizes.items() if v is not None] + list(extra)
+
+
 def walk_parsers(parser, path=("rnnlab",)):
     """Every (command path, parser) pair of an argparse tree."""
     yield path, parser

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import rnnlab
+from conftest import set_flags, tiny_copy
 from rnnlab import config, rundir
 from rnnlab import train as train_mod
 from rnnlab.cli import main
@@ -22,16 +23,7 @@ from rnnlab.config import ConfigError
 from rnnlab.results import find_results, summarize, table
 from rnnlab.train import TrainingDiverged, evaluate, load_run, train
 
-TINY = [
-    "task.K=3",
-    "task.L=6",
-    "task.val_size=32",
-    "task.test_size=32",
-    "model.hidden_size=12",
-    "train.eval_every=5",
-    "train.batch_size=16",
-    "train.log_every=1",
-]
+TINY = tiny_copy(L=6, eval_size=32, hidden=12, batch=16, log_every=1)
 
 
 def tiny(steps=10, *extra):
@@ -48,10 +40,6 @@ def one_error(err: str) -> str:
     lines = [ln for ln in err.splitlines() if ln.startswith("rnnlab: error:")]
     assert len(lines) == 1, err
     return lines[0]
-
-
-def sets(*items):
-    return [a for s in items for a in ("--set", s)]
 
 
 # --- one definition of what is part of an experiment ----------------------------------------
@@ -107,10 +95,10 @@ def test_resume_with_other_threads_finds_the_run_and_continues_it(tmp_path, caps
     """`rnnlab train X --resume --set train.threads=2` found the run, then refused it (four
     lists of such keys disagreed)."""
     runs = tmp_path / "runs"
-    argv = ["train", "demo/lstm", "--runs-dir", runs, "--quiet", *sets(*TINY)]
-    rc, err = cli(argv + sets("train.steps=5"), capsys)
+    argv = ["train", "demo/lstm", "--runs-dir", runs, "--quiet", *set_flags(*TINY)]
+    rc, err = cli(argv + set_flags("train.steps=5"), capsys)
     assert rc == 0, err
-    rc, err = cli(argv + sets("train.steps=10", "train.threads=2") + ["--resume"], capsys)
+    rc, err = cli(argv + set_flags("train.steps=10", "train.threads=2") + ["--resume"], capsys)
     assert rc == 0, err
     results = list(runs.rglob("result.json"))
     assert len(results) == 1
@@ -154,7 +142,9 @@ def test_resume_after_metrics_were_lost_is_refused_and_keeps_the_checkpoint(dama
     else:
         (out / "metrics.jsonl").write_text("")
     before = (out / "checkpoint.pt").read_bytes()
-    rc, err = cli(["train", "demo/lstm", "--out", out, "--quiet", "--resume", *sets(*TINY, "train.steps=15")], capsys)
+    rc, err = cli(
+        ["train", "demo/lstm", "--out", out, "--quiet", "--resume", *set_flags(*TINY, "train.steps=15")], capsys
+    )
     line = one_error(err)
     assert rc == 1 and "metrics.jsonl" in line and ("is missing" in line or "holds no rows" in line)
     assert "restore it from a copy, or start the run over" in line
@@ -195,7 +185,7 @@ def test_which_best_without_best_pt_is_an_error_not_checkpoint_pt(tmp_path, caps
 def test_misspelt_selection_or_target_metric_is_refused_before_anything_runs(key, value, hint, tmp_path, capsys):
     out = tmp_path / "run"
     rc, err = cli(
-        ["train", "demo/lstm", "--out", out, "--quiet", *sets(*TINY, "train.steps=5", f"{key}='{value}'")], capsys
+        ["train", "demo/lstm", "--out", out, "--quiet", *set_flags(*TINY, "train.steps=5", f"{key}='{value}'")], capsys
     )
     line = one_error(err)
     assert rc == 2 and f"{key} = {value!r} is not a metric of task 'copy'" in line and hint in line
@@ -266,7 +256,7 @@ def test_declared_metric_names_are_what_an_evaluation_reports(name, tmp_path):
 )
 def test_every_config_value_is_checked_against_its_declared_type(item, needle, tmp_path, capsys):
     out = tmp_path / "run"
-    rc, err = cli(["train", "demo/lstm", "--out", out, "--quiet", *sets(*TINY, "train.steps=2", item)], capsys)
+    rc, err = cli(["train", "demo/lstm", "--out", out, "--quiet", *set_flags(*TINY, "train.steps=2", item)], capsys)
     line = one_error(err)
     assert rc == 2 and needle in line, line
     assert not out.exists()
@@ -330,7 +320,7 @@ def test_a_control_character_in_a_run_name_is_refused(name, tmp_path, capsys):
             "--runs-dir",
             tmp_path,
             "--quiet",
-            *sets(*TINY, "train.steps=2", f"name={json.dumps(name)}"),
+            *set_flags(*TINY, "train.steps=2", f"name={json.dumps(name)}"),
         ],
         capsys,
     )
@@ -457,7 +447,16 @@ def test_rnnlab_train_resolves_its_device_once(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(dev, "resolve_device", counting)
     rc, err = cli(
-        ["train", "demo/lstm", "--out", tmp_path / "r", "--device", "cpu", "--quiet", *sets(*TINY, "train.steps=2")],
+        [
+            "train",
+            "demo/lstm",
+            "--out",
+            tmp_path / "r",
+            "--device",
+            "cpu",
+            "--quiet",
+            *set_flags(*TINY, "train.steps=2"),
+        ],
         capsys,
     )
     assert rc == 0, err

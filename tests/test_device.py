@@ -20,7 +20,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 import rnnlab
-from conftest import set_flags
+from conftest import set_flags, tiny_copy
 from rnnlab import config
 from rnnlab import device as dev
 from rnnlab import train as tr
@@ -268,19 +268,7 @@ def test_recurrences_run_in_float32_under_autocast():
 def test_cli_trains_in_low_precision_like_fp32(precision, tmp_path, capsys):
     """``rnnlab train PRESET --device cpu --precision bf16`` (and fp16 with its gradient
     scaler) on a small copy task: the loss falls as fp32's does."""
-    sets = [
-        *set_flags(
-            "task.K=3",
-            "task.L=5",
-            "task.val_size=64",
-            "task.test_size=64",
-            "train.steps=40",
-            "train.eval_every=40",
-            "train.log_every=5",
-            "train.batch_size=32",
-            "model.hidden_size=24",
-        ),
-    ]
+    sets = set_flags(*tiny_copy(L=5, steps=40, eval_every=40))
     curves = {}
     for p in ("fp32", precision):
         code, err = _cli(

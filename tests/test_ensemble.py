@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import set_flags, tiny_copy
 from rnnlab import config
 from rnnlab import parametrize as par
 from rnnlab import train as T
@@ -546,24 +547,11 @@ def test_bf16_ensembles_a_member_cannot_match_are_refused(tmp_path):
     assert not (tmp_path / "ens").exists()
 
 
-def _sets(items):
-    return [a for kv in items for a in ("--set", kv)]
-
-
-TINY = [
-    "task.L=6",
-    "task.K=3",
-    "task.val_size=16",
-    "task.test_size=16",
-    "train.eval_every=3",
-    "train.batch_size=8",
-    "train.log_every=1",
-    "model.hidden_size=8",
-]
+TINY = tiny_copy(L=6, eval_size=16, hidden=8, batch=8, eval_every=3, log_every=1)
 
 
 def test_cli_ensemble_writes_the_directories_seeds_would(tmp_path, capsys):
-    argv = ["train", "demo/lstm", "--quiet", *_sets(TINY + ["train.steps=6"])]
+    argv = ["train", "demo/lstm", "--quiet", *set_flags(*TINY, "train.steps=6")]
     assert main(argv + ["--seeds", "0-2", "--ensemble", "--runs-dir", str(tmp_path / "ens")]) == 0
     out = capsys.readouterr().out
     assert out.count("(seed ") == 3 and "[completed]" in out
@@ -594,7 +582,7 @@ def _ensemble_argv(runs: Path, steps: int) -> list[str]:
         "--runs-dir",
         str(runs),
         "--quiet",
-        *_sets(TINY + [f"train.steps={steps}"]),
+        *set_flags(*TINY, f"train.steps={steps}"),
     ]
 
 
@@ -741,7 +729,7 @@ def test_sigint_leaves_every_member_resumable(tmp_path):
     """Ctrl-C: each member keeps its last checkpoint and its lock is released; --resume ends
     them all."""
     runs = tmp_path / "runs"
-    argv = _ensemble_argv(runs, 60) + _sets(["train.eval_every=10"])
+    argv = _ensemble_argv(runs, 60) + set_flags("train.eval_every=10")
     p = subprocess.Popen(
         [sys.executable, "-m", "rnnlab.cli", *argv],
         env=_env(),

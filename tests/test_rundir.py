@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from conftest import set_flags, tiny_copy
 from rnnlab import config, rundir
 from rnnlab.cli import main
 
-TINY = ["task.L=8", "task.val_size=16", "task.test_size=16", "train.eval_every=2", "train.batch_size=16"]
-TINY_SET = [a for kv in TINY for a in ("--set", kv)]
+TINY = tiny_copy(K=None, eval_size=16, hidden=None, batch=16, eval_every=2, log_every=None)
+TINY_SET = set_flags(*TINY)
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
@@ -341,7 +342,7 @@ def test_a_suite_with_a_failed_run_finishes_the_others_and_exits_nonzero(tmp_pat
     p = tmp_path / "s.toml"
     p.write_text(
         f'name = "f"\npresets = [{json.dumps(str(tiny))}, "asrnn/smnist-n122"]\nseeds = [0]\n'
-        f"set = {json.dumps(TINY[3:] + ['train.steps=2'])}\n"
+        f"set = {json.dumps(tiny_copy(L=None, K=None, eval_size=None, hidden=None, batch=16, eval_every=2, log_every=None, steps=2))}\n"
     )
     empty = tmp_path / "no-data"
     empty.mkdir()

@@ -15,22 +15,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import default_sigint, kill_driver_and_check_its_workers_die, wait_until
+from conftest import default_sigint, kill_driver_and_check_its_workers_die, set_flags, tiny_copy, wait_until
 from rnnlab.cli import main
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
-TINY = [
-    "task.L=8",
-    "task.val_size=16",
-    "task.test_size=16",
-    "train.eval_every=2",
-    "train.batch_size=16",
-    "train.log_every=1",
-]
-
-
-def _sets(items):
-    return [a for kv in items for a in ("--set", kv)]
+TINY = tiny_copy(K=None, eval_size=16, hidden=None, batch=16, eval_every=2, log_every=1)
 
 
 def _env() -> dict:
@@ -38,7 +27,7 @@ def _env() -> dict:
 
 
 def _train_argv(out: Path, steps: int) -> list[str]:
-    return ["train", "demo/lstm", "--out", str(out), "--quiet", *_sets(TINY + [f"train.steps={steps}"])]
+    return ["train", "demo/lstm", "--out", str(out), "--quiet", *set_flags(*TINY, f"train.steps={steps}")]
 
 
 def _spawn(argv: list[str]) -> subprocess.Popen:

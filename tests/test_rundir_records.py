@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import rnnlab
+from conftest import tiny_copy
 from rnnlab import config
 from rnnlab import train as train_mod
 from rnnlab.cli import main
@@ -26,17 +27,7 @@ from rnnlab.train import evaluate, git_state, load_run, source_hash, train
 
 
 def small(steps=6, **extra):
-    over = [
-        "task.K=3",
-        "task.L=6",
-        "task.val_size=32",
-        "task.test_size=32",
-        "model.hidden_size=12",
-        f"train.steps={steps}",
-        "train.eval_every=2",
-        "train.batch_size=16",
-        "train.log_every=1",
-    ]
+    over = tiny_copy(L=6, eval_size=32, hidden=12, batch=16, eval_every=2, log_every=1, steps=steps)
     return config.load("demo/lstm", over + [f"{k}={v}" for k, v in extra.items()])
 
 

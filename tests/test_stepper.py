@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import rnnlab
+from conftest import tiny_copy
 from rnnlab import config
 from rnnlab.model import build_model
 from rnnlab.train import build_task, load_checkpoint, train
@@ -32,19 +33,18 @@ CASES = {
 def _cfg(key: str):
     return config.load(
         f"demo/{key}",
-        [
-            "task.L=6",
-            "task.K=3",
-            "task.val_size=8",
-            "task.test_size=8",
-            "model.hidden_size=8",
-            f"train.steps={STEPS}",
-            f"train.eval_every={STEPS}",
-            "train.batch_size=4",
+        tiny_copy(
             "train.test=false",
             "optim.lr=0.01",
             *CASES[key],
-        ],
+            L=6,
+            eval_size=8,
+            hidden=8,
+            batch=4,
+            eval_every=STEPS,
+            log_every=None,
+            steps=STEPS,
+        ),
     )
 
 

@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from conftest import DATA_ROOT
+from conftest import DATA_ROOT, tiny_copy
 from rnnlab import config
 from rnnlab import parametrize as par
 from rnnlab.config import ConfigError
@@ -17,18 +17,7 @@ from rnnlab.train import RunExists, TrainingDiverged, build_task, load_run, trai
 
 
 def small(cell="exprnn", steps=40, **extra):
-    over = [
-        "task.K=3",
-        "task.L=8",
-        "task.val_size=64",
-        "task.test_size=64",
-        f'model.cell="{cell}"',
-        "model.hidden_size=24",
-        f"train.steps={steps}",
-        "train.eval_every=10",
-        "train.batch_size=32",
-        "train.log_every=5",
-    ] + [f"{k}={v}" for k, v in extra.items()]
+    over = tiny_copy(f'model.cell="{cell}"', steps=steps, eval_every=10) + [f"{k}={v}" for k, v in extra.items()]
     if cell != "exprnn":
         over.append("optim.group_lr={}")
     return config.load("demo/exprnn", over)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import SPANISH_PAIRS
+from conftest import SPANISH_PAIRS, set_flags, tiny_copy
 from rnnlab import config
 from rnnlab.cli import main
 from rnnlab.config import ConfigError
@@ -28,17 +28,7 @@ from rnnlab.train import CheckpointError, RunWriteError, TrainingDiverged, load_
 SRC = Path(__file__).resolve().parents[1] / "src"
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
-SMALL = [
-    "task.K=3",
-    "task.L=8",
-    "task.val_size=64",
-    "task.test_size=64",
-    "model.hidden_size=24",
-    "train.eval_every=5",
-    "train.batch_size=32",
-    "train.log_every=5",
-    "train.steps=10",
-]
+SMALL = tiny_copy(steps=10)
 
 
 def cli(argv, capsys):
@@ -57,8 +47,7 @@ def one_error(err: str) -> str:
 
 
 def train_args(out, *extra, steps=10):
-    sets = [a for s in SMALL[:-1] + [f"train.steps={steps}"] for a in ("--set", s)]
-    return ["train", "demo/lstm", *sets, "--out", out, "--quiet", *extra]
+    return ["train", "demo/lstm", *set_flags(*tiny_copy(steps=steps)), "--out", out, "--quiet", *extra]
 
 
 def snapshot(run: Path) -> dict:
@@ -221,7 +210,7 @@ def test_full_disk_in_process(run, tmp_path):
     assert signal.getsignal(signal.SIGXFSZ) == signal.SIG_IGN
     limit = (run / "checkpoint.pt").stat().st_size // 2
     before = (run / "checkpoint.pt").read_bytes()
-    cfg = config.load("demo/lstm", SMALL[:-1] + ["train.steps=20"])
+    cfg = config.load("demo/lstm", tiny_copy(steps=20))
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
     try:
@@ -259,8 +248,8 @@ def test_full_disk_during_a_checkpoint_keeps_the_previous_one_and_resume_finishe
     assert not (run / "checkpoint.pt.tmp").exists()
     assert torch.load(run / "checkpoint.pt", weights_only=False)["progress"]["step"] == 10
     # space is back: resume finishes and equals the uninterrupted run
-    resumed = train(config.load("demo/lstm", SMALL[:-1] + ["train.steps=20"]), run, resume=True, progress=False)
-    full = train(config.load("demo/lstm", SMALL[:-1] + ["train.steps=20"]), tmp_path / "full", progress=False)
+    resumed = train(config.load("demo/lstm", tiny_copy(steps=20)), run, resume=True, progress=False)
+    full = train(config.load("demo/lstm", tiny_copy(steps=20)), tmp_path / "full", progress=False)
     assert resumed["final"] == full["final"] and resumed["test"] == full["test"]
 
 
@@ -363,7 +352,7 @@ class PoisonedGradient(CopyTask):
 
 
 def test_weights_gone_non_finite_are_never_checkpointed_and_the_message_points_at_a_good_one(tmp_path):
-    cfg = config.load("demo/lstm", SMALL[:-1] + ["train.steps=20", 'optim.name="sgd"', "optim.lr=0.1"])
+    cfg = config.load("demo/lstm", tiny_copy('optim.name="sgd"', "optim.lr=0.1", steps=20))
     task = PoisonedGradient(15, K=3, L=8, val_size=64, test_size=64)
     with pytest.raises(TrainingDiverged) as e:
         train(cfg, tmp_path / "r", progress=False, task=task)
@@ -554,8 +543,16 @@ def test_a_full_disk_before_the_first_checkpoint_says_start_again_and_leaves_no_
     failed ("nothing was checkpointed yet")."""
     name = "/".join(f"d{i}" for i in range(40))
     env = {**os.environ, "PYTHONPATH": str(SRC)}
-    sets = [a for s in SMALL for a in ("--set", s)]
-    argv = ["train", "demo/lstm", *sets, "--set", f'name="{name}"', "--runs-dir", str(tmp_path / "runs"), "--quiet"]
+    argv = [
+        "train",
+        "demo/lstm",
+        *set_flags(*SMALL),
+        "--set",
+        f'name="{name}"',
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--quiet",
+    ]
     p = subprocess.run([sys.executable, "-c", ZERO_FSIZE, "0", *argv], capture_output=True, text=True, env=env)
     line = one_error(p.stderr)
     assert p.returncode == 1 and ".lock: File too large" in line and "start the run again" in line, line

@@ -8,25 +8,15 @@ import math
 import pytest
 import torch
 
+from conftest import tiny_copy
 from rnnlab import config
 from rnnlab.model import build_model
 from rnnlab.tasks import CopyTask
 from rnnlab.train import build_task, model_forward, train
 
-SMALL = [
-    "task.K=3",
-    "task.L=8",
-    "task.val_size=64",
-    "task.test_size=64",
-    "model.hidden_size=24",
-    "train.eval_every=5",
-    "train.batch_size=32",
-    "train.log_every=5",
-]
-
 
 def cfg_(*extra, steps=20):
-    return config.load("demo/lstm", SMALL + [f"train.steps={steps}", *extra])
+    return config.load("demo/lstm", tiny_copy(*extra, steps=steps))
 
 
 def rows(run):
