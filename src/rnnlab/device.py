@@ -12,13 +12,13 @@ device asked for, what this machine has and the choices.
 from __future__ import annotations
 
 import contextlib
-import functools
 import platform
 import re
 
 import torch
 
 from .config import DEVICE_CHOICES, PRECISIONS, ConfigError, check_device_spelling
+from .kernels.host import cpuinfo
 
 __all__ = [
     "DEVICE_CHOICES",
@@ -186,26 +186,6 @@ def conditions(device: torch.device, precision: str = "fp32") -> dict:
     if generation:
         out["cpu_id"] = generation
     return out
-
-
-@functools.cache
-def cpuinfo() -> dict[str, str]:
-    """The first processor's block of ``/proc/cpuinfo`` as ``{lower-case key: value}`` (Linux);
-    {} where there is none. The one reader of that file: the model name, the family and model
-    numbers and the instruction-set flags all come from here."""
-    found: dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if not line.strip():
-                    if found:  # the first processor's block is enough
-                        break
-                    continue
-                key, _, value = line.partition(":")
-                found.setdefault(key.strip().lower(), value.strip())
-    except OSError:
-        return {}
-    return found
 
 
 def cpu_model() -> str:

@@ -45,6 +45,7 @@ from torch import Tensor
 
 from .amp import autocasting
 from .ensemble import ensemble_call
+from .host import cpuinfo
 
 __all__ = ["AUTO_MAX_WIDTH", "SOURCE", "available", "chosen", "dmu", "gru", "library", "lstm", "rhn", "rnn"]
 
@@ -87,9 +88,12 @@ def cache_dir() -> Path:
 
 def _cpu() -> str:
     """The CPU's model and instruction sets (the cache key of a -march=native build)."""
-    from ..device import cpu_model, cpuinfo
+    info = cpuinfo()
+    if not info:
+        import platform
 
-    return f"{cpu_model()}\n{cpuinfo().get('flags', '')}"
+        return platform.processor() or platform.machine()
+    return f"{info.get('model name', '')}\n{info.get('flags', '')}"
 
 
 def _compile(kind: str) -> ctypes.CDLL | None:
