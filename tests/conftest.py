@@ -110,6 +110,20 @@ def set_flags(*pairs: str) -> list[str]:
     return [arg for pair in pairs for arg in ("--set", pair)]
 
 
+@pytest.fixture
+def mycells(tmp_path, monkeypatch):
+    """The module ``mycells`` (tests/owncell.py: a cell of one's own and broken ones) in a folder
+    outside the package, on sys.path; forgotten before and after."""
+    from owncell import forget, write_cells
+
+    folder = tmp_path / "userpkg"
+    write_cells(folder)
+    monkeypatch.syspath_prepend(str(folder))
+    forget()
+    yield folder
+    forget()
+
+
 def tiny_copy(
     *extra: str,
     steps: int | None = None,

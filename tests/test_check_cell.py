@@ -8,21 +8,10 @@ import json
 
 import pytest
 
-from owncell import forget, write_cells
 from rnnlab.cellcheck import check_cell
 from rnnlab.cli import main
 
 STATIC = ["build", "state", "deterministic", "reference loop", "lengths", "h0", "gradcheck"]
-
-
-@pytest.fixture
-def mycells(tmp_path, monkeypatch):
-    folder = tmp_path / "userpkg"
-    write_cells(folder)
-    monkeypatch.syspath_prepend(str(folder))
-    forget()
-    yield folder
-    forget()
 
 
 def _verdicts(spec, **kw) -> dict[str, bool]:

@@ -10,24 +10,13 @@ import pytest
 import torch
 
 import rnnlab
+from conftest import set_flags, tiny_copy
 from owncell import forget, write_cells, write_entry_point
 from rnnlab import config
 from rnnlab.cli import main
 from rnnlab.rundir import load_run
 
-FAST = ["--set", "task.L=8", "--set", "task.val_size=32", "--set", "task.test_size=32"]
-FAST += ["--set", "train.eval_every=3", "--set", "train.batch_size=8", "--quiet"]
-
-
-@pytest.fixture
-def mycells(tmp_path, monkeypatch):
-    """The module ``mycells`` in a folder outside the package, on sys.path."""
-    folder = tmp_path / "userpkg"
-    write_cells(folder)
-    monkeypatch.syspath_prepend(str(folder))
-    forget()
-    yield folder
-    forget()
+FAST = [*set_flags(*tiny_copy(K=None, eval_size=32, hidden=None, batch=8, eval_every=3, log_every=None)), "--quiet"]
 
 
 def test_path_trains_resumes_and_reloads(mycells, tmp_path, capsys):

@@ -16,6 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from conftest import SPANISH_PAIRS
 from rnnlab.tasks import TASKS
 from rnnlab.tasks.data import ptb_chars_from_words
 from rnnlab.tasks.mnist import mnist_permutation, read_idx
@@ -353,14 +354,7 @@ def test_without_sacrebleu_bleu_says_what_to_install(monkeypatch):
 
 
 PAIRS = [
-    ("Go.", "Ve."),
-    ("Hi.", "Hola."),
-    ("Run!", "¡Corre!"),
-    ("I see.", "Ya veo."),
-    ("Tom ran.", "Tom corrió."),
-    ("I won.", "Gané."),
-    ("Help!", "¡Ayuda!"),
-    ("Tom won.", "Tom ganó."),
+    *SPANISH_PAIRS,
     ("I ran.", "Corrí."),
     ("Go away.", "Vete."),
     ("Tom is here.", "Tom está aquí."),
