@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import subprocess
 import sys
 
@@ -86,11 +85,9 @@ def main() -> int:
     for name in names:
         r = subprocess.run([sys.executable, __file__, "--child", name], capture_output=True, text=True, check=True)
         rows[name] = json.loads(r.stdout.strip().splitlines()[-1])
-    cpu = (
-        next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
-        if os.path.exists("/proc/cpuinfo")
-        else platform.processor()
-    )
+    from rnnlab.device import cpu_model
+
+    cpu = cpu_model()
     print(
         json.dumps(
             {

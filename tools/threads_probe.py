@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -62,11 +61,9 @@ def main() -> int:
     for n in (1, default):
         r = subprocess.run([sys.executable, __file__, "--child", str(n)], capture_output=True, text=True, check=True)
         runs[n] = json.loads(r.stdout)
-    cpu = (
-        next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
-        if os.path.exists("/proc/cpuinfo")
-        else platform.processor()
-    )
+    from rnnlab.device import cpu_model
+
+    cpu = cpu_model()
     print(
         json.dumps(
             {
