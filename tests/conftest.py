@@ -124,6 +124,32 @@ def mycells(tmp_path, monkeypatch):
     forget()
 
 
+def run_record(d: Path) -> dict:
+    """What of a finished run directory must not depend on interruptions, resumption or being an
+    ensemble's member: the result (final, test, best, steps), the metrics rows without their wall
+    time, the weights. Asserts on the way that every step logged its training loss once (the runs
+    log every step) and that config.json's steps agree with result.json's."""
+    import torch
+
+    res = json.loads((d / "result.json").read_text())
+    rows = [
+        {k: v for k, v in json.loads(ln).items() if k != "time"}
+        for ln in (d / "metrics.jsonl").read_text().splitlines()
+    ]
+    steps = [r["step"] for r in rows if "train/loss" in r]
+    assert steps == list(range(1, res["steps"] + 1)), f"{d}: a step missing or logged twice"
+    assert json.loads((d / "config.json").read_text())["train"]["steps"] == res["steps"], f"{d}: config.json"
+    w = torch.load(d / "checkpoint.pt", weights_only=False)["model"]
+    return {
+        "final": res["final"],
+        "test": res["test"],
+        "best": res["best"],
+        "steps": res["steps"],
+        "rows": rows,
+        "weights": {k: v.tolist() for k, v in w.items()},
+    }
+
+
 def tiny_copy(
     *extra: str,
     steps: int | None = None,

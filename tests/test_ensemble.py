@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import set_flags, tiny_copy
+from conftest import run_record, set_flags, tiny_copy
 from rnnlab import config
 from rnnlab import parametrize as par
 from rnnlab import train as T
@@ -590,23 +590,6 @@ def _member_dirs(runs: Path) -> list[Path]:
     return sorted(runs.glob("*/seed*"))
 
 
-def _record(d: Path) -> dict:
-    res = json.loads((d / "result.json").read_text())
-    rows = _rows(d)
-    assert [r["step"] for r in rows if "train/loss" in r] == list(range(1, res["steps"] + 1)), (
-        "a step missing or logged twice"
-    )
-    w = torch.load(d / "checkpoint.pt", weights_only=False)["model"]
-    return {
-        "final": res["final"],
-        "test": res["test"],
-        "best": res["best"],
-        "steps": res["steps"],
-        "rows": rows,
-        "weights": {k: v.tolist() for k, v in w.items()},
-    }
-
-
 def _kill_at_random(runs: Path, steps: int, rng: random.Random) -> bool:
     """Start the ensemble (resuming what is there), SIGKILL it after a random number of
     metrics rows; return whether it was killed before every member finished."""
@@ -650,7 +633,7 @@ def _kill_and_resume(tmp_path, kills: int, seed: int) -> None:
     a, b = _member_dirs(ref), _member_dirs(runs)
     assert [d.relative_to(ref) for d in a] == [d.relative_to(runs) for d in b] and len(a) == 3
     for da, db in zip(a, b):
-        assert _record(da) == _record(db), f"{db} differs from the uninterrupted ensemble"
+        assert run_record(da) == run_record(db), f"{db} differs from the uninterrupted ensemble"
 
 
 class StopAfter:
@@ -684,7 +667,7 @@ def test_members_checkpoint_between_evaluations_and_resume_exactly(tmp_path):
     train_ensemble(cfg, [0, 1], tmp_path / "ens", resume=True, progress=False)
     for seed in (0, 1):
         a, b = (tmp_path / d / f"seed{seed}" for d in ("ref", "ens"))
-        assert _record(a) == _record(b)
+        assert run_record(a) == run_record(b)
     T.train(_cfg(COPY, extra, seed=1), tmp_path / "single", progress=False)
     _same_run(tmp_path / "single", tmp_path / "ens" / "seed1", F32_RTOL)
 
@@ -706,7 +689,7 @@ def test_a_member_stepped_alone_equals_it_stepped_among_others(tmp_path, preset,
     train_ensemble(cfg, [0, 1, 2], tmp_path / "three", progress=False)
     train_ensemble(cfg, [2], tmp_path / "alone", progress=False)
     a, b = (next((tmp_path / d).rglob("seed2")) for d in ("three", "alone"))
-    assert _record(a) == _record(b)
+    assert run_record(a) == run_record(b)
 
 
 def test_a_killed_ensemble_resumes_every_member_bit_identically(tmp_path):
@@ -979,4 +962,4 @@ def test_ctrl_c_inside_the_batched_step_is_an_interrupt_not_a_crash(tmp_path, mo
     monkeypatch.setattr(E, "ensemble_lstm", kernel)
     train_ensemble(cfg, [0, 1], tmp_path / "ens", resume=True, progress=False)
     for seed in (0, 1):
-        assert _record(tmp_path / "ref" / f"seed{seed}") == _record(tmp_path / "ens" / f"seed{seed}")
+        assert run_record(tmp_path / "ref" / f"seed{seed}") == run_record(tmp_path / "ens" / f"seed{seed}")

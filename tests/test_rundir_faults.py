@@ -15,7 +15,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import default_sigint, kill_driver_and_check_its_workers_die, set_flags, tiny_copy, wait_until
+from conftest import (
+    default_sigint,
+    kill_driver_and_check_its_workers_die,
+    run_record,
+    set_flags,
+    tiny_copy,
+    wait_until,
+)
 from rnnlab.cli import main
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -54,27 +61,6 @@ def _train_steps(out: Path) -> list[int]:
     return [r["step"] for r in rows if "train/loss" in r]
 
 
-def _record(out: Path) -> dict:
-    """What must not depend on interruptions: results, metrics rows (without wall time), weights."""
-    res = json.loads((out / "result.json").read_text())
-    rows = [
-        {k: v for k, v in json.loads(ln).items() if k != "time"}
-        for ln in (out / "metrics.jsonl").read_text().splitlines()
-    ]
-    assert _train_steps(out) == list(range(1, res["steps"] + 1)), "a step missing or logged twice"
-    cfg = json.loads((out / "config.json").read_text())
-    assert cfg["train"]["steps"] == res["steps"]  # config.json agrees with result.json
-    w = torch.load(out / "checkpoint.pt", weights_only=False)["model"]
-    return {
-        "final": res["final"],
-        "test": res["test"],
-        "best": res["best"],
-        "steps": res["steps"],
-        "rows": rows,
-        "weights": {k: v.tolist() for k, v in w.items()},
-    }
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """Uninterrupted runs, in this process, by number of steps."""
@@ -84,7 +70,7 @@ def reference(tmp_path_factory):
         if steps not in cache:
             out = tmp_path_factory.mktemp("ref") / "run"
             assert main(_train_argv(out, steps)) == 0
-            cache[steps] = _record(out)
+            cache[steps] = run_record(out)
         return cache[steps]
 
     return get
@@ -132,7 +118,7 @@ def test_sigkill_of_train_then_resume_equals_an_uninterrupted_run(tmp_path, refe
     if stale:  # the killed process's lock record was left behind: taken over, and said so
         assert "took over the stale lock" in err and "no longer running" in err
     assert not (out / ".lock").exists()
-    assert _record(out) == reference(steps)
+    assert run_record(out) == reference(steps)
 
 
 @pytest.mark.slow
@@ -146,7 +132,7 @@ def test_sigkill_loop_including_checkpoint_writes(tmp_path, reference, capsys, d
         with capsys.disabled():
             print(f"\n{kills} kills, {_kill_during_training.mid_write} with checkpoint.pt.tmp on disk")
     _finish(out, steps, capsys)
-    assert _record(out) == reference(steps)
+    assert run_record(out) == reference(steps)
 
 
 def test_concurrent_writer_is_refused_and_sigint_releases_the_lock(tmp_path, capsys):
@@ -179,7 +165,7 @@ def test_concurrent_writer_is_refused_and_sigint_releases_the_lock(tmp_path, cap
     # the SIGKILL test's assertion)
     assert main(_train_argv(out, at + 2) + ["--resume"]) == 0
     assert "took over" not in capsys.readouterr().err
-    _record(out)
+    run_record(out)
 
 
 @pytest.mark.slow
