@@ -14,21 +14,19 @@ from pathlib import Path
 
 import pytest
 
-from conftest import default_sigint, wait_until
+from conftest import default_sigint, tiny_copy, wait_until
 from rnnlab import config
 from rnnlab.cli import main
 from rnnlab.config import ConfigError
 from rnnlab.train import train
 
-TINY = [
-    "train.steps=20",
-    "train.eval_every=5",
-    "task.L=10",
-    "model.hidden_size=8",
-    "train.batch_size=16",
-    "task.val_size=64",
-    "task.test_size=64",
-]
+
+def tiny(steps: int = 20, eval_every: int = 5) -> list[str]:
+    """A copy-task preset as a run of seconds (``tiny_copy`` at this file's sizes)."""
+    return tiny_copy(K=None, L=10, hidden=8, batch=16, log_every=None, eval_every=eval_every, steps=steps)
+
+
+TINY = tiny()
 SPACE = """
 [space]
 "optim.lr" = { type = "loguniform", low = 1e-3, high = 3e-2 }
@@ -279,7 +277,7 @@ def test_killed_worker_mid_trial_is_retried_in_its_run_directory(tmp_path):
     with the same parameters, and the retry resumes trial 0's run directory from its checkpoint:
     the result equals an uninterrupted run of the same configuration, trained once."""
     optuna = pytest.importorskip("optuna")
-    slow_tiny = [s.replace("train.steps=20", "train.steps=400").replace("eval_every=5", "eval_every=20") for s in TINY]
+    slow_tiny = tiny(400, eval_every=20)
     spec = write_sweep(tmp_path / "s.toml", trials=2, extra='pruner = "none"', set_=slow_tiny)
     out = tmp_path / "sw"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
@@ -329,7 +327,7 @@ def test_two_workers_feed_one_study_without_duplicates(tmp_path, capsys, backend
         tmp_path / "s.toml",
         trials=4,
         extra='pruner = "none"',
-        set_=[s.replace("train.steps=20", "train.steps=10") for s in TINY],
+        set_=tiny(10),
     )
     assert main(["sweep", str(spec), "--out", str(out), "--workers", "2", "--backend", backend]) == 0
     capsys.readouterr()
@@ -348,7 +346,7 @@ def test_two_workers_feed_one_study_without_duplicates(tmp_path, capsys, backend
 
 # --------------------------------------------------------------------------- reliability: no duplicates, no silence
 
-FAST = [s.replace("train.steps=20", "train.steps=2").replace("eval_every=5", "eval_every=2") for s in TINY]
+FAST = tiny(2, eval_every=2)
 SRC = str(Path(__file__).parents[1] / "src")
 
 
@@ -764,7 +762,7 @@ def _attempts(run_dir: Path) -> list[tuple]:
     return [(e["event"], e.get("resume"), e.get("status")) for e in rows]
 
 
-LONG = [s.replace("train.steps=20", "train.steps=400").replace("eval_every=5", "eval_every=20") for s in TINY]
+LONG = tiny(400, eval_every=20)
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="the stop at a checkpoint uses SIGUSR1")

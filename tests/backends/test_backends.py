@@ -12,24 +12,23 @@ from pathlib import Path
 
 import pytest
 
-from conftest import kill_driver_and_check_its_workers_die, wait_until
+from conftest import kill_driver_and_check_its_workers_die, tiny_copy, wait_until
 from rnnlab.backends import job_for, run_jobs, run_one
 from rnnlab.cli import main
 
 SRC = str(Path(__file__).parents[2] / "src")
-TINY = [
-    "train.steps=10",
-    "train.eval_every=5",
-    "task.L=10",
-    "model.hidden_size=8",
-    "train.batch_size=16",
-    "task.val_size=64",
-    "task.test_size=64",
-]
+
+
+def tiny(*extra: str, steps: int | None = 10, eval_every: int | None = 5) -> list[str]:
+    """A copy-task preset as a run of seconds (``tiny_copy`` at this file's sizes)."""
+    return tiny_copy(*extra, K=None, L=10, hidden=8, batch=16, log_every=None, eval_every=eval_every, steps=steps)
+
+
+TINY = tiny()
 
 
 def write_suite(path: Path, steps: int = 10, seeds=(1, 2), presets=("demo/lstm", "demo/rnn")) -> Path:
-    sets = [s.replace("train.steps=10", f"train.steps={steps}") for s in TINY]
+    sets = tiny(steps=steps)
     path.write_text(
         f'name = "tiny"\npresets = {json.dumps(list(presets))}\nseeds = {json.dumps(list(seeds))}\n'
         f'set = {json.dumps(sets)}\nmetrics = ["test/loss"]\n'
@@ -221,7 +220,7 @@ def test_a_killed_pool_worker_fails_only_its_own_run(tmp_path):
     that run is reported failed with the signal, the queued runs still train, and the next pass
     resumes it. Before, the pool broke (BrokenProcessPool) and every run not yet finished was
     reported failed with it."""
-    victim = job_for("demo/lstm", [s.replace("train.steps=10", "train.steps=120") for s in TINY], tmp_path / "victim")
+    victim = job_for("demo/lstm", tiny(steps=120), tmp_path / "victim")
     others = [job_for("demo/lstm", TINY + [f"train.seed={s}"], tmp_path / f"run{s}") for s in (1, 2)]
     killed = []
 
@@ -263,11 +262,8 @@ def test_ctrl_c_cancels_queued_runs_and_stops_running_ones_at_their_next_checkpo
     message said `rnnlab train ... --resume`."""
     every, steps = 40, 1000  # long enough that no run can finish before the second one has started
     suite = tmp_path / "s.toml"
-    sets = [s for s in TINY if "steps" not in s and "eval_every" not in s]
-    suite.write_text(
-        f'name = "c"\npresets = ["demo/lstm"]\nseeds = [1, 2, 3]\nset = '
-        f"{json.dumps(sets + [f'train.steps={steps}', f'train.eval_every={every}', 'train.log_every=1'])}\n"
-    )
+    sets = tiny("train.log_every=1", steps=steps, eval_every=every)
+    suite.write_text(f'name = "c"\npresets = ["demo/lstm"]\nseeds = [1, 2, 3]\nset = {json.dumps(sets)}\n')
     runs = tmp_path / "runs"
     argv = [sys.executable, "-m", "rnnlab.cli", "suite", str(suite), "--runs-dir", str(runs), "--jobs", "2"]
     driver = subprocess.Popen(
@@ -308,7 +304,7 @@ def test_a_killed_sweep_driver_takes_its_workers_along(tmp_path):
     slept forever."""
     pytest.importorskip("optuna")
     spec = tmp_path / "s.toml"
-    sets = [s.replace("train.steps=10", "train.steps=2000") for s in TINY]
+    sets = tiny(steps=2000)
     spec.write_text(
         f'name = "k"\npreset = "demo/lstm"\nset = {json.dumps(sets)}\ntrials = 4\npruner = "none"\n'
         '[space]\n"optim.lr" = { type = "loguniform", low = 1e-3, high = 1e-2 }\n'
