@@ -179,6 +179,12 @@ def tiny_copy(
     return [f"{k}={v}" for k, v in sizes.items() if v is not None] + list(extra)
 
 
+def tiny_job(*extra: str, steps: int = 10, eval_every: int = 5) -> list[str]:
+    """``tiny_copy`` at the sizes of the backends' and the sweeps' jobs (a narrower model, ``L=10``,
+    the preset's own ``K``, no training log): the runs the pools, Ray and Optuna launch."""
+    return tiny_copy(*extra, K=None, L=10, hidden=8, batch=16, log_every=None, eval_every=eval_every, steps=steps)
+
+
 def walk_parsers(parser, path=("rnnlab",)):
     """Every (command path, parser) pair of an argparse tree."""
     yield path, parser

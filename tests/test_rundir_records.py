@@ -221,6 +221,25 @@ def test_result_records_the_cpu_generation_where_cpuinfo_shows_it(tmp_path):
         assert "cpu_id" not in cond
 
 
+def test_a_host_without_cpuinfo_names_its_cpu_as_platform_does(monkeypatch):
+    """Where ``/proc/cpuinfo`` says nothing (macOS, Windows), the record's CPU and the compiled
+    kernels' cache key both fall back to what :mod:`platform` reports, and no generation is made up."""
+    import platform
+
+    from rnnlab.kernels import host, small
+
+    monkeypatch.setattr(host, "cpuinfo", lambda: {})
+    monkeypatch.setattr(rnnlab.device, "cpuinfo", lambda: {})
+    monkeypatch.setattr(small, "cpuinfo", lambda: {})
+    expected = platform.processor() or platform.machine()
+    assert rnnlab.device.cpu_model() == (expected or "unknown")
+    assert rnnlab.device.cpu_id() == ""
+    assert small._cpu() == expected
+    monkeypatch.setattr(host.platform, "processor", lambda: "")
+    monkeypatch.setattr(host.platform, "machine", lambda: "")
+    assert rnnlab.device.cpu_model() == "unknown"
+
+
 def test_source_hash_changes_with_a_source_file(tmp_path, monkeypatch):
     import shutil
 

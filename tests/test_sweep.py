@@ -14,19 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import default_sigint, tiny_copy, wait_until
+from conftest import default_sigint, tiny_job, wait_until
 from rnnlab import config
 from rnnlab.cli import main
 from rnnlab.config import ConfigError
 from rnnlab.train import train
 
-
-def tiny(steps: int = 20, eval_every: int = 5) -> list[str]:
-    """A copy-task preset as a run of seconds (``tiny_copy`` at this file's sizes)."""
-    return tiny_copy(K=None, L=10, hidden=8, batch=16, log_every=None, eval_every=eval_every, steps=steps)
-
-
-TINY = tiny()
+TINY = tiny_job(steps=20)
 SPACE = """
 [space]
 "optim.lr" = { type = "loguniform", low = 1e-3, high = 3e-2 }
@@ -277,7 +271,7 @@ def test_killed_worker_mid_trial_is_retried_in_its_run_directory(tmp_path):
     with the same parameters, and the retry resumes trial 0's run directory from its checkpoint:
     the result equals an uninterrupted run of the same configuration, trained once."""
     optuna = pytest.importorskip("optuna")
-    slow_tiny = tiny(400, eval_every=20)
+    slow_tiny = tiny_job(steps=400, eval_every=20)
     spec = write_sweep(tmp_path / "s.toml", trials=2, extra='pruner = "none"', set_=slow_tiny)
     out = tmp_path / "sw"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
@@ -327,7 +321,7 @@ def test_two_workers_feed_one_study_without_duplicates(tmp_path, capsys, backend
         tmp_path / "s.toml",
         trials=4,
         extra='pruner = "none"',
-        set_=tiny(10),
+        set_=tiny_job(steps=10),
     )
     assert main(["sweep", str(spec), "--out", str(out), "--workers", "2", "--backend", backend]) == 0
     capsys.readouterr()
@@ -346,7 +340,7 @@ def test_two_workers_feed_one_study_without_duplicates(tmp_path, capsys, backend
 
 # --------------------------------------------------------------------------- reliability: no duplicates, no silence
 
-FAST = tiny(2, eval_every=2)
+FAST = tiny_job(steps=2, eval_every=2)
 SRC = str(Path(__file__).parents[1] / "src")
 
 
@@ -762,7 +756,7 @@ def _attempts(run_dir: Path) -> list[tuple]:
     return [(e["event"], e.get("resume"), e.get("status")) for e in rows]
 
 
-LONG = tiny(400, eval_every=20)
+LONG = tiny_job(steps=400, eval_every=20)
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="the stop at a checkpoint uses SIGUSR1")

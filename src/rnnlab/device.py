@@ -18,7 +18,7 @@ import re
 import torch
 
 from .config import DEVICE_CHOICES, PRECISIONS, ConfigError, check_device_spelling
-from .kernels.host import cpuinfo
+from .kernels.host import cpuinfo, model_name, platform_name
 
 __all__ = [
     "DEVICE_CHOICES",
@@ -179,7 +179,7 @@ def conditions(device: torch.device, precision: str = "fp32") -> dict:
     elif device.type == "mps":
         out.update(device_name=f"Apple MPS ({platform.machine()})")
     else:
-        out.update(device_name=platform.processor() or platform.machine())
+        out.update(device_name=platform_name())
     # the host's CPU and BLAS on every device: a record made elsewhere says where
     out.update(cpu_model=cpu_model(), blas=blas_info(), cpu_capability=cpu_capability())
     generation = cpu_id()
@@ -190,7 +190,7 @@ def conditions(device: torch.device, precision: str = "fp32") -> dict:
 
 def cpu_model() -> str:
     """The CPU's model name (``/proc/cpuinfo`` on Linux), else what ``platform`` knows."""
-    return cpuinfo().get("model name") or platform.processor() or platform.machine() or "unknown"
+    return model_name() or "unknown"
 
 
 def cpu_id() -> str:

@@ -12,23 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from conftest import kill_driver_and_check_its_workers_die, tiny_copy, wait_until
+from conftest import kill_driver_and_check_its_workers_die, tiny_job, wait_until
 from rnnlab.backends import job_for, run_jobs, run_one
 from rnnlab.cli import main
 
 SRC = str(Path(__file__).parents[2] / "src")
 
 
-def tiny(*extra: str, steps: int | None = 10, eval_every: int | None = 5) -> list[str]:
-    """A copy-task preset as a run of seconds (``tiny_copy`` at this file's sizes)."""
-    return tiny_copy(*extra, K=None, L=10, hidden=8, batch=16, log_every=None, eval_every=eval_every, steps=steps)
-
-
-TINY = tiny()
+TINY = tiny_job()
 
 
 def write_suite(path: Path, steps: int = 10, seeds=(1, 2), presets=("demo/lstm", "demo/rnn")) -> Path:
-    sets = tiny(steps=steps)
+    sets = tiny_job(steps=steps)
     path.write_text(
         f'name = "tiny"\npresets = {json.dumps(list(presets))}\nseeds = {json.dumps(list(seeds))}\n'
         f'set = {json.dumps(sets)}\nmetrics = ["test/loss"]\n'
@@ -220,7 +215,7 @@ def test_a_killed_pool_worker_fails_only_its_own_run(tmp_path):
     that run is reported failed with the signal, the queued runs still train, and the next pass
     resumes it. Before, the pool broke (BrokenProcessPool) and every run not yet finished was
     reported failed with it."""
-    victim = job_for("demo/lstm", tiny(steps=120), tmp_path / "victim")
+    victim = job_for("demo/lstm", tiny_job(steps=120), tmp_path / "victim")
     others = [job_for("demo/lstm", TINY + [f"train.seed={s}"], tmp_path / f"run{s}") for s in (1, 2)]
     killed = []
 
@@ -262,7 +257,7 @@ def test_ctrl_c_cancels_queued_runs_and_stops_running_ones_at_their_next_checkpo
     message said `rnnlab train ... --resume`."""
     every, steps = 40, 1000  # long enough that no run can finish before the second one has started
     suite = tmp_path / "s.toml"
-    sets = tiny("train.log_every=1", steps=steps, eval_every=every)
+    sets = tiny_job("train.log_every=1", steps=steps, eval_every=every)
     suite.write_text(f'name = "c"\npresets = ["demo/lstm"]\nseeds = [1, 2, 3]\nset = {json.dumps(sets)}\n')
     runs = tmp_path / "runs"
     argv = [sys.executable, "-m", "rnnlab.cli", "suite", str(suite), "--runs-dir", str(runs), "--jobs", "2"]
@@ -304,7 +299,7 @@ def test_a_killed_sweep_driver_takes_its_workers_along(tmp_path):
     slept forever."""
     pytest.importorskip("optuna")
     spec = tmp_path / "s.toml"
-    sets = tiny(steps=2000)
+    sets = tiny_job(steps=2000)
     spec.write_text(
         f'name = "k"\npreset = "demo/lstm"\nset = {json.dumps(sets)}\ntrials = 4\npruner = "none"\n'
         '[space]\n"optim.lr" = { type = "loguniform", low = 1e-3, high = 1e-2 }\n'

@@ -59,6 +59,7 @@ import sys
 import time
 from dataclasses import asdict
 
+from ..kernels.host import platform_name
 from ..workloads import BASELINE, CONFIGS, MEMORY_EXTRAS, TABLE4_ROWS, TABLE4_SIZES, BenchConfig  # noqa: F401
 from . import benchrecord
 
@@ -519,7 +520,7 @@ def run(
 
     conditions = benchrecord.conditions(
         host,
-        machine=f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+        machine=f"{platform_name()}, {os.cpu_count()} cores",
         torch=torch.__version__,
         python=platform.python_version(),
         threads=int(threads),

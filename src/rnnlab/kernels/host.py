@@ -5,6 +5,7 @@ records (model name, family and model numbers). Torch-free; imports nothing of t
 from __future__ import annotations
 
 import functools
+import platform
 
 
 @functools.cache
@@ -25,3 +26,15 @@ def cpuinfo() -> dict[str, str]:
     except OSError:
         return {}
     return found
+
+
+def platform_name() -> str:
+    """What :mod:`platform` calls the processor (``platform.processor()``, often empty on Linux,
+    else the architecture, e.g. ``x86_64``): the fallback where ``/proc/cpuinfo`` says nothing."""
+    return platform.processor() or platform.machine()
+
+
+def model_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux), else :func:`platform_name`; "" where
+    neither knows."""
+    return cpuinfo().get("model name") or platform_name()

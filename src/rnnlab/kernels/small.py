@@ -45,7 +45,7 @@ from torch import Tensor
 
 from .amp import autocasting
 from .ensemble import ensemble_call
-from .host import cpuinfo
+from .host import cpuinfo, platform_name
 
 __all__ = ["AUTO_MAX_WIDTH", "SOURCE", "available", "chosen", "dmu", "gru", "library", "lstm", "rhn", "rnn"]
 
@@ -90,9 +90,7 @@ def _cpu() -> str:
     """The CPU's model and instruction sets (the cache key of a -march=native build)."""
     info = cpuinfo()
     if not info:
-        import platform
-
-        return platform.processor() or platform.machine()
+        return platform_name()
     return f"{info.get('model name', '')}\n{info.get('flags', '')}"
 
 
