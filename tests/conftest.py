@@ -185,6 +185,32 @@ def tiny_job(*extra: str, steps: int = 10, eval_every: int = 5) -> list[str]:
     return tiny_copy(*extra, K=None, L=10, hidden=8, batch=16, log_every=None, eval_every=eval_every, steps=steps)
 
 
+def speed_spec(config: str = "copy", *, T: int, batch: int, key: str = "exprnn", **fields) -> dict:
+    """A speed benchmark worker's spec (``rnnlab.bench.speed._worker``) for ``key`` on a
+    configuration cut to ``T`` steps of ``batch`` sequences: hidden 8, one warm-up and two timed
+    repeats on one thread, no baseline or reference; ``fields`` override any of it."""
+    import dataclasses
+
+    from rnnlab.bench import speed
+
+    cfg = dataclasses.replace(speed.CONFIGS[config], T=T, batch=batch)
+    spec = {
+        "config": dataclasses.asdict(cfg),
+        "label": key,
+        "key": key,
+        "options": {},
+        "hidden": 8,
+        "gates": 1,
+        "baseline_hidden": None,
+        "reference": False,
+        "warmup": 1,
+        "repeats": 2,
+        "threads": 1,
+        "malloc": "default",
+    }
+    return {**spec, **fields}
+
+
 def walk_parsers(parser, path=("rnnlab",)):
     """Every (command path, parser) pair of an argparse tree."""
     yield path, parser

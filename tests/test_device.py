@@ -20,7 +20,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 import rnnlab
-from conftest import set_flags, tiny_copy
+from conftest import set_flags, speed_spec, tiny_copy
 from rnnlab import config
 from rnnlab import device as dev
 from rnnlab import train as tr
@@ -418,26 +418,9 @@ def test_load_run_and_analyze_take_a_device(tmp_path, capsys):
 
 
 def test_speed_worker_on_a_device_and_the_gpu_table():
-    import dataclasses
-
     from rnnlab.bench import speed
 
-    cfg = dataclasses.replace(speed.CONFIGS["copy"], T=6, batch=3)
-    spec = {
-        "config": dataclasses.asdict(cfg),
-        "label": "exprnn",
-        "key": "exprnn",
-        "options": {},
-        "hidden": 8,
-        "gates": 1,
-        "baseline_hidden": 4,
-        "reference": True,
-        "warmup": 1,
-        "repeats": 2,
-        "threads": 1,
-        "malloc": "default",
-        "device": "cpu",
-    }
+    spec = speed_spec(T=6, batch=3, baseline_hidden=4, reference=True, device="cpu")
     res = speed._worker(spec)
     assert res["device"] == "cpu" and res["floor"] is not None
     # the same row as a GPU row would come back: wall-time ratios to the cuDNN LSTM

@@ -1,13 +1,13 @@
 """The speed benchmark's machinery (sizing, one worker row, the table) and the allocator
 switch; the benchmark itself is run by benchmarks/speed.py, not by tests."""
 
-import dataclasses
 import os
 import subprocess
 import sys
 
 import pytest
 
+from conftest import speed_spec
 from rnnlab.bench import speed
 
 
@@ -62,21 +62,7 @@ def test_large_mnist_configurations_match_the_budget_of_exprnn_at_that_size():
 
 
 def test_worker_row_on_a_tiny_configuration():
-    cfg = dataclasses.replace(speed.CONFIGS["copy"], T=6, batch=3)
-    spec = {
-        "config": dataclasses.asdict(cfg),
-        "label": "exprnn",
-        "key": "exprnn",
-        "options": {},
-        "hidden": 8,
-        "gates": 1,
-        "baseline_hidden": 4,
-        "reference": True,
-        "warmup": 1,
-        "repeats": 2,
-        "threads": 1,
-        "malloc": "default",
-    }
+    spec = speed_spec(T=6, batch=3, baseline_hidden=4, reference=True)
     res = speed._worker(spec)
     for name in ("fast", "reference", "baseline"):
         assert res[name]["cpu"] > 0 and res[name]["wall"] > 0 and len(res[name]["cpu_all"]) == 2
@@ -91,21 +77,7 @@ def test_the_worker_treats_subnormals_as_its_spec_says_and_records_it():
     and the CPU agrees (a subnormal times one survives only when kept)."""
     import torch
 
-    cfg = dataclasses.replace(speed.CONFIGS["copy"], T=4, batch=2)
-    spec = {
-        "config": dataclasses.asdict(cfg),
-        "label": "lstm",
-        "key": "lstm",
-        "options": {},
-        "hidden": 4,
-        "gates": 4,
-        "baseline_hidden": None,
-        "reference": False,
-        "warmup": 0,
-        "repeats": 1,
-        "threads": 1,
-        "malloc": "default",
-    }
+    spec = speed_spec(T=4, batch=2, key="lstm", hidden=4, gates=4, warmup=0, repeats=1)
     kept = speed._worker(dict(spec, denormals="keep"))
     assert kept["denormals"] == "kept" and float(torch.tensor([1e-39]) * 1.0) != 0.0
     flushed = speed._worker(spec)
@@ -165,19 +137,7 @@ def test_worker_times_the_orthogonal_maps_and_the_table_shows_their_share(monkey
     calls = []
     real = par.Orthogonal.forward
     monkeypatch.setattr(par.Orthogonal, "forward", lambda self, A: calls.append(self.n) or real(self, A))
-    cfg = dataclasses.replace(speed.CONFIGS["mnist"], T=5, batch=3)
-    base = {
-        "config": dataclasses.asdict(cfg),
-        "options": {},
-        "hidden": 8,
-        "gates": 1,
-        "baseline_hidden": None,
-        "reference": False,
-        "warmup": 1,
-        "repeats": 2,
-        "threads": 1,
-        "malloc": "default",
-    }
+    base = speed_spec("mnist", T=5, batch=3)
     res = speed._worker({**base, "label": "asrnn", "key": "asrnn"})
     assert res["maps_n"] == [8, 8]
     assert res["maps"]["cpu"] > 0 and len(res["maps"]["cpu_all"]) == 2
