@@ -241,6 +241,15 @@ CASES = {
 }
 
 
+def test_every_registered_cell_has_an_ensemble_case():
+    """A cell added to the registry is trained as an ensemble here too (CASES names each cell it
+    trains in a model.cell override)."""
+    from rnnlab.cells import CELLS
+
+    named = {e.split('"')[1] for _, extra in CASES.values() for e in extra if e.startswith("model.cell=")}
+    assert named == set(CELLS)
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_members_follow_their_single_runs_in_float64(case, tmp_path, float64):
     base, extra = CASES[case]
