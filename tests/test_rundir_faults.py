@@ -92,8 +92,10 @@ def _kill_during_training(out: Path, steps: int, rng: random.Random, during_chec
     try:
         start = _rows(out)
         wait_until(lambda: p.poll() is not None or _rows(out) > start + 2)
-        if during_checkpoint:
-            wait_until(lambda: p.poll() is not None or (out / "checkpoint.pt.tmp").exists(), timeout=30, poll=0)
+        if during_checkpoint:  # the write is brief: a loaded machine can miss it, so after a few
+            # checkpoints' rows (one every 2 steps, 1.5 rows a step) the kill lands anyway, mid-training
+            tmp = out / "checkpoint.pt.tmp"
+            wait_until(lambda: p.poll() is not None or tmp.exists() or _rows(out) > start + 12, timeout=30, poll=0)
             _kill_during_training.mid_write += (out / "checkpoint.pt.tmp").exists()
         else:
             time.sleep(rng.uniform(0, 0.4))
@@ -127,7 +129,7 @@ def test_sigkill_loop_including_checkpoint_writes(tmp_path, reference, capsys, d
     steps, rng = 60, random.Random(1 + during_checkpoint)
     out = tmp_path / "run"
     kills = sum(_kill_during_training(out, steps, rng, during_checkpoint) for _ in range(5))
-    assert kills >= 3  # most attempts hit a running training
+    assert kills >= 3  # most attempts hit a running training (the run is not over after 5 kills)
     if during_checkpoint:
         with capsys.disabled():
             print(f"\n{kills} kills, {_kill_during_training.mid_write} with checkpoint.pt.tmp on disk")
