@@ -298,8 +298,26 @@ NEW = sorted(
 QUICK = [n for n in NEW if n.endswith(("N1-dmuc", "N2-rhn", "N10-dmu", "N96"))]
 
 
-def _one_step(name, tmp_path):
+def train_on_fixtures(name, tmp_path, *extra, steps=2):
+    """``name`` trained for ``steps`` steps of batch 2 on the fake data of ``_fixtures`` (files
+    not verified, one evaluation batch at every step), then ``extra``: the result, its final
+    metrics finite."""
     root = _fixtures(tmp_path / "data")
+    sets = [
+        "task.verify=false",
+        f"train.steps={steps}",
+        "train.eval_every=1",
+        "train.batch_size=2",
+        "train.eval_batch_size=4",
+        "train.eval_max_batches=1",
+        *extra,
+    ]
+    r = train(config.load(name, sets), tmp_path / "run", progress=False, data_dir=str(root))
+    assert r["steps"] == steps and all(np.isfinite(v) for v in r["final"].values())
+    return r
+
+
+def _one_step(name, tmp_path):
     task = config.load(name).task.name
     extra = {
         "music": [],
@@ -308,41 +326,13 @@ def _one_step(name, tmp_path):
         "smnist": ["task.val_size=2"],
         "psmnist": ["task.val_size=2"],
     }[task]
-    cfg = config.load(
-        name,
-        [
-            "task.verify=false",
-            "train.steps=2",
-            "train.eval_every=1",
-            "train.batch_size=2",
-            "train.eval_batch_size=4",
-            "train.eval_max_batches=1",
-            "train.lr_step_every=1",
-            *extra,
-        ],
-    )
-    r = train(cfg, tmp_path / "run", progress=False, data_dir=str(root))
-    assert r["steps"] == 2 and all(np.isfinite(v) for v in r["final"].values())
-    return r
+    return train_on_fixtures(name, tmp_path, "train.lr_step_every=1", *extra)
 
 
 @pytest.mark.parametrize("name", ["nnrnn/ptb-bptt150-fixed-gamma", "nnrnn/ptb-bptt150-lstm-n1024"])
 def test_new_nnrnn_presets_train_a_step(name, tmp_path):
-    root = _fixtures(tmp_path / "data")
-    cfg = config.load(
-        name,
-        [
-            "task.verify=false",
-            "task.bptt=8",
-            "model.hidden_size=16",
-            "train.steps=1",
-            "train.eval_every=1",
-            "train.batch_size=2",
-            "train.eval_max_batches=1",
-        ],
-    )
-    r = train(cfg, tmp_path / "run", progress=False, data_dir=str(root))
-    assert r["steps"] == 1 and np.isfinite(r["final"]["val/bpc"])
+    r = train_on_fixtures(name, tmp_path, "task.bptt=8", "model.hidden_size=16", steps=1)
+    assert "val/bpc" in r["final"]
 
 
 def test_new_presets_all_load():

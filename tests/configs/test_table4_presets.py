@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
-from test_faithful_presets import _fixtures
+from test_faithful_presets import train_on_fixtures
 
 from rnnlab import config
 from rnnlab.ledger import published
 from rnnlab.model import SequenceModel
 from rnnlab.suite import load_suite
-from rnnlab.train import train
 
 #: key -> (N, the table's parameter figure(s), hidden_size: 2N for the complex cells)
 TABLE = {
@@ -122,23 +120,7 @@ def test_one_epoch_suites_cover_every_preset_once():
 
 
 def _one_step(name, tmp_path, extra=()):
-    root = _fixtures(tmp_path / "data")
-    cfg = config.load(
-        name,
-        [
-            "task.verify=false",
-            "task.val_size=2",
-            "train.steps=2",
-            "train.eval_every=1",
-            "train.batch_size=2",
-            "train.eval_batch_size=4",
-            "train.eval_max_batches=1",
-            *extra,
-        ],
-    )
-    r = train(cfg, tmp_path / "run", progress=False, data_dir=str(root))
-    assert r["steps"] == 2 and all(np.isfinite(v) for v in r["final"].values())
-    return r
+    return train_on_fixtures(name, tmp_path, "task.val_size=2", *extra)
 
 
 #: one preset per cell at a small width (four in the default suite, the others slow, as T = 784
