@@ -85,18 +85,19 @@ def _finish(out: Path, steps: int, capsys) -> str:
 
 def _kill_during_training(out: Path, steps: int, rng: random.Random, during_checkpoint: bool = False) -> bool:
     """Start `rnnlab train`, SIGKILL it at a random moment of training (or while checkpoint.pt.tmp
-    exists); return whether it was killed before it finished."""
+    exists, or mid-training where a loaded machine missed every write for a few checkpoints);
+    return whether it was killed before it finished."""
+    tmp = out / "checkpoint.pt.tmp"
     if during_checkpoint:  # a temp file left by the previous kill must not count as this write
-        (out / "checkpoint.pt.tmp").unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
     p = _spawn(_train_argv(out, steps) + (["--resume"] if (out / "checkpoint.pt").exists() else []))
     try:
         start = _rows(out)
         wait_until(lambda: p.poll() is not None or _rows(out) > start + 2)
-        if during_checkpoint:  # the write is brief: a loaded machine can miss it, so after a few
-            # checkpoints' rows (one every 2 steps, 1.5 rows a step) the kill lands anyway, mid-training
-            tmp = out / "checkpoint.pt.tmp"
+        if during_checkpoint:  # the write is brief: after a few checkpoints' rows without seeing it
+            # (one checkpoint every 2 steps, 1.5 rows a step) the kill lands anyway, mid-training
             wait_until(lambda: p.poll() is not None or tmp.exists() or _rows(out) > start + 12, timeout=30, poll=0)
-            _kill_during_training.mid_write += (out / "checkpoint.pt.tmp").exists()
+            _kill_during_training.mid_write += tmp.exists()
         else:
             time.sleep(rng.uniform(0, 0.4))
         p.kill()
