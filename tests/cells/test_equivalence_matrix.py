@@ -19,7 +19,8 @@ import pytest
 import torch
 
 import rnnlab
-from rnnlab.cells import CELLS, Recurrent
+from rnnlab.bench.doctor import perturbed_pair
+from rnnlab.cells import CELLS
 from rnnlab.kernels import map_state
 
 I, H, T, B = 3, 4, 5, 3
@@ -93,18 +94,16 @@ def test_every_registered_cell_is_in_the_matrix():
 
 
 def build(key, kw, num_layers, batch_first, bidirectional=False, seed=0):
-    torch.manual_seed(seed)
-    layer = Recurrent(
-        I, H, num_layers=num_layers, batch_first=batch_first, bidirectional=bidirectional, cell=CELLS[key], **kw
-    ).double()
-    g = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for p in layer.parameters():
-            p.add_(0.2 * torch.randn(p.shape, generator=g, dtype=p.dtype))
-    ref = copy.deepcopy(layer)
-    for c in ref.cells:
-        c.backend = "reference"
-    return layer, ref
+    return perturbed_pair(
+        key,
+        kw,
+        seed,
+        input_size=I,
+        hidden_size=H,
+        num_layers=num_layers,
+        batch_first=batch_first,
+        bidirectional=bidirectional,
+    )
 
 
 def inputs(layer, lengths: bool, seed=0):

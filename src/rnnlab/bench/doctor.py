@@ -190,15 +190,16 @@ def _leaves(state):
     return [state] if isinstance(state, torch.Tensor) else list(state)
 
 
-def _build(key: str, kw: dict, seed: int = 0, **layer_kw):
-    """A float64 CPU layer with its parameters perturbed away from the initialisation (identity
-    and zero inits hide terms that vanish there) and its reference twin."""
+def perturbed_pair(key: str, kw: dict, seed: int = 0, *, input_size: int = I, hidden_size: int = H, **layer_kw):
+    """A float64 CPU layer of cell ``key`` (cell options ``kw``, layer options ``layer_kw``) with
+    its parameters perturbed away from the initialisation (identity and zero inits hide terms
+    that vanish there), and its twin on the ``"reference"`` backend."""
     import torch
 
     from ..cells import CELLS, Recurrent
 
     torch.manual_seed(seed)
-    layer = Recurrent(I, H, cell=CELLS[key], **layer_kw, **kw).double()
+    layer = Recurrent(input_size, hidden_size, cell=CELLS[key], **layer_kw, **kw).double()
     g = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for p in layer.parameters():
@@ -255,7 +256,7 @@ def _compare_layer(section, key, kw, device, dtypes, lengths, **layer_kw) -> lis
     )
     rows = []
     try:
-        layer, ref = _build(key, kw, **layer_kw)
+        layer, ref = perturbed_pair(key, kw, **layer_kw)
         x, h0, r = _inputs(layer)
         lens = torch.tensor(LENGTHS) if lengths else None
         want = _forward_backward(ref, x, h0, lens, r)
@@ -364,7 +365,7 @@ def _train_rows(device, dtypes, cells=None) -> list[Row]:
         kw = firsts.get(key, {})
         path = f"train {_label(key, kw)}"
         try:
-            layer, ref_layer = _build(key, kw)
+            layer, ref_layer = perturbed_pair(key, kw)
             torch.manual_seed(3)
             readout = nn.Linear(H, 2).double()
             models = []
