@@ -8,6 +8,7 @@ evaluations.
 """
 
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -130,6 +131,8 @@ def test_the_plan_end_to_end_on_a_tiny_budget(tmp_path, capsys):
     out = tmp_path / "plan.toml"
     assert main_plan([rec], "1m", "nnrnn", str(out)) == 0
     text = capsys.readouterr().out
+    counts = re.findall(r"\b(\d+) (runs?|seeds?)\b", text)
+    assert counts and all((n == "1") == (not noun.endswith("s")) for n, noun in counts), counts  # "1 run", "2 runs"
     commands = [c for c in text.split("`") if c.startswith("rnnlab ")]
     assert any("--backend ray --device cuda" in c for c in commands) and any(" suite " in c for c in commands)
     parser = build_parser()
@@ -148,6 +151,16 @@ def test_the_plan_end_to_end_on_a_tiny_budget(tmp_path, capsys):
         log=lambda m: None,
     )
     assert sorted(p.name for p in statuses) == ["seed2", "seed3"] and set(statuses.values()) == {"trained"}
+
+
+def test_the_plan_counts_one_run_in_the_singular(tmp_path):
+    """With seeds 1 and 2 of nnrnn/copy recorded, its claim waits for one run, and says so."""
+    from rnnlab.ledger.plan import render
+
+    for seed in (1, 2):
+        timed(tmp_path, "nnrnn/copy", seed, train_s=3.0, eval_s=0.15)
+    text = render(make_plan([tmp_path], budget_s=parse_budget("1m"), paper="nnrnn"))
+    assert "-- 1 run, " in text and "## On this machine: 1 run, " in text and " 1 runs" not in text
 
 
 def test_a_claim_of_one_run_a_model_asks_for_the_seeds_a_test_needs(tmp_path):

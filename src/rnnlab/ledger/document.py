@@ -51,7 +51,7 @@ from .records import (
     _num,
     load_records,
 )
-from .stats import ALPHA, fmt_p, two_proportions
+from .stats import ALPHA, counted, fmt_p, two_proportions
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ def _one_run_verdict(row: Published, g: Group, m: float, s: float) -> str:
     test = "" if p is None else f"the test on the test set {'rejects' if rejects else 'does not reject'} it, {fmt_p(p)}"
     if n < FEW_SEEDS:
         return (
-            f"inconclusive ({n} seed{'s' if n != 1 else ''} of the {FEW_SEEDS} a one-run value needs for our spread"
+            f"inconclusive ({counted(n, 'seed')} of the {FEW_SEEDS} a one-run value needs for our spread"
             + (f"; {test}" if test else "")
             + ")"
         )
@@ -151,7 +151,7 @@ def _paper_text(row: Published) -> str:
     if row.best is not None:
         paper += f" (best {_num(row.best, row.metric)})"
     if row.runs:
-        paper += f" [{row.runs} run{'s' if row.runs != 1 else ''}]"
+        paper += f" [{counted(row.runs, 'run')}]"
     return paper
 
 
@@ -224,7 +224,7 @@ def _variant_prefix(preset: str) -> str:
 def _analysis_line(row: Published, label: str, paper: str, tag: str, a: Analysis) -> list[str]:
     v = a.data["values"][row.metric]
     seeds = a.data.get("seeds", [])
-    ours = f"{_num(v)} ({len(seeds)} seed{'s' if len(seeds) != 1 else ''}; analysis record)"
+    ours = f"{_num(v)} ({counted(len(seeds), 'seed')}; analysis record)"
     diff = f"{v - row.value:+.4g}" if row.value is not None else "-"
     need = needed(row.runs)
     if row.value is None:
@@ -232,7 +232,7 @@ def _analysis_line(row: Published, label: str, paper: str, tag: str, a: Analysis
     elif len(seeds) < need:
         within = abs(v - row.value) <= _tolerance(row, 0.0)
         status = (
-            f"inconclusive ({len(seeds)} seed{'s' if len(seeds) != 1 else ''} of the {need} needed; "
+            f"inconclusive ({counted(len(seeds), 'seed')} of the {need} needed; "
             f"ours is {'within' if within else 'outside'} the tolerance)"
         )
     else:
@@ -255,7 +255,7 @@ def _analysis_line(row: Published, label: str, paper: str, tag: str, a: Analysis
 
 def _group_line(row: Published, label: str, paper: str, tag: str, g: Group) -> list[str]:
     n = len(g.records)
-    seeds = f"{n} seed{'s' if n != 1 else ''}" + (f" of {row.runs}" if row.runs and n < row.runs else "")
+    seeds = f"{counted(n, 'seed')}" + (f" of {row.runs}" if row.runs and n < row.runs else "")
     need = needed(row.runs)
     diff, ours = "-", "-"
     not_comparable = []
@@ -302,7 +302,7 @@ def _group_line(row: Published, label: str, paper: str, tag: str, g: Group) -> l
                 verdict = _one_run_verdict(row, g, m, s)
             elif n < need and row.kind == "trained":
                 verdict = (
-                    f"inconclusive ({n} seed{'s' if n != 1 else ''} of the {need} needed; "
+                    f"inconclusive ({counted(n, 'seed')} of the {need} needed; "
                     f"ours is {'within' if within else 'outside'} the tolerance)"
                 )
             else:

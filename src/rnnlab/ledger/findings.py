@@ -13,6 +13,7 @@ from .published import PAPER_PROTOCOL, VARIANTS, at_other_protocols, protocol
 from .stats import (
     ALPHA,
     MIN_SAMPLE,
+    counted,
     fmt_p,
     mean_interval,
     two_proportions,
@@ -80,7 +81,7 @@ def verdict(f: Finding, need: int, any_setting: bool = False) -> str:
     counts = [len(g.records) for g in f.groups] + [len(a.data.get("seeds", [])) or 1 for a in f.analyses]
     n = min(counts) if counts else 0
     if n < need:
-        reasons.append(f"{n} seed{'s' if n != 1 else ''} of the {need} needed")
+        reasons.append(f"{counted(n, 'seed')} of the {need} needed")
     if not f.tested:
         reasons.append("no test possible")
     if f.outcome == UNDECIDED and f.why:

@@ -32,7 +32,7 @@ from .price import (
 )
 from .published import PAPER_PROTOCOL, PAPERS, ROWS, VARIANTS, protocol
 from .records import PROBES, Evidence, load_records
-from .stats import MIN_SAMPLE
+from .stats import MIN_SAMPLE, counted
 
 PLAN_SUITE = "plan"
 
@@ -225,7 +225,7 @@ def render(plan: Plan, suite_path: str | None = None) -> str:
         "",
     ]
     for label, runs, s in plan.claims:
-        out.append(f"* {label} -- {sum(len(m.seeds) for m in runs)} runs, {hours(s)} CPU-h:")
+        out.append(f"* {label} -- {counted(sum(len(m.seeds) for m in runs), 'run')}, {hours(s)} CPU-h:")
         for m in runs:
             out.append(f"  `{Job(m).command()}` ({hours(m.total_s())} CPU-h)")
     if not plan.claims:
@@ -234,14 +234,14 @@ def render(plan: Plan, suite_path: str | None = None) -> str:
     cpu_s = sum(j.need.total_s() for j in plan.cpu)
     out += [
         "",
-        f"## On this machine: {n_cpu} runs, {hours(cpu_s)} CPU-h (each run within {budget} CPU-h)",
+        f"## On this machine: {counted(n_cpu, 'run')}, {hours(cpu_s)} CPU-h (each run within {budget} CPU-h)",
         "",
         f"All of them: `rnnlab suite {suite} --jobs 2` (written by `-o {suite}`; runs resume from their "
         "checkpoints when the same command is given again), or one preset at a time:",
         "",
         *_job_lines(plan.cpu),
         "",
-        f"## On a GPU: {sum(len(j.need.seeds) for j in plan.gpu)} runs longer than {budget} CPU-h each",
+        f"## On a GPU: {counted(sum(len(j.need.seeds) for j in plan.gpu), 'run')} longer than {budget} CPU-h each",
         "",
     ]
     if plan.gpu:
@@ -253,7 +253,7 @@ def render(plan: Plan, suite_path: str | None = None) -> str:
         ]
     else:
         out.append("None.")
-    out += ["", f"## Without a price: {sum(len(j.need.seeds) for j in plan.unpriced)} runs", ""]
+    out += ["", f"## Without a price: {counted(sum(len(j.need.seeds) for j in plan.unpriced), 'run')}", ""]
     if plan.unpriced:
         probes = _beside(suite, "probes")
         out += [

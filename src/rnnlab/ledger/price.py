@@ -29,6 +29,7 @@ from pathlib import Path
 from .. import config
 from ..rundir import RunFiles
 from .records import PROBES, Record, _resolved, cpu_label, is_probe, preset_dicts
+from .stats import counted
 
 #: a missing run is *affordable* on the machine of the records when it fits in this many hours
 #: of one CPU thread (the README's line, ``rnnlab reproduce plan --budget``'s default)
@@ -323,7 +324,7 @@ class Missing:
     def text(self) -> str:
         """The ledger's price cell."""
         n = len(self.seeds)
-        runs = f"{n} seed{'s' if n != 1 else ''} x {self.steps:,} steps"
+        runs = f"{counted(n, 'seed')} x {self.steps:,} steps"
         if self.cpu is None:
             out = f"{runs}: no price (no timing of this configuration)"
         else:

@@ -41,6 +41,7 @@ from pathlib import Path
 from .. import config
 from ..results import DMU_THRESHOLDS, _mixed_label, dmu_steps_per_epoch, first_reached, mean_std, mixed_precision
 from ..rundir import RunFiles, read_jsonl
+from .stats import counted
 
 #: Flat configuration keys that do not change what a run computes (its name and description, the
 #: seeds, where and how fast it ran, how often it logs): the ledger compares runs without them.
@@ -477,9 +478,7 @@ class Group:
             if prov["device"]:
                 parts.add(prov["device"])
             else:
-                parts.add(
-                    f"CPU{' ' + prov['cpu'] if prov['cpu'] else ''}, {threads} thread{'s' if threads != 1 else ''}"
-                )
+                parts.add(f"CPU{' ' + prov['cpu'] if prov['cpu'] else ''}, {counted(threads, 'thread')}")
         return " / ".join(sorted(parts))
 
     def steps(self) -> str:

@@ -222,6 +222,11 @@ def mann_whitney(a: list[float], b: list[float]) -> float:
     return normal_sf((u - na * nb / 2.0 - 0.5) / math.sqrt(var))
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1: ``counted(1, "seed")`` -> ``"1 seed"``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def fmt_p(p: float) -> str:
     """A p-value as the ledger prints it."""
     return f"p = {p:.2g}" if p >= 1e-4 else "p < 1e-4"
