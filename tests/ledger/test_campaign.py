@@ -52,7 +52,7 @@ def problems(run: Path, runs: Path, suite: Suite | None = None) -> list[str]:
         return [*out, f"{run}: {e}"]
     if not 0 < ck["progress"]["step"] < cfg.train.steps:
         out.append(f"{run}: checkpoint at step {ck['progress']['step']} of {cfg.train.steps}")
-    if not files.best.exists():
+    if ck["progress"].get("best_step") and not files.best.exists():  # evaluated, so best.pt was written
         out.append(f"{run}: no best.pt (the test metrics come from it)")
     return out
 
@@ -119,6 +119,7 @@ def test_a_stopped_run_passes_and_each_damage_is_named(a_run):
     assert [p for p in problems(moved, runs, suite) if "not a run of suite tiny" in p]
     (rd / ".lock").write_text("{}")
     (rd / "best.pt").unlink()
+    assert problems(rd, runs, suite) == [f"{rd}: holds .lock", f"{rd}: no best.pt (the test metrics come from it)"]
     (rd / "checkpoint.pt").write_bytes(b"not a checkpoint")
     found = problems(rd, runs, suite)
     assert [p for p in found if p.endswith("holds .lock")] and [p for p in found if "damaged or truncated" in p]
