@@ -38,14 +38,13 @@ def problems(run: Path, runs: Path, suite: Suite | None = None) -> list[str]:
     except ConfigError as e:
         return [f"{run}: its suite folder names no suite ({e})"]
     files = rundir.RunFiles(run)
-    out = [f"{run}: holds {f.name}" for f in (files.result, run / ".lock") if f.exists()]
-    jobs = {rd: preset for preset, _, rd in _jobs(suite, runs, [])}
+    out = [f"{run}: holds {f.name}" for f in (files.result, run / files.LOCK) if f.exists()]
+    jobs = {rd: (preset, overrides) for preset, overrides, rd in _jobs(suite, runs, [])}
     if run not in jobs:
         return [*out, f"{run}: not a run of suite {suite_name} (its runs: {sorted(map(str, jobs))[:4]}...)"]
-    seed = int(run.name.removeprefix("seed"))
-    cfg = config.load(jobs[run], [*suite.set, f"train.seed={seed}"])
+    cfg = config.load(*jobs[run])  # the suite's own overrides for this run: its set, grid point and seed
     if rundir.resolved_saved_key(run) != rundir.config_key(cfg):
-        out.append(f"{run}: config.json is not the suite's configuration for seed {seed}")
+        out.append(f"{run}: config.json is not the suite's configuration for seed {cfg.train.seed}")
     try:
         ck = rundir.load_checkpoint(files.checkpoint, full=True)
     except (OSError, rundir.CheckpointError) as e:
