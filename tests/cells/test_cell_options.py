@@ -16,7 +16,7 @@ NAN, INF = math.nan, math.inf
 
 #: cell -> option -> (values refused, a value accepted); every numeric option of every cell
 RANGES = {
-    "lstm": {"forget_bias": ([NAN, INF], -1.0)},
+    "lstm": {"forget_bias": ([NAN, INF], -1.0), "forget_bias_hh": ([NAN, INF], 0.0)},
     "exprnn": {"K": ([NAN, INF, 0, 2.5], 5), "M": ([NAN, 0, -1], 2)},
     "scornn": {"negatives": ([-1, 9], 2)},
     "asrnn": {

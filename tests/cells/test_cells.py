@@ -145,3 +145,28 @@ def test_orthogonal_cells_tag_their_free_parameter():
 def test_scornn_scaling_has_requested_negatives():
     cell = rnnlab.SCORNNCell(3, 8, init="identity", negatives=3)
     torch.testing.assert_close(cell.weight_hh.detach(), torch.diag(torch.tensor([1.0] * 5 + [-1.0] * 3)))
+
+
+def test_lstm_forget_bias_in_both_biases_as_the_dmu_authors_code():
+    """forget_bias=2, forget_bias_hh=2: 2 in the f slice of b_ih and of b_hh (4 in effect), the
+    other slices torch's uniform init; forget_bias_hh without forget_bias is refused."""
+    lstm = rnnlab.LSTMCell(3, 5, forget_bias=2.0, forget_bias_hh=2.0)
+    assert torch.all(lstm.bias_ih[5:10] == 2.0) and torch.all(lstm.bias_hh[5:10] == 2.0)
+    assert not torch.any(lstm.bias_ih[:5] == 2.0) and not torch.any(lstm.bias_hh[10:] == 2.0)
+    with pytest.raises(ValueError, match="forget_bias_hh=2.0 needs forget_bias"):
+        rnnlab.LSTMCell(3, 5, forget_bias_hh=2.0)
+
+
+def test_rhn_linear_init_is_torch_linears_default():
+    """init="linear": the input weights within 1/sqrt(I), the recurrent weights and biases within
+    1/sqrt(H) and spread over that range (no transform bias), as a default nn.Linear."""
+    torch.manual_seed(0)
+    I, H = 2, 400
+    cell = CELLS["rhn"](I, H, depth=3, init="linear")
+    for p, k in ((cell.weight_ih, I**-0.5), (cell.weight_hh, H**-0.5), (cell.bias, H**-0.5)):
+        assert p.abs().max() <= k and p.abs().max() > 0.95 * k
+    assert abs(cell.bias[:, H:].mean().item()) < 0.01  # the transform gate starts near 0.5
+    default = CELLS["rhn"](I, H, depth=3)
+    assert torch.all(default.bias[:, H:] == -2.0) and default.weight_ih.abs().max() <= H**-0.5
+    with pytest.raises(ValueError, match="RHN init must be"):
+        CELLS["rhn"](I, H, init="xavier")

@@ -7,17 +7,27 @@ they need (``train.target_patience``, ``train.epoch_steps``, the noisy sequence'
 and softmax over every symbol) and one or two training steps of each new preset."""
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from rnnlab import config, rundir
 from rnnlab.ledger import published, records
+from rnnlab.ledger.published_dmu import DMU_CODE_DIFFS
 from rnnlab.results import dmu_steps_per_epoch
 from rnnlab.tasks.hochreiter import NoisySequenceTask
 from rnnlab.train import train
 
 torch.set_num_threads(1)
+TOOLS = Path(__file__).resolve().parents[2] / "tools"
+
+
+def _run(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True)
+
 TASKS = ("adding", "temporal_order", "noisy_sequence")
 MODULES = ("rnn", "lstm", "gru", "rhn", "dmu")
 PAPER = [f"dmu/{t}-{m}" for t in TASKS for m in MODULES]
@@ -54,21 +64,39 @@ def test_the_paper_protocol_is_the_released_code_budget_and_the_short_protocol_d
 
 
 def test_the_code_protocol_differs_from_the_paper_protocol_only_where_the_released_scripts_do():
-    want = {
-        "dmu/code/adding-dmu": {"optim.group_lr.memory"},
-        "dmu/code/temporal_order-dmu": {"optim.group_lr.memory"},
-        "dmu/code/noisy_sequence-dmu": {"optim.group_lr.memory", "task.variable_length", "task.classes"},
-        "dmu/code/noisy_sequence-gru": {"optim.lr", "task.variable_length", "task.classes"},
-        **{f"dmu/code/noisy_sequence-{m}": {"task.variable_length", "task.classes"} for m in ("rnn", "lstm", "rhn")},
-    }
-    assert CODE == sorted(want)
-    for p, keys in want.items():
-        paper = p.replace("dmu/code/", "dmu/")
+    """Each code preset is its paper preset with exactly the settings of DMU_CODE_DIFFS changed,
+    to the released code's values, each with a ``code`` source (file and line); the preset files
+    are what tools/dmu_code_presets.py writes from that table."""
+    assert CODE == sorted(f"dmu/code/{t}-{m}" for t, m in DMU_CODE_DIFFS)
+    for (t, m), diffs in DMU_CODE_DIFFS.items():
+        p, paper = f"dmu/code/{t}-{m}", f"dmu/{t}-{m}"
         assert published.PROTOCOLS[p][:2] == (paper, "code")
-        assert _diff_keys(p, paper) == keys, p
+        assert _diff_keys(p, paper) == {k for k, *_ in diffs}, p
+        flat = _flat(config.load(p).to_dict())
+        for key, value, src, _what in diffs:
+            assert flat[key] == value, (p, key)
+            assert src.kind == "code" and src.where, (p, key)
+    # the two experiments the released code runs as the text does have no code preset
+    assert {(t, m) for t in TASKS for m in MODULES} - set(DMU_CODE_DIFFS) == {
+        ("temporal_order", "rnn"),
+        ("temporal_order", "gru"),
+    }
     assert config.load("dmu/code/adding-dmu").optim.group_lr == {"memory": 0.001}  # guild.yml learning-rate-rnn
     assert config.load("dmu/code/noisy_sequence-gru").optim.lr == 0.1  # experiments_repro/noise_seq.sh
     assert config.load("dmu/noisy_sequence-gru").optim.lr == 0.05  # Table X
+    assert _run([sys.executable, str(TOOLS / "dmu_code_presets.py"), "--check"]).returncode == 0
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    """Dotted keys as the presets and ``--set`` spell them (``task.options.L`` is ``task.L``)."""
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flat(v, "task." if key == "task.options" else f"{key}."))
+        else:
+            out[key] = v
+    return out
 
 
 def test_epochs_are_the_protocols_epochs():

@@ -44,3 +44,24 @@ def test_hs_adding_marker_positions_follow_the_specification():
     # -1 marks: the first step (unless marked 1) and each sequence's last valid step
     last = b.x[torch.arange(n), b.lengths - 1, 1]
     assert (last == -1).all()
+
+
+def test_hs_adding_step0_mark_end_is_the_released_generator():
+    """step0_mark="end" (the DMU authors' generator): step 0 is always marked -1 and keeps its
+    random value; a pair element drawn there adds 0. Computed a second way, element by element
+    as the released generator does: the pair positions are those of the default ("pair") task
+    under the same generator state, whose targets are the same."""
+    n = 4000
+    pair = TASKS["hs_adding"](L=40, val_size=1, test_size=1)
+    end = TASKS["hs_adding"](L=40, val_size=1, test_size=1, step0_mark="end")
+    a = pair.make(n, torch.Generator().manual_seed(1))
+    b = end.make(n, torch.Generator().manual_seed(1))
+    assert (b.x[:, 0, 1] == -1.0).all() and (a.x[:, 0, 1] == 1.0).sum() > 100
+    drawn_at_0 = a.x[:, 0, 1] == 1.0
+    assert (b.x[drawn_at_0, 0, 0] != 0).all()  # the released generator keeps step 0's value
+    assert ((b.x[:, 1:, 1] == 1.0).sum(1) == 2 - drawn_at_0.long()).all()
+    for i in range(200):  # the target element by element: 0.5 + (x1 + x2) / 4, a mark at 0 adds 0
+        L = int(b.lengths[i])
+        x1x2 = sum(float(b.x[i, t, 0]) for t in range(1, L) if b.x[i, t, 1] == 1.0)
+        assert abs(float(b.y[i, 0]) - (0.5 + x1x2 / 4)) < 1e-6
+    torch.testing.assert_close(a.y, b.y)

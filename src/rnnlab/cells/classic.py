@@ -233,7 +233,9 @@ class LSTMCell(_Affine):
     ``c_t = sigma(f) * c_{t-1} + sigma(i) * tanh(g)``, ``h_t = sigma(o) * tanh(c_t)``.
     State ``(h, c)``, each (B, H); the output is h (the asRNN reference code read out c, a
     bug we do not copy). ``forget_bias`` sets the forget-gate bias at init (b_ih's f slice;
-    b_hh's f slice is zeroed), None keeps torch's uniform init.
+    b_hh's f slice is set to ``forget_bias_hh``, 0 by default), None keeps torch's uniform init.
+    The DMU authors' released LSTM writes 2 into the f slice of both biases
+    (``forget_bias=2, forget_bias_hh=2``: an effective forget bias of 4 at the start).
 
     Example:
     >>> import torch
@@ -253,10 +255,17 @@ class LSTMCell(_Affine):
         bias: bool = True,
         forget_bias: float | None = None,
         backend: str = "auto",
+        forget_bias_hh: float = 0.0,
     ):
         self.forget_bias = (
             None if forget_bias is None else real_option("forget_bias", forget_bias, "None or a finite number")
         )
+        self.forget_bias_hh = real_option("forget_bias_hh", forget_bias_hh)
+        if self.forget_bias_hh != 0.0 and self.forget_bias is None:
+            raise ValueError(
+                f"LSTM forget_bias_hh={forget_bias_hh} needs forget_bias set too (None keeps torch's "
+                "uniform init of both biases): give forget_bias, e.g. forget_bias=2, forget_bias_hh=2"
+            )
         super().__init__(input_size, hidden_size, bias, backend)
 
     def reset_parameters(self) -> None:
@@ -265,7 +274,7 @@ class LSTMCell(_Affine):
             H = self.hidden_size
             with torch.no_grad():
                 self.bias_ih[H : 2 * H].fill_(self.forget_bias)
-                self.bias_hh[H : 2 * H].zero_()
+                self.bias_hh[H : 2 * H].fill_(self.forget_bias_hh)
 
     def init_state(self, batch_size, *, device=None, dtype=None):
         h = super().init_state(batch_size, device=device, dtype=dtype)

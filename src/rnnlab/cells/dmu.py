@@ -157,6 +157,11 @@ class DMUCell(Cell):
 class RHNCell(Cell):
     """Recurrent Highway Network with coupled carry gate (see the module docstring).
     ``transform_bias`` initialises the transform-gate biases (negative: carry by default).
+    ``init="linear"`` starts every map as a default ``torch.nn.Linear`` would, as the DMU
+    authors' released RHN does: input weights U(+-1/sqrt(input_size)), recurrent weights and
+    both biases U(+-1/sqrt(hidden_size)), the transform gate near 0.5 (``transform_bias`` is then
+    not used); ``init="rnnlab"`` (default): every weight U(+-1/sqrt(hidden_size)), the
+    candidate biases 0 and the transform biases ``transform_bias``.
 
     Example:
     >>> import torch
@@ -174,10 +179,14 @@ class RHNCell(Cell):
         depth: int = 2,
         transform_bias: float = -2.0,
         backend: str = "auto",
+        init: str = "rnnlab",
     ):
         super().__init__(input_size, hidden_size, backend)
         if depth < 1:
             raise ValueError(f"RHN depth must be >= 1, got {depth}")
+        if init not in ("rnnlab", "linear"):
+            raise ValueError(f"RHN init must be 'rnnlab' or 'linear' (torch.nn.Linear's default), got {init!r}")
+        self.init = init
         self.depth, self.transform_bias = int(depth), real_option("transform_bias", transform_bias)
         H = hidden_size
         self.weight_ih = nn.Parameter(torch.empty(2 * H, input_size))
@@ -187,6 +196,12 @@ class RHNCell(Cell):
 
     def reset_parameters(self) -> None:
         k = 1.0 / math.sqrt(self.hidden_size)
+        if self.init == "linear":
+            k_in = 1.0 / math.sqrt(self.input_size)
+            nn.init.uniform_(self.weight_ih, -k_in, k_in)
+            nn.init.uniform_(self.weight_hh, -k, k)
+            nn.init.uniform_(self.bias, -k, k)
+            return
         for p in (self.weight_ih, self.weight_hh):
             nn.init.uniform_(p, -k, k)
         with torch.no_grad():

@@ -4,7 +4,84 @@
 
 from __future__ import annotations
 
-from .rows import PROTOCOLS, SETTINGS, VARIANTS, Published, Setting, _add, at_other_protocols
+from .rows import PROTOCOLS, SETTINGS, VARIANTS, Published, Setting, Source, _add, at_other_protocols
+
+#: The authors' released repository, at the commit every ``code`` source below names.
+DMU_CODE_REPO = "fuine/dmu at d4d7a8e"
+
+
+def _code(where: str) -> Source:
+    return Source("code", where)
+
+
+#: Where the authors' released scripts run a synthetic experiment otherwise than the paper's
+#: text (the paper protocol's presets): (task, module) -> [(dotted key, the code's value,
+#: source, what it does)]. The code-protocol presets ``dmu/code/<task>-<module>`` are the paper
+#: presets with exactly these settings changed (a test holds them equal); an experiment with no
+#: difference (temporal order's RNN and GRU) runs at the code protocol as its paper preset.
+DMU_CODE_DIFFS: dict[tuple[str, str], list[tuple[str, object, Source, str]]] = {}
+for _task in ("adding", "temporal_order", "noisy_sequence"):
+    for _m in ("rnn", "lstm", "gru", "rhn", "dmu"):
+        _d = DMU_CODE_DIFFS.setdefault((_task, _m), [])
+        if _task == "adding":
+            _d.append(
+                (
+                    "task.step0_mark",
+                    "end",
+                    _code("deep_memory_update/data/addition_sequence.py:47-56"),
+                    "step 0 always marked -1, a pair element drawn there adds 0 (ours: marked 1, value 0)",
+                )
+            )
+        if _task == "noisy_sequence":
+            _d.append(
+                (
+                    "task.variable_length",
+                    False,
+                    _code("guild.yml:48 (seq-len: 100)"),
+                    "every sequence has length 100 (the text: 100 to 110)",
+                )
+            )
+            _d.append(
+                (
+                    "task.classes",
+                    100,
+                    _code("deep_memory_update/data/noisy_sequence.py:67-68 (output_size = symbols)"),
+                    "a softmax over all 100 symbols (the text's answer: x or y)",
+                )
+            )
+        if _m == "dmu":
+            _d.append(
+                (
+                    "optim.group_lr.memory",
+                    0.001,
+                    _code("guild.yml:11 (learning-rate-rnn: 0.001; the synthetic scripts do not override it)"),
+                    "the DMU block at 0.001, the readout at Table X's rate (the text: Table X's rate for both)",
+                )
+            )
+        if _m == "lstm":
+            for _k in ("forget_bias", "forget_bias_hh"):
+                _d.append(
+                    (
+                        f"model.cell_options.{_k}",
+                        2.0,
+                        _code("deep_memory_update/layers/native_rnn_layer.py:13-21"),
+                        "2 in the forget slice of both biases, 4 in effect (the text: torch's init)",
+                    )
+                )
+        if _m == "rhn":
+            _d.append(
+                (
+                    "model.cell_options.init",
+                    "linear",
+                    _code("deep_memory_update/layers/rhn.py:12-15, 27-28"),
+                    "every map a default nn.Linear: input weights U(+-1/sqrt(I)), the rest U(+-1/sqrt(H)), "
+                    "the transform gate near 0.5 (ours: U(+-1/sqrt(H)) and a transform bias of -2)",
+                )
+            )
+        if (_task, _m) == ("noisy_sequence", "gru"):
+            _d.append(("optim.lr", 0.1, _code("experiments_repro/noise_seq.sh:9"), "lr 0.1 (Table X: 0.05)"))
+        if not _d:
+            del DMU_CODE_DIFFS[(_task, _m)]
 
 # DMU
 _DMU_REAL = {
@@ -239,15 +316,12 @@ for _task in ("adding", "temporal_order", "noisy_sequence"):
             "10 batches of 20 sequences per epoch (1,000 updates; the paper protocol: 200 batches of 32, 20,000), "
             "validation and test sets of 1,000, stop at the first evaluation below 1e-6",
         )
-        _code = []
-        if _m == "dmu":
-            _code.append("the DMU block at the scripts' learning-rate-rnn 0.001")
-        if _task == "noisy_sequence":
-            _code.append("fixed length 100, softmax over all 100 symbols")
-        if (_task, _m) == ("noisy_sequence", "gru"):
-            _code.append("lr 0.1 (Table X: 0.05)")
-        if _code:
-            PROTOCOLS[f"dmu/code/{_task}-{_m}"] = (_p, "code", "; ".join(_code))
+        if (_task, _m) in DMU_CODE_DIFFS:
+            PROTOCOLS[f"dmu/code/{_task}-{_m}"] = (
+                _p,
+                "code",
+                "; ".join(f"{_what} ({_src.where})" for _k, _v, _src, _what in DMU_CODE_DIFFS[(_task, _m)]),
+            )
     PROTOCOLS[f"dmu/lr2n/{_task}-dmu"] = ("", "short", PROTOCOLS[f"dmu/short/{_task}-dmu"][2])
 
 for _task, _models in _DMU_T8.items():

@@ -65,6 +65,27 @@ class Setting:
     value: object
 
 
+@dataclass(frozen=True)
+class Source:
+    """Where a preset's setting comes from: ``text`` (the paper: section, table or figure),
+    ``code`` (the authors' released repository: file and line at its commit) or ``ours`` (the
+    paper and its code leave it open, or we depart from them: ``why`` says which and why)."""
+
+    kind: str  # "text", "code" or "ours"
+    where: str  # "Table X", "deep_memory_update/layers/rhn.py:12-15", "" for ours
+    why: str = ""
+
+    def __post_init__(self):
+        if self.kind not in ("text", "code", "ours"):
+            raise ValueError(f"a setting's source is 'text', 'code' or 'ours', got {self.kind!r}")
+        if self.kind == "ours" and not self.why:
+            raise ValueError("a setting of our own choice says why (Source('ours', '', why=...))")
+
+    def __str__(self) -> str:
+        head = f"{self.kind}: {self.where}" if self.where else self.kind
+        return f"{head} ({self.why})" if self.why else head
+
+
 ROWS: list[Published] = []
 SETTINGS: list[Setting] = []
 #: variant preset -> (the faithful preset, how it differs): runs of a variant are labelled so

@@ -6,7 +6,9 @@ valid step.
 
 * ``hs_adding`` (their Exp. 4): steps ``[a, b]`` with a ~ U(-1, 1) and a marker b: -1 at the
   first and last step, 1 at two positions (the first among the first ten, the second among the
-  first L/2 - 1, distinct), 0 elsewhere. A marked first step has value 0. Target
+  first L/2 - 1, distinct), 0 elsewhere. A marked first step has value 0 (``step0_mark="pair"``);
+  with ``step0_mark="end"``, as the DMU authors' released generator, step 0 keeps its -1 mark and
+  its random value even when a pair element is drawn there, which then adds 0. Target
   ``0.5 + (x1 + x2) / 4`` (``target="hs"``, as Hochreiter & Schmidhuber) or ``x1 + x2``
   (``target="sum"``, as the DMU paper's appendix words it); MSE at the last step.
 * ``temporal_order`` (Exp. 6b): one-hot symbols a, b, c, d (distractors), E (start, step 0),
@@ -50,11 +52,24 @@ class HSAddingTask(_VariableLength):
     input_size = 2
     output_size = 1
 
-    def __init__(self, L: int = 100, target: str = "hs", val_size: int = 1000, test_size: int = 1000, seed: int = 0):
+    def __init__(
+        self,
+        L: int = 100,
+        target: str = "hs",
+        val_size: int = 1000,
+        test_size: int = 1000,
+        seed: int = 0,
+        step0_mark: str = "pair",
+    ):
         super().__init__(L, val_size, test_size, seed)
         if target not in ("hs", "sum"):
             raise ValueError(f"hs_adding target must be 'hs' or 'sum', got {target!r}")
-        self.target = target
+        if step0_mark not in ("pair", "end"):
+            raise ValueError(
+                f"hs_adding step0_mark must be 'pair' (a pair element drawn at step 0 is marked 1, value 0) "
+                f"or 'end' (step 0 always marked -1, as the DMU authors' released generator), got {step0_mark!r}"
+            )
+        self.target, self.step0_mark = target, step0_mark
 
     def make(self, batch_size, generator):
         lengths = self.lengths(batch_size, generator)
@@ -70,7 +85,10 @@ class HSAddingTask(_VariableLength):
         second = second + (second >= first).long()
         marks[rows, first] = 1.0
         marks[rows, second] = 1.0
-        values[:, 0] = torch.where(marks[:, 0] == 1.0, torch.zeros(()), values[:, 0])
+        if self.step0_mark == "end":
+            marks[:, 0] = -1.0  # the pair element drawn at step 0, if any, adds 0
+        else:
+            values[:, 0] = torch.where(marks[:, 0] == 1.0, torch.zeros(()), values[:, 0])
         pad = torch.arange(T)[None, :] >= lengths[:, None]
         values[pad] = 0.0
         marks[pad] = 0.0
