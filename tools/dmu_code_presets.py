@@ -11,9 +11,9 @@ from __future__ import annotations
 import copy
 import json
 import sys
-import tomllib
 from pathlib import Path
 
+from rnnlab.config import tomllib
 from rnnlab.ledger.published_dmu import DMU_CODE_DIFFS, DMU_CODE_REPO
 
 CONFIGS = Path(__file__).resolve().parents[1] / "src" / "rnnlab" / "configs" / "dmu"
