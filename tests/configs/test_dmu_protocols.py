@@ -28,6 +28,7 @@ TOOLS = Path(__file__).resolve().parents[2] / "tools"
 def _run(cmd):
     return subprocess.run(cmd, capture_output=True, text=True)
 
+
 TASKS = ("adding", "temporal_order", "noisy_sequence")
 MODULES = ("rnn", "lstm", "gru", "rhn", "dmu")
 PAPER = [f"dmu/{t}-{m}" for t in TASKS for m in MODULES]
