@@ -297,10 +297,11 @@ def test_one_reduced_run_never_refutes(tmp_path):
         steps=1000,
     )
     verdict = judge("LT-ORNN + pooling solves copy (first timescale)", tmp_path)
-    assert verdict.startswith(
+    assert verdict.startswith("inconclusive (not reproduced so far in the 1 setting of ours tried: ")
+    assert (
         "inconclusive (reduced budget: `henaff/copy-ltornn-pool` task.L, train.steps; "
         "1 seed of the 3 needed; so far the runs disagree"
-    )
+    ) in verdict
 
 
 def test_a_variant_is_named_in_the_verdict(tmp_path):
@@ -588,6 +589,12 @@ def test_no_committed_verdict_confirms_or_refutes_at_another_protocol_without_sa
             protos = claims.protocols_of(f)
             if not protos or not verdict.startswith((claims.CONFIRMED, claims.REFUTED)):
                 continue
+            if c.headline == "code":  # judged as released first, the text's settings beside it
+                assert " as released (code protocol); " in verdict and verdict.endswith("(paper protocol)")
+                continue
+            if set(protos) == {published.OURS_PROTOCOL}:  # settings of ours: said, and never refuting a success
+                assert "setting" in verdict, (part, verdict)
+                continue
             seen += 1
             assert all(f"the {p}" in verdict.split(" (")[0] for p in protos), (part, verdict)
             assert claims.verdict_kind(verdict) == claims.OTHER_PROTOCOL, (part, verdict)
@@ -730,3 +737,75 @@ def test_records_awaiting_re_making_are_marked_wherever_they_count(tmp_path):
     (tmp_path / "r" / records.AWAITING_REMAKE).write_text(f"{folder}/seed0 dirty\n")
     with pytest.raises(ValueError, match=r"awaiting-remake.txt:1: expected 'path<TAB>why'.*separate"):
         ledger([tmp_path / "r"])
+
+
+# --- settings of ours (Henaff) and the code protocol as the headline (DMU synthetic) -----------
+def _copy_runs(root, preset, recalls, overrides=()):
+    """One setting's runs, each setting in a folder of its own (as ``rnnlab suite`` keys them)."""
+    for seed, r in enumerate(recalls):
+        where = root / ("-".join(overrides) or "preset")
+        write_record(where, preset, seed, {"test/recall_accuracy": r, "test/loss": 0.01}, list(overrides))
+
+
+def test_henaff_runs_are_at_settings_of_ours_and_never_refute_a_success(tmp_path):
+    """Henaff's optimizer, rate, budget and first timescale are in neither the text nor released
+    code: its presets run the ours protocol. A claim that something works is "not reproduced in
+    the N settings tried" (never refuted) when no setting shows it, and confirmed by the one
+    grid point that does (3 seeds); a claim that something fails is refuted by one setting where
+    it does not, and confirmed only over a sweep of SWEEP_MIN settings."""
+    assert published.protocol("henaff/copy-ltornn") == published.OURS_PROTOCOL
+    assert published.protocol("dmu/adding-dmu") == published.PAPER_PROTOCOL
+    part = "LT-ORNN solves copy (first timescale; ours T=500)"
+    _copy_runs(tmp_path / "a", "henaff/copy-ltornn", (0.89, 0.88, 0.90))
+    v = judge(part, tmp_path / "a")
+    assert v.startswith("not reproduced in the 1 setting of ours tried (the preset's own: refuted")
+    assert claims.verdict_kind(v) == claims.NOT_REPRODUCED
+    _copy_runs(tmp_path / "a", "henaff/copy-ltornn", (0.80, 0.85, 0.82), ["optim.lr=0.0003"])
+    assert judge(part, tmp_path / "a").startswith("not reproduced in the 2 settings of ours tried")
+    _copy_runs(tmp_path / "a", "henaff/copy-ltornn", (0.995, 0.997, 0.999), ["optim.clip=10.0"])
+    v = judge(part, tmp_path / "a")
+    assert v.startswith("confirmed (setting: optim.clip 10") and "3 settings of ours tried" in v
+    assert claims.verdict_kind(v) == claims.CONFIRMED
+    # "LT-IRNN does not": holds at one setting (inconclusive), refuted where it solves copy
+    other = "LT-IRNN does not"
+    _copy_runs(tmp_path / "b", "henaff/copy-ltirnn", (0.27, 0.26, 0.28))
+    v = judge(other, tmp_path / "b")
+    assert v.startswith("inconclusive (settings of ours: the preset's own: confirmed; holds in the 1 setting")
+    for lr in ("0.0003", "0.001"):
+        _copy_runs(tmp_path / "b", "henaff/copy-ltirnn", (0.27, 0.26, 0.28), [f"optim.lr={lr}"])
+    assert judge(other, tmp_path / "b").startswith("confirmed (over the 3 settings of ours tried")
+    _copy_runs(tmp_path / "b", "henaff/copy-ltirnn", (0.999, 0.998, 0.999), ["optim.clip=10.0"])
+    v = judge(other, tmp_path / "b")
+    assert v.startswith("refuted (setting: optim.clip 10") and claims.verdict_kind(v) == claims.REFUTED
+
+
+def _dmu_runs(root, preset, first_epoch, n=5):
+    """n runs of a DMU synthetic preset whose val loss reaches every threshold at ``first_epoch``
+    (None: never): one evaluation a 200-step epoch."""
+    for seed in range(n):
+        loss = 1e-7 if first_epoch is not None else 0.5
+        rows = [{"step": 200 * e, "val/loss": (loss if first_epoch and e >= first_epoch else 0.5)} for e in (1, 2, 3)]
+        write_record(root, preset, seed, {"test/loss": 0.01}, metrics=rows)
+
+
+def test_dmu_synthetic_claims_are_headed_by_the_released_code_with_the_text_beside(tmp_path):
+    """Where the released code runs an experiment otherwise than the text, the claim is judged
+    under both: the headline (the class it counts in) as released, the text's verdict beside
+    it; an experiment the code runs as the text does (temporal order's RNN) is its own code run."""
+    part = "RNN reaches no threshold"  # temporal order: no code preset, the paper runs serve both
+    _dmu_runs(tmp_path, "dmu/temporal_order-rnn", None)
+    v = judge(part, tmp_path)
+    assert v.startswith("inconclusive") and "as released (code protocol); inconclusive" in v
+    part = "GRU trains faster than DMU"
+    _dmu_runs(tmp_path, "dmu/noisy_sequence-gru", 1)
+    _dmu_runs(tmp_path, "dmu/noisy_sequence-dmu", 1)
+    v = judge(part, tmp_path)
+    assert v.startswith("untested as released (code protocol); ")  # no code runs of the DMU yet
+    assert claims.verdict_kind(v) == claims.UNTESTED
+    _dmu_runs(tmp_path, "dmu/code/noisy_sequence-gru", 1)
+    _dmu_runs(tmp_path, "dmu/code/noisy_sequence-dmu", 3)
+    v = judge(part, tmp_path)
+    head, beside = v.split(" as released (code protocol); ")
+    assert not head.startswith("untested") and beside.endswith("with the text's settings (paper protocol)")
+    assert claims.verdict_kind(v) == head.split(" ", 1)[0]  # counts as the headline's class
+    assert claims.verdict_kind(v) != claims.OTHER_PROTOCOL

@@ -34,6 +34,7 @@ from .findings import (
     HOLDS,
     INCONCLUSIVE,
     NOT_APPLICABLE,
+    NOT_REPRODUCED,
     OTHER_PROTOCOL,
     REFUTED,
     UNDECIDED,
@@ -90,6 +91,7 @@ __all__ = [
     "HIGH",
     "LOW",
     "NOT_APPLICABLE",
+    "NOT_REPRODUCED",
     "OTHER_PROTOCOL",
     "Part",
     "asrnn_conclusion",
@@ -308,6 +310,7 @@ CLAIMS: list[Claim] = [
             Part("RHN reaches no threshold, for any hyperparameters", dmu_never("adding", "rhn"), any_setting=True),
         ),
         runs=51,
+        headline="code",
     ),
     Claim(
         "dmu",
@@ -325,6 +328,7 @@ CLAIMS: list[Claim] = [
             Part("RHN reaches no threshold", dmu_never("temporal_order", "rhn")),
         ),
         runs=51,
+        headline="code",
     ),
     Claim(
         "dmu",
@@ -342,6 +346,7 @@ CLAIMS: list[Claim] = [
             Part("RNN ahead of LSTM", dmu_ahead("noisy_sequence", "rnn", "lstm")),
         ),
         runs=51,
+        headline="code",
     ),
     Claim(
         "dmu",
@@ -379,8 +384,8 @@ CLAIMS: list[Claim] = [
         "Fig. 2, Sec. 4.1",
         "LT-ORNN solves fixed-length copy almost immediately, while LT-IRNN does not",
         (
-            Part("LT-ORNN solves copy (first timescale; ours T=500)", solves_copy("henaff/copy-ltornn")),
-            Part("LT-IRNN does not", not_solves_copy("henaff/copy-ltirnn")),
+            Part("LT-ORNN solves copy (first timescale; ours T=500)", solves_copy("henaff/copy-ltornn"), says="works"),
+            Part("LT-IRNN does not", not_solves_copy("henaff/copy-ltirnn"), says="fails"),
         ),
     ),
     Claim(
@@ -388,8 +393,8 @@ CLAIMS: list[Claim] = [
         "Fig. 2, Sec. 4.1",
         "The same at T=750, one run of each",
         (
-            Part("LT-ORNN solves copy at T=750", solves_copy("henaff/copy-ltornn-T750")),
-            Part("LT-IRNN does not", not_solves_copy("henaff/copy-ltirnn-T750")),
+            Part("LT-ORNN solves copy at T=750", solves_copy("henaff/copy-ltornn-T750"), says="works"),
+            Part("LT-IRNN does not", not_solves_copy("henaff/copy-ltirnn-T750"), says="fails"),
         ),
         runs=1,
     ),
@@ -402,6 +407,7 @@ CLAIMS: list[Claim] = [
             Part(
                 "LT-IRNN solves adding (first timescale; ours T=500)",
                 _one("henaff/adding-ltirnn", lambda g: level(g, "test/loss", 0.01, True, "solved")),
+                says="works",
             ),
             Part("LT-ORNN behind LT-IRNN", beats("henaff/adding-ltirnn", "henaff/adding-ltornn", "test/loss", False)),
         ),
@@ -412,16 +418,20 @@ CLAIMS: list[Claim] = [
         "Pooling lets LT-ORNN solve copy at both tested timescales and approximately "
         "solve addition (approximately: test MSE below 10% of the predict-the-mean baseline)",
         (
-            Part("LT-ORNN + pooling solves copy (first timescale)", solves_copy("henaff/copy-ltornn-pool")),
-            Part("LT-ORNN + pooling solves copy at T=750", solves_copy("henaff/copy-ltornn-pool-T750")),
+            Part(
+                "LT-ORNN + pooling solves copy (first timescale)", solves_copy("henaff/copy-ltornn-pool"), says="works"
+            ),
+            Part("LT-ORNN + pooling solves copy at T=750", solves_copy("henaff/copy-ltornn-pool-T750"), says="works"),
             Part(
                 "LT-ORNN + pooling approximately solves adding (first timescale)",
                 loss_below_baseline("henaff/adding-ltornn-pool", 0.1, "approximately solved"),
+                says="works",
             ),
             # Fig. 4 shows adding at both timescales, and the sentence does not limit "addition" to one
             Part(
                 "LT-ORNN + pooling approximately solves adding at T=750",
                 loss_below_baseline("henaff/adding-ltornn-pool-T750", 0.1, "approximately solved"),
+                says="works",
             ),
         ),
     ),
@@ -431,13 +441,22 @@ CLAIMS: list[Claim] = [
         "On variable-length copy at T = 100, none of the tested LT-RNNs beat chance, "
         "while the LSTM solves the task slowly",
         (
-            Part("LT-ORNN at chance (within 0.05 of 1/8)", at_chance("henaff/copy_variable-ltornn", 1 / 8, 0.05)),
-            Part("LT-IRNN at chance (within 0.05 of 1/8)", at_chance("henaff/copy_variable-ltirnn", 1 / 8, 0.05)),
+            Part(
+                "LT-ORNN at chance (within 0.05 of 1/8)",
+                at_chance("henaff/copy_variable-ltornn", 1 / 8, 0.05),
+                says="fails",
+            ),
+            Part(
+                "LT-IRNN at chance (within 0.05 of 1/8)",
+                at_chance("henaff/copy_variable-ltirnn", 1 / 8, 0.05),
+                says="fails",
+            ),
             # the text gives no number of steps for Fig. 5: the verdict holds at the preset's
             # budget, which the evidence column states
             Part(
                 "the LSTM solves it (within the preset's budget: the text gives none)",
                 solves_copy("henaff/copy_variable-lstm"),
+                says="works",
             ),
         ),
     ),

@@ -36,9 +36,19 @@ from pathlib import Path
 from .._compat import moved_attribute
 from ..results import DMU_THRESHOLDS, median_epoch
 from ..rundir import RunFiles
-from .claims import CLAIMS, FEW_SEEDS, NOT_APPLICABLE, OTHER_PROTOCOL, needed, runs_text, test_items, verdict_kind
+from .claims import (
+    CLAIMS,
+    FEW_SEEDS,
+    NOT_APPLICABLE,
+    NOT_REPRODUCED,
+    OTHER_PROTOCOL,
+    needed,
+    runs_text,
+    test_items,
+    verdict_kind,
+)
 from .price import AFFORDABLE_HOURS, Missing, Pricer, hours, missing
-from .published import PAPER_PROTOCOL, PAPERS, ROWS, VARIANTS, Published, protocol
+from .published import OURS_PROTOCOL, PAPER_PROTOCOL, PAPERS, ROWS, VARIANTS, Published, protocol
 from .records import (
     AWAITING_REMAKE,
     PROBES,
@@ -169,7 +179,7 @@ def pricer(ev: Evidence) -> Pricer:
 def row_missing(row: Published, ev: Evidence) -> Missing | None:
     """The runs a trained-result row still needs at the paper's protocol and its preset's full
     budget (``price.missing``), priced from the records' timings; None when none is missing."""
-    if row.kind != "trained" or not row.presets or protocol(row.presets[0]) != PAPER_PROTOCOL:
+    if row.kind != "trained" or not row.presets or protocol(row.presets[0]) not in (PAPER_PROTOCOL, OURS_PROTOCOL):
         return None
     p = pricer(ev)
     key = (row.presets[0], row.runs)
@@ -651,8 +661,11 @@ def summary_line(roots, link: str = "REPRODUCTION.md") -> str:
         for s in STATUS_KINDS
         if r[s] or s in ("reproduced", "not reproduced", "inconclusive")
     )
-    words = {OTHER_PROTOCOL: "confirmed or refuted only at another protocol than the paper's"}
-    kinds = ("confirmed", "refuted", OTHER_PROTOCOL, "inconclusive", NOT_APPLICABLE, "untested")
+    words = {
+        OTHER_PROTOCOL: "confirmed or refuted only at another protocol than the paper's",
+        NOT_REPRODUCED: "not reproduced in the settings of ours tried (the paper leaves them open)",
+    }
+    kinds = ("confirmed", "refuted", NOT_REPRODUCED, OTHER_PROTOCOL, "inconclusive", NOT_APPLICABLE, "untested")
     parts = ", ".join(f"{k[v]} {words.get(v, v)}" for v in kinds if k[v])
     # the link's text is its file name (the README links absolutely: it is the wheel's description)
     return (

@@ -9,7 +9,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .published import PAPER_PROTOCOL, VARIANTS, at_other_protocols, protocol
+from .published import OURS_PROTOCOL, PAPER_PROTOCOL, PROTOCOLS, VARIANTS, at_other_protocols, protocol
 from .stats import (
     ALPHA,
     MIN_SAMPLE,
@@ -23,6 +23,12 @@ from .stats import (
 
 UNTESTED, CONFIRMED, REFUTED, INCONCLUSIVE = "untested", "confirmed", "refuted", "inconclusive"
 NOT_APPLICABLE = "not applicable"
+#: a claim that something works, not seen in any of the settings of ours that were tried (the
+#: paper's text and code leave them open): never "refuted" (``OPEN_SETTINGS``)
+NOT_REPRODUCED = "not reproduced"
+#: settings of ours over which a claim that something fails, or a comparison, may be confirmed
+#: (or a comparison refuted): a declared sweep of at least this many
+SWEEP_MIN = 3
 #: the class of a verdict confirmed or refuted on runs at a protocol other than the paper's
 OTHER_PROTOCOL = "other protocol"
 HOLDS, FAILS, UNDECIDED = "holds", "fails", "undecided"
@@ -57,15 +63,18 @@ def _variant(preset: str) -> str:
     return VARIANTS[preset][1] if preset in VARIANTS else ""
 
 
-def protocols_of(f: Finding) -> list[str]:
-    """The protocols other than the paper's of the runs and analyses a finding rests on."""
+def protocols_of(f: Finding, native: str = PAPER_PROTOCOL) -> list[str]:
+    """The protocols other than the paper's (and ``native``'s) of the runs and analyses a
+    finding rests on."""
     presets = [g.preset for g in f.groups] + [a.preset for a in f.analyses]
-    return sorted({protocol(p) for p in presets} - {PAPER_PROTOCOL})
+    return sorted({protocol(p) for p in presets} - {PAPER_PROTOCOL, native})
 
 
-def verdict(f: Finding, need: int, any_setting: bool = False) -> str:
+def verdict(f: Finding, need: int, any_setting: bool = False, native: str = PAPER_PROTOCOL) -> str:
     """The ledger's verdict class for a finding (see the module's docstring). ``any_setting``:
-    the claim holds "for any hyperparameters", which one setting cannot confirm (it can refute)."""
+    the claim holds "for any hyperparameters", which one setting cannot confirm (it can refute).
+    ``native``: the protocol the verdict is judged at besides the paper's (its runs are not
+    labelled "at another protocol")."""
     if f.outcome == UNTESTED:
         return UNTESTED
     reasons = []
@@ -88,7 +97,7 @@ def verdict(f: Finding, need: int, any_setting: bool = False) -> str:
         reasons.append(f.why)
     if any_setting and f.outcome == HOLDS:
         reasons.append("one setting tested of a claim for any hyperparameters")
-    protos = protocols_of(f)
+    protos = protocols_of(f, native)
     at = f" at the {' and '.join(protos)} protocol" if protos else ""
     variants = sorted({p for p in [g.preset for g in f.groups] + [a.preset for a in f.analyses] if _variant(p)})
     label = "; ".join(f"variant `{p}`: {_variant(p)}" for p in variants)
@@ -109,6 +118,8 @@ def verdict_kind(v: str) -> str:
     another: ``OTHER_PROTOCOL``), else its first word (*not applicable* whole)."""
     if v.startswith(NOT_APPLICABLE):
         return NOT_APPLICABLE
+    if v.startswith(NOT_REPRODUCED):
+        return NOT_REPRODUCED
     kind = v.split(" ", 1)[0]
     if kind in (CONFIRMED, REFUTED) and v.split(" (", 1)[0].split(" with a variant", 1)[0].endswith(" protocol"):
         return OTHER_PROTOCOL
@@ -120,6 +131,137 @@ class Part:
     text: str
     rule: Callable  # (Evidence) -> Finding
     any_setting: bool = False  # the paper says it holds "for any hyperparameters"
+    #: what the part says, for runs at settings of ours (``OPEN_SETTINGS``): "works" (confirmed by
+    #: one setting, else not reproduced), "fails" (refuted by one setting where it works, confirmed
+    #: over a sweep) or "compares" (confirmed or refuted over a sweep)
+    says: str = "compares"
+
+
+class Asking:
+    """The evidence as a rule sees it, noting every preset it asks for (in order)."""
+
+    def __init__(self, ev):
+        self.ev, self.asked = ev, []
+        outer = self
+
+        class _Analyses(dict):
+            def get(self, key, default=None):
+                outer.asked.append(key)
+                return ev.analyses.get(key, default)
+
+        self.analyses = _Analyses()
+
+    def best(self, preset):
+        self.asked.append(preset)
+        return self.ev.best(preset)
+
+    def pooled(self, preset):
+        self.asked.append(preset)
+        return self.ev.pooled(preset)
+
+    def groups(self, preset, same_config: bool = True):
+        self.asked.append(preset)
+        return self.ev.groups(preset, same_config)
+
+
+class AtCode:
+    """The evidence as the authors' released code runs the experiments: a paper preset with a
+    code-protocol preset (``PROTOCOLS``) is read as that preset, a paper preset without one as
+    itself (the code runs it as the text does), and nothing else (no short protocol, no
+    variants): its verdicts are the claims' as released."""
+
+    def __init__(self, ev):
+        self.ev = ev
+        self.analyses = ev.analyses
+        self.code = {base: p for p, (base, proto, _) in PROTOCOLS.items() if proto == "code" and base}
+
+    def _at(self, preset: str) -> str | None:
+        if preset in self.code:
+            return self.code[preset]
+        return preset if protocol(preset) in (PAPER_PROTOCOL, "code") and preset not in VARIANTS else None
+
+    def best(self, preset):
+        p = self._at(preset)
+        return None if p is None else self.ev.best(p)
+
+    def pooled(self, preset):
+        p = self._at(preset)
+        return None if p is None else self.ev.pooled(p)
+
+    def groups(self, preset, same_config: bool = True):
+        p = self._at(preset)
+        return [] if p is None else self.ev.groups(p, same_config)
+
+
+class OneSetting:
+    """The evidence with each of some presets read at one of its settings (one group of runs)."""
+
+    def __init__(self, ev, choice: dict):
+        self.ev, self.choice, self.analyses = ev, choice, ev.analyses
+
+    def best(self, preset):
+        return self.choice[preset] if preset in self.choice else self.ev.best(preset)
+
+    pooled = best
+
+    def groups(self, preset, same_config: bool = True):
+        return [self.choice[preset]] if preset in self.choice else self.ev.groups(preset, same_config)
+
+
+def _setting_label(g) -> str:
+    """A setting of ours: the preset's own, or how it differs from it."""
+    return "; ".join(g.other) if g.other else "the preset's own"
+
+
+def judge_over_settings(part: Part, ev, need: int) -> tuple[str, Finding]:
+    """A part whose runs are at settings of ours (``OURS_PROTOCOL``), judged over every setting
+    tried: each group of runs of its presets (a grid point, another budget) is one setting, and
+    the part is judged at each; then ``part.says`` decides (see :class:`Part`). Returns the
+    verdict and the finding shown (the deciding setting's, or the first)."""
+    ask = Asking(ev)
+    part.rule(ask)
+    presets = [p for p in dict.fromkeys(ask.asked) if protocol(p) == OURS_PROTOCOL]
+    by_diffs: dict[tuple, dict] = {}
+    for p in presets:
+        gs = ev.groups(p, same_config=False)
+        full = [g for g in gs if not g.budget]  # a setting is judged at its full budget where it has one
+        for g in full or gs:
+            by_diffs.setdefault(tuple(g.other), {})[p] = g
+    settings = [(d, c) for d, c in sorted(by_diffs.items()) if len(c) == len(presets)]
+    if not settings:
+        f = part.rule(ev)
+        return verdict(f, need, part.any_setting, OURS_PROTOCOL), f
+    judged = []
+    for _d, choice in settings:
+        # the grid point's own settings are what is judged, not "another configuration"
+        at = {p: type(g)(g.preset, tuple(g.budget), g.records) for p, g in choice.items()}
+        f = part.rule(OneSetting(ev, at))
+        judged.append((_setting_label(next(iter(choice.values()))), verdict(f, need, False, OURS_PROTOCOL), f))
+    n = len(judged)
+    tried = f"{counted(n, 'setting')} of ours tried"
+    kinds = [verdict_kind(v) for _, v, _ in judged]
+    listing = "; ".join(f"{label}: {v.split(' (', 1)[0]}" for label, v, _ in judged)
+    if part.says == "works":
+        for (label, _v, f), k in zip(judged, kinds):
+            if k == CONFIRMED:
+                return f"{CONFIRMED} (setting: {label}; {tried})", f
+        if all(k == REFUTED for k in kinds):
+            return f"{NOT_REPRODUCED} in the {tried} ({listing}; the paper's settings are open)", judged[0][2]
+        reasons = "; ".join(v for _, v, _ in judged if verdict_kind(v) != REFUTED)
+        return f"{INCONCLUSIVE} (not reproduced so far in the {tried}: {reasons})", judged[0][2]
+    if part.says == "fails":
+        for (label, _v, f), k in zip(judged, kinds):
+            if k == REFUTED:
+                return f"{REFUTED} (setting: {label}; {tried})", f
+    if all(k == kinds[0] for k in kinds) and kinds[0] in (CONFIRMED, REFUTED) and n >= SWEEP_MIN:
+        if kinds[0] == CONFIRMED or part.says == "compares":
+            return f"{kinds[0]} (over the {tried}: {listing})", judged[0][2]
+    lean = "holds" if all(k == CONFIRMED for k in kinds) else "mixed"
+    return (
+        f"{INCONCLUSIVE} (settings of ours: {listing}; {lean} in the {tried}, "
+        f"and a verdict needs a declared sweep of {SWEEP_MIN} or more)",
+        judged[0][2],
+    )
 
 
 @dataclass(frozen=True)
@@ -131,6 +273,9 @@ class Claim:
     runs: int = 0  # the paper's runs per model behind it (0: not stated)
     ours: bool = False  # our own finding, not the paper's
     premise: Part | None = None  # a theorem's premise: where it fails, the theorem predicts nothing
+    #: the protocol that produced the paper's figures, whose verdict heads each part: "paper", or
+    #: "code" where the authors' released code ran them (the text's verdict is shown beside it)
+    headline: str = PAPER_PROTOCOL
 
     def judge(self, ev) -> list[tuple[str, str, Finding]]:
         """``(part, verdict, finding)`` for each part; with a premise, its own line first, and
@@ -143,7 +288,23 @@ class Claim:
                 why = f"{NOT_APPLICABLE} (premise fails: {f.why or self.premise.text})"
                 return [(f"premise: {self.premise.text}", why, f)] + [(p.text, why, f) for p in self.parts]
             out.append((f"premise: {self.premise.text}", verdict(f, need), f))
-        return out + [(p.text, verdict(f, need, p.any_setting), f) for p in self.parts for f in [p.rule(ev)]]
+        return out + [(p.text, *self.judge_part(p, ev, need)) for p in self.parts]
+
+    def judge_part(self, p: Part, ev, need: int) -> tuple[str, Finding]:
+        """One part's verdict and finding: at the headline protocol (the one that produced the
+        paper's figures), with the other beside it; over the settings tried where they are ours."""
+        if self.headline == "code":
+            fc, fp = p.rule(AtCode(ev)), p.rule(ev)
+            vc, vp = verdict(fc, need, p.any_setting, "code"), verdict(fp, need, p.any_setting)
+            text = f"as released: {fc.text} / with the text's settings: {fp.text}"
+            f = Finding(fc.outcome, text, fc.groups + fp.groups, fc.tested, fc.why, fc.analyses + fp.analyses)
+            if vc == vp == UNTESTED:
+                return UNTESTED, f
+            return f"{vc} as released (code protocol); {vp} with the text's settings (paper protocol)", f
+        f = p.rule(ev)
+        if any(protocol(g.preset) == OURS_PROTOCOL for g in f.groups):
+            return judge_over_settings(p, ev, need)
+        return verdict(f, need, p.any_setting), f
 
     def overall(self, judged) -> str:
         kinds = [verdict_kind(v) for _, v, _ in judged]
@@ -153,6 +314,8 @@ class Claim:
             return NOT_APPLICABLE
         if REFUTED in kinds:
             return REFUTED + (" in part" if any(k != REFUTED for k in kinds) else "")
+        if NOT_REPRODUCED in kinds:
+            return NOT_REPRODUCED + (" in part" if any(k != NOT_REPRODUCED for k in kinds) else "")
         if all(k == CONFIRMED for k in kinds):
             return CONFIRMED
         if OTHER_PROTOCOL in kinds:

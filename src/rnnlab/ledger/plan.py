@@ -19,6 +19,7 @@ from pathlib import Path
 from ..config import ConfigError, toml_value
 from .claims import CLAIMS, CONFIRMED, NOT_APPLICABLE, REFUTED, UNTESTED, needed, verdict_kind
 from .document import pricer, row_missing
+from .findings import Asking, AtCode
 from .price import (
     AFFORDABLE_HOURS,
     LONG_RUN_S,
@@ -30,7 +31,7 @@ from .price import (
     hours,
     missing,
 )
-from .published import PAPER_PROTOCOL, PAPERS, ROWS, VARIANTS, protocol
+from .published import OURS_PROTOCOL, PAPER_PROTOCOL, PAPERS, ROWS, VARIANTS, protocol
 from .records import PROBES, Evidence, load_records
 from .stats import MIN_SAMPLE, counted
 
@@ -65,37 +66,17 @@ class Job:
         return f"rnnlab train {self.preset} --seeds {seeds}" + (" --device cuda" if gpu else "")
 
 
-class _Asking:
-    """The evidence as a claim's rules see it, noting every preset they ask for."""
-
-    def __init__(self, ev: Evidence):
-        self.ev, self.asked = ev, []
-        outer = self
-
-        class _Analyses(dict):
-            def get(self, key, default=None):
-                outer.asked.append(key)
-                return ev.analyses.get(key, default)
-
-        self.analyses = _Analyses()
-
-    def best(self, preset):
-        self.asked.append(preset)
-        return self.ev.best(preset)
-
-    def pooled(self, preset):
-        self.asked.append(preset)
-        return self.ev.pooled(preset)
-
-
 def _claim_presets(claim, ev: Evidence) -> list[str]:
     """The paper-protocol presets (no variants) a claim's rules read, in the order asked."""
-    ask = _Asking(ev)
+    ask = Asking(ev)
     for part in ([claim.premise] if claim.premise else []) + list(claim.parts):
         part.rule(ask)
+        if claim.headline == "code":
+            part.rule(AtCode(ask))
+    primary = (PAPER_PROTOCOL, OURS_PROTOCOL) + (("code",) if claim.headline == "code" else ())
     out = []
     for p in ask.asked:
-        if p not in out and protocol(p) == PAPER_PROTOCOL and p not in VARIANTS:
+        if p not in out and protocol(p) in primary and p not in VARIANTS:
             out.append(p)
     return out
 

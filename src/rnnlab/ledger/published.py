@@ -22,6 +22,8 @@ from __future__ import annotations
 from . import published_asrnn, published_dmu, published_others  # noqa: F401
 from .published_dmu import DMU_T8_RECURRENT_ONLY
 from .rows import (
+    OPEN_SETTINGS,
+    OURS_PROTOCOL,
     PAPER_PROTOCOL,
     PAPERS,
     PROTOCOLS,
@@ -36,6 +38,8 @@ from .rows import (
 
 __all__ = [
     "DMU_T8_RECURRENT_ONLY",
+    "OPEN_SETTINGS",
+    "OURS_PROTOCOL",
     "PAPERS",
     "PAPER_PROTOCOL",
     "PROTOCOLS",
