@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from .findings import (
     CONFIRMED,
+    DEPENDS,
     FAILS,
     FEW_SEEDS,
     HOLDS,
@@ -70,6 +71,7 @@ from .rules import (
     dmu_partial,
     dmu_similar,
     loss_below_baseline,
+    loss_level,
     loss_not_below_baseline,
     nnrnn_schur,
     not_solves_copy,
@@ -78,6 +80,7 @@ from .rules import (
 
 __all__ = [
     "CONFIRMED",
+    "DEPENDS",
     "FAILS",
     "HOLDS",
     "INCONCLUSIVE",
@@ -406,7 +409,7 @@ CLAIMS: list[Claim] = [
         (
             Part(
                 "LT-IRNN solves adding (first timescale; ours T=500)",
-                _one("henaff/adding-ltirnn", lambda g: level(g, "test/loss", 0.01, True, "solved")),
+                loss_level("henaff/adding-ltirnn", 0.01, "solved"),
                 says="works",
             ),
             Part("LT-ORNN behind LT-IRNN", beats("henaff/adding-ltirnn", "henaff/adding-ltornn", "test/loss", False)),

@@ -38,6 +38,7 @@ from ..results import DMU_THRESHOLDS, median_epoch
 from ..rundir import RunFiles
 from .claims import (
     CLAIMS,
+    DEPENDS,
     FEW_SEEDS,
     NOT_APPLICABLE,
     NOT_REPRODUCED,
@@ -664,8 +665,18 @@ def summary_line(roots, link: str = "REPRODUCTION.md") -> str:
     words = {
         OTHER_PROTOCOL: "confirmed or refuted only at another protocol than the paper's",
         NOT_REPRODUCED: "not reproduced in the settings of ours tried (the paper leaves them open)",
+        DEPENDS: "depending on how a line of ours is read (solved, at chance, about half, the budget)",
     }
-    kinds = ("confirmed", "refuted", NOT_REPRODUCED, OTHER_PROTOCOL, "inconclusive", NOT_APPLICABLE, "untested")
+    kinds = (
+        "confirmed",
+        "refuted",
+        NOT_REPRODUCED,
+        DEPENDS,
+        OTHER_PROTOCOL,
+        "inconclusive",
+        NOT_APPLICABLE,
+        "untested",
+    )
     parts = ", ".join(f"{k[v]} {words.get(v, v)}" for v in kinds if k[v])
     # the link's text is its file name (the README links absolutely: it is the wheel's description)
     return (

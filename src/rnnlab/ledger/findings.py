@@ -26,6 +26,9 @@ NOT_APPLICABLE = "not applicable"
 #: a claim that something works, not seen in any of the settings of ours that were tried (the
 #: paper's text and code leave them open): never "refuted" (``OPEN_SETTINGS``)
 NOT_REPRODUCED = "not reproduced"
+#: a verdict whose class changes within the range of a line we drew ourselves ("solved" at
+#: recall 0.9 / 0.95 / 0.99, "at chance", "about half", half or all of the step budget)
+DEPENDS = "depends on reading"
 #: settings of ours over which a claim that something fails, or a comparison, may be confirmed
 #: (or a comparison refuted): a declared sweep of at least this many
 SWEEP_MIN = 3
@@ -61,6 +64,20 @@ def needed(paper_runs: int) -> int:
 
 def _variant(preset: str) -> str:
     return VARIANTS[preset][1] if preset in VARIANTS else ""
+
+
+def _head(v: str) -> str:
+    """A verdict's class and protocol words, without its reasons: "refuted", "confirmed as
+    released (code protocol); refuted with the text's settings (paper protocol)"."""
+    return (
+        "; ".join(
+            part.split(" (", 1)[0] + (" (" + part.split(" (", 1)[1] if "protocol)" in part else "")
+            for part in v.split("; ")
+            if part
+        )
+        if " as released" in v
+        else v.split(" (", 1)[0]
+    )
 
 
 def protocols_of(f: Finding, native: str = PAPER_PROTOCOL) -> list[str]:
@@ -120,6 +137,8 @@ def verdict_kind(v: str) -> str:
         return NOT_APPLICABLE
     if v.startswith(NOT_REPRODUCED):
         return NOT_REPRODUCED
+    if v.startswith(DEPENDS):
+        return DEPENDS
     kind = v.split(" ", 1)[0]
     if kind in (CONFIRMED, REFUTED) and v.split(" (", 1)[0].split(" with a variant", 1)[0].endswith(" protocol"):
         return OTHER_PROTOCOL
@@ -291,6 +310,27 @@ class Claim:
         return out + [(p.text, *self.judge_part(p, ev, need)) for p in self.parts]
 
     def judge_part(self, p: Part, ev, need: int) -> tuple[str, Finding]:
+        """One part's verdict and finding (:meth:`judge_reading`) at the line we drew, and at
+        each other reading of it (``rule.readings``): a verdict whose class differs between
+        readings (confirmed under one, refuted or not reproduced under another) is "depends on
+        reading (...)", with each reading's verdict."""
+        v, f = self.judge_reading(p, ev, need)
+        readings = getattr(p.rule, "readings", ())
+        if not readings or verdict_kind(v) == UNTESTED:
+            return v, f
+        alts = [
+            (label, self.judge_reading(Part(p.text, rule, p.any_setting, p.says), ev, need)[0])
+            for label, rule in readings
+        ]
+        # a flip between decisive classes; a reading under which the runs cannot decide (an
+        # inconclusive) does not make the verdict depend on it
+        kinds = ({verdict_kind(v)} | {verdict_kind(av) for _, av in alts}) & {CONFIRMED, REFUTED, NOT_REPRODUCED}
+        if len(kinds) <= 1:
+            return v, f
+        shown = "; ".join(f"{label}: {_head(av)}" for label, av in alts)
+        return f"{DEPENDS} ({p.rule.reading}: {v}; {shown})", f
+
+    def judge_reading(self, p: Part, ev, need: int) -> tuple[str, Finding]:
         """One part's verdict and finding: at the headline protocol (the one that produced the
         paper's figures), with the other beside it; over the settings tried where they are ours."""
         if self.headline == "code":

@@ -5,6 +5,7 @@ analyses' findings: see :mod:`rnnlab.ledger.claims`.
 
 from __future__ import annotations
 
+import contextvars
 import math
 
 from ..results import DMU_THRESHOLDS, median_epoch
@@ -24,9 +25,54 @@ HIGH = DMU_THRESHOLDS[:3]  # "high thresholds (up to 1e-4)"
 LOW = DMU_THRESHOLDS[3:]
 
 
+#: the last epoch a threshold counts at (None: the whole budget): the budget readings
+_EPOCH_CAP: contextvars.ContextVar[int | None] = contextvars.ContextVar("epoch_cap", default=None)
+
+
 def _firsts(g, th: float) -> list[float]:
-    """Each run's first epoch at ``th``; never = inf (later than any run that reached it)."""
-    return [math.inf if e is None else float(e) for e in g.thresholds((th,))[th]]
+    """Each run's first epoch at ``th``; never = inf (later than any run that reached it). Under
+    a budget reading, an epoch past its cap counts as never."""
+    cap = _EPOCH_CAP.get()
+    return [math.inf if e is None or (cap is not None and e > cap) else float(e) for e in g.thresholds((th,))[th]]
+
+
+# --- readings: the lines we draw ourselves, over a declared range ------------------------------
+def with_readings(make, main, others, label):
+    """``make(main)``, a rule, carrying its reading (``rule.reading``, ``label(main)``) and the
+    same rule at the other values of the line we drew (``rule.readings``: ``(label, rule)``): the
+    ledger shows a verdict that flips inside the range as "depends on reading"."""
+    rule = make(main)
+    rule.reading = label(main)
+    rule.readings = tuple((label(v), make(v)) for v in others)
+    return rule
+
+
+def at_epochs(rule, epochs: int):
+    """``rule`` with thresholds counted only up to ``epochs`` (a budget reading)."""
+
+    def capped(ev):
+        token = _EPOCH_CAP.set(epochs)
+        try:
+            return rule(ev)
+        finally:
+            _EPOCH_CAP.reset(token)
+
+    return capped
+
+
+#: DMU's budget is 100 epochs: half of it is the other reading of "within 100 training epochs"
+DMU_HALF_BUDGET = 50
+
+
+def dmu_readings(rule, extra=()):
+    """A DMU threshold rule with its readings: half the budget, plus ``extra``."""
+    rule.reading = getattr(rule, "reading", "100 epochs")
+    rule.readings = (
+        *getattr(rule, "readings", ()),
+        *extra,
+        (f"{DMU_HALF_BUDGET} epochs", at_epochs(rule, DMU_HALF_BUDGET)),
+    )
+    return rule
 
 
 def _reached(g, th: float) -> tuple[int, int]:
@@ -80,7 +126,7 @@ def dmu_ahead(task: str, a: str, b: str, thresholds=DMU_THRESHOLDS):
             why="ahead at some thresholds, behind at others" if sig else "no significant difference",
         )
 
-    return rule
+    return dmu_readings(rule)
 
 
 #: "similar": the difference of the shares of runs reaching a threshold within +- this
@@ -117,7 +163,7 @@ def dmu_similar(task: str, a: str, b: str, thresholds=DMU_THRESHOLDS):
             return Finding(HOLDS, text, (ga, gb))
         return Finding(UNDECIDED, text, (ga, gb), why="no significant difference, but too few runs to show similarity")
 
-    return rule
+    return dmu_readings(rule)
 
 
 def dmu_faster(task: str, a: str, b: str):
@@ -151,7 +197,7 @@ def dmu_faster(task: str, a: str, b: str):
             return Finding(FAILS, text, (ga, gb))
         return Finding(UNDECIDED, text, (ga, gb), why="no significant difference" if not sig else "mixed")
 
-    return rule
+    return dmu_readings(rule)
 
 
 #: "no run reaches it" is confirmed when none of the runs did and the exact 95% upper bound of
@@ -159,10 +205,16 @@ def dmu_faster(task: str, a: str, b: str):
 NEVER_BOUND = 0.1
 
 
-def dmu_never(task: str, m: str, thresholds=DMU_THRESHOLDS):
+def dmu_never(task: str, m: str, thresholds=DMU_THRESHOLDS, bound: float | None = None):
     """No run of ``m`` reaches any of ``thresholds``: refuted by a single run that does;
     confirmed when none did and the Clopper-Pearson upper bound of the share is at most
     ``NEVER_BOUND`` (0 of 5 runs leaves room for a share of up to 0.52)."""
+    if bound is None:
+        return dmu_readings(
+            with_readings(
+                lambda b: dmu_never(task, m, thresholds, b), NEVER_BOUND, (0.05, 0.2), lambda b: f"'none': share <= {b}"
+            )
+        )
 
     def rule(ev):
         gs, missing = _dmu(ev, task, (m,))
@@ -173,11 +225,11 @@ def dmu_never(task: str, m: str, thresholds=DMU_THRESHOLDS):
         lo, hi = clopper_pearson(k, n)
         text = (
             f"`{g.preset}`: {k}/{n} runs reached val loss {thresholds[0]:.0e} "
-            f"(95% Clopper-Pearson interval of the share {lo:.2f}-{hi:.2f}; 'none': at most {NEVER_BOUND})"
+            f"(95% Clopper-Pearson interval of the share {lo:.2f}-{hi:.2f}; 'none': at most {bound})"
         )
         if k:
             return Finding(FAILS, text, (g,))
-        if hi <= NEVER_BOUND:
+        if hi <= bound:
             return Finding(HOLDS, text, (g,))
         return Finding(
             UNDECIDED, text, (g,), why=f"no run reached it, but {n} runs leave room for a share up to {hi:.2f}"
@@ -205,7 +257,7 @@ def dmu_partial(task: str, m: str, thresholds=HIGH):
         partial = any(0 < k < n for _, k, n in counts)
         return Finding(HOLDS if partial else FAILS, text, (g,))
 
-    return rule
+    return dmu_readings(rule)
 
 
 def dmu_most_reach_all(task: str, m: str):
@@ -228,12 +280,21 @@ def dmu_most_reach_all(task: str, m: str):
             return Finding(FAILS, text, (g,))
         return Finding(UNDECIDED, text, (g,), why="not significantly more or fewer than half")
 
-    return rule
+    return dmu_readings(rule)
 
 
-def dmu_about_half(task: str, m: str, band=(0.2, 0.8)):
+def dmu_about_half(task: str, m: str, band=None):
     """About half of the runs reach no threshold and the other half all of them: the exact 95%
     intervals of both shares lie within ``band`` (refuted when one excludes one half)."""
+    if band is None:
+        return dmu_readings(
+            with_readings(
+                lambda b: dmu_about_half(task, m, b),
+                (0.2, 0.8),
+                ((0.1, 0.9), (0.3, 0.7)),
+                lambda b: f"'about half': {b[0]}-{b[1]}",
+            )
+        )
 
     def rule(ev):
         gs, missing = _dmu(ev, task, (m,))
@@ -278,11 +339,24 @@ def beats(a: str, b: str, metric: str, higher: bool):
     return _two(a, b, lambda ga, gb: compare(ga, gb, metric, higher))
 
 
-def solves_copy(preset: str, variants: bool = True):
-    """Recall accuracy >= 0.99 (its interval above it); the loss is shown beside it."""
+#: "solved" for copy: recall at least this (ours), and the other readings of it
+SOLVED_RECALL, SOLVED_RECALL_READINGS = 0.99, (0.9, 0.95)
+
+
+def _recall_label(line: float) -> str:
+    return f"solved: recall >= {line}"
+
+
+def solves_copy(preset: str, variants: bool = True, line: float | None = None):
+    """Recall accuracy >= ``line`` (its interval above it; 0.99 and its readings 0.9, 0.95);
+    the loss is shown beside it."""
+    if line is None:
+        return with_readings(
+            lambda v: solves_copy(preset, variants, v), SOLVED_RECALL, SOLVED_RECALL_READINGS, _recall_label
+        )
 
     def fn(g):
-        f = level(g, "test/recall_accuracy", 0.99, below=False, what="solved")
+        f = level(g, "test/recall_accuracy", line, below=False, what="solved")
         loss, base = g.stat("test/loss"), g.records[0].value("baseline/loss")
         if loss is not None and base:
             f.text += f"; test loss {_fmt(loss[0])} against the memoryless {_fmt(base)}"
@@ -291,16 +365,26 @@ def solves_copy(preset: str, variants: bool = True):
     return _one(preset, fn, variants)
 
 
-def not_solves_copy(preset: str):
+def not_solves_copy(preset: str, line: float | None = None):
+    if line is None:
+        return with_readings(lambda v: not_solves_copy(preset, v), SOLVED_RECALL, SOLVED_RECALL_READINGS, _recall_label)
+
     def fn(g):
-        f = level(g, "test/recall_accuracy", 0.99, below=False, what="solved")
+        f = level(g, "test/recall_accuracy", line, below=False, what="solved")
         return Finding({HOLDS: FAILS, FAILS: HOLDS}.get(f.outcome, f.outcome), f.text, f.groups, f.tested, f.why)
 
     return _one(preset, fn)
 
 
-def loss_below_baseline(preset: str, share: float, what: str):
-    """Test loss below ``share`` x the task's memoryless baseline."""
+def loss_below_baseline(preset: str, share: float, what: str, readings: bool = True):
+    """Test loss below ``share`` x the task's memoryless baseline (readings: half and twice it)."""
+    if readings:
+        return with_readings(
+            lambda v: loss_below_baseline(preset, v, what, False),
+            share,
+            (share / 2, share * 2),
+            lambda v: f"{what}: loss < {v:g} x baseline",
+        )
 
     def fn(g):
         base = g.records[0].value("baseline/loss")
@@ -309,7 +393,15 @@ def loss_below_baseline(preset: str, share: float, what: str):
     return _one(preset, fn)
 
 
-def loss_not_below_baseline(preset: str, share: float, what: str):
+def loss_not_below_baseline(preset: str, share: float, what: str, readings: bool = True):
+    if readings:
+        return with_readings(
+            lambda v: loss_not_below_baseline(preset, v, what, False),
+            share,
+            (share / 2, share * 2),
+            lambda v: f"{what}: loss < {v:g} x baseline",
+        )
+
     def fn(g):
         base = g.records[0].value("baseline/loss")
         f = level(g, "test/loss", share * base, below=True, what=what)
@@ -325,14 +417,31 @@ def at_baseline(preset: str, rel: float):
     return _one(preset, fn)
 
 
-def at_chance(preset: str, chance: float, margin: float):
-    """Recall accuracy within ``margin`` of chance (its interval inside chance +- margin)."""
+def at_chance(preset: str, chance: float, margin: float, readings: bool = True):
+    """Recall accuracy within ``margin`` of chance (its interval inside chance +- margin;
+    readings: half and twice the margin)."""
+    if readings:
+        return with_readings(
+            lambda v: at_chance(preset, chance, v, False),
+            margin,
+            (margin / 2, margin * 2),
+            lambda v: f"at chance: within {v:g}",
+        )
 
     def fn(g):
         f = level(g, "test/recall_accuracy", chance + margin, below=True, what=f"at chance ({chance:.3f})")
         return f
 
     return _one(preset, fn)
+
+
+def loss_level(preset: str, line: float, what: str, readings: bool = True):
+    """Test loss below ``line`` (readings: half and twice it)."""
+    if readings:
+        return with_readings(
+            lambda v: loss_level(preset, v, what, False), line, (line / 2, line * 2), lambda v: f"{what}: loss < {v:g}"
+        )
+    return _one(preset, lambda g: level(g, "test/loss", line, True, what))
 
 
 # --- analyses --------------------------------------------------------------------------------
