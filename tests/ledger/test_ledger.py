@@ -835,3 +835,15 @@ def test_the_step_budget_is_read_at_half_and_all_of_it(tmp_path):
     v = judge("GRU: most runs reach every threshold", tmp_path)
     assert v.startswith("depends on reading (100 epochs: confirmed as released (code protocol)")
     assert "50 epochs: refuted as released (code protocol)" in v
+
+
+def test_a_longer_step_budget_is_a_setting_of_ours_and_a_shorter_one_is_not(tmp_path):
+    """Henaff's step budget is ours: a grid point at 4x the steps is one more setting (and can
+    confirm), while runs at fewer steps are a reduced budget, not a setting."""
+    part = "LT-ORNN solves copy (first timescale; ours T=500)"
+    _copy_runs(tmp_path, "henaff/copy-ltornn", (0.89, 0.88, 0.90))
+    _copy_runs(tmp_path, "henaff/copy-ltornn", (0.5, 0.4, 0.45), ["train.steps=1000"])
+    assert judge(part, tmp_path).startswith("not reproduced in the 1 setting of ours tried")
+    _copy_runs(tmp_path, "henaff/copy-ltornn", (0.995, 0.998, 0.999), ["train.steps=20000"])
+    v = judge(part, tmp_path)
+    assert v.startswith("confirmed (setting: train.steps 20000 (preset 5000); 2 settings of ours tried)"), v

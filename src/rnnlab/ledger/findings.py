@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -227,9 +228,21 @@ class OneSetting:
         return [self.choice[preset]] if preset in self.choice else self.ev.groups(preset, same_config)
 
 
+def _reduced(g) -> list[str]:
+    """A group's budget differences that make it a smaller experiment than its preset (fewer
+    steps, a shorter sequence): a longer step budget is one more setting of ours."""
+    out = []
+    for d in g.budget:
+        m = re.fullmatch(r"train\.steps (\d+) \(preset (\d+)\)", d)
+        if not (m and int(m.group(1)) > int(m.group(2))):
+            out.append(d)
+    return out
+
+
 def _setting_label(g) -> str:
     """A setting of ours: the preset's own, or how it differs from it."""
-    return "; ".join(g.other) if g.other else "the preset's own"
+    kept = [d for d in g.diffs if d not in _reduced(g)]
+    return "; ".join(kept) if kept else "the preset's own"
 
 
 def judge_over_settings(part: Part, ev, need: int) -> tuple[str, Finding]:
@@ -243,9 +256,9 @@ def judge_over_settings(part: Part, ev, need: int) -> tuple[str, Finding]:
     by_diffs: dict[tuple, dict] = {}
     for p in presets:
         gs = ev.groups(p, same_config=False)
-        full = [g for g in gs if not g.budget]  # a setting is judged at its full budget where it has one
+        full = [g for g in gs if not _reduced(g)]  # a setting is judged at its full budget where it has one
         for g in full or gs:
-            by_diffs.setdefault(tuple(g.other), {})[p] = g
+            by_diffs.setdefault(tuple(d for d in g.diffs if d not in _reduced(g)), {})[p] = g
     settings = [(d, c) for d, c in sorted(by_diffs.items()) if len(c) == len(presets)]
     if not settings:
         f = part.rule(ev)
@@ -253,7 +266,7 @@ def judge_over_settings(part: Part, ev, need: int) -> tuple[str, Finding]:
     judged = []
     for _d, choice in settings:
         # the grid point's own settings are what is judged, not "another configuration"
-        at = {p: type(g)(g.preset, tuple(g.budget), g.records) for p, g in choice.items()}
+        at = {p: type(g)(g.preset, tuple(_reduced(g)), g.records) for p, g in choice.items()}
         f = part.rule(OneSetting(ev, at))
         judged.append((_setting_label(next(iter(choice.values()))), verdict(f, need, False, OURS_PROTOCOL), f))
     n = len(judged)
