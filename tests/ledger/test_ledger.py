@@ -847,3 +847,27 @@ def test_a_longer_step_budget_is_a_setting_of_ours_and_a_shorter_one_is_not(tmp_
     _copy_runs(tmp_path, "henaff/copy-ltornn", (0.995, 0.998, 0.999), ["train.steps=20000"])
     v = judge(part, tmp_path)
     assert v.startswith("confirmed (setting: train.steps 20000 (preset 5000); 2 settings of ours tried)"), v
+
+
+def test_a_claim_for_any_hyperparameters_is_judged_over_the_settings_tried(tmp_path):
+    """DMU adding, "RNN reaches no threshold, for any hyperparameters": as released, one setting
+    where none reach is inconclusive, three confirm it, and one run reaching a threshold at any
+    setting refutes it (the setting named)."""
+    part = "RNN reaches no threshold, for any hyperparameters"
+
+    def runs(lr, reach_epoch=None, n=40):
+        for seed in range(n):
+            e = reach_epoch if seed == 0 else None
+            rows = [{"step": 200 * k, "val/loss": 1e-3 if e and k >= e else 0.5} for k in (1, 2, 3)]
+            over = [] if lr is None else [f"optim.lr={lr}"]
+            write_record(tmp_path / str(lr), "dmu/code/adding-rnn", seed, {"test/loss": 0.04}, over, metrics=rows)
+
+    runs(None)
+    v = judge(part, tmp_path)
+    assert v.startswith("inconclusive (settings: the preset's own: confirmed; holds in the 1 setting tried")
+    runs(0.001)
+    runs(0.1)
+    assert judge(part, tmp_path).startswith("confirmed (over the 3 settings tried")
+    runs(0.03, reach_epoch=2)
+    v = judge(part, tmp_path)
+    assert v.startswith("refuted (setting: optim.lr 0.03 (preset 0.01); 4 settings tried) as released (code protocol)")

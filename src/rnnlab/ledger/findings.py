@@ -245,14 +245,20 @@ def _setting_label(g) -> str:
     return "; ".join(kept) if kept else "the preset's own"
 
 
-def judge_over_settings(part: Part, ev, need: int) -> tuple[str, Finding]:
-    """A part whose runs are at settings of ours (``OURS_PROTOCOL``), judged over every setting
-    tried: each group of runs of its presets (a grid point, another budget) is one setting, and
-    the part is judged at each; then ``part.says`` decides (see :class:`Part`). Returns the
-    verdict and the finding shown (the deciding setting's, or the first)."""
+def judge_over_settings(part: Part, ev, need: int, view=None, native: str = OURS_PROTOCOL) -> tuple[str, Finding]:
+    """A part judged over every setting tried: each group of runs of its presets at full budget
+    (the preset's own settings, a grid point, a longer budget) is one setting, the part is judged
+    at each, and ``part.says`` decides (see :class:`Part`). Used for runs at settings of ours
+    (``native`` = ``OURS_PROTOCOL``: the paper leaves them open) and for a claim "for any
+    hyperparameters" (``part.any_setting``: it says something fails, in every setting), seen
+    through ``view`` (``AtCode`` for the code protocol). Returns the verdict and the finding
+    shown (the deciding setting's, or the first)."""
+    view = view or (lambda e: e)
     ask = Asking(ev)
-    part.rule(ask)
-    presets = [p for p in dict.fromkeys(ask.asked) if protocol(p) == OURS_PROTOCOL]
+    part.rule(view(ask))
+    asked = list(dict.fromkeys(ask.asked))
+    presets = [p for p in asked if protocol(p) == OURS_PROTOCOL] if native == OURS_PROTOCOL else asked
+    says = "fails" if part.any_setting else part.says
     by_diffs: dict[tuple, dict] = {}
     for p in presets:
         gs = ev.groups(p, same_config=False)
@@ -261,19 +267,20 @@ def judge_over_settings(part: Part, ev, need: int) -> tuple[str, Finding]:
             by_diffs.setdefault(tuple(d for d in g.diffs if d not in _reduced(g)), {})[p] = g
     settings = [(d, c) for d, c in sorted(by_diffs.items()) if len(c) == len(presets)]
     if not settings:
-        f = part.rule(ev)
-        return verdict(f, need, part.any_setting, OURS_PROTOCOL), f
+        f = part.rule(view(ev))
+        return verdict(f, need, part.any_setting, native), f
     judged = []
     for _d, choice in settings:
         # the grid point's own settings are what is judged, not "another configuration"
         at = {p: type(g)(g.preset, tuple(_reduced(g)), g.records) for p, g in choice.items()}
-        f = part.rule(OneSetting(ev, at))
-        judged.append((_setting_label(next(iter(choice.values()))), verdict(f, need, False, OURS_PROTOCOL), f))
+        f = part.rule(view(OneSetting(ev, at)))
+        judged.append((_setting_label(next(iter(choice.values()))), verdict(f, need, False, native), f))
     n = len(judged)
-    tried = f"{counted(n, 'setting')} of ours tried"
+    ours = native == OURS_PROTOCOL
+    tried = f"{counted(n, 'setting')}{' of ours' if ours else ''} tried"
     kinds = [verdict_kind(v) for _, v, _ in judged]
     listing = "; ".join(f"{label}: {v.split(' (', 1)[0]}" for label, v, _ in judged)
-    if part.says == "works":
+    if says == "works":
         for (label, _v, f), k in zip(judged, kinds):
             if k == CONFIRMED:
                 return f"{CONFIRMED} (setting: {label}; {tried})", f
@@ -281,16 +288,16 @@ def judge_over_settings(part: Part, ev, need: int) -> tuple[str, Finding]:
             return f"{NOT_REPRODUCED} in the {tried} ({listing}; the paper's settings are open)", judged[0][2]
         reasons = "; ".join(v for _, v, _ in judged if verdict_kind(v) != REFUTED)
         return f"{INCONCLUSIVE} (not reproduced so far in the {tried}: {reasons})", judged[0][2]
-    if part.says == "fails":
+    if says == "fails":
         for (label, _v, f), k in zip(judged, kinds):
             if k == REFUTED:
                 return f"{REFUTED} (setting: {label}; {tried})", f
     if all(k == kinds[0] for k in kinds) and kinds[0] in (CONFIRMED, REFUTED) and n >= SWEEP_MIN:
-        if kinds[0] == CONFIRMED or part.says == "compares":
+        if kinds[0] == CONFIRMED or says == "compares":
             return f"{kinds[0]} (over the {tried}: {listing})", judged[0][2]
     lean = "holds" if all(k == CONFIRMED for k in kinds) else "mixed"
     return (
-        f"{INCONCLUSIVE} (settings of ours: {listing}; {lean} in the {tried}, "
+        f"{INCONCLUSIVE} (settings{' of ours' if ours else ''}: {listing}; {lean} in the {tried}, "
         f"and a verdict needs a declared sweep of {SWEEP_MIN} or more)",
         judged[0][2],
     )
@@ -347,8 +354,12 @@ class Claim:
         """One part's verdict and finding: at the headline protocol (the one that produced the
         paper's figures), with the other beside it; over the settings tried where they are ours."""
         if self.headline == "code":
-            fc, fp = p.rule(AtCode(ev)), p.rule(ev)
-            vc, vp = verdict(fc, need, p.any_setting, "code"), verdict(fp, need, p.any_setting)
+            if p.any_setting:  # "for any hyperparameters": over the settings tried, at each protocol
+                vc, fc = judge_over_settings(p, ev, need, AtCode, "code")
+                vp, fp = judge_over_settings(p, ev, need, None, PAPER_PROTOCOL)
+            else:
+                fc, fp = p.rule(AtCode(ev)), p.rule(ev)
+                vc, vp = verdict(fc, need, p.any_setting, "code"), verdict(fp, need, p.any_setting)
             text = f"as released: {fc.text} / with the text's settings: {fp.text}"
             f = Finding(fc.outcome, text, fc.groups + fp.groups, fc.tested, fc.why, fc.analyses + fp.analyses)
             if vc == vp == UNTESTED:
