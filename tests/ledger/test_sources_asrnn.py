@@ -36,7 +36,7 @@ def test_every_code_fact_has_a_file_and_line_and_every_ours_a_reason():
         for _k, _v, src, what in diffs:
             assert src.kind == "code" and re.search(r"\.(py|md):\d", src.where) and what, src
     for _p, what, src, why in ASRNN_CODE_UNMODELLED:
-        assert src.kind == "code" and re.search(r"\.py:\d", src.where) and what and why
+        assert src.kind == "code" and re.search(r"\.(py|md):\d", src.where) and what and why
 
 
 def test_the_asrnn_page_marks_every_difference_of_text_and_code_and_lists_what_no_preset_expresses():
