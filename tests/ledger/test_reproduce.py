@@ -275,18 +275,18 @@ def test_too_few_seeds_at_full_budget_is_inconclusive(tmp_path):
     assert status_of(tmp_path / "three", row) == ["reproduced"]
 
 
-def test_mean_and_std_over_seeds_and_variants_are_named(tmp_path):
+def test_mean_and_std_over_seeds_and_protocols_are_named(tmp_path):
+    """asrnn/copy-L1000-code is the code protocol of asrnn/copy-L1000 (the released copytask.py's
+    eps and W_hh lr): its line says so in the protocol column."""
     (row,) = [r for r in published.ROWS if r.table == "Fig. 2" and r.paper == "asrnn" and r.model == "asRNN"]
     write_record(tmp_path, "asrnn/copy-L1000-code", 1, {"test/loss": 1.0}, ["task.L=10"], steps=4000)
     write_record(tmp_path, "asrnn/copy-L1000-code", 2, {"test/loss": 3.0}, ["task.L=10"], steps=4000)
     lines = document._row_lines(row, evidence(tmp_path))
-    assert [ln[9] for ln in lines] == ["`asrnn/copy-L1000`", "`asrnn/copy-L1000-code` (variant)"]
+    assert [ln[9] for ln in lines] == ["`asrnn/copy-L1000`", "`asrnn/copy-L1000-code`"]
+    assert [ln[11] for ln in lines] == ["paper", "code"]
     assert lines[0][8] == "not run yet"
     assert lines[1][3] == "2 +- 1.414 (2 seeds)"  # mean 2, sample std sqrt(2)
-    assert lines[1][8] == (
-        "variant (the reference code's eps 1e-5 and W_hh lr 2e-5): "
-        "not comparable (reduced budget: task.L); curves only (see claims)"
-    )
+    assert lines[1][8] == "not comparable (reduced budget: task.L); curves only (see claims)"
 
 
 def test_weight_counts_do_not_depend_on_the_budget(tmp_path):

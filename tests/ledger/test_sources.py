@@ -37,7 +37,7 @@ def test_a_setting_without_a_rule_is_found():
     audited yet has settings without a source."""
     assert sources.source_of("dmu/adding-dmu", "model.cell_options.a_new_option") is None
     assert sources.source_of("dmu/adding-dmu", "task.a_new_option") is None
-    assert sources.unsourced("asrnn/copy-L1000")  # pending: its settings are not traced yet
+    assert sources.unsourced("asrnn/ptb_char-bptt150")  # pending: its settings are not traced yet
     # the settings a preset runs with by default are outcome settings too
     keys = sources.outcome_settings("dmu/adding-lstm")
     assert keys["model.cell_options.forget_bias"] is None and keys["task.step0_mark"] == "pair"
@@ -57,7 +57,7 @@ def test_every_paper_preset_is_audited_or_pending():
 def test_code_sources_name_a_file_and_line_and_ours_says_why():
     for _presets, _keys, src in sources.SOURCES:
         if src.kind == "code":
-            assert re.search(r"\.(py|yml|sh):\d", src.where), src
+            assert re.search(r"\.(py|yml|sh|md):\d", src.where), src
         if src.kind == "ours":
             assert src.why
     for diffs in DMU_CODE_DIFFS.values():

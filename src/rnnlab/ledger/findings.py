@@ -213,6 +213,29 @@ class AtCode:
         return [] if p is None else self.ev.groups(p, same_config)
 
 
+class AtPaper:
+    """The evidence as the text's settings run the experiments: the runs of every preset but the
+    code-protocol ones (a rule that finds no paper-protocol runs may still take the short
+    protocol's or a variant's, and names them; never the released code's, which the headline
+    verdict already reads)."""
+
+    def __init__(self, ev):
+        self.ev = ev
+        self.analyses = ev.analyses
+
+    def _ok(self, preset: str) -> bool:
+        return protocol(preset) != "code"
+
+    def best(self, preset):
+        return self.ev.best(preset) if self._ok(preset) else None
+
+    def pooled(self, preset):
+        return self.ev.pooled(preset) if self._ok(preset) else None
+
+    def groups(self, preset, same_config: bool = True):
+        return self.ev.groups(preset, same_config) if self._ok(preset) else []
+
+
 class OneSetting:
     """The evidence with each of some presets read at one of its settings (one group of runs)."""
 
@@ -356,9 +379,9 @@ class Claim:
         if self.headline == "code":
             if p.any_setting:  # "for any hyperparameters": over the settings tried, at each protocol
                 vc, fc = judge_over_settings(p, ev, need, AtCode, "code")
-                vp, fp = judge_over_settings(p, ev, need, None, PAPER_PROTOCOL)
+                vp, fp = judge_over_settings(p, ev, need, AtPaper, PAPER_PROTOCOL)
             else:
-                fc, fp = p.rule(AtCode(ev)), p.rule(ev)
+                fc, fp = p.rule(AtCode(ev)), p.rule(AtPaper(ev))
                 vc, vp = verdict(fc, need, p.any_setting, "code"), verdict(fp, need, p.any_setting)
             text = f"as released: {fc.text} / with the text's settings: {fp.text}"
             f = Finding(fc.outcome, text, fc.groups + fp.groups, fc.tested, fc.why, fc.analyses + fp.analyses)

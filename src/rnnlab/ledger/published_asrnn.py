@@ -4,7 +4,8 @@ Fig. 2, the hyperparameters): see :mod:`rnnlab.ledger.published` for the units.
 
 from __future__ import annotations
 
-from .rows import PROTOCOLS, SETTINGS, VARIANTS, Published, Setting, _add
+from .rows import PROTOCOLS, SETTINGS, Published, Setting, _add
+from .sources_asrnn import ASRNN_CODE_DIFFS
 
 # asRNN
 _ASRNN_PTB = {  # model: (preset stem, BPC T=150, +-, BPC T=300, +-, acc T=150 %, +-, acc T=300 %, +-)
@@ -92,8 +93,6 @@ for _L, _times in (
                 note="seconds per training iteration on the paper's GPU",
             )
         )
-    VARIANTS[f"asrnn/copy-L{_L}-code"] = (f"asrnn/copy-L{_L}", "the reference code's eps 1e-5 and W_hh lr 2e-5")
-    PROTOCOLS[f"asrnn/copy-L{_L}-code"] = ("", "code", "the authors' reference code's eps 1e-5 and W_hh lr 2e-5")
 
 for _n, _k, _s, _p in ((122, "16K", 98.89, 95.41), (257, "69K", 99.21, 96.88), (364, "137K", 99.30, 96.96)):
     _add(
@@ -163,6 +162,14 @@ for _task, _fig, _stem in (("sMNIST", "Fig. 1b", "smnist"), ("pMNIST", "Fig. 1c"
                     note="test accuracy against the parameter budget (curves), one seed (5544)",
                 )
             )
+
+# The code protocol: each preset's settings as the authors' released code (ndminhkhoi46/asRNN)
+# runs them, where they differ from the paper presets (rnnlab.ledger.sources_asrnn); the copy
+# asRNN's are the variants asrnn/copy-L{1000,2000}-code (eps 1e-5, W_hh lr 2e-5), now the code
+# protocol of asrnn/copy-L{1000,2000}.
+for _code, (_base, _diffs) in ASRNN_CODE_DIFFS.items():
+    _said = dict.fromkeys(f"{_what} ({_src.where})" for _k, _v, _src, _what in _diffs)
+    PROTOCOLS[_code] = (_base, "code", "; ".join(_said))
 
 # Table 5: asRNN hyperparameters
 _T5 = {  # preset: (hidden, lr, lr W_hh, a, b, eps)

@@ -21,6 +21,7 @@ import inspect
 
 from .published_dmu import DMU_CODE_DIFFS, DMU_CODE_REPO
 from .rows import OPEN_SETTINGS, PROTOCOLS, Source, protocol
+from .sources_asrnn import ASRNN_AUDITED, ASRNN_CODE_REPO, ASRNN_CODE_UNMODELLED, ASRNN_SOURCES
 
 _NOT_OUTCOME = {"bias"}  # a cell's bias switch is a structural option: sourced as "model.cell"
 
@@ -87,6 +88,8 @@ _HENAFF_OPEN = OPEN_SETTINGS["henaff/"]
 
 #: (preset patterns, setting patterns, source): the first rule matching both decides.
 SOURCES: list[tuple[list[str], list[str], Source]] = [
+    # --- asRNN: copy and MNIST at n=122 (rnnlab.ledger.sources_asrnn)
+    *ASRNN_SOURCES,
     # --- DMU synthetic: the code protocol's own differences first (each with its file and line)
     *(
         ([f"dmu/code/{task}-{m}"], [key], src)
@@ -211,10 +214,11 @@ SOURCES: list[tuple[list[str], list[str], Source]] = [
 ]
 
 #: The paper presets whose every outcome setting must have a source.
-AUDITED = _SYN_ALL + [_HENAFF]
+AUDITED = _SYN_ALL + [_HENAFF] + ASRNN_AUDITED
 #: The paper presets not audited yet against their text and released code (the test lets this
 #: list only shrink): until then their verdicts rest on settings whose source is not shown.
-PENDING = ["asrnn/*", "nnrnn/*", "cornn/*", "lem/*", "dmu/natlang-*", "dmu/polymusic-*", "dmu/spa2eng-*"]
+PENDING = ["asrnn/ptb_char-*", "asrnn/smnist-n257*", "asrnn/smnist-n364*", "asrnn/psmnist-n257*"]
+PENDING += ["asrnn/psmnist-n364*", "nnrnn/*", "cornn/*", "lem/*", "dmu/natlang-*", "dmu/polymusic-*", "dmu/spa2eng-*"]
 PENDING += ["dmu/ger2eng-*", "dmu/smnist-*", "dmu/psmnist-*"]
 
 
@@ -271,7 +275,7 @@ def fidelity_page(paper: str) -> str:
         "",
         "Every setting of the paper's presets that can change an outcome, with its value and where it comes",
         "from: `text` (the paper), `code` (the authors' released code"
-        + (f", {DMU_CODE_REPO}" if paper == "dmu" else "")
+        + ({"dmu": f", {DMU_CODE_REPO}", "asrnn": f", {ASRNN_CODE_REPO}"}.get(paper, ""))
         + ", file and line) or `ours` (why). Where the released code runs an experiment otherwise than the "
         "text, its code-protocol preset's value stands beside the text's, and the claims are judged under "
         "both (REPRODUCTION.md).",
@@ -303,10 +307,22 @@ def fidelity_page(paper: str) -> str:
         lines.append("")
     if ours_count:
         lines += ["Settings of ours by preset: " + ", ".join(f"`{p}` {n}" for p, n in ours_count.items()) + ".", ""]
+    if paper == "asrnn":
+        lines += [
+            "## What the released code does that no preset setting expresses",
+            "",
+            "| presets | the released code | source | why not in the code presets |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            "| " + " | ".join(c.replace("|", "\\|") for c in (p, what, str(src), why)) + " |"
+            for p, what, src, why in ASRNN_CODE_UNMODELLED
+        ]
+        lines.append("")
     return "\n".join(lines)
 
 
-FIDELITY_PAPERS = ("dmu", "henaff")
+FIDELITY_PAPERS = ("dmu", "henaff", "asrnn")
 
 
 def main(argv: list[str] | None = None) -> int:
