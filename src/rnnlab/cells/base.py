@@ -91,6 +91,26 @@ class Cell(nn.Module):
     * ``tag_parameters`` to route parameters to optimizer groups (e.g. ``"orthogonal"``).
     """
 
+    #: the methods that run many steps at once without calling ``forward`` (fast paths)
+    FAST_PATHS = ("sequence", "sequence_mapped", "batched_sequence", "small_sequence")
+
+    def __init_subclass__(cls, **kwargs):
+        """A cell of one's own that derives from a built-in cell and overrides ``forward`` (or
+        ``sequence``) runs its own code: the fast paths it would inherit from above that
+        override compute the parent's recurrence, not its own, so they are replaced by the
+        defaults here, which call ``forward`` (or ``sequence``) step by step. A fast path the
+        class defines itself, or one defined with its ``forward``, is kept; rnnlab's own cells
+        keep theirs (they are tested against their step loops)."""
+        super().__init_subclass__(**kwargs)
+        for step, paths in (("forward", Cell.FAST_PATHS), ("sequence", Cell.FAST_PATHS[1:])):
+            owner = _defining_class(cls, step)
+            if owner.__module__.split(".")[0] == "rnnlab":
+                continue
+            for name in paths:
+                where = _defining_class(cls, name)
+                if where is not Cell and where is not owner and issubclass(owner, where):
+                    setattr(cls, name, vars(Cell)[name])
+
     def __init__(self, input_size: int, hidden_size: int, backend: str = "auto"):
         super().__init__()
         check_size("input_size", input_size)
@@ -336,6 +356,11 @@ class Cell(nn.Module):
         if unroll_masked_low_precision and lengths is not None and low_precision_autocast(x):
             return unroll(self, x, state, lengths)
         return None
+
+
+def _defining_class(cls: type, name: str) -> type:
+    """The class of ``cls``'s method resolution order that defines ``name``."""
+    return next(k for k in cls.__mro__ if name in vars(k))
 
 
 def batched_path(cell_class: type) -> str | Callable:

@@ -693,6 +693,13 @@ def from_torch(module: nn.Module) -> nn.Module:
 
 
 def _torch_class(cell: Cell, what: str):
+    for family in (LSTMCell, GRUCell, RNNCell):
+        if isinstance(cell, family) and type(cell).forward is not family.forward:
+            raise TypeError(
+                f"{what}: {type(cell).__name__} derives from {family.__name__} but overrides forward, so "
+                f"torch.nn's layer would compute {family.__name__}'s update, not its own; keep the rnnlab "
+                f"layer, or capture it with torch.export (docs/layers.md, 'Capture')"
+            )
     if isinstance(cell, LSTMCell):
         return nn.LSTM, nn.LSTMCell, {}
     if isinstance(cell, GRUCell):
