@@ -380,10 +380,11 @@ def check_cell(spec: str, options: dict | None = None, runs: bool = True, log=pr
     """Check the cell ``spec`` (a cell key, ``"package.module:Class"``, ``"file.py:Class"`` or
     an entry point) built with ``options``; log one line per item and return the items.
     ``runs=False`` leaves out the items that train (ensemble, save/load, resume)."""
+    from .runtime import caller_threads_kept
+
     ck = _Checker(spec, options)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with caller_threads_kept():
+        torch.set_num_threads(1)
         first = ck.item("build", ck.build)
         log(first.line())
         if not first.ok:
@@ -403,8 +404,6 @@ def check_cell(spec: str, options: dict | None = None, runs: bool = True, log=pr
                 ck.runs(Path(tmp))
             for it in ck.items[n:]:
                 log(it.line())
-    finally:
-        torch.set_num_threads(threads)
     return ck.items
 
 

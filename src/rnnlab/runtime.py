@@ -30,6 +30,7 @@ docs/speed.md). Opt-outs: ``RNNLAB_MALLOC=default`` and ``RNNLAB_DENORMALS=keep`
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -144,3 +145,17 @@ def show_progress(logger, text: str) -> None:
     else:
         sys.stderr.write(text + "\n")
         sys.stderr.flush()
+
+
+@contextlib.contextmanager
+def caller_threads_kept():
+    """Within it, a run may set torch's thread count (``train.threads``); afterwards the caller's
+    count is back (``train()`` and ``train_ensemble()`` leave the process as they found it)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
