@@ -106,3 +106,25 @@ def test_seeds_train_as_one_batched_model_where_every_cell_has_a_batched_path():
     dmu, lstm, asrnn = (config.preset_path(n) for n in ("dmu/adding-dmu", "dmu/adding-lstm", "asrnn/copy-L1000"))
     assert C._ensemble_ok([dmu, lstm])
     assert not C._ensemble_ok([dmu, asrnn])  # asRNN's batched model is its step loop under vmap
+
+
+@pytest.mark.parametrize("args", [["--tasks", ""], ["--tasks", ","], ["--tasks", " , "], ["--jobs", "0"]])
+def test_a_selection_of_no_task_or_no_job_is_refused_before_anything_runs(tmp_path, args):
+    """`compare --tasks ''` ran all seven tasks (an empty list read as "not given")."""
+    import os
+    import subprocess
+    import sys
+
+    src = str(Path(C.__file__).resolve().parents[1])
+    out = tmp_path / "cmp"
+    done = subprocess.run(
+        [sys.executable, "-m", "rnnlab.cli", "compare", "gru", *args, "--out", str(out)],
+        env={**os.environ, "PYTHONPATH": src},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    (line,) = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and line.startswith("rnnlab: error: "), done.stderr
+    assert ("--tasks names no task" in line and "adding" in line) or "--jobs must be an integer >= 1" in line
+    assert not out.exists() and done.stdout == ""

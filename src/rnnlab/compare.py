@@ -423,6 +423,7 @@ def compare(
     """Run the comparison (``seeds``: a list of seeds, or a count n for seeds 0..n-1); write ``table.md``, ``results.json`` and ``<task>.png`` into ``out``
     (default ``RUNS_DIR/compare-<cell>``) and return it. A task whose data is absent is skipped
     with a message."""
+    from .backends import check_count
     from .cells import CELLS
 
     if budget not in BUDGETS:
@@ -430,7 +431,13 @@ def compare(
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     if not seeds:
         raise ConfigError("rnnlab compare needs at least one seed (e.g. --seeds 0-2)")
-    keys = list(tasks or TASKS)
+    if tasks is not None and not list(tasks):
+        raise ConfigError(
+            f"--tasks names no task; give one or more of {', '.join(TASKS)} (e.g. --tasks adding,copy-T200), "
+            f"or leave --tasks out for all of them"
+        )
+    keys = list(dict.fromkeys(TASKS if tasks is None else tasks))  # each task once, in the order given
+    check_count(jobs, "--jobs", "parallel runs")  # before anything is written
     unknown = [k for k in keys if k not in TASKS]
     if unknown:
         raise ConfigError(f"unknown task(s) {unknown} for rnnlab compare; expected some of {', '.join(TASKS)}")

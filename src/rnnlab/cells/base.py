@@ -44,11 +44,32 @@ def check_lengths(lengths: Tensor, T: int, B: int) -> None:
     """``lengths`` must hold one length in [1, T] per batch element. Inside ``torch.func.vmap``
     (an ensemble of models, :mod:`rnnlab.ensemble`) the values cannot be read: the caller checks
     each member's lengths before."""
+    if not batched(lengths):
+        as_lengths(lengths)  # whole numbers (a float length would be cut short by a cast)
     if lengths.shape != (B,):
         got = tuple(lengths.shape) if batched(lengths) else lengths.tolist()
         raise ValueError(f"lengths must hold one length in [1, {T}] per batch element ({B}), got {got}")
     if B > 0 and not batched(lengths) and (lengths.min() < 1 or lengths.max() > T):
         raise ValueError(f"lengths must hold one length in [1, {T}] per batch element ({B}), got {lengths.tolist()}")
+
+
+def as_lengths(lengths) -> Tensor:
+    """``lengths`` (a tensor, list or array) as an int64 tensor; a value that is not a whole
+    number (``2.7``, NaN, ``True``) is a one-line ``ValueError`` naming it, where a cast would
+    quietly truncate it."""
+    t = lengths if isinstance(lengths, Tensor) else torch.as_tensor(lengths)
+    if t.dtype == torch.bool or t.is_complex() or (t.is_floating_point() and not batched(t)):
+        whole = not (t.dtype == torch.bool or t.is_complex()) and bool(
+            torch.isfinite(t).all() and torch.equal(t, t.round())
+        )
+        if not whole:
+            values = [f"{v:g}" if isinstance(v, float) else str(v) for v in t.flatten().tolist()]
+            raise ValueError(
+                f"lengths must be whole numbers, one per sequence, got [{', '.join(values[:8])}"
+                f"{', ...' if len(values) > 8 else ''}] ({t.dtype}); give integers, e.g. torch.tensor([5, 3]) "
+                f"(a cast would truncate them)"
+            )
+    return t.to(torch.long) if t.dtype != torch.long else t
 
 
 def real_option(name: str, value, expected: str = "a finite number", ok=lambda v: True) -> float:
@@ -397,7 +418,7 @@ def unroll(cell: Cell, x: Tensor, state: State | None = None, lengths: Tensor | 
                 h, state = cell(x_t, state)
                 outputs.append(h)
         else:
-            lengths = lengths.to(x.device)
+            lengths = as_lengths(lengths).to(x.device)
             for t, x_t in enumerate(x.unbind(0)):
                 h, new = cell(x_t, state)
                 keep = (lengths > t).unsqueeze(1)

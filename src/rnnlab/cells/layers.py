@@ -24,7 +24,7 @@ from ..kernels.amp import autocasting
 from ..kernels.checkpoint import checkpointed_sequence
 from ..kernels.state import State, map_state
 from .asrnn import ASRNNCell
-from .base import Cell, _capturing, _tracing, check_lengths, check_size, unroll
+from .base import Cell, _capturing, _tracing, as_lengths, check_lengths, check_size, unroll
 from .classic import GRUCell, IRNNCell, LSTMCell, RNNCell
 from .dmu import DMUCell, RHNCell
 from .euler import AntisymmetricRNNCell, IncrementalRNNCell, LipschitzRNNCell, NAISNetCell
@@ -481,7 +481,7 @@ class Recurrent(nn.Module):
         if h0 is not None:
             self.check_h0(h0, x)
         if lengths is not None:
-            lengths = torch.as_tensor(lengths, dtype=torch.long).cpu()
+            lengths = as_lengths(lengths).cpu()
             check_lengths(lengths, x.shape[0], x.shape[1])
         if x.shape[1] == 0:
             out, h_n = self._empty_result(x)

@@ -17,7 +17,7 @@ def cmd_compare(args) -> int:
 
     return main_compare(
         cell=args.cell,
-        tasks=[t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None,
+        tasks=[t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks is not None else None,
         budget=args.budget,
         seeds=_parse_seeds(args.seeds) if args.seeds is not None else [0, 1, 2],
         out=args.out,
