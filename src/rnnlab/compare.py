@@ -16,13 +16,16 @@ comparison continues where it stopped.
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from .config import ConfigError
+from .runtime import show_progress
 
 #: the budgets: ``quick`` caps each run (a few CPU-minutes a task), ``paper`` uses the presets'
 BUDGETS = ("quick", "paper")
@@ -487,8 +490,17 @@ def compare(
 
 def main_compare(**kwargs) -> int:
     """``rnnlab compare``: print the table; exit 1 when a model has no finished run."""
-    out = compare(log=lambda m: print(m, file=sys.stderr), **kwargs)
+    log = functools.partial(show_progress, logging.getLogger(__name__))  # hidden by -q, -qq
+    try:
+        out = compare(log=log, **kwargs)
+    except KeyboardInterrupt:
+        print(
+            "rnnlab: interrupted: finished runs are kept and stopped ones resume from their last checkpoint; "
+            "rerun the same rnnlab compare command to continue",
+            file=sys.stderr,
+        )
+        return 130
     text = (out / "table.md").read_text()
     print(text, end="")
-    print(f"\nwrote {out / 'table.md'}", file=sys.stderr)
+    log(f"\nwrote {out / 'table.md'}")
     return 1 if "no finished run" in text else 0

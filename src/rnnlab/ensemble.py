@@ -800,10 +800,8 @@ def main_train(
     if member_configs(cfgs[0], seeds) != cfgs:  # what --seeds resolves is what the ensemble trains
         check_ensemble(cfgs)
     # a first line at once: building many members (and their data streams) takes a while
-    print(
-        f"ensemble {cfgs[0].name} x{len(cfgs)}: checking that the members fit in memory, then building them",
-        file=sys.stderr,
-        flush=True,
+    show_progress(
+        log, f"ensemble {cfgs[0].name} x{len(cfgs)}: checking that the members fit in memory, then building them"
     )
     try:
         results = train_ensemble(cfgs[0], seeds, [d for _, d in runs], "auto" if resume else False, progress, data_dir)
