@@ -49,6 +49,8 @@ def check_lengths(lengths: Tensor, T: int, B: int) -> None:
     if lengths.shape != (B,):
         got = tuple(lengths.shape) if batched(lengths) else lengths.tolist()
         raise ValueError(f"lengths must hold one length in [1, {T}] per batch element ({B}), got {got}")
+    if _capturing():  # torch.export: the values are symbolic (checked when the model ran eagerly)
+        return
     if B > 0 and not batched(lengths) and (lengths.min() < 1 or lengths.max() > T):
         raise ValueError(f"lengths must hold one length in [1, {T}] per batch element ({B}), got {lengths.tolist()}")
 
