@@ -24,7 +24,7 @@ from ..kernels.amp import autocasting
 from ..kernels.checkpoint import checkpointed_sequence
 from ..kernels.state import State, map_state
 from .asrnn import ASRNNCell
-from .base import Cell, _capturing, _tracing, as_lengths, check_lengths, check_size, unroll
+from .base import Cell, _capturing, _tracing, as_lengths, check_lengths, check_size, real_option, unroll
 from .classic import GRUCell, IRNNCell, LSTMCell, RNNCell
 from .dmu import DMUCell, RHNCell
 from .euler import AntisymmetricRNNCell, IncrementalRNNCell, LipschitzRNNCell, NAISNetCell
@@ -201,8 +201,7 @@ class Recurrent(nn.Module):
             widths = [int(hidden_size)] * max(int(num_layers), 1)
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        dropout = real_option(f"{name}: dropout", dropout, "a float in [0, 1)", lambda v: 0 <= v < 1)
         self.input_size, self.hidden_size, self.hidden_sizes = int(input_size), widths[-1], widths
         self._mixed = len(set(widths)) > 1  # per-layer states then travel as a list
         self.num_layers, self.batch_first, self.dropout = int(num_layers), bool(batch_first), dropout
