@@ -67,6 +67,19 @@ def test_thresholds_that_are_not_finite_positive_numbers_are_refused(tmp_path, c
     assert main(["thresholds", str(tmp_path), "--steps-per-epoch", "10", "--thresholds", "0.5"]) == 0
 
 
+def test_a_metrics_selection_of_nothing_is_refused_not_read_as_all(tmp_path, capsys):
+    """`table --metrics ''` printed every metric (an empty selection read as "not given")."""
+    from conftest import set_flags, tiny_copy
+
+    assert main(["train", "demo/lstm", *set_flags(*tiny_copy(steps=2)), "--out", str(tmp_path / "r"), "--quiet"]) == 0
+    capsys.readouterr()
+    for bad in ("", ",", " , "):
+        assert main(["table", str(tmp_path), "--metrics", bad]) == 2
+        out, err = capsys.readouterr()
+        assert "--metrics" in one_error(err) and "names nothing" in err and out == ""
+    assert main(["table", str(tmp_path), "--metrics", "test/loss"]) == 0
+
+
 @pytest.mark.parametrize("value", ["0.1", None, [0.1]])
 def test_a_dropout_of_the_wrong_type_is_one_line_naming_it(value):
     """`rnnlab.LSTM(3, 4, 2, dropout="0.1")` gave a bare TypeError ("'<=' not supported between

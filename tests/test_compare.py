@@ -126,7 +126,12 @@ def test_a_selection_of_no_task_or_no_job_is_refused_before_anything_runs(tmp_pa
     )
     (line,) = done.stderr.strip().splitlines()
     assert done.returncode == 2 and line.startswith("rnnlab: error: "), done.stderr
-    assert ("--tasks names no task" in line and "adding" in line) or "--jobs must be an integer >= 1" in line
+    assert (
+        "--tasks" in line and "names nothing" in line and "adding" in line
+    ) or "--jobs must be an integer >= 1" in line
+    with pytest.raises(C.ConfigError, match="--tasks names no task; give one or more of copy-T200"):
+        C.compare("gru", tasks=[], out=tmp_path / "py")  # the library refuses it too
+    assert not (tmp_path / "py").exists()
     assert not out.exists() and done.stdout == ""
 
 

@@ -38,6 +38,22 @@ def quiet(args) -> bool:
     return bool(getattr(args, "quiet", False) or getattr(args, "log_quiet", 0) > 0)
 
 
+def _names(text: str | None, flag: str, example: str, without: str) -> list[str] | None:
+    """A comma-separated option (``--tasks a,b``) as its list of names; None when not given. One
+    given but naming nothing (``--tasks ''``, ``','``) is refused: read as "not given", it
+    selected everything. ``without``: what leaving the option out gives."""
+    from ..config import ConfigError
+
+    if text is None:
+        return None
+    names = list(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+    if not names:
+        raise ConfigError(
+            f"{flag} {text!r} names nothing; give one or more (e.g. {flag} {example}), or leave it out for {without}"
+        )
+    return names
+
+
 def _at_least_one(value: int | None, flag: str, meaning: str) -> None:
     """Refuse a count below 1 given on the command line (one line, exit 2); None: not given."""
     from ..config import ConfigError
