@@ -380,10 +380,10 @@ def check_cell(spec: str, options: dict | None = None, runs: bool = True, log=pr
     """Check the cell ``spec`` (a cell key, ``"package.module:Class"``, ``"file.py:Class"`` or
     an entry point) built with ``options``; log one line per item and return the items.
     ``runs=False`` leaves out the items that train (ensemble, save/load, resume)."""
-    from .runtime import caller_threads_kept
+    from .runtime import caller_state_kept
 
     ck = _Checker(spec, options)
-    with caller_threads_kept():
+    with caller_state_kept():
         torch.set_num_threads(1)
         first = ck.item("build", ck.build)
         log(first.line())

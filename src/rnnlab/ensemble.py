@@ -65,7 +65,7 @@ from .rundir import (
     git_state,
     source_hash,
 )
-from .runtime import PROGRESS_EVERY_S, caller_threads_kept, show_progress
+from .runtime import PROGRESS_EVERY_S, caller_state_kept, show_progress
 from .stacked_model import StackedModel
 from .stacked_optim import StackedStep
 from .tasks import build_task
@@ -772,7 +772,7 @@ def train_ensemble(
     >>> sorted(results), results[2]["steps"], results[2]["conditions"]["ensemble"]
     ([0, 1, 2], 2, 3)
     """
-    with caller_threads_kept():  # the members set train.threads; the caller's count comes back
+    with caller_state_kept():  # the members set train.threads and seed: the caller's come back
         members = run_members(_members(cfg, seeds, out), resume, progress, data_dir, task, on_eval, strict=True)
     results = {m.seed: m.result for m in members if m.result is not None}
     errors = {m.seed: m.exc or RuntimeError(m.error) for m in members if m.status in ("failed", "busy")}

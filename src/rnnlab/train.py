@@ -67,7 +67,7 @@ from .rundir import (
     versions,
     write_error,
 )
-from .runtime import PROGRESS_EVERY_S, caller_threads_kept, show_progress
+from .runtime import PROGRESS_EVERY_S, caller_state_kept, show_progress
 from .stepper import Stepper
 from .tasks import build_task
 from .tasks.base import Batch, Task
@@ -267,8 +267,8 @@ def train(
     if device is None:
         device = dev.resolve(cfg.train.device, cfg.train.precision)
     # one writer per run directory; a failed start leaves no stub behind; the caller's torch
-    # thread count is back afterwards (the run sets train.threads)
-    with claim(run_dir), caller_threads_kept():
+    # thread count and random state are back afterwards (the run sets train.threads and seeds)
+    with claim(run_dir), caller_state_kept():
         before = {p.name for p in run_dir.iterdir()}
         try:
             mode = start_mode(RunFiles(run_dir), cfg, resume)
