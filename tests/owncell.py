@@ -20,7 +20,7 @@ def _example_cell() -> str:
 
 #: a module ``mycells`` with the minimal gated cell of examples/own_cell.py and broken ones
 SOURCE = (
-    "import torch\nfrom torch import nn\n\nfrom rnnlab.cells import Cell\n\n\n"
+    "import torch\nfrom torch import nn\n\nimport rnnlab.cells\nfrom rnnlab.cells import Cell\n\n\n"
     + _example_cell()
     + "\n\n"
     + textwrap.dedent(
@@ -44,6 +44,37 @@ SOURCE = (
             z = torch.sigmoid(z)
             h = (1 - z) * h + z * _BadTanh.apply(c)
             return h, h
+
+
+    class _BadRowsTanh(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = torch.tanh(x)
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            (y,) = ctx.saved_tensors
+            grad = g * (1 - y**2)
+            grad[2:] = g[2:] * (1 - y[2:])  # wrong past the first block of two rows
+            return grad
+
+
+    class WrongGradientPastTwoRows(MinGated):
+        def forward(self, x, h):
+            z, c = (x @ self.weight_ih.T + h @ self.weight_hh.T + self.bias).chunk(2, -1)
+            z = torch.sigmoid(z)
+            h = (1 - z) * h + z * _BadRowsTanh.apply(c)
+            return h, h
+
+
+    class HalfGRU(rnnlab.cells.GRUCell):
+        # a built-in cell's subclass with a step of its own: half the GRU's output
+
+        def forward(self, x, h):
+            h, _ = super().forward(x, h)
+            return 0.5 * h, 0.5 * h
 
 
     class WrongStateShape(MinGated):

@@ -73,3 +73,11 @@ def test_built_in_cells_pass_the_float64_items(key):
 def test_built_in_cells_pass_every_item(key):
     v = _verdicts(key)
     assert all(v.values()) and len(v) == 11, v
+
+
+def test_a_backward_wrong_only_past_the_first_two_rows_fails_gradcheck(mycells):
+    """A custom backward right for rows 0 and 1 only (a kernel's first block): a gradcheck on a
+    batch of two passed it."""
+    v = _verdicts("mycells:WrongGradientPastTwoRows", runs=False)
+    assert not v["gradcheck"]
+    assert all(v[k] for k in STATIC if k != "gradcheck")

@@ -55,6 +55,43 @@ def test_thresholds_refuses_a_non_positive_epoch_length(tmp_path, capsys):
     assert "  5e-01 | 0 | 1" in out and "  5e-03 | 0 | 0" in out  # 0.1 at epoch 2; never 0.005
 
 
+def test_thresholds_that_are_not_finite_positive_numbers_are_refused(tmp_path, capsys):
+    """`--thresholds -1,nan,inf` was accepted (a table of thresholds no loss can mean)."""
+    _fake_run(tmp_path)
+    for bad, named in (("-1,nan,inf", "-1.0, nan, inf"), ("0", "0.0"), ("0.5,-0.1", "-0.1")):
+        assert main(["thresholds", str(tmp_path), "--steps-per-epoch", "10", f"--thresholds={bad}"]) == 2
+        out, err = capsys.readouterr()
+        line = one_error(err)
+        assert "--thresholds must be finite positive numbers" in line and f"got {named};" in line, line
+        assert out == ""
+    assert main(["thresholds", str(tmp_path), "--steps-per-epoch", "10", "--thresholds", "0.5"]) == 0
+
+
+def test_a_metrics_selection_of_nothing_is_refused_not_read_as_all(tmp_path, capsys):
+    """`table --metrics ''` printed every metric (an empty selection read as "not given")."""
+    from conftest import set_flags, tiny_copy
+
+    assert main(["train", "demo/lstm", *set_flags(*tiny_copy(steps=2)), "--out", str(tmp_path / "r"), "--quiet"]) == 0
+    capsys.readouterr()
+    for bad in ("", ",", " , "):
+        assert main(["table", str(tmp_path), "--metrics", bad]) == 2
+        out, err = capsys.readouterr()
+        assert "--metrics" in one_error(err) and "names nothing" in err and out == ""
+    assert main(["table", str(tmp_path), "--metrics", "test/loss"]) == 0
+
+
+@pytest.mark.parametrize("value", ["0.1", None, [0.1]])
+def test_a_dropout_of_the_wrong_type_is_one_line_naming_it(value):
+    """`rnnlab.LSTM(3, 4, 2, dropout="0.1")` gave a bare TypeError ("'<=' not supported between
+    instances of 'float' and 'str'")."""
+    import rnnlab
+
+    with pytest.raises(ValueError) as info:
+        rnnlab.LSTM(3, 4, 2, dropout=value)
+    assert str(info.value) == f"LSTM: dropout must be a float in [0, 1), got {value!r}"
+    assert rnnlab.LSTM(3, 4, 2, dropout=0.1).dropout == 0.1
+
+
 @pytest.fixture
 def loop(tmp_path):
     """``loop-a -> loop-b -> loop-a``: a loop of symbolic links."""

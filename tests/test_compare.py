@@ -106,3 +106,74 @@ def test_seeds_train_as_one_batched_model_where_every_cell_has_a_batched_path():
     dmu, lstm, asrnn = (config.preset_path(n) for n in ("dmu/adding-dmu", "dmu/adding-lstm", "asrnn/copy-L1000"))
     assert C._ensemble_ok([dmu, lstm])
     assert not C._ensemble_ok([dmu, asrnn])  # asRNN's batched model is its step loop under vmap
+
+
+@pytest.mark.parametrize("args", [["--tasks", ""], ["--tasks", ","], ["--tasks", " , "], ["--jobs", "0"]])
+def test_a_selection_of_no_task_or_no_job_is_refused_before_anything_runs(tmp_path, args):
+    """`compare --tasks ''` ran all seven tasks (an empty list read as "not given")."""
+    import os
+    import subprocess
+    import sys
+
+    src = str(Path(C.__file__).resolve().parents[1])
+    out = tmp_path / "cmp"
+    done = subprocess.run(
+        [sys.executable, "-m", "rnnlab.cli", "compare", "gru", *args, "--out", str(out)],
+        env={**os.environ, "PYTHONPATH": src},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    (line,) = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and line.startswith("rnnlab: error: "), done.stderr
+    assert (
+        "--tasks" in line and "names nothing" in line and "adding" in line
+    ) or "--jobs must be an integer >= 1" in line
+    with pytest.raises(C.ConfigError, match="--tasks names no task; give one or more of copy-T200"):
+        C.compare("gru", tasks=[], out=tmp_path / "py")  # the library refuses it too
+    assert not (tmp_path / "py").exists()
+    assert not out.exists() and done.stdout == ""
+
+
+def test_ctrl_c_of_compare_says_rerun_compare_and_the_rerun_resumes(tmp_path):
+    """After Ctrl-C, compare advised `rnnlab train ... --resume`; rerunning compare is the fix."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import default_sigint, wait_until
+
+    src = str(Path(C.__file__).resolve().parents[1])
+    out = tmp_path / "cmp"
+    argv = [sys.executable, "-m", "rnnlab.cli", "compare", "gru", "--tasks", "adding", "--seeds", "0"]
+    argv += ["--no-ensemble", "--out", str(out), "--set", "train.steps=20000"]
+    run = out / "runs" / "compare-adding" / "adding-gru" / "seed0"
+    for attempt in range(2):
+        p = subprocess.Popen(
+            argv,
+            env={**os.environ, "PYTHONPATH": src},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=default_sigint,
+        )
+        starts = attempt + 1
+        assert wait_until(
+            lambda: (
+                (run / "attempts.jsonl").exists()
+                and (run / "attempts.jsonl").read_text().count('"start"') == starts
+                and (run / "checkpoint.pt").exists()
+            ),
+            timeout=120,
+        )
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 130, err
+        last = err.strip().splitlines()[-1]
+        assert "rerun the same rnnlab compare command" in last and "--resume" not in last, last
+    events = [json.loads(line) for line in (run / "attempts.jsonl").read_text().splitlines()]
+    assert [e.get("resume") for e in events if e["event"] == "start"] == [False, True]  # the rerun resumed

@@ -75,3 +75,28 @@ def test_a_library_note_is_a_warning_record_and_the_cli_leaves_the_logger_as_it_
     assert notes and notes[0].name == "rnnlab.train" and notes[0].levelno == logging.WARNING
     assert _train(tmp_path, "d") == 0
     assert (logger.level, logger.propagate, list(logger.handlers)) == before
+
+
+def test_minus_qq_leaves_stderr_empty_and_minus_q_shows_no_progress_line(tmp_path, capsys):
+    """`-qq` (errors only) still printed "run NAME -> DIR", an ensemble's first line, a suite's
+    progress and "wrote ..." on stderr; -q (notes only) printed them too."""
+    small = ["--set", "train.steps=2", "--set", "train.eval_every=2", "--set", "task.L=4"]
+    small += ["--set", "task.val_size=16", "--set", "task.test_size=16", "--set", "model.hidden_size=6"]
+    suite = tmp_path / "s.toml"
+    suite.write_text('name = "s"\npresets = ["demo/lstm"]\nseeds = [0]\n')
+    commands = {
+        "train": ["train", "demo/lstm", *small],
+        "ensemble": ["train", "demo/lstm", *small, "--seeds", "0,1", "--ensemble"],
+        "suite": ["suite", str(suite), *small],
+    }
+    progress = ("run demo-lstm ->", "ensemble demo-lstm x2", "wrote ", "suite s:")
+    for flag in ("-q", "-qq"):
+        for name, argv in commands.items():
+            where = ["--runs-dir", str(tmp_path / f"runs{flag}{name}")]
+            assert main([flag, *argv, *where]) == 0, name
+            err = capsys.readouterr().err
+            if flag == "-qq":
+                assert err == "", (flag, name, err)
+            assert not any(p in err for p in progress), (flag, name, err)
+    assert main(commands["train"] + ["--runs-dir", str(tmp_path / "runs")]) == 0  # by default: shown
+    assert "run demo-lstm ->" in capsys.readouterr().err

@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -201,3 +204,112 @@ def test_a_file_cell_trains_in_a_sweep(tmp_path, capsys):
     assert main(["sweep", str(spec), "--out", str(tmp_path / "sw")]) == 0
     configs = [json.loads(p.read_text()) for p in (tmp_path / "sw" / "trials").glob("*/config.json")]
     assert len(configs) == 2 and all(c["model"]["cell"] == f"{cells}:MinGated" for c in configs)
+
+
+def _final_weights(run: Path) -> dict:
+    ck = torch.load(run / "checkpoint.pt", weights_only=False)
+    return ck["model"] if "model" in ck else ck
+
+
+def test_a_built_in_cells_subclass_with_its_own_forward_trains_its_own_step(mycells, tmp_path, capsys):
+    """A subclass of GRUCell that overrides forward used to train number for number as the GRU:
+    the layer took GRUCell's fused sequence, which never calls forward."""
+    import mycells as m
+
+    from rnnlab.cells import Recurrent, unroll
+
+    torch.manual_seed(0)
+    layer = Recurrent(3, 5, cell=m.HalfGRU).double()
+    x = torch.randn(4, 2, 3, dtype=torch.float64)
+    out, h_n = layer(x)
+    ref, s_ref = unroll(layer.cells[0], x)
+    assert torch.allclose(out, ref, atol=1e-12, rtol=0) and torch.allclose(h_n[0], s_ref, atol=1e-12, rtol=0)
+    assert layer.cells[0].small_sequence(x) is None  # no compiled loop of the parent's either
+    runs = {}
+    for cell in ("gru", "mycells:HalfGRU"):
+        runs[cell] = tmp_path / cell.replace(":", "-")
+        argv = ["train", "demo/lstm", "--set", f"model.cell={cell}", "--set", "train.steps=3"]
+        assert main(argv + ["--out", str(runs[cell])] + FAST) == 0
+    a, b = _final_weights(runs["gru"]), _final_weights(runs["mycells:HalfGRU"])
+    assert a.keys() == b.keys()
+    assert any(not torch.equal(a[k], b[k]) for k in a), "HalfGRU trained exactly as the built-in GRU"
+    with pytest.raises(TypeError, match="overrides forward"):
+        rnnlab.to_torch(layer)
+
+
+def test_a_built_in_cell_name_cannot_be_taken_by_another_cell(mycells):
+    import mycells as m
+
+    for name in ("gru", "lstm"):
+        with pytest.raises(ValueError, match=f"'{name}' is the built-in .*register_cell\\('{name}-mine'"):
+            rnnlab.register_cell(name, m.MinGated, replace=True)
+        with pytest.raises(ValueError, match="built-in"):
+            rnnlab.CELLS[name] = m.MinGated
+    assert rnnlab.CELLS["gru"] is rnnlab.cells.GRUCell and rnnlab.CELLS["lstm"] is rnnlab.cells.LSTMCell
+    rnnlab.register_cell("gru", rnnlab.cells.GRUCell)  # the built-in itself again: fine
+
+
+def _rnnlab(*args, cwd, pythonpath=()) -> subprocess.CompletedProcess:
+    """``rnnlab ARGS`` in a subprocess run in ``cwd`` (``pythonpath``: folders put in front)."""
+    src = str(Path(rnnlab.__file__).parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, *map(str, pythonpath)])}
+    return subprocess.run(
+        [sys.executable, "-m", "rnnlab.cli", *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True
+    )
+
+
+BROKEN = {
+    "syntax.py": ("def f(:\n", ["SyntaxError", "syntax.py, line 1", "fix the file"]),
+    "raises.py": ('raise RuntimeError("no GPU found")\n', ["RuntimeError: no GPU found", "raises.py, line 1"]),
+    "needs.py": ("import notinstalledpkg_rnnlab\n", ["imports 'notinstalledpkg_rnnlab', which is not installed"]),
+}
+
+
+@pytest.mark.parametrize("form", ["file", "module"])
+def test_a_plug_in_that_does_not_import_is_one_line(tmp_path, form):
+    """A cell's file or module that fails to import (a syntax error, an exception, a missing
+    dependency) gave a 37-line traceback."""
+    for name, (text, words) in BROKEN.items():
+        (tmp_path / name).write_text(text)
+        spec = f"{name}:X" if form == "file" else f"{name[:-3]}:X"
+        r = _rnnlab(
+            "train", "demo/lstm", "--set", f"model.cell={spec}", "--out", "run", cwd=tmp_path, pythonpath=[tmp_path]
+        )
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("rnnlab: error: "), r.stderr
+        for w in words:
+            assert w in lines[0], lines[0]
+        assert not (tmp_path / "run").exists()
+
+
+def test_a_broken_entry_point_is_one_line_of_rnnlab_list_and_only_where_used(tmp_path):
+    """One entry point of the rnnlab.cells group whose module does not import took
+    `rnnlab list` down with a traceback."""
+    (tmp_path / "syntaxcells.py").write_text("def f(:\n")
+    write_entry_point(tmp_path / "site", {"brokencell": "syntaxcells:X"})
+    path = [tmp_path / "site", tmp_path]
+    r = _rnnlab("list", "cells", cwd=tmp_path, pythonpath=path)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    (line,) = [x for x in r.stdout.splitlines() if x.strip().startswith("brokencell")]
+    assert "unavailable" in line and "SyntaxError" in line and "syntaxcells.py, line 1" in line
+    assert any(x.strip().startswith("lstm ") for x in r.stdout.splitlines())
+    r = _rnnlab("train", "demo/lstm", "--set", "model.cell=brokencell", "--out", "run", cwd=tmp_path, pythonpath=path)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "SyntaxError" in r.stderr, r.stderr
+
+
+def test_a_relative_cell_file_from_another_directory_is_not_called_a_damaged_config(tmp_path):
+    """A run of `file.py:Class` (relative) resumed or evaluated from another directory was
+    reported as a damaged config.json."""
+    write_cells(tmp_path / "proj", "relcells")
+    flags = ["--set", "model.cell=relcells.py:MinGated", "--set", "train.steps=2"] + FAST
+    out = tmp_path / "proj" / "run"
+    assert _rnnlab("train", "demo/lstm", *flags, "--out", out, cwd=tmp_path / "proj").returncode == 0
+    for args, words in (
+        (["evaluate", out], ["relative to the directory the run was started in", "run this command from"]),
+        (["train", "demo/lstm", *flags, "--out", out, "--resume"], ["no file", "relative to the current directory"]),
+    ):
+        r = _rnnlab(*args, cwd=tmp_path)
+        (line,) = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and "damaged" not in line and "valid run configuration" not in line, line
+        assert all(w in line for w in words), line
+        assert _rnnlab(*args, cwd=tmp_path / "proj").returncode == 0  # the fix works

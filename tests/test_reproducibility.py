@@ -41,3 +41,24 @@ def test_import_rnnlab_makes_a_members_product_independent_of_its_offset():
 def test_a_users_own_mkl_setting_is_kept():
     setting, _ = _probe(MKL_CBWR="AUTO")
     assert setting == "AUTO"
+
+
+def test_the_docs_say_children_inherit_the_setting_and_their_way_out_works():
+    """`import rnnlab` put MKL_CBWR into every child process without saying so. The docs now
+    say it (and why it stays), and the way they give to start a child without it works."""
+    from pathlib import Path
+
+    root = Path(__file__).parents[1]
+    runs = " ".join((root / "docs" / "runs.md").read_text().split())
+    assert "every child process inherits it" in runs and "cannot take it back out" in runs
+    assert "child processes inherit it" in " ".join((root / "README.md").read_text().split())
+    code = (
+        "import os, subprocess, sys, rnnlab\n"
+        "show = [sys.executable, '-c', 'import os; print(os.environ.get(\"MKL_CBWR\"))']\n"
+        "print(subprocess.run(show, capture_output=True, text=True).stdout.strip())\n"
+        "env = {k: v for k, v in os.environ.items() if k != 'MKL_CBWR'}\n"
+        "print(subprocess.run(show, env=env, capture_output=True, text=True).stdout.strip())\n"
+    )
+    full = {k: v for k, v in os.environ.items() if k != "MKL_CBWR"}
+    out = subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["AUTO,STRICT", "None"]

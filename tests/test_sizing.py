@@ -97,3 +97,18 @@ def test_a_run_records_budget_and_width_and_initialises_as_that_width(tmp_path, 
         == 0
     )
     assert json.loads((a / "result.json").read_text())["steps"] == 4
+
+
+def test_a_budget_below_the_smallest_model_is_refused_with_the_smallest_count(tmp_path, capsys):
+    """model.params = 1 trained an LSTM of 70 parameters (70 times the budget) without a word."""
+    out = tmp_path / "run"
+    argv = ["train", "demo/lstm", "--set", "model.hidden_size=0", "--set", "train.steps=1", "--out", str(out)] + FAST
+    assert main(argv + ["--set", "model.params=1"]) == 2
+    err = capsys.readouterr().err
+    line = err.strip().splitlines()[-1]
+    assert "Traceback" not in err and line.startswith("rnnlab: error: ")
+    assert "model.params = 1 is below the smallest model" in line and "give model.params >= " in line, line
+    assert not out.exists()
+    smallest = int(line.split("give model.params >= ")[1].split(",")[0])
+    assert main(argv + ["--set", f"model.params={smallest}"]) == 0  # the fix works
+    assert json.loads((out / "result.json").read_text())["steps"] == 1

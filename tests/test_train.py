@@ -299,3 +299,40 @@ def test_resume_accepts_a_run_saved_before_a_config_key_was_added(tmp_path):
     path.write_text(json.dumps(saved))
     r = train(small(steps=20), tmp_path / "r", resume=True, progress=False)
     assert r["steps"] == 20
+
+
+def test_training_leaves_the_callers_torch_thread_count_as_it_was(tmp_path):
+    """train() (train.threads = 1) left the calling program at one torch thread, and its random
+    state at the run's seed; so did train_ensemble() (and check_cell(), the random state). Run
+    in a subprocess: both are process-wide."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import rnnlab
+
+    code = f"""
+import torch, rnnlab
+from rnnlab import config
+from rnnlab.train import train
+from rnnlab.ensemble import train_ensemble
+from rnnlab.cellcheck import check_cell
+torch.set_num_threads(3)
+torch.manual_seed(123)
+want = torch.rand(4)
+cfg = config.load("demo/lstm", {tiny_copy(steps=2, eval_every=2)!r})
+assert cfg.train.threads == 1
+for run in (
+    lambda: train(cfg, {str(tmp_path / "one")!r}, progress=False),
+    lambda: train_ensemble(cfg, [0, 1], {str(tmp_path / "two")!r}, progress=False),
+    lambda: check_cell("lstm", runs=False, log=lambda _: None),
+):
+    torch.manual_seed(123)
+    run()
+    print(torch.get_num_threads(), bool(torch.equal(torch.rand(4), want)))
+"""
+    env = {**os.environ, "PYTHONPATH": str(Path(rnnlab.__file__).parents[1])}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["3", "True"] * 3, done.stdout

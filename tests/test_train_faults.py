@@ -569,3 +569,34 @@ def test_a_full_disk_before_the_first_checkpoint_says_start_again_and_leaves_no_
         [sys.executable, "-m", "rnnlab.cli", *train_args(out)], capture_output=True, text=True, env=env
     )
     assert again.returncode == 0, again.stderr  # the fix the message gives works
+
+
+def test_a_path_part_too_long_is_named_and_nothing_is_created(tmp_path):
+    """A run name whose last part is longer than a file name may be (255 bytes) made its 40
+    parent folders and then failed with "File name too long; check the path and its
+    permissions", naming no part and leaving the folders."""
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    deep = "/".join(["d"] * 40)
+    cases = {
+        "name": ["--set", f'name="{deep}/{"x" * 300}"', "--runs-dir", str(tmp_path / "runs")],
+        "out": ["--out", str(tmp_path / "runs" / deep / ("y" * 300))],
+    }
+    for what, where in cases.items():
+        p = subprocess.run(
+            [sys.executable, "-m", "rnnlab.cli", "train", "demo/lstm", *set_flags(*SMALL), *where, "--quiet"],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        line = one_error(p.stderr)
+        assert p.returncode == 2 and "is longer than the 255 bytes" in line and "shorten it" in line, line
+        assert "bytes)" in line and ("xxxx" in line or "yyyy" in line), line  # the part, named
+        assert not (tmp_path / "runs").exists(), what  # nothing created
+    ok = "/".join(["d"] * 3) + "/" + "x" * 200  # the fix: a shorter part trains
+    p = subprocess.run(
+        [sys.executable, "-m", "rnnlab.cli", "train", "demo/lstm", *set_flags(*SMALL), "--out", str(tmp_path / ok)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert p.returncode == 0, p.stderr

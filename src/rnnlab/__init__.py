@@ -15,6 +15,8 @@ import os as _os
 # chance. Strict conditional numerical reproducibility removes that, at no cost measurable in
 # docs/speed.md's products. MKL reads the setting at its first call, so it is set here, before
 # torch is imported by rnnlab; a value the user set is kept (docs/runs.md, "Reproducibility").
+# Child processes inherit it; it cannot be taken back out, since MKL may make its first call
+# at any time after this import (docs/runs.md says so, and how to start a child without it).
 _os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 _CELLS = (

@@ -29,6 +29,8 @@ ATOL64 = 1e-10
 #: relative to max(1, |w|); docs/ensembles.md: in float32 batched and single products round
 #: differently, and RMSprop turns a rounding in a near-zero gradient into a full step)
 ENSEMBLE_RTOL = 1e-9
+#: the batch of the gradcheck item: odd, and more rows than a kernel's block of 2 or 4
+GRADCHECK_BATCH = 5
 #: training steps of the run items (an evaluation every 2)
 RUN_STEPS = 4
 
@@ -202,9 +204,12 @@ class _Checker:
         names = [n for n, p in cell.named_parameters() if p.requires_grad]
         params = tuple(dict(cell.named_parameters())[n].detach().clone().requires_grad_() for n in names)
         g = torch.Generator().manual_seed(3)
-        x = torch.randn(3, 2, 2, generator=g, dtype=torch.float64, requires_grad=True)
-        leaves = [torch.randn(s.shape, generator=g, dtype=torch.float64) for s in _leaves(cell.init_state(2))]
-        tuple_state = isinstance(cell.init_state(2), (tuple, list))
+        # every row of a batch of GRADCHECK_BATCH: a backward may be wrong only past a kernel's
+        # block of rows, or only for odd rows, which a batch of one or two never shows
+        B = GRADCHECK_BATCH
+        x = torch.randn(3, B, 2, generator=g, dtype=torch.float64, requires_grad=True)
+        leaves = [torch.randn(s.shape, generator=g, dtype=torch.float64) for s in _leaves(cell.init_state(B))]
+        tuple_state = isinstance(cell.init_state(B), (tuple, list))
         h0 = tuple(leaf.requires_grad_() for leaf in leaves)
         wrapper = _Sequence(cell)
 
@@ -220,7 +225,8 @@ class _Checker:
             "finite differences (a custom backward or a non-differentiable step)"
         )
         return (
-            f"autograd equals finite differences in float64 for the input, h0 and all {len(params)} parameter tensors"
+            f"autograd equals finite differences in float64 for the input, h0 and all {len(params)} parameter "
+            f"tensors, every one of {B} batch rows"
         )
 
     def _run_config(self, extra: list[str] = ()):
@@ -374,10 +380,11 @@ def check_cell(spec: str, options: dict | None = None, runs: bool = True, log=pr
     """Check the cell ``spec`` (a cell key, ``"package.module:Class"``, ``"file.py:Class"`` or
     an entry point) built with ``options``; log one line per item and return the items.
     ``runs=False`` leaves out the items that train (ensemble, save/load, resume)."""
+    from .runtime import caller_state_kept
+
     ck = _Checker(spec, options)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with caller_state_kept():
+        torch.set_num_threads(1)
         first = ck.item("build", ck.build)
         log(first.line())
         if not first.ok:
@@ -397,8 +404,6 @@ def check_cell(spec: str, options: dict | None = None, runs: bool = True, log=pr
                 ck.runs(Path(tmp))
             for it in ck.items[n:]:
                 log(it.line())
-    finally:
-        torch.set_num_threads(threads)
     return ck.items
 
 

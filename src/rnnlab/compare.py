@@ -16,13 +16,16 @@ comparison continues where it stopped.
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from .config import ConfigError
+from .runtime import show_progress
 
 #: the budgets: ``quick`` caps each run (a few CPU-minutes a task), ``paper`` uses the presets'
 BUDGETS = ("quick", "paper")
@@ -423,6 +426,7 @@ def compare(
     """Run the comparison (``seeds``: a list of seeds, or a count n for seeds 0..n-1); write ``table.md``, ``results.json`` and ``<task>.png`` into ``out``
     (default ``RUNS_DIR/compare-<cell>``) and return it. A task whose data is absent is skipped
     with a message."""
+    from .backends import check_count
     from .cells import CELLS
 
     if budget not in BUDGETS:
@@ -430,7 +434,13 @@ def compare(
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     if not seeds:
         raise ConfigError("rnnlab compare needs at least one seed (e.g. --seeds 0-2)")
-    keys = list(tasks or TASKS)
+    if tasks is not None and not list(tasks):
+        raise ConfigError(
+            f"--tasks names no task; give one or more of {', '.join(TASKS)} (e.g. --tasks adding,copy-T200), "
+            f"or leave --tasks out for all of them"
+        )
+    keys = list(dict.fromkeys(TASKS if tasks is None else tasks))  # each task once, in the order given
+    check_count(jobs, "--jobs", "parallel runs")  # before anything is written
     unknown = [k for k in keys if k not in TASKS]
     if unknown:
         raise ConfigError(f"unknown task(s) {unknown} for rnnlab compare; expected some of {', '.join(TASKS)}")
@@ -480,8 +490,17 @@ def compare(
 
 def main_compare(**kwargs) -> int:
     """``rnnlab compare``: print the table; exit 1 when a model has no finished run."""
-    out = compare(log=lambda m: print(m, file=sys.stderr), **kwargs)
+    log = functools.partial(show_progress, logging.getLogger(__name__))  # hidden by -q, -qq
+    try:
+        out = compare(log=log, **kwargs)
+    except KeyboardInterrupt:
+        print(
+            "rnnlab: interrupted: finished runs are kept and stopped ones resume from their last checkpoint; "
+            "rerun the same rnnlab compare command to continue",
+            file=sys.stderr,
+        )
+        return 130
     text = (out / "table.md").read_text()
     print(text, end="")
-    print(f"\nwrote {out / 'table.md'}", file=sys.stderr)
+    log(f"\nwrote {out / 'table.md'}")
     return 1 if "no finished run" in text else 0

@@ -678,7 +678,29 @@ def load_json(path: str | Path) -> RunConfig:
     except (ValueError, OSError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         what = getattr(e, "strerror", None) or str(e).splitlines()[0]
         raise ConfigError(f"{path} is unreadable or not valid JSON ({what}); {fix}") from None
+    _check_recorded_cell(path, data)
     try:
         return from_dict(data)
     except (ConfigError, TypeError) as e:
         raise ConfigError(f"{path} does not hold a valid run configuration ({e}); {fix}") from None
+
+
+def _check_recorded_cell(path: Path, data) -> None:
+    """A run's cell that cannot be found here is not a damaged config.json: the cell's file,
+    module or package is missing where this command runs (a ``file.py:Class`` path is read
+    relative to the current directory); a one-line error naming the cell and the fix."""
+    from .cells import CELLS
+
+    cell = data.get("model", {}).get("cell") if isinstance(data, dict) and isinstance(data.get("model"), dict) else None
+    if not isinstance(cell, str):
+        return
+    try:
+        CELLS.resolve(cell)
+    except ValueError as e:
+        file = cell.rpartition(":")[0]
+        if file.endswith(".py") and not Path(file).expanduser().is_absolute() and "no file" in str(e):
+            raise ConfigError(
+                f"{path} records model.cell = {cell!r}, a file relative to the directory the run was started "
+                f"in, and there is no {Path(file).resolve()}; run this command from that directory"
+            ) from None
+        raise ConfigError(f"{path} records a cell that cannot be loaded here: {e}") from None

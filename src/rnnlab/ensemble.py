@@ -65,7 +65,7 @@ from .rundir import (
     git_state,
     source_hash,
 )
-from .runtime import PROGRESS_EVERY_S, show_progress
+from .runtime import PROGRESS_EVERY_S, caller_state_kept, show_progress
 from .stacked_model import StackedModel
 from .stacked_optim import StackedStep
 from .tasks import build_task
@@ -772,7 +772,8 @@ def train_ensemble(
     >>> sorted(results), results[2]["steps"], results[2]["conditions"]["ensemble"]
     ([0, 1, 2], 2, 3)
     """
-    members = run_members(_members(cfg, seeds, out), resume, progress, data_dir, task, on_eval, strict=True)
+    with caller_state_kept():  # the members set train.threads and seed: the caller's come back
+        members = run_members(_members(cfg, seeds, out), resume, progress, data_dir, task, on_eval, strict=True)
     results = {m.seed: m.result for m in members if m.result is not None}
     errors = {m.seed: m.exc or RuntimeError(m.error) for m in members if m.status in ("failed", "busy")}
     if errors:
@@ -799,10 +800,8 @@ def main_train(
     if member_configs(cfgs[0], seeds) != cfgs:  # what --seeds resolves is what the ensemble trains
         check_ensemble(cfgs)
     # a first line at once: building many members (and their data streams) takes a while
-    print(
-        f"ensemble {cfgs[0].name} x{len(cfgs)}: checking that the members fit in memory, then building them",
-        file=sys.stderr,
-        flush=True,
+    show_progress(
+        log, f"ensemble {cfgs[0].name} x{len(cfgs)}: checking that the members fit in memory, then building them"
     )
     try:
         results = train_ensemble(cfgs[0], seeds, [d for _, d in runs], "auto" if resume else False, progress, data_dir)

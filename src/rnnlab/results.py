@@ -322,6 +322,13 @@ def threshold_counts(
     divergence (``diverged.json``) counts with what it reached before, as the ledger counts it."""
     if steps_per_epoch is not None and steps_per_epoch <= 0:
         raise ValueError(f"--steps-per-epoch must be a positive number of optimizer steps, got {steps_per_epoch}")
+    bad = [t for t in thresholds if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < math.inf]
+    if bad or not thresholds:
+        shown = ", ".join(str(t) for t in bad) if bad else "none"
+        raise ValueError(
+            f"--thresholds must be finite positive numbers (a loss reaches them from above), got {shown}; "
+            f"e.g. --thresholds 1e-2,1e-4"
+        )
     notes: list[str] = []
     results = find_results(runs_dir, notes, diverged=True)
     if not results:

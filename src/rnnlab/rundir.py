@@ -464,6 +464,34 @@ def describe_holder(lock_path: Path) -> str:
         return f"locked by another process ({lock_path})"
 
 
+def check_path_length(path: str | Path) -> None:
+    """A one-line :class:`ConfigError` naming the part of ``path`` longer than the file system
+    takes (a name of more than NAME_MAX bytes, usually 255), or the whole path beyond PATH_MAX,
+    before anything is created: ``mkdir`` would make every folder above it first and then fail
+    with "File name too long", naming no part."""
+    path = Path(path)
+    anchor = next((q for q in (path, *path.parents) if q.exists()), Path("."))
+    try:
+        name_max = os.pathconf(anchor, "PC_NAME_MAX")
+        path_max = os.pathconf(anchor, "PC_PATH_MAX")
+    except (OSError, ValueError, AttributeError):  # no pathconf (Windows) or no such limit
+        name_max, path_max = 255, 4096
+    for part in path.parts:
+        n = len(os.fsencode(part))
+        if n > name_max:
+            shown = part if len(part) <= 60 else f"{part[:28]}...{part[-28:]}"
+            raise ConfigError(
+                f"the path part {shown!r} ({n} bytes) is longer than the {name_max} bytes a file or folder name "
+                f"may have here; shorten it (the run name, name=..., or --out / --runs-dir)"
+            )
+    total = len(os.fsencode(str(path.absolute())))
+    if total >= path_max:
+        raise ConfigError(
+            f"the path {str(path)[:60]!r}... is {total} bytes long, more than the {path_max} a path may have here; "
+            f"shorten the run name (name=...) or choose a shorter --out / --runs-dir"
+        )
+
+
 class claim:
     """``with claim(run_dir):`` hold the run directory's exclusive lock (creating the directory).
 
@@ -481,6 +509,7 @@ class claim:
             _held[key][1] += 1
             self.lock = _held[key][0]
             return self.lock
+        check_path_length(self.run_dir)  # before any directory is made
         p = self.run_dir
         while not p.exists():
             self.created.append(p)
@@ -488,9 +517,13 @@ class claim:
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
+            self._remove_created()
             raise ConfigError(
                 f"run directory {self.run_dir} is a file or lies below one; choose another --out / --runs-dir"
             ) from None
+        except BaseException:
+            self._remove_created()  # the directories made on the way (a failed start leaves none)
+            raise
         try:
             self.lock = RunLock(self.run_dir).acquire()
         except BaseException:

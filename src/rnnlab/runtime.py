@@ -30,6 +30,7 @@ docs/speed.md). Opt-outs: ``RNNLAB_MALLOC=default`` and ``RNNLAB_DENORMALS=keep`
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -144,3 +145,21 @@ def show_progress(logger, text: str) -> None:
     else:
         sys.stderr.write(text + "\n")
         sys.stderr.flush()
+
+
+@contextlib.contextmanager
+def caller_state_kept():
+    """Within it, a run may set torch's thread count (``train.threads``) and seed torch's global
+    random generators (``train.seed``); afterwards the caller's count and random state are back
+    (``train()``, ``train_ensemble()`` and ``check_cell()`` leave the process as they found it:
+    a script's own draws after a run are those it would make without the run)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() and torch.cuda.is_initialized() else []
+    try:
+        with torch.random.fork_rng(devices=cuda):
+            yield
+    finally:
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)

@@ -21,6 +21,9 @@ import torch
 
 #: the widest model the search builds
 MAX_WIDTH = 1 << 16
+#: how far above a budget the smallest model may be before the budget is refused (a narrower
+#: model does not exist, so the run would quietly train one that many times too large)
+OVER_BUDGET = 0.1
 #: how far from a refused width the search looks for an accepted one
 NEIGHBOURS = 8
 
@@ -110,6 +113,12 @@ def solve(build: Callable[[int], torch.nn.Module], budget: int, what: str = "the
         while True:
             found = _valid_near(count, max(hi - step, 1), 1, hi - 1) if hi > 1 else None
             if found is None:
+                if chi > budget * (1 + OVER_BUDGET):
+                    raise BudgetError(
+                        f"model.params = {budget} is below the smallest model of {what}: its narrowest width, "
+                        f"{hi}, has {chi} parameters ({chi / budget:.3g} times the budget); give model.params >= "
+                        f"{chi}, or set model.hidden_size"
+                    )
                 return hi, chi
             if found[1] < budget:
                 lo, clo = found

@@ -10,6 +10,9 @@ A suite is a TOML file (shipped ones live in ``rnnlab/suites/``)::
 
     [seeds_of]                           # optional: a preset's own seeds instead of ``seeds``
     "dmu/adding-gru" = [5, 6]            #   (rnnlab reproduce plan writes its runs so)
+
+    [set_of]                             # optional: a preset's own overrides, after ``set``
+    "dmu/adding-gru" = ["train.checkpoint_every=500"]
     metrics = ["test/loss"]              # columns of the summary table
 
     [analyze]                            # optional: the analysis recorded for each finished
@@ -36,13 +39,16 @@ checkpoint and exits 130; the same command continues.
 
 from __future__ import annotations
 
+import functools
 import itertools
+import logging
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import SECTIONS, ConfigError, flatten, toml_value, tomllib
 from .rundir import RunFiles
+from .runtime import show_progress
 
 SUITE_DIR = Path(__file__).parent / "suites"
 
@@ -64,10 +70,17 @@ class Suite:
     analyze: dict = field(default_factory=dict)
     #: ``{preset: [seeds]}``: the seeds of a preset that has its own, instead of ``seeds``
     seeds_of: dict = field(default_factory=dict)
+    #: ``{preset: ["key=value", ...]}``: overrides of one preset's runs, after ``set`` (``rnnlab
+    #: reproduce plan`` gives each long run its own checkpoint interval so)
+    set_of: dict = field(default_factory=dict)
 
     def seeds_for(self, preset: str) -> list[int]:
         """The seeds of ``preset``: its own (``seeds_of``) or the suite's."""
         return list(self.seeds_of.get(preset, self.seeds))
+
+    def set_for(self, preset: str) -> list[str]:
+        """The overrides of every run of ``preset``: the suite's ``set``, then its own (``set_of``)."""
+        return [*self.set, *self.set_of.get(preset, [])]
 
 
 def list_suites() -> list[str]:
@@ -96,6 +109,7 @@ def load_suite(name_or_path: str) -> Suite:
     grid_points(suite.grid, str(p))  # shape errors now; key errors when the runs are resolved
     _check_analyze(suite, str(p))
     _check_seeds_of(suite, str(p))
+    _check_set_of(suite, str(p))
     return suite
 
 
@@ -125,6 +139,18 @@ def _check_seeds_of(suite: Suite, where: str) -> None:
         _check_named_preset(suite, "seeds_of", preset, where)
         if not isinstance(seeds, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
             raise ConfigError(f"{where}: [seeds_of] {preset!r} = {seeds!r}: expected a list of integer seeds")
+
+
+def _check_set_of(suite: Suite, where: str) -> None:
+    if not isinstance(suite.set_of, dict):
+        raise ConfigError(
+            f'{where}: [set_of] must be a table of preset = ["key=value", ...], e.g. "dmu/adding-gru" = '
+            f'["train.checkpoint_every=500"]'
+        )
+    for preset, over in suite.set_of.items():
+        _check_named_preset(suite, "set_of", preset, where)
+        if not isinstance(over, list) or not all(isinstance(o, str) and "=" in o for o in over):
+            raise ConfigError(f'{where}: [set_of] {preset!r} = {over!r}: expected a list of "key=value" strings')
 
 
 def _check_grid_key(key: str, where: str) -> None:
@@ -179,13 +205,13 @@ def _jobs(suite: Suite, runs_dir: Path, extra: list[str]):
     for preset in suite.presets:
         for point in grid_points(suite.grid, f"suite {suite.name}"):
             for seed in suite.seeds_for(preset):
-                overrides = [*suite.set, *point, *extra, f"train.seed={seed}"]
+                overrides = [*suite.set_for(preset), *point, *extra, f"train.seed={seed}"]
                 try:  # fails early, before anything runs, on a bad suite
                     cfg = config.load(preset, overrides)
                 except ConfigError as e:
                     where = f" at grid point {point}" if point else ""
                     raise ConfigError(f"suite {suite.name}, preset {preset}{where}: {e}") from None
-                base = config.load(preset, [*suite.set, f"train.seed={seed}"])
+                base = config.load(preset, [*suite.set_for(preset), f"train.seed={seed}"])
                 rd = rundir.run_dir(Path(runs_dir) / suite.name, cfg, base)
                 if rd not in seen:  # two grid points that resolve to one configuration run once
                     seen.add(rd)
@@ -311,7 +337,7 @@ def main_suite(
 
     suite = load_suite(name)
     statuses: dict[Path, str] = {}
-    log = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    log = functools.partial(show_progress, logging.getLogger(__name__))  # hidden by -q, -qq
     try:
         out = run_suite(
             suite,
@@ -339,7 +365,7 @@ def main_suite(
     out.mkdir(parents=True, exist_ok=True)
     (out / "table.md").write_text(md + "\n")
     print(md)
-    print(f"\nwrote {out / 'table.md'}", file=sys.stderr)
+    log(f"\nwrote {out / 'table.md'}")
     failed = sorted(str(rd) for rd, st in statuses.items() if st in ("failed", "busy"))
     if failed:
         print(

@@ -67,7 +67,7 @@ from .rundir import (
     versions,
     write_error,
 )
-from .runtime import PROGRESS_EVERY_S, show_progress
+from .runtime import PROGRESS_EVERY_S, caller_state_kept, show_progress
 from .stepper import Stepper
 from .tasks import build_task
 from .tasks.base import Batch, Task
@@ -266,7 +266,9 @@ def train(
     # the device, resolved once for the run: one this machine lacks fails before anything is written
     if device is None:
         device = dev.resolve(cfg.train.device, cfg.train.precision)
-    with claim(run_dir):  # one writer per run directory; a failed start leaves no stub behind
+    # one writer per run directory; a failed start leaves no stub behind; the caller's torch
+    # thread count and random state are back afterwards (the run sets train.threads and seeds)
+    with claim(run_dir), caller_state_kept():
         before = {p.name for p in run_dir.iterdir()}
         try:
             mode = start_mode(RunFiles(run_dir), cfg, resume)

@@ -539,6 +539,8 @@ def test_the_plans_gpu_section_runs_on_a_local_ray_instance(tmp_path, capsys, ra
     assert "nnrnn/copy" in spec["presets"]
     spec["presets"] = ["nnrnn/copy"]  # the GPU section's data-free run (PTB needs its files)
     spec["seeds_of"] = {"nnrnn/copy": spec["seeds_of"]["nnrnn/copy"]}
+    spec["set_of"] = {k: v for k, v in spec.get("set_of", {}).items() if k == "nnrnn/copy"}
+    assert spec["set_of"]["nnrnn/copy"][0].startswith("train.checkpoint_every=")  # a 25-hour run's own
     suite.write_text(dump_toml(spec))
     argv[1] = str(suite)
     over = ["--set", "train.steps=3", "--set", "train.eval_every=3", "--runs-dir", str(tmp_path / "runs")]

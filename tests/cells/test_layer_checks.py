@@ -183,3 +183,22 @@ def test_dtype_checks_stand_aside_under_autocast(key):
         assert torch.isfinite(out2.float()).all()
     with pytest.raises(ValueError, match="dtype"):
         layer(x.bfloat16())
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_lengths_that_are_not_whole_numbers_are_refused_not_truncated(key):
+    """Float lengths were cut down by a cast ([2.7, 3] ran as [2, 3]; True ran as 1)."""
+    layer = layer_of(key).double()
+    x = torch.randn(T, B, I, dtype=torch.float64)
+    for bad in (torch.tensor([2.7, 3.0, 5.0]), [2.7, 3, 5], torch.tensor([float("nan"), 3.0, 5.0])):
+        with pytest.raises(ValueError, match=r"lengths must be whole numbers.*got \[(2\.7|nan), 3, 5\]"):
+            layer(x, lengths=bad)
+    with pytest.raises(ValueError, match="whole numbers"):
+        layer(x, lengths=torch.tensor([True, True, True]))
+    with pytest.raises(ValueError, match="whole numbers"):
+        unroll_lengths = torch.tensor([2.5, 3.0, 5.0])
+        rnnlab.cells.unroll(layer.cells[0], x, None, unroll_lengths)
+    # whole numbers in a float tensor mean what they say
+    a, _ = layer(x, lengths=torch.tensor([2.0, 3.0, 5.0]))
+    b, _ = layer(x, lengths=torch.tensor([2, 3, 5]))
+    assert torch.equal(a, b)

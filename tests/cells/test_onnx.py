@@ -89,3 +89,39 @@ def test_the_docs_count_what_exports():
 
     text = " ".join((Path(__file__).resolve().parents[2] / "docs" / "layers.md").read_text().split())
     assert f"{len(EXPORTABLE)} of the {len(CELLS)} cell families export" in text
+
+
+@pytest.mark.parametrize("key, bidirectional", [("gru", False), ("lstm", True), ("asrnn", False), ("dmu", True)])
+def test_a_layer_with_lengths_exports_and_equals_eager_at_another_batch_and_lengths(key, bidirectional):
+    """Export with lengths ended in 125 lines of torch output and an error cut at "Next steps:"
+    (the lengths' range check read their values, which a graph does not have)."""
+    torch.manual_seed(0)
+    layer = Recurrent(3, 4, cell=CELLS[key], bidirectional=bidirectional).eval()
+    proto = rnnlab.export_onnx(layer, (torch.randn(5, 2, 3), None, torch.tensor([5, 3])))
+    x, lengths = torch.randn(5, 3, 3), torch.tensor([2, 5, 4])  # another batch, other lengths
+    with torch.no_grad():
+        want, h_n = layer(x, None, lengths)
+    got = _run(proto, x, lengths)
+    leaves = h_n if isinstance(h_n, tuple) else (h_n,)
+    for g, w in zip(got, (want, *leaves)):
+        np.testing.assert_allclose(g, w.numpy(), rtol=1e-4, atol=1e-5)
+    assert np.all(got[0][2:, 0] == 0)  # past a length: zeros, as in eager
+
+
+def test_a_model_the_exporter_cannot_capture_is_one_line_naming_where_and_the_fix(capfd):
+    class Branchy(rnnlab.cells.RNNCell):
+        def forward(self, x, h):
+            h, _ = super().forward(x, h)
+            if h.sum() > 0:  # a branch on a value: no graph holds it
+                h = -h
+            return h, h
+
+    layer = Recurrent(3, 4, cell=Branchy)
+    capfd.readouterr()
+    with pytest.raises(RuntimeError) as info:
+        rnnlab.export_onnx(layer, (torch.randn(5, 2, 3),))
+    msg = str(info.value)
+    assert len(msg.splitlines()) == 1 and "Next steps" not in msg and "\x1b[" not in msg, msg
+    assert "test_onnx.py:" in msg and "torch.where" in msg, msg
+    out, err = capfd.readouterr()
+    assert out == "" and "def forward" not in err and len(err.splitlines()) <= 2, err

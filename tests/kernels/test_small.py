@@ -3,12 +3,19 @@
 the initial state, over the cells and options they serve, stacked layers with per-layer widths,
 lengths, a given initial state and bias off; and the same for E members at once."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 from rnnlab.cells import CELLS
 from rnnlab.cells.layers import Recurrent
 from rnnlab.kernels import small
+
+SRC = str(Path(small.__file__).resolve().parents[2])  # the rnnlab under test, for its subprocesses
 
 pytestmark = pytest.mark.skipif(not small.available(), reason="no C compiler for rnnlab.kernels.small")
 
@@ -174,8 +181,8 @@ def test_built_once_into_the_cache_and_never_at_import(monkeypatch, tmp_path):
     assert done.stdout.split() == ["0", "0"]  # importing compiles nothing
     monkeypatch.setattr(small, "_libs", {})
     assert small.library(torch.float64) is not None
-    built = sorted(p.name for p in tmp_path.iterdir())
-    assert len(built) == 1 and built[0].endswith("-f64.so")
+    built = sorted(p.name for p in tmp_path.iterdir())  # the build, named by its hash, and its record
+    assert len(built) == 2 and built[0].endswith(".so") and built[1].endswith("-f64.sha256")
     monkeypatch.setattr(small, "_libs", {})
     small.library(torch.float64)  # a second process (a fresh table) loads the same file
     assert sorted(p.name for p in tmp_path.iterdir()) == built
@@ -209,3 +216,59 @@ def test_tanh_is_accurate_relative_to_its_value_and_keeps_nan():
         ref = torch.tanh(x.to(dtype))
         torch.testing.assert_close(out[:-1], ref[:-1], rtol=rtol, atol=0)
         assert out[-1].isnan().all()
+
+
+def _tiny_run(cache, out, cc=None) -> subprocess.CompletedProcess:
+    """``rnnlab train`` of an LSTM of 4 units (the compiled loops' width) in a subprocess."""
+    env = {**os.environ, "RNNLAB_KERNEL_CACHE": str(cache), "PYTHONPATH": SRC}
+    if cc is not None:
+        env["CC"] = str(cc)
+    flags = ["train.steps=2", "task.L=4", "model.hidden_size=4", "task.val_size=16", "task.test_size=16"]
+    flags += ["train.batch_size=8", "train.eval_every=1"]
+    argv = [sys.executable, "-m", "rnnlab.cli", "train", "demo/lstm", "--out", str(out), "--quiet"]
+    return subprocess.run(argv + [a for f in flags for a in ("--set", f)], env=env, capture_output=True, text=True)
+
+
+def test_a_damaged_build_in_the_cache_is_rebuilt_with_a_note(tmp_path):
+    """A compiled library cut short in the cache killed every tiny-model run with a bus error
+    (SIGBUS) and left a half-made run folder and its lock."""
+    cache = tmp_path / "cache"
+    assert _tiny_run(cache, tmp_path / "a").returncode == 0
+    (lib,) = cache.glob("small-*-f32-*.so")
+    whole = lib.read_bytes()
+    for damage in (whole[:9000], whole[:-100] + bytes(100), b""):
+        lib.write_bytes(damage)
+        out = tmp_path / f"run{len(damage)}"
+        r = _tiny_run(cache, out)
+        assert r.returncode == 0, r.stderr
+        assert "cut short or changed since they were built; rebuilt them" in r.stderr, r.stderr
+        assert (out / "result.json").exists() and not (out / ".lock").exists()
+        (lib,) = cache.glob("small-*-f32-*.so")
+        assert lib.read_bytes() == whole or len(lib.read_bytes()) > 9000
+    lib.unlink()  # the build gone, its record left: rebuilt as well
+    assert "rebuilt them" in _tiny_run(cache, tmp_path / "gone").stderr
+
+
+@pytest.mark.parametrize(
+    "script, words",
+    [
+        ("exit 0", ["exited with status 0 but wrote nothing"]),
+        ("exit 3", ["exited with status 3 and printed nothing"]),
+        (
+            'for a; do case $p in -o) echo junk > "$a";; esac; p=$a; done; exit 0',
+            ["wrote 5 bytes that are not a shared library"],
+        ),
+    ],
+)
+def test_a_compiler_that_writes_nothing_or_fails_silently_is_named(tmp_path, script, words):
+    """A compiler that exits 0 and writes nothing, or fails with an empty message, left a vague
+    note ("RuntimeError: " or "OSError: file too short")."""
+    cc = tmp_path / "cc"
+    cc.write_text(f'#!/bin/sh\n[ "$1" = --version ] && exit 0\n{script}\n')
+    cc.chmod(0o755)
+    r = _tiny_run(tmp_path / "cache", tmp_path / "run", cc=cc)
+    assert r.returncode == 0, r.stderr
+    (note,) = [line for line in r.stderr.splitlines() if "compiled loops" in line]
+    assert str(cc) in note and "PyTorch paths" in note
+    for w in words:
+        assert w in note, note

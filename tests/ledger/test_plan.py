@@ -220,10 +220,11 @@ def test_shipped_suites_whose_runs_take_over_an_hour_checkpoint_between_evaluati
     long = 0
     for name in list_suites():
         suite = load_suite(name)
-        every = [int(s.split("=", 1)[1]) for s in suite.set if s.startswith("train.checkpoint_every=")]
         for preset, seconds, step_s in price.suite_jobs(suite, pricer):
             if seconds <= price.LONG_RUN_S:
                 continue
+            over = suite.set_for(preset)
+            every = [int(s.split("=", 1)[1]) for s in over if s.startswith("train.checkpoint_every=")]
             long += 1
             assert every, f"suite {name}: {preset} runs {seconds / 3600:.1f} h but sets no train.checkpoint_every"
             assert every[-1] * step_s <= 2 * price.CHECKPOINT_S, (name, preset, every, step_s)
@@ -287,3 +288,53 @@ def test_a_price_probe_prices_a_row_that_nothing_timed_and_is_no_evidence(tmp_pa
     assert "1 run records" in with_probe and "1 price probes (timings only" in with_probe
     status_lines = lambda t: [ln for ln in t.splitlines() if ln.startswith("| nnrnn |")]  # noqa: E731
     assert status_lines(without) and status_lines(with_probe) == status_lines(without)
+
+
+def test_plan_o_never_overwrites_a_foreign_file_and_leaves_no_stale_suite_beside_its_own(tmp_path, capsys):
+    """`reproduce plan -o FILE` overwrote FILE without a word, and a plan without GPU runs left
+    an earlier plan's FILE-gpu.toml beside it, listing runs the new plan does not."""
+    from rnnlab.cli import main
+
+    rec = tmp_path / "records"
+    timed(rec, "nnrnn/copy", 1, train_s=3.0, eval_s=0.15)
+    timed(rec, "nnrnn/psmnist", 1, train_s=9000.0, eval_s=100.0)  # ~2.5 h a run
+    mine = tmp_path / "mine.toml"
+    mine.write_text('name = "mine"\npresets = ["demo/lstm"]\n')
+    before = mine.read_bytes()
+    assert main(["reproduce", "plan", str(rec), "--paper", "nnrnn", "-o", str(mine)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "is not a suite that rnnlab reproduce plan wrote" in err and str(mine) in err
+    assert mine.read_bytes() == before and not (tmp_path / "mine-gpu.toml").exists()
+
+    plan = tmp_path / "plan.toml"
+    gpu = tmp_path / "plan-gpu.toml"
+    assert main(["reproduce", "plan", str(rec), "--paper", "nnrnn", "--budget", "1m", "-o", str(plan)]) == 0
+    assert gpu.exists() and "wrote " + str(gpu) in capsys.readouterr().out
+    # a budget that fits every run: no GPU section, so the earlier plan's GPU suite goes
+    assert main(["reproduce", "plan", str(rec), "--paper", "nnrnn", "--budget", "100h", "-o", str(plan)]) == 0
+    out = capsys.readouterr().out
+    assert f"wrote {plan} (replacing the plan there)" in out
+    assert not gpu.exists() and f"removed {gpu}" in out
+
+
+def test_each_long_run_of_a_plan_checkpoints_at_its_own_interval(tmp_path):
+    """The plan's suite set one train.checkpoint_every for all its runs, the slowest run's: a
+    run ten times faster checkpointed ten times as often as it needs."""
+    from rnnlab.suite import _jobs, load_suite
+
+    rec = tmp_path / "records"
+    timed(rec, "nnrnn/copy", 1, train_s=2 * 3600.0, eval_s=10.0)  # two long runs, ten-fold apart
+    timed(rec, "nnrnn/psmnist", 1, train_s=20 * 3600.0, eval_s=100.0)
+    path = tmp_path / "plan.toml"
+    assert main_plan([rec], "100h", "nnrnn", str(path)) == 0
+    suite = load_suite(str(path))
+    plan = make_plan([rec], budget_s=parse_budget("100h"), paper="nnrnn")
+    every = {}
+    for job in plan.cpu:
+        (ck,) = [o for o in suite.set_for(job.preset) if o.startswith("train.checkpoint_every=")]
+        every[job.preset] = int(ck.split("=")[1])
+        assert every[job.preset] == price.checkpoint_every(job.need.cpu.step_s), job.preset
+        assert every[job.preset] * job.need.cpu.step_s <= price.CHECKPOINT_S
+    assert len(every) >= 2 and len(set(every.values())) > 1, every  # not one interval for all
+    for preset, overrides, _ in _jobs(suite, tmp_path / "runs", []):  # what the suite trains
+        assert f"train.checkpoint_every={every[preset]}" in overrides

@@ -44,11 +44,34 @@ def check_lengths(lengths: Tensor, T: int, B: int) -> None:
     """``lengths`` must hold one length in [1, T] per batch element. Inside ``torch.func.vmap``
     (an ensemble of models, :mod:`rnnlab.ensemble`) the values cannot be read: the caller checks
     each member's lengths before."""
+    if not batched(lengths):
+        as_lengths(lengths)  # whole numbers (a float length would be cut short by a cast)
     if lengths.shape != (B,):
         got = tuple(lengths.shape) if batched(lengths) else lengths.tolist()
         raise ValueError(f"lengths must hold one length in [1, {T}] per batch element ({B}), got {got}")
+    if _capturing():  # torch.export: the values are symbolic (checked when the model ran eagerly)
+        return
     if B > 0 and not batched(lengths) and (lengths.min() < 1 or lengths.max() > T):
         raise ValueError(f"lengths must hold one length in [1, {T}] per batch element ({B}), got {lengths.tolist()}")
+
+
+def as_lengths(lengths) -> Tensor:
+    """``lengths`` (a tensor, list or array) as an int64 tensor; a value that is not a whole
+    number (``2.7``, NaN, ``True``) is a one-line ``ValueError`` naming it, where a cast would
+    quietly truncate it."""
+    t = lengths if isinstance(lengths, Tensor) else torch.as_tensor(lengths)
+    if t.dtype == torch.bool or t.is_complex() or (t.is_floating_point() and not batched(t)):
+        whole = not (t.dtype == torch.bool or t.is_complex()) and bool(
+            torch.isfinite(t).all() and torch.equal(t, t.round())
+        )
+        if not whole:
+            values = [f"{v:g}" if isinstance(v, float) else str(v) for v in t.flatten().tolist()]
+            raise ValueError(
+                f"lengths must be whole numbers, one per sequence, got [{', '.join(values[:8])}"
+                f"{', ...' if len(values) > 8 else ''}] ({t.dtype}); give integers, e.g. torch.tensor([5, 3]) "
+                f"(a cast would truncate them)"
+            )
+    return t.to(torch.long) if t.dtype != torch.long else t
 
 
 def real_option(name: str, value, expected: str = "a finite number", ok=lambda v: True) -> float:
@@ -90,6 +113,26 @@ class Cell(nn.Module):
       the default is the step loop, which runs under vmap for any cell,
     * ``tag_parameters`` to route parameters to optimizer groups (e.g. ``"orthogonal"``).
     """
+
+    #: the methods that run many steps at once without calling ``forward`` (fast paths)
+    FAST_PATHS = ("sequence", "sequence_mapped", "batched_sequence", "small_sequence")
+
+    def __init_subclass__(cls, **kwargs):
+        """A cell of one's own that derives from a built-in cell and overrides ``forward`` (or
+        ``sequence``) runs its own code: the fast paths it would inherit from above that
+        override compute the parent's recurrence, not its own, so they are replaced by the
+        defaults here, which call ``forward`` (or ``sequence``) step by step. A fast path the
+        class defines itself, or one defined with its ``forward``, is kept; rnnlab's own cells
+        keep theirs (they are tested against their step loops)."""
+        super().__init_subclass__(**kwargs)
+        for step, paths in (("forward", Cell.FAST_PATHS), ("sequence", Cell.FAST_PATHS[1:])):
+            owner = _defining_class(cls, step)
+            if owner.__module__.split(".")[0] == "rnnlab":
+                continue
+            for name in paths:
+                where = _defining_class(cls, name)
+                if where is not Cell and where is not owner and issubclass(owner, where):
+                    setattr(cls, name, vars(Cell)[name])
 
     def __init__(self, input_size: int, hidden_size: int, backend: str = "auto"):
         super().__init__()
@@ -338,6 +381,11 @@ class Cell(nn.Module):
         return None
 
 
+def _defining_class(cls: type, name: str) -> type:
+    """The class of ``cls``'s method resolution order that defines ``name``."""
+    return next(k for k in cls.__mro__ if name in vars(k))
+
+
 def batched_path(cell_class: type) -> str | Callable:
     """What ``cell_class`` runs in an ensemble's batched model: its own
     :meth:`Cell.batched_sequence` (a batched fast path), or "reference" (the step loop)."""
@@ -372,7 +420,7 @@ def unroll(cell: Cell, x: Tensor, state: State | None = None, lengths: Tensor | 
                 h, state = cell(x_t, state)
                 outputs.append(h)
         else:
-            lengths = lengths.to(x.device)
+            lengths = as_lengths(lengths).to(x.device)
             for t, x_t in enumerate(x.unbind(0)):
                 h, new = cell(x_t, state)
                 keep = (lengths > t).unsqueeze(1)

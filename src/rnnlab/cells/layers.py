@@ -24,7 +24,7 @@ from ..kernels.amp import autocasting
 from ..kernels.checkpoint import checkpointed_sequence
 from ..kernels.state import State, map_state
 from .asrnn import ASRNNCell
-from .base import Cell, _capturing, _tracing, check_lengths, check_size, unroll
+from .base import Cell, _capturing, _tracing, as_lengths, check_lengths, check_size, real_option, unroll
 from .classic import GRUCell, IRNNCell, LSTMCell, RNNCell
 from .dmu import DMUCell, RHNCell
 from .euler import AntisymmetricRNNCell, IncrementalRNNCell, LipschitzRNNCell, NAISNetCell
@@ -201,8 +201,7 @@ class Recurrent(nn.Module):
             widths = [int(hidden_size)] * max(int(num_layers), 1)
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        dropout = real_option(f"{name}: dropout", dropout, "a float in [0, 1)", lambda v: 0 <= v < 1)
         self.input_size, self.hidden_size, self.hidden_sizes = int(input_size), widths[-1], widths
         self._mixed = len(set(widths)) > 1  # per-layer states then travel as a list
         self.num_layers, self.batch_first, self.dropout = int(num_layers), bool(batch_first), dropout
@@ -481,7 +480,7 @@ class Recurrent(nn.Module):
         if h0 is not None:
             self.check_h0(h0, x)
         if lengths is not None:
-            lengths = torch.as_tensor(lengths, dtype=torch.long).cpu()
+            lengths = as_lengths(lengths).cpu()
             check_lengths(lengths, x.shape[0], x.shape[1])
         if x.shape[1] == 0:
             out, h_n = self._empty_result(x)
@@ -693,6 +692,13 @@ def from_torch(module: nn.Module) -> nn.Module:
 
 
 def _torch_class(cell: Cell, what: str):
+    for family in (LSTMCell, GRUCell, RNNCell):
+        if isinstance(cell, family) and type(cell).forward is not family.forward:
+            raise TypeError(
+                f"{what}: {type(cell).__name__} derives from {family.__name__} but overrides forward, so "
+                f"torch.nn's layer would compute {family.__name__}'s update, not its own; keep the rnnlab "
+                f"layer, or capture it with torch.export (docs/layers.md, 'Capture')"
+            )
     if isinstance(cell, LSTMCell):
         return nn.LSTM, nn.LSTMCell, {}
     if isinstance(cell, GRUCell):

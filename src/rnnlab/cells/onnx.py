@@ -16,7 +16,9 @@ module handles them:
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import logging
 import warnings
 from pathlib import Path
@@ -50,6 +52,33 @@ def _complex_cell(module: nn.Module) -> str | None:
         if type(m).__name__ in COMPLEX_CELLS:
             return type(m).__name__
     return None
+
+
+def _export_failure(e: BaseException) -> str:
+    """One line for an exporter failure: the innermost error (the exporter wraps it in a
+    message that ends in "Next steps:"), where in the model's code it arose, and the fix."""
+    import re
+    import traceback
+
+    inner = e
+    while inner.__cause__ is not None:
+        inner = inner.__cause__
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in str(inner).splitlines()]
+    first = next((line for line in lines if "No ONNX function" in line), next((x for x in lines if x), ""))
+    frames = [
+        f
+        for f in traceback.extract_tb(inner.__traceback__)
+        if not re.search(r"[/\\](torch|onnx\w*|onnxscript|sympy|contextlib|functools)[/\\]", f.filename)
+    ]
+    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+    data = "data-dependent" in first or "DataDependent" in type(inner).__name__
+    fix = (
+        "the model's Python code branches on a tensor's value, which a graph cannot hold; compute both "
+        "branches with torch.where instead"
+        if data
+        else "the exporter cannot capture this model; capture it with torch.export instead (docs/layers.md, 'Capture')"
+    )
+    return f"{type(inner).__name__}: {first[:240]}{where}; {fix}"
 
 
 def export_onnx(module: nn.Module, example: tuple, path: str | Path | None = None, *, dynamic_batch: bool = True):
@@ -90,20 +119,38 @@ def export_onnx(module: nn.Module, example: tuple, path: str | Path | None = Non
     x = example[0] if example else None
     if dynamic_batch and isinstance(x, torch.Tensor) and x.dim() == 3:
         axis = 0 if getattr(module, "batch_first", False) else 1
-        dynamic_shapes = ({axis: torch.export.Dim("batch", min=1, max=1 << 20)},) + (None,) * (len(example) - 1)
-    quiet = [logging.getLogger(n) for n in ("torch.onnx", "onnxscript", "onnx_ir")]
+        batch = torch.export.Dim("batch", min=1, max=1 << 20)
+        # a layer's call is (input, h0, lengths): h0's leaves (D L, B, H) and lengths (B,) share
+        # the input's batch
+        rest = []
+        for i, a in enumerate(example[1:], 1):
+            if i == 1 and isinstance(a, torch.Tensor) and a.dim() == 3:
+                rest.append({1: batch})
+            elif i == 1 and isinstance(a, tuple) and all(isinstance(t, torch.Tensor) and t.dim() == 3 for t in a):
+                rest.append(tuple({1: batch} for _ in a))
+            elif i == 2 and isinstance(a, torch.Tensor) and a.dim() == 1:
+                rest.append({0: batch})
+            else:
+                rest.append(None)
+        dynamic_shapes = ({axis: batch}, *rest)
+    # the exporter's loggers (torch.fx and torch.export print the whole graph on a failure)
+    quiet = [
+        logging.getLogger(n)
+        for n in ("torch.onnx", "onnxscript", "onnx_ir", "torch.fx", "torch.export", "torch._export")
+    ]
     levels = [lg.level for lg in quiet]
     try:
         for lg in quiet:
             lg.setLevel(logging.ERROR)
-        with warnings.catch_warnings(), torch.no_grad():
+        # torch.export prints the whole graph to stderr when it fails (about 125 lines for a
+        # small layer): the one-line error below says what matters
+        with warnings.catch_warnings(), torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
             warnings.simplefilter("ignore")  # the exporter's own notes (deprecations, fallbacks)
             program = torch.onnx.export(
                 frozen, example, dynamo=True, dynamic_shapes=dynamic_shapes, verbose=False, report=False
             )
     except Exception as e:  # noqa: BLE001 - the exporter raises many kinds; name it in one line
-        first = next((line for line in str(e).splitlines() if "No ONNX function" in line), str(e).splitlines()[0])
-        raise RuntimeError(f"{what} could not be exported to ONNX: {first.strip()[:300]}") from e
+        raise RuntimeError(f"{what} could not be exported to ONNX: {_export_failure(e)}") from e
     finally:
         for lg, level in zip(quiet, levels):
             lg.setLevel(level)

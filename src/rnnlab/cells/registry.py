@@ -21,6 +21,7 @@ import importlib
 import importlib.util
 import re
 import sys
+import traceback
 from pathlib import Path
 
 #: the entry-point group through which installed packages offer cells
@@ -70,10 +71,34 @@ def _import_file(path: str, spec: str):
     sys.modules[name] = module  # before executing: dataclasses and pickling look it up
     try:
         loader_spec.loader.exec_module(module)
+    except (Exception, SystemExit) as e:
+        del sys.modules[name]
+        raise UnknownCell(f"model.cell = {spec!r}: {_import_failure(str(file), e)}") from None
     except BaseException:
         del sys.modules[name]
         raise
     return module
+
+
+def _import_failure(what: str, e: BaseException) -> str:
+    """One line for a plug-in (a cell's file, module or entry point) that raised ``e`` while
+    importing: what failed, where, and the fix."""
+    if isinstance(e, ModuleNotFoundError) and e.name:
+        return (
+            f"importing {what} failed: it imports {e.name!r}, which is not installed; install it "
+            f"(pip install ...) in this environment, or remove the import"
+        )
+    if isinstance(e, SyntaxError):
+        where = f"{e.filename}, line {e.lineno}" if e.filename else what
+        return f"importing {what} failed: {type(e).__name__}: {e.msg} ({where}); fix the file"
+    frames = traceback.extract_tb(e.__traceback__)
+    last = frames[-1] if frames else None
+    where = f" ({Path(last.filename).name}, line {last.lineno})" if last else ""
+    first = str(e).splitlines()[0] if str(e) else ""
+    return (
+        f"importing {what} failed: {type(e).__name__}{': ' + first if first else ''}{where}; fix it "
+        f"(importing it in Python shows the whole traceback)"
+    )
 
 
 def import_cell(spec: str) -> type:
@@ -89,10 +114,14 @@ def import_cell(spec: str) -> type:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as e:
             missing = e.name or module_name
+            if not (module_name == missing or module_name.startswith(missing + ".")):  # a dependency
+                raise UnknownCell(f"model.cell = {spec!r}: {_import_failure(f'module {module_name!r}', e)}") from None
             raise UnknownCell(
                 f"model.cell = {spec!r}: cannot import module {module_name!r} (no module named {missing!r}); "
                 f"install its package, or add the folder that holds it to PYTHONPATH"
             ) from None
+        except (Exception, SystemExit) as e:
+            raise UnknownCell(f"model.cell = {spec!r}: {_import_failure(f'module {module_name!r}', e)}") from None
     obj = module
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -124,9 +153,17 @@ def _from_entry_point(name: str):
     try:
         obj = ep.load()
     except (ImportError, AttributeError) as e:
+        if isinstance(e, ModuleNotFoundError) and e.name and not ep.value.startswith(e.name):
+            why = _import_failure(f"module {ep.value.partition(':')[0]!r}", e)  # a dependency
+        else:
+            why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}; reinstall the package that declares it"
         raise UnknownCell(
-            f"cell {name!r} (entry point {ep.value!r} of group {ENTRY_POINT_GROUP!r}) does not load: "
-            f"{type(e).__name__}: {e}; reinstall the package that declares it"
+            f"cell {name!r} (entry point {ep.value!r} of group {ENTRY_POINT_GROUP!r}) does not load: {why}"
+        ) from None
+    except (Exception, SystemExit) as e:  # a broken plug-in: one line, only where it is used
+        why = _import_failure(f"module {ep.value.partition(':')[0]!r}", e)
+        raise UnknownCell(
+            f"cell {name!r} (entry point {ep.value!r} of group {ENTRY_POINT_GROUP!r}) does not load: {why}"
         ) from None
     return _check_class(obj, ep.value, f"entry point {name!r}")
 
@@ -140,6 +177,7 @@ class CellRegistry(dict):
         super().__init__(cells)
         #: the keys rnnlab ships (the others were registered in this process)
         self.builtin = frozenset(cells)
+        self._builtin = dict(cells)
 
     def resolve(self, name: str) -> type:
         """The cell class of ``name`` (see the module docstring), else :class:`UnknownCell`."""
@@ -158,6 +196,22 @@ class CellRegistry(dict):
             f"cls), or model.cell = 'package.module:ClassName' (docs/own-cell.md)",
             choices=known,
         )
+
+    def __setitem__(self, name, cls) -> None:
+        if name in self.builtin and dict.get(self, name) is not cls:
+            # a run records its cell by name: tables, the ledger and every other process
+            # (evaluate, a pool worker) would read this cell as the built-in one
+            raise ValueError(
+                f"cell name {name!r} is the built-in {self._builtin[name].__name__} (runs, tables and the "
+                f"ledger take the name for it); register {getattr(cls, '__name__', cls)} under a name of its "
+                f"own, e.g. register_cell({name + '-mine'!r}, {getattr(cls, '__name__', 'cls')})"
+            )
+        dict.__setitem__(self, name, cls)
+
+    def __delitem__(self, name) -> None:
+        if name in self.builtin:
+            raise ValueError(f"cell name {name!r} is a built-in cell; it cannot be removed")
+        dict.__delitem__(self, name)
 
     def __missing__(self, name):
         try:
@@ -181,7 +235,9 @@ class CellRegistry(dict):
     def register(self, name: str, cls: type, *, replace: bool = False) -> type:
         """``rnnlab.register_cell(name, cls)``: make ``cls`` (a subclass of
         :class:`rnnlab.cells.Cell`) available as ``model.cell = name`` in this process; returns
-        ``cls``. A name of a built-in cell, or one registered before, needs ``replace=True``.
+        ``cls``. A name registered before in this process needs ``replace=True``; the name of a
+        built-in cell is refused (runs record their cell by name, so another cell under it would
+        read as the built-in one in tables, the ledger and other processes).
 
         >>> import rnnlab
         >>> class Tiny(rnnlab.RNNCell):

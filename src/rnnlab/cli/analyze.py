@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-from .common import DEPRECATED_UNTIL, _at_least_one, _note
+from .common import DEPRECATED_UNTIL, _at_least_one, _note, progress_line
 
 
 def cmd_analyze_schur(args) -> int:
@@ -100,7 +99,7 @@ def cmd_analyze_jacobian(args) -> int:
         figure,
         title=f"singular values of J(t1 + lag, t1) along {args.split} sequence {args.index}",
     )
-    print(f"wrote {', '.join(map(str, [figure, *written]))}", file=sys.stderr)
+    progress_line(f"wrote {', '.join(map(str, [figure, *written]))}")
     return 0
 
 

@@ -4,6 +4,7 @@ files of a run's record, and the one-line notes.
 
 from __future__ import annotations
 
+import logging
 import sys
 
 #: where ``--help`` points for documentation (the wheel ships no docs/); the one home of this URL
@@ -18,7 +19,39 @@ DEMO_METRICS = ["test/loss", "test/recall_accuracy"]
 
 
 def _note(text: str) -> None:
-    print(f"rnnlab: note: {text}", file=sys.stderr)
+    """A note on stderr; hidden by -qq (only errors), shown by -q."""
+    if logging.getLogger("rnnlab").isEnabledFor(logging.WARNING):
+        print(f"rnnlab: note: {text}", file=sys.stderr)
+
+
+def progress_line(text: str, logger: str = "rnnlab.cli") -> None:
+    """A progress or information line on stderr ("run NAME -> DIR", "wrote FILE"): shown by
+    default, hidden by -q and -qq (the command line's log level decides, as for the library's
+    own progress lines: :func:`rnnlab.runtime.show_progress`)."""
+    from ..runtime import show_progress
+
+    show_progress(logging.getLogger(logger), text)
+
+
+def quiet(args) -> bool:
+    """Whether a command shows no progress bar: its own --quiet, or -q / -qq."""
+    return bool(getattr(args, "quiet", False) or getattr(args, "log_quiet", 0) > 0)
+
+
+def _names(text: str | None, flag: str, example: str, without: str) -> list[str] | None:
+    """A comma-separated option (``--tasks a,b``) as its list of names; None when not given. One
+    given but naming nothing (``--tasks ''``, ``','``) is refused: read as "not given", it
+    selected everything. ``without``: what leaving the option out gives."""
+    from ..config import ConfigError
+
+    if text is None:
+        return None
+    names = list(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+    if not names:
+        raise ConfigError(
+            f"{flag} {text!r} names nothing; give one or more (e.g. {flag} {example}), or leave it out for {without}"
+        )
+    return names
 
 
 def _at_least_one(value: int | None, flag: str, meaning: str) -> None:

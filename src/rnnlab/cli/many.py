@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from .common import DEMO_METRICS, DEMO_PRESETS, _at_least_one
+from .common import DEMO_METRICS, DEMO_PRESETS, _at_least_one, progress_line, quiet
 from .training import _device_overrides, _print_result
 
 
@@ -77,7 +76,7 @@ def cmd_reproduce(args) -> int:
     return 0
 
 
-def _demo_run(name: str, out: Path, overrides: list[str], fresh: bool) -> Path:
+def _demo_run(name: str, out: Path, overrides: list[str], fresh: bool, progress: bool | None = None) -> Path:
     """Train one demo model into ``out`` (or reuse a finished run of the same configuration)."""
     import shutil
 
@@ -88,17 +87,16 @@ def _demo_run(name: str, out: Path, overrides: list[str], fresh: bool) -> Path:
     run_dir = rundir.run_dir(out, cfg, config.load(name)).parent
     with rundir.claim(run_dir):
         if not fresh and rundir.is_finished(run_dir, cfg):
-            print(f"{cfg.name}: already done in {run_dir} (use --fresh to rerun)", file=sys.stderr)
+            progress_line(f"{cfg.name}: already done in {run_dir} (use --fresh to rerun)")
             return run_dir
         for f in run_dir.iterdir():  # under the lock: clear a stale or --fresh run
             if f.name != rundir.LOCK_NAME:
                 shutil.rmtree(f) if f.is_dir() else f.unlink()
-        print(
+        progress_line(
             f"training {cfg.name} ({cfg.model.cell}, hidden {cfg.model.hidden_size or f'for {cfg.model.params} parameters'}) "
-            f"on {cfg.task.name} L={cfg.task.options.get('L')} ...",
-            file=sys.stderr,
+            f"on {cfg.task.name} L={cfg.task.options.get('L')} ..."
         )
-        _print_result(train.train(cfg, run_dir, progress=None))
+        _print_result(train.train(cfg, run_dir, progress=progress))
     return run_dir
 
 
@@ -125,7 +123,8 @@ def cmd_demo(args) -> int:
     _at_least_one(args.steps, "--steps", "training steps per model; leave it out for the presets' 600")
     out = Path(args.out)
     overrides = ([f"train.steps={args.steps}"] if args.steps is not None else []) + _device_overrides(args)
-    dirs = [_demo_run(name, out, overrides, args.fresh) for name in DEMO_PRESETS]
+    bar = False if quiet(args) else None
+    dirs = [_demo_run(name, out, overrides, args.fresh, bar) for name in DEMO_PRESETS]
     png = plot_curves(dirs, out / "loss.png", "val/loss", title="copy task (K=10, L=40): validation loss")
     md = table(dirs, DEMO_METRICS)
     (out / "table.md").write_text(md + "\n")

@@ -3,6 +3,7 @@ against the papers' baselines (docs/own-cell.md)."""
 
 from __future__ import annotations
 
+from .common import _names
 from .training import _parse_seeds
 
 
@@ -17,7 +18,7 @@ def cmd_compare(args) -> int:
 
     return main_compare(
         cell=args.cell,
-        tasks=[t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None,
+        tasks=_names(args.tasks, "--tasks", "adding,copy-T200", "all of them"),
         budget=args.budget,
         seeds=_parse_seeds(args.seeds) if args.seeds is not None else [0, 1, 2],
         out=args.out,

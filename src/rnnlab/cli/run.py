@@ -14,6 +14,14 @@ from .parser import build_parser
 _PATH_ARGUMENTS = ("runs_dir", "out", "data_dir", "record", "run", "runs")
 
 
+#: what continues a command stopped by Ctrl-C (suite, sweep and compare say it themselves)
+_AFTER_INTERRUPT = {
+    "train": "; `rnnlab train ... --resume` continues from the last checkpoint",
+    "demo": "; rerun the same command: the models already trained are reused, the others start again",
+    "check-cell": "; rerun the same command (the checks start again)",
+}
+
+
 def _refuse_symlink_loops(args) -> None:
     """A path that runs into a loop of symbolic links is a one-line error before anything
     starts (pathlib raises a bare RuntimeError for one, deep inside; ``exists()`` says False)."""
@@ -156,7 +164,7 @@ def _run(args) -> int:
         if line is None:
             raise
     except KeyboardInterrupt:
-        print("rnnlab: interrupted; `rnnlab train ... --resume` continues from the last checkpoint", file=sys.stderr)
+        print(f"rnnlab: interrupted{_AFTER_INTERRUPT.get(args.command, '')}", file=sys.stderr)
         return 130
     print(f"rnnlab: error: {line[0]}", file=sys.stderr)
     return line[1]

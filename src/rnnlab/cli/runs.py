@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from .common import DEPRECATED_UNTIL, _at_least_one, _note
+from .common import DEPRECATED_UNTIL, _at_least_one, _names, _note
 
 
 def cmd_evaluate(args) -> int:
@@ -33,7 +33,8 @@ def cmd_export(args) -> int:
 def cmd_table(args) -> int:
     from ..results import table
 
-    print(table(args.runs_dir, metrics=args.metrics.split(",") if args.metrics else None))
+    metrics = _names(args.metrics, "--metrics", "test/loss,test/accuracy", "the task's own")
+    print(table(args.runs_dir, metrics=metrics))
     return 0
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
+
+from .common import progress_line, quiet
 
 
 def _run_dir(args, cfg) -> Path:
@@ -126,7 +127,7 @@ def cmd_train(args) -> int:
         run_dir = _run_dir(args, cfg)
         # the run's one device resolution, before anything is printed or written
         dev = device.resolve(cfg.train.device, cfg.train.precision)
-        print(f"run {cfg.name} -> {run_dir}", file=sys.stderr)
+        progress_line(f"run {cfg.name} -> {run_dir}")
         if args.ensemble:  # all seeds as one batched model, below
             runs.append((cfg, run_dir))
             continue
@@ -136,13 +137,13 @@ def cmd_train(args) -> int:
             # it is, a finished one is reported, one never checkpointed starts
             resume = "auto"
             if not rundir.RunFiles(run_dir).checkpoint.exists():
-                print(f"  seed {seed}: no checkpoint to resume; starting it", file=sys.stderr)
+                progress_line(f"  seed {seed}: no checkpoint to resume; starting it")
         r = train.train(
-            cfg, run_dir, resume=resume, progress=False if args.quiet else None, data_dir=args.data_dir, device=dev
+            cfg, run_dir, resume=resume, progress=False if quiet(args) else None, data_dir=args.data_dir, device=dev
         )
         _print_result(r)
     if runs:
         from ..ensemble import main_train
 
-        return main_train(runs, args.resume, False if args.quiet else None, args.data_dir, _print_result)
+        return main_train(runs, args.resume, False if quiet(args) else None, args.data_dir, _print_result)
     return 0

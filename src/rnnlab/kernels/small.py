@@ -12,7 +12,9 @@ each member with its own weights.
 The C source ships with the package and is compiled with the system's C compiler (``cc``, or
 ``$CC``) the first time a tiny recurrence runs, never at import, into
 ``$XDG_CACHE_HOME/rnnlab/kernels`` (default ``~/.cache/rnnlab/kernels``; ``RNNLAB_KERNEL_CACHE``
-overrides), keyed by the source and the compiler, so later processes load it at once. Where
+overrides), keyed by the source and the compiler, so later processes load it at once; each
+build is recorded with its SHA-256, and one cut short or changed since (loading it could kill the
+process with a bus error) is rebuilt, with a note. Where
 there is no compiler (or it fails), a one-line note says so and the cells run their PyTorch
 paths: the same results, slower.
 
@@ -29,6 +31,7 @@ all steps, weights as the cells store them, ``h0`` (B, H), ``lengths`` (B,) or N
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -94,6 +97,60 @@ def _cpu() -> str:
     return f"{info.get('model name', '')}\n{info.get('flags', '')}"
 
 
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _cached(folder: Path, stem: str) -> tuple[Path | None, Path | None]:
+    """(the cached build of ``stem``, whole and unchanged; else None, and the damaged or missing
+    file the cache's record names, if any). A build is a file named by its content's hash, and
+    the record ``stem.sha256`` holds that hash: a file cut short or changed since it was built
+    (loading one can kill the process with a bus error) does not match it."""
+    try:
+        digest = (folder / f"{stem}.sha256").read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None, None
+    lib = folder / f"{stem}-{digest[:16]}.so"
+    try:
+        if len(digest) == 64 and _sha256(lib) == digest:
+            return lib, None
+    except OSError:
+        pass
+    return None, lib
+
+
+def _build(cc: str, flags: tuple, folder: Path, stem: str) -> Path:
+    """Compile ``small.c`` into ``folder`` and record the build's hash (both written atomically:
+    a concurrent process loads a whole file or builds its own)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
+    os.close(fd)
+    try:
+        done = subprocess.run([cc, *flags, str(SOURCE), "-o", tmp, "-lm"], capture_output=True, text=True, timeout=300)
+        said = " ".join((done.stderr or done.stdout).split())[:300]
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"{cc} exited with status {done.returncode}" + (f": {said}" if said else " and printed nothing")
+            )
+        head = Path(tmp).read_bytes()[:4]
+        if head not in (b"\x7fELF", b"\xcf\xfa\xed\xfe", b"\xce\xfa\xed\xfe", b"MZ\x90\x00"):
+            size = os.path.getsize(tmp)
+            raise RuntimeError(
+                f"{cc} exited with status 0 but wrote {'nothing' if size == 0 else f'{size} bytes that are not a shared library'}"
+                + (f" (it printed: {said})" if said else "")
+            )
+        digest = _sha256(Path(tmp))
+        lib = folder / f"{stem}-{digest[:16]}.so"
+        os.replace(tmp, lib)
+        record = folder / f"{stem}.sha256.{os.getpid()}.tmp"
+        record.write_text(digest + "\n")
+        os.replace(record, folder / f"{stem}.sha256")
+        return lib
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
 def _compile(kind: str) -> ctypes.CDLL | None:
     cc = shutil.which(os.environ.get("CC") or "cc")
     if cc is None:
@@ -103,34 +160,46 @@ def _compile(kind: str) -> ctypes.CDLL | None:
             "slower); install one (e.g. apt-get install gcc) for the compiled loops of rnnlab.kernels.small",
         )
         return None
+    folder = cache_dir()
     try:
         version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=60).stdout
         flags = (*FLAGS, "-DSINGLE") if kind == "f32" else FLAGS
         parts = [SOURCE.read_text(), cc, version, *flags, _cpu()]
-        key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
-        target = cache_dir() / f"small-{key}-{kind}.so"
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
-            os.close(fd)
-            try:
-                done = subprocess.run(
-                    [cc, *flags, str(SOURCE), "-o", tmp, "-lm"], capture_output=True, text=True, timeout=300
+        stem = f"small-{hashlib.sha256(chr(0).join(parts).encode()).hexdigest()[:16]}-{kind}"
+        lib, damaged = _cached(folder, stem)
+        if lib is None:
+            lib = _build(cc, flags, folder, stem)
+            if damaged is not None:
+                if damaged != lib:
+                    with contextlib.suppress(OSError):
+                        damaged.unlink()
+                _note(
+                    f"damaged-{kind}",
+                    f"the compiled loops in {damaged} were missing, cut short or changed since they were built; "
+                    f"rebuilt them as {lib.name}",
                 )
-                if done.returncode != 0:
-                    raise RuntimeError(" ".join((done.stderr or done.stdout).split())[:300])
-                os.replace(tmp, target)  # atomic: a concurrent process loads a whole file or compiles its own
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-        return ctypes.CDLL(str(target))
-    except Exception as e:  # noqa: BLE001 - any failure means: the PyTorch path
+        return ctypes.CDLL(str(lib))
+    except OSError as e:  # the cache folder: not writable, a file, full
+        where = e.filename or folder
+        if not str(where).startswith(str(folder)):
+            return _not_built(cc, e)
         _note(
             "compile",
-            f"the compiled loops of rnnlab.kernels.small could not be built with {cc} ({type(e).__name__}: {e}); "
-            f"tiny recurrences run on their PyTorch paths (the same results, slower)",
+            f"the compiled loops of rnnlab.kernels.small could not be built in {where} ({e.strerror or e}); "
+            f"tiny recurrences run on their PyTorch paths (the same results, slower); set RNNLAB_KERNEL_CACHE "
+            f"to a writable folder for them",
         )
         return None
+    except Exception as e:  # noqa: BLE001 - any failure means: the PyTorch path
+        return _not_built(cc, e)
+
+
+def _not_built(cc: str, e: Exception) -> None:
+    _note(
+        "compile",
+        f"the compiled loops of rnnlab.kernels.small could not be built with {cc} ({type(e).__name__}: {e}); "
+        f"tiny recurrences run on their PyTorch paths (the same results, slower)",
+    )
 
 
 def library(dtype: torch.dtype) -> ctypes.CDLL | None:

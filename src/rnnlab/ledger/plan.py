@@ -115,15 +115,21 @@ class Plan:
         lines = [f"name = {toml_value(name)}", f"description = {toml_value(description)}"]
         lines.append("presets = [" + ", ".join(toml_value(j.preset) for j in jobs) + "]")
         lines.append("seeds = []")
-        long = [j.need.cpu.step_s for j in jobs if j.need.cpu is not None and j.need.run_s() > LONG_RUN_S]
         if probe:
             lines.append("set = [" + ", ".join(toml_value(x) for x in PROBE_SET) + "]")
-        elif long:  # each run longer than LONG_RUN_S checkpoints at least every CHECKPOINT_S seconds
-            lines.append(f'set = ["train.checkpoint_every={checkpoint_every(max(long))}"]')
         lines += ["", "[seeds_of]"]
         for j in jobs:
             seeds = j.need.seeds[:1] if probe else j.need.seeds
             lines.append(f"{toml_value(j.preset)} = [{', '.join(str(s) for s in seeds)}]")
+        # each run longer than LONG_RUN_S checkpoints at least every CHECKPOINT_S seconds, at its
+        # own steps (one interval for all, the slowest run's, made the fast ones checkpoint often)
+        long = [j for j in jobs if not probe and j.need.cpu is not None and j.need.run_s() > LONG_RUN_S]
+        if long:
+            lines += ["", "[set_of]"]
+            for j in long:
+                lines.append(
+                    f'{toml_value(j.preset)} = ["train.checkpoint_every={checkpoint_every(j.need.cpu.step_s)}"]'
+                )
         return "\n".join(lines) + "\n"
 
 
@@ -259,20 +265,50 @@ def _beside(suite: str, tag: str) -> str:
 
 def main_plan(roots, budget: str = "6h", paper: str | None = None, output: str | None = None) -> int:
     """``rnnlab reproduce plan``: print the plan; with ``output``, write its suites."""
+    if output:  # refused before anything is printed or written
+        if not output.endswith(".toml"):
+            raise ConfigError(f"-o {output!r}: a suite file ends in .toml; e.g. -o plan.toml")
+        for tag in ("", "gpu", "probes"):
+            _check_replaceable(Path(_beside(output, tag) if tag else output))
     plan = make_plan(roots, parse_budget(budget), paper)
     print(render(plan, output), end="")
     if output:
-        if not output.endswith(".toml"):
-            raise ConfigError(f"-o {output!r}: a suite file ends in .toml; e.g. -o plan.toml")
-        Path(output).parent.mkdir(parents=True, exist_ok=True)
         probe_text = f"price probes, {PROBE_STEPS} steps of each configuration no record times"
         suites = [  # (file, jobs, suite name, description, probe); the first is written even when empty
             (output, plan.cpu, PLAN_SUITE, f"the missing runs within {budget} per run", False),
             (_beside(output, "gpu"), plan.gpu, PLAN_SUITE + "-gpu", f"the runs longer than {budget}", False),
             (_beside(output, "probes"), plan.unpriced, PROBES, probe_text, True),
         ]
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
         for i, (path, jobs, name, text, probe) in enumerate(suites):
+            p = Path(path)
             if jobs or i == 0:
-                Path(path).write_text(plan.suite_text(jobs, name, f"rnnlab reproduce plan: {text}", probe=probe))
-                print(f"wrote {path}")
+                replaced = p.exists()
+                p.write_text(plan.suite_text(jobs, name, f"{PLAN_MARK} {text}", probe=probe))
+                print(f"wrote {path}" + (" (replacing the plan there)" if replaced else ""))
+            elif p.exists():  # a suite of an earlier plan that this plan has no runs for
+                p.unlink()
+                print(f"removed {path}: an earlier plan's suite; this plan has no such runs")
     return 0
+
+
+#: how the suites ``reproduce plan -o`` writes begin their description
+PLAN_MARK = "rnnlab reproduce plan:"
+
+
+def _check_replaceable(path: Path) -> None:
+    """``path`` may be written: absent, or a suite an earlier ``reproduce plan -o`` wrote (its
+    description begins with :data:`PLAN_MARK`); any other file is refused, not overwritten."""
+    if not path.exists():
+        return
+    from ..config import tomllib
+
+    try:
+        ours = str(tomllib.loads(path.read_text(encoding="utf-8")).get("description", "")).startswith(PLAN_MARK)
+    except (OSError, ValueError):
+        ours = False
+    if not ours:
+        raise ConfigError(
+            f"-o: {path} exists and is not a suite that rnnlab reproduce plan wrote; it is left as it is: give "
+            f"another file name (e.g. -o plan.toml), or move it away first"
+        )

@@ -400,10 +400,10 @@ def suite_jobs(suite, pricer: Pricer) -> list[tuple[str, float, float]]:
     configuration: then its members' time adds up)."""
     out = []
     for preset in suite.presets:
-        t = pricer.timing(preset, overrides=tuple(suite.set))
+        t = pricer.timing(preset, overrides=tuple(suite.set_for(preset)))
         if t is None:
             continue
-        train = _load(preset, tuple(suite.set))[0]["train"]
+        train = _load(preset, tuple(suite.set_for(preset)))[0]["train"]
         seeds = len(suite.seeds_for(preset))
         members = (seeds if suite.ensemble is True else min(seeds, int(suite.ensemble))) if suite.ensemble else 1
         members = max(1, members)

@@ -5,7 +5,9 @@ and ``rnnlab sweep`` (:func:`main_sweep`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
+import logging
 import math
 import sys
 import time
@@ -13,6 +15,7 @@ from pathlib import Path
 
 from ..backends.pool import Interrupted, interruptible, request_stop, stop_requested
 from ..config import ConfigError
+from ..runtime import show_progress
 from .report import _fmt, report
 from .spec import Sweep, SweepError, _grid_size, _is_number, check_metric, import_optuna, load_sweep
 from .study import absolute_url, check_out_dir, count_states, default_storage, make_storage, open_study, public_url
@@ -297,7 +300,7 @@ def main_sweep(
     if trials is not None:
         sw.trials = trials
     out = Path(out) if out else Path(runs_dir) / f"sweep-{sw.name}"
-    log = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    log = functools.partial(show_progress, logging.getLogger(__name__))  # hidden by -q, -qq
     try:
         if report_only:
             _check_report_only(sw, out, storage)
@@ -324,5 +327,5 @@ def main_sweep(
         return 130
     print((out / "trials.md").read_text(), end="")
     written = [n for n in ("trials.md", "best.toml", "history.png", "importance.png") if (out / n).exists()]
-    print(f"\nin {out}: {', '.join(written)}", file=sys.stderr)
+    log(f"\nin {out}: {', '.join(written)}")
     return 0
