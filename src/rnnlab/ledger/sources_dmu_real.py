@@ -47,13 +47,28 @@ RULES: list[tuple[list[str], list[str], Source]] = [
         for key, _v, src, _what in diffs
     ),
     # --- the task
-    (NATLANG, ["task.name"], _text("Sec. IV-E: the Penn Treebank corpus, words (App. B-I)")),
+    (
+        NATLANG,
+        ["task.name"],
+        _text(
+            "Sec. IV-E: the Penn Treebank corpus, words (App. B-I)",
+            "guild.yml:95-104: Mikolov's three files, the sha256 of rnnlab's; <eos> at each line's end as "
+            "torchnlp's reader (data/penn_treebank.py:31)",
+        ),
+    ),
     (
         NATLANG,
         ["task.bptt"],
         _text("App. B-I: 'Sequences include 100 words'", "deep_memory_update/data/penn_treebank.py:58-64 the same"),
     ),
-    (POLYMUSIC, ["task.name", "task.dataset"], _text("Sec. IV-D: the Nottingham music dataset (App. B-H)")),
+    (
+        POLYMUSIC,
+        ["task.name", "task.dataset"],
+        _text(
+            "Sec. IV-D: the Nottingham music dataset (App. B-H)",
+            "guild.yml:75-77: data/polyphonic-music/Nottingham.mat, the file rnnlab verifies (sha256 d154f7ca)",
+        ),
+    ),
     (
         ["dmu/polymusic-*"],
         ["task.predict_first"],
