@@ -237,6 +237,13 @@ DMU_REAL_CODE_GAPS: list[tuple[str, str, Source, str]] = [
     ),
 ]
 
+for (_exp, _N, _m), _diffs in DMU_REAL_CODE_DIFFS.items():
+    PROTOCOLS[f"dmu/code/{_exp}-N{_N}-{_m}"] = (
+        f"dmu/{_exp}-N{_N}-{_m}",
+        "code",
+        "; ".join(f"{_what} ({_src.where})" for _k, _v, _src, _what in _diffs),
+    )
+
 # DMU
 _DMU_REAL = {
     # (table, experiment, preset stem, metric): {(N, model): (train best, mu, sigma, test best, mu, sigma)}
@@ -345,7 +352,7 @@ _DMU_KEY = {"RHN": "rhn", "DMU": "dmu", "DMU-C": "dmuc"}
 for (_table, _exp, _stem, _metric), _vals in _DMU_REAL.items():
     for (_N, _m), (_trb, _trm, _trs, _teb, _tem, _tes) in _vals.items():
         _kw = (
-            dict(presets=(f"{_stem}-N{_N}-{_DMU_KEY[_m]}",), runs=5)
+            dict(presets=(_p := f"{_stem}-N{_N}-{_DMU_KEY[_m]}", *at_other_protocols(_p)), runs=5)
             if _stem
             else dict(
                 reason="the por-eng pair's size (hence an epoch) is not recorded in rnnlab; "
@@ -477,13 +484,6 @@ for _task in ("adding", "temporal_order", "noisy_sequence"):
                 "; ".join(f"{_what} ({_src.where})" for _k, _v, _src, _what in DMU_CODE_DIFFS[(_task, _m)]),
             )
     PROTOCOLS[f"dmu/lr2n/{_task}-dmu"] = ("", "short", PROTOCOLS[f"dmu/short/{_task}-dmu"][2])
-
-for (_exp, _N, _m), _diffs in DMU_REAL_CODE_DIFFS.items():
-    PROTOCOLS[f"dmu/code/{_exp}-N{_N}-{_m}"] = (
-        f"dmu/{_exp}-N{_N}-{_m}",
-        "code",
-        "; ".join(f"{_what} ({_src.where})" for _k, _v, _src, _what in _diffs),
-    )
 
 for _task, _models in _DMU_T8.items():
     for _m, (_block, _w) in _models.items():
