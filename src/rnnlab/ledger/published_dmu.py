@@ -135,7 +135,9 @@ for _exp in ("natlang", "polymusic"):
                     (
                         "train.lr_step_every",
                         _per,
-                        _code("deep_memory_update/models/base_model.py:111-113 (StepLR(1): every epoch)"),
+                        _code(
+                            "deep_memory_update/models/dmu_model.py:55-57, base_model.py:111-113 (StepLR(1): every epoch)"
+                        ),
                         f"the rate multiplied by gamma every epoch of {_per} batches",
                     )
                 )

@@ -209,7 +209,10 @@ RULES: list[tuple[list[str], list[str], Source]] = [
     (
         ALL,
         ["train.schedule", "train.lr_gamma"],
-        _text("Table XI: scheduler gamma", "models/base_model.py:111-113: StepLR, one step an epoch"),
+        _text(
+            "Table XI: scheduler gamma",
+            "models/dmu_model.py:55-57 and base_model.py:111-113: StepLR, one step an epoch",
+        ),
     ),
     (
         ["dmu/natlang-*"],
