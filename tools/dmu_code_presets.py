@@ -1,6 +1,8 @@
-"""Write the DMU synthetic code-protocol presets (``configs/dmu/code/<task>-<module>.toml``) from
-the paper presets and ``rnnlab.ledger.published_dmu.DMU_CODE_DIFFS``: each is its paper preset
-with exactly the settings where the authors' released scripts differ from the text.
+"""Write the DMU code-protocol presets from the paper presets: the synthetic ones
+(``configs/dmu/code/<task>-<module>.toml``) from ``rnnlab.ledger.published_dmu.DMU_CODE_DIFFS``,
+the real-data ones (``configs/dmu/code/<natlang|polymusic>-N<N>-<module>.toml``) from
+``DMU_REAL_CODE_DIFFS``: each is its paper preset with exactly the settings where the authors'
+released scripts differ from the text.
 
     python tools/dmu_code_presets.py          # rewrite them
     python tools/dmu_code_presets.py --check  # exit 1 when a file differs from what it would write
@@ -10,11 +12,12 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import sys
 from pathlib import Path
 
 from rnnlab.config import tomllib
-from rnnlab.ledger.published_dmu import DMU_CODE_DIFFS, DMU_CODE_REPO
+from rnnlab.ledger.published_dmu import DMU_CODE_DIFFS, DMU_CODE_REPO, DMU_REAL_CODE_DIFFS
 
 CONFIGS = Path(__file__).resolve().parents[1] / "src" / "rnnlab" / "configs" / "dmu"
 
@@ -31,22 +34,36 @@ def _value(v) -> str:
     raise TypeError(f"cannot write {v!r} as TOML")
 
 
+def _key(k: str) -> str:
+    """A bare TOML key where it may be one, else quoted (``"test/perplexity"``)."""
+    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k)
+
+
 def _emit(data: dict, prefix: str = "") -> list[str]:
     flat = [(k, v) for k, v in data.items() if not isinstance(v, dict)]
     tables = [(k, v) for k, v in data.items() if isinstance(v, dict)]
     lines = []
     if prefix and flat:
         lines += ["", f"[{prefix}]"]
-    lines += [f"{k} = {_value(v)}" for k, v in flat]
+    lines += [f"{_key(k)} = {_value(v)}" for k, v in flat]
     for k, v in tables:
         lines += _emit(v, f"{prefix}.{k}" if prefix else k)
     return lines
 
 
-def render(task: str, module: str) -> str:
-    paper = tomllib.loads((CONFIGS / f"{task}-{module}.toml").read_text())
+def _all() -> dict[str, list]:
+    """code preset stem -> its differences (the synthetic tasks, then NatLang and PolyMusic)."""
+    out = {f"{t}-{m}": d for (t, m), d in DMU_CODE_DIFFS.items()}
+    out.update({f"{e}-N{n}-{m}": d for (e, n, m), d in DMU_REAL_CODE_DIFFS.items()})
+    return out
+
+
+def render(task: str, module: str | None = None) -> str:
+    """The code preset of ``dmu/<task>-<module>`` (or of the stem ``task``, e.g. natlang-N5-dmu)."""
+    stem = f"{task}-{module}" if module else task
+    paper = tomllib.loads((CONFIGS / f"{stem}.toml").read_text())
     data = copy.deepcopy(paper)
-    diffs = DMU_CODE_DIFFS[(task, module)]
+    diffs = _all()[stem]
     for key, value, _src, _what in diffs:
         *path, last = key.split(".")
         node = data
@@ -54,9 +71,9 @@ def render(task: str, module: str) -> str:
             node = node.setdefault(p, {})
         node[last] = value
     said = "; ".join(f"{what} ({src.where})" for _k, _v, src, what in diffs)
-    data["name"] = f"dmu-code-{task}-{module}"
+    data["name"] = f"dmu-code-{stem}"
     data["description"] = (
-        f"The code protocol of dmu/{task}-{module}: the DMU authors' released scripts ({DMU_CODE_REPO}) as they run, "
+        f"The code protocol of dmu/{stem}: the DMU authors' released scripts ({DMU_CODE_REPO}) as they run, "
         f"where they differ from the paper's text: {said}. Otherwise as the paper protocol: {paper['description']}"
     )
     order = ["name", "description"] + [k for k in data if k not in ("name", "description")]
@@ -66,9 +83,9 @@ def render(task: str, module: str) -> str:
 def main(argv: list[str]) -> int:
     check = "--check" in argv
     stale = []
-    for task, module in DMU_CODE_DIFFS:
-        path = CONFIGS / "code" / f"{task}-{module}.toml"
-        text = render(task, module)
+    for stem in _all():
+        path = CONFIGS / "code" / f"{stem}.toml"
+        text = render(stem)
         if check:
             if not path.exists() or path.read_text() != text:
                 stale.append(str(path))

@@ -54,6 +54,7 @@ class ModelConfig:
     dropout: float = 0.0
     pool: int = 0
     dense: int = 0
+    dense_activation: str = "none"  # of the dense layer: "none" (linear) or "relu"
     cell_options: dict = field(default_factory=dict)
     params: int = 0  # a parameter budget: the width whose model has the nearest count (rnnlab.sizing)
 
@@ -171,7 +172,14 @@ RUN_KEY_OMITS: tuple[str, ...] = tuple(
 
 #: Keys added after runs were made, with the default that reproduces what those runs did: at
 #: that default the run key leaves them out, so an earlier run keeps its key (and its resume).
-RUN_KEY_OMITS_AT_DEFAULT: dict[str, object] = {"train.target_patience": 1, "model.params": 0}
+#: ``model.dense_activation``: the dense layer's activation ("none": linear)
+DENSE_ACTIVATIONS = ("none", "relu")
+
+RUN_KEY_OMITS_AT_DEFAULT: dict[str, object] = {
+    "train.target_patience": 1,
+    "model.params": 0,
+    "model.dense_activation": "none",
+}
 
 #: Keys of the experiment that a resume may change all the same: the step budget (a longer run
 #: continues the same experiment) and the precision (the run is then recorded as a mixed run:
@@ -517,6 +525,14 @@ def validate(cfg: RunConfig) -> None:
         )
     if cfg.model.dense < 0:
         raise ConfigError(f"model.dense must be >= 0 (0 = no dense layer before the readout), got {cfg.model.dense}")
+    if cfg.model.dense_activation not in DENSE_ACTIVATIONS:
+        raise ConfigError(
+            f"model.dense_activation must be one of {', '.join(DENSE_ACTIVATIONS)}, got {cfg.model.dense_activation!r}"
+        )
+    if cfg.model.dense_activation != "none" and not cfg.model.dense:
+        raise ConfigError(
+            f"model.dense_activation={cfg.model.dense_activation!r} needs a dense layer (model.dense > 0)"
+        )
     _check_ranges(cfg)
     hs = cfg.model.hidden_size
     widths = hs if isinstance(hs, list) else [hs]

@@ -86,6 +86,7 @@ class SequenceModel(nn.Module):
         cell_options: dict | None = None,
         pool: int = 0,
         dense: int = 0,
+        dense_activation: str = "none",
     ):
         super().__init__()
         width = hidden_size[-1] if isinstance(hidden_size, (list, tuple)) and hidden_size else hidden_size
@@ -117,8 +118,16 @@ class SequenceModel(nn.Module):
         if dense < 0:
             raise ValueError(f"dense must be >= 0 (0 = no dense layer), got {dense}")
         # DMU's NatLang: a dense layer of 100 units between the recurrent block and the softmax;
-        # the paper names no activation, so it is linear (a low-rank factor of the readout)
+        # the paper names no activation, so it is linear by default (a low-rank factor of the
+        # readout); dense_activation="relu" follows it with a ReLU, as the DMU authors' released
+        # code does (deep_memory_update/models/base_model.py:224-233 at d4d7a8e)
+        if dense_activation not in ("none", "relu"):
+            raise ValueError(f"dense_activation must be 'none' or 'relu', got {dense_activation!r}")
+        if dense_activation != "none" and not dense:
+            raise ValueError(f"dense_activation={dense_activation!r} needs a dense layer (dense > 0)")
         self.dense = nn.Linear(features, dense) if dense else nn.Identity()
+        if dense_activation == "relu":
+            self.dense = nn.Sequential(self.dense, nn.ReLU())
         self.readout = nn.Linear(dense or features, output_size)
 
     def forward(self, x: Tensor, state=None, lengths: Tensor | None = None):
@@ -361,4 +370,5 @@ def build_model(cfg: ModelConfig, task: Task) -> nn.Module:
         cell_options=cfg.cell_options,
         pool=cfg.pool,
         dense=cfg.dense,
+        dense_activation=cfg.dense_activation,
     )

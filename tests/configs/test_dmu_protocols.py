@@ -32,7 +32,8 @@ def _run(cmd):
 TASKS = ("adding", "temporal_order", "noisy_sequence")
 MODULES = ("rnn", "lstm", "gru", "rhn", "dmu")
 PAPER = [f"dmu/{t}-{m}" for t in TASKS for m in MODULES]
-CODE = sorted(p for p in published.PROTOCOLS if p.startswith("dmu/code/"))
+REAL = ("dmu/code/natlang-", "dmu/code/polymusic-")  # the real-data code presets: test_dmu_real_protocols.py
+CODE = sorted(p for p in published.PROTOCOLS if p.startswith("dmu/code/") and not p.startswith(REAL))
 SHORT_KEYS = {
     "train.steps",
     "train.batch_size",

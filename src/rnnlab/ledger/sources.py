@@ -19,7 +19,8 @@ from __future__ import annotations
 import fnmatch
 import inspect
 
-from .published_dmu import DMU_CODE_DIFFS, DMU_CODE_REPO
+from . import sources_dmu_real
+from .published_dmu import DMU_CODE_DIFFS, DMU_CODE_REPO, DMU_REAL_CODE_GAPS
 from .rows import OPEN_SETTINGS, PROTOCOLS, Source, protocol
 from .sources_asrnn import ASRNN_AUDITED, ASRNN_CODE_REPO, ASRNN_CODE_UNMODELLED, ASRNN_SOURCES
 
@@ -44,6 +45,7 @@ def outcome_settings(preset: str) -> dict[str, object]:
     from .. import config
     from ..cells import CELLS
     from ..tasks import TASKS
+    from ..tasks.text import LanguageModelTask
 
     cfg = config.load(preset)
     t, m, o, tr = cfg.task, cfg.model, cfg.optim, cfg.train
@@ -52,6 +54,10 @@ def outcome_settings(preset: str) -> dict[str, object]:
         out[f"task.{k}"] = t.options.get(k, default)
     out.update({f"model.{k}": getattr(m, k) for k in ("cell", "hidden_size", "num_layers", "embedding", "dropout")})
     out.update({f"model.{k}": getattr(m, k) for k in ("pool", "dense")})
+    if m.dense:  # the activation after a dense layer acts only where there is one
+        out["model.dense_activation"] = m.dense_activation
+    if m.embedding:
+        out["model.embedding_init"] = "torch.nn.Embedding's N(0, 1)"
     for k, default in _ctor_options(CELLS[m.cell]).items():
         if k not in _NOT_OUTCOME:
             out[f"model.cell_options.{k}"] = m.cell_options.get(k, default)
@@ -62,6 +68,10 @@ def outcome_settings(preset: str) -> dict[str, object]:
     out.update({f"optim.group_lr.{k}": v for k, v in o.group_lr.items()})
     out.update({f"optim.group_weight_decay.{k}": v for k, v in o.group_weight_decay.items()})
     out.update({f"train.{k}": getattr(tr, k) for k in ("steps", "batch_size", "eval_every", "schedule")})
+    if tr.schedule == "exponential":
+        out.update({f"train.{k}": getattr(tr, k) for k in ("lr_gamma", "lr_step_every")})
+    if isinstance(TASKS[t.name], type) and issubclass(TASKS[t.name], LanguageModelTask):
+        out["train.eval_batch_size"] = tr.eval_batch_size  # the rows evaluation carries the state along
     out.update({f"train.{k}": getattr(tr, k) for k in ("select_metric", "target_metric", "target_value")})
     out.update({f"train.{k}": getattr(tr, k) for k in ("target_patience", "epoch_steps")})
     return out
@@ -81,7 +91,7 @@ def _ours(why: str) -> Source:
 
 
 _SYN = ["dmu/adding-*", "dmu/temporal_order-*", "dmu/noisy_sequence-*"]
-_SYN_ALL = _SYN + ["dmu/code/*"]
+_SYN_ALL = _SYN + ["dmu/code/adding-*", "dmu/code/temporal_order-*", "dmu/code/noisy_sequence-*"]
 _BUDGET = "200 batches of 32 an epoch, 100 epochs (Table X: '200 sequences per epoch', no batch size)"
 _HENAFF = "henaff/*"
 _HENAFF_OPEN = OPEN_SETTINGS["henaff/"]
@@ -90,6 +100,8 @@ _HENAFF_OPEN = OPEN_SETTINGS["henaff/"]
 SOURCES: list[tuple[list[str], list[str], Source]] = [
     # --- asRNN: copy and MNIST at n=122 (rnnlab.ledger.sources_asrnn)
     *ASRNN_SOURCES,
+    # --- DMU NatLang and PolyMusic (their own module)
+    *sources_dmu_real.RULES,
     # --- DMU synthetic: the code protocol's own differences first (each with its file and line)
     *(
         ([f"dmu/code/{task}-{m}"], [key], src)
@@ -109,7 +121,7 @@ SOURCES: list[tuple[list[str], list[str], Source]] = [
     (_SYN_ALL, ["model.cell_options.depth", "model.cell_options.layers"], _text("Table VIII's recurrent blocks")),
     (
         _SYN_ALL,
-        ["model.embedding", "model.dropout", "model.pool", "model.dense"],
+        ["model.embedding", "model.dropout", "model.pool", "model.dense", "model.dense_activation"],
         _code("deep_memory_update/models/base_model.py:220-240", "the recurrent block and one linear readout"),
     ),
     (_SYN_ALL, ["model.readout"], _code("deep_memory_update/models/base_model.py:237 (nn.Linear)")),
@@ -208,17 +220,18 @@ SOURCES: list[tuple[list[str], list[str], Source]] = [
         ["model.init", "model.readout", "model.cell_options.*", "model.num_layers", "model.embedding"],
         _ours("the text gives no input, bias or readout init: rnnlab's defaults"),
     ),
-    ([_HENAFF], ["model.dropout", "model.dense"], _ours("none: the text names none")),
+    ([_HENAFF], ["model.dropout", "model.dense", "model.dense_activation"], _ours("none: the text names none")),
     ([_HENAFF], ["optim.*", "train.*"], _ours(_HENAFF_OPEN)),
     ([_HENAFF], ["task.val_size", "task.test_size"], _ours("the text gives no evaluation set sizes")),
 ]
 
 #: The paper presets whose every outcome setting must have a source.
-AUDITED = _SYN_ALL + [_HENAFF] + ASRNN_AUDITED
+AUDITED = _SYN_ALL + sources_dmu_real.PRESETS + ["dmu/code/natlang-*", "dmu/code/polymusic-*"] + [_HENAFF]
+AUDITED += ASRNN_AUDITED
 #: The paper presets not audited yet against their text and released code (the test lets this
 #: list only shrink): until then their verdicts rest on settings whose source is not shown.
 PENDING = ["asrnn/ptb_char-*", "asrnn/smnist-n257*", "asrnn/smnist-n364*", "asrnn/psmnist-n257*"]
-PENDING += ["asrnn/psmnist-n364*", "nnrnn/*", "cornn/*", "lem/*", "dmu/natlang-*", "dmu/polymusic-*", "dmu/spa2eng-*"]
+PENDING += ["asrnn/psmnist-n364*", "nnrnn/*", "cornn/*", "lem/*", "dmu/spa2eng-*"]
 PENDING += ["dmu/ger2eng-*", "dmu/smnist-*", "dmu/psmnist-*"]
 
 
@@ -266,21 +279,40 @@ def _cell(v) -> str:
 def fidelity_page(paper: str) -> str:
     """``docs/fidelity/<paper>.md``: each audited preset of ``paper``, every outcome setting with
     its value and source; where a code-protocol preset exists, its value beside the text's."""
-    presets = [p for p in paper_presets() if p.startswith(f"{paper}/") and audited(p)]
+    real = paper == "dmu-real"  # the DMU paper's NatLang and PolyMusic: a page of their own
+    presets = [
+        p
+        for p in paper_presets()
+        if audited(p)
+        and (_matches(p, sources_dmu_real.ALL) if real else p.startswith(f"{paper}/"))
+        and not (paper == "dmu" and _matches(p, sources_dmu_real.ALL))
+    ]
     code_of = {base: p for p, (base, proto, _w) in PROTOCOLS.items() if proto == "code"}
     lines = [
-        f"# Fidelity: {paper}",
+        f"# Fidelity: {'dmu, NatLang and PolyMusic' if real else paper}",
         "",
         "<!-- generated by rnnlab.ledger.sources.fidelity_page; tests/ledger/test_sources.py keeps it equal -->",
         "",
         "Every setting of the paper's presets that can change an outcome, with its value and where it comes",
         "from: `text` (the paper), `code` (the authors' released code"
-        + ({"dmu": f", {DMU_CODE_REPO}", "asrnn": f", {ASRNN_CODE_REPO}"}.get(paper, ""))
+        + (
+            {"dmu": f", {DMU_CODE_REPO}", "dmu-real": f", {DMU_CODE_REPO}", "asrnn": f", {ASRNN_CODE_REPO}"}.get(
+                paper, ""
+            )
+        )
         + ", file and line) or `ours` (why). Where the released code runs an experiment otherwise than the "
         "text, its code-protocol preset's value stands beside the text's, and the claims are judged under "
         "both (REPRODUCTION.md).",
         "",
     ]
+    if paper == "dmu":
+        lines += ["The real-data presets (NatLang, PolyMusic) have their page: [dmu-real.md](dmu-real.md).", ""]
+    if real:
+        lines += [
+            "DMU-C has no released script (experiments_repro/nat_lang.sh and poly_music.sh run DMU and RHN), "
+            "so no code-protocol preset.",
+            "",
+        ]
     ours_count = {}
     for p in presets:
         if protocol(p) == "code":
@@ -305,6 +337,17 @@ def fidelity_page(paper: str) -> str:
         lines += [f"## `{p}`", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
         lines.append("")
+    if real:
+        lines += [
+            "## What the released code does that no setting expresses",
+            "",
+            "The code-protocol presets keep rnnlab's way here:",
+            "",
+            "| experiment | the released code | source | rnnlab |",
+            "|---|---|---|---|",
+        ]
+        lines += [f"| {e} | {what} | {src} | {ours} |" for e, what, src, ours in DMU_REAL_CODE_GAPS]
+        lines.append("")
     if ours_count:
         lines += ["Settings of ours by preset: " + ", ".join(f"`{p}` {n}" for p, n in ours_count.items()) + ".", ""]
     if paper == "asrnn":
@@ -322,7 +365,7 @@ def fidelity_page(paper: str) -> str:
     return "\n".join(lines)
 
 
-FIDELITY_PAPERS = ("dmu", "henaff", "asrnn")
+FIDELITY_PAPERS = ("dmu", "dmu-real", "henaff", "asrnn")
 
 
 def main(argv: list[str] | None = None) -> int:
