@@ -56,6 +56,8 @@ class ModelConfig:
     dense: int = 0
     cell_options: dict = field(default_factory=dict)
     params: int = 0  # a parameter budget: the width whose model has the nearest count (rnnlab.sizing)
+    embedding_init: str = "default"  # see rnnlab.model.EMBEDDING_INITS
+    readout_init: str = "default"  # see rnnlab.model.READOUT_INITS
 
 
 @dataclass(frozen=True)
@@ -171,7 +173,12 @@ RUN_KEY_OMITS: tuple[str, ...] = tuple(
 
 #: Keys added after runs were made, with the default that reproduces what those runs did: at
 #: that default the run key leaves them out, so an earlier run keeps its key (and its resume).
-RUN_KEY_OMITS_AT_DEFAULT: dict[str, object] = {"train.target_patience": 1, "model.params": 0}
+RUN_KEY_OMITS_AT_DEFAULT: dict[str, object] = {
+    "train.target_patience": 1,
+    "model.params": 0,
+    "model.embedding_init": "default",
+    "model.readout_init": "default",
+}
 
 #: Keys of the experiment that a resume may change all the same: the step budget (a longer run
 #: continues the same experiment) and the precision (the run is then recorded as a mixed run:
@@ -515,6 +522,14 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(
             f"train.lr_step_every must be >= 0 (0 = every train.eval_every steps), got {cfg.train.lr_step_every}"
         )
+    from .model import EMBEDDING_INITS, READOUT_INITS
+
+    if cfg.model.embedding_init not in EMBEDDING_INITS:
+        raise ConfigError(
+            f"unknown model.embedding_init {cfg.model.embedding_init!r}; expected one of {EMBEDDING_INITS}"
+        )
+    if cfg.model.readout_init not in READOUT_INITS:
+        raise ConfigError(f"unknown model.readout_init {cfg.model.readout_init!r}; expected one of {READOUT_INITS}")
     if cfg.model.dense < 0:
         raise ConfigError(f"model.dense must be >= 0 (0 = no dense layer before the readout), got {cfg.model.dense}")
     _check_ranges(cfg)
