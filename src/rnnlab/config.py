@@ -90,6 +90,7 @@ class TrainConfig:
     schedule: str = "none"
     plateau_factor: float = 0.5
     plateau_patience: int = 0
+    plateau_threshold: float = 1e-4  # torch's: an improvement is below best * (1 - threshold); 0: any decrease
     lr_gamma: float = 1.0
     lr_step_every: int = 0
     select_metric: str = ""
@@ -178,6 +179,7 @@ RUN_KEY_OMITS_AT_DEFAULT: dict[str, object] = {
     "model.params": 0,
     "model.embedding_init": "default",
     "model.readout_init": "default",
+    "train.plateau_threshold": 1e-4,
 }
 
 #: Keys of the experiment that a resume may change all the same: the step budget (a longer run
@@ -593,6 +595,12 @@ def _check_ranges(cfg: RunConfig) -> None:
     _need(0 <= t.seed <= MAX_SEED, "train.seed", t.seed, f"in [0, {MAX_SEED}]")
     _need(_finite(t.plateau_factor) and 0 < t.plateau_factor < 1, "train.plateau_factor", t.plateau_factor, "in (0, 1)")
     _need(t.plateau_patience >= 0, "train.plateau_patience", t.plateau_patience, ">= 0")
+    _need(
+        _finite(t.plateau_threshold) and 0 <= t.plateau_threshold < 1,
+        "train.plateau_threshold",
+        t.plateau_threshold,
+        "in [0, 1)",
+    )
     _need(_finite(t.target_value), "train.target_value", t.target_value, "a finite number")
     _need(t.target_patience >= 1, "train.target_patience", t.target_patience, ">= 1")
     _need(t.epoch_steps >= 0, "train.epoch_steps", t.epoch_steps, ">= 0 (0: not set)")

@@ -105,3 +105,19 @@ def test_the_model_options_go_through_the_config_and_leave_earlier_keys_as_they_
     del old["model"]["embedding_init"], old["model"]["readout_init"]
     assert rundir.config_key(plain) == rundir.config_key(old)
     assert rundir.config_key(cfg.to_dict()) != rundir.config_key(old)
+
+
+def test_plateau_threshold_reaches_the_scheduler_and_leaves_earlier_keys():
+    from rnnlab.train import _build_trainer
+
+    task = TASKS["copy"](L=20)
+    for value in (1e-4, 0.0):
+        cfg = config.load("nnrnn/copy-rnn", ["train.schedule=plateau", f"train.plateau_threshold={value}"])
+        tr = _build_trainer(cfg, task, torch.device("cpu"), False)
+        assert tr.sched.threshold == value
+    with pytest.raises(config.ConfigError, match="train.plateau_threshold"):
+        config.load("nnrnn/copy-rnn", ["train.plateau_threshold=-1.0"])
+    plain = config.load("nnrnn/copy-rnn", ["train.schedule=plateau"]).to_dict()
+    old = json.loads(json.dumps(plain))
+    del old["train"]["plateau_threshold"]
+    assert rundir.config_key(plain) == rundir.config_key(old)
