@@ -10,11 +10,10 @@ hyperparameter tables, differ from it.
 from __future__ import annotations
 
 import copy
-import sys
-from pathlib import Path
-
 import json
 import re
+import sys
+from pathlib import Path
 
 from dmu_code_presets import _value  # the same TOML values (tools/ is the script's directory)
 
