@@ -20,7 +20,9 @@ import fnmatch
 import inspect
 
 from .published_dmu import DMU_CODE_DIFFS, DMU_CODE_REPO
+from .published_nnrnn import NNRNN_CODE_REPO
 from .rows import OPEN_SETTINGS, PROTOCOLS, Source, protocol
+from .sources_nnrnn import NNRNN_AUDITED, NNRNN_SOURCES
 
 _NOT_OUTCOME = {"bias"}  # a cell's bias switch is a structural option: sourced as "model.cell"
 
@@ -54,13 +56,19 @@ def outcome_settings(preset: str) -> dict[str, object]:
     for k, default in _ctor_options(CELLS[m.cell]).items():
         if k not in _NOT_OUTCOME:
             out[f"model.cell_options.{k}"] = m.cell_options.get(k, default)
+    if m.embedding > 0:
+        out["model.embedding_init"] = m.embedding_init
     out["model.init"] = f"{m.cell}'s initialisation"  # every weight and bias the options above leave
-    out["model.readout"] = "linear, torch.nn.Linear's init"
+    out["model.readout"] = (
+        "linear, torch.nn.Linear's init" if m.readout_init == "default" else f"linear, {m.readout_init}"
+    )
     out.update({"optim.name": o.name, "optim.lr": o.lr, "optim.weight_decay": o.weight_decay, "optim.clip": o.clip})
     out.update({f"optim.{k}": getattr(o, k) for k in _OPTIM_KEYS.get(o.name, ())})
     out.update({f"optim.group_lr.{k}": v for k, v in o.group_lr.items()})
     out.update({f"optim.group_weight_decay.{k}": v for k, v in o.group_weight_decay.items()})
     out.update({f"train.{k}": getattr(tr, k) for k in ("steps", "batch_size", "eval_every", "schedule")})
+    if tr.schedule == "plateau":
+        out.update({f"train.{k}": getattr(tr, k) for k in ("plateau_factor", "plateau_patience", "plateau_threshold")})
     out.update({f"train.{k}": getattr(tr, k) for k in ("select_metric", "target_metric", "target_value")})
     out.update({f"train.{k}": getattr(tr, k) for k in ("target_patience", "epoch_steps")})
     return out
@@ -127,7 +135,7 @@ SOURCES: list[tuple[list[str], list[str], Source]] = [
     ),
     (
         ["dmu/*-rnn", "dmu/code/*-rnn", "dmu/*-gru", "dmu/code/*-gru", "dmu/*-lstm", "dmu/code/*-lstm"],
-        ["model.init", "model.cell_options.nonlinearity", "model.cell_options.init"],
+        ["model.init", "model.cell_options.nonlinearity", "model.cell_options.init", "model.cell_options.*_init"],
         _code("deep_memory_update/layers/native_rnn_layer.py:9-48", "torch's nn.RNN/GRU/LSTM"),
     ),
     (
@@ -198,6 +206,11 @@ SOURCES: list[tuple[list[str], list[str], Source]] = [
     (["henaff/copy*"], ["model.hidden_size"], _text("Sec. 4.1: 80 hidden units for copy")),
     (["henaff/adding-*"], ["model.hidden_size"], _text("Sec. 4.1: 128 hidden units for addition")),
     ([_HENAFF], ["model.cell", "model.cell_options.activation"], _text("Sec. 2.2: LT-RNN, ReLU on the input path")),
+    (
+        ["henaff/*-lstm"],
+        ["model.cell_options.init"],
+        _ours("the text gives no input, bias or readout init: rnnlab's defaults"),
+    ),
     ([_HENAFF], ["model.cell_options.init"], _text("Sec. 4.1: identity (LT-IRNN) or random orthogonal (LT-ORNN)")),
     ([_HENAFF], ["model.pool"], _text("Sec. 2.3: l2 pooling", "pool size k = 2 is ours: the text gives none")),
     (
@@ -208,13 +221,15 @@ SOURCES: list[tuple[list[str], list[str], Source]] = [
     ([_HENAFF], ["model.dropout", "model.dense"], _ours("none: the text names none")),
     ([_HENAFF], ["optim.*", "train.*"], _ours(_HENAFF_OPEN)),
     ([_HENAFF], ["task.val_size", "task.test_size"], _ours("the text gives no evaluation set sizes")),
+    # --- nnRNN (rnnlab.ledger.sources_nnrnn)
+    *NNRNN_SOURCES,
 ]
 
 #: The paper presets whose every outcome setting must have a source.
-AUDITED = _SYN_ALL + [_HENAFF]
+AUDITED = _SYN_ALL + [_HENAFF] + NNRNN_AUDITED
 #: The paper presets not audited yet against their text and released code (the test lets this
 #: list only shrink): until then their verdicts rest on settings whose source is not shown.
-PENDING = ["asrnn/*", "nnrnn/*", "cornn/*", "lem/*", "dmu/natlang-*", "dmu/polymusic-*", "dmu/spa2eng-*"]
+PENDING = ["asrnn/*", "cornn/*", "lem/*", "dmu/natlang-*", "dmu/polymusic-*", "dmu/spa2eng-*"]
 PENDING += ["dmu/ger2eng-*", "dmu/smnist-*", "dmu/psmnist-*"]
 
 
@@ -271,7 +286,7 @@ def fidelity_page(paper: str) -> str:
         "",
         "Every setting of the paper's presets that can change an outcome, with its value and where it comes",
         "from: `text` (the paper), `code` (the authors' released code"
-        + (f", {DMU_CODE_REPO}" if paper == "dmu" else "")
+        + ({"dmu": f", {DMU_CODE_REPO}", "nnrnn": f", {NNRNN_CODE_REPO}"}.get(paper, ""))
         + ", file and line) or `ours` (why). Where the released code runs an experiment otherwise than the "
         "text, its code-protocol preset's value stands beside the text's, and the claims are judged under "
         "both (REPRODUCTION.md).",
@@ -306,7 +321,7 @@ def fidelity_page(paper: str) -> str:
     return "\n".join(lines)
 
 
-FIDELITY_PAPERS = ("dmu", "henaff")
+FIDELITY_PAPERS = ("dmu", "henaff", "nnrnn")
 
 
 def main(argv: list[str] | None = None) -> int:
