@@ -97,3 +97,23 @@ def test_every_data_code_preset_trains_two_steps(name, tmp_path, data_root):
     r = train(config.load(name, sets), tmp_path / "run")
     assert r["steps"] == 2 and r["stopped"] == "completed"
     assert all(v == v for v in r["test"].values())
+
+
+def test_the_nnrnn_fidelity_page_marks_every_difference_with_its_released_source():
+    """Each entry of NNRNN_CODE_DIFFS is a row marked **differs** in its paper preset's section
+    of docs/fidelity/nnrnn.md, with the code protocol's source beside it; no other row differs
+    except the plateau schedule's own factor and patience (given with the schedule)."""
+    from rnnlab.ledger import sources
+    from rnnlab.ledger.sources_nnrnn import _OUTCOME_KEY
+
+    page = sources.fidelity_page("nnrnn")
+    sections = dict((part.split("`", 2)[1], part) for part in page.split("\n## ")[1:] if part.startswith("`nnrnn/"))
+    for name, diffs in NNRNN_CODE_DIFFS.items():
+        section = sections[f"nnrnn/{name}"]
+        marked = {line.split(" | ")[0].lstrip("| ") for line in section.splitlines() if "**differs**" in line}
+        want = {_OUTCOME_KEY.get(k, k) for k, *_ in diffs}
+        extra = {"train.plateau_factor", "train.plateau_patience"} if "train.schedule" in want else set()
+        assert marked == want | extra, name
+        for key, _v, src, _what in diffs:
+            row = next(line for line in section.splitlines() if line.startswith(f"| {_OUTCOME_KEY.get(key, key)} |"))
+            assert f"released: {src}" in row, (name, key)

@@ -277,8 +277,9 @@ def _cell(v) -> str:
 def fidelity_page(paper: str) -> str:
     """``docs/fidelity/<paper>.md``: each audited preset of ``paper``, every outcome setting with
     its value and source; where a code-protocol preset exists, its value beside the text's."""
-    presets = [p for p in paper_presets() if p.startswith(f"{paper}/") and audited(p)]
     code_of = {base: p for p, (base, proto, _w) in PROTOCOLS.items() if proto == "code"}
+    # the paper presets of the rows, and those whose code protocol runs (a baseline no row names)
+    presets = sorted({p for p in [*paper_presets(), *code_of] if p.startswith(f"{paper}/") and audited(p)})
     lines = [
         f"# Fidelity: {paper}",
         "",
@@ -313,6 +314,9 @@ def fidelity_page(paper: str) -> str:
             rows.append(cells)
             if src is not None and src.kind == "ours":
                 ours_count[p] = ours_count.get(p, 0) + 1
+        for k, cv in there.items():  # settings only the code protocol has (the plateau schedule's)
+            if k not in here:
+                rows.append([k, "(none)", f"{_cell(cv)} **differs**", f"released: {source_of(code, k)}"])
         lines += [f"## `{p}`", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
         lines.append("")
