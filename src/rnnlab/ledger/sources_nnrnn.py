@@ -307,7 +307,9 @@ NNRNN_SOURCES: list[tuple[list[str], list[str], Source]] = [
     (
         _paper("ptb-*-exprnn", "ptb-*-exprnn-n1024"),
         ["optim.lr", "optim.group_lr.orthogonal"],
-        _ours("1e-3, the later README's (README.md:382-400, 462-480); SM Table 5: 5e-3 and 1e-4, the code protocol"),
+        _ours(
+            "1e-3 for both groups, the later README's rate for n = 1024 (README.md:382-389, 462-469; for n = 1386 it gives 8e-3 / 8e-4 at length 150, 1e-3 at 300, README.md:393-400, 473-480); SM Table 5: 5e-3 and 1e-4, the code protocol"
+        ),
     ),
     (
         _paper("ptb-bptt150-lstm"),
