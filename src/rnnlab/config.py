@@ -57,6 +57,8 @@ class ModelConfig:
     dense_activation: str = "none"  # of the dense layer: "none" (linear) or "relu"
     cell_options: dict = field(default_factory=dict)
     params: int = 0  # a parameter budget: the width whose model has the nearest count (rnnlab.sizing)
+    embedding_init: str = "default"  # see rnnlab.model.EMBEDDING_INITS
+    readout_init: str = "default"  # see rnnlab.model.READOUT_INITS
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ class TrainConfig:
     schedule: str = "none"
     plateau_factor: float = 0.5
     plateau_patience: int = 0
+    plateau_threshold: float = 1e-4  # torch's: an improvement is below best * (1 - threshold); 0: any decrease
     lr_gamma: float = 1.0
     lr_step_every: int = 0
     select_metric: str = ""
@@ -179,6 +182,9 @@ RUN_KEY_OMITS_AT_DEFAULT: dict[str, object] = {
     "train.target_patience": 1,
     "model.params": 0,
     "model.dense_activation": "none",
+    "model.embedding_init": "default",
+    "model.readout_init": "default",
+    "train.plateau_threshold": 1e-4,
 }
 
 #: Keys of the experiment that a resume may change all the same: the step budget (a longer run
@@ -523,6 +529,14 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(
             f"train.lr_step_every must be >= 0 (0 = every train.eval_every steps), got {cfg.train.lr_step_every}"
         )
+    from .model import EMBEDDING_INITS, READOUT_INITS
+
+    if cfg.model.embedding_init not in EMBEDDING_INITS:
+        raise ConfigError(
+            f"unknown model.embedding_init {cfg.model.embedding_init!r}; expected one of {EMBEDDING_INITS}"
+        )
+    if cfg.model.readout_init not in READOUT_INITS:
+        raise ConfigError(f"unknown model.readout_init {cfg.model.readout_init!r}; expected one of {READOUT_INITS}")
     if cfg.model.dense < 0:
         raise ConfigError(f"model.dense must be >= 0 (0 = no dense layer before the readout), got {cfg.model.dense}")
     if cfg.model.dense_activation not in DENSE_ACTIVATIONS:
@@ -594,6 +608,12 @@ def _check_ranges(cfg: RunConfig) -> None:
     _need(0 <= t.seed <= MAX_SEED, "train.seed", t.seed, f"in [0, {MAX_SEED}]")
     _need(_finite(t.plateau_factor) and 0 < t.plateau_factor < 1, "train.plateau_factor", t.plateau_factor, "in (0, 1)")
     _need(t.plateau_patience >= 0, "train.plateau_patience", t.plateau_patience, ">= 0")
+    _need(
+        _finite(t.plateau_threshold) and 0 <= t.plateau_threshold < 1,
+        "train.plateau_threshold",
+        t.plateau_threshold,
+        "in [0, 1)",
+    )
     _need(_finite(t.target_value), "train.target_value", t.target_value, "a finite number")
     _need(t.target_patience >= 1, "train.target_patience", t.target_patience, ">= 1")
     _need(t.epoch_steps >= 0, "train.epoch_steps", t.epoch_steps, ">= 0 (0: not set)")

@@ -65,6 +65,32 @@ class L2Pool(nn.Module):
         return torch.cat([h, pooled], -1)
 
 
+#: ``model.embedding_init``: "default" (torch's N(0, 1)) or "uniform0.1" (U(-0.1, 0.1), the
+#: word-language-model init of the PyTorch example, awd-lstm and the nnRNN language script)
+EMBEDDING_INITS = ("default", "uniform0.1")
+#: ``model.readout_init``: "default" (torch's nn.Linear), "xavier" (Glorot-normal weight,
+#: torch's bias: the nnRNN copy script) or "uniform0.1" (weight U(-0.1, 0.1), bias 0: the
+#: language-model init as above)
+READOUT_INITS = ("default", "xavier", "uniform0.1")
+
+
+def init_encoder_readout(model: nn.Module, embedding_init: str = "default", readout_init: str = "default") -> None:
+    """Apply ``model.embedding_init`` / ``model.readout_init`` to ``model.encoder`` (an
+    ``nn.Embedding``; a one-hot encoder has nothing to initialise) and ``model.readout``."""
+    if embedding_init not in EMBEDDING_INITS:
+        raise ValueError(f"embedding_init must be one of {EMBEDDING_INITS}, got {embedding_init!r}")
+    if readout_init not in READOUT_INITS:
+        raise ValueError(f"readout_init must be one of {READOUT_INITS}, got {readout_init!r}")
+    with torch.no_grad():
+        if embedding_init == "uniform0.1" and isinstance(model.encoder, nn.Embedding):
+            model.encoder.weight.uniform_(-0.1, 0.1)
+        if readout_init == "xavier":
+            nn.init.xavier_normal_(model.readout.weight)
+        elif readout_init == "uniform0.1":
+            model.readout.weight.uniform_(-0.1, 0.1)
+            model.readout.bias.zero_()
+
+
 class SequenceModel(nn.Module):
     """``x`` (B, T) tokens or (B, T, I) features -> encoder -> ``Recurrent`` -> linear readout.
 
@@ -87,6 +113,8 @@ class SequenceModel(nn.Module):
         pool: int = 0,
         dense: int = 0,
         dense_activation: str = "none",
+        embedding_init: str = "default",
+        readout_init: str = "default",
     ):
         super().__init__()
         width = hidden_size[-1] if isinstance(hidden_size, (list, tuple)) and hidden_size else hidden_size
@@ -129,6 +157,7 @@ class SequenceModel(nn.Module):
         if dense_activation == "relu":
             self.dense = nn.Sequential(self.dense, nn.ReLU())
         self.readout = nn.Linear(dense or features, output_size)
+        init_encoder_readout(self, embedding_init, readout_init)
 
     def forward(self, x: Tensor, state=None, lengths: Tensor | None = None):
         # With nothing between the recurrent layer and the linear readout (no dropout while
@@ -356,6 +385,10 @@ def build_model(cfg: ModelConfig, task: Task) -> nn.Module:
                 f"model.dense={cfg.dense} applies to sequence models only; the "
                 f"encoder-decoder of task {type(task).__name__} has no dense layer (set it to 0)"
             )
+        if (cfg.embedding_init, cfg.readout_init) != ("default", "default"):
+            raise ValueError(
+                "model.embedding_init / model.readout_init apply to sequence models only; set them to 'default'"
+            )
         return Seq2Seq.from_config(cfg, task)
     return SequenceModel(
         cfg.cell,
@@ -371,4 +404,6 @@ def build_model(cfg: ModelConfig, task: Task) -> nn.Module:
         pool=cfg.pool,
         dense=cfg.dense,
         dense_activation=cfg.dense_activation,
+        embedding_init=cfg.embedding_init,
+        readout_init=cfg.readout_init,
     )

@@ -464,6 +464,7 @@ def _build_trainer(cfg: RunConfig, task: Task, device: torch.device, higher_sele
             mode="max" if higher_select else "min",
             factor=tc.plateau_factor,
             patience=tc.plateau_patience,
+            threshold=tc.plateau_threshold,
         )
     elif tc.schedule == "exponential":  # lr <- lr * lr_gamma every lr_step_every steps (an "epoch")
         sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=tc.lr_gamma)

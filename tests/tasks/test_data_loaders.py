@@ -441,3 +441,26 @@ def test_translation_ppl_uniform_and_oracle_bleu(tatoeba_root):
     assert t.model_metrics(Oracle(refs), "test", batch_size=4)["bleu"] == pytest.approx(100.0)
     hyp = Oracle([[4] for _ in refs])
     assert t.model_metrics(hyp, "test", batch_size=4)["bleu"] < 1.0
+
+
+def test_psmnist_nnrnn_split_and_fixed_order(mnist_root):
+    """split="nnrnn": the nnRNN script's split (RandomState(perm_seed) draws the pixel order,
+    then the permutation R of the training images: train R[:N - val], validation the rest);
+    shuffle=False: every epoch in that order."""
+    root, train, _ = mnist_root
+    task = TASKS["psmnist"](val_size=6, perm_seed=1234, data_dir=root, verify=False, split="nnrnn", shuffle=False)
+    rng = np.random.RandomState(1234)
+    perm = rng.permutation(784)
+    R = rng.permutation(30)
+    flat = train.reshape(30, 784)[:, perm]
+    torch.testing.assert_close(task.images["train"], torch.from_numpy(flat[R[:24]]))
+    torch.testing.assert_close(task.images["val"], torch.from_numpy(flat[R[24:]]))
+    it = task.train_batches(8, torch.Generator().manual_seed(0))
+    epoch = [next(it).x for _ in range(3)]
+    again = [next(it).x for _ in range(3)]
+    assert all(torch.equal(a, b) for a, b in zip(epoch, again))  # the same order every epoch
+    torch.testing.assert_close(torch.cat(epoch)[:, :, 0] * 255, torch.from_numpy(flat[R[:24]]).float())
+    default = TASKS["psmnist"](val_size=6, perm_seed=1234, data_dir=root, verify=False)
+    assert not torch.equal(default.images["val"], task.images["val"])
+    with pytest.raises(ValueError, match="split must be"):
+        TASKS["psmnist"](val_size=6, data_dir=root, verify=False, split="random")

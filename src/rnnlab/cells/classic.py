@@ -103,6 +103,10 @@ class _Affine(Cell):
         return gi, gh
 
 
+#: the W_hh initialisations of :class:`RNNCell`
+RNN_INITS = ("default", "identity", "orthogonal", "glorot", "expm_skew")
+
+
 class RNNCell(_Affine):
     """Vanilla RNN: ``h_t = f(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh)``.
 
@@ -112,8 +116,14 @@ class RNNCell(_Affine):
     (:func:`rnnlab.unroll`).
     ``init``: "default" (torch's uniform), "identity" (IRNN, Le et al. 2015: W_hh = I,
     zero biases), "orthogonal" (random orthogonal W_hh, "RNN-orth"), "glorot" (Xavier
-    normal W_hh). Shapes: x_t (B, I), h (B, H). The registry key "irnn" is this cell with
-    relu and the identity init.
+    normal W_hh), "expm_skew" (W_hh = expm(A - A^T), A the strict upper triangle of torch's
+    uniform init: an orthogonal matrix near the identity, what the nnRNN authors' released
+    RNN cell starts from whichever orthogonal init it is given, RNN_Cell.py:57-76).
+    ``input_init``: "default" (torch's uniform), "xavier" (Glorot normal W_ih) or "kaiming"
+    (normal, std sqrt(2 / I)). ``bias_init``: "default" (b_ih, b_hh ~ torch's uniform) or
+    "linear" (b_ih ~ U(+-1/sqrt(I)), b_hh = 0: one ``nn.Linear`` bias on the input map, as
+    the nnRNN code's RNN). Shapes: x_t (B, I), h (B, H). The registry key "irnn" is this
+    cell with relu and the identity init.
 
     Example:
     >>> import torch
@@ -132,14 +142,21 @@ class RNNCell(_Affine):
         init: str = "default",
         bias: bool = True,
         backend: str = "auto",
+        input_init: str = "default",
+        bias_init: str = "default",
     ):
         if nonlinearity not in ("tanh", "relu", "modrelu"):
             raise ValueError(f"nonlinearity must be 'tanh', 'relu' or 'modrelu', got {nonlinearity!r}")
-        if init not in ("default", "identity", "orthogonal", "glorot"):
-            raise ValueError(f"init must be 'default', 'identity', 'orthogonal' or 'glorot', got {init!r}")
+        if init not in RNN_INITS:
+            raise ValueError(f"init must be one of {RNN_INITS}, got {init!r}")
+        if input_init not in ("default", "xavier", "kaiming"):
+            raise ValueError(f"input_init must be 'default', 'xavier' or 'kaiming', got {input_init!r}")
+        if bias_init not in ("default", "linear"):
+            raise ValueError(f"bias_init must be 'default' or 'linear', got {bias_init!r}")
         if nonlinearity == "modrelu" and backend == "native":
             raise ValueError("backend='native' (ATen's rnn_tanh/rnn_relu) has no modReLU; use 'auto' or 'reference'")
         self.nonlinearity, self.init = nonlinearity, init
+        self.input_init, self.bias_init = input_init, bias_init
         self.modrelu_bias = None
         super().__init__(input_size, hidden_size, bias, backend)
         if nonlinearity == "modrelu":
@@ -160,6 +177,16 @@ class RNNCell(_Affine):
                 self.weight_hh.copy_(par.random_orthogonal(self.hidden_size))
             elif self.init == "glorot":
                 nn.init.xavier_normal_(self.weight_hh)
+            elif self.init == "expm_skew":
+                A = self.weight_hh.double().triu(1)
+                self.weight_hh.copy_(torch.linalg.matrix_exp(A - A.T))
+            if self.input_init == "xavier":
+                nn.init.xavier_normal_(self.weight_ih)
+            elif self.input_init == "kaiming":
+                nn.init.kaiming_normal_(self.weight_ih, nonlinearity="relu")
+            if self.bias_init == "linear" and self.bias_ih is not None:
+                k = 1.0 / math.sqrt(self.input_size)
+                self.bias_ih.uniform_(-k, k), self.bias_hh.zero_()
 
     def forward(self, x_t: Tensor, h: Tensor):
         gi, gh = self._affine(x_t, h)
@@ -236,6 +263,11 @@ class LSTMCell(_Affine):
     b_hh's f slice is set to ``forget_bias_hh``, 0 by default), None keeps torch's uniform init.
     The DMU authors' released LSTM writes 2 into the f slice of both biases
     (``forget_bias=2, forget_bias_hh=2``: an effective forget bias of 4 at the start).
+    ``init``: "default" (torch's uniform) or "glorot": each gate's map of ``[h; x]`` Glorot
+    normal (fan in I + H, fan out H, so every weight ~ N(0, 2 / (I + 2H))), one bias
+    b_ih ~ U(+-1/sqrt(I + H)) and b_hh = 0, as the nnRNN authors' released LSTM (four
+    ``nn.Linear(I + H, H)`` with ``xavier_normal_`` weights, LSTM.py:9-19); ``forget_bias``
+    applies after it.
 
     Example:
     >>> import torch
@@ -256,7 +288,11 @@ class LSTMCell(_Affine):
         forget_bias: float | None = None,
         backend: str = "auto",
         forget_bias_hh: float = 0.0,
+        init: str = "default",
     ):
+        if init not in ("default", "glorot"):
+            raise ValueError(f"LSTM init must be 'default' or 'glorot', got {init!r}")
+        self.init = init
         self.forget_bias = (
             None if forget_bias is None else real_option("forget_bias", forget_bias, "None or a finite number")
         )
@@ -270,6 +306,14 @@ class LSTMCell(_Affine):
 
     def reset_parameters(self) -> None:
         super().reset_parameters()
+        if self.init == "glorot":
+            H, fan_in = self.hidden_size, self.input_size + self.hidden_size
+            std = math.sqrt(2.0 / (fan_in + H))
+            with torch.no_grad():
+                self.weight_ih.normal_(0.0, std), self.weight_hh.normal_(0.0, std)
+                if self.bias_ih is not None:
+                    k = 1.0 / math.sqrt(fan_in)
+                    self.bias_ih.uniform_(-k, k), self.bias_hh.zero_()
         if self.forget_bias is not None and self.bias_ih is not None:
             H = self.hidden_size
             with torch.no_grad():

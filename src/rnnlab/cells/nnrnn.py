@@ -138,7 +138,9 @@ class NNRNNCell(Cell):
     ``t_mask`` ("paper" | "reference"), ``K``/``M`` (dynamic trivialization of P),
     ``seed`` (an explicit generator seed for the orthogonal init; None uses torch's global
     generator), ``input_init`` ("xavier": Glorot normal, the nnRNN code's default;
-    "kaiming": normal with relu gain, as expRNN's code), ``fixed_gamma`` (None: the moduli
+    "kaiming": normal with relu gain, as expRNN's code; "linear": torch's ``nn.Linear`` init
+    U(+-1/sqrt(I)), what the released cell runs with, as its ``reset_parameters`` never applies
+    the input initialiser it is given, RNN_Cell.py:110-112, 157-164), ``fixed_gamma`` (None: the moduli
     gamma_k are trained; a number g > 0: every gamma_k is held at g, a buffer, not a parameter:
     the fixed-gamma variant of the paper's supplement, where the delta penalty is constant).
 
@@ -180,19 +182,23 @@ class NNRNNCell(Cell):
         delta = nonnegative_option("delta", delta)
         if theta_init not in ("uniform", "init"):
             raise ValueError(f"theta_init must be 'uniform' or 'init', got {theta_init!r}")
-        if input_init not in ("xavier", "kaiming"):
-            raise ValueError(f"input_init must be 'xavier' or 'kaiming', got {input_init!r}")
+        if input_init not in ("xavier", "kaiming", "linear"):
+            raise ValueError(f"input_init must be 'xavier', 'kaiming' or 'linear', got {input_init!r}")
         n = self.hidden_size
         self.init, self.delta, self.t_mask, self.theta_init = init, float(delta), t_mask, theta_init
         self.register_buffer("mask", nonnormal_mask(n, t_mask), persistent=False)
         self.weight_ih = nn.Parameter(torch.empty(n, input_size))
-        # the nnRNN code draws U Glorot-normal by default (expRNN's code: Kaiming); with
-        # modReLU and a norm-preserving V the hidden norm grows with the input energy, so the
-        # smaller Glorot scale matters on long inputs (psMNIST: 784 steps)
+        # the nnRNN scripts pass a Glorot-normal input initialiser by default (expRNN's code:
+        # Kaiming), which the released nnRNN cell never applies ("linear"); with modReLU and a
+        # norm-preserving V the hidden norm grows with the input energy, so the input scale
+        # matters on long inputs (psMNIST: 784 steps)
         if input_init == "xavier":
             nn.init.xavier_normal_(self.weight_ih)
-        else:
+        elif input_init == "kaiming":
             nn.init.kaiming_normal_(self.weight_ih, nonlinearity="relu")
+        else:  # torch's nn.Linear init, U(+-1/sqrt(I)): what the released cell's U keeps
+            bound = 1.0 / math.sqrt(input_size)
+            nn.init.uniform_(self.weight_ih, -bound, bound)
         self.bias = nn.Parameter(torch.empty(n).uniform_(-0.01, 0.01))
         if fixed_gamma is None:
             self.gamma = nn.Parameter(torch.ones(n // 2))

@@ -30,12 +30,19 @@ class OrthogonalRNNCell(Cell):
         M: int | None = None,
         negatives: int = 0,
         backend: str = "auto",
+        input_init: str = "kaiming",
     ):
         super().__init__(input_size, hidden_size, backend)
         if not 0 <= negatives <= hidden_size:
             raise ValueError(f"negatives must be in [0, hidden_size={hidden_size}], got {negatives}")
+        if input_init not in ("kaiming", "xavier"):
+            raise ValueError(f"input_init must be 'kaiming' or 'xavier', got {input_init!r}")
+        self.input_init = input_init
         self.weight_ih = nn.Parameter(torch.empty(hidden_size, input_size))
-        nn.init.kaiming_normal_(self.weight_ih, nonlinearity="relu")
+        if input_init == "kaiming":  # expRNN's code
+            nn.init.kaiming_normal_(self.weight_ih, nonlinearity="relu")
+        else:  # Glorot normal: the nnRNN authors' copy and MNIST scripts (--iinit xavier, their default)
+            nn.init.xavier_normal_(self.weight_ih)
         self.weight_hh = nn.Parameter(torch.empty(hidden_size, hidden_size))
         scaling = torch.ones(hidden_size)
         scaling[hidden_size - negatives :] = -1.0
@@ -70,6 +77,8 @@ class OrthogonalRNNCell(Cell):
 class ExpRNNCell(OrthogonalRNNCell):
     """expRNN: orthogonal W_hh through the matrix exponential; ``K``/``M`` turn on dynamic
     trivialization. ``init`` in {"henaff", "cayley", "haar", "identity", "random"}.
+    ``input_init``: "kaiming" (normal, std sqrt(2 / I): expRNN's code) or "xavier" (Glorot
+    normal: the nnRNN authors' copy and MNIST scripts run their expRNN so).
 
     Example:
     >>> import torch
@@ -91,8 +100,9 @@ class ExpRNNCell(OrthogonalRNNCell):
         K: int | None = None,
         M: int | None = None,
         backend: str = "auto",
+        input_init: str = "kaiming",
     ):
-        super().__init__(input_size, hidden_size, "expm", init, K, M, 0, backend)
+        super().__init__(input_size, hidden_size, "expm", init, K, M, 0, backend, input_init)
 
 
 class SCORNNCell(OrthogonalRNNCell):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 # the papers' rows: each module adds its own to ``ROWS`` and ``SETTINGS`` when imported, in
 # this order (the ledger's)
-from . import published_asrnn, published_dmu, published_others  # noqa: F401
+from . import published_asrnn, published_dmu, published_nnrnn, published_others  # noqa: F401
 from .published_dmu import DMU_T8_RECURRENT_ONLY
 from .rows import (
     OPEN_SETTINGS,

@@ -21,8 +21,10 @@ import inspect
 
 from . import sources_dmu_real
 from .published_dmu import DMU_CODE_DIFFS, DMU_CODE_REPO, DMU_REAL_CODE_GAPS
+from .published_nnrnn import NNRNN_CODE_REPO
 from .rows import OPEN_SETTINGS, PROTOCOLS, Source, protocol
 from .sources_asrnn import ASRNN_AUDITED, ASRNN_CODE_REPO, ASRNN_CODE_UNMODELLED, ASRNN_SOURCES
+from .sources_nnrnn import NNRNN_AUDITED, NNRNN_SOURCES
 
 _NOT_OUTCOME = {"bias"}  # a cell's bias switch is a structural option: sourced as "model.cell"
 
@@ -61,8 +63,12 @@ def outcome_settings(preset: str) -> dict[str, object]:
     for k, default in _ctor_options(CELLS[m.cell]).items():
         if k not in _NOT_OUTCOME:
             out[f"model.cell_options.{k}"] = m.cell_options.get(k, default)
+    if m.embedding > 0:
+        out["model.embedding_init"] = m.embedding_init
     out["model.init"] = f"{m.cell}'s initialisation"  # every weight and bias the options above leave
-    out["model.readout"] = "linear, torch.nn.Linear's init"
+    out["model.readout"] = (
+        "linear, torch.nn.Linear's init" if m.readout_init == "default" else f"linear, {m.readout_init}"
+    )
     out.update({"optim.name": o.name, "optim.lr": o.lr, "optim.weight_decay": o.weight_decay, "optim.clip": o.clip})
     out.update({f"optim.{k}": getattr(o, k) for k in _OPTIM_KEYS.get(o.name, ())})
     out.update({f"optim.group_lr.{k}": v for k, v in o.group_lr.items()})
@@ -72,6 +78,8 @@ def outcome_settings(preset: str) -> dict[str, object]:
         out.update({f"train.{k}": getattr(tr, k) for k in ("lr_gamma", "lr_step_every")})
     if isinstance(TASKS[t.name], type) and issubclass(TASKS[t.name], LanguageModelTask):
         out["train.eval_batch_size"] = tr.eval_batch_size  # the rows evaluation carries the state along
+    if tr.schedule == "plateau":
+        out.update({f"train.{k}": getattr(tr, k) for k in ("plateau_factor", "plateau_patience", "plateau_threshold")})
     out.update({f"train.{k}": getattr(tr, k) for k in ("select_metric", "target_metric", "target_value")})
     out.update({f"train.{k}": getattr(tr, k) for k in ("target_patience", "epoch_steps")})
     return out
@@ -142,7 +150,7 @@ SOURCES: list[tuple[list[str], list[str], Source]] = [
     ),
     (
         ["dmu/*-rnn", "dmu/code/*-rnn", "dmu/*-gru", "dmu/code/*-gru", "dmu/*-lstm", "dmu/code/*-lstm"],
-        ["model.init", "model.cell_options.nonlinearity", "model.cell_options.init"],
+        ["model.init", "model.cell_options.nonlinearity", "model.cell_options.init", "model.cell_options.*_init"],
         _code("deep_memory_update/layers/native_rnn_layer.py:9-48", "torch's nn.RNN/GRU/LSTM"),
     ),
     (
@@ -213,6 +221,11 @@ SOURCES: list[tuple[list[str], list[str], Source]] = [
     (["henaff/copy*"], ["model.hidden_size"], _text("Sec. 4.1: 80 hidden units for copy")),
     (["henaff/adding-*"], ["model.hidden_size"], _text("Sec. 4.1: 128 hidden units for addition")),
     ([_HENAFF], ["model.cell", "model.cell_options.activation"], _text("Sec. 2.2: LT-RNN, ReLU on the input path")),
+    (
+        ["henaff/*-lstm"],
+        ["model.cell_options.init"],
+        _ours("the text gives no input, bias or readout init: rnnlab's defaults"),
+    ),
     ([_HENAFF], ["model.cell_options.init"], _text("Sec. 4.1: identity (LT-IRNN) or random orthogonal (LT-ORNN)")),
     ([_HENAFF], ["model.pool"], _text("Sec. 2.3: l2 pooling", "pool size k = 2 is ours: the text gives none")),
     (
@@ -223,15 +236,17 @@ SOURCES: list[tuple[list[str], list[str], Source]] = [
     ([_HENAFF], ["model.dropout", "model.dense", "model.dense_activation"], _ours("none: the text names none")),
     ([_HENAFF], ["optim.*", "train.*"], _ours(_HENAFF_OPEN)),
     ([_HENAFF], ["task.val_size", "task.test_size"], _ours("the text gives no evaluation set sizes")),
+    # --- nnRNN (rnnlab.ledger.sources_nnrnn)
+    *NNRNN_SOURCES,
 ]
 
 #: The paper presets whose every outcome setting must have a source.
 AUDITED = _SYN_ALL + sources_dmu_real.PRESETS + ["dmu/code/natlang-*", "dmu/code/polymusic-*"] + [_HENAFF]
-AUDITED += ASRNN_AUDITED
+AUDITED += ASRNN_AUDITED + NNRNN_AUDITED
 #: The paper presets not audited yet against their text and released code (the test lets this
 #: list only shrink): until then their verdicts rest on settings whose source is not shown.
 PENDING = ["asrnn/ptb_char-*", "asrnn/smnist-n257*", "asrnn/smnist-n364*", "asrnn/psmnist-n257*"]
-PENDING += ["asrnn/psmnist-n364*", "nnrnn/*", "cornn/*", "lem/*", "dmu/spa2eng-*"]
+PENDING += ["asrnn/psmnist-n364*", "cornn/*", "lem/*", "dmu/spa2eng-*"]
 PENDING += ["dmu/ger2eng-*", "dmu/smnist-*", "dmu/psmnist-*"]
 
 
@@ -280,14 +295,15 @@ def fidelity_page(paper: str) -> str:
     """``docs/fidelity/<paper>.md``: each audited preset of ``paper``, every outcome setting with
     its value and source; where a code-protocol preset exists, its value beside the text's."""
     real = paper == "dmu-real"  # the DMU paper's NatLang and PolyMusic: a page of their own
-    presets = [
-        p
-        for p in paper_presets()
-        if audited(p)
-        and (_matches(p, sources_dmu_real.ALL) if real else p.startswith(f"{paper}/"))
-        and not (paper == "dmu" and _matches(p, sources_dmu_real.ALL))
-    ]
+
+    def on_page(p: str) -> bool:
+        if not audited(p) or (paper == "dmu" and _matches(p, sources_dmu_real.ALL)):
+            return False
+        return _matches(p, sources_dmu_real.ALL) if real else p.startswith(f"{paper}/")
+
     code_of = {base: p for p, (base, proto, _w) in PROTOCOLS.items() if proto == "code"}
+    # the paper presets of the rows, and those whose code protocol runs (a baseline no row names)
+    presets = sorted({p for p in [*paper_presets(), *code_of] if on_page(p)})
     lines = [
         f"# Fidelity: {'dmu, NatLang and PolyMusic' if real else paper}",
         "",
@@ -296,9 +312,12 @@ def fidelity_page(paper: str) -> str:
         "Every setting of the paper's presets that can change an outcome, with its value and where it comes",
         "from: `text` (the paper), `code` (the authors' released code"
         + (
-            {"dmu": f", {DMU_CODE_REPO}", "dmu-real": f", {DMU_CODE_REPO}", "asrnn": f", {ASRNN_CODE_REPO}"}.get(
-                paper, ""
-            )
+            {
+                "dmu": f", {DMU_CODE_REPO}",
+                "dmu-real": f", {DMU_CODE_REPO}",
+                "asrnn": f", {ASRNN_CODE_REPO}",
+                "nnrnn": f", {NNRNN_CODE_REPO}",
+            }.get(paper, "")
         )
         + ", file and line) or `ours` (why). Where the released code runs an experiment otherwise than the "
         "text, its code-protocol preset's value stands beside the text's, and the claims are judged under "
@@ -334,6 +353,9 @@ def fidelity_page(paper: str) -> str:
             rows.append(cells)
             if src is not None and src.kind == "ours":
                 ours_count[p] = ours_count.get(p, 0) + 1
+        for k, cv in there.items():  # settings only the code protocol has (the plateau schedule's)
+            if k not in here:
+                rows.append([k, "(none)", f"{_cell(cv)} **differs**", f"released: {source_of(code, k)}"])
         lines += [f"## `{p}`", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
         lines.append("")
@@ -365,7 +387,7 @@ def fidelity_page(paper: str) -> str:
     return "\n".join(lines)
 
 
-FIDELITY_PAPERS = ("dmu", "dmu-real", "henaff", "asrnn")
+FIDELITY_PAPERS = ("dmu", "dmu-real", "henaff", "asrnn", "nnrnn")
 
 
 def main(argv: list[str] | None = None) -> int:

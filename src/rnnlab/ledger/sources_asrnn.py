@@ -235,6 +235,30 @@ _NO_BASELINE = "the text gives the baselines no settings (A.4.1: 'we select the 
 ASRNN_SOURCES: list[tuple[list[str], list[str], Source]] = [
     # --- the code protocol's own differences first (each with its file and line)
     *(([code], [key], src) for code, (_base, diffs) in ASRNN_CODE_DIFFS.items() for key, _v, src, _what in diffs),
+    # --- options rnnlab gained after this audit, at their defaults (the released code's choice)
+    (
+        [p + "-exprnn" for p in _COPY + _MNIST],
+        ["model.cell_options.input_init"],
+        _code("sources/expRNN/orthogonal.py:83", "the input map Kaiming normal, rnnlab's default"),
+    ),
+    (
+        [p + "-lstm" for p in _COPY + _MNIST],
+        ["model.cell_options.init"],
+        _code("sources/model_loader.py:22-23", "torch's nn.LSTMCell init, rnnlab's default"),
+    ),
+    (
+        _MNIST + [p + s for p in _MNIST for s in ("-lstm", "-scornn", "-exprnn", "-urnn")],
+        ["task.shuffle"],
+        _code("sources/data_module.py:37", "a fresh order every epoch (shuffle=True), rnnlab's default"),
+    ),
+    (
+        _MNIST + [p + s for p in _MNIST for s in ("-lstm", "-scornn", "-exprnn", "-urnn")],
+        ["task.split"],
+        _ours(
+            "the released code trains on all 60,000 images with no validation set (data_module.py:32-37); "
+            "rnnlab holds out the last val_size training images for validation"
+        ),
+    ),
     # --- the tasks
     (
         _COPY,

@@ -69,7 +69,12 @@ class SequentialMNIST(Task):
     Options: ``permute`` (default False for ``smnist``, True for ``psmnist``), ``perm_seed`` (92916),
     ``val_size`` (5000: the last images of the official training set), ``data_dir``
     (data root, see :mod:`rnnlab.tasks.data`), ``verify`` (check sha256 of the files; turn off
-    only for hand-made fixture files).
+    only for hand-made fixture files), ``split`` ("last": the last ``val_size`` training images
+    are the validation set; "nnrnn": as the nnRNN authors' MNIST script, sMNIST.py:69-87, the
+    permutation ``R`` of the 60000 training images that ``RandomState(perm_seed)`` draws after
+    the pixel order: training ``R[:60000 - val_size]``, validation the rest), ``shuffle`` (True:
+    a fresh random order every epoch; False: every epoch in the split's order, as that script's
+    ``DataLoader(shuffle=False)``, sMNIST.py:92-95).
 
     ``x`` (B, 784, 1) float in [0, 1]; ``y`` (B,) class ids; readout "last".
     """
@@ -89,7 +94,12 @@ class SequentialMNIST(Task):
         val_size: int = 5000,
         data_dir: str | None = None,
         verify: bool = True,
+        split: str = "last",
+        shuffle: bool = True,
     ):
+        if split not in ("last", "nnrnn"):
+            raise ValueError(f"split must be 'last' or 'nnrnn', got {split!r}")
+        self.split, self.shuffle = split, bool(shuffle)
         self.permute = bool(permute)
         self.perm_seed = int(perm_seed)
         self.data_dir = data_dir
@@ -121,6 +131,12 @@ class SequentialMNIST(Task):
 
         tx, ty = tensors(*arrays["train"])
         cut = n_train - self.val_size
+        if self.split == "nnrnn":
+            rng = np.random.RandomState(self.perm_seed)
+            if self.permute:
+                rng.permutation(784)  # the pixel order is drawn first from the same generator
+            R = torch.from_numpy(rng.permutation(n_train))
+            tx, ty = tx[R], ty[R]
         self.images = {"train": tx[:cut], "val": tx[cut:], "test": tensors(*arrays["test"])[0]}
         self.labels = {"train": ty[:cut], "val": ty[cut:], "test": tensors(*arrays["test"])[1]}
 
@@ -129,13 +145,14 @@ class SequentialMNIST(Task):
         return Batch(images.float().div_(255.0).unsqueeze(-1), labels)
 
     def train_batches(self, batch_size: int, generator: torch.Generator) -> Iterator[Batch]:
-        """Epochs of the training images in a fresh random order each (drawn with ``generator``);
-        the last incomplete batch of an epoch is dropped."""
+        """Epochs of the training images in a fresh random order each (drawn with ``generator``;
+        ``shuffle=False``: in the split's order every epoch); the last incomplete batch of an
+        epoch is dropped."""
         n = len(self.labels["train"])
         if not 0 < batch_size <= n:
             raise ValueError(f"batch_size must be in [1, {n}], got {batch_size}")
         while True:
-            order = torch.randperm(n, generator=generator)
+            order = torch.randperm(n, generator=generator) if self.shuffle else torch.arange(n)
             for i in range(0, n - batch_size + 1, batch_size):
                 idx = order[i : i + batch_size]
                 yield self._batch(self.images["train"][idx], self.labels["train"][idx])
@@ -170,5 +187,7 @@ class PermutedMNIST(SequentialMNIST):
         val_size: int = 5000,
         data_dir: str | None = None,
         verify: bool = True,
+        split: str = "last",
+        shuffle: bool = True,
     ):
-        super().__init__(permute, perm_seed, val_size, data_dir, verify)
+        super().__init__(permute, perm_seed, val_size, data_dir, verify, split, shuffle)
