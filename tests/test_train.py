@@ -174,8 +174,8 @@ def test_config_errors_name_the_problem():
         config.load("demo/lstm", ["train.steps='many'"])
     with pytest.raises(ConfigError, match="unknown option.*'Lx'.*valid"):
         config.load("demo/lstm", ["task.Lx=3"])
-    with pytest.raises(ConfigError, match="unknown option.*'init'"):
-        config.load("demo/lstm", ["model.cell_options.init='henaff'"])
+    with pytest.raises(ConfigError, match="unknown option.*'skew_init'"):
+        config.load("demo/lstm", ["model.cell_options.skew_init='henaff'"])
     with pytest.raises(ConfigError, match="registered cells"):
         config.load("demo/lstm", ["model.cell='transformer'"])
     with pytest.raises(ConfigError, match="no preset"):

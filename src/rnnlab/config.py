@@ -57,8 +57,8 @@ class ModelConfig:
     dense_activation: str = "none"  # of the dense layer: "none" (linear) or "relu"
     cell_options: dict = field(default_factory=dict)
     params: int = 0  # a parameter budget: the width whose model has the nearest count (rnnlab.sizing)
-    embedding_init: str = "default"  # see rnnlab.model.EMBEDDING_INITS
-    readout_init: str = "default"  # see rnnlab.model.READOUT_INITS
+    embedding_init: str = "default"  # see EMBEDDING_INITS below
+    readout_init: str = "default"  # see READOUT_INITS below
 
 
 @dataclass(frozen=True)
@@ -177,6 +177,13 @@ RUN_KEY_OMITS: tuple[str, ...] = tuple(
 #: that default the run key leaves them out, so an earlier run keeps its key (and its resume).
 #: ``model.dense_activation``: the dense layer's activation ("none": linear)
 DENSE_ACTIVATIONS = ("none", "relu")
+#: ``model.embedding_init``: "default" (torch's N(0, 1)) or "uniform0.1" (U(-0.1, 0.1), the
+#: word-language-model init of the PyTorch example, awd-lstm and the nnRNN language script)
+EMBEDDING_INITS = ("default", "uniform0.1")
+#: ``model.readout_init``: "default" (torch's nn.Linear), "xavier" (Glorot-normal weight,
+#: torch's bias: the nnRNN copy script) or "uniform0.1" (weight U(-0.1, 0.1), bias 0: the
+#: language-model init as above)
+READOUT_INITS = ("default", "xavier", "uniform0.1")
 
 RUN_KEY_OMITS_AT_DEFAULT: dict[str, object] = {
     "train.target_patience": 1,
@@ -485,6 +492,20 @@ def option_types(cls) -> dict[str, Any]:
     return hints
 
 
+def _validate_model_head(m: ModelConfig) -> None:
+    """The encoder, dense layer and readout settings of ``[model]``."""
+    if m.embedding_init not in EMBEDDING_INITS:
+        raise ConfigError(f"unknown model.embedding_init {m.embedding_init!r}; expected one of {EMBEDDING_INITS}")
+    if m.readout_init not in READOUT_INITS:
+        raise ConfigError(f"unknown model.readout_init {m.readout_init!r}; expected one of {READOUT_INITS}")
+    if m.dense < 0:
+        raise ConfigError(f"model.dense must be >= 0 (0 = no dense layer before the readout), got {m.dense}")
+    if m.dense_activation not in DENSE_ACTIVATIONS:
+        raise ConfigError(
+            f"model.dense_activation must be one of {', '.join(DENSE_ACTIVATIONS)}, got {m.dense_activation!r}"
+        )
+
+
 def validate(cfg: RunConfig) -> None:
     from .cells import CELLS
     from .tasks import TASKS
@@ -529,20 +550,7 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(
             f"train.lr_step_every must be >= 0 (0 = every train.eval_every steps), got {cfg.train.lr_step_every}"
         )
-    from .model import EMBEDDING_INITS, READOUT_INITS
-
-    if cfg.model.embedding_init not in EMBEDDING_INITS:
-        raise ConfigError(
-            f"unknown model.embedding_init {cfg.model.embedding_init!r}; expected one of {EMBEDDING_INITS}"
-        )
-    if cfg.model.readout_init not in READOUT_INITS:
-        raise ConfigError(f"unknown model.readout_init {cfg.model.readout_init!r}; expected one of {READOUT_INITS}")
-    if cfg.model.dense < 0:
-        raise ConfigError(f"model.dense must be >= 0 (0 = no dense layer before the readout), got {cfg.model.dense}")
-    if cfg.model.dense_activation not in DENSE_ACTIVATIONS:
-        raise ConfigError(
-            f"model.dense_activation must be one of {', '.join(DENSE_ACTIVATIONS)}, got {cfg.model.dense_activation!r}"
-        )
+    _validate_model_head(cfg.model)
     if cfg.model.dense_activation != "none" and not cfg.model.dense:
         raise ConfigError(
             f"model.dense_activation={cfg.model.dense_activation!r} needs a dense layer (model.dense > 0)"

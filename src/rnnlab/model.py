@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from .cells import CELLS, Recurrent
-from .config import ModelConfig
+from .config import EMBEDDING_INITS, READOUT_INITS, ModelConfig
 from .kernels.linear import tall_linear
 from .tasks.base import Batch, Task
 
@@ -63,15 +63,6 @@ class L2Pool(nn.Module):
     def forward(self, h: Tensor) -> Tensor:
         pooled = h.unflatten(-1, (-1, self.k)).pow(2).sum(-1).add(1e-12).sqrt()
         return torch.cat([h, pooled], -1)
-
-
-#: ``model.embedding_init``: "default" (torch's N(0, 1)) or "uniform0.1" (U(-0.1, 0.1), the
-#: word-language-model init of the PyTorch example, awd-lstm and the nnRNN language script)
-EMBEDDING_INITS = ("default", "uniform0.1")
-#: ``model.readout_init``: "default" (torch's nn.Linear), "xavier" (Glorot-normal weight,
-#: torch's bias: the nnRNN copy script) or "uniform0.1" (weight U(-0.1, 0.1), bias 0: the
-#: language-model init as above)
-READOUT_INITS = ("default", "xavier", "uniform0.1")
 
 
 def init_encoder_readout(model: nn.Module, embedding_init: str = "default", readout_init: str = "default") -> None:

@@ -291,6 +291,33 @@ def _cell(v) -> str:
     return f"`{v!r}`" if not isinstance(v, str) else f"`{v}`"
 
 
+def _preset_table(p: str, code: str | None, ours_count: dict) -> list[str]:
+    """One preset's section of a fidelity page: every outcome setting, its value (and the code
+    protocol's beside it, ``**differs**`` where it does) and its source; counts the settings of ours."""
+    here = outcome_settings(p)
+    there = outcome_settings(code) if code else {}
+    head = ["setting", f"`{p}`"] + ([f"`{code}`"] if code else []) + ["source"]
+    rows = []
+    for k, v in here.items():
+        src = source_of(p, k)
+        cv = there.get(k, v)
+        differs = code and cv != v
+        cells = [k, _cell(v)] + ([_cell(cv) + (" **differs**" if differs else "")] if code else [])
+        text = str(src) if src else "**no source**"
+        if differs:
+            text += f"; released: {source_of(code, k)}"
+        cells.append(text)
+        rows.append(cells)
+        if src is not None and src.kind == "ours":
+            ours_count[p] = ours_count.get(p, 0) + 1
+    for k, cv in there.items():  # settings only the code protocol has (the plateau schedule's)
+        if k not in here:
+            rows.append([k, "(none)", f"{_cell(cv)} **differs**", f"released: {source_of(code, k)}"])
+    lines = [f"## `{p}`", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    return lines + [""]
+
+
 def fidelity_page(paper: str) -> str:
     """``docs/fidelity/<paper>.md``: each audited preset of ``paper``, every outcome setting with
     its value and source; where a code-protocol preset exists, its value beside the text's."""
@@ -336,29 +363,7 @@ def fidelity_page(paper: str) -> str:
     for p in presets:
         if protocol(p) == "code":
             continue
-        code = code_of.get(p)
-        here = outcome_settings(p)
-        there = outcome_settings(code) if code else {}
-        head = ["setting", f"`{p}`"] + ([f"`{code}`"] if code else []) + ["source"]
-        rows = []
-        for k, v in here.items():
-            src = source_of(p, k)
-            cv = there.get(k, v)
-            differs = code and cv != v
-            cells = [k, _cell(v)] + ([_cell(cv) + (" **differs**" if differs else "") if code else ""] if code else [])
-            text = str(src) if src else "**no source**"
-            if differs:
-                text += f"; released: {source_of(code, k)}"
-            cells.append(text)
-            rows.append(cells)
-            if src is not None and src.kind == "ours":
-                ours_count[p] = ours_count.get(p, 0) + 1
-        for k, cv in there.items():  # settings only the code protocol has (the plateau schedule's)
-            if k not in here:
-                rows.append([k, "(none)", f"{_cell(cv)} **differs**", f"released: {source_of(code, k)}"])
-        lines += [f"## `{p}`", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
-        lines.append("")
+        lines += _preset_table(p, code_of.get(p), ours_count)
     if real:
         lines += [
             "## What the released code does that no setting expresses",
