@@ -319,3 +319,25 @@ def default_sigint() -> None:
     """``preexec_fn`` of a child that must see our SIGINT: an ignored SIGINT is inherited through
     exec, and an in-process Ray session of an earlier test leaves it ignored in this process."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def flat_config(d: dict, prefix: str = "") -> dict:
+    """A resolved configuration's dotted keys as the presets and ``--set`` spell them
+    (``task.options.L`` is ``task.L``)."""
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flat_config(v, "task." if key == "task.options" else f"{key}."))
+        else:
+            out[key] = v
+    return out
+
+
+def preset_diff_keys(a: str, b: str) -> set[str]:
+    """The keys of the experiment where presets ``a`` and ``b`` differ, as the ledger sees them."""
+    from rnnlab import config
+    from rnnlab.ledger import records
+
+    ra, rb = (records._resolved(config.load(p).to_dict()) for p in (a, b))
+    return {d.split(" ")[0] for d in records._diffs(ra, rb)}

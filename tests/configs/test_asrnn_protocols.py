@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import flat_config, preset_diff_keys
 from rnnlab import config
-from rnnlab.ledger import published, records
+from rnnlab.ledger import published
 from rnnlab.ledger.sources_asrnn import ASRNN_CODE_DIFFS
 from rnnlab.train import train
 
@@ -20,29 +21,13 @@ TOOLS = Path(__file__).resolve().parents[2] / "tools"
 CODE = sorted(p for p, (_b, proto, _w) in published.PROTOCOLS.items() if proto == "code" and p.startswith("asrnn/"))
 
 
-def _diff_keys(a: str, b: str) -> set[str]:
-    ra, rb = (records._resolved(config.load(p).to_dict()) for p in (a, b))
-    return {d.split(" ")[0] for d in records._diffs(ra, rb)}
-
-
-def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(_flat(v, "task." if key == "task.options" else f"{key}."))
-        else:
-            out[key] = v
-    return out
-
-
 def test_the_code_protocol_differs_from_the_paper_protocol_only_where_the_released_code_does():
     assert CODE == sorted(ASRNN_CODE_DIFFS)
     for code, (paper, diffs) in ASRNN_CODE_DIFFS.items():
         assert published.PROTOCOLS[code][:2] == (paper, "code")
         assert published.protocol(paper) == "paper" and published.at_other_protocols(paper)[0] == code
-        assert _diff_keys(code, paper) == {k for k, *_ in diffs}, code
-        flat = _flat(config.load(code).to_dict())
+        assert preset_diff_keys(code, paper) == {k for k, *_ in diffs}, code
+        flat = flat_config(config.load(code).to_dict())
         for key, value, src, _what in diffs:
             assert flat.get(key) == value, (code, key)
             assert src.kind == "code" and src.where, (code, key)

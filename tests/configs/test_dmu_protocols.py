@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import flat_config, preset_diff_keys
 from rnnlab import config, rundir
-from rnnlab.ledger import published, records
+from rnnlab.ledger import published
 from rnnlab.ledger.published_dmu import DMU_CODE_DIFFS
 from rnnlab.results import dmu_steps_per_epoch
 from rnnlab.tasks.hochreiter import NoisySequenceTask
@@ -44,11 +45,6 @@ SHORT_KEYS = {
 }
 
 
-def _diff_keys(a: str, b: str) -> set[str]:
-    ra, rb = (records._resolved(config.load(p).to_dict()) for p in (a, b))
-    return {d.split(" ")[0] for d in records._diffs(ra, rb)}
-
-
 def test_the_paper_protocol_is_the_released_code_budget_and_the_short_protocol_differs_only_there():
     for p in PAPER:
         cfg = config.load(p)
@@ -61,7 +57,7 @@ def test_the_paper_protocol_is_the_released_code_budget_and_the_short_protocol_d
         assert published.protocol(short) == "short" and published.PROTOCOLS[short][0] == p
         s = config.load(short).train
         assert (s.steps, s.batch_size, s.eval_every, s.target_patience) == (1000, 20, 10, 1), short
-        assert _diff_keys(short, p) == SHORT_KEYS, short
+        assert preset_diff_keys(short, p) == SHORT_KEYS, short
         assert published.at_other_protocols(p)[-1] == short
 
 
@@ -73,8 +69,8 @@ def test_the_code_protocol_differs_from_the_paper_protocol_only_where_the_releas
     for (t, m), diffs in DMU_CODE_DIFFS.items():
         p, paper = f"dmu/code/{t}-{m}", f"dmu/{t}-{m}"
         assert published.PROTOCOLS[p][:2] == (paper, "code")
-        assert _diff_keys(p, paper) == {k for k, *_ in diffs}, p
-        flat = _flat(config.load(p).to_dict())
+        assert preset_diff_keys(p, paper) == {k for k, *_ in diffs}, p
+        flat = flat_config(config.load(p).to_dict())
         for key, value, src, _what in diffs:
             assert flat[key] == value, (p, key)
             assert src.kind == "code" and src.where, (p, key)
@@ -87,18 +83,6 @@ def test_the_code_protocol_differs_from_the_paper_protocol_only_where_the_releas
     assert config.load("dmu/code/noisy_sequence-gru").optim.lr == 0.1  # experiments_repro/noise_seq.sh
     assert config.load("dmu/noisy_sequence-gru").optim.lr == 0.05  # Table X
     assert _run([sys.executable, str(TOOLS / "dmu_code_presets.py"), "--check"]).returncode == 0
-
-
-def _flat(d: dict, prefix: str = "") -> dict:
-    """Dotted keys as the presets and ``--set`` spell them (``task.options.L`` is ``task.L``)."""
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(_flat(v, "task." if key == "task.options" else f"{key}."))
-        else:
-            out[key] = v
-    return out
 
 
 def test_epochs_are_the_protocols_epochs():

@@ -10,6 +10,7 @@ import pytest
 import torch
 from test_faithful_presets import train_on_fixtures
 
+from conftest import flat_config
 from rnnlab import config, rundir
 from rnnlab.cells import CELLS
 from rnnlab.ledger import published, sources
@@ -41,20 +42,9 @@ def _diff_keys(a: str, b: str) -> set[str]:
     """The settings where two presets differ, the recording keys included: the ledger counts
     ``train.eval_batch_size`` as one, but a language model's evaluation carries the state along
     each of its rows, so it is a setting of the code protocol here."""
-    fa, fb = (_flat(config.load(p).to_dict()) for p in (a, b))
+    fa, fb = (flat_config(config.load(p).to_dict()) for p in (a, b))
     labels = ("name", "description", "paper.")
     return {k for k in set(fa) | set(fb) if fa.get(k) != fb.get(k) and not k.startswith(labels)}
-
-
-def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(_flat(v, "task." if key == "task.options" else f"{key}."))
-        else:
-            out[key] = v
-    return out
 
 
 def test_the_real_code_presets_differ_from_the_paper_presets_only_where_the_released_scripts_do():
@@ -65,7 +55,7 @@ def test_the_real_code_presets_differ_from_the_paper_presets_only_where_the_rele
         assert published.PROTOCOLS[p][:2] == (paper, "code")
         assert published.at_other_protocols(paper) == [p]
         assert _diff_keys(p, paper) == {k for k, *_ in diffs}, p
-        flat = _flat(config.load(p).to_dict())
+        flat = flat_config(config.load(p).to_dict())
         for key, value, src, _what in diffs:
             assert flat[key] == value, (p, key)
             assert src.kind == "code" and re.search(r"\.(py|yml|sh):\d", src.where), (p, key)

@@ -11,30 +11,15 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import flat_config, preset_diff_keys
 from rnnlab import config
-from rnnlab.ledger import published, records
+from rnnlab.ledger import published
 from rnnlab.ledger.published_nnrnn import NNRNN_CODE_DIFFS
 from rnnlab.train import train
 
 torch.set_num_threads(1)
 TOOLS = Path(__file__).resolve().parents[2] / "tools"
 CODE = sorted(p for p in published.PROTOCOLS if p.startswith("nnrnn/code/"))
-
-
-def _diff_keys(a: str, b: str) -> set[str]:
-    ra, rb = (records._resolved(config.load(p).to_dict()) for p in (a, b))
-    return {d.split(" ")[0] for d in records._diffs(ra, rb)}
-
-
-def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(_flat(v, "task." if key == "task.options" else f"{key}."))
-        else:
-            out[key] = v
-    return out
 
 
 def test_the_code_protocol_differs_from_the_paper_protocol_only_where_the_released_scripts_do():
@@ -46,8 +31,8 @@ def test_the_code_protocol_differs_from_the_paper_protocol_only_where_the_releas
         p, paper = f"nnrnn/code/{name}", f"nnrnn/{name}"
         assert published.PROTOCOLS[p][:2] == (paper, "code")
         assert published.protocol(paper) == "paper"
-        assert _diff_keys(p, paper) == {k for k, *_ in diffs}, p
-        code, text = _flat(config.load(p).to_dict()), _flat(config.load(paper).to_dict())
+        assert preset_diff_keys(p, paper) == {k for k, *_ in diffs}, p
+        code, text = flat_config(config.load(p).to_dict()), flat_config(config.load(paper).to_dict())
         for key, value, src, _what in diffs:
             assert code[key] == value and text.get(key) != value, (p, key)  # a default the resolved diff checked
             if src.kind == "code":
