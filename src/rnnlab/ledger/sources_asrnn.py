@@ -21,6 +21,8 @@ differences the presets cannot express, each with its source and why it is left 
 
 from __future__ import annotations
 
+import math
+
 from .rows import Source
 
 ASRNN_CODE_REPO = "ndminhkhoi46/asRNN at 0b27d67"
@@ -42,6 +44,7 @@ def _ours(why: str) -> Source:
 _LSTM_FORGET = (
     "model_loader.py:26-27 (forget_bias/2 in the f slice of bias_ih and bias_hh; copytask.py:71, mnist.py:73: 1)"
 )
+_LSTM_FORGET_PTB = "model_loader.py:26-27 (forget_bias/2 in the f slice of bias_ih and bias_hh; pennchar.py:79: 1)"
 _LSTM_FORGET_WHAT = (
     "forget bias 1 in effect, 0.5 in each bias (Hyperparameter.md:15; the text: none given, torch's init)"
 )
@@ -159,6 +162,232 @@ for _task, _rho, _rho_line, _rows in (
         ],
     )
 
+#: Hyperparameter.md's MNIST rows at asRNN n=257 and n=364: (task, n) -> {preset suffix: (hidden
+#: size, line, lr, W_hh lr, alpha, clipping norm or 0 for none)}. The LSTM has one row a task (n=128,
+#: 69K parameters), the record's only MNIST LSTM. pMNIST's expRNN rows are read by their hidden size:
+#: Hyperparameter.md lists expRNN 512 (line 47) under asRNN n=257 and 360 (line 51) under n=364, the
+#: reverse of README.md:45, 49 and of every sMNIST and scoRNN row (ASRNN_CODE_UNMODELLED).
+_MNIST_RELEASED: dict[tuple[str, int], dict[str, tuple[int, int, float, float | None, float, float]]] = {
+    ("smnist", 257): {
+        "": (257, 29, 5e-4, 5e-5, 0.99, 10.0),
+        "-exprnn": (360, 30, 5e-4, 5e-5, 0.9, 0.0),
+        "-scornn": (360, 31, 5e-4, 5e-5, 0.99, 0.0),
+        "-lstm": (128, 32, 1e-3, None, 0.9, 1.0),
+    },
+    ("smnist", 364): {
+        "": (364, 33, 3e-4, 3e-5, 0.99, 10.0),
+        "-exprnn": (512, 34, 3e-4, 3e-5, 0.9, 0.0),
+        "-scornn": (512, 35, 3e-4, 3e-5, 0.9, 0.0),
+        "-lstm": (128, 32, 1e-3, None, 0.9, 1.0),
+    },
+    ("psmnist", 257): {
+        "": (257, 46, 7e-4, 7e-5, 0.99, 10.0),
+        "-exprnn": (360, 51, 7e-4, 7e-5, 0.9, 0.0),
+        "-scornn": (360, 48, 5e-4, 5e-5, 0.9, 0.0),
+        "-lstm": (128, 49, 1e-3, None, 0.9, 1.0),
+    },
+    ("psmnist", 364): {
+        "": (364, 50, 5e-4, 5e-5, 0.99, 10.0),
+        "-exprnn": (512, 47, 5e-4, 5e-5, 0.9, 0.0),
+        "-scornn": (512, 52, 7e-4, 7e-5, 0.9, 0.0),
+        "-lstm": (128, 49, 1e-3, None, 0.9, 1.0),
+    },
+}
+#: what the paper presets at n=257 and n=364 hold: asRNN's Table 5 rates for the task and budget
+#: (lr, W_hh lr), alpha 0.99 and clipping 10 for every model (A.4.1), the LSTM sized to the budget
+_MNIST_PRESET_RATES = {("smnist", 257): (5e-4, 5e-5), ("smnist", 364): (3e-4, 3e-5)}
+_MNIST_PRESET_RATES |= {("psmnist", 257): (7e-4, 7e-5), ("psmnist", 364): (7e-4, 7e-5)}
+_MNIST_PRESET_LSTM = {257: 128, 364: 184}
+_RHO = {"smnist": (10, "Hyperparameter.md:22 (rho = 1/10)"), "psmnist": (2, "Hyperparameter.md:39 (rho = 1/2)")}
+
+
+def _g(v: float) -> str:
+    """A rate as Hyperparameter.md writes it: 5e-4, not 0.0005."""
+    mantissa, exp = f"{v:e}".split("e")
+    return f"{float(mantissa):g}e{int(exp)}"
+
+
+def _rates(line: int, lr: float, lr_w: float | None, preset: tuple[float, float]) -> list:
+    """The rate differences of one Hyperparameter.md row from the paper preset's rates."""
+    out = []
+    if not math.isclose(lr, preset[0]):
+        out.append(("optim.lr", lr, _code(f"Hyperparameter.md:{line}"), f"lr {_g(lr)} (the presets: {_g(preset[0])})"))
+    if lr_w is not None and not math.isclose(lr_w, preset[1]):
+        out.append(
+            (
+                "optim.group_lr.orthogonal",
+                lr_w,
+                _code(f"Hyperparameter.md:{line}"),
+                f"W_hh at lr {_g(lr_w)} (the presets: {_g(preset[1])})",
+            )
+        )
+    return out
+
+
+def _alpha_clip(line: int, alpha: float, clip: float) -> list:
+    out = []
+    if alpha != 0.99:
+        out.append(("optim.alpha", alpha, _code(f"Hyperparameter.md:{line}"), f"alpha {alpha} (the presets: 0.99)"))
+    if clip != 10.0:
+        said = f"clipping at norm {clip:g}" if clip else "no clipping"
+        where = f"Hyperparameter.md:{line}" + ("" if clip else " (no clipping)")
+        out.append(("optim.clip", clip, _code(where), f"{said} (the presets: asRNN's 10)"))
+    return out
+
+
+for (_task, _n), _rows in _MNIST_RELEASED.items():
+    _p = f"asrnn/{_task}-n{_n}"
+    _preset = _MNIST_PRESET_RATES[_task, _n]
+    _h, _line, _lr, _lr_w, _alpha, _clip = _rows[""]
+    ASRNN_CODE_DIFFS[f"asrnn/code/{_task}-n{_n}"] = (
+        _p,
+        [
+            *(
+                (
+                    f"model.cell_options.{_k}",
+                    None,
+                    _code(
+                        "mnist.py:54-57, 110-112 (default mode 'exprnn': static expm)",
+                        "README.md:72: 'use default setting'",
+                    ),
+                    "W_hh and U_f by the static exponential map, no dynamic trivialization (the presets: K=100, M=100)",
+                )
+                for _k in ("K", "M")
+            ),
+            *_rates(_line, _lr, _lr_w, _preset),
+        ],
+    )
+    for _m in ("-exprnn", "-scornn"):
+        _h, _line, _lr, _lr_w, _alpha, _clip = _rows[_m]
+        _extra = []
+        if _m == "-scornn":
+            _den, _rho_line = _RHO[_task]
+            _extra.append(
+                (
+                    "model.cell_options.negatives",
+                    _h // _den,
+                    _code(_rho_line, f"model_loader.py:32-34: hidden_size // {_den} entries -1 in D"),
+                    f"{_h // _den} of D's {_h} entries -1 (the presets: none)",
+                )
+            )
+        ASRNN_CODE_DIFFS[f"asrnn/code/{_task}-n{_n}{_m}"] = (
+            f"{_p}{_m}",
+            [*_extra, *_rates(_line, _lr, _lr_w, _preset), *_alpha_clip(_line, _alpha, _clip)],
+        )
+    _h, _line, _lr, _lr_w, _alpha, _clip = _rows["-lstm"]
+    _lstm_h = _MNIST_PRESET_LSTM[_n]
+    ASRNN_CODE_DIFFS[f"asrnn/code/{_task}-n{_n}-lstm"] = (
+        f"{_p}-lstm",
+        [
+            *(
+                [
+                    (
+                        "model.hidden_size",
+                        _h,
+                        _code(f"Hyperparameter.md:{_line}", "README.md:47: 69K parameters, the only MNIST LSTM there"),
+                        f"the MNIST LSTM of the authors' record, n={_h} (69K parameters, asRNN n=257's budget); it has "
+                        f"none at the budget of asRNN n={_n} (the presets: n={_lstm_h})",
+                    )
+                ]
+                if _h != _lstm_h
+                else []
+            ),
+            *_rates(_line, _lr, None, _preset),
+            *_alpha_clip(_line, _alpha, _clip),
+            ("model.cell_options.forget_bias", 0.5, _code(_LSTM_FORGET), _LSTM_FORGET_WHAT),
+            ("model.cell_options.forget_bias_hh", 0.5, _code(_LSTM_FORGET), _LSTM_FORGET_WHAT),
+        ],
+    )
+
+# PTB-c (pennchar.py; Hyperparameter.md:65-79): what every released PTB run does otherwise
+_PTB_EPOCH = {150: 262, 300: 131}  # 5,017,482 training characters in 128 rows: 39,199 a row
+
+
+def _ptb_common(T: int) -> list:
+    return [
+        (
+            "model.embedding_init",
+            "uniform0.1",
+            _code("pennchar.py:123-124, 133-134"),
+            "embedding U(-0.1, 0.1) (the presets: torch's N(0, 1))",
+        ),
+        (
+            "model.readout_init",
+            "uniform0.1",
+            _code("pennchar.py:135-136"),
+            "readout weight U(-0.1, 0.1), bias 0 (the presets: torch's nn.Linear init)",
+        ),
+        (
+            "train.eval_every",
+            _PTB_EPOCH[T],
+            _code("pennchar.py:166, 216-221"),
+            f"validation once an epoch of {_PTB_EPOCH[T]} batches (the presets: every 500 steps)",
+        ),
+        (
+            "train.plateau_threshold",
+            0.0,
+            _code("pennchar.py:213, 223-229"),
+            "both rates halved after every epoch whose validation BPC is not below the best so far: any "
+            "decrease counts (the presets: torch's relative threshold 1e-4)",
+        ),
+        (
+            "train.eval_batch_size",
+            10,
+            _code("pennchar.py:88, 201", "Hyperparameter.md:17"),
+            "validation and test text read in 10 rows, the state carried along each (the presets: 256 rows)",
+        ),
+    ]
+
+
+for _T in (150, 300):
+    _p = f"asrnn/ptb_char-bptt{_T}"
+    ASRNN_CODE_DIFFS[f"asrnn/code/ptb_char-bptt{_T}"] = (
+        _p,
+        [
+            *(
+                [
+                    (
+                        "optim.group_lr.orthogonal",
+                        1e-4,
+                        _code("Hyperparameter.md:70", "pennchar.py:56 (the default)"),
+                        "W_hh at lr 1e-4 (Table 5: 1e-3)",
+                    )
+                ]
+                if _T == 150
+                else []
+            ),
+            *_ptb_common(_T),
+        ],
+    )
+    _line = {150: 69, 300: 77}[_T]
+    ASRNN_CODE_DIFFS[f"asrnn/code/ptb_char-bptt{_T}-lstm"] = (
+        f"{_p}-lstm",
+        [
+            *(
+                [("optim.alpha", 0.99, _code("Hyperparameter.md:69"), "alpha 0.99 (the presets: asRNN's 0.9)")]
+                if _T == 150
+                else [("optim.lr", 3e-3, _code("Hyperparameter.md:77"), "lr 3e-3 (the presets: asRNN's 1e-3)")]
+            ),
+            ("model.cell_options.forget_bias", 0.5, _code(_LSTM_FORGET_PTB), _LSTM_FORGET_WHAT),
+            ("model.cell_options.forget_bias_hh", 0.5, _code(_LSTM_FORGET_PTB), _LSTM_FORGET_WHAT),
+            *_ptb_common(_T),
+        ],
+    )
+    _line = {150: 71, 300: 79}[_T]
+    ASRNN_CODE_DIFFS[f"asrnn/code/ptb_char-bptt{_T}-exprnn"] = (
+        f"{_p}-exprnn",
+        [
+            ("optim.lr", 5e-3, _code(f"Hyperparameter.md:{_line}"), "lr 5e-3 (the presets: asRNN's 1e-3)"),
+            (
+                "optim.group_lr.orthogonal",
+                1e-4,
+                _code(f"Hyperparameter.md:{_line}"),
+                "W_hh at lr 1e-4 (the presets: asRNN's 1e-3)",
+            ),
+            *_ptb_common(_T),
+        ],
+    )
+
 #: Differences between the presets and the released code that no preset setting expresses:
 #: (presets, what the code does, source, why the code presets leave it out).
 ASRNN_CODE_UNMODELLED: list[tuple[str, str, Source, str]] = [
@@ -169,7 +398,7 @@ ASRNN_CODE_UNMODELLED: list[tuple[str, str, Source, str]] = [
         "rnnlab's readout has torch's nn.Linear init and no option to change it",
     ),
     (
-        "copy and MNIST, LSTM",
+        "copy, MNIST and PTB, LSTM",
         "the readout reads the cell state c_t, not h_t (nn.LSTMCell returns (h, c); the loop keeps the second)",
         _code("model_loader.py:66-69"),
         "a bug of the released code, not copied (rnnlab's LSTM reads out h_t)",
@@ -205,17 +434,42 @@ ASRNN_CODE_UNMODELLED: list[tuple[str, str, Source, str]] = [
         "rnnlab holds out 5,000 images (task.val_size >= 1) and tests the epoch of the best validation "
         "accuracy: the published figure is a maximum over 70 test evaluations, ours is not",
     ),
+    (
+        "pMNIST n=257 and n=364, expRNN",
+        "Hyperparameter.md lists pMNIST's expRNN at 512 units under asRNN n=257 (5e-4, 5e-5) and at 360 under "
+        "n=364 (7e-4, 7e-5), the reverse of the README's table (360 at 69K, 512 at 137K) and of every sMNIST "
+        "and scoRNN row",
+        _code("Hyperparameter.md:47, 51", "README.md:45, 49"),
+        "the code presets read each row by its hidden size, which fixes the parameter budget: expRNN 360 at "
+        "7e-4 (n=257's budget), 512 at 5e-4 (n=364's)",
+    ),
+    (
+        "PTB, every model",
+        "the published PTB figures are 5 trials and the script sets no seed",
+        _code("pennchar.py:163-168", "Hyperparameter.md:12; data_module.py:135-140"),
+        "seeds are not an outcome setting; the chunks are the same: each epoch from a fresh state carried "
+        "across chunks of bptt characters, the last one shorter (rnnlab's LanguageModelTask.train_batches)",
+    ),
+    (
+        "PTB, LSTM, expRNN, EURNN",
+        "the PTB baselines' figures are Kerg et al.'s (A.4.1: 'we report the best results on a similar setup'; "
+        "Table 1 prints nnRNN's numbers); the released code has no EURNN",
+        _code("model_loader.py:22-31", "Hyperparameter.md:65-79 records settings for the LSTM and expRNN"),
+        "the LSTM and expRNN code presets take Hyperparameter.md's rows; EURNN has no code preset",
+    ),
 ]
 
 
 # --- the sources ------------------------------------------------------------------------------
 _COPY = ["asrnn/copy-L1000*", "asrnn/copy-L2000*", "asrnn/code/copy-L*"]
-_MNIST = ["asrnn/smnist-n122*", "asrnn/psmnist-n122*", "asrnn/code/smnist-n122*", "asrnn/code/psmnist-n122*"]
+_MNIST = ["asrnn/smnist-n*", "asrnn/psmnist-n*", "asrnn/code/smnist-n*", "asrnn/code/psmnist-n*"]
 _ALL = _COPY + _MNIST
-_AS = ["asrnn/copy-L1000", "asrnn/copy-L2000", "asrnn/copy-L*-code", "asrnn/smnist-n122", "asrnn/psmnist-n122"]
-_AS += ["asrnn/code/smnist-n122", "asrnn/code/psmnist-n122"]
-_AS_COPY = _AS[:3]
-_AS_MNIST = _AS[3:]
+_AS_COPY = ["asrnn/copy-L1000", "asrnn/copy-L2000", "asrnn/copy-L*-code"]
+_AS_MNIST = [f"asrnn/{d}{t}-n{n}" for d in ("", "code/") for t in ("smnist", "psmnist") for n in (122, 257, 364)]
+_AS = _AS_COPY + _AS_MNIST
+_PTB = ["asrnn/ptb_char-*", "asrnn/code/ptb_char-*"]
+_AS_PTB = [f"asrnn/{d}ptb_char-bptt{T}" for d in ("", "code/") for T in (150, 300)]
+_PTB_PAPER = ["asrnn/ptb_char-*"]
 _BASE = [p + s for p in _ALL for s in ("-lstm", "-scornn", "-exprnn", "-urnn")]
 _COPY_BASE = [p + s for p in _COPY for s in ("-lstm", "-scornn", "-exprnn")]
 _MNIST_BASE = [p + s for p in _MNIST for s in ("-lstm", "-scornn", "-exprnn", "-urnn")]
@@ -229,12 +483,221 @@ def _ends(presets, *suffixes):
     return [p for p in presets if p.endswith(suffixes)]
 
 
+def _both(*names: str) -> list[str]:
+    """The PTB presets ``asrnn/<name>`` and their code presets ``asrnn/code/<name>``."""
+    return [f"asrnn/{d}ptb_char-{n}" for d in ("", "code/") for n in names]
+
+
+_PTB_NO_BASELINE = "the text gives the PTB baselines no settings (A.4.1: their figures are Kerg et al.'s)"
+#: PTB-c (pennchar.py; Hyperparameter.md:65-79): paper presets asrnn/ptb_char-*, code presets
+#: asrnn/code/ptb_char-* (their own differences come first, from ASRNN_CODE_DIFFS)
+_PTB_RULES: list[tuple[list[str], list[str], Source]] = [
+    (
+        _PTB,
+        ["task.name"],
+        _text("A.4.4: Penn Treebank characters, 50 symbols with the end of sentence", "data_module.py:113-134"),
+    ),
+    (_PTB, ["task.bptt"], _text("Tables 1-2: T=150 and T=300", "pennchar.py:75 (--bptt)")),
+    (_PTB, ["task.data_dir", "task.verify"], _ours("where the data lives and its checksum: no effect on a run")),
+    (_AS_PTB, ["model.cell"], _text("Sec. 2: the asRNN cell")),
+    (_AS_PTB, ["model.hidden_size"], _text("Table 5 (d_h)")),
+    (_PTB, ["model.cell"], _text("A.4.4: the baselines LSTM, expRNN, EURNN")),
+    (_both("*-lstm"), ["model.hidden_size"], _code("Hyperparameter.md:69, 77 (475)", "README.md:66: 1.32M parameters")),
+    (
+        _both("*-exprnn"),
+        ["model.hidden_size"],
+        _code("Hyperparameter.md:71, 79 (1386)", "README.md:68: 1.32M parameters"),
+    ),
+    (
+        ["asrnn/ptb_char-*-eurnn"],
+        ["model.hidden_size", "model.cell_options.*", "model.init"],
+        _ours(
+            "A.4.4 fixes the budget (1.32M) only and the released code has no EURNN (model_loader.py:22-31): "
+            "2599 complex units, tunable, capacity 2; Table 1's EURNN figure is Kerg et al.'s"
+        ),
+    ),
+    (_PTB, ["model.embedding"], _code("pennchar.py:80, 123-125 (emsize 200)")),
+    (
+        _PTB,
+        ["model.num_layers", "model.dropout", "model.pool", "model.dense"],
+        _code("model_loader.py:22-37", "one recurrent cell and one linear readout"),
+    ),
+    (
+        _PTB_PAPER,
+        ["model.embedding_init", "model.readout"],
+        _ours(
+            "the text gives no init: torch's N(0, 1) embedding and nn.Linear readout; pennchar.py:133-136: "
+            "U(-0.1, 0.1), readout bias 0 (the code protocol)"
+        ),
+    ),
+    # asRNN's cell
+    (
+        _AS_PTB,
+        ["model.cell_options.map", "model.cell_options.uf_map", "model.cell_options.K", "model.cell_options.M"],
+        _code(
+            "pennchar.py:59-62, 104-106 (default mode 'exprnn': the static exponential map)",
+            "A.4.1: as Lezcano-Casado & Martinez-Rubio (2019); U_f by the same map: sources/custom_modules.py:46",
+        ),
+    ),
+    (
+        _AS_PTB,
+        ["model.cell_options.init"],
+        _text("A.4.1: Cayley for the other tasks", "pennchar.py:71-74, 97-98; Hyperparameter.md:70, 78"),
+    ),
+    (
+        _AS_PTB,
+        ["model.cell_options.a", "model.cell_options.b", "model.cell_options.eps"],
+        _text("Table 5", "pennchar.py:67-69: 0.8, 3, 0"),
+    ),
+    (
+        _AS_PTB,
+        ["model.cell_options.uf_group"],
+        _code("pennchar.py:139-149", "only W_hh ('recurrent_kernel') takes the W_hh rate; U_f and s take lr"),
+    ),
+    (
+        _AS_PTB,
+        ["model.init"],
+        _text(
+            "A.4.1: W_xh random semi-orthogonal, b = 0, U_f = I, s ~ U(a, b)",
+            "the same in sources/expRNN/orthogonal.py:95-97, sources/custom_modules.py:48-50",
+        ),
+    ),
+    # the baselines' cells
+    (_both("*-exprnn"), ["model.cell_options.init"], _code("Hyperparameter.md:71, 79 (Cayley)")),
+    (
+        _both("*-exprnn"),
+        ["model.cell_options.K", "model.cell_options.M"],
+        _code("pennchar.py:59-62, 104-106 (default mode 'exprnn': static)", "Hyperparameter.md gives expRNN no mode"),
+    ),
+    (_both("*-exprnn"), ["model.cell_options.input_init"], _code("sources/expRNN/orthogonal.py:83 (Kaiming normal)")),
+    (
+        _both("*-exprnn"),
+        ["model.init"],
+        _code(
+            "sources/expRNN/orthogonal.py:72, 93-94", "modReLU bias U(-0.01, 0.01), no input bias (model_loader.py:21)"
+        ),
+    ),
+    (
+        ["asrnn/ptb_char-*-lstm"],
+        ["model.cell_options.forget_bias", "model.cell_options.forget_bias_hh"],
+        _ours(
+            "the text gives no LSTM init: torch's; the released model_loader.py:26-27 writes 0.5 into the f slice "
+            "of both biases (pennchar.py:79: forget_bias 1; the code protocol)"
+        ),
+    ),
+    (_both("*-lstm"), ["model.cell_options.init", "model.init"], _code("model_loader.py:23 (torch's nn.LSTMCell)")),
+    # the optimizer
+    (
+        _PTB,
+        ["optim.name", "optim.eps", "optim.momentum", "optim.weight_decay"],
+        _code("pennchar.py:146-149", "RMSprop, torch's eps, no momentum or weight decay"),
+    ),
+    (_AS_PTB, ["optim.lr", "optim.group_lr.orthogonal"], _text("Table 5 (lr, lr W_hh)")),
+    (_AS_PTB, ["optim.alpha"], _text("A.4.1: alpha = 0.9 for asRNN but on MNIST", "Hyperparameter.md:70, 78")),
+    (
+        _PTB,
+        ["optim.clip"],
+        _code("Hyperparameter.md:18 (no clipping)", "pennchar.py:58, 178-179; A.4.1 clips on MNIST and copy only"),
+    ),
+    (_both("bptt150-lstm"), ["optim.lr"], _code("Hyperparameter.md:69 (1e-3)")),
+    (_both("bptt300-lstm"), ["optim.alpha"], _code("Hyperparameter.md:77 (0.9)")),
+    (_both("*-exprnn"), ["optim.alpha"], _code("Hyperparameter.md:71, 79 (0.9)")),
+    (
+        ["asrnn/ptb_char-*-eurnn"],
+        ["optim.lr", "optim.alpha"],
+        _text(
+            "A.4.1: the PTB baselines' figures are Kerg et al.'s",
+            "their supplement's Table 5: EURNN lr 1e-3, alpha 0.9 (the nnrnn presets' source)",
+        ),
+    ),
+    (
+        _PTB_PAPER,
+        ["optim.lr", "optim.alpha", "optim.group_lr.orthogonal"],
+        _ours(
+            _PTB_NO_BASELINE + ": asRNN's optimizer; Hyperparameter.md:69, 71, 77, 79 give the LSTM's and expRNN's "
+            "own (the code protocol)"
+        ),
+    ),
+    # the budget, evaluation and schedule
+    (_PTB, ["train.batch_size"], _text("A.4.1: batch size 128", "pennchar.py:52")),
+    (
+        _PTB,
+        ["train.steps"],
+        _text("Table 5: 100 epochs", "100 x 262 (bptt 150) or 131 (bptt 300) batches of 128: pennchar.py:54, 166, 216"),
+    ),
+    (
+        _PTB_PAPER,
+        ["train.eval_every", "train.plateau_threshold"],
+        _ours(
+            "validation every 500 steps, torch's relative threshold 1e-4; pennchar.py:216-229 validates once an "
+            "epoch and halves on any epoch without a lower BPC (the code protocol)"
+        ),
+    ),
+    (
+        _PTB,
+        ["train.schedule", "train.plateau_factor", "train.plateau_patience"],
+        _text(
+            "A.4.1: Kerg et al.'s setup for PTB-c",
+            "pennchar.py:213, 223-229: both rates halved after every epoch without a new best validation BPC",
+        ),
+    ),
+    (
+        _PTB_PAPER,
+        ["train.eval_batch_size"],
+        _ours(
+            "256 rows, rnnlab's default; the released code evaluates in 10 rows (pennchar.py:88, 201; the code protocol)"
+        ),
+    ),
+    (_PTB, ["train.select_metric"], _code("pennchar.py:223-225, 243-244", "test on the best validation checkpoint")),
+    (
+        _PTB,
+        ["train.target_metric", "train.target_value", "train.target_patience"],
+        _code("pennchar.py:216-241", "no early stop: every epoch runs"),
+    ),
+    (_PTB, ["train.epoch_steps"], _ours("0: no PTB claim counts epochs")),
+]
+
+#: the code protocol's key in ASRNN_CODE_DIFFS -> the outcome setting it changes
+_OUTCOME_KEY = {"model.readout_init": "model.readout"}
 _NO_BASELINE = "the text gives the baselines no settings (A.4.1: 'we select the best hyperparameters for asRNN')"
+
+
+def _released_rules() -> list[tuple[list[str], list[str], Source]]:
+    """For asRNN n=257 and n=364's baselines: the settings whose paper-preset value is the one of
+    Hyperparameter.md's row (the code presets differ elsewhere only, ASRNN_CODE_DIFFS), sourced to
+    that row; the code presets take every row value (hidden size, rates, alpha, clipping)."""
+    out = []
+    for (task, n), rows in _MNIST_RELEASED.items():
+        preset = _MNIST_PRESET_RATES[task, n]
+        for m in ("-exprnn", "-scornn", "-lstm"):
+            h, line, lr, lr_w, alpha, clip = rows[m]
+            paper, code = f"asrnn/{task}-n{n}{m}", f"asrnn/code/{task}-n{n}{m}"
+            both = [paper, code]
+            budget = "69K" if h in (128, 360) else "137K"
+            if m != "-lstm" or h == _MNIST_PRESET_LSTM[n]:
+                why = "README.md:45-49" if m == "-exprnn" and task == "psmnist" else f"{budget} parameters"
+                out.append((both, ["model.hidden_size"], _code(f"Hyperparameter.md:{line} ({h})", why)))
+            same = math.isclose(lr, preset[0]) and (lr_w is None or math.isclose(lr_w, preset[1]))
+            rates = ["optim.lr", "optim.group_lr.orthogonal"]
+            row = f"Hyperparameter.md:{line}"
+            out.append(
+                (both if same else [code], rates, _code(f"{row} ({_g(lr)}" + (f", {_g(lr_w)})" if lr_w else ")")))
+            )
+            out.append((both if alpha == 0.99 else [code], ["optim.alpha"], _code(f"{row} ({alpha})")))
+            out.append(([code], ["optim.clip"], _code(f"{row} ({clip:g})" if clip else f"{row} (no clipping)")))
+    return out
+
+
+_MNIST_RELEASED_RULES = _released_rules()
 
 #: (preset patterns, setting patterns, source): the first rule matching both decides.
 ASRNN_SOURCES: list[tuple[list[str], list[str], Source]] = [
     # --- the code protocol's own differences first (each with its file and line)
-    *(([code], [key], src) for code, (_base, diffs) in ASRNN_CODE_DIFFS.items() for key, _v, src, _what in diffs),
+    *(
+        ([code], [_OUTCOME_KEY.get(key, key)], src)
+        for code, (_base, diffs) in ASRNN_CODE_DIFFS.items()
+        for key, _v, src, _what in diffs
+    ),
     # --- options rnnlab gained after this audit, at their defaults (the released code's choice)
     (
         [p + "-exprnn" for p in _COPY + _MNIST],
@@ -259,6 +722,7 @@ ASRNN_SOURCES: list[tuple[list[str], list[str], Source]] = [
             "rnnlab holds out the last val_size training images for validation"
         ),
     ),
+    *_PTB_RULES,
     # --- the tasks
     (
         _COPY,
@@ -332,11 +796,22 @@ ASRNN_SOURCES: list[tuple[list[str], list[str], Source]] = [
         ),
     ),
     (
+        ["asrnn/smnist-n364-lstm", "asrnn/psmnist-n364-lstm"],
+        ["model.hidden_size"],
+        _ours(
+            "n=184, the 137K budget of asRNN n=364: the authors' record gives the MNIST LSTM only at n=128 (69K, "
+            "Hyperparameter.md:32, 49), the code protocol"
+        ),
+    ),
+    # n=257 and n=364: each baseline's row of Hyperparameter.md, where the presets hold its value
+    *_MNIST_RELEASED_RULES,
+    (
         _ends(_MNIST_BASE, "-urnn"),
         ["model.cell", "model.hidden_size"],
         _ours(
             "A.4.3 names the restricted-capacity uRNN (Arjovsky et al.) but gives no size; the released code has "
-            "no uRNN (model_loader.py:22-31): 533 complex units at 16K parameters"
+            "no uRNN (model_loader.py:22-31): all of asRNN's budget on complex units, 533 / 2304 / 4562 at "
+            "16K / 69K / 137K parameters"
         ),
     ),
     (
@@ -421,10 +896,10 @@ ASRNN_SOURCES: list[tuple[list[str], list[str], Source]] = [
     (
         _ends(_MNIST_BASE, "-scornn", "-exprnn"),
         ["model.cell_options.init"],
-        _code("Hyperparameter.md:27-28, 44-45 (Cayley)"),
+        _code("Hyperparameter.md:27-35, 44-52 (Cayley)"),
     ),
     (
-        ["asrnn/smnist-n122-scornn", "asrnn/psmnist-n122-scornn"],
+        ["asrnn/smnist-n*-scornn", "asrnn/psmnist-n*-scornn"],
         ["model.cell_options.negatives"],
         _ours(_NO_BASELINE + ": D = I; Hyperparameter.md:22, 39: rho 1/10 (sMNIST), 1/2 (pMNIST) (the code protocol)"),
     ),
@@ -445,7 +920,7 @@ ASRNN_SOURCES: list[tuple[list[str], list[str], Source]] = [
         ),
     ),
     (
-        ["asrnn/copy-L*-lstm", "asrnn/smnist-n122-lstm", "asrnn/psmnist-n122-lstm"],
+        ["asrnn/copy-L*-lstm", "asrnn/smnist-n*-lstm", "asrnn/psmnist-n*-lstm"],
         ["model.cell_options.forget_bias", "model.cell_options.forget_bias_hh"],
         _ours(
             "the text gives no LSTM init: torch's; the released model_loader.py:26-27 writes 0.5 into the f slice "
@@ -489,16 +964,24 @@ ASRNN_SOURCES: list[tuple[list[str], list[str], Source]] = [
         _code("Hyperparameter.md:44-45 (1e-3, 1e-4)"),
     ),
     (
-        ["asrnn/copy-L*-lstm", "asrnn/smnist-n122-lstm", "asrnn/psmnist-n122-lstm"],
+        ["asrnn/copy-L*-lstm", "asrnn/smnist-n*-lstm", "asrnn/psmnist-n*-lstm"],
         ["optim.lr"],
         _ours(_NO_BASELINE + ": asRNN's rate for the task; Hyperparameter.md:32, 49, 60: 1e-3 (the code protocol)"),
     ),
     (
-        ["asrnn/copy-L*-*", "asrnn/smnist-n122-*", "asrnn/psmnist-n122-*"],
+        ["asrnn/copy-L*-*", "asrnn/smnist-n*-*", "asrnn/psmnist-n*-*"],
         ["optim.clip", "optim.alpha"],
         _ours(
-            _NO_BASELINE + ": asRNN's clipping (A.4.1) and, on MNIST, its alpha 0.99; Hyperparameter.md:27-28, "
-            "32, 44-45, 49, 60-62 (the code protocol)"
+            _NO_BASELINE + ": asRNN's clipping (A.4.1) and, on MNIST, its alpha 0.99; Hyperparameter.md:27-35, "
+            "44-52, 60-62 (the code protocol)"
+        ),
+    ),
+    (
+        [f"asrnn/{t}-n*-{m}" for t in ("smnist", "psmnist") for m in ("exprnn", "scornn")],
+        ["optim.lr", "optim.group_lr.orthogonal"],
+        _ours(
+            _NO_BASELINE + ": asRNN's Table 5 rates for the task and budget; Hyperparameter.md:29-35, 46-52 "
+            "(the code protocol)"
         ),
     ),
     (
@@ -543,5 +1026,4 @@ ASRNN_SOURCES: list[tuple[list[str], list[str], Source]] = [
 ]
 
 #: The presets these rules cover (every outcome setting sourced).
-ASRNN_AUDITED = _COPY + ["asrnn/smnist-n122", "asrnn/smnist-n122-*", "asrnn/psmnist-n122", "asrnn/psmnist-n122-*"]
-ASRNN_AUDITED += ["asrnn/code/smnist-n122*", "asrnn/code/psmnist-n122*"]
+ASRNN_AUDITED = _COPY + _MNIST + _PTB
