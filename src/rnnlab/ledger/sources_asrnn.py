@@ -497,7 +497,7 @@ _PTB_RULES: list[tuple[list[str], list[str], Source]] = [
         ["task.name"],
         _text("A.4.4: Penn Treebank characters, 50 symbols with the end of sentence", "data_module.py:113-134"),
     ),
-    (_PTB, ["task.bptt"], _text("Tables 1-2: T=150 and T=300", "pennchar.py:75 (--bptt)")),
+    (_PTB, ["task.bptt"], _text("Table 1 and Table 2: T=150 and T=300", "pennchar.py:75 (--bptt)")),
     (_PTB, ["task.data_dir", "task.verify"], _ours("where the data lives and its checksum: no effect on a run")),
     (_AS_PTB, ["model.cell"], _text("Sec. 2: the asRNN cell")),
     (_AS_PTB, ["model.hidden_size"], _text("Table 5 (d_h)")),
