@@ -19,9 +19,10 @@ from __future__ import annotations
 import fnmatch
 import inspect
 
-from . import sources_dmu_real
+from . import sources_dmu_real, sources_others
 from .published_dmu import DMU_CODE_DIFFS, DMU_CODE_REPO, DMU_REAL_CODE_GAPS
 from .published_nnrnn import NNRNN_CODE_REPO
+from .published_others import CORNN_CODE_REPO, LEM_CODE_REPO, OSCILLATOR_CODE_GAPS
 from .rows import OPEN_SETTINGS, PROTOCOLS, Source, protocol
 from .sources_asrnn import ASRNN_AUDITED, ASRNN_CODE_REPO, ASRNN_CODE_UNMODELLED, ASRNN_SOURCES
 from .sources_nnrnn import NNRNN_AUDITED, NNRNN_SOURCES
@@ -238,15 +239,18 @@ SOURCES: list[tuple[list[str], list[str], Source]] = [
     ([_HENAFF], ["task.val_size", "task.test_size"], _ours("the text gives no evaluation set sizes")),
     # --- nnRNN (rnnlab.ledger.sources_nnrnn)
     *NNRNN_SOURCES,
+    # --- coRNN and LEM (rnnlab.ledger.sources_others)
+    *sources_others.RULES,
 ]
 
 #: The paper presets whose every outcome setting must have a source.
 AUDITED = _SYN_ALL + sources_dmu_real.PRESETS + ["dmu/code/natlang-*", "dmu/code/polymusic-*"] + [_HENAFF]
 AUDITED += ASRNN_AUDITED + NNRNN_AUDITED
+AUDITED += sources_others.AUDITED
 #: The paper presets not audited yet against their text and released code (the test lets this
 #: list only shrink): until then their verdicts rest on settings whose source is not shown.
 PENDING = ["asrnn/ptb_char-*", "asrnn/smnist-n257*", "asrnn/smnist-n364*", "asrnn/psmnist-n257*"]
-PENDING += ["asrnn/psmnist-n364*", "cornn/*", "lem/*", "dmu/spa2eng-*"]
+PENDING += ["asrnn/psmnist-n364*", "dmu/spa2eng-*"]
 PENDING += ["dmu/ger2eng-*", "dmu/smnist-*", "dmu/psmnist-*"]
 
 
@@ -318,6 +322,20 @@ def _preset_table(p: str, code: str | None, ours_count: dict) -> list[str]:
     return lines + [""]
 
 
+def _gaps_table(gaps) -> list[str]:
+    """A page's section on what the released code does that no setting expresses: (what the code
+    does, source, rnnlab's way) each."""
+    lines = [
+        "## What the released code does that no setting expresses",
+        "",
+        "The code-protocol presets keep rnnlab's way here:",
+        "",
+        "| the released code | source | rnnlab |",
+        "|---|---|---|",
+    ]
+    return lines + [f"| {what} | {src} | {ours} |" for what, src, ours in gaps] + [""]
+
+
 def fidelity_page(paper: str) -> str:
     """``docs/fidelity/<paper>.md``: each audited preset of ``paper``, every outcome setting with
     its value and source; where a code-protocol preset exists, its value beside the text's."""
@@ -344,6 +362,8 @@ def fidelity_page(paper: str) -> str:
                 "dmu-real": f", {DMU_CODE_REPO}",
                 "asrnn": f", {ASRNN_CODE_REPO}",
                 "nnrnn": f", {NNRNN_CODE_REPO}",
+                "cornn": f", {CORNN_CODE_REPO}",
+                "lem": f", {LEM_CODE_REPO}",
             }.get(paper, "")
         )
         + ", file and line) or `ours` (why). Where the released code runs an experiment otherwise than the "
@@ -377,6 +397,8 @@ def fidelity_page(paper: str) -> str:
         lines.append("")
     if ours_count:
         lines += ["Settings of ours by preset: " + ", ".join(f"`{p}` {n}" for p, n in ours_count.items()) + ".", ""]
+    if paper in ("cornn", "lem"):
+        lines += _gaps_table([(what, src, ours) for p, what, src, ours in OSCILLATOR_CODE_GAPS if p == paper])
     if paper == "asrnn":
         lines += [
             "## What the released code does that no preset setting expresses",
@@ -392,7 +414,7 @@ def fidelity_page(paper: str) -> str:
     return "\n".join(lines)
 
 
-FIDELITY_PAPERS = ("dmu", "dmu-real", "henaff", "asrnn", "nnrnn")
+FIDELITY_PAPERS = ("dmu", "dmu-real", "henaff", "asrnn", "nnrnn", "cornn", "lem")
 
 
 def main(argv: list[str] | None = None) -> int:
