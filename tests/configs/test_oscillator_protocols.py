@@ -98,3 +98,69 @@ def test_every_code_preset_trains_two_steps(name, tmp_path, data_root):
     sets += ["train.batch_size=4", "model.hidden_size=16"]
     r = train(config.load(name, sets), tmp_path / "run")
     assert r["steps"] == 2 and r["stopped"] == "completed"
+
+
+def _released_cornn_step(W, b, x, y, z, dt, gamma, eps):
+    """coRNN as the released cell computes it (psMNIST/network.py:13-18): one affine map of the
+    concatenation [x; z; y]."""
+    a = torch.tanh(torch.cat([x, z, y], 1) @ W.T + b)
+    z = z + dt * (a - gamma * y - eps * z)
+    return y + dt * z, z
+
+
+def _released_lem_step(Wi, bi, Wh, bh, Wz, bz, x, y, z, dt):
+    """LEM as the released cell computes it (src/psMNIST/network.py:21-33): input chunks
+    (dt1, dt2, z, y), hidden chunks (dt1, dt2, y); dt2 gates z, dt1 gates y."""
+    i_dt1, i_dt2, i_z, i_y = (x @ Wi.T + bi).chunk(4, 1)
+    h_dt1, h_dt2, h_y = (y @ Wh.T + bh).chunk(3, 1)
+    ms_dt_bar, ms_dt = dt * torch.sigmoid(i_dt1 + h_dt1), dt * torch.sigmoid(i_dt2 + h_dt2)
+    z = (1 - ms_dt) * z + ms_dt * torch.tanh(i_y + h_y)
+    return (1 - ms_dt_bar) * y + ms_dt_bar * torch.tanh(z @ Wz.T + bz + i_z), z
+
+
+@pytest.mark.parametrize("backend", ["reference", "auto"])
+def test_the_cells_are_the_released_cells_with_their_weights_renamed(backend):
+    """The audit's 'code' source for the cells and their init: rnnlab's coRNN and LEM, given the
+    released cells' weights (drawn as the released init draws them) split into rnnlab's blocks,
+    run the released recurrences to float64 rounding over 30 steps."""
+    from rnnlab.cells import CoRNNCell, LEMCell
+
+    torch.manual_seed(0)
+    I, H, B, T = 3, 6, 4, 30
+    x = torch.randn(T, B, I, dtype=torch.float64)
+    k = 1 / math.sqrt(I + 2 * H)  # nn.Linear(I + 2H, H): U(+-1/sqrt(fan-in)), psMNIST/network.py:11
+    W, b = (torch.empty(H, I + 2 * H, dtype=torch.float64).uniform_(-k, k), torch.empty(H).double().uniform_(-k, k))
+    cell = CoRNNCell(I, H, dt=0.076, gamma=0.4, epsilon=8.0, backend=backend).double()
+    with torch.no_grad():
+        cell.weight_ih.copy_(W[:, :I]), cell.weight_hz.copy_(W[:, I : I + H]), cell.weight_hy.copy_(W[:, I + H :])
+        cell.bias.copy_(b)
+    y = z = torch.zeros(B, H, dtype=torch.float64)
+    ys = []
+    for t in range(T):
+        y, z = _released_cornn_step(W, b, x[t], y, z, 0.076, 0.4, 8.0)
+        ys.append(y)
+    out, _ = cell.sequence(x)  # time-major (T, B, I)
+    torch.testing.assert_close(out, torch.stack(ys), rtol=1e-10, atol=1e-12)
+
+    k = 1 / math.sqrt(H)  # every LEM parameter U(+-1/sqrt(H)), src/psMNIST/network.py:16-19
+    Wi, bi, Wh, bh, Wz, bz = (
+        torch.empty(*s, dtype=torch.float64).uniform_(-k, k)
+        for s in ((4 * H, I), (4 * H,), (3 * H, H), (3 * H,), (H, H), (H,))
+    )
+    lem = LEMCell(I, H, dt=0.31, backend=backend).double()
+    blk = lambda t, order: torch.cat([t[j * H : (j + 1) * H] for j in order])  # noqa: E731
+    with torch.no_grad():
+        lem.weight_ih.copy_(blk(Wi, (1, 0, 3, 2))), lem.bias_ih.copy_(blk(bi, (1, 0, 3, 2)))
+        lem.weight_hh.copy_(blk(Wh, (1, 0, 2))), lem.bias_hh.copy_(blk(bh, (1, 0, 2)))
+        lem.weight_zy.copy_(Wz), lem.bias_zy.copy_(bz)
+    y = z = torch.zeros(B, H, dtype=torch.float64)
+    ys = []
+    for t in range(T):
+        y, z = _released_lem_step(Wi, bi, Wh, bh, Wz, bz, x[t], y, z, 0.31)
+        ys.append(y)
+    out, _ = lem.sequence(x)
+    torch.testing.assert_close(out, torch.stack(ys), rtol=1e-10, atol=1e-12)
+    # rnnlab's own init draws from the same ranges (the largest of 36 draws near the bound)
+    w_hy, w_zy = CoRNNCell(I, H).weight_hy.abs().max(), LEMCell(I, H).weight_zy.abs().max()
+    assert 0.8 / math.sqrt(I + 2 * H) < w_hy <= 1 / math.sqrt(I + 2 * H)
+    assert 0.8 / math.sqrt(H) < w_zy <= 1 / math.sqrt(H)
