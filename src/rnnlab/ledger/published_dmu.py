@@ -259,7 +259,8 @@ DMU_TRANSLATION_CODE_GAPS: list[tuple[str, str, Source, str]] = [
     (
         "translation",
         "one vocabulary per side of every word of all 30,000 pairs (validation and test included), no <unk>; "
-        "embedding and softmax sized by fixed counts (spa 24,793 / 12,933, deu 34,628 / 15,781)",
+        "embedding and softmax sized by fixed counts (spa 24,793 / 12,933, deu 34,628 / 15,781), the counts "
+        "Table IX's weights imply (N = 1 DMU: 27,802,233 and 36,618,631; the table: 27.8M, 36.6M)",
         _code("deep_memory_update/data/translation.py:58-76, 138-150; deep_memory_update/data/utils.py:52-66"),
         "words seen twice in training, <unk> for the rest",
     ),
