@@ -323,18 +323,16 @@ def _preset_table(p: str, code: str | None, ours_count: dict) -> list[str]:
     return lines + [""]
 
 
-def _gaps_table(gaps) -> list[str]:
-    """A page's section on what the released code does that no setting expresses: (what the code
-    does, source, rnnlab's way) each."""
-    lines = [
-        "## What the released code does that no setting expresses",
-        "",
-        "The code-protocol presets keep rnnlab's way here:",
-        "",
-        "| the released code | source | rnnlab |",
-        "|---|---|---|",
-    ]
-    return lines + [f"| {what} | {src} | {ours} |" for what, src, ours in gaps] + [""]
+_GAPS = "What the released code does that no setting expresses"
+_KEPT = "The code-protocol presets keep rnnlab's way here:"
+
+
+def _gaps_table(rows, head=("the released code", "source", "rnnlab"), title=_GAPS, intro=_KEPT) -> list[str]:
+    """A page's section on how the released code runs otherwise than any setting says: a table of
+    ``rows`` (tuples of cells, ``head`` their columns) under ``title`` and ``intro``."""
+    lines = [f"## {title}", "", intro, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
+    return lines + [""]
 
 
 def fidelity_page(paper: str) -> str:
@@ -390,27 +388,15 @@ def fidelity_page(paper: str) -> str:
             continue
         lines += _preset_table(p, code_of.get(p), ours_count)
     if real:
-        lines += [
-            "## What the released code does that no setting expresses",
-            "",
-            "The code-protocol presets keep rnnlab's way here:",
-            "",
-            "| experiment | the released code | source | rnnlab |",
-            "|---|---|---|---|",
-        ]
-        lines += [f"| {e} | {what} | {src} | {ours} |" for e, what, src, ours in DMU_REAL_CODE_GAPS]
-        lines.append("")
-        lines += [
-            "## Translation: how the released runs differ",
-            "",
+        lines += _gaps_table(DMU_REAL_CODE_GAPS, ("experiment", "the released code", "source", "rnnlab"))
+        lines += _gaps_table(
+            DMU_TRANSLATION_CODE_GAPS,
+            ("experiment", "the released code", "source", "rnnlab"),
+            "Translation: how the released runs differ",
             "No translation code-protocol preset: the released runs' data and decoder feeding cannot be set, "
             "so every way they differ from the presets is listed here, settable or not:",
-            "",
-            "| experiment | the released code | source | rnnlab |",
-            "|---|---|---|---|",
-        ]
-        lines += [f"| {e} | {what} | {src} | {ours} |" for e, what, src, ours in DMU_TRANSLATION_CODE_GAPS]
-        lines += ["", f"Table IV (MNIST): {sources_dmu_other.NO_MNIST}; its settings beyond N are ours.", ""]
+        )
+        lines += [f"Table IV (MNIST): {sources_dmu_other.NO_MNIST}; its settings beyond N are ours.", ""]
     if ours_count:
         lines += ["Settings of ours by preset: " + ", ".join(f"`{p}` {n}" for p, n in ours_count.items()) + ".", ""]
     if paper in ("cornn", "lem"):
