@@ -181,9 +181,10 @@ DENSE_ACTIVATIONS = ("none", "relu")
 #: word-language-model init of the PyTorch example, awd-lstm and the nnRNN language script)
 EMBEDDING_INITS = ("default", "uniform0.1")
 #: ``model.readout_init``: "default" (torch's nn.Linear), "xavier" (Glorot-normal weight,
-#: torch's bias: the nnRNN copy script) or "uniform0.1" (weight U(-0.1, 0.1), bias 0: the
-#: language-model init as above)
-READOUT_INITS = ("default", "xavier", "uniform0.1")
+#: torch's bias: the nnRNN copy script), "uniform0.1" (weight U(-0.1, 0.1), bias 0: the
+#: language-model init as above) or "kaiming" (Kaiming-normal weight, N(0, 2 / fan-in), torch's
+#: bias: the LEM scripts' classifier)
+READOUT_INITS = ("default", "xavier", "uniform0.1", "kaiming")
 
 RUN_KEY_OMITS_AT_DEFAULT: dict[str, object] = {
     "train.target_patience": 1,

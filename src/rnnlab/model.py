@@ -80,6 +80,8 @@ def init_encoder_readout(model: nn.Module, embedding_init: str = "default", read
         elif readout_init == "uniform0.1":
             model.readout.weight.uniform_(-0.1, 0.1)
             model.readout.bias.zero_()
+        elif readout_init == "kaiming":  # torch's defaults: fan-in, gain sqrt(2)
+            nn.init.kaiming_normal_(model.readout.weight)
 
 
 class SequenceModel(nn.Module):

@@ -239,6 +239,85 @@ DMU_REAL_CODE_GAPS: list[tuple[str, str, Source, str]] = [
     ),
 ]
 
+#: How the released translation runs (experiments_repro/translation.sh, guild.yml:108-124) differ
+#: from the translation presets, expressible or not: no code-protocol preset is written, as the
+#: data and the decoder's feeding cannot be set (experiment, what the code does, source, rnnlab's way).
+DMU_TRANSLATION_CODE_GAPS: list[tuple[str, str, Source, str]] = [
+    (
+        "translation",
+        "only the first 30,000 lines of each pair file, which lists pairs by length: the English side at most 7 "
+        "words (spa-eng; deu-eng 6), mean 3.7 (3.6) against 6.3 (6.5) over the file",
+        _code("deep_memory_update/data/translation.py:127-133"),
+        "every pair of up to 15 tokens a side (~118K spa-eng, ~170K deu-eng)",
+    ),
+    (
+        "translation",
+        "a random 70/15/15 split: 21,000 / 4,500 / 4,500 pairs",
+        _code("deep_memory_update/data/translation.py:38-40, 170-179"),
+        "a seeded split of 2,000 test, 2,000 validation, the rest training",
+    ),
+    (
+        "translation",
+        "one vocabulary per side of every word of all 30,000 pairs (validation and test included), no <unk>; "
+        "embedding and softmax sized by fixed counts (spa 24,793 / 12,933, deu 34,628 / 15,781), the counts "
+        "Table IX's weights imply (N = 1 DMU: 27,802,233 and 36,618,631; the table: 27.8M, 36.6M)",
+        _code("deep_memory_update/data/translation.py:58-76, 138-150; deep_memory_update/data/utils.py:52-66"),
+        "words seen twice in training, <unk> for the rest",
+    ),
+    (
+        "translation",
+        "ASCII-folded text, punctuation split off, any other character removed; the source wrapped in <sos> ... <eos>",
+        _code("deep_memory_update/data/translation.py:91-115"),
+        "NFC text, words and single punctuation marks; the source without <sos> / <eos>",
+    ),
+    (
+        "translation",
+        "the decoder fed its own previous prediction whenever rand < teacher-forcing-ratio: at 1.0 "
+        "(guild.yml:120, Table XI) always its own, in training as in evaluation",
+        _code("deep_memory_update/models/base_model.py:384-387"),
+        "teacher_forcing 1.0: always the ground truth (0.0 would train as the released code); evaluation "
+        "always teacher-forced",
+    ),
+    (
+        "translation",
+        "validation and test metrics of the free-running decoder over the target's length; perplexity the mean "
+        "over batches of exp(the batch's mean cross-entropy)",
+        _code("deep_memory_update/models/base_model.py:384-387; deep_memory_update/models/utils.py:23-48"),
+        "teacher-forced next-token metrics, exp(the mean cross-entropy over all tokens)",
+    ),
+    (
+        "translation",
+        "the test on the checkpoint of the highest validation accuracy",
+        _code("guild.yml:122-123; deep_memory_update/experiments/experiment.py:75-93"),
+        "the lowest validation perplexity (settable: train.select_metric = 'val/accuracy')",
+    ),
+    (
+        "translation",
+        "batches of 32 (657 an epoch, the last of 8): 32,850 steps in 50 epochs",
+        _code("deep_memory_update/data/data_module.py:37-44, 75-80"),
+        "batches of 64 over our split (spa-eng 1,780 an epoch, deu-eng 2,590)",
+    ),
+    (
+        "translation",
+        "no positive z bias in the DMU (increased-bias 0)",
+        _code("deep_memory_update/models/dmu_model.py:184-191; experiments_repro/translation.sh:14-17"),
+        "3, rnnlab's DMU default (settable: model.cell_options.z_bias = 0)",
+    ),
+    (
+        "translation",
+        "the RHN encoder-cells $(neurs DEPTH 200): width 200 and depth 200 at DEPTH >= 2, a list too short for "
+        "a depth at DEPTH = 1 (the decoder: width 200, depth DEPTH)",
+        _code("experiments_repro/translation.sh:7-11, 20; deep_memory_update/models/rhn_model.py:61-69"),
+        "one RHN of width 200 and depth N on both sides (Table IX)",
+    ),
+    (
+        "translation",
+        "every RHN map a default nn.Linear (the transform gate near 0.5)",
+        _code("deep_memory_update/layers/rhn.py:12-15, 27-28"),
+        "U(+-1/sqrt(H)) and a transform bias of -2 (settable: model.cell_options.init = 'linear')",
+    ),
+]
+
 for (_exp, _N, _m), _diffs in DMU_REAL_CODE_DIFFS.items():
     PROTOCOLS[f"dmu/code/{_exp}-N{_N}-{_m}"] = (
         f"dmu/{_exp}-N{_N}-{_m}",

@@ -4,7 +4,107 @@
 
 from __future__ import annotations
 
-from .rows import Published, _add
+from .rows import PROTOCOLS, Published, Source, _add, at_other_protocols
+
+#: The authors' released repositories, at the commits every ``code`` source of coRNN and LEM names.
+CORNN_CODE_REPO = "tk-rusch/coRNN at afd8174"
+LEM_CODE_REPO = "tk-rusch/LEM at 833da6b"
+
+
+def _code(where: str) -> Source:
+    return Source("code", where)
+
+
+#: Where the authors' released psMNIST scripts run otherwise than the presets ``cornn/psmnist`` and
+#: ``lem/psmnist`` (their own settings: the scripts' defaults, which give the published numbers):
+#: preset -> [(dotted key, the code's value, source, what it does)]. The code-protocol presets
+#: ``<paper>/code/psmnist`` are the presets with exactly these settings changed. What the scripts do
+#: and no setting expresses is in ``OSCILLATOR_CODE_GAPS``.
+OSCILLATOR_CODE_DIFFS: dict[str, list[tuple[str, object, Source, str]]] = {}
+for _paper, _dir, _per, _task in (
+    ("cornn", "psMNIST", 475, "psMNIST_task.py"),
+    ("lem", "src/psMNIST", 445, "psMNIST_task.py"),
+):
+    _lr_at = {"cornn": "88-91", "lem": "96-99"}[_paper]
+    _epochs = {"cornn": "13-14", "lem": "14-15"}[_paper]
+    OSCILLATOR_CODE_DIFFS[f"{_paper}/psmnist"] = [
+        (
+            "task.val_size",
+            3000,
+            _code(f"{_dir}/utils.py:15"),
+            "3,000 training images held out for validation, 57,000 trained on (ours: 5,000 and 55,000)",
+        ),
+        (
+            "train.steps",
+            120 * _per,
+            _code(f"{_dir}/{_task}:{_epochs}; {_dir}/utils.py:15-20"),
+            f"120 epochs of {_per} batches of the 57,000 training images",
+        ),
+        (
+            "train.eval_every",
+            _per,
+            _code(f"{_dir}/{_task}:" + {"cornn": "75-79", "lem": "85-89"}[_paper]),
+            f"validation once an epoch of {_per} batches",
+        ),
+        *(
+            (
+                key,
+                value,
+                _code(f"{_dir}/{_task}:{_lr_at}"),
+                f"the learning rate divided by 10 after epoch 100, at step {100 * _per} (ours: constant)",
+            )
+            for key, value in (
+                ("train.schedule", "exponential"),
+                ("train.lr_gamma", 0.1),
+                ("train.lr_step_every", 100 * _per),
+            )
+        ),
+    ]
+OSCILLATOR_CODE_DIFFS["lem/psmnist"].append(
+    (
+        "model.readout_init",
+        "kaiming",
+        _code("src/psMNIST/network.py:43-46"),
+        "a Kaiming-normal classifier weight (ours: torch's nn.Linear init)",
+    )
+)
+for _p, _diffs in OSCILLATOR_CODE_DIFFS.items():
+    PROTOCOLS[_p.replace("/", "/code/", 1)] = (_p, "code", "; ".join(f"{_w} ({_s.where})" for _k, _v, _s, _w in _diffs))
+
+#: What the released psMNIST scripts do that no rnnlab setting expresses (the code presets keep
+#: rnnlab's way): (paper, what the code does, source, rnnlab's way).
+OSCILLATOR_CODE_GAPS: list[tuple[str, str, Source, str]] = [
+    (
+        "cornn",
+        "the pixel order torch.randperm(784) after torch.manual_seed(12008)",
+        _code("psMNIST/psMNIST_task.py:29, 34"),
+        "numpy's RandomState(92916).permutation(784), the asRNN/expRNN order",
+    ),
+    (
+        "lem",
+        "the pixel order torch.randperm(784) after torch.manual_seed(5544)",
+        _code("src/psMNIST/psMNIST_task.py:40, 44"),
+        "numpy's RandomState(92916).permutation(784), the asRNN/expRNN order",
+    ),
+    (
+        "cornn",
+        "the 3,000 validation images drawn by random_split from the 60,000",
+        _code("psMNIST/utils.py:15"),
+        "the last 3,000 of the training file",
+    ),
+    (
+        "lem",
+        "the 3,000 validation images drawn by random_split from the 60,000",
+        _code("src/psMNIST/utils.py:15"),
+        "the last 3,000 of the training file",
+    ),
+    (
+        "lem",
+        "a last batch of 40 images each epoch (57,000 = 445 x 128 + 40; the DataLoader keeps it)",
+        _code("src/psMNIST/utils.py:18-20"),
+        "445 full batches an epoch: the 40 images left over sit that epoch out",
+    ),
+]
 
 # Henaff et al. (figures only)
 _add(
@@ -94,7 +194,7 @@ _add(
         "N=256, 134K params",
         "test/accuracy",
         0.9734,
-        presets=("cornn/psmnist",),
+        presets=("cornn/psmnist", *at_other_protocols("cornn/psmnist")),
         note="the paper's psMNIST result; the authors' README and run log give the same",
     )
 )
@@ -107,7 +207,7 @@ _add(
         "N=128, 68K params",
         "test/accuracy",
         0.966,
-        presets=("lem/psmnist",),
+        presets=("lem/psmnist", *at_other_protocols("lem/psmnist")),
         note="the paper's psMNIST result (the authors' run log: 96.62)",
     )
 )
