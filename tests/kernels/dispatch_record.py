@@ -14,6 +14,7 @@ import contextlib
 import importlib
 import itertools
 import json
+import pkgutil
 import sys
 from pathlib import Path
 
@@ -50,6 +51,15 @@ MAIN = {
     "rhn": [("rhn", {})],
 }
 WIDTHS = (4, 5, 8, 9, 32, 33)
+#: the other cells: their path functions, spied in every cell module that imports them
+OTHER_PATHS = (
+    "unroll",
+    "elementwise_rnn",
+    "cornn_recurrence",
+    "lem_recurrence",
+    "residual_recurrence",
+    "modrelu_recurrence",
+)
 
 
 def _spy(log: list, name: str, fn):
@@ -63,9 +73,16 @@ def _spy(log: list, name: str, fn):
 @contextlib.contextmanager
 def spying():
     """Yields the list the spies write to; restores every wrapped function on exit."""
+    import rnnlab.cells
+
     log: list[str] = []
     undo = []
-    for modname, names in SPIED.items():
+    spied = {k: list(v) for k, v in SPIED.items()}
+    for info in pkgutil.iter_modules(rnnlab.cells.__path__):
+        mod = importlib.import_module(f"rnnlab.cells.{info.name}")
+        names = spied.setdefault(mod.__name__, [])
+        names += [n for n in OTHER_PATHS if callable(getattr(mod, n, None)) and n not in names]
+    for modname, names in spied.items():
         mod = importlib.import_module(modname)
         for name in names:
             fn = getattr(mod, name)
@@ -148,6 +165,15 @@ def cases() -> list[dict]:
             for backend, lengths, ensemble in itertools.product(("auto", "small"), (False, True), (False, True)):
                 case = dict(family=family, key=key, options=options, hidden=4, dtype="float32", backend=backend)
                 out.append({**case, "grad": True, "lengths": lengths, "ensemble": ensemble, "autocast": True})
+    main = {key for variants in MAIN.values() for key, _ in variants}
+    for key, cls in CELLS.items():
+        if key in main:
+            continue
+        for H, dtype, backend, lengths, ensemble in itertools.product(
+            (4, 6), ("float32", "float64"), ("auto", "reference", *cls.extra_backends()), (False, True), (False, True)
+        ):
+            case = dict(family="other", key=key, options={}, hidden=H, dtype=dtype, backend=backend)
+            out.append({**case, "grad": True, "lengths": lengths, "ensemble": ensemble})
     for H, B, backend in itertools.product((33, 40), (2, 30), ("auto", "loop", "scan")):
         case = dict(family="ltrnn", key="ltrnn", options={}, hidden=H, dtype="float64", backend=backend, batch=B)
         out.append({**case, "grad": True, "lengths": False, "ensemble": False})
