@@ -212,7 +212,7 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-# --- the width limits of backend="auto" (rnnlab.kernels.small.AUTO_MAX_WIDTH) -------------
+# --- the width limits of backend="auto" (rnnlab.kernels.dispatch.AUTO_MAX_WIDTH) -------------
 
 #: cells and widths the limits were measured over
 WIDTH_CELLS = ("rnn", "lstm", "gru", "dmu", "rhn")

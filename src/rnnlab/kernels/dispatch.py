@@ -248,15 +248,19 @@ def triton(u: Tensor, hidden: int) -> bool:
     :func:`rnnlab.kernels.triton_recurrence.use_triton` for CUDA tensors or when
     ``RNNLAB_TRITON`` forces it; a CPU tensor with the setting unset is False without
     importing Triton."""
-    if u.device.type != "cuda" and triton_mode() != "force":
+    return _triton(u.device.type, u.dtype, hidden)
+
+
+def _triton(device_type: str, dtype: torch.dtype, hidden: int) -> bool:
+    if device_type != "cuda" and triton_mode() != "force":
         return False
     from . import triton_recurrence
 
-    return triton_recurrence.use_triton(u.device.type, u.dtype, hidden)
+    return triton_recurrence.use_triton(device_type, dtype, hidden)
 
 
 def _fused_or_triton(x: Tensor, width: int) -> str:
-    return "triton" if triton(x.new_empty(0, dtype=recurrence_dtype(x)), width) else "fused"
+    return "triton" if _triton(x.device.type, recurrence_dtype(x), width) else "fused"
 
 
 def choose(

@@ -18,10 +18,10 @@ process with a bus error) is rebuilt, with a note. Where
 there is no compiler (or it fails), a one-line note says so and the cells run their PyTorch
 paths: the same results, slower.
 
-The cells choose this path with their ``backend`` option: ``"auto"`` (the default) takes it
-on the CPU, in float32 or float64, without autocast, for widths up to :data:`AUTO_MAX_WIDTH`
-(measured per cell);
-``"small"`` takes it at any width; any other backend never does. Every function here equals
+The cells choose this path with their ``backend`` option, by the rule of
+:mod:`rnnlab.kernels.dispatch`: ``"auto"`` (the default) takes it on the CPU, in float32 or
+float64, without autocast, for widths up to :data:`rnnlab.kernels.dispatch.AUTO_MAX_WIDTH`
+(measured per cell); ``"small"`` takes it at any width; any other backend never does. Every function here equals
 the cells' step loop (tests/kernels/test_small.py: outputs, final states and every gradient
 to 1e-10 in float64).
 
@@ -46,20 +46,11 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from .amp import autocasting
 from .ensemble import ensemble_call
 from .host import cpuinfo, platform_name
 
-__all__ = ["AUTO_MAX_WIDTH", "SOURCE", "available", "chosen", "dmu", "gru", "library", "lstm", "rhn", "rnn"]
+__all__ = ["SOURCE", "available", "dmu", "gru", "library", "lstm", "rhn", "rnn"]
 
-#: ``backend="auto"`` takes the compiled loops for cells whose widest layer (hidden size, DMU
-#: update-network width) is at most this, per recurrence. Measured (one thread, batch 32,
-#: T = 100, forward and backward of one layer, against each cell's previous fast path, for one
-#: run and for 51 members under vmap): the RNN's loops are faster up to 32 units both ways; the
-#: GRU's and the DMU's up to 32 for one run but only to 8 and 4 in an ensemble (to 8 here: the
-#: DMU's update network adds its width); the LSTM's up to 4 (ATen's LSTM wins from 8); the
-#: RHN's up to 8 in an ensemble (``python benchmarks/small_models.py --widths``; docs/speed.md).
-AUTO_MAX_WIDTH = {"rnn": 32, "gru": 8, "dmu": 8, "rhn": 8, "lstm": 4}
 #: the C source, compiled at first use
 SOURCE = Path(__file__).with_name("small.c")
 #: the build: -march=native because the library is built where it runs (the key holds the CPU)
@@ -217,36 +208,6 @@ def library(dtype: torch.dtype) -> ctypes.CDLL | None:
 def available() -> bool:
     """Whether the compiled loops can run here (compiles them on the first call)."""
     return library(torch.float64) is not None and library(torch.float32) is not None
-
-
-def _capturing() -> bool:
-    compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
-    return torch.jit.is_tracing() or bool(compiling and compiling())
-
-
-def chosen(kind: str, backend: str, width: int, *tensors: Tensor | None) -> bool:
-    """Whether a cell of recurrence ``kind`` ("rnn", "lstm", "gru", "rhn", "dmu") with
-    ``backend`` and widest layer ``width`` runs the compiled loops on ``tensors`` (its input and
-    weights): ``"auto"`` up to :data:`AUTO_MAX_WIDTH`, ``"small"`` always, where they can run
-    (CPU, one float32 or float64 dtype, no autocast, not traced)."""
-    if backend not in ("auto", "small") or (backend == "auto" and width > AUTO_MAX_WIDTH[kind]):
-        return False
-    ts = [t for t in tensors if t is not None]
-    dtype = ts[0].dtype
-    if (
-        dtype not in (torch.float32, torch.float64)
-        or any(t.dtype != dtype or t.device.type != "cpu" for t in ts)
-        or autocasting("cpu")
-        or _capturing()
-    ):
-        if backend == "small":
-            _note(
-                "small-skip",
-                "backend 'small' runs on CPU float32/float64 tensors without autocast only; "
-                "this recurrence runs on its PyTorch path",
-            )
-        return False
-    return library(dtype) is not None
 
 
 # ---------------------------------------------------------------------------- calls into C
