@@ -259,3 +259,14 @@ def test_probe_runs_its_path_and_equals_the_step_loop(entry):
             assert g is None or not g.abs().any(), name
             continue
         torch.testing.assert_close(g, w, rtol=1e-9, atol=1e-10, msg=lambda m, name=name: f"{entry} {name}: {m}")
+
+
+def test_doctor_prints_the_table(capsys):
+    from rnnlab.cli import main
+
+    assert main(["doctor", "--dispatch"]) == 0
+    out = capsys.readouterr().out
+    for fam in dispatch.TABLE.values():
+        assert f"{fam.name} ({', '.join(fam.cells)})" in out
+        for path, where in fam.paths.items():
+            assert f"  {path:<9} {where}" in out

@@ -334,5 +334,8 @@ def table() -> str:
             lines.append(f"  {path:<9} {where}")
         lines.append(f"  rule: {fam.rule}")
     limits = ", ".join(f"{k} {v}" for k, v in AUTO_MAX_WIDTH.items())
-    lines.append(f"compiled up to width (backend auto): {limits}; scan while B H^2 <= {SCAN_MAX_STEP_MACS}")
+    lines.append(
+        f"'compiled if it can run': backend small, or auto up to the width {limits}; on the CPU, float32 "
+        f"or float64, no autocast, not traced, a C compiler. LT-RNN scan while B H^2 <= {SCAN_MAX_STEP_MACS}"
+    )
     return "\n".join(lines)
