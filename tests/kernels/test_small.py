@@ -101,8 +101,8 @@ def test_compiled_loops_equal_the_step_loop(cell, options, H, layers, lengths, h
 
 def _calls(monkeypatch) -> list[str]:
     calls: list[str] = []
-    real = small._fn
-    monkeypatch.setattr(small, "_fn", lambda name, dtype: (calls.append(name), real(name, dtype))[1])
+    real = small._call
+    monkeypatch.setattr(small, "_call", lambda name, dtype, *args: (calls.append(name), real(name, dtype, *args))[1])
     return calls
 
 
