@@ -136,6 +136,12 @@ def _norm(ctype: str) -> str:
     return " ".join(ctype.replace("*", " * ").split()).replace("* *", "**").replace(" * const *", " *const *")
 
 
+def _written(ctype: str, name: str) -> str:
+    """``const R *u``, ``long E``: an argument as C writes it."""
+    ctype = _norm(ctype)
+    return f"{ctype}{name}" if ctype.endswith("*") else f"{ctype} {name}"
+
+
 # ---------------------------------------------------------------------------- the source
 
 
@@ -174,15 +180,16 @@ def check_source(source: str | Path) -> None:
         for i, (a, (ctype, name)) in enumerate(zip(want, got)):
             if (_norm(a.ctype), a.name) != (ctype, name):
                 problems.append(
-                    f"{fn}: argument {i + 1} is '{ctype} {name}' in small.c but declared '{_norm(a.ctype)} {a.name}'"
+                    f"{fn}: argument {i + 1} is '{_written(ctype, name)}' in small.c but declared "
+                    f"'{_written(a.ctype, a.name)}'"
                 )
                 break
         else:
             if len(want) != len(got):
-                extra = got[len(want) :] or [(_norm(a.ctype), a.name) for a in want[len(got) :]]
+                extra = got[len(want) :] or [(a.ctype, a.name) for a in want[len(got) :]]
                 problems.append(
                     f"{fn}: small.c has {len(got)} arguments, the declaration {len(want)} "
-                    f"(first difference: argument {min(len(want), len(got)) + 1} '{' '.join(extra[0])}')"
+                    f"(first difference: argument {min(len(want), len(got)) + 1} '{_written(*extra[0])}')"
                 )
     if problems:
         raise SignatureError(
@@ -216,7 +223,7 @@ def bind(lib: ctypes.CDLL, dtype: torch.dtype) -> ctypes.CDLL:
 
 
 def _fail(fn: str, i: int, a: Arg, what: str) -> SignatureError:
-    return SignatureError(f"{fn}: argument {i + 1} ({a.ctype} {a.name}) {what}")
+    return SignatureError(f"{fn}: argument {i + 1} ({_written(a.ctype, a.name)}) {what}")
 
 
 def _env(fn: str, args: tuple[Arg, ...], values: tuple) -> dict:
