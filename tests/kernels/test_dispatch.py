@@ -270,3 +270,9 @@ def test_doctor_prints_the_table(capsys):
         assert f"{fam.name} ({', '.join(fam.cells)})" in out
         for path, where in fam.paths.items():
             assert f"  {path:<9} {where}" in out
+
+
+def test_every_builtin_cell_asks_the_rule_of_its_family():
+    for key, cls in CELLS.items():
+        if cls.__module__.startswith("rnnlab."):
+            assert cls.family == dispatch.family_of(key).name, key

@@ -374,6 +374,11 @@ class Cell(nn.Module):
         """The width the dispatch rule compares with the compiled loops' limits (the widest layer)."""
         return self.hidden_size
 
+    def dispatch_weight(self) -> Tensor | None:
+        """The weight whose dtype and device the dispatch rule reads beside the input's, for a
+        family with compiled loops: the recurrent matrix (``weight_hh``)."""
+        return self.weight_hh
+
     def path(self, x: Tensor, lengths: Tensor | None = None, *, ensemble: bool = False) -> str:
         """The path (:data:`rnnlab.kernels.dispatch.PATHS`) this cell runs ``x`` (T, B, I) on:
         :func:`rnnlab.kernels.dispatch.choose` for its family, backend, width, the input's and
@@ -382,7 +387,7 @@ class Cell(nn.Module):
             self.family,
             self.backend,
             width=self.dispatch_width(),
-            tensors=(x, self._reference_parameter()),
+            tensors=(x, self.dispatch_weight()) if dispatch.TABLE[self.family].kernel else (x,),
             ensemble=ensemble,
             lengths=lengths is not None,
             nonlinearity=getattr(self, "nonlinearity", "tanh"),

@@ -122,6 +122,9 @@ class DMUCell(Cell):
     def dispatch_width(self) -> int:
         return max([self.hidden_size, *self.layers])  # the update network's width counts
 
+    def dispatch_weight(self) -> Tensor:
+        return self.fnn[0].weight
+
     @classmethod
     def extra_backends(cls) -> tuple[str, ...]:
         return ("fused", "small")
@@ -227,14 +230,13 @@ class RHNCell(Cell):
     def sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
         """Fast path: the input terms of all steps in one product, then the fused loop
         :func:`rnnlab.kernels.gated.rhn_recurrence`. With ``lengths``, or
-        ``backend="reference"``, the step loop :func:`rnnlab.unroll` runs."""
-        if self.backend == "reference":
+        ``backend="reference"``, the step loop :func:`rnnlab.unroll` runs; the compiled loops
+        where the rule (:meth:`path`) picks them."""
+        path = self.path(x, lengths)
+        if path == "step":
             return super().sequence(x, state, lengths)
-        fast = self.small_sequence(x, state, lengths)
-        if fast is not None:
-            return fast
-        if lengths is not None:
-            return super().sequence(x, state, lengths)
+        if path == "compiled":
+            return self.small_sequence(x, state, lengths)
         state = self.start_sequence(x, state)
         u = tall_linear(x, self.weight_ih, self.bias[0])
         hs = rhn_recurrence(u, state, self.weight_hh, self.bias)

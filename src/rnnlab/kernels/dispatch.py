@@ -173,13 +173,16 @@ TABLE: dict[str, Family] = {
             "transformed",
             ("asrnn", "softorth"),
             {"step": _STEP, "fused": _ELEMENTWISE, "triton": _TRITON},
-            "reference: step; else triton on CUDA where it fits, else fused. Ensemble: step",
+            "reference: step; else triton on CUDA where it fits, else fused (asRNN's auto also runs its step "
+            "loop while W_f's condition number is above FAST_PATH_MAX_KAPPA: a property of the weights, decided "
+            "in the cell). Ensemble: step",
         ),
         Family(
             "residual",
             ("antisymrnn", "incrnn", "naisnet", "lipschitz"),
             {"step": _STEP, "fused": "rnnlab.kernels.residual.residual_recurrence"},
-            "reference: step; else fused. Ensemble: step",
+            "reference: step; else fused (the gated AntisymmetricRNN and the IncrementalRNN with steps > 1 "
+            "have no fused form: step). Ensemble: step",
         ),
         Family(
             "oscillator",

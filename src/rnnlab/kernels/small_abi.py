@@ -23,6 +23,7 @@ for the tensors the shape the C code reads or writes, as an expression of the si
 from __future__ import annotations
 
 import ctypes
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,12 @@ class SignatureError(ValueError):
     """A prototype in ``small.c`` differs from its declaration, or a call does not match it."""
 
 
+def _norm(ctype: str) -> str:
+    """A C type with one space between words and ``*`` written as `` *``: ``const R*`` ->
+    ``const R *``."""
+    return " ".join(ctype.replace("*", " * ").split()).replace("* *", "**").replace(" * const *", " *const *")
+
+
 @dataclass(frozen=True)
 class Arg:
     """One argument: its C type as written in ``small.c``, its name, and for pointers the shape
@@ -48,6 +55,9 @@ class Arg:
     shape: str | None = None
     null: bool | str = False
     count: str | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "ctype", _norm(self.ctype))  # compared and dispatched on as written once
 
 
 def _args(*specs) -> tuple[Arg, ...]:
@@ -62,7 +72,7 @@ def _args(*specs) -> tuple[Arg, ...]:
         shape = shape.strip().removesuffix("?").strip() or None
         ctype, name = head.rsplit(None, 1) if "*" not in head else head.rsplit("*", 1)
         ctype = ctype.strip() + (" *" if "*" in head else "")
-        out.append(Arg(" ".join(ctype.split()), name.strip(), shape, null))
+        out.append(Arg(ctype, name.strip(), shape, null))
     return tuple(out)
 
 
@@ -130,12 +140,6 @@ _REAL = {torch.float64: ctypes.c_double, torch.float32: ctypes.c_float}
 _POINTER = {"const long *": ctypes.POINTER(ctypes.c_long), "R *const *": ctypes.POINTER(ctypes.c_void_p)}
 
 
-def _norm(ctype: str) -> str:
-    """A C type with one space between words and ``*`` written as `` *``: ``const R*`` ->
-    ``const R *``."""
-    return " ".join(ctype.replace("*", " * ").split()).replace("* *", "**").replace(" * const *", " *const *")
-
-
 def _written(ctype: str, name: str) -> str:
     """``const R *u``, ``long E``: an argument as C writes it."""
     ctype = _norm(ctype)
@@ -178,7 +182,7 @@ def check_source(source: str | Path) -> None:
     for fn in sorted(set(found) & set(DECLARATIONS)):
         want, got = DECLARATIONS[fn], found[fn]
         for i, (a, (ctype, name)) in enumerate(zip(want, got)):
-            if (_norm(a.ctype), a.name) != (ctype, name):
+            if (a.ctype, a.name) != (ctype, name):
                 problems.append(
                     f"{fn}: argument {i + 1} is '{_written(ctype, name)}' in small.c but declared "
                     f"'{_written(a.ctype, a.name)}'"
@@ -202,7 +206,7 @@ def check_source(source: str | Path) -> None:
 
 
 def _ctypes_of(a: Arg, dtype: torch.dtype):
-    t = _norm(a.ctype)
+    t = a.ctype
     if t == "long":
         return ctypes.c_long
     if t == "int":
@@ -229,7 +233,7 @@ def _fail(fn: str, i: int, a: Arg, what: str) -> SignatureError:
 def _env(fn: str, args: tuple[Arg, ...], values: tuple) -> dict:
     env: dict = {}
     for i, (a, v) in enumerate(zip(args, values)):
-        t = _norm(a.ctype)
+        t = a.ctype
         if t in ("long", "int"):
             if isinstance(v, bool) or not isinstance(v, int):
                 raise _fail(fn, i, a, f"must be an int, got {type(v).__name__} ({v!r})")
@@ -250,8 +254,21 @@ def _env(fn: str, args: tuple[Arg, ...], values: tuple) -> dict:
     return env
 
 
+_NO_BUILTINS = {"__builtins__": {}}
+
+
+@functools.cache
+def _code(expr: str):
+    """An expression of the declaration, compiled once (evaluated per call on the sizes)."""
+    return compile(expr, f"<small_abi: {expr}>", "eval")
+
+
+def _eval(expr: str, env: dict):
+    return eval(_code(expr), _NO_BUILTINS, env)  # noqa: S307 - our own constant expressions
+
+
 def _shape(expr: str, env: dict) -> tuple[int, ...]:
-    return tuple(eval(f"({expr},)", {"__builtins__": {}}, env))  # noqa: S307 - our own constant expressions
+    return _eval(f"({expr},)", env)
 
 
 def _check_tensor(fn, i, a, t, dtype, shape) -> None:
@@ -278,7 +295,7 @@ def _convert(fn: str, dtype: torch.dtype, args: tuple[Arg, ...], values: tuple) 
     env = _env(fn, args, values)
     out: list = []
     for i, (a, v) in enumerate(zip(args, values)):
-        t = _norm(a.ctype)
+        t = a.ctype
         if t in ("long", "int"):
             out.append(v)
         elif t == "R":
@@ -288,8 +305,7 @@ def _convert(fn: str, dtype: torch.dtype, args: tuple[Arg, ...], values: tuple) 
         elif t == "const long *":
             out.append((ctypes.c_long * max(len(v), 1))(*v))
         elif a.count is not None:
-            count = eval(a.count, {"__builtins__": {}}, env)  # noqa: S307 - our own constant expressions
-            count = max(count, 0)
+            count = max(_eval(a.count, env), 0)
             if not isinstance(v, (list, tuple)) or len(v) != count:
                 got = len(v) if isinstance(v, (list, tuple)) else type(v).__name__
                 raise _fail(fn, i, a, f"must be a list of {count} tensors, got {got}")
@@ -297,7 +313,7 @@ def _convert(fn: str, dtype: torch.dtype, args: tuple[Arg, ...], values: tuple) 
                 _check_tensor(fn, i, a, tj, dtype, _shape(a.shape, {**env, "j": j}))
             out.append((ctypes.c_void_p * max(count, 1))(*[tj.data_ptr() for tj in v]))
         else:
-            must_null = isinstance(a.null, str) and eval(a.null, {"__builtins__": {}}, env)  # noqa: S307
+            must_null = isinstance(a.null, str) and _eval(a.null, env)
             may_null = a.null is True or must_null
             if v is None:
                 if not may_null:
