@@ -383,6 +383,7 @@ class Cell(nn.Module):
         """The path (:data:`rnnlab.kernels.dispatch.PATHS`) this cell runs ``x`` (T, B, I) on:
         :func:`rnnlab.kernels.dispatch.choose` for its family, backend, width, the input's and
         weights' dtype and device, lengths, and whether it runs inside an ensemble."""
+        own = vars(self)  # plain options (nn.Module's attribute fallback is slow when they are absent)
         return dispatch.choose(
             self.family,
             self.backend,
@@ -390,9 +391,9 @@ class Cell(nn.Module):
             tensors=(x, self.dispatch_weight()) if dispatch.TABLE[self.family].kernel else (x,),
             ensemble=ensemble,
             lengths=lengths is not None,
-            nonlinearity=getattr(self, "nonlinearity", "tanh"),
+            nonlinearity=own.get("nonlinearity", "tanh"),
             batch=x.shape[1] if x.dim() == 3 else 1,
-            chunk=getattr(self, "chunk", 0),
+            chunk=own.get("chunk", 0),
         )
 
     def batched_first(self, x: Tensor, state: State | None, lengths: Tensor | None):
