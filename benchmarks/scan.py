@@ -33,8 +33,8 @@ def measure(T: int, B: int, H: int, repeats: int) -> dict:
     """One size: the per-repeat CPU seconds of the three implementations, interleaved."""
     import torch
 
+    from rnnlab.kernels.dispatch import SCAN_MAX_STEP_MACS
     from rnnlab.kernels.scan import (
-        SCAN_MAX_STEP_MACS,
         linear_recurrence_fused,
         linear_recurrence_loop,
         linear_recurrence_scan,

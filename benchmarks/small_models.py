@@ -17,7 +17,7 @@ table is generated from it (``rnnlab.bench.benchdocs``, view ``small``).
 
 ``--widths`` times one layer's forward and backward instead (batch 32, T = 100), the compiled
 loops against each cell's previous fast path at widths 4 to 32, for one model and 51: the
-measurement behind ``rnnlab.kernels.small.AUTO_MAX_WIDTH`` (printed, not recorded).
+measurement behind ``rnnlab.kernels.dispatch.AUTO_MAX_WIDTH`` (printed, not recorded).
 """
 
 import argparse

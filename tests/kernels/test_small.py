@@ -13,7 +13,7 @@ import torch
 
 from rnnlab.cells import CELLS
 from rnnlab.cells.layers import Recurrent
-from rnnlab.kernels import small
+from rnnlab.kernels import dispatch, small
 
 SRC = str(Path(small.__file__).resolve().parents[2])  # the rnnlab under test, for its subprocesses
 
@@ -101,8 +101,8 @@ def test_compiled_loops_equal_the_step_loop(cell, options, H, layers, lengths, h
 
 def _calls(monkeypatch) -> list[str]:
     calls: list[str] = []
-    real = small._fn
-    monkeypatch.setattr(small, "_fn", lambda name, dtype: (calls.append(name), real(name, dtype))[1])
+    real = small._call
+    monkeypatch.setattr(small, "_call", lambda name, dtype, *args: (calls.append(name), real(name, dtype, *args))[1])
     return calls
 
 
@@ -142,7 +142,7 @@ def test_members_at_once_equal_each_member_alone(cell, options, monkeypatch):
 
 def test_auto_takes_the_compiled_loops_below_the_width_limit_only(monkeypatch):
     x = torch.randn(6, 2, 3)
-    limit = small.AUTO_MAX_WIDTH["lstm"]
+    limit = dispatch.AUTO_MAX_WIDTH["lstm"]
     for H, expected in ((limit, True), (limit + 1, False)):
         calls = _calls(monkeypatch)
         Recurrent(3, H, cell=CELLS["lstm"])(x)

@@ -743,6 +743,12 @@ def add_arguments(p) -> None:
         help="CUDA only: also the Triton kernel's registers, spills and time against the fused loop "
         "for H = 32 ... 256 (forced past the limit), e.g. to check the documented register arithmetic (device.md)",
     )
+    p.add_argument(
+        "--dispatch",
+        action="store_true",
+        help="print only the dispatch table (each recurrence family's paths, where they live, its rule) "
+        "and run no check, e.g. rnnlab doctor --dispatch",
+    )
     p.add_argument("-o", "--output", help="also write every row to this file, e.g. -o doctor.md")
     p.add_argument(
         "-v",
@@ -760,14 +766,21 @@ def main_doctor(
     with_kernel_table: bool = False,
     output: str | None = None,
     verbose: bool = False,
+    dispatch: bool = False,
 ) -> int:
     """Print the answer (``rnnlab doctor``): what was checked, the one-line summary, then the rows
-    that mismatched; every row with ``verbose`` (and always in ``output``). 0 when every row is
-    ok or skipped, 1 on a mismatch."""
+    that mismatched; every row and the dispatch table with ``verbose`` (and always in
+    ``output``). 0 when every row is ok or skipped, 1 on a mismatch. ``dispatch``: print only
+    the dispatch table (:func:`rnnlab.kernels.dispatch.table`), check nothing, 0."""
     import warnings
 
     from ..cells import ThreadsWarning
     from ..device import resolve_device
+    from ..kernels.dispatch import table as dispatch_table
+
+    if dispatch:
+        print(dispatch_table())
+        return 0
 
     where = resolve_device(device, what="--device")
     picked = tuple(s.strip() for s in sections.split(",") if s.strip())
@@ -779,7 +792,7 @@ def main_doctor(
         warnings.simplefilter("ignore", ThreadsWarning)
         rows = run(where, quick=quick, sections=picked, cells=families)
     head = [environment(where), summary(rows, where, time.perf_counter() - start)]
-    full = [*head, "", table(rows)]
+    full = [*head, "", table(rows), "", dispatch_table()]
     if with_kernel_table:
         full += ["", kernel_table(where)]
     bad = [r for r in rows if r.ok is False]

@@ -44,46 +44,46 @@ BATCH = 32
 
 def build_floor(source: Path, out_dir: Path) -> dict:
     """The floor's two libraries (``{"f64": ..., "f32": ...}``), compiled with ``cc -O3``."""
+    import torch
+
+    from ..kernels.small_abi import bind, check_source
+
     cc = shutil.which("cc")
     if cc is None:
         raise RuntimeError("the floor needs a C compiler (cc)")
+    check_source(source)  # the floor is called as the compiled loops are: the same prototypes
     libs = {}
     for kind, extra in (("f64", []), ("f32", ["-DSINGLE"])):
         target = out_dir / f"floor-{kind}.so"
         subprocess.run([cc, "-O3", "-std=gnu99", "-shared", "-fPIC", *extra, str(source), "-o", str(target), "-lm"],
                        check=True)  # fmt: skip
-        libs[kind] = ctypes.CDLL(str(target))
+        libs[kind] = bind(ctypes.CDLL(str(target)), torch.float32 if kind == "f32" else torch.float64)
     return libs
 
 
 @contextlib.contextmanager
 def timed_kernels(libs: dict | None = None):
     """While inside, the compiled loops are ``libs`` (None: the package's own) and the time spent
-    in them accumulates in the yielded list's first element."""
+    in them (each call with its argument checks) accumulates in the yielded list's first element."""
     from ..kernels import small
 
     spent = [0.0]
-    real_fn, real_libs = small._fn, dict(small._libs)
+    real_call, real_libs = small._call, dict(small._libs)
 
-    def fn(name, dtype):
-        c = real_fn(name, dtype)
-
-        def call(*args):
-            t = time.thread_time()
-            try:
-                return c(*args)
-            finally:
-                spent[0] += time.thread_time() - t
-
-        return call
+    def call(name, dtype, *args):
+        t = time.thread_time()
+        try:
+            return real_call(name, dtype, *args)
+        finally:
+            spent[0] += time.thread_time() - t
 
     if libs is not None:
         small._libs.update(libs)
-    small._fn = fn
+    small._call = call
     try:
         yield spent
     finally:
-        small._fn = real_fn
+        small._call = real_call
         small._libs.clear()
         small._libs.update(real_libs)
 
@@ -212,7 +212,7 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-# --- the width limits of backend="auto" (rnnlab.kernels.small.AUTO_MAX_WIDTH) -------------
+# --- the width limits of backend="auto" (rnnlab.kernels.dispatch.AUTO_MAX_WIDTH) -------------
 
 #: cells and widths the limits were measured over
 WIDTH_CELLS = ("rnn", "lstm", "gru", "dmu", "rhn")

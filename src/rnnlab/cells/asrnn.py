@@ -102,6 +102,8 @@ class ASRNNCell(Cell):
     torch.Size([2, 8])
     """
 
+    family = "transformed"
+
     def __init__(
         self,
         input_size: int,
@@ -231,7 +233,7 @@ class ASRNNCell(Cell):
         a linear readout can use ``W_o W_f^{-1}`` on g and skip mapping every step back
         (:meth:`rnnlab.cells.Cell.sequence_mapped`); the reference loop's h with ``M = None``
         when the fast path is off or falls back."""
-        if self.backend == "reference":
+        if self.path(x, lengths) == "step":
             out, h_n = unroll(self, x, state, lengths)
             return out, h_n, None
         # one evaluation of the parametrized weights serves the precision test and the run

@@ -15,7 +15,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils import parametrize as P
 
-from ..kernels.amp import autocasting, low_precision_autocast
+from ..kernels import dispatch
+from ..kernels.amp import autocasting
 from ..kernels.ensemble import batched
 from ..kernels.state import State, map_state
 
@@ -365,18 +366,46 @@ class Cell(nn.Module):
         backend chooses them, else None (the default: none)."""
         return None
 
-    def batched_first(
-        self, x: Tensor, state: State | None, lengths: Tensor | None, *, unroll_masked_low_precision: bool
-    ):
-        """What a batched path of :meth:`batched_sequence` does before its own loop: the
-        compiled loops where the backend chooses them (:meth:`small_sequence`); then, where the
-        cell's batched loop has no masked form under a bf16/fp16 autocast
-        (``unroll_masked_low_precision``), the single run's step loop for ``lengths`` there.
-        Returns the output and state, or None: go on with the cell's own batched loop."""
-        fast = self.small_sequence(x, state, lengths)
-        if fast is not None:
-            return fast
-        if unroll_masked_low_precision and lengths is not None and low_precision_autocast(x):
+    #: the recurrence family of :data:`rnnlab.kernels.dispatch.TABLE` whose rule picks this cell's
+    #: path (:meth:`path`); None: the cell's own ``sequence`` decides (``reference`` or its fast path)
+    family: str | None = None
+
+    def dispatch_width(self) -> int:
+        """The width the dispatch rule compares with the compiled loops' limits (the widest layer)."""
+        return self.hidden_size
+
+    def dispatch_weight(self) -> Tensor | None:
+        """The weight whose dtype and device the dispatch rule reads beside the input's, for a
+        family with compiled loops: the recurrent matrix (``weight_hh``)."""
+        return self.weight_hh
+
+    def path(self, x: Tensor, lengths: Tensor | None = None, *, ensemble: bool = False) -> str:
+        """The path (:data:`rnnlab.kernels.dispatch.PATHS`) this cell runs ``x`` (T, B, I) on:
+        :func:`rnnlab.kernels.dispatch.choose` for its family, backend, width, the input's and
+        weights' dtype and device, lengths, and whether it runs inside an ensemble."""
+        own = vars(self)  # plain options (nn.Module's attribute fallback is slow when they are absent)
+        return dispatch.choose(
+            self.family,
+            self.backend,
+            width=self.dispatch_width(),
+            tensors=(x, self.dispatch_weight()) if dispatch.TABLE[self.family].kernel else (x,),
+            ensemble=ensemble,
+            lengths=lengths is not None,
+            nonlinearity=own.get("nonlinearity", "tanh"),
+            batch=x.shape[1] if x.dim() == 3 else 1,
+            chunk=own.get("chunk", 0),
+        )
+
+    def batched_first(self, x: Tensor, state: State | None, lengths: Tensor | None):
+        """What a batched path of :meth:`batched_sequence` does before its own loop, as the
+        dispatch rule says (:meth:`path` with ``ensemble=True``): the compiled loops
+        (:meth:`small_sequence`), or the step loop (e.g. lengths under a bf16/fp16 autocast,
+        where a cell's batched loop has no masked form). Returns the output and state, or None:
+        go on with the cell's own batched loop."""
+        path = self.path(x, lengths, ensemble=True)
+        if path == "compiled":
+            return self.small_sequence(x, state, lengths)
+        if path == "step":
             return unroll(self, x, state, lengths)
         return None
 

@@ -84,11 +84,15 @@ class _Affine(Cell):
     native = None
 
     def sequence(self, x, state=None, lengths=None):
-        if self.backend == "reference" or self.native is None:
+        """The path :meth:`path` picks: the step loop, the compiled loops, or ATen's kernel."""
+        path = "step" if self.native is None else self.path(x, lengths)
+        if path == "step":
             return super().sequence(x, state, lengths)
-        fast = self.small_sequence(x, state, lengths)
-        if fast is not None:
-            return fast
+        if path == "compiled":
+            return self.small_sequence(x, state, lengths)
+        return self._native(x, state, lengths)
+
+    def _native(self, x, state, lengths):
         state = self.start_sequence(x, state)
         return run_native(self.native, x, state, self._weights(), lengths, self.training)
 
@@ -199,21 +203,24 @@ class RNNCell(_Affine):
             h = modrelu(z, self.modrelu_bias)
         return h, h
 
+    family = "rnn"
+
     def sequence(self, x, state=None, lengths=None):
-        if self.backend == "reference":
-            return super().sequence(x, state, lengths)
-        fast = self.small_sequence(x, state, lengths)
-        if fast is not None:
-            return fast
-        state = self.start_sequence(x, state)
-        if self.backend != "native":
-            return self._fused(x, state, lengths)
-        return super().sequence(x, state, lengths)
+        """The path :meth:`path` picks: the step loop, the compiled loops, ATen's kernel or the
+        fused recurrence (which runs the Triton kernel where the rule says so)."""
+        path = self.path(x, lengths)
+        if path == "step":
+            return Cell.sequence(self, x, state, lengths)
+        if path == "compiled":
+            return self.small_sequence(x, state, lengths)
+        if path == "native":
+            return self._native(x, state, lengths)
+        return self._fused(x, self.start_sequence(x, state), lengths)
 
     def batched_sequence(self, x, state=None, lengths=None):
-        """The compiled loops where the backend chooses them, else the fused recurrence (which
+        """The compiled loops where the rule chooses them, else the fused recurrence (which
         runs batched), whatever the backend."""
-        done = self.batched_first(x, state, lengths, unroll_masked_low_precision=False)
+        done = self.batched_first(x, state, lengths)
         if done is not None:
             return done
         return self._fused(x, self.start_sequence(x, state), lengths)
@@ -225,7 +232,7 @@ class RNNCell(_Affine):
         return elementwise_rnn(u, self.weight_hh, state, self.nonlinearity, self.modrelu_bias, lengths)
 
     def small_sequence(self, x, state=None, lengths=None):
-        if self.nonlinearity == "modrelu" or not small.chosen("rnn", self.backend, self.hidden_size, x, self.weight_hh):
+        if self.path(x, lengths) != "compiled":
             return None
         state = self.start_sequence(x, state)
         bias = None if self.bias_ih is None else self.bias_ih + self.bias_hh
@@ -333,13 +340,14 @@ class LSTMCell(_Affine):
         return h, (h, c)
 
     native = staticmethod(torch.lstm)
+    family = "lstm"
 
     @classmethod
     def extra_backends(cls) -> tuple[str, ...]:
         return ("fused", "small")  # fused: ATen's kernel (what "auto" runs above the small widths)
 
     def small_sequence(self, x, state=None, lengths=None):
-        if not small.chosen("lstm", self.backend, self.hidden_size, x, self.weight_hh):
+        if self.path(x, lengths) != "compiled":
             return None
         h0, c0 = self.start_sequence(x, state)
         bias = None if self.bias_ih is None else self.bias_ih + self.bias_hh
@@ -351,7 +359,7 @@ class LSTMCell(_Affine):
         :func:`rnnlab.kernels.ensemble.ensemble_lstm` (ATen's LSTM cannot run in vmap). Under a
         bf16/fp16 autocast the input terms are computed as the single run's ATen kernel computes
         them on the CPU: in float32, autocast off (:func:`run_native`)."""
-        done = self.batched_first(x, state, lengths, unroll_masked_low_precision=False)
+        done = self.batched_first(x, state, lengths)
         if done is not None:
             return done
         state = self.start_sequence(x, state)
@@ -395,13 +403,14 @@ class GRUCell(_Affine):
         return h, h
 
     native = staticmethod(torch.gru)
+    family = "gru"
 
     @classmethod
     def extra_backends(cls) -> tuple[str, ...]:
         return ("fused", "native", "small")
 
     def small_sequence(self, x, state=None, lengths=None):
-        if not small.chosen("gru", self.backend, self.hidden_size, x, self.weight_hh):
+        if self.path(x, lengths) != "compiled":
             return None
         state = self.start_sequence(x, state)
         b_hh = self.bias_hh if self.bias_hh is not None else x.new_zeros(self.weight_hh.shape[0])
@@ -411,7 +420,7 @@ class GRUCell(_Affine):
         """The compiled loops where the backend chooses them, else the batched loop
         :func:`rnnlab.kernels.ensemble.ensemble_gru`; with lengths under a bf16/fp16 autocast,
         the single run's path: its step loop."""
-        done = self.batched_first(x, state, lengths, unroll_masked_low_precision=True)
+        done = self.batched_first(x, state, lengths)
         if done is not None:
             return done
         state = self.start_sequence(x, state)
@@ -422,11 +431,10 @@ class GRUCell(_Affine):
         """``backend="small"`` (and "auto" at small widths): the compiled loops of
         :mod:`rnnlab.kernels.small`; "fused" (and "auto" otherwise): input terms of all steps in
         one product, then :func:`rnnlab.kernels.gated.gru_recurrence` (hand-written BPTT);
-        "native": ATen's ``torch.gru`` (also used for ``lengths``); "reference": the step loop."""
-        fast = self.small_sequence(x, state, lengths) if self.backend != "reference" else None
-        if fast is not None:
-            return fast
-        if self.backend in ("reference", "native") or lengths is not None:
+        "native": ATen's ``torch.gru`` (also used for ``lengths``); "reference": the step loop
+        (the rule: :meth:`path`)."""
+        path = self.path(x, lengths)
+        if path != "fused":
             return super().sequence(x, state, lengths)
         state = self.start_sequence(x, state)
         gi = tall_linear(x, self.weight_ih, self.bias_ih)

@@ -98,14 +98,13 @@ class DMUCell(Cell):
     def sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
         """Fast path: the first layer's input terms of all steps in one product, then the
         fused loop :func:`rnnlab.kernels.gated.dmu_recurrence` (hand-written BPTT). With
-        ``lengths``, or ``backend="reference"``, the step loop :func:`rnnlab.unroll` runs."""
-        if self.backend == "reference":
+        ``lengths``, or ``backend="reference"``, the step loop :func:`rnnlab.unroll` runs; the
+        compiled loops where the rule (:meth:`path`) picks them."""
+        path = self.path(x, lengths)
+        if path == "step":
             return super().sequence(x, state, lengths)
-        fast = self.small_sequence(x, state, lengths)
-        if fast is not None:
-            return fast
-        if lengths is not None:
-            return super().sequence(x, state, lengths)
+        if path == "compiled":
+            return self.small_sequence(x, state, lengths)
         state = self.start_sequence(x, state)
         I = self.input_size
         first, out = self.fnn[0], self.fnn[-1]
@@ -118,6 +117,14 @@ class DMUCell(Cell):
         hs = dmu_recurrence(u1, state, w1h, hidden, out.weight, out.bias, self.activation, 0.01)
         return hs, hs[-1]
 
+    family = "dmu"
+
+    def dispatch_width(self) -> int:
+        return max([self.hidden_size, *self.layers])  # the update network's width counts
+
+    def dispatch_weight(self) -> Tensor:
+        return self.fnn[0].weight
+
     @classmethod
     def extra_backends(cls) -> tuple[str, ...]:
         return ("fused", "small")
@@ -126,7 +133,7 @@ class DMUCell(Cell):
         """The compiled loops of :mod:`rnnlab.kernels.small` where the backend chooses them
         (``"auto"`` at small widths, ``"small"``), else None."""
         first, last = self.fnn[0], self.fnn[-1]
-        if not small.chosen("dmu", self.backend, max([self.hidden_size, *self.layers]), x, first.weight):
+        if self.path(x, lengths) != "compiled":
             return None
         state = self.start_sequence(x, state)
         I = self.input_size
@@ -140,7 +147,7 @@ class DMUCell(Cell):
         """The compiled loops where the backend chooses them, else the batched loop
         :func:`rnnlab.kernels.ensemble.ensemble_dmu`; with lengths under a bf16/fp16 autocast,
         the single run's path: its step loop."""
-        done = self.batched_first(x, state, lengths, unroll_masked_low_precision=True)
+        done = self.batched_first(x, state, lengths)
         if done is not None:
             return done
         state = self.start_sequence(x, state)
@@ -223,18 +230,19 @@ class RHNCell(Cell):
     def sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
         """Fast path: the input terms of all steps in one product, then the fused loop
         :func:`rnnlab.kernels.gated.rhn_recurrence`. With ``lengths``, or
-        ``backend="reference"``, the step loop :func:`rnnlab.unroll` runs."""
-        if self.backend == "reference":
+        ``backend="reference"``, the step loop :func:`rnnlab.unroll` runs; the compiled loops
+        where the rule (:meth:`path`) picks them."""
+        path = self.path(x, lengths)
+        if path == "step":
             return super().sequence(x, state, lengths)
-        fast = self.small_sequence(x, state, lengths)
-        if fast is not None:
-            return fast
-        if lengths is not None:
-            return super().sequence(x, state, lengths)
+        if path == "compiled":
+            return self.small_sequence(x, state, lengths)
         state = self.start_sequence(x, state)
         u = tall_linear(x, self.weight_ih, self.bias[0])
         hs = rhn_recurrence(u, state, self.weight_hh, self.bias)
         return hs, hs[-1]
+
+    family = "rhn"
 
     @classmethod
     def extra_backends(cls) -> tuple[str, ...]:
@@ -243,7 +251,7 @@ class RHNCell(Cell):
     def small_sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
         """The compiled loops of :mod:`rnnlab.kernels.small` where the backend chooses them
         (``"auto"`` at small widths, ``"small"``), else None."""
-        if not small.chosen("rhn", self.backend, self.hidden_size, x, self.weight_hh):
+        if self.path(x, lengths) != "compiled":
             return None
         state = self.start_sequence(x, state)
         u = batched_linear(x, self.weight_ih)
@@ -253,7 +261,7 @@ class RHNCell(Cell):
         """The compiled loops where the backend chooses them, else the batched loop
         :func:`rnnlab.kernels.ensemble.ensemble_rhn`; with lengths under a bf16/fp16 autocast,
         the single run's path: its step loop."""
-        done = self.batched_first(x, state, lengths, unroll_masked_low_precision=True)
+        done = self.batched_first(x, state, lengths)
         if done is not None:
             return done
         state = self.start_sequence(x, state)

@@ -32,6 +32,8 @@ class EulerCell(Cell):
     fused sequence path. Subclasses build ``self.weight_ih``, ``self.bias`` and implement
     :meth:`terms` -> ``(W, C or None, d, e)``."""
 
+    family = "residual"
+
     activation = "tanh"
 
     def terms(self) -> tuple[Tensor, Tensor | None, Tensor | float, Tensor | float]:
@@ -53,7 +55,7 @@ class EulerCell(Cell):
     def sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
         """Fast path: the input terms of all steps in one product, ``W``, ``C``, ``d``, ``e``
         once, then the fused residual recurrence."""
-        if self.backend == "reference":
+        if self.path(x, lengths) == "step":
             return super().sequence(x, state, lengths)
         h = self.start_sequence(x, state)
         W, C, d, e = self.terms()

@@ -143,7 +143,7 @@ class FCURNNCell(UnitaryCell):
     def sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
         """Fast path: the input map of all steps in one product, W's real form once, then the
         fused modReLU recurrence in real arithmetic (:func:`rnnlab.kernels.unitary.modrelu_recurrence`)."""
-        if self.backend == "reference":
+        if self.path(x, lengths) == "step":
             return super().sequence(x, state, lengths)
         h = self.start_sequence(x, state)
         return modrelu_recurrence(tall_linear(x, self.weight_ih), self.weight_hh, self.bias, h, lengths)

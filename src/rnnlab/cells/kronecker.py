@@ -129,7 +129,7 @@ class KRUCell(UnitaryCell):
         then the fused modReLU recurrence in real arithmetic. Forming W costs N^2 per step instead
         of the axis-wise N sum_f n_f, but one BLAS product per step beats F small ones at these
         sizes on the CPU (``rnnlab bench speed --configs mnist-table4`` times it at N = 512)."""
-        if self.backend == "reference":
+        if self.path(x, lengths) == "step":
             return super().sequence(x, state, lengths)
         h = self.start_sequence(x, state)
         W = real_form(self.kronecker_matrix()).to(self.bias.dtype)

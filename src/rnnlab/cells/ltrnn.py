@@ -24,7 +24,7 @@ from .. import parametrize as par
 from ..kernels import small
 from ..kernels.linear import tall_linear
 from ..kernels.recurrence import elementwise_rnn
-from ..kernels.scan import linear_recurrence, linear_recurrence_fused, linear_recurrence_scan
+from ..kernels.scan import linear_recurrence_fused, linear_recurrence_scan
 from .base import Cell
 
 
@@ -64,6 +64,8 @@ class LTRNNCell(Cell):
         self.bias = nn.Parameter(torch.zeros(hidden_size)) if bias else None
         self.reset_parameters()
 
+    family = "ltrnn"
+
     @classmethod
     def extra_backends(cls):
         return ("loop", "scan", "small")
@@ -94,7 +96,7 @@ class LTRNNCell(Cell):
     def small_sequence(self, x, state=None, lengths=None):
         """The compiled loops of :mod:`rnnlab.kernels.small` (identity activation) where the
         backend chooses them (``"auto"`` at small widths, ``"small"``), else None."""
-        if not small.chosen("rnn", self.backend, self.hidden_size, x, self.weight_hh):
+        if self.path(x, lengths) != "compiled":
             return None
         state = self.start_sequence(x, state)
         return small.rnn(self.input_path(x), self.weight_hh, state, "identity", lengths)
@@ -102,26 +104,26 @@ class LTRNNCell(Cell):
     def batched_sequence(self, x, state=None, lengths=None):
         """The compiled loops where the backend chooses them, else the fused element-wise
         recurrence (which runs batched), whatever the backend."""
-        done = self.batched_first(x, state, lengths, unroll_masked_low_precision=False)
+        done = self.batched_first(x, state, lengths)
         if done is not None:
             return done
         state = self.start_sequence(x, state)
         return elementwise_rnn(self.input_path(x), self.weight_hh, state, "identity", lengths=lengths)
 
     def sequence(self, x, state=None, lengths=None):
-        if self.backend == "reference":
+        """The path :meth:`path` picks: the step loop, the compiled loops, the fused element-wise
+        loop (with lengths: it also returns each sequence's own final state), the loop or the scan."""
+        path = self.path(x, lengths)
+        if path == "step":
             return super().sequence(x, state, lengths)
-        fast = self.small_sequence(x, state, lengths)
-        if fast is not None:
-            return fast
+        if path == "compiled":
+            return self.small_sequence(x, state, lengths)
         state = self.start_sequence(x, state)
         v = self.input_path(x)
-        if lengths is not None:  # the fused loop also returns each sequence's own final state
+        if path in ("fused", "triton"):
             return elementwise_rnn(v, self.weight_hh, state, "identity", lengths=lengths)
-        if self.backend == "loop":
+        if path == "loop":
             out = linear_recurrence_fused(v, self.weight_hh, state)
-        elif self.backend == "scan":
-            out = linear_recurrence_scan(v, self.weight_hh, state, self.chunk or None)
         else:
-            out = linear_recurrence(v, self.weight_hh, state, self.chunk or None)
+            out = linear_recurrence_scan(v, self.weight_hh, state, self.chunk or None)
         return out, out[-1]

@@ -48,6 +48,8 @@ class MomentumLSTMCell(Cell):
     (torch.Size([2, 8]), 6)
     """
 
+    family = "momentumlstm"
+
     def __init__(
         self,
         input_size: int,
@@ -122,7 +124,7 @@ class MomentumLSTMCell(Cell):
         """Fast path (see the module docstring); the step loop for ``backend="reference"``, a
         non-zero initial momentum, or one that requires a gradient (the fast path starts from
         a constant zero and would give it none)."""
-        if self.backend == "reference":
+        if self.path(x, lengths) == "step":
             return super().sequence(x, state, lengths)
         given = state is not None
         state = self.start_sequence(x, state)

@@ -156,6 +156,8 @@ class NNRNNCell(Cell):
     torch.Size([2, 8])
     """
 
+    family = "orthogonal"
+
     def __init__(
         self,
         input_size: int,
@@ -258,7 +260,7 @@ class NNRNNCell(Cell):
         ``h_t = modReLU(V h_{t-1} + U x_t)`` through the fused kernel
         :func:`rnnlab.kernels.elementwise_rnn` (forward without a graph, one product per step
         backward)."""
-        if self.backend == "reference":
+        if self.path(x, lengths) == "step":
             return super().sequence(x, state, lengths)
         return self.batched_sequence(x, state, lengths)
 

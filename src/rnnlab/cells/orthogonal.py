@@ -20,6 +20,8 @@ from .base import Cell
 
 
 class OrthogonalRNNCell(Cell):
+    family = "orthogonal"
+
     def __init__(
         self,
         input_size: int,
@@ -59,7 +61,7 @@ class OrthogonalRNNCell(Cell):
         """Fast path: one product for all input terms ``x @ W_ih.T``, the orthogonal map
         evaluated once, then the fused modReLU recurrence (:func:`rnnlab.kernels.elementwise_rnn`).
         ``backend="reference"`` runs :func:`rnnlab.unroll` instead."""
-        if self.backend == "reference":
+        if self.path(x, lengths) == "step":
             return super().sequence(x, state, lengths)
         return self.batched_sequence(x, state, lengths)
 

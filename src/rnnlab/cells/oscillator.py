@@ -46,6 +46,8 @@ class CoRNNCell(_TwoPartState):
     (True, True)
     """
 
+    family = "oscillator"
+
     def __init__(
         self,
         input_size: int,
@@ -83,7 +85,7 @@ class CoRNNCell(_TwoPartState):
 
     def sequence(self, x: Tensor, state=None, lengths: Tensor | None = None):
         """Fast path: the input terms of all steps in one product, then the fused coRNN loop."""
-        if self.backend == "reference":
+        if self.path(x, lengths) == "step":
             return super().sequence(x, state, lengths)
         y0, z0 = self.start_sequence(x, state)
         u = tall_linear(x, self.weight_ih, self.bias)
@@ -118,6 +120,8 @@ class LEMCell(_TwoPartState):
     True
     """
 
+    family = "oscillator"
+
     def __init__(self, input_size: int, hidden_size: int, dt: float = 1.0, backend: str = "auto"):
         super().__init__(input_size, hidden_size, backend)
         self.dt = positive_option("dt", dt)
@@ -150,7 +154,7 @@ class LEMCell(_TwoPartState):
 
     def sequence(self, x: Tensor, state=None, lengths: Tensor | None = None):
         """Fast path: the four input terms of all steps in one product, then the fused LEM loop."""
-        if self.backend == "reference":
+        if self.path(x, lengths) == "step":
             return super().sequence(x, state, lengths)
         y0, z0 = self.start_sequence(x, state)
         Y, y, z = lem_recurrence(self._input_terms(x), self.weight_hh, self.weight_zy, y0, z0, self.dt, lengths)

@@ -44,6 +44,8 @@ class SoftOrthRNNCell(Cell):
     True
     """
 
+    family = "transformed"
+
     def __init__(
         self,
         input_size: int,
@@ -101,7 +103,7 @@ class SoftOrthRNNCell(Cell):
 
     def sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
         """Fast path: the input terms in one product, W once, then the fused recurrence."""
-        if self.backend == "reference":
+        if self.path(x, lengths) == "step":
             return super().sequence(x, state, lengths)
         h = self.start_sequence(x, state)
         u = tall_linear(x, self.weight_ih, self.bias)

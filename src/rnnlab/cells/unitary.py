@@ -67,6 +67,8 @@ class UnitaryCell(Cell):
     modReLU step and the fast sequence path. Subclasses define :meth:`operator` (whatever W
     needs, computed once per sequence) and :meth:`apply` (``W z`` for a batch of row vectors)."""
 
+    family = "unitary"
+
     def __init__(self, input_size: int, hidden_size: int, backend: str = "auto"):
         super().__init__(input_size, hidden_size, backend)
         if hidden_size % 2:
@@ -145,7 +147,7 @@ class UnitaryCell(Cell):
         """Fast path: the input map for all steps in one product, the factors of W (phases,
         rotation coefficients) computed once, then the step loop. ``backend="reference"``
         runs :func:`rnnlab.unroll`."""
-        if self.backend == "reference":
+        if self.path(x, lengths) == "step":
             return super().sequence(x, state, lengths)
         h = self.start_sequence(x, state)
         u = tall_linear(x, self.weight_ih)

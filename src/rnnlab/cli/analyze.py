@@ -114,4 +114,5 @@ def cmd_doctor(args) -> int:
         with_kernel_table=args.kernel_table,
         output=args.output,
         verbose=args.verbose,
+        dispatch=args.dispatch,
     )

@@ -45,6 +45,7 @@ import warnings
 import torch
 from torch import Tensor
 
+from . import dispatch
 from .amp import float32_region, recurrence_dtype
 from .ensemble import batched, ensemble_elementwise_rnn
 from .linear import blocked_mm, column_sum, gram_t, tall_linear
@@ -271,15 +272,8 @@ class _SecondOrderThroughGraph(torch.autograd.Function):
         return None, G, grad_w, grad_h0, grad_b, None, None
 
 
-def _triton_dispatch(u: Tensor, hidden: int) -> bool:
-    """Whether this call runs the Triton kernel (:mod:`rnnlab.kernels.triton_recurrence`):
-    decided there for CUDA tensors or when ``RNNLAB_TRITON`` asks; a CPU tensor with the
-    setting unset returns False without importing Triton."""
-    if u.device.type != "cuda" and triton_mode() != "force":
-        return False
-    from . import triton_recurrence
-
-    return triton_recurrence.use_triton(u.device.type, u.dtype, hidden)
+#: the dispatch rule's Triton decision (a module name of its own so that tests can stand in for it)
+_triton_dispatch = dispatch.triton
 
 
 def _triton_forward(u, weight, h0, activation, bias, lengths):

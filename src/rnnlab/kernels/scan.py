@@ -31,6 +31,7 @@ import math
 import torch
 from torch import Tensor
 
+from . import dispatch
 from .amp import float32_region, recurrence_dtype
 from .recurrence import elementwise_rnn
 
@@ -59,17 +60,10 @@ def matrix_powers(W: Tensor, C: int) -> Tensor:
     return torch.stack(P)
 
 
-#: ``auto`` uses the scan when one step's product is at most this many multiply-adds (B H^2),
-#: else the fused loop. Measured with ``benchmarks/scan.py`` (one thread, T=1000, forward +
-#: backward, against the fused loop): scan faster at B=8, H=8 (4.3x) and B=32, H=32 (1.1x),
-#: slower at B=16, H=64 (0.88x) and from B=64, H=64 on (0.5-0.7x).
-SCAN_MAX_STEP_MACS = 32_768
-
-
 def linear_recurrence(v: Tensor, W: Tensor, h0: Tensor, chunk: int | None = None) -> Tensor:
-    """Scan where it pays (see ``SCAN_MAX_STEP_MACS``), else the fused loop."""
+    """Scan where it pays (the LT-RNN's rule in :mod:`rnnlab.kernels.dispatch`), else the fused loop."""
     B, H = v.shape[1:]
-    if chunk or B * H * H <= SCAN_MAX_STEP_MACS:
+    if dispatch.choose("ltrnn", "auto", width=H, batch=B, chunk=chunk or 0) == "scan":
         return linear_recurrence_scan(v, W, h0, chunk)
     return linear_recurrence_fused(v, W, h0)
 

@@ -18,10 +18,10 @@ process with a bus error) is rebuilt, with a note. Where
 there is no compiler (or it fails), a one-line note says so and the cells run their PyTorch
 paths: the same results, slower.
 
-The cells choose this path with their ``backend`` option: ``"auto"`` (the default) takes it
-on the CPU, in float32 or float64, without autocast, for widths up to :data:`AUTO_MAX_WIDTH`
-(measured per cell);
-``"small"`` takes it at any width; any other backend never does. Every function here equals
+The cells choose this path with their ``backend`` option, by the rule of
+:mod:`rnnlab.kernels.dispatch`: ``"auto"`` (the default) takes it on the CPU, in float32 or
+float64, without autocast, for widths up to :data:`rnnlab.kernels.dispatch.AUTO_MAX_WIDTH`
+(measured per cell); ``"small"`` takes it at any width; any other backend never does. Every function here equals
 the cells' step loop (tests/kernels/test_small.py: outputs, final states and every gradient
 to 1e-10 in float64).
 
@@ -46,20 +46,12 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from .amp import autocasting
 from .ensemble import ensemble_call
 from .host import cpuinfo, platform_name
+from .small_abi import bind, call, check_source
 
-__all__ = ["AUTO_MAX_WIDTH", "SOURCE", "available", "chosen", "dmu", "gru", "library", "lstm", "rhn", "rnn"]
+__all__ = ["SOURCE", "available", "dmu", "gru", "library", "lstm", "rhn", "rnn"]
 
-#: ``backend="auto"`` takes the compiled loops for cells whose widest layer (hidden size, DMU
-#: update-network width) is at most this, per recurrence. Measured (one thread, batch 32,
-#: T = 100, forward and backward of one layer, against each cell's previous fast path, for one
-#: run and for 51 members under vmap): the RNN's loops are faster up to 32 units both ways; the
-#: GRU's and the DMU's up to 32 for one run but only to 8 and 4 in an ensemble (to 8 here: the
-#: DMU's update network adds its width); the LSTM's up to 4 (ATen's LSTM wins from 8); the
-#: RHN's up to 8 in an ensemble (``python benchmarks/small_models.py --widths``; docs/speed.md).
-AUTO_MAX_WIDTH = {"rnn": 32, "gru": 8, "dmu": 8, "rhn": 8, "lstm": 4}
 #: the C source, compiled at first use
 SOURCE = Path(__file__).with_name("small.c")
 #: the build: -march=native because the library is built where it runs (the key holds the CPU)
@@ -178,7 +170,7 @@ def _compile(kind: str) -> ctypes.CDLL | None:
                     f"the compiled loops in {damaged} were missing, cut short or changed since they were built; "
                     f"rebuilt them as {lib.name}",
                 )
-        return ctypes.CDLL(str(lib))
+        return bind(ctypes.CDLL(str(lib)), torch.float32 if kind == "f32" else torch.float64)
     except OSError as e:  # the cache folder: not writable, a file, full
         where = e.filename or folder
         if not str(where).startswith(str(folder)):
@@ -210,6 +202,7 @@ def library(dtype: torch.dtype) -> ctypes.CDLL | None:
         return None
     with _lock:
         if kind not in _libs:
+            check_source(SOURCE)  # a prototype that differs from small_abi.py fails here, before any build
             _libs[kind] = _compile(kind)
         return _libs[kind]
 
@@ -219,51 +212,13 @@ def available() -> bool:
     return library(torch.float64) is not None and library(torch.float32) is not None
 
 
-def _capturing() -> bool:
-    compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
-    return torch.jit.is_tracing() or bool(compiling and compiling())
-
-
-def chosen(kind: str, backend: str, width: int, *tensors: Tensor | None) -> bool:
-    """Whether a cell of recurrence ``kind`` ("rnn", "lstm", "gru", "rhn", "dmu") with
-    ``backend`` and widest layer ``width`` runs the compiled loops on ``tensors`` (its input and
-    weights): ``"auto"`` up to :data:`AUTO_MAX_WIDTH`, ``"small"`` always, where they can run
-    (CPU, one float32 or float64 dtype, no autocast, not traced)."""
-    if backend not in ("auto", "small") or (backend == "auto" and width > AUTO_MAX_WIDTH[kind]):
-        return False
-    ts = [t for t in tensors if t is not None]
-    dtype = ts[0].dtype
-    if (
-        dtype not in (torch.float32, torch.float64)
-        or any(t.dtype != dtype or t.device.type != "cpu" for t in ts)
-        or autocasting("cpu")
-        or _capturing()
-    ):
-        if backend == "small":
-            _note(
-                "small-skip",
-                "backend 'small' runs on CPU float32/float64 tensors without autocast only; "
-                "this recurrence runs on its PyTorch path",
-            )
-        return False
-    return library(dtype) is not None
-
-
 # ---------------------------------------------------------------------------- calls into C
 
 
-def _p(t: Tensor | None):
-    return None if t is None else ctypes.c_void_p(t.data_ptr())
-
-
-def _fn(name: str, dtype: torch.dtype):
-    lib = library(dtype)
-    suffix = "_f64" if dtype == torch.float64 else "_f32"
-    return getattr(lib, name + suffix)
-
-
-def _real(x: float, dtype: torch.dtype):
-    return ctypes.c_double(x) if dtype == torch.float64 else ctypes.c_float(x)
+def _call(name: str, dtype: torch.dtype, *args) -> None:
+    """Call the C function ``name`` of the ``dtype`` build, every argument checked first
+    against its declaration (:mod:`rnnlab.kernels.small_abi`)."""
+    call(library(dtype), name, dtype, *args)
 
 
 def _lens(lengths: Tensor | None) -> Tensor | None:
@@ -408,7 +363,7 @@ class _RNN(torch.autograd.Function):
     def forward(ctx, act: int, u, W, h0, lens):
         E, T, B, H = u.shape
         S = torch.empty_like(u)
-        _fn("rnn_forward", u.dtype)(E, T, B, H, act, _p(u), _p(W), _p(h0), _p(lens), _p(S))
+        _call("rnn_forward", u.dtype, E, T, B, H, act, u, W, h0, lens, S)
         ctx.act, ctx.lens, ctx.args = act, lens, (act, u, W, h0, lens)
         ctx.save_for_backward(S, W, h0)
         return S
@@ -420,7 +375,7 @@ class _RNN(torch.autograd.Function):
         S, W, h0 = ctx.saved_tensors
         E, T, B, H = S.shape
         dU, dh0 = torch.empty_like(S), torch.empty_like(h0)
-        _fn("rnn_backward", S.dtype)(E, T, B, H, ctx.act, _p(dS), _p(S), _p(W), _p(ctx.lens), _p(dU), _p(dh0))
+        _call("rnn_backward", S.dtype, E, T, B, H, ctx.act, dS, S, W, ctx.lens, dU, dh0)
         return None, dU, _gram(dU, S, h0), dh0, None
 
 
@@ -443,9 +398,7 @@ class _LSTM(torch.autograd.Function):
         H = G // 4
         S, C, TC = (u.new_empty(E, T, B, H) for _ in range(3))
         A = torch.empty_like(u)
-        _fn("lstm_forward", u.dtype)(
-            E, T, B, H, _p(u), _p(W), _p(h0), _p(c0), _p(lens), _p(S), _p(C), _p(A), _p(TC)
-        )  # fmt: skip
+        _call("lstm_forward", u.dtype, E, T, B, H, u, W, h0, c0, lens, S, C, A, TC)
         ctx.lens, ctx.args = lens, (u, W, h0, c0, lens)
         ctx.save_for_backward(S, C, A, TC, W, h0, c0)
         return S, C
@@ -458,10 +411,7 @@ class _LSTM(torch.autograd.Function):
         dS = torch.zeros_like(S) if dS is None else dS.contiguous()
         dC = torch.zeros_like(C) if dC is None else dC.contiguous()
         dU, dh0, dc0 = torch.empty_like(A), torch.empty_like(h0), torch.empty_like(c0)
-        _fn("lstm_backward", S.dtype)(
-            E, T, B, H, _p(dS), _p(dC), _p(S), _p(C), _p(A), _p(TC), _p(W), _p(c0), _p(ctx.lens),
-            _p(dU), _p(dh0), _p(dc0),
-        )  # fmt: skip
+        _call("lstm_backward", S.dtype, E, T, B, H, dS, dC, S, C, A, TC, W, c0, ctx.lens, dU, dh0, dc0)
         return dU, _gram(dU, S, h0), dh0, dc0, None
 
 
@@ -482,7 +432,7 @@ class _GRU(torch.autograd.Function):
         E, T, B, G = u.shape
         H = G // 3
         S, A = u.new_empty(E, T, B, H), u.new_empty(E, T, B, 4 * H)
-        _fn("gru_forward", u.dtype)(E, T, B, H, _p(u), _p(W), _p(bhh), _p(h0), _p(lens), _p(S), _p(A))
+        _call("gru_forward", u.dtype, E, T, B, H, u, W, bhh, h0, lens, S, A)
         ctx.lens, ctx.args = lens, (u, W, bhh, h0, lens)
         ctx.save_for_backward(S, A, W, h0, bhh)
         return S
@@ -494,9 +444,7 @@ class _GRU(torch.autograd.Function):
         S, A, W, h0, bhh = ctx.saved_tensors
         E, T, B, H = S.shape
         dU, dGH, dh0 = S.new_empty(E, T, B, 3 * H), S.new_empty(E, T, B, 3 * H), torch.empty_like(h0)
-        _fn("gru_backward", S.dtype)(
-            E, T, B, H, _p(dS), _p(S), _p(A), _p(W), _p(h0), _p(ctx.lens), _p(dU), _p(dGH), _p(dh0)
-        )
+        _call("gru_backward", S.dtype, E, T, B, H, dS, S, A, W, h0, ctx.lens, dU, dGH, dh0)
         return dU, _gram(dGH, S, h0), dGH.sum((1, 2)), dh0, None
 
 
@@ -517,7 +465,7 @@ class _RHN(torch.autograd.Function):
         E, T, B, G = u.shape
         H, D = G // 2, W.shape[1]
         S, A = u.new_empty(E, T, B, H), u.new_empty(E, T, B, D, 3 * H)
-        _fn("rhn_forward", u.dtype)(E, T, B, H, D, _p(u), _p(W), _p(bias), _p(h0), _p(lens), _p(S), _p(A))
+        _call("rhn_forward", u.dtype, E, T, B, H, D, u, W, bias, h0, lens, S, A)
         ctx.lens, ctx.args = lens, (u, W, bias, h0, lens)
         ctx.save_for_backward(S, A, W, bias, h0)
         return S
@@ -530,7 +478,7 @@ class _RHN(torch.autograd.Function):
         E, T, B, H = S.shape
         D = W.shape[1]
         dU, dW, db, dh0 = S.new_empty(E, T, B, 2 * H), torch.zeros_like(W), torch.zeros_like(bias), torch.empty_like(h0)
-        _fn("rhn_backward", S.dtype)(E, T, B, H, D, _p(dS), _p(A), _p(W), _p(ctx.lens), _p(dU), _p(dW), _p(db), _p(dh0))
+        _call("rhn_backward", S.dtype, E, T, B, H, D, dS, A, W, ctx.lens, dU, dW, db, dh0)
         return dU, dW, db, dh0, None
 
 
@@ -546,10 +494,6 @@ def rhn(u: Tensor, w_hh: Tensor, bias: Tensor, h0: Tensor, lengths: Tensor | Non
     return ensemble_call(_rhn, u, w_hh, bias, h0, lengths)
 
 
-def _pointers(ts) -> ctypes.Array:
-    return (ctypes.c_void_p * max(len(ts), 1))(*[t.data_ptr() for t in ts])
-
-
 class _DMU(torch.autograd.Function):
     @staticmethod
     def forward(ctx, act: int, slope: float, u1, w1h, w_out, b_out, h0, lens, *hidden):
@@ -557,13 +501,30 @@ class _DMU(torch.autograd.Function):
         H = h0.shape[-1]
         Ws, bs = hidden[0::2], hidden[1::2]
         K = 0 if w_out is None else 1 + len(Ws)
-        widths = [u1.shape[-1]] + [W.shape[1] for W in Ws] if K else []
-        n = (ctypes.c_long * max(K, 1))(*widths)
-        S, A = u1.new_empty(E, T, B, H), u1.new_empty(E, T, B, sum(widths) + 2 * H)
-        _fn("dmu_forward", u1.dtype)(
-            E, T, B, H, K, n, act, _real(slope, u1.dtype), _p(u1), _p(w1h), _pointers(Ws), _pointers(bs),
-            _p(w_out), _p(b_out), _p(h0), _p(lens), _p(S), _p(A),
-        )  # fmt: skip
+        n = [u1.shape[-1]] + [W.shape[1] for W in Ws] if K else []
+        S, A = u1.new_empty(E, T, B, H), u1.new_empty(E, T, B, sum(n) + 2 * H)
+        _call(
+            "dmu_forward",
+            u1.dtype,
+            E,
+            T,
+            B,
+            H,
+            K,
+            n,
+            act,
+            slope,
+            u1,
+            w1h,
+            list(Ws),
+            list(bs),
+            w_out,
+            b_out,
+            h0,
+            lens,
+            S,
+            A,
+        )
         ctx.act, ctx.slope, ctx.lens, ctx.K, ctx.n, ctx.hidden = act, slope, lens, K, n, len(Ws)
         ctx.args = (act, slope, u1, w1h, w_out, b_out, h0, lens, *hidden)
         ctx.save_for_backward(S, A, u1, w1h, w_out, b_out, h0, *hidden)
@@ -580,10 +541,9 @@ class _DMU(torch.autograd.Function):
         dWs, dbs = [torch.zeros_like(W) for W in Ws], [torch.zeros_like(b) for b in bs]
         dwo = None if w_out is None else torch.zeros_like(w_out)
         dbo = None if b_out is None else torch.zeros_like(b_out)
-        _fn("dmu_backward", S.dtype)(
-            E, T, B, H, ctx.K, ctx.n, ctx.act, _real(ctx.slope, S.dtype), _p(dS), _p(S), _p(A),
-            _p(w1h), _pointers(Ws), _p(w_out), _p(h0), _p(ctx.lens), _p(dU1), _p(dw1h), _pointers(dWs),
-            _pointers(dbs), _p(dwo), _p(dbo), _p(dh0),
+        _call(
+            "dmu_backward", S.dtype, E, T, B, H, ctx.K, ctx.n, ctx.act, ctx.slope, dS, S, A, w1h, list(Ws), w_out, h0,
+            ctx.lens, dU1, dw1h, dWs, dbs, dwo, dbo, dh0,
         )  # fmt: skip
         grads = [g for pair in zip(dWs, dbs) for g in pair]
         return None, None, dU1, dw1h, dwo, dbo, dh0, None, *grads

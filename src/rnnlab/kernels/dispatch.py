@@ -1,0 +1,344 @@
+"""Which path runs a recurrence: one table, one rule per family, one :func:`choose`.
+
+A recurrence can run several ways, each tested against the cell's step loop in float64
+(tests/kernels/test_dispatch.py holds one probe per entry of :data:`TABLE`):
+
+* ``step``: the cell's ``forward`` looped by :func:`rnnlab.unroll` (the reference);
+* ``compiled``: the C loops of :mod:`rnnlab.kernels.small` (forward and BPTT, tiny widths);
+* ``native``: ATen's whole-sequence kernel (``torch.lstm``, ``torch.gru``, ``torch.rnn_tanh``);
+* ``fused``: a whole-sequence autograd Function with a hand-written BPTT in PyTorch;
+* ``triton``: the persistent GPU kernel of :mod:`rnnlab.kernels.triton_recurrence`;
+* ``loop`` and ``scan``: the LT-RNN's linear recurrence as a loop or a chunked scan;
+* ``ensemble``: the members' batched loop of :mod:`rnnlab.kernels.ensemble` (inside ``vmap``).
+
+A family is one recurrence; its cells (registry keys) share its rule. :func:`choose` is the
+only place a cell's ``backend`` option, its width, its tensors' dtype and device, autocast,
+lengths and whether it runs as one member of an ensemble turn into a path; the cells and the
+kernels ask it (``rnnlab doctor`` prints the table). Nothing here imports a cell.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from . import small
+from .amp import autocasting, low_precision_autocast, recurrence_dtype
+from .triton_setting import mode as triton_mode
+
+__all__ = ["AUTO_MAX_WIDTH", "PATHS", "SCAN_MAX_STEP_MACS", "TABLE", "Family", "choose", "compiled", "table", "triton"]
+
+#: the paths, each with what it is
+PATHS = {
+    "step": "the cell's forward, looped by rnnlab.unroll (the reference)",
+    "compiled": "C loops, forward and BPTT (rnnlab.kernels.small, compiled at first use)",
+    "native": "ATen's whole-sequence kernel",
+    "fused": "one autograd Function over the sequence with a hand-written BPTT",
+    "triton": "the persistent Triton kernel (CUDA)",
+    "loop": "the linear recurrence as one loop",
+    "scan": "the linear recurrence as a chunked scan",
+    "ensemble": "the members' batched loop inside vmap",
+}
+
+#: ``backend="auto"`` takes the compiled loops for cells whose widest layer (hidden size, DMU
+#: update-network width) is at most this, per compiled kernel. Measured (one thread, batch 32,
+#: T = 100, forward and backward of one layer, against each cell's previous fast path, for one
+#: run and for 51 members under vmap): the RNN's loops are faster up to 32 units both ways; the
+#: GRU's and the DMU's up to 32 for one run but only to 8 and 4 in an ensemble (to 8 here: the
+#: DMU's update network adds its width); the LSTM's up to 4 (ATen's LSTM wins from 8); the
+#: RHN's up to 8 in an ensemble (``python benchmarks/small_models.py --widths``; docs/speed.md).
+AUTO_MAX_WIDTH = {"rnn": 32, "gru": 8, "dmu": 8, "rhn": 8, "lstm": 4}
+
+#: the LT-RNN's ``auto`` uses the scan when one step's product is at most this many
+#: multiply-adds (B H^2), else the loop. Measured with ``benchmarks/scan.py`` (one thread,
+#: T=1000, forward + backward, against the fused loop): scan faster at B=8, H=8 (4.3x) and
+#: B=32, H=32 (1.1x), slower at B=16, H=64 (0.88x) and from B=64, H=64 on (0.5-0.7x).
+SCAN_MAX_STEP_MACS = 32_768
+
+
+@dataclass(frozen=True)
+class Family:
+    """One recurrence: its cells (registry keys), its paths (name -> where the code lives),
+    the compiled kernel it uses (a key of :data:`AUTO_MAX_WIDTH`, or None) and its rule in words."""
+
+    name: str
+    cells: tuple[str, ...]
+    paths: dict[str, str]
+    rule: str
+    kernel: str | None = None
+
+
+_STEP = "rnnlab.cells.base.unroll"
+_ELEMENTWISE = "rnnlab.kernels.recurrence.elementwise_rnn"
+_TRITON = "rnnlab.kernels.triton_recurrence.triton_elementwise_rnn"
+_BATCHED = "rnnlab.kernels.ensemble.ensemble_elementwise_rnn"
+
+#: the families, each with its paths and rule (:func:`choose` implements the rules)
+TABLE: dict[str, Family] = {
+    f.name: f
+    for f in (
+        Family(
+            "rnn",
+            ("rnn", "irnn"),
+            {
+                "step": _STEP,
+                "compiled": "rnnlab.kernels.small.rnn",
+                "native": "torch.rnn_tanh / torch.rnn_relu",
+                "fused": _ELEMENTWISE,
+                "triton": _TRITON,
+                "ensemble": _BATCHED,
+            },
+            "reference: step; compiled if it can run (not modReLU); native if asked; else triton on CUDA "
+            "where it fits, else fused. Ensemble: compiled if it can run, else ensemble",
+            "rnn",
+        ),
+        Family(
+            "ltrnn",
+            ("ltrnn",),
+            {
+                "step": _STEP,
+                "compiled": "rnnlab.kernels.small.rnn (identity)",
+                "fused": _ELEMENTWISE + " (identity; with lengths)",
+                "triton": _TRITON + " (identity; with lengths)",
+                "loop": "rnnlab.kernels.scan.linear_recurrence_fused",
+                "scan": "rnnlab.kernels.scan.linear_recurrence_scan",
+                "ensemble": _BATCHED,
+            },
+            "reference: step; compiled if it can run; with lengths triton/fused; loop or scan if asked; "
+            "else scan when chunk is set or B H^2 <= SCAN_MAX_STEP_MACS, else loop. "
+            "Ensemble: compiled if it can run, else ensemble",
+            "rnn",
+        ),
+        Family(
+            "lstm",
+            ("lstm",),
+            {
+                "step": _STEP,
+                "compiled": "rnnlab.kernels.small.lstm",
+                "native": "torch.lstm (rnnlab.cells.classic.run_native)",
+                "ensemble": "rnnlab.kernels.ensemble.ensemble_lstm",
+            },
+            "reference: step; compiled if it can run; else native. Ensemble: compiled if it can run, else ensemble",
+            "lstm",
+        ),
+        Family(
+            "gru",
+            ("gru",),
+            {
+                "step": _STEP,
+                "compiled": "rnnlab.kernels.small.gru",
+                "native": "torch.gru (rnnlab.cells.classic.run_native)",
+                "fused": "rnnlab.kernels.gated.gru_recurrence",
+                "ensemble": "rnnlab.kernels.ensemble.ensemble_gru",
+            },
+            "reference: step; compiled if it can run; native if asked or with lengths; else fused. "
+            "Ensemble: compiled if it can run; step with lengths under bf16/fp16 autocast; else ensemble",
+            "gru",
+        ),
+        Family(
+            "dmu",
+            ("dmu",),
+            {
+                "step": _STEP,
+                "compiled": "rnnlab.kernels.small.dmu",
+                "fused": "rnnlab.kernels.gated.dmu_recurrence",
+                "ensemble": "rnnlab.kernels.ensemble.ensemble_dmu",
+            },
+            "reference: step; compiled if it can run (width: the widest layer); step with lengths; else fused. "
+            "Ensemble: compiled if it can run; step with lengths under bf16/fp16 autocast; else ensemble",
+            "dmu",
+        ),
+        Family(
+            "rhn",
+            ("rhn",),
+            {
+                "step": _STEP,
+                "compiled": "rnnlab.kernels.small.rhn",
+                "fused": "rnnlab.kernels.gated.rhn_recurrence",
+                "ensemble": "rnnlab.kernels.ensemble.ensemble_rhn",
+            },
+            "reference: step; compiled if it can run; step with lengths; else fused. "
+            "Ensemble: compiled if it can run; step with lengths under bf16/fp16 autocast; else ensemble",
+            "rhn",
+        ),
+        Family(
+            "orthogonal",
+            ("exprnn", "scornn", "nnrnn"),
+            {"step": _STEP, "fused": _ELEMENTWISE, "triton": _TRITON, "ensemble": _BATCHED},
+            "reference: step; else triton on CUDA where it fits, else fused. Ensemble: ensemble",
+        ),
+        Family(
+            "transformed",
+            ("asrnn", "softorth"),
+            {"step": _STEP, "fused": _ELEMENTWISE, "triton": _TRITON},
+            "reference: step; else triton on CUDA where it fits, else fused (asRNN's auto also runs its step "
+            "loop while W_f's condition number is above FAST_PATH_MAX_KAPPA: a property of the weights, decided "
+            "in the cell). Ensemble: step",
+        ),
+        Family(
+            "residual",
+            ("antisymrnn", "incrnn", "naisnet", "lipschitz"),
+            {"step": _STEP, "fused": "rnnlab.kernels.residual.residual_recurrence"},
+            "reference: step; else fused (the gated AntisymmetricRNN and the IncrementalRNN with steps > 1 "
+            "have no fused form: step). Ensemble: step",
+        ),
+        Family(
+            "oscillator",
+            ("cornn", "lem"),
+            {"step": _STEP, "fused": "rnnlab.kernels.oscillator.cornn_recurrence / lem_recurrence"},
+            "reference: step; else fused. Ensemble: step",
+        ),
+        Family(
+            "unitary",
+            ("urnn", "eurnn", "fcurnn", "kru"),
+            {"step": _STEP, "fused": "the cell's sequence (rnnlab.kernels.unitary.modrelu_recurrence)"},
+            "reference: step; else fused. Ensemble: step",
+        ),
+        Family(
+            "momentumlstm",
+            ("momentumlstm",),
+            {"step": _STEP, "fused": "rnnlab.cells.momentum.MomentumLSTMCell.sequence"},
+            "reference: step; else fused. Ensemble: step",
+        ),
+    )
+}
+
+
+def family_of(cell_key: str) -> Family:
+    """The family of a registry key ("irnn" -> the "rnn" family)."""
+    for fam in TABLE.values():
+        if cell_key in fam.cells:
+            return fam
+    raise KeyError(f"no dispatch family lists the cell {cell_key!r}; families: {sorted(TABLE)}")
+
+
+def _capturing() -> bool:
+    compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return torch.jit.is_tracing() or bool(compiling and compiling())
+
+
+def compiled(kernel: str, backend: str, width: int, tensors) -> bool:
+    """Whether the compiled loop ``kernel`` (a key of :data:`AUTO_MAX_WIDTH`) runs for a cell
+    with ``backend`` and widest layer ``width`` on ``tensors`` (its input and weights):
+    ``"auto"`` up to :data:`AUTO_MAX_WIDTH`, ``"small"`` always, where they can run (CPU, one
+    float32 or float64 dtype, no autocast, not traced, a C compiler); ``"small"`` where they
+    cannot says so once and runs the PyTorch path."""
+    if backend not in ("auto", "small") or (backend == "auto" and width > AUTO_MAX_WIDTH[kernel]):
+        return False
+    ts = [t for t in tensors if t is not None]
+    dtype = ts[0].dtype
+    if (
+        dtype not in (torch.float32, torch.float64)
+        or any(t.dtype != dtype or t.device.type != "cpu" for t in ts)
+        or autocasting("cpu")
+        or _capturing()
+    ):
+        if backend == "small":
+            small._note(
+                "small-skip",
+                "backend 'small' runs on CPU float32/float64 tensors without autocast only; "
+                "this recurrence runs on its PyTorch path",
+            )
+        return False
+    return small.library(dtype) is not None
+
+
+def triton(u: Tensor, hidden: int) -> bool:
+    """Whether :func:`rnnlab.kernels.elementwise_rnn` runs the Triton kernel on input terms
+    ``u`` (in their compute dtype): decided by
+    :func:`rnnlab.kernels.triton_recurrence.use_triton` for CUDA tensors or when
+    ``RNNLAB_TRITON`` forces it; a CPU tensor with the setting unset is False without
+    importing Triton."""
+    return _triton(u.device.type, u.dtype, hidden)
+
+
+def _triton(device_type: str, dtype: torch.dtype, hidden: int) -> bool:
+    if device_type != "cuda" and triton_mode() != "force":
+        return False
+    from . import triton_recurrence
+
+    return triton_recurrence.use_triton(device_type, dtype, hidden)
+
+
+def _fused_or_triton(x: Tensor, width: int) -> str:
+    return "triton" if _triton(x.device.type, recurrence_dtype(x), width) else "fused"
+
+
+def choose(
+    family: str,
+    backend: str = "auto",
+    *,
+    width: int,
+    tensors: tuple = (),
+    ensemble: bool = False,
+    lengths: bool = False,
+    nonlinearity: str = "tanh",
+    batch: int = 1,
+    chunk: int = 0,
+) -> str:
+    """The path (a key of :data:`PATHS`) that a cell of ``family`` runs a whole sequence on.
+
+    Args:
+        family: a key of :data:`TABLE`.
+        backend: the cell's ``backend`` option.
+        width: the widest layer (hidden size; the DMU's update-network width if larger).
+        tensors: the input (first) and the weights: their dtype, device and autocast decide.
+        ensemble: True inside an ensemble's batched model (the cell's ``batched_sequence``).
+        lengths: whether the call has sequence lengths.
+        nonlinearity: the element-wise RNN's (modReLU has no compiled loop).
+        batch, chunk: the LT-RNN's batch size and ``chunk`` option (scan or loop).
+    """
+    fam = TABLE[family]
+    x = tensors[0] if tensors else None
+    can_compile = (
+        fam.kernel is not None
+        and nonlinearity != "modrelu"
+        and bool(tensors)
+        and compiled(fam.kernel, backend, width, tensors)
+    )
+    if ensemble:
+        if can_compile:
+            return "compiled"
+        if family in ("gru", "dmu", "rhn") and lengths and x is not None and low_precision_autocast(x):
+            return "step"
+        return "ensemble" if "ensemble" in fam.paths else "step"
+    if backend == "reference":
+        return "step"
+    if can_compile:
+        return "compiled"
+    if family == "rnn":
+        return "native" if backend == "native" else _fused_or_triton(x, width)
+    if family == "ltrnn":
+        if lengths:
+            return _fused_or_triton(x, width)
+        if backend in ("loop", "scan"):
+            return backend
+        return "scan" if chunk or batch * width * width <= SCAN_MAX_STEP_MACS else "loop"
+    if family == "lstm":
+        return "native"
+    if family == "gru":
+        return "native" if backend == "native" or lengths else "fused"
+    if family in ("dmu", "rhn"):
+        return "step" if lengths else "fused"
+    if "triton" in fam.paths and x is not None:
+        return _fused_or_triton(x, width)
+    return "fused"
+
+
+def table() -> str:
+    """The table as text (``rnnlab doctor`` prints it): each family, its cells, its paths
+    and where each lives, and its rule."""
+    lines = ["dispatch table (rnnlab.kernels.dispatch): family, cells, paths, rule"]
+    for fam in TABLE.values():
+        lines.append(f"{fam.name} ({', '.join(fam.cells)})")
+        for path, where in fam.paths.items():
+            lines.append(f"  {path:<9} {where}")
+        lines.append(f"  rule: {fam.rule}")
+    limits = ", ".join(f"{k} {v}" for k, v in AUTO_MAX_WIDTH.items())
+    lines.append(
+        f"'compiled if it can run': backend small, or auto up to the width {limits}; on the CPU, float32 "
+        f"or float64, no autocast, not traced, a C compiler. LT-RNN scan while B H^2 <= {SCAN_MAX_STEP_MACS}"
+    )
+    return "\n".join(lines)
