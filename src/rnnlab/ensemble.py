@@ -428,6 +428,36 @@ def _prepare(m: Member, task: Task, data_dir: str | None, device: torch.device, 
         m.release()
 
 
+def _start(
+    members: list[Member], resume, task: Task, data_dir, strict: bool, on_start=None, checks: bool = True
+) -> torch.device:
+    """The checks of an ensemble (``checks``), then each member's lock, start mode and
+    preparation; returns the device. ``strict``: a member that cannot start raises its error
+    before any member is prepared (or, failing its preparation, before the next is)."""
+    cfg = members[0].cfg
+    if checks:
+        check_ensemble([m.cfg for m in members], task)
+    device = dev.resolve(cfg.train.device, cfg.train.precision)  # before anything is written
+    if checks:
+        check_members_fit(cfg, len(members), task, device)
+        check_ensemble_precision(cfg, task, device)
+    for m in members:
+        _claim_and_check(m, resume)
+    if strict:
+        bad = next((m for m in members if m.status in ("failed", "busy")), None)
+        if bad is not None:
+            raise bad.exc
+    provenance = {"git": git_state(), "source_sha256": source_hash()}  # one code for every member
+    for m in members:
+        if m.status == "pending":
+            _prepare(m, task, data_dir, device, provenance)
+            if strict and m.status == "failed":
+                raise m.exc
+            if m.training and on_start is not None:
+                on_start(m)
+    return device
+
+
 def _members(cfg: RunConfig, seeds: Sequence[int], out) -> list[Member]:
     if not len(seeds):
         raise ConfigError(f"an ensemble needs at least one seed, got seeds={list(seeds)!r} (e.g. seeds=[0, 1, 2])")
@@ -466,27 +496,9 @@ def run_members(
     just written its checkpoint) raises KeyboardInterrupt there: ``rnnlab suite``'s Ctrl-C."""
     if not members:
         raise ConfigError("an ensemble needs at least one member (e.g. seeds=[0, 1, 2])")
-    cfg = members[0].cfg
-    task = task or build_task(cfg.task, data_dir)
-    check_ensemble([m.cfg for m in members], task)
-    device = dev.resolve(cfg.train.device, cfg.train.precision)  # before anything is written
-    check_members_fit(cfg, len(members), task, device)
-    check_ensemble_precision(cfg, task, device)
+    task = task or build_task(members[0].cfg.task, data_dir)
     try:
-        for m in members:
-            _claim_and_check(m, resume)
-        if strict:
-            bad = next((m for m in members if m.status in ("failed", "busy")), None)
-            if bad is not None:
-                raise bad.exc
-        provenance = {"git": git_state(), "source_sha256": source_hash()}  # one code for every member
-        for m in members:
-            if m.status == "pending":
-                _prepare(m, task, data_dir, device, provenance)
-                if strict and m.status == "failed":
-                    raise m.exc
-                if m.training and on_start is not None:
-                    on_start(m)
+        device = _start(members, resume, task, data_dir, strict, on_start)
         training = [m for m in members if m.training]
         if training:
             lines = progress is None and not sys.stderr.isatty()
@@ -515,20 +527,8 @@ def started(
         raise ConfigError(f"an unbatched group is one single run: give one seed, got {list(seeds)}")
     members = _members(cfg, seeds, out)
     task = task or build_task(cfg.task)
-    device = dev.resolve(cfg.train.device, cfg.train.precision)
-    if batched:
-        check_ensemble([m.cfg for m in members], task)
-        check_members_fit(cfg, len(members), task, device)
-        check_ensemble_precision(cfg, task, device)
-    provenance = {"git": git_state(), "source_sha256": source_hash()}
     try:
-        for m in members:
-            _claim_and_check(m, False)
-            if m.status != "pending":
-                raise m.exc
-            _prepare(m, task, None, device, provenance)
-            if m.status != "training":
-                raise m.exc
+        device = _start(members, False, task, None, strict=True, checks=batched)
         if not batched:
             members[0].rng = None  # the process's random stream is the run's own
             yield Group(members, task, device)
