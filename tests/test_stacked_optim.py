@@ -61,14 +61,14 @@ def test_stacked_step_equals_each_optimizer_alone(kind, clip):
                 assert norms[k] is None
     for ps_s, ps_a, o_s, o_a in zip(stacked, alone, opts_s, opts_a):
         for p, q in zip(ps_s, ps_a):
-            torch.testing.assert_close(p, q, rtol=1e-12, atol=1e-14)
+            torch.testing.assert_close(p, q, rtol=0, atol=0)
         # the state is torch's: the same keys, values and step counts, so a member continues alone
         s, a = o_s.state_dict()["state"], o_a.state_dict()["state"]
         assert s.keys() == a.keys()
         for i in s:
             assert s[i].keys() == a[i].keys()
             for key in s[i]:
-                torch.testing.assert_close(s[i][key], a[i][key], rtol=1e-12, atol=1e-14)
+                torch.testing.assert_close(s[i][key], a[i][key], rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("kind", ["adam", "rmsprop"])
@@ -95,11 +95,11 @@ def test_tensors_replaced_between_steps_are_the_ones_stepped(kind):
             o.step()
     for ps_s, ps_a, o_s, o_a in zip(stacked, alone, opts_s, opts_a):
         for p, q in zip(ps_s, ps_a):
-            torch.testing.assert_close(p, q, rtol=1e-12, atol=1e-14)
+            torch.testing.assert_close(p, q, rtol=0, atol=0)
         s, a = o_s.state_dict()["state"], o_a.state_dict()["state"]
         for i in s:
             for key in s[i]:
-                torch.testing.assert_close(s[i][key], a[i][key], rtol=1e-12, atol=1e-14)
+                torch.testing.assert_close(s[i][key], a[i][key], rtol=0, atol=0)
 
 
 def test_unsupported_optimizers_step_one_by_one():

@@ -9,8 +9,8 @@ single run of its seed:
 
 * it has its own model (built as ``train`` builds it: the same initial weights, bit for bit),
   its own optimizer, clipping, schedule, post-step hooks (``parametrize.after_optimizer_step``)
-  and its own data stream (its ``data_seed``), all through the trainer's own steps
-  (:mod:`rnnlab.train`);
+  and its own data stream (its ``data_seed``), all through the one training loop
+  (:class:`rnnlab.train.Group`; :class:`Ensemble` is its batched kind);
 * only the forward pass over time (and so its backward) is batched: each step stacks the
   members' parameters, runs the model once under ``torch.func.vmap`` (``functional_call`` of one
   template copy, :class:`StackedModel`) and backpropagates into each member's own leaves. The
@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import signal
 import statistics
@@ -46,11 +45,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch import Tensor
 from torch.utils._pytree import tree_map
 
 from . import device as dev
@@ -60,7 +57,6 @@ from .config import ConfigError, RunConfig
 from .rundir import (
     RunFiles,
     RunLocked,
-    atomic_write_text,
     claim,
     git_state,
     source_hash,
@@ -71,33 +67,20 @@ from .stacked_optim import StackedStep
 from .tasks import build_task
 from .tasks.base import Batch, Task
 from .train import (
-    RunState,
-    Trainer,
-    TrainingDiverged,
-    after_update,
-    apply_update,
-    carried_state,
-    check_loss,
+    Group,
+    Member,
     check_run_dir,
     check_start,
-    checkpoint_between,
     close_run,
-    evaluate_and_checkpoint,
-    finish,
-    load_best,
-    log_step,
-    next_batch,
     open_log,
-    overflow_stop,
     prepare,
-    record_divergence,
     start_mode,
-    step_loss,
 )
 
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "Ensemble",
     "EnsembleFailed",
     "Member",
     "StackedModel",
@@ -147,31 +130,6 @@ class EnsembleFailed(RuntimeError):
     def __init__(self, message: str, results: dict, errors: dict):
         super().__init__(message)
         self.results, self.errors = results, errors
-
-
-@dataclass
-class Member:
-    """One run of the ensemble: its seed, configuration, run directory and how it stands.
-
-    ``status``: ``pending``, ``training``, then ``trained`` / ``resumed`` (finished here),
-    ``done`` (was finished before), ``busy`` (another process holds its lock) or ``failed``."""
-
-    seed: int
-    cfg: RunConfig
-    root: Path
-    status: str = "pending"
-    error: str = ""
-    exc: BaseException | None = None
-    result: dict | None = None
-    resume: bool = False
-    run: RunState | None = None
-    tr: Trainer | None = None
-    lock: claim | None = None
-    rng: Tensor | None = None  # the global RNG state the single run would have (saved in its checkpoints)
-
-    @property
-    def training(self) -> bool:
-        return self.status == "training"
 
 
 def member_configs(cfg: RunConfig, seeds: Sequence[int]) -> list[RunConfig]:
@@ -297,17 +255,6 @@ def check_ensemble_precision(cfg: RunConfig, task: Task | None, device: torch.de
         )
 
 
-def _own_gradients(params) -> None:
-    """Give every gradient its own memory. The members' gradients arrive as slices of the
-    stacked parameters' gradients, and two parameters that enter the forward pass as one sum
-    (an RNN's b_ih + b_hh) receive slices of one tensor; clipping scales gradients in place, so
-    such a pair would be scaled twice."""
-    for p in params:
-        g = p.grad
-        if g is not None and g.untyped_storage().nbytes() != g.numel() * g.element_size():
-            p.grad = g.clone()
-
-
 def _signature(batch: Batch, state) -> tuple:
     """Batches that can run in one vmap call: the same shapes, dtypes and kinds of state."""
     shapes = tree_map(lambda t: tuple(t.shape), state) if state is not None else None
@@ -318,78 +265,36 @@ def _stack(trees: list):
     return tree_map(lambda *ts: torch.stack(ts), *trees)
 
 
-class _NoBar:
-    def set_postfix(self, **_):
-        pass
-
-
 # ---------------------------------------------------------------------------- the driver
 
 
-class _Ensemble:
-    """Members training together: the trainer's named steps per member, the forward and
-    backward passes and the evaluations batched."""
+class Ensemble(Group):
+    """Members training together as one batched model: the group's loop (:class:`rnnlab.train.Group`)
+    with the forward pass and the evaluations of all members in one ``vmap`` call
+    (:class:`StackedModel`), the optimizer step stacked (:class:`StackedStep`) where it applies,
+    signals held between steps, a failed member stopping alone, and one progress line for all."""
+
+    goes_on = True
 
     def __init__(
         self, members: list[Member], task: Task, device: torch.device, on_eval, lines: bool, fast: bool = True
     ):
-        self.members, self.task, self.device = members, task, device
-        self.on_eval, self.lines = on_eval, lines
-        self.cfg = members[0].cfg
-        self.precision = self.cfg.train.precision
+        super().__init__(members, task, device, on_eval)
+        self.lines = lines
         self.stacked = StackedModel(members[0].tr.model, fast)
         self.stacked_step = StackedStep.build([m.tr.opt for m in members]) if fast else None
-        self.size = len(members)
         self.last_line = time.perf_counter()
-        self.stop: Callable[[], bool] | None = None  # true: stop after the next evaluation (Ctrl-C in a suite)
 
-    # --- per member ------------------------------------------------------------------
-    def fail(self, m: Member, e: BaseException) -> None:
-        if isinstance(e, TrainingDiverged):
-            record_divergence(m.run, m.tr, e, ensemble=self.size)
-        m.status, m.exc = "failed", e
-        m.error = f"{type(e).__name__}: " + " ".join(str(e).split())
-        close_run(m.run)
-        _release(m)
-        log.warning(f"{m.root}: {m.error}")
+    def conditions(self) -> dict:
+        return {"ensemble": self.size}  # the timing fields are the ensemble's
 
-    def finish(self, ms: list[Member]) -> None:
-        """Close and finish members that stopped or reached their step budget: test scores of
-        their best.pt in one pass, then each result.json."""
-        for m in ms:
-            close_run(m.run)
-        tc = self.cfg.train
-        tests: list = [None] * len(ms)
-        if tc.test:
-            for m in ms:
-                load_best(m.run, m.tr)
-            tests = self.stacked.evaluate(
-                [m.tr.model for m in ms],
-                self.task,
-                "test",
-                tc.eval_batch_size,
-                tc.eval_max_batches,
-                self.precision,
-                self.device,
-            )
-        for m, test in zip(ms, tests):
-            try:
-                torch.set_rng_state(m.rng)
-                result = finish(m.run, m.tr, test)
-                result["conditions"]["ensemble"] = self.size
-                atomic_write_text(m.run.files.result, json.dumps(result, indent=2) + "\n")
-            except Exception as e:
-                self.fail(m, e)
-                continue
-            m.result, m.status = result, ("resumed" if m.resume else "trained")
-            _release(m)
+    def held_signals(self):
+        return signals_between_steps()
 
-    # --- one step ----------------------------------------------------------------------
-    def step(self, group: list[Member]) -> None:
-        """One optimizer step of every member in ``group`` (all at the same step)."""
-        batches = [next_batch(m.tr) for m in group]
-        states = [carried_state(m.tr, b) for m, b in zip(group, batches)]
-        outs: list = [None] * len(group)
+    def forward(self, ms: list[Member], batches: list[Batch], states: list) -> list[tuple]:
+        """One vmap call per kind of batch (the same shapes and kinds of state: all, but after a
+        resume from checkpoints of different steps under truncated BPTT)."""
+        outs: list = [None] * len(ms)
         kinds: dict[tuple, list[int]] = {}
         for i, (b, s) in enumerate(zip(batches, states)):
             kinds.setdefault(_signature(b, s), []).append(i)
@@ -401,79 +306,22 @@ class _Ensemble:
                     check_lengths(torch.as_tensor(batches[i].lengths), x.shape[2], x.shape[1])
                 lengths = torch.stack([torch.as_tensor(batches[i].lengths) for i in idx])
             state = None if states[idx[0]] is None else _stack([states[i] for i in idx])
-            with dev.autocast(self.device, self.precision):
-                out, new = self.stacked.forward([group[i].tr.model for i in idx], x, state, lengths)
+            out, new = self.stacked.forward([ms[i].tr.model for i in idx], x, state, lengths)
             for j, i in enumerate(idx):
                 outs[i] = (out[j], tree_map(lambda t, j=j: t[j], new))
-        ok = []
-        for m, b, (out, new) in zip(group, batches, outs):
-            with dev.autocast(self.device, self.precision):
-                loss, reg, total = step_loss(m.tr, out, b)
-            try:
-                check_loss(m.run, total, loss)
-            except Exception as e:
-                self.fail(m, e)
-                continue
-            ok.append((m, loss, reg, total, new))
-        for m, *_ in ok:
-            m.tr.opt.zero_grad(set_to_none=True)
-        if ok:  # the members' losses are independent: the gradient of the sum is each one's own
-            torch.stack([m.tr.stepper.scaled(total) for m, _, _, total, _ in ok]).sum().backward()
-        for m, *_ in ok:
-            _own_gradients(m.tr.params)
-        norms = self._stacked_step([m for m, *_ in ok])
-        for i, (m, loss, reg, _, new) in enumerate(ok):
-            try:
-                if norms is None:  # one by one
-                    out = apply_update(m.run, m.tr, loss, reg, new)
-                else:  # stepped together: the stop on an overflowing norm, then the rest of the update
-                    gnorm = m.tr.stepper.check_norm(norms[i], overflow_stop(m.run, loss))
-                    out = after_update(m.run, m.tr, loss, reg, new, gnorm)
-                log_step(m.run, m.tr, out, _NoBar())
-            except Exception as e:
-                self.fail(m, e)
+        return outs
 
-    def _stacked_step(self, ms: list[Member]) -> list | None:
-        """The optimizer steps of ``ms`` as one (:class:`rnnlab.stacked_optim.StackedStep`, with
-        clipping): each member's gradient norm ([None] * n without clipping), or None where it
-        does not apply (then each member steps alone)."""
-        if not ms or self.stacked_step is None or ms[0].tr.scaler is not None:
-            return None
-        return self.stacked_step.step([m.tr.opt for m in ms], [m.tr.params for m in ms], self.cfg.optim.clip)
-
-    # --- evaluation ----------------------------------------------------------------------
-    def evaluate(self, ms: list[Member]) -> None:
+    def evaluate_members(self, ms: list[Member], split: str) -> list[dict]:
         tc = self.cfg.train
-        t0 = time.perf_counter()
-        metrics = self.stacked.evaluate(
+        return self.stacked.evaluate(
             [m.tr.model for m in ms],
             self.task,
-            "val",
+            split,
             tc.eval_batch_size,
             tc.eval_max_batches,
             self.precision,
             self.device,
         )
-        shared = time.perf_counter() - t0
-        for m, met in zip(ms, metrics):
-            m.run.prog.eval_elapsed += shared  # the one pass, timed as each member's evaluation
-            m.run.window["start"] += shared  # (and not as training time)
-            try:
-                torch.set_rng_state(m.rng)  # checkpoint.pt records the single run's random state
-                evaluate_and_checkpoint(m.run, m.tr, self.on_eval, met)
-            except Exception as e:
-                self.fail(m, e)
-        self.report(ms, "eval")
-
-    def checkpoint_between(self, ms: list[Member]) -> None:
-        """Each member's checkpoint between evaluations (``train.checkpoint_every``), with the
-        single run's random state, as :func:`rnnlab.train.checkpoint_between` writes it."""
-        for m in ms:
-            try:
-                torch.set_rng_state(m.rng)
-                checkpoint_between(m.run, m.tr)
-            except Exception as e:
-                self.fail(m, e)
 
     def report(self, ms: list[Member], why: str) -> None:
         """Off a terminal: one line for the ensemble per evaluation (and about every
@@ -493,59 +341,6 @@ class _Ensemble:
         if why == "eval" and values:
             parts.append(f"{select} median {statistics.median(values):.4g} [{min(values):.4g} - {max(values):.4g}]")
         show_progress(log, "  ".join(parts))
-
-    # --- the loop ------------------------------------------------------------------------
-    def run(self, progress: bool | None) -> None:
-        from tqdm.auto import tqdm
-
-        tc = self.cfg.train
-        self.finish([m for m in self.members if m.training and (m.run.prog.stopped or m.run.prog.step >= tc.steps)])
-        start = min((m.run.prog.step for m in self.members if m.training), default=tc.steps)
-        bar = tqdm(
-            total=tc.steps,
-            initial=start,
-            disable=(None if progress is None else not progress),
-            desc=f"{self.cfg.name} x{self.size}",
-            dynamic_ncols=True,
-            leave=False,
-        )
-        shown = start
-        try:
-            with signals_between_steps() as handle_pending:
-                self._loop(bar, shown, handle_pending)
-        finally:
-            bar.close()
-            for m in self.members:
-                if m.training:  # interrupted: the last checkpoint stays, a resume continues from it
-                    close_run(m.run)
-                    _release(m)
-                    m.status, m.error = "failed", "interrupted"
-
-    def _loop(self, bar, shown: int, handle_pending: Callable[[], None]) -> None:
-        tc = self.cfg.train
-        while True:
-            alive = [m for m in self.members if m.training]
-            if not alive:
-                break
-            low = min(m.run.prog.step for m in alive)
-            group = [m for m in alive if m.run.prog.step == low]  # members behind catch up first
-            self.step(group)
-            handle_pending()  # a Ctrl-C during the batched step raises here, outside vmap
-            group = [m for m in group if m.training]
-            step = low + 1
-            if step % tc.eval_every == 0 or step == tc.steps:
-                self.evaluate(group)
-                if self.stop is not None and self.stop():  # every member has just checkpointed
-                    raise KeyboardInterrupt("stop requested: stopped at the members' checkpoints")
-            else:
-                self.checkpoint_between(group)
-                self.report(group, "progress")
-            handle_pending()
-            self.finish([m for m in group if m.training and (m.run.prog.stopped or m.run.prog.step >= tc.steps)])
-            now = min((m.run.prog.step for m in self.members if m.training), default=tc.steps)
-            if now > shown:
-                bar.update(now - shown)
-                shown = now
 
 
 @contextlib.contextmanager
@@ -594,12 +389,6 @@ def signals_between_steps():
     run_held()
 
 
-def _release(m: Member) -> None:
-    if m.lock is not None:
-        m.lock.__exit__(None, None, None)
-        m.lock = None
-
-
 # ---------------------------------------------------------------------------- starting members
 
 
@@ -619,13 +408,13 @@ def _claim_and_check(m: Member, resume) -> None:
         mode = start_mode(files, m.cfg, resume)
         if isinstance(mode, dict):  # a finished run of this configuration
             m.status, m.result = "done", mode
-            _release(m)
+            m.release()
             return
         m.resume = mode
         check_start(files, m.cfg, m.resume)
     except Exception as e:
-        m.status, m.exc, m.error = "failed", e, f"{type(e).__name__}: " + " ".join(str(e).split())
-        _release(m)
+        m.failed(e)
+        m.release()
 
 
 def _prepare(m: Member, task: Task, data_dir: str | None, device: torch.device, provenance: dict) -> None:
@@ -635,8 +424,38 @@ def _prepare(m: Member, task: Task, data_dir: str | None, device: torch.device, 
         open_log(m.run, False)
         m.status = "training"
     except Exception as e:
-        m.status, m.exc, m.error = "failed", e, f"{type(e).__name__}: " + " ".join(str(e).split())
-        _release(m)
+        m.failed(e)
+        m.release()
+
+
+def _start(
+    members: list[Member], resume, task: Task, data_dir, strict: bool, on_start=None, checks: bool = True
+) -> torch.device:
+    """The checks of an ensemble (``checks``), then each member's lock, start mode and
+    preparation; returns the device. ``strict``: a member that cannot start raises its error
+    before any member is prepared (or, failing its preparation, before the next is)."""
+    cfg = members[0].cfg
+    if checks:
+        check_ensemble([m.cfg for m in members], task)
+    device = dev.resolve(cfg.train.device, cfg.train.precision)  # before anything is written
+    if checks:
+        check_members_fit(cfg, len(members), task, device)
+        check_ensemble_precision(cfg, task, device)
+    for m in members:
+        _claim_and_check(m, resume)
+    if strict:
+        bad = next((m for m in members if m.status in ("failed", "busy")), None)
+        if bad is not None:
+            raise bad.exc
+    provenance = {"git": git_state(), "source_sha256": source_hash()}  # one code for every member
+    for m in members:
+        if m.status == "pending":
+            _prepare(m, task, data_dir, device, provenance)
+            if strict and m.status == "failed":
+                raise m.exc
+            if m.training and on_start is not None:
+                on_start(m)
+    return device
 
 
 def _members(cfg: RunConfig, seeds: Sequence[int], out) -> list[Member]:
@@ -677,31 +496,13 @@ def run_members(
     just written its checkpoint) raises KeyboardInterrupt there: ``rnnlab suite``'s Ctrl-C."""
     if not members:
         raise ConfigError("an ensemble needs at least one member (e.g. seeds=[0, 1, 2])")
-    cfg = members[0].cfg
-    task = task or build_task(cfg.task, data_dir)
-    check_ensemble([m.cfg for m in members], task)
-    device = dev.resolve(cfg.train.device, cfg.train.precision)  # before anything is written
-    check_members_fit(cfg, len(members), task, device)
-    check_ensemble_precision(cfg, task, device)
+    task = task or build_task(members[0].cfg.task, data_dir)
     try:
-        for m in members:
-            _claim_and_check(m, resume)
-        if strict:
-            bad = next((m for m in members if m.status in ("failed", "busy")), None)
-            if bad is not None:
-                raise bad.exc
-        provenance = {"git": git_state(), "source_sha256": source_hash()}  # one code for every member
-        for m in members:
-            if m.status == "pending":
-                _prepare(m, task, data_dir, device, provenance)
-                if strict and m.status == "failed":
-                    raise m.exc
-                if m.training and on_start is not None:
-                    on_start(m)
+        device = _start(members, resume, task, data_dir, strict, on_start)
         training = [m for m in members if m.training]
         if training:
             lines = progress is None and not sys.stderr.isatty()
-            ens = _Ensemble(training, task, device, on_eval, lines)
+            ens = Ensemble(training, task, device, on_eval, lines)
             ens.stop = stop
             ens.run(progress)
     finally:
@@ -709,37 +510,35 @@ def run_members(
             if m.training:
                 close_run(m.run)
                 m.status, m.error = "failed", m.error or "not finished"
-            _release(m)
+            m.release()
     return members
 
 
 @contextlib.contextmanager
-def started(cfg: RunConfig, seeds: Sequence[int], out, task: Task | None = None, fast: bool = True):
+def started(
+    cfg: RunConfig, seeds: Sequence[int], out, task: Task | None = None, fast: bool = True, batched: bool = True
+):
     """The members of a fresh ensemble, prepared and holding their locks but not trained: the
-    driver's steps (``step``, ``evaluate``, ``finish`` of the yielded object) for a caller that
-    times them one by one (``rnnlab bench ensemble``; ``fast=False``: every cell's step loop
-    under vmap, :func:`batched_template`). The locks are released at the end."""
+    group's steps (``step``, ``evaluate``, ``finish`` of the yielded :class:`rnnlab.train.Group`)
+    for a caller that times them one by one (``rnnlab bench ensemble``; ``fast=False``: every
+    cell's step loop under vmap, :func:`batched_template`; ``batched=False``: one seed as the
+    single run trains it, a group of one). The locks are released at the end."""
+    if not batched and len(seeds) != 1:
+        raise ConfigError(f"an unbatched group is one single run: give one seed, got {list(seeds)}")
     members = _members(cfg, seeds, out)
     task = task or build_task(cfg.task)
-    check_ensemble([m.cfg for m in members], task)
-    device = dev.resolve(cfg.train.device, cfg.train.precision)
-    check_members_fit(cfg, len(members), task, device)
-    check_ensemble_precision(cfg, task, device)
-    provenance = {"git": git_state(), "source_sha256": source_hash()}
     try:
-        for m in members:
-            _claim_and_check(m, False)
-            if m.status != "pending":
-                raise m.exc
-            _prepare(m, task, None, device, provenance)
-            if m.status != "training":
-                raise m.exc
-        yield _Ensemble(members, task, device, None, False, fast)
+        device = _start(members, False, task, None, strict=True, checks=batched)
+        if not batched:
+            members[0].rng = None  # the process's random stream is the run's own
+            yield Group(members, task, device)
+            return
+        yield Ensemble(members, task, device, None, False, fast)
     finally:
         for m in members:
             if m.training:
                 close_run(m.run)
-            _release(m)
+            m.release()
 
 
 def train_ensemble(

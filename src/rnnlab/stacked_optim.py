@@ -15,17 +15,23 @@ change one member's rate), and clipping by each member's own gradient norm
 scaler, a parameter without a gradient) returns None from :meth:`StackedStep.build` or
 :meth:`StackedStep.step`, and the ensemble steps its members one by one, as before.
 
-The update is the optimizer's own formula in the same order of operations; members agree with
-their single runs to rounding (1e-9 in float64 over 50 steps, tests/test_ensemble.py).
+The update is torch's own: the functional form of the optimizer (``torch.optim.adam.adam``,
+``rmsprop.rmsprop``, ``sgd.sgd``) run on the stacks, once per set of members that share a
+learning rate; it equals each member's optimizer stepping alone, in float64 bit for bit
+(tests/test_stacked_optim.py), and members agree with their single runs to rounding (1e-9 in
+float64 over 50 steps, tests/test_ensemble.py).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
 from torch import Tensor
+from torch.optim.adam import adam as _adam
+from torch.optim.optimizer import _get_scalar_dtype
+from torch.optim.rmsprop import rmsprop as _rmsprop
+from torch.optim.sgd import sgd as _sgd
 
 __all__ = ["StackedStep"]
 
@@ -147,8 +153,6 @@ class StackedStep:
 
     def _steps(self, opts, g: int) -> list[float]:
         """Advance each member's step counts of group ``g``; each member's new count."""
-        from torch.optim.optimizer import _get_scalar_dtype
-
         counts = []
         for o in opts:
             for p in o.param_groups[g]["params"]:
@@ -160,38 +164,52 @@ class StackedStep:
         return [float(counts[k * per]) for k in range(len(opts))]
 
     def _group(self, opts, g: int, G: Tensor, K: int) -> None:
-        group = opts[0].param_groups[g]
+        """Group ``g`` of every member: torch's own update (its functional form, on the (K,
+        elements) stacks), once per set of members that share a learning rate and step count."""
         ps = [p for o in opts for p in o.param_groups[g]["params"]]
         P = self._stack((g, "param"), ps, K)
-        lrs = [float(o.param_groups[g]["lr"]) for o in opts]
-        wd = group["weight_decay"]
-        if wd != 0:
-            G = G.add(P, alpha=wd)
-        col = lambda xs: torch.tensor(xs, dtype=P.dtype).unsqueeze(1)  # noqa: E731 - per member
-
-        if self.kind is torch.optim.SGD:
-            P.add_(G * col([-lr for lr in lrs]))
-            self._write((g, "param"), ps, P)
-            return
-        steps = self._steps(opts, g)
         zeros = lambda p: torch.zeros_like(p, memory_format=torch.preserve_format)  # noqa: E731
-        if self.kind is torch.optim.RMSprop:
-            vs, V = self._state(opts, g, "square_avg", zeros)
-            alpha = group["alpha"]
-            V.mul_(alpha).addcmul_(G, G, value=1 - alpha)
-            avg = V.sqrt().add_(group["eps"])
-            P.add_(G * col([-lr for lr in lrs]) / avg)
-            self._write((g, "square_avg"), vs, V)
-        else:  # Adam
-            beta1, beta2 = group["betas"]
-            ms, M = self._state(opts, g, "exp_avg", zeros)
-            vs, V = self._state(opts, g, "exp_avg_sq", zeros)
-            M.lerp_(G, 1 - beta1)
-            V.mul_(beta2).addcmul_(G, G, value=1 - beta2)
-            step_size = col([lr / (1 - beta1**s) for lr, s in zip(lrs, steps)])
-            bias2 = col([math.sqrt(1 - beta2**s) for s in steps])
-            denom = (V.sqrt() / bias2).add_(group["eps"])
-            P.add_(M * -step_size / denom)
-            self._write((g, "exp_avg"), ms, M)
-            self._write((g, "exp_avg_sq"), vs, V)
+        states = [self._state(opts, g, name, zeros) for name in _STATES[self.kind]]
+        steps = self._steps(opts, g) if _STATES[self.kind] else [0.0] * K
+        sets: dict[tuple, list[int]] = {}
+        for k, o in enumerate(opts):
+            sets.setdefault((float(o.param_groups[g]["lr"]), steps[k]), []).append(k)
+        for (lr, step), rows in sets.items():
+            if len(rows) == K:  # all members (the usual case): the stacks themselves
+                self._torch_step(opts[0].param_groups[g], lr, step, P, G, [S for _, S in states])
+                continue
+            idx = torch.tensor(rows)
+            part = [P[idx], *(S[idx] for _, S in states)]
+            self._torch_step(opts[0].param_groups[g], lr, step, part[0], G[idx], part[1:])
+            for whole, rows_done in zip([P, *(S for _, S in states)], part):
+                whole.index_copy_(0, idx, rows_done)
+        for name, (ts, S) in zip(_STATES[self.kind], states):
+            self._write((g, name), ts, S)
         self._write((g, "param"), ps, P)
+
+    def _torch_step(self, group: dict, lr: float, step: float, P: Tensor, G: Tensor, S: list[Tensor]) -> None:
+        """torch's functional update of one (rows, elements) stack, in place: the formula and
+        the order of operations its optimizer applies to each member's tensors (exact: the
+        stacked update equals each member's own in float64, tests/test_stacked_optim.py)."""
+        wd, foreach = group["weight_decay"], group.get("foreach")
+        count = [torch.tensor(step - 1, dtype=_get_scalar_dtype())]  # the functional form counts it up
+        if self.kind is torch.optim.SGD:
+            _sgd(
+                [P], [G], [None], foreach=foreach, weight_decay=wd, momentum=0, lr=lr, dampening=0, nesterov=False,
+                maximize=False,
+            )  # fmt: skip
+        elif self.kind is torch.optim.RMSprop:
+            _rmsprop(
+                [P], [G], S, [], [], count, foreach=foreach, lr=lr, alpha=group["alpha"], eps=group["eps"],
+                weight_decay=wd, momentum=0, centered=False,
+            )  # fmt: skip
+        else:
+            beta1, beta2 = group["betas"]
+            _adam(
+                [P], [G], S[0:1], S[1:2], [], count, foreach=foreach, amsgrad=False, beta1=beta1, beta2=beta2,
+                lr=lr, weight_decay=wd, eps=group["eps"], maximize=False,
+            )  # fmt: skip
+
+
+#: the state tensors of each optimizer StackedStep covers, in the order its functional form takes them
+_STATES = {torch.optim.SGD: (), torch.optim.RMSprop: ("square_avg",), torch.optim.Adam: ("exp_avg", "exp_avg_sq")}

@@ -8,17 +8,19 @@ scheduler, RNG and carried state), ``best.pt`` and, last,
 uninterrupted run exactly (the training data stream is re-created from ``data_seed`` and
 fast-forwarded).
 
-The loop is a sequence of named steps. :class:`RunState` is one run directory being written
-(its progress, best score, log file, last good checkpoint, timing); :class:`Trainer` is what
-trains one model (task, model, optimizer, scheduler, data stream, carried state). A driver
-that trains several runs at once (one batched model, one run directory per member) keeps one
-``RunState`` per run and calls the same steps on each:
+The loop is :class:`Group`, whose unit is a group of members, each the run of one directory:
+a single run is a group of one, an ensemble (:class:`rnnlab.ensemble.Ensemble`) a group whose
+forward passes and evaluations run batched. :class:`RunState` is one run directory being
+written (its progress, best score, log file, last good checkpoint, timing); :class:`Trainer`
+is what trains one model (task, model, optimizer, scheduler, data stream, carried state). The
+group takes the named steps for every member:
 
-    check_start -> prepare -> [train_step -> log_step -> (evaluate_and_checkpoint)]* -> finish
+    check_start -> prepare -> [Group.step -> (Group.evaluate | checkpoint_between)]* -> finish
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -90,6 +92,8 @@ def __getattr__(name: str):
 # re-exported: public names that live in the run-directory module (rnnlab.train.load_run in docs)
 __all__ = [
     "CheckpointError",
+    "Group",
+    "Member",
     "RunExists",
     "RunState",
     "RunWriteError",
@@ -302,29 +306,19 @@ def _train(
     on_eval,
     device: torch.device,
 ) -> dict:
-    """The driver: the named steps in order, for one run."""
+    """One run: a :class:`Group` of one member."""
     check_start(files, cfg, resume)
     run, tr = prepare(cfg, files, resume, data_dir, task, device)
-    bar = _progress_bar(cfg, run.prog.step, progress)
+    member = Member(cfg.train.seed, cfg, files.root, "training", resume=resume, run=run, tr=tr)
     try:
         open_log(run, progress)
-        while run.prog.step < cfg.train.steps and not run.prog.stopped:
-            out = train_step(run, tr)
-            bar.update(1)
-            log_step(run, tr, out, bar)
-            step = run.prog.step
-            if step % cfg.train.eval_every == 0 or step == cfg.train.steps:
-                evaluate_and_checkpoint(run, tr, on_eval)
-            else:
-                checkpoint_between(run, tr)
-                progress_line(run)
-    except TrainingDiverged as e:
-        record_divergence(run, tr, e)
-        raise
-    finally:
-        bar.close()
+    except BaseException:
         close_run(run)
-    return finish(run, tr)
+        raise
+    Group([member], tr.task, device, on_eval).run(progress)
+    if member.result is None:  # (a failure raised already)
+        raise RuntimeError(f"{files.root}: the run ended without a result ({member.error or member.status})")
+    return member.result
 
 
 # ---------------------------------------------------------------------------- prepare or resume
@@ -565,31 +559,7 @@ def open_log(run: RunState, progress: bool | None) -> None:
     run.window = {"start": now, "step": run.prog.step, "loss": 0.0, "n": 0}
 
 
-def _progress_bar(cfg: RunConfig, initial: int, progress: bool | None):
-    from tqdm.auto import tqdm
-
-    return tqdm(
-        total=cfg.train.steps,
-        initial=initial,
-        disable=(None if progress is None else not progress),
-        desc=cfg.name,
-        dynamic_ncols=True,
-        leave=False,
-    )
-
-
 # ---------------------------------------------------------------------------- one step
-
-
-def train_step(run: RunState, tr: Trainer) -> StepOut:
-    """One optimizer step on the next training batch (a non-finite loss stops the run)."""
-    batch = next_batch(tr)
-    with dev.autocast(tr.device, tr.precision):
-        out, new_state = model_forward(tr.model, batch, carried_state(tr, batch))
-        loss, reg, total = step_loss(tr, out, batch)
-    check_loss(run, total, loss)
-    tr.stepper.backward(total)
-    return apply_update(run, tr, loss, reg, new_state)
 
 
 def next_batch(tr: Trainer) -> Batch:
@@ -621,17 +591,9 @@ def check_loss(run: RunState, total, loss) -> None:
         )
 
 
-def apply_update(run: RunState, tr: Trainer, loss, reg, new_state) -> StepOut:
-    """After the backward pass: clipping, the optimizer step (:meth:`Stepper.clip_and_step`,
-    with the stop on an overflowing gradient norm), then :func:`after_update`."""
-    gnorm = tr.stepper.clip_and_step(overflow_stop(run, loss))
-    return after_update(run, tr, loss, reg, new_state, gnorm)
-
-
 def after_update(run: RunState, tr: Trainer, loss, reg, new_state, gnorm) -> StepOut:
-    """What follows the optimizer step (:func:`apply_update`'s second half, also after an
-    ensemble's stacked step): the post-step hooks, the carried state, the step count and the
-    exponential schedule."""
+    """What follows the optimizer step (:meth:`Group.step`): the post-step hooks, the carried
+    state, the step count and the exponential schedule."""
     step = run.prog.step + 1
     tr.stepper.after_step()
     tr.carry = _detach(new_state)
@@ -847,14 +809,16 @@ def close_run(run: RunState) -> None:
         run.writer.close()
 
 
-def finish(run: RunState, tr: Trainer, test: dict | None = None) -> dict:
+def finish(run: RunState, tr: Trainer, test: dict | None = None, conditions: dict | None = None) -> dict:
     """result.json: final and best scores, test scores of best.pt, timing and provenance.
-    ``test``: the test metrics of best.pt when the caller computed them already (an ensemble
-    evaluates its members in one pass)."""
+    ``test``: the test metrics of best.pt when the caller computed them already (a group
+    evaluates its members in one pass); ``conditions``: added to the record's conditions (an
+    ensemble's size)."""
     tc, prog = run.cfg.train, run.prog
     if not run.last_eval:  # resumed a run that had already finished
         run.last_eval = evaluate(tr.model, tr.task, "val", tc.eval_batch_size, tc.eval_max_batches, tr.precision)
     result = _outcome(run, tr, prog.stopped or "completed")
+    result["conditions"].update(conditions or {})
     if tc.test:
         if test is None:
             load_best(run, tr)
@@ -919,3 +883,287 @@ def load_best(run: RunState, tr: Trainer) -> None:
     """Put best.pt's weights into the model (the weights the test scores are of), if it exists."""
     if run.files.best.exists():
         load_weights(tr.model, load_checkpoint(run.files.best, full=False, map_location=tr.device), run.files.best)
+
+
+# ---------------------------------------------------------------------------- the group
+
+
+@dataclass
+class Member:
+    """One run of a :class:`Group`: its seed, configuration, run directory and how it stands.
+
+    ``status``: ``pending``, ``training``, then ``trained`` / ``resumed`` (finished here),
+    ``done`` (was finished before), ``busy`` (another process holds its lock) or ``failed``."""
+
+    seed: int
+    cfg: RunConfig
+    root: Path
+    status: str = "pending"
+    error: str = ""
+    exc: BaseException | None = None
+    result: dict | None = None
+    resume: bool = False
+    run: RunState | None = None
+    tr: Trainer | None = None
+    lock: claim | None = None
+    # the global RNG state the member's single run would have (saved in its checkpoints) where
+    # members share one process's stream; None: the global stream is the member's own
+    rng: torch.Tensor | None = None
+
+    @property
+    def training(self) -> bool:
+        return self.status == "training"
+
+    def failed(self, e: BaseException) -> None:
+        self.status, self.exc = "failed", e
+        self.error = f"{type(e).__name__}: " + " ".join(str(e).split())
+
+    def release(self) -> None:
+        """Give back the run directory's lock, if the member holds it."""
+        if self.lock is not None:
+            self.lock.__exit__(None, None, None)
+            self.lock = None
+
+    def own_rng(self) -> None:
+        """Put the member's random state in the global stream (what its files record)."""
+        if self.rng is not None:
+            torch.set_rng_state(self.rng)
+
+
+class _NoBar:
+    def set_postfix(self, **_):
+        pass
+
+
+def _grads_own_memory(params) -> None:
+    """Give every gradient its own memory. The gradients of a batched model's members arrive as
+    slices of the stacked parameters' gradients, and two parameters that enter the forward pass
+    as one sum (an RNN's b_ih + b_hh) receive slices of one tensor; clipping scales gradients in
+    place, so such a pair would be scaled twice."""
+    for p in params:
+        g = p.grad
+        if g is not None and g.untyped_storage().nbytes() != g.numel() * g.element_size():
+            p.grad = g.clone()
+
+
+class Group:
+    """Members that train together, each the run of its own directory: the one training loop.
+    A single run is a group of one (:func:`train`); an ensemble (:class:`rnnlab.ensemble.Ensemble`)
+    is a group whose members' forward passes and evaluations run as one batched model.
+
+    Each step of the loop is taken for every member at the same step count (members behind,
+    after a resume from checkpoints of different steps, catch up first): :meth:`step` (the
+    data, the forward pass, the losses, one backward pass for all, clipping by each member's
+    own norm, the optimizer step over members, the post-step hooks, the training row), then
+    :meth:`evaluate` (validation of all, then per member best.pt, the schedule, early stop,
+    checkpoint.pt) or :meth:`checkpoint_between`, and :meth:`finish` (test scores of best.pt,
+    result.json) for members that stopped or reached their step budget. A member that fails
+    (diverged, a write error) records it (diverged.json) and stops; in a group of one the error
+    is raised (``goes_on`` false), in an ensemble the others go on.
+
+    What a batched group overrides: :meth:`forward`, :meth:`evaluate_members`,
+    :meth:`conditions`, :meth:`report` and :meth:`held_signals`; ``stacked_step`` (an
+    :class:`rnnlab.stacked_optim.StackedStep`, or None: each member's optimizer steps alone)."""
+
+    goes_on = False  # a failed member stops alone (True), or its error is raised (False)
+
+    def __init__(self, members: list[Member], task: Task, device: torch.device, on_eval=None):
+        self.members, self.task, self.device, self.on_eval = members, task, device, on_eval
+        self.cfg = members[0].cfg
+        self.precision = self.cfg.train.precision
+        self.size = len(members)
+        self.stacked_step = None
+        self.bar = _NoBar()
+        self.stop = None  # a callable: true stops after the next evaluation (Ctrl-C in a suite)
+
+    # --- what a batched group computes otherwise -----------------------------------------
+    def forward(self, ms: list[Member], batches: list[Batch], states: list) -> list[tuple]:
+        """Each member's ``(output, new state)`` on its batch (under the run's autocast)."""
+        return [model_forward(m.tr.model, b, s) for m, b, s in zip(ms, batches, states)]
+
+    def evaluate_members(self, ms: list[Member], split: str) -> list[dict]:
+        """The metrics of each member's model on ``split``."""
+        tc = self.cfg.train
+        return [
+            evaluate(m.tr.model, self.task, split, tc.eval_batch_size, tc.eval_max_batches, self.precision) for m in ms
+        ]
+
+    def conditions(self) -> dict:
+        """What the members' records add to their conditions."""
+        return {}
+
+    def report(self, ms: list[Member], why: str) -> None:
+        """Off a terminal, between evaluations: the run's progress line (each evaluation's line
+        is written by :func:`evaluate_and_checkpoint`)."""
+        if why == "progress":
+            for m in ms:
+                progress_line(m.run)
+
+    def held_signals(self):
+        """A context yielding the function to call between steps for signals held back."""
+        return contextlib.nullcontext(lambda: None)
+
+    # --- per member ----------------------------------------------------------------------
+    def fail(self, m: Member, e: BaseException) -> None:
+        """``m`` stops: diverged.json for a divergence, its files closed and its lock released;
+        raised again unless the group ``goes_on``."""
+        if isinstance(e, TrainingDiverged):
+            record_divergence(m.run, m.tr, e, **self.conditions())
+        m.failed(e)
+        close_run(m.run)
+        m.release()
+        if not self.goes_on:
+            raise e
+        log.warning(f"{m.root}: {m.error}")
+
+    # --- one step ------------------------------------------------------------------------
+    def step(self, ms: list[Member]) -> None:
+        """One optimizer step of every member in ``ms`` (all at the same step)."""
+        batches = [next_batch(m.tr) for m in ms]
+        states = [carried_state(m.tr, b) for m, b in zip(ms, batches)]
+        with dev.autocast(self.device, self.precision):
+            outs = self.forward(ms, batches, states)
+            losses = [step_loss(m.tr, out, b) for m, b, (out, _) in zip(ms, batches, outs)]
+        ok = []
+        for m, (loss, reg, total), (_, new) in zip(ms, losses, outs):
+            try:
+                check_loss(m.run, total, loss)
+            except Exception as e:
+                self.fail(m, e)
+                continue
+            ok.append((m, loss, reg, total, new))
+        if not ok:
+            return
+        for m, *_ in ok:
+            m.tr.opt.zero_grad(set_to_none=True)
+        # the members' losses are independent: the gradient of their sum is each one's own
+        totals = [m.tr.stepper.scaled(total) for m, _, _, total, _ in ok]
+        (totals[0] if len(totals) == 1 else torch.stack(totals).sum()).backward()
+        for m, *_ in ok:
+            _grads_own_memory(m.tr.params)
+        norms = self._stacked_step([m for m, *_ in ok])
+        for i, (m, loss, reg, _, new) in enumerate(ok):
+            try:
+                stop = overflow_stop(m.run, loss)
+                if norms is None:  # each member's optimizer alone (clipping, the fp16 scaler)
+                    gnorm = m.tr.stepper.clip_and_step(stop)
+                else:  # stepped together: the stop on an overflowing norm
+                    gnorm = m.tr.stepper.check_norm(norms[i], stop)
+                log_step(m.run, m.tr, after_update(m.run, m.tr, loss, reg, new, gnorm), self.bar)
+            except Exception as e:
+                self.fail(m, e)
+
+    def _stacked_step(self, ms: list[Member]) -> list | None:
+        """The optimizer steps of ``ms`` as one (``stacked_step``, with clipping): each member's
+        gradient norm ([None] * n without clipping), or None where it does not apply."""
+        if self.stacked_step is None or ms[0].tr.scaler is not None:
+            return None
+        return self.stacked_step.step([m.tr.opt for m in ms], [m.tr.params for m in ms], self.cfg.optim.clip)
+
+    # --- evaluation, checkpoints, the end ------------------------------------------------
+    def evaluate(self, ms: list[Member]) -> None:
+        """Validation of ``ms`` (one pass), then each member's :func:`evaluate_and_checkpoint`."""
+        t0 = time.perf_counter()
+        metrics = self.evaluate_members(ms, "val")
+        shared = time.perf_counter() - t0
+        for m, met in zip(ms, metrics):
+            m.run.prog.eval_elapsed += shared  # the one pass, timed as each member's evaluation
+            m.run.window["start"] += shared  # (and not as training time)
+            try:
+                m.own_rng()  # checkpoint.pt records the single run's random state
+                evaluate_and_checkpoint(m.run, m.tr, self.on_eval, met)
+            except Exception as e:
+                self.fail(m, e)
+        self.report(ms, "eval")
+
+    def checkpoint_between(self, ms: list[Member]) -> None:
+        """Each member's checkpoint between evaluations (:func:`checkpoint_between`)."""
+        for m in ms:
+            try:
+                m.own_rng()
+                checkpoint_between(m.run, m.tr)
+            except Exception as e:
+                self.fail(m, e)
+
+    def finish(self, ms: list[Member]) -> None:
+        """Close and finish members that stopped or reached their step budget: test scores of
+        their best.pt in one pass, then each result.json."""
+        if not ms:
+            return
+        for m in ms:
+            close_run(m.run)
+        fresh = [m for m in ms if not m.run.last_eval]  # resumed runs that had already finished
+        for m, met in zip(fresh, self.evaluate_members(fresh, "val") if fresh else []):
+            m.run.last_eval = met
+        tests: list = [None] * len(ms)
+        if self.cfg.train.test:
+            for m in ms:
+                load_best(m.run, m.tr)
+            tests = self.evaluate_members(ms, "test")
+        for m, test in zip(ms, tests):
+            try:
+                m.own_rng()
+                m.result = finish(m.run, m.tr, test, self.conditions())
+            except Exception as e:
+                self.fail(m, e)
+                continue
+            m.status = "resumed" if m.resume else "trained"
+            m.release()
+
+    # --- the loop ------------------------------------------------------------------------
+    def run(self, progress: bool | None) -> None:
+        """Train every member to its end (or stop, or failure)."""
+        from tqdm.auto import tqdm
+
+        tc = self.cfg.train
+        self.finish([m for m in self.members if m.training and _ended(m)])
+        start = min((m.run.prog.step for m in self.members if m.training), default=tc.steps)
+        bar = tqdm(
+            total=tc.steps,
+            initial=start,
+            disable=(None if progress is None else not progress),
+            desc=self.cfg.name + (f" x{self.size}" if self.goes_on else ""),
+            dynamic_ncols=True,
+            leave=False,
+        )
+        self.bar = bar if self.size == 1 else _NoBar()  # the loss of a lone member on the bar
+        try:
+            with self.held_signals() as handle_pending:
+                self._loop(bar, start, handle_pending)
+        finally:
+            bar.close()
+            for m in self.members:
+                if m.training:  # interrupted: the last checkpoint stays, a resume continues from it
+                    close_run(m.run)
+                    m.release()
+                    m.status, m.error = "failed", "interrupted"
+
+    def _loop(self, bar, shown: int, handle_pending) -> None:
+        tc = self.cfg.train
+        while True:
+            alive = [m for m in self.members if m.training]
+            if not alive:
+                break
+            low = min(m.run.prog.step for m in alive)
+            ms = [m for m in alive if m.run.prog.step == low]  # members behind catch up first
+            self.step(ms)
+            handle_pending()  # a Ctrl-C held during the step raises here
+            ms = [m for m in ms if m.training]
+            step = low + 1
+            if step % tc.eval_every == 0 or step == tc.steps:
+                self.evaluate(ms)
+                if self.stop is not None and self.stop():  # every member has just checkpointed
+                    raise KeyboardInterrupt("stop requested: stopped at the members' checkpoints")
+            else:
+                self.checkpoint_between(ms)
+                self.report(ms, "progress")
+            handle_pending()
+            self.finish([m for m in ms if m.training and _ended(m)])
+            now = min((m.run.prog.step for m in self.members if m.training), default=tc.steps)
+            if now > shown:
+                bar.update(now - shown)
+                shown = now
+
+
+def _ended(m: Member) -> bool:
+    return bool(m.run.prog.stopped) or m.run.prog.step >= m.cfg.train.steps

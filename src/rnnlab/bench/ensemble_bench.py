@@ -37,61 +37,38 @@ SIZES = (1, 8, 51)
 OPTIONS = ("benches", "sizes", "threads", "steps", "compare_paths", "json", "allow_load")
 
 
-class _NoBar:
-    def set_postfix(self, **_):
-        pass
-
-
-def _time_single(cfg, task, root: Path, steps: int, warmup: int) -> dict:
-    from .. import device as dev
-    from ..rundir import RunFiles, claim
-    from ..train import close_run, evaluate_and_checkpoint, finish, log_step, open_log, prepare, train_step
-
-    device = dev.resolve(cfg.train.device, cfg.train.precision)
-    with claim(root):
-        t = time.perf_counter()
-        run, tr = prepare(cfg, RunFiles(root), False, None, task, device)
-        open_log(run, False)
-        start = time.perf_counter() - t
-        times = []
-        for i in range(warmup + steps):
-            t = time.perf_counter()
-            log_step(run, tr, train_step(run, tr), _NoBar())
-            if i >= warmup:
-                times.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        evaluate_and_checkpoint(run, tr)
-        evaluation = time.perf_counter() - t
-        t = time.perf_counter()
-        close_run(run)
-        finish(run, tr)
-        end = time.perf_counter() - t
-    return {"start_s": start, "step_s": times, "eval_s": evaluation, "end_s": end}
-
-
-def _time_ensemble(cfg, task, root: Path, size: int, steps: int, warmup: int, fast: bool = True) -> dict:
+def _time_group(cfg, task, root: Path, size: int, steps: int, warmup: int, fast: bool = True, batched=True) -> dict:
     from ..ensemble import started
 
     t = time.perf_counter()
-    with started(cfg, range(size), root, task, fast) as ens:
+    with started(cfg, range(size), root, task, fast, batched) as group:
         start = time.perf_counter() - t
-        group = list(ens.members)
+        ms = list(group.members)
         times = []
         for i in range(warmup + steps):
             t = time.perf_counter()
-            ens.step(group)
+            group.step(ms)
             if i >= warmup:
                 times.append(time.perf_counter() - t)
         t = time.perf_counter()
-        ens.evaluate(group)
+        group.evaluate(ms)
         evaluation = time.perf_counter() - t
         t = time.perf_counter()
-        ens.finish(group)
+        group.finish(ms)
         end = time.perf_counter() - t
-        failed = [m.seed for m in group if m.status == "failed"]
+        failed = [m.seed for m in ms if m.status == "failed"]
     if failed:
         raise RuntimeError(f"members {failed} of the ensemble failed during the benchmark")
     return {"start_s": start, "step_s": times, "eval_s": evaluation, "end_s": end}
+
+
+def _time_single(cfg, task, root: Path, steps: int, warmup: int) -> dict:
+    """A single run's parts: a group of one, as ``rnnlab train`` trains it."""
+    return _time_group(cfg, task, root, 1, steps, warmup, batched=False)
+
+
+def _time_ensemble(cfg, task, root: Path, size: int, steps: int, warmup: int, fast: bool = True) -> dict:
+    return _time_group(cfg, task, root, size, steps, warmup, fast)
 
 
 def full_run(parts: dict, steps: int, eval_every: int) -> float:

@@ -94,40 +94,20 @@ def _cfg(preset: str, backend: str):
     return config.load(preset, [f"train.batch_size={BATCH}", f"model.cell_options.backend={backend}"])
 
 
-class _NoBar:
-    def set_postfix(self, **_):
-        pass
-
-
 @contextlib.contextmanager
 def _stepper(preset: str, backend: str, size: int, root: Path, stacked: bool = True):
-    """``(step, evaluate)`` callables of a fresh single run (size 1) or ensemble."""
-    import torch
-
+    """``(step, evaluate)`` callables of a fresh single run (size 1: a group of one, as
+    ``rnnlab train`` trains it) or ensemble."""
     from ..ensemble import started
-    from ..rundir import RunFiles, claim
     from ..tasks import build_task
-    from ..train import close_run, evaluate_and_checkpoint, log_step, open_log, prepare, train_step
 
     cfg = _cfg(preset, backend)
     task = build_task(cfg.task)
-    if size == 1:
-        with claim(root):
-            run, tr = prepare(cfg, RunFiles(root), False, None, task, torch.device("cpu"))
-            open_log(run, False)
-            try:
-                yield (
-                    (lambda: log_step(run, tr, train_step(run, tr), _NoBar())),
-                    (lambda: evaluate_and_checkpoint(run, tr)),
-                )
-            finally:
-                close_run(run)
-        return
-    with started(cfg, range(size), root, task) as ens:
+    with started(cfg, range(size), root, task, batched=size > 1) as group:
         if not stacked:
-            ens.stacked_step = None
-        group = list(ens.members)
-        yield (lambda: ens.step(group)), (lambda: ens.evaluate(group))
+            group.stacked_step = None
+        ms = list(group.members)
+        yield (lambda: group.step(ms)), (lambda: group.evaluate(ms))
 
 
 def _median_step(step, steps: int, warmup: int, clock=time.thread_time) -> float:
