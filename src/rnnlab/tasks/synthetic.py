@@ -45,7 +45,8 @@ class _GeneratedTask(Task):
         for i in range(0, full.size, batch_size):
             part = slice(i, i + batch_size)
             lengths = None if full.lengths is None else full.lengths[part]
-            yield Batch(full.x[part], full.y[part], lengths)
+            mask = None if full.mask is None else full.mask[part]
+            yield Batch(full.x[part], full.y[part], lengths, mask)
 
 
 class CopyTask(_GeneratedTask):
