@@ -182,3 +182,20 @@ def test_registry_and_presets():
         cfg = config.load(f"field/{key}-lstm")
         task = build_task(cfg.task)
         assert isinstance(task, cls) and task.baseline()["loss"] > 0
+
+
+def test_evaluation_sets_are_no_training_stream():
+    """The trainer seeds its stream with data_seed = train.seed + 1; the older tasks' evaluation
+    generators (seeds 1 and 2 at task seed 0) coincide with those of train.seed 0 and 1, the
+    new tasks' do not (torch's CPU generator keeps a seed's low 32 bits: checked modulo 2**32)."""
+    from rnnlab.tasks import CopyTask, ListOpsTask
+
+    old = CopyTask(K=3, L=5, val_size=8, test_size=8)
+    assert torch.equal(old.make(8, gen(1)).x, old.eval_set("val").x)  # the older tasks, as documented
+    for cls in (SelectiveCopyTask, MQARTask, InductionTask, ListOpsTask):
+        seeds = [(cls.EVAL_SEED_OFFSET + 1_000_003 * s + k) % 2**32 for s in range(1600) for k in (1, 2)]
+        assert min(seeds) > 2**31, cls
+    t = InductionTask(T=8, val_size=16, test_size=16)
+    for data_seed in range(1, 50):
+        first = t.make(16, gen(data_seed)).x
+        assert not torch.equal(first, t.eval_set("val").x) and not torch.equal(first, t.eval_set("test").x)

@@ -30,6 +30,7 @@ class _MaskedRecall(_GeneratedTask):
 
     readout = "all"
     loss_kind = "ce"
+    EVAL_SEED_OFFSET = 0x9E3779B9  # evaluation sets no training stream can draw (see _GeneratedTask)
 
 
 class SelectiveCopyTask(_MaskedRecall):
@@ -194,6 +195,7 @@ class InductionTask(_GeneratedTask):
     name = "induction"
     readout = "last"
     loss_kind = "ce"
+    EVAL_SEED_OFFSET = 0x9E3779B9
 
     def __init__(self, T: int = 256, alphabet: int = 16, val_size: int = 512, test_size: int = 1024, seed: int = 0):
         super().__init__(val_size, test_size, seed)
