@@ -75,7 +75,7 @@ class ListOpsTask(_GeneratedTask):
     Baseline: the best prediction that ignores the input, a fixed distribution over the ten
     classes: the cross-entropy of the validation labels' own frequencies (their entropy) and the
     majority class's share as accuracy. The labels are not uniform: MAX favours 9 and MIN 0, and
-    at LRA's settings 0 and 9 are each about 17% of the labels (entropy about 2.25 against the
+    at LRA's settings 0 and 9 are each about 17% of the labels (entropy about 2.24 against the
     uniform ln 10 = 2.30); docs/tasks.md gives the measured values.
     """
 
