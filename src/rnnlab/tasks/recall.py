@@ -95,7 +95,7 @@ class SelectiveCopyTask(_MaskedRecall):
 
 
 class MQARTask(_MaskedRecall):
-    """Multi-query associative recall (Arora et al. 2023, "Zoology", Sec. 3 and App. D).
+    """Multi-query associative recall (Arora et al. 2023, "Zoology").
 
     Tokens 0..vocab-1: keys are drawn from 1..vocab//2 - 1, values from vocab//2..vocab-1, both
     without repetition within a sequence. A sequence of length T starts with the n =
