@@ -2,6 +2,7 @@
 (independent of the generator, which computes values as it builds the tree), the generator's
 limits (lengths, depth, arguments), seeding, validation errors and the input-blind baseline."""
 
+import math
 import statistics
 
 import pytest
@@ -149,3 +150,35 @@ def test_registry_and_preset():
     cfg = config.load("field/listops-lstm")
     task = build_task(cfg.task)
     assert isinstance(task, ListOpsTask) and (task.min_length, task.max_length) == (500, 2000)
+
+
+def test_tree_law_without_the_length_filter():
+    """With every length kept, the root is an operator with probability value_p, its operation
+    uniform over the four and its argument count uniform over 2..max_args (LRA's generate_tree)."""
+    N = 6000
+    t = ListOpsTask(min_length=0, max_length=10**6, max_depth=3, max_args=4, value_p=0.4)
+    b = t.make(N, gen(4))
+    is_op = b.lengths > 1
+    tol = lambda p, n: 5 * math.sqrt(p * (1 - p) / n)  # noqa: E731
+    assert abs(is_op.double().mean().item() - 0.4) < tol(0.4, N)
+    ops = b.x[is_op, 0]
+    n_ops = int(is_op.sum())
+    for op in range(10, 14):
+        assert abs((ops == op).double().mean().item() - 0.25) < tol(0.25, n_ops)
+    roots = [evaluate([NAMES[k] for k in b.x[i, : int(b.lengths[i])].tolist()]) for i in range(N) if is_op[i]]
+    assert all(2 <= d <= 3 for _, d, _ in roots)
+    # the root's argument count: the number of top-level arguments, counted by a bracket walk
+    counts = []
+    for i in range(N):
+        if not is_op[i]:
+            continue
+        depth, top = 0, 0
+        for k in b.x[i, 1 : int(b.lengths[i]) - 1].tolist():
+            if depth == 0:
+                top += 1
+            depth += 1 if k >= 10 and k != 14 else (-1 if k == 14 else 0)
+        counts.append(top)
+    assert len(counts) == n_ops
+    for k in (2, 3, 4):
+        share = sum(c == k for c in counts) / len(counts)
+        assert abs(share - 1 / 3) < tol(1 / 3, len(counts)), (k, share)
