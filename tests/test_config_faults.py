@@ -209,6 +209,10 @@ SYNTHETIC = {
     "hs_adding": {"L": 20},
     "temporal_order": {"L": 20},
     "noisy_sequence": {"L": 20},
+    "selective_copy": {"K": 2, "L": 4},
+    "mqar": {"num_kv_pairs": 2, "T": 16, "vocab": 16},
+    "induction": {"T": 8},
+    "listops": {"min_length": 5, "max_length": 30, "max_depth": 4, "max_args": 4},
 }
 
 

@@ -27,6 +27,10 @@ __all__ = [
     "TemporalOrderTask",
     "NoisySequenceTask",
     "ArraysTask",
+    "SelectiveCopyTask",
+    "MQARTask",
+    "InductionTask",
+    "ListOpsTask",
     "from_arrays",
 ]
 
@@ -35,8 +39,10 @@ def _registry() -> dict[str, type]:
     """The registry, importing the task modules (lazily: see the module docstring)."""
     from .arrays import ArraysTask
     from .hochreiter import HSAddingTask, NoisySequenceTask, TemporalOrderTask
+    from .listops import ListOpsTask
     from .mnist import PermutedMNIST, SequentialMNIST
     from .music import MusicTask
+    from .recall import InductionTask, MQARTask, SelectiveCopyTask
     from .synthetic import AddingTask, CopyTask, VariableCopyTask
     from .text import PTBCharTask, PTBWordTask, TextCharTask
     from .translation import TranslationTask
@@ -56,6 +62,10 @@ def _registry() -> dict[str, type]:
         "music": MusicTask,
         "translation": TranslationTask,
         "arrays": ArraysTask,
+        "selective_copy": SelectiveCopyTask,
+        "mqar": MQARTask,
+        "induction": InductionTask,
+        "listops": ListOpsTask,
     }
 
 
