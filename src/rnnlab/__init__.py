@@ -75,6 +75,10 @@ _CELLS = (
     "CoRNNCell",
     "LEM",
     "LEMCell",
+    "MinGRU",
+    "MinGRUCell",
+    "MinLSTM",
+    "MinLSTMCell",
 )
 #: the library's other public names, by the module that defines them
 _LIBRARY = {

@@ -28,6 +28,8 @@ from .layers import (
     ExpRNN,
     IncrementalRNN,
     LipschitzRNN,
+    MinGRU,
+    MinLSTM,
     MomentumLSTM,
     NAISNet,
     Recurrent,
@@ -37,6 +39,7 @@ from .layers import (
     to_torch,
 )
 from .ltrnn import LTRNNCell
+from .minimal import MinGRUCell, MinLSTMCell
 from .momentum import MomentumLSTMCell
 from .nnrnn import NNRNNCell
 from .onnx import export_onnx
@@ -73,6 +76,8 @@ CELLS: dict[str, type[Cell]] = CellRegistry(
         "lipschitz": LipschitzRNNCell,
         "cornn": CoRNNCell,
         "lem": LEMCell,
+        "mingru": MinGRUCell,
+        "minlstm": MinLSTMCell,
     }
 )
 #: ``rnnlab.register_cell(name, cls)``: add a cell of your own (docs/own-cell.md)
@@ -139,4 +144,8 @@ __all__ = [
     "LipschitzRNN",
     "CoRNN",
     "LEM",
+    "MinGRUCell",
+    "MinLSTMCell",
+    "MinGRU",
+    "MinLSTM",
 ]

@@ -31,6 +31,7 @@ from .euler import AntisymmetricRNNCell, IncrementalRNNCell, LipschitzRNNCell, N
 from .fullunitary import FCURNNCell
 from .kronecker import KRUCell
 from .ltrnn import LTRNNCell
+from .minimal import MinGRUCell, MinLSTMCell
 from .momentum import MomentumLSTMCell
 from .nnrnn import NNRNNCell
 from .orthogonal import ExpRNNCell, SCORNNCell
@@ -610,6 +611,8 @@ NAISNet = _layer(NAISNetCell, "NAISNet")
 LipschitzRNN = _layer(LipschitzRNNCell, "LipschitzRNN")
 CoRNN = _layer(CoRNNCell, "CoRNN")
 LEM = _layer(LEMCell, "LEM")
+MinGRU = _layer(MinGRUCell, "MinGRU")
+MinLSTM = _layer(MinLSTMCell, "MinLSTM")
 
 
 _NAMES = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")

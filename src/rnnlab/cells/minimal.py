@@ -1,0 +1,134 @@
+"""minGRU and minLSTM (Feng, Tung, Ahmed, Bengio and Hajimirsadeghi, "Were RNNs All We
+Needed?", 2024): GRU and LSTM whose gates and candidate depend on the input alone, so the
+recurrence is diagonal and linear in the state and runs as a parallel scan.
+
+Both cells use the paper's positive candidate ``h~_t = g(W_h x_t + b_h)`` (``g(x) = x + 1/2``
+for ``x >= 0``, ``sigmoid(x)`` below), which the log-space scan needs, in both modes: the step
+``forward`` is the paper's sequential mode in plain arithmetic, ``sequence`` its parallel mode in
+log space (:func:`rnnlab.kernels.logscan.log_linear_scan`); the two are tested equal to 1e-10 in
+float64, outputs, final state and every gradient. ``backend="reference"``: the step loop
+(:func:`rnnlab.unroll`). The output is the state h (the paper's blocks add their own
+projections around the layer). The start h0 may have any sign (it enters the scan linearly).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from ..kernels.linear import tall_linear
+from ..kernels.logscan import g, log_g, log_linear_scan
+from .base import Cell
+
+
+class _InputGated(Cell):
+    """Shared parts: ``gates`` affine maps of the input, ``weight_ih`` (gates * H, I) and
+    ``bias_ih`` (gates * H), initialised as ``torch.nn.Linear`` (U(-1/sqrt(I), 1/sqrt(I)));
+    no recurrent weights."""
+
+    gates = 2
+
+    def __init__(self, input_size: int, hidden_size: int, backend: str = "auto"):
+        super().__init__(input_size, hidden_size, backend)
+        self.weight_ih = nn.Parameter(torch.empty(self.gates * hidden_size, input_size))
+        self.bias_ih = nn.Parameter(torch.empty(self.gates * hidden_size))
+        self.reset_parameters()
+
+    @classmethod
+    def extra_backends(cls) -> tuple[str, ...]:
+        return ("scan",)
+
+    def reset_parameters(self) -> None:
+        k = 1.0 / math.sqrt(self.input_size)
+        for p in (self.weight_ih, self.bias_ih):
+            nn.init.uniform_(p, -k, k)
+
+    def recurrent_matrix(self) -> None:
+        return None  # diagonal, input-dependent transition: no (H, H) matrix
+
+    def _log_coefficients(self, k: Tensor) -> tuple[Tensor, Tensor]:
+        """``(log a_t, log b_t)`` of ``h_t = a_t h_{t-1} + b_t`` from the input terms ``k``."""
+        raise NotImplementedError
+
+    def sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
+        """Parallel mode: every step's input terms in one product, then the log-space scan."""
+        if self.backend == "reference":
+            return super().sequence(x, state, lengths)
+        h0 = self.start_sequence(x, state)
+        log_a, log_b = self._log_coefficients(tall_linear(x, self.weight_ih, self.bias_ih))
+        return log_linear_scan(log_a, log_b, h0, lengths)
+
+
+class MinGRUCell(_InputGated):
+    """minGRU (Feng et al. 2024, Algorithm 4 and section 3.1), column form::
+
+        z_t  = sigmoid(W_z x_t + b_z)              (update gate, input only)
+        h~_t = g(W_h x_t + b_h)                    (candidate, positive)
+        h_t  = (1 - z_t) * h_{t-1} + z_t * h~_t
+
+    ``weight_ih`` (2H, I) = ``[W_z; W_h]``, ``bias_ih`` (2H). State h (B, H); output h.
+    ``sequence`` computes the same in log space: ``log(1 - z) = -softplus(k_z)``,
+    ``log z = -softplus(-k_z)``, ``log h~ = log g(k_h)``.
+
+    Example:
+    >>> import torch
+    >>> from rnnlab.cells import MinGRUCell, unroll
+    >>> cell = MinGRUCell(3, 8).double()
+    >>> x = torch.randn(20, 2, 3, dtype=torch.float64)
+    >>> out, h = cell.sequence(x)                       # the log-space scan
+    >>> ref, h_ref = unroll(cell, x)                    # the step loop
+    >>> bool(torch.allclose(out, ref, atol=1e-12, rtol=0))
+    True
+    """
+
+    gates = 2
+
+    def forward(self, x_t: Tensor, h: Tensor):
+        kz, kh = nn.functional.linear(x_t, self.weight_ih, self.bias_ih).chunk(2, dim=-1)
+        z = torch.sigmoid(kz)
+        h = (1 - z) * h + z * g(kh)
+        return h, h
+
+    def _log_coefficients(self, k: Tensor) -> tuple[Tensor, Tensor]:
+        kz, kh = k.chunk(2, dim=-1)
+        sp = nn.functional.softplus
+        return -sp(kz), -sp(-kz) + log_g(kh)
+
+
+class MinLSTMCell(_InputGated):
+    """minLSTM (Feng et al. 2024, Algorithm 6 and section 3.2, with the normalised gates of its
+    length-independent form), column form::
+
+        f_t  = sigmoid(W_f x_t + b_f)      i_t = sigmoid(W_i x_t + b_i)
+        f'_t = f_t / (f_t + i_t)           i'_t = i_t / (f_t + i_t)
+        h~_t = g(W_h x_t + b_h)
+        h_t  = f'_t * h_{t-1} + i'_t * h~_t
+
+    ``weight_ih`` (3H, I) = ``[W_f; W_i; W_h]``, ``bias_ih`` (3H). State h (B, H); output h.
+    In log space, with ``d = softplus(-k_f) - softplus(-k_i)`` (= log i - log f):
+    ``log f' = -softplus(d)``, ``log i' = -softplus(-d)``.
+
+    Example:
+    >>> import torch
+    >>> from rnnlab.cells import MinLSTMCell
+    >>> cell = MinLSTMCell(3, 8)
+    >>> h, _ = cell(torch.randn(2, 3))
+    >>> bool((h > 0).all())          # from h0 = 0 a convex mix of positive candidates
+    True
+    """
+
+    gates = 3
+
+    def forward(self, x_t: Tensor, h: Tensor):
+        kf, ki, kh = nn.functional.linear(x_t, self.weight_ih, self.bias_ih).chunk(3, dim=-1)
+        f, i = torch.sigmoid(kf), torch.sigmoid(ki)
+        h = f / (f + i) * h + i / (f + i) * g(kh)
+        return h, h
+
+    def _log_coefficients(self, k: Tensor) -> tuple[Tensor, Tensor]:
+        kf, ki, kh = k.chunk(3, dim=-1)
+        sp = nn.functional.softplus
+        d = sp(-kf) - sp(-ki)
+        return -sp(d), -sp(-d) + log_g(kh)
