@@ -79,6 +79,10 @@ _CELLS = (
     "MinGRUCell",
     "MinLSTM",
     "MinLSTMCell",
+    "SLSTM",
+    "SLSTMCell",
+    "MLSTM",
+    "MLSTMCell",
 )
 #: the library's other public names, by the module that defines them
 _LIBRARY = {

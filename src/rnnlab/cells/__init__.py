@@ -18,10 +18,12 @@ from .layers import (
     LEM,
     LSTM,
     LTRNN,
+    MLSTM,
     NNRNN,
     RHN,
     RNN,
     SCORNN,
+    SLSTM,
     URNN,
     AntisymmetricRNN,
     CoRNN,
@@ -48,6 +50,7 @@ from .oscillator import CoRNNCell, LEMCell
 from .registry import CellRegistry, UnknownCell
 from .softorth import SoftOrthRNNCell
 from .unitary import EURNNCell, URNNCell
+from .xlstm import MLSTMCell, SLSTMCell
 
 #: registry: lowercase key -> cell class (used by configs, the CLI and run directories); a lookup
 #: also resolves "package.module:Class" and installed entry points (rnnlab.cells.registry)
@@ -78,6 +81,8 @@ CELLS: dict[str, type[Cell]] = CellRegistry(
         "lem": LEMCell,
         "mingru": MinGRUCell,
         "minlstm": MinLSTMCell,
+        "slstm": SLSTMCell,
+        "mlstm": MLSTMCell,
     }
 )
 #: ``rnnlab.register_cell(name, cls)``: add a cell of your own (docs/own-cell.md)
@@ -148,4 +153,8 @@ __all__ = [
     "MinLSTMCell",
     "MinGRU",
     "MinLSTM",
+    "SLSTMCell",
+    "MLSTMCell",
+    "SLSTM",
+    "MLSTM",
 ]

@@ -38,6 +38,7 @@ from .orthogonal import ExpRNNCell, SCORNNCell
 from .oscillator import CoRNNCell, LEMCell
 from .softorth import SoftOrthRNNCell
 from .unitary import EURNNCell, URNNCell
+from .xlstm import MLSTMCell, SLSTMCell
 
 
 class ThreadsWarning(UserWarning):
@@ -613,6 +614,8 @@ CoRNN = _layer(CoRNNCell, "CoRNN")
 LEM = _layer(LEMCell, "LEM")
 MinGRU = _layer(MinGRUCell, "MinGRU")
 MinLSTM = _layer(MinLSTMCell, "MinLSTM")
+SLSTM = _layer(SLSTMCell, "SLSTM")
+MLSTM = _layer(MLSTMCell, "MLSTM")
 
 
 _NAMES = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
