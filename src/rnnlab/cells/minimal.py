@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from ..kernels.linear import tall_linear
-from ..kernels.logscan import g, log_g, log_linear_scan
+from ..kernels.logscan import g, log_g, log_linear_scan, softplus
 from .base import Cell
 
 
@@ -93,7 +93,7 @@ class MinGRUCell(_InputGated):
 
     def _log_coefficients(self, k: Tensor) -> tuple[Tensor, Tensor]:
         kz, kh = k.chunk(2, dim=-1)
-        sp = nn.functional.softplus
+        sp = softplus
         return -sp(kz), -sp(-kz) + log_g(kh)
 
 
@@ -129,6 +129,6 @@ class MinLSTMCell(_InputGated):
 
     def _log_coefficients(self, k: Tensor) -> tuple[Tensor, Tensor]:
         kf, ki, kh = k.chunk(3, dim=-1)
-        sp = nn.functional.softplus
+        sp = softplus
         d = sp(-kf) - sp(-ki)
         return -sp(d), -sp(-d) + log_g(kh)

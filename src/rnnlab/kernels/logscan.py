@@ -15,6 +15,11 @@ float32 the terms ``log_b_s - A_s`` grow with |A_t| (about T times the mean |log
 rounding of h is about that times float32's epsilon (relative); in float64 the scan equals the
 step loop to 1e-10 (tests/kernels/test_logscan.py).
 
+First-order only: torch's second derivative of ``logcumsumexp`` is NaN where the incoming
+gradient is zero (outputs past a length, or outputs a loss does not read), so a backward asked
+for a graph of itself (``create_graph=True``) raises a ``RuntimeError`` naming the step loop
+(``backend="reference"``) as the way to second-order gradients.
+
 The reference twin is :func:`log_linear_loop` (the same recurrence as T products) and, for the
 cells, their step ``forward`` in plain (not log-space) arithmetic.
 """
@@ -24,7 +29,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["log_g", "g", "log_linear_loop", "log_linear_scan"]
+from .gated import _refuse_graph
+
+__all__ = ["log_g", "g", "log_linear_loop", "log_linear_scan", "softplus"]
+
+
+def softplus(x: Tensor) -> Tensor:
+    """``log(1 + exp(x))`` to the last bit everywhere (``torch.nn.functional.softplus`` returns
+    x itself above its threshold 20, 2e-9 off there: more than the scan's float64 tolerance)."""
+    return x.clamp(min=0) + torch.log1p(torch.exp(-x.abs()))
 
 
 def g(x: Tensor) -> Tensor:
@@ -35,18 +48,28 @@ def g(x: Tensor) -> Tensor:
 
 def log_g(x: Tensor) -> Tensor:
     """``log g(x)`` computed without forming ``g`` (``-softplus(-x)`` below 0)."""
-    return torch.where(x >= 0, torch.log(x.clamp(min=0) + 0.5), -torch.nn.functional.softplus(-x))
+    return torch.where(x >= 0, torch.log(x.clamp(min=0) + 0.5), -softplus(-x))
 
 
-def _masked(log_a: Tensor, log_b: Tensor, lengths: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
-    """Steps at or past a sequence's length leave its state unchanged: ``a = 1``, ``b = 0``."""
-    if lengths is None:
-        return log_a, log_b, None
-    T = log_a.shape[0]
-    keep = (torch.arange(T, device=log_a.device).unsqueeze(1) < lengths.to(log_a.device).unsqueeze(0)).unsqueeze(2)
-    log_a = torch.where(keep, log_a, torch.zeros((), dtype=log_a.dtype, device=log_a.device))
-    log_b = torch.where(keep, log_b, torch.full((), float("-inf"), dtype=log_b.dtype, device=log_b.device))
-    return log_a, log_b, keep
+def _keep(T: int, lengths: Tensor, device) -> Tensor:
+    """(T, B, 1): whether step t is before sequence b's length."""
+    return (torch.arange(T, device=device).unsqueeze(1) < lengths.to(device).unsqueeze(0)).unsqueeze(2)
+
+
+class _FirstOrderOnly(torch.autograd.Function):
+    """The identity, whose backward refuses ``create_graph=True`` (module docstring)."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor) -> Tensor:
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> Tensor:
+        _refuse_graph(
+            "log-space scan (torch.logcumsumexp's second derivative is NaN where a gradient is zero)",
+            "backend='reference' (the step loop)",
+        )
+        return grad
 
 
 def log_linear_scan(log_a: Tensor, log_b: Tensor, h0: Tensor, lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -59,21 +82,22 @@ def log_linear_scan(log_a: Tensor, log_b: Tensor, h0: Tensor, lengths: Tensor | 
             f"log_linear_scan expects log_a and log_b of one shape (T, B, H) and h0 (B, H), got "
             f"{tuple(log_a.shape)}, {tuple(log_b.shape)} and {tuple(h0.shape)}"
         )
-    log_a, log_b, keep = _masked(log_a, log_b, lengths)
     A = torch.cumsum(log_a, 0)
-    h = torch.exp(A) * h0 + torch.exp(A + torch.logcumsumexp(log_b - A, 0))
-    # past a length a = 1 and b = 0, so the last row is each sequence's state at its length
-    return (h if keep is None else h * keep.to(h.dtype)), h[-1]
+    h = _FirstOrderOnly.apply(torch.exp(A) * h0 + torch.exp(A + torch.logcumsumexp(log_b - A, 0)))
+    if lengths is None:
+        return h, h[-1]
+    # the scan is causal: the steps past a length change nothing before it, so they run
+    # unmasked (no -inf in log space) and each sequence's state is read at its last step
+    last = (lengths.to(h.device) - 1).view(1, -1, 1).expand(1, *h.shape[1:])
+    return h * _keep(h.shape[0], lengths, h.device).to(h.dtype), h.gather(0, last).squeeze(0)
 
 
 def log_linear_loop(log_a: Tensor, log_b: Tensor, h0: Tensor, lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """The reference twin of :func:`log_linear_scan`: T steps of ``h = a h + b``."""
-    log_a, log_b, keep = _masked(log_a, log_b, lengths)
     h, out = h0, []
-    for la, lb in zip(log_a.unbind(0), log_b.unbind(0)):
-        h = torch.exp(la) * h + torch.exp(lb)
-        out.append(h)
-    out = torch.stack(out)
-    if keep is not None:
-        out = out * keep.to(out.dtype)
-    return out, h
+    keep = None if lengths is None else _keep(log_a.shape[0], lengths, log_a.device)
+    for t, (la, lb) in enumerate(zip(log_a.unbind(0), log_b.unbind(0))):
+        new = torch.exp(la) * h + torch.exp(lb)
+        h = new if keep is None else torch.where(keep[t], new, h)
+        out.append(new if keep is None else new * keep[t].to(new.dtype))
+    return torch.stack(out), h
