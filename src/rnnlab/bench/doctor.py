@@ -92,6 +92,10 @@ PATHS: list[tuple[str, dict]] = [
     ("lipschitz", {}),
     ("cornn", {}),
     ("lem", {}),
+    ("mingru", {}),
+    ("minlstm", {}),
+    ("slstm", {"heads": 2}),
+    ("mlstm", {"heads": 2, "chunk": 4}),
 ]
 
 #: tolerance on the relative error (module docstring)
