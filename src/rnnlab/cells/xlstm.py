@@ -27,9 +27,7 @@ FORGET_GATES = ("sigmoid", "exp")
 
 def _heads(hidden_size: int, heads) -> int:
     if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1 or hidden_size % heads:
-        raise ValueError(
-            f"heads must be a positive integer that divides hidden_size ({hidden_size}), got {heads!r}"
-        )
+        raise ValueError(f"heads must be a positive integer that divides hidden_size ({hidden_size}), got {heads!r}")
     return heads
 
 
@@ -234,8 +232,10 @@ class MLSTMCell(Cell):
 
     def _project(self, x: Tensor):
         """q, k, v, o (..., heads, d) and log i, log f (..., heads) of an input (..., I)."""
-        u = tall_linear(x, self.weight_ih, self.bias_ih) if x.dim() == 3 else nn.functional.linear(
-            x, self.weight_ih, self.bias_ih
+        u = (
+            tall_linear(x, self.weight_ih, self.bias_ih)
+            if x.dim() == 3
+            else nn.functional.linear(x, self.weight_ih, self.bias_ih)
         )
         H, nh, d = self.hidden_size, self.heads, self.head_size
         q, k, v, o = (u[..., j * H : (j + 1) * H].reshape(*u.shape[:-1], nh, d) for j in range(4))
