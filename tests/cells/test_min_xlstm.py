@@ -91,11 +91,12 @@ def test_minlstm_step_is_the_papers_update_with_normalised_gates():
     torch.testing.assert_close(cell(x, h)[0], want, rtol=1e-14, atol=1e-14)
 
 
+@pytest.mark.parametrize("backend", ["scan", "loop"])
 @pytest.mark.parametrize("cls", [MinGRUCell, MinLSTMCell])
 @pytest.mark.parametrize("lengths", [None, [60, 1, 33]])
-def test_min_scan_equals_the_step_loop(cls, lengths):
+def test_min_scan_and_loop_equal_the_step_loop(cls, lengths, backend):
     torch.manual_seed(0)
-    cell = _perturb(cls(3, 5).double(), scale=1.0)
+    cell = _perturb(cls(3, 5, backend=backend).double(), scale=1.0)
     x = _x(60, 3, 3, scale=2.0)
     _compare_paths(cell, x, _random_state(cell, 3), None if lengths is None else torch.tensor(lengths))
 
@@ -104,7 +105,7 @@ def test_min_scan_equals_the_step_loop(cls, lengths):
 def test_min_scan_is_exact_in_the_tails(cls):
     """Preactivations past +-20, where torch's softplus would switch to its linear branch:
     the scan still equals the loop, relative to the size of each compared tensor."""
-    cell = _perturb(cls(3, 5).double(), scale=2.0)
+    cell = _perturb(cls(3, 5, backend="scan").double(), scale=2.0)
     x = _x(40, 2, 3, scale=6.0)
     pre = x @ cell.weight_ih.detach().T + cell.bias_ih.detach()
     assert float(pre.abs().max()) > 25
@@ -115,18 +116,20 @@ def test_min_scan_is_exact_in_the_tails(cls):
         assert float((a - b).abs().max() / b.abs().max()) <= 1e-13
 
 
-def test_min_scan_is_the_default_and_reference_is_the_loop():
-    cell = MinGRUCell(2, 3)
-    assert cell.backend == "auto" and MinGRUCell(2, 3, backend="scan").backend == "scan"
+def test_auto_takes_the_loop_on_the_cpu_and_the_scan_elsewhere():
+    x = torch.empty(3, 2, 2)
+    assert not MinGRUCell(2, 3).uses_scan(x) and MinGRUCell(2, 3).uses_scan(x.to("meta"))
+    assert MinLSTMCell(2, 3, backend="scan").uses_scan(x) and not MinLSTMCell(2, 3, backend="loop").uses_scan(
+        x.to("meta")
+    )
     ref = MinGRUCell(2, 3, backend="reference").double()
-    ref.load_state_dict(cell.double().state_dict())
     x = _x(7, 2, 2)
     torch.testing.assert_close(ref.sequence(x)[0], unroll(ref, x)[0], rtol=0, atol=0)
 
 
 def test_min_layer_stacked_bidirectional_equals_the_reference():
     torch.manual_seed(0)
-    layer = MinGRU(3, 4, num_layers=2, bidirectional=True, batch_first=True).double()
+    layer = MinGRU(3, 4, num_layers=2, bidirectional=True, batch_first=True, backend="scan").double()
     x = _x(9, 3, 3).transpose(0, 1).contiguous()  # (B, T, I)
     lengths = torch.tensor([9, 4, 1])
     out, h_n = layer(x, lengths=lengths)

@@ -93,7 +93,8 @@ PATHS: list[tuple[str, dict]] = [
     ("cornn", {}),
     ("lem", {}),
     ("mingru", {}),
-    ("minlstm", {}),
+    ("mingru", {"backend": "scan"}),
+    ("minlstm", {"backend": "scan"}),
     ("slstm", {"heads": 2}),
     ("mlstm", {"heads": 2, "chunk": 4}),
 ]

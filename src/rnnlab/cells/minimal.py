@@ -4,9 +4,11 @@ recurrence is diagonal and linear in the state and runs as a parallel scan.
 
 Both cells use the paper's positive candidate ``h~_t = g(W_h x_t + b_h)`` (``g(x) = x + 1/2``
 for ``x >= 0``, ``sigmoid(x)`` below), which the log-space scan needs, in both modes: the step
-``forward`` is the paper's sequential mode in plain arithmetic, ``sequence`` its parallel mode in
-log space (:func:`rnnlab.kernels.logscan.log_linear_scan`); the two are tested equal to 1e-10 in
-float64, outputs, final state and every gradient. ``backend="reference"``: the step loop
+``forward`` is the paper's sequential mode in plain arithmetic, ``sequence`` runs its parallel
+mode in log space (:func:`rnnlab.kernels.logscan.log_linear_scan`, ``backend="scan"``, the
+default off the CPU) or the sequential mode's element-wise loop over precomputed input terms
+(``backend="loop"``, the default on the CPU, where it is faster); all are tested equal to 1e-10
+in float64, outputs, final state and every gradient. ``backend="reference"``: the step loop
 (:func:`rnnlab.unroll`). The output is the state h (the paper's blocks add their own
 projections around the layer). The start h0 may have any sign (it enters the scan linearly).
 """
@@ -19,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from ..kernels.linear import tall_linear
-from ..kernels.logscan import g, log_g, log_linear_scan, softplus
+from ..kernels.logscan import diagonal_loop, g, log_g, log_linear_scan, softplus
 from .base import Cell
 
 
@@ -38,7 +40,7 @@ class _InputGated(Cell):
 
     @classmethod
     def extra_backends(cls) -> tuple[str, ...]:
-        return ("scan",)
+        return ("scan", "loop")
 
     def reset_parameters(self) -> None:
         k = 1.0 / math.sqrt(self.input_size)
@@ -48,17 +50,37 @@ class _InputGated(Cell):
     def recurrent_matrix(self) -> None:
         return None  # diagonal, input-dependent transition: no (H, H) matrix
 
-    def _log_coefficients(self, k: Tensor) -> tuple[Tensor, Tensor]:
-        """``(log a_t, log b_t)`` of ``h_t = a_t h_{t-1} + b_t`` from the input terms ``k``."""
+    def _coefficients(self, k: Tensor) -> tuple[Tensor, Tensor]:
+        """``(a_t, b_t)`` of ``h_t = a_t h_{t-1} + b_t`` from the input terms ``k``, in plain
+        arithmetic (the sequential mode)."""
         raise NotImplementedError
 
+    def _log_coefficients(self, k: Tensor) -> tuple[Tensor, Tensor]:
+        """``(log a_t, log b_t)`` of the same, computed in log space (the parallel mode)."""
+        raise NotImplementedError
+
+    def forward(self, x_t: Tensor, h: Tensor):
+        a, b = self._coefficients(nn.functional.linear(x_t, self.weight_ih, self.bias_ih))
+        h = a * h + b
+        return h, h
+
+    def uses_scan(self, x: Tensor) -> bool:
+        """Whether ``sequence`` runs the log-space scan: ``backend="scan"``, or ``"auto"`` off
+        the CPU. On the CPU ``"auto"`` runs the loop: one thread gains nothing from a scan's
+        parallelism, and the scan's transcendental functions and ``logcumsumexp``'s backward
+        made it 3.4 times slower than the loop there (docs/models.md, "Speed")."""
+        return self.backend == "scan" or (self.backend == "auto" and x.device.type != "cpu")
+
     def sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
-        """Parallel mode: every step's input terms in one product, then the log-space scan."""
+        """Every step's input terms in one product, then the log-space scan (parallel mode) or
+        the element-wise loop (sequential mode), see :meth:`uses_scan`."""
         if self.backend == "reference":
             return super().sequence(x, state, lengths)
         h0 = self.start_sequence(x, state)
-        log_a, log_b = self._log_coefficients(tall_linear(x, self.weight_ih, self.bias_ih))
-        return log_linear_scan(log_a, log_b, h0, lengths)
+        k = tall_linear(x, self.weight_ih, self.bias_ih)
+        if self.uses_scan(x):
+            return log_linear_scan(*self._log_coefficients(k), h0, lengths)
+        return diagonal_loop(*self._coefficients(k), h0, lengths)
 
 
 class MinGRUCell(_InputGated):
@@ -77,7 +99,9 @@ class MinGRUCell(_InputGated):
     >>> from rnnlab.cells import MinGRUCell, unroll
     >>> cell = MinGRUCell(3, 8).double()
     >>> x = torch.randn(20, 2, 3, dtype=torch.float64)
-    >>> out, h = cell.sequence(x)                       # the log-space scan
+    >>> scan = MinGRUCell(3, 8, backend="scan").double()
+    >>> _ = scan.load_state_dict(cell.state_dict())
+    >>> out, h = scan.sequence(x)                       # the log-space scan
     >>> ref, h_ref = unroll(cell, x)                    # the step loop
     >>> bool(torch.allclose(out, ref, atol=1e-12, rtol=0))
     True
@@ -85,11 +109,10 @@ class MinGRUCell(_InputGated):
 
     gates = 2
 
-    def forward(self, x_t: Tensor, h: Tensor):
-        kz, kh = nn.functional.linear(x_t, self.weight_ih, self.bias_ih).chunk(2, dim=-1)
+    def _coefficients(self, k: Tensor) -> tuple[Tensor, Tensor]:
+        kz, kh = k.chunk(2, dim=-1)
         z = torch.sigmoid(kz)
-        h = (1 - z) * h + z * g(kh)
-        return h, h
+        return 1 - z, z * g(kh)
 
     def _log_coefficients(self, k: Tensor) -> tuple[Tensor, Tensor]:
         kz, kh = k.chunk(2, dim=-1)
@@ -121,11 +144,10 @@ class MinLSTMCell(_InputGated):
 
     gates = 3
 
-    def forward(self, x_t: Tensor, h: Tensor):
-        kf, ki, kh = nn.functional.linear(x_t, self.weight_ih, self.bias_ih).chunk(3, dim=-1)
+    def _coefficients(self, k: Tensor) -> tuple[Tensor, Tensor]:
+        kf, ki, kh = k.chunk(3, dim=-1)
         f, i = torch.sigmoid(kf), torch.sigmoid(ki)
-        h = f / (f + i) * h + i / (f + i) * g(kh)
-        return h, h
+        return f / (f + i), i / (f + i) * g(kh)
 
     def _log_coefficients(self, k: Tensor) -> tuple[Tensor, Tensor]:
         kf, ki, kh = k.chunk(3, dim=-1)

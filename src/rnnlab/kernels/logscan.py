@@ -31,7 +31,7 @@ from torch import Tensor
 
 from .gated import _refuse_graph
 
-__all__ = ["log_g", "g", "log_linear_loop", "log_linear_scan", "softplus"]
+__all__ = ["diagonal_loop", "g", "log_g", "log_linear_loop", "log_linear_scan", "softplus"]
 
 
 def softplus(x: Tensor) -> Tensor:
@@ -92,12 +92,20 @@ def log_linear_scan(log_a: Tensor, log_b: Tensor, h0: Tensor, lengths: Tensor | 
     return h * _keep(h.shape[0], lengths, h.device).to(h.dtype), h.gather(0, last).squeeze(0)
 
 
-def log_linear_loop(log_a: Tensor, log_b: Tensor, h0: Tensor, lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """The reference twin of :func:`log_linear_scan`: T steps of ``h = a h + b``."""
+def diagonal_loop(a: Tensor, b: Tensor, h0: Tensor, lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """``h_t = a_t * h_{t-1} + b_t`` as T element-wise steps (any signs): the loop the cells
+    run on the CPU, where one thread gains nothing from a scan (docs/models.md, "Speed"), and
+    the reference twin of :func:`log_linear_scan` (:func:`log_linear_loop`). Same returns and
+    ``lengths`` rule as :func:`log_linear_scan`."""
     h, out = h0, []
-    keep = None if lengths is None else _keep(log_a.shape[0], lengths, log_a.device)
-    for t, (la, lb) in enumerate(zip(log_a.unbind(0), log_b.unbind(0))):
-        new = torch.exp(la) * h + torch.exp(lb)
+    keep = None if lengths is None else _keep(a.shape[0], lengths, a.device)
+    for t, (a_t, b_t) in enumerate(zip(a.unbind(0), b.unbind(0))):
+        new = torch.addcmul(b_t, a_t, h)
         h = new if keep is None else torch.where(keep[t], new, h)
         out.append(new if keep is None else new * keep[t].to(new.dtype))
     return torch.stack(out), h
+
+
+def log_linear_loop(log_a: Tensor, log_b: Tensor, h0: Tensor, lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """The reference twin of :func:`log_linear_scan`: T steps of ``h = a h + b``."""
+    return diagonal_loop(torch.exp(log_a), torch.exp(log_b), h0, lengths)
