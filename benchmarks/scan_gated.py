@@ -7,9 +7,11 @@ Per cell (a one-layer ``Recurrent`` of input and hidden width H, float32, one th
 process, interleaved repeat by repeat: forward + backward (a random linear loss on the outputs,
 gradients for every parameter and the input) of
 
-* parallel: the cell's ``sequence`` (minGRU/minLSTM: the log-space scan; mLSTM: the chunkwise
-  parallel form; sLSTM has no parallel form: its ``sequence`` is the step loop with the input
-  terms of all steps in one product);
+* parallel: the cell's parallel path (minGRU/minLSTM: ``backend="scan"``, the log-space scan;
+  mLSTM: the chunkwise parallel form; sLSTM has no parallel form: its ``sequence``, the step
+  loop with the input terms of all steps in one product);
+* fast loop (minGRU/minLSTM only): ``backend="loop"``, the element-wise loop over precomputed
+  input terms (the default on the CPU);
 * loop: the same layer with ``backend="reference"`` (:func:`rnnlab.unroll`, the step loop);
 * floor: ``torch.cumsum`` over a (T, B, H) tensor, forward and backward: the least memory
   traffic a diagonal scan over the outputs can have.
@@ -25,6 +27,13 @@ import statistics
 import time
 
 CELLS = ("mingru", "minlstm", "mlstm", "slstm")
+#: the backend of each measured path, per cell
+PATHS = {
+    "mingru": {"parallel": "scan", "fast loop": "loop", "loop": "reference"},
+    "minlstm": {"parallel": "scan", "fast loop": "loop", "loop": "reference"},
+    "mlstm": {"parallel": "auto", "loop": "reference"},
+    "slstm": {"parallel": "auto", "loop": "reference"},
+}
 
 
 def build(key: str, H: int, backend: str):
@@ -44,7 +53,6 @@ def measure(key: str, T: int, B: int, H: int, repeats: int) -> dict:
     g = torch.Generator().manual_seed(0)
     x = torch.randn(T, B, H, generator=g).requires_grad_()
     r = torch.randn(T, B, H, generator=g)
-    parallel, loop = build(key, H, "auto"), build(key, H, "reference")
     floor_in = torch.randn(T, B, H, generator=g).requires_grad_()
 
     def step_layer(layer):
@@ -60,7 +68,8 @@ def measure(key: str, T: int, B: int, H: int, repeats: int) -> dict:
         floor_in.grad = None
         (torch.cumsum(floor_in, 0) * r).sum().backward()
 
-    runs = {"parallel": step_layer(parallel), "loop": step_layer(loop), "floor": step_floor}
+    runs = {name: step_layer(build(key, H, backend)) for name, backend in PATHS[key].items()}
+    runs["floor"] = step_floor
     for fn in runs.values():
         fn()  # warm-up
     times = {k: [] for k in runs}
@@ -89,13 +98,17 @@ def main(argv=None) -> None:
     a = p.parse_args(argv)
     torch.set_num_threads(1)
     print(f"T={a.T} B={a.B} H={a.H}, one thread, float32, {a.repeats} repeats (medians of process CPU seconds)")
-    print(f"{'cell':8} {'parallel s':>11} {'loop s':>9} {'floor s':>9} {'loop/parallel':>14} {'parallel/floor':>15}")
+    print(
+        "| cell | parallel s | fast loop s | step loop s | floor s | step loop / parallel | parallel / floor |\n"
+        "|---|---|---|---|---|---|---|"
+    )
     for key in a.cells:
         m = measure(key, a.T, a.B, a.H, a.repeats)
         s = m["seconds"]
+        fast = f"{s['fast loop']:.3f}" if "fast loop" in s else "-"
         print(
-            f"{key:8} {s['parallel']:11.3f} {s['loop']:9.3f} {s['floor']:9.4f} "
-            f"{m['loop/parallel']:14.1f} {m['parallel/floor']:15.1f}",
+            f"| {key} | {s['parallel']:.3f} | {fast} | {s['loop']:.3f} | {s['floor']:.4f} | "
+            f"{m['loop/parallel']:.2f} | {m['parallel/floor']:.1f} |",
             flush=True,
         )
 
