@@ -143,7 +143,7 @@ def test_min_layer_stacked_bidirectional_equals_the_reference():
 
 
 def _slstm_unstabilised(cell: SLSTMCell, x, h, c, n):
-    """The sLSTM without the stabiliser (Beck et al. eqs. 8-14), R built as a full
+    """The sLSTM without the stabiliser (Beck et al. 2024), R built as a full
     block-diagonal matrix: returns the outputs and the final (h, c, n)."""
     H, heads = cell.hidden_size, cell.heads
     R = torch.cat([torch.block_diag(*cell.weight_hh[gate].unbind(0)) for gate in range(4)])  # (4H, H)
@@ -199,7 +199,7 @@ def test_slstm_sequence_equals_the_step_loop(lengths):
 
 
 def _mlstm_unstabilised(cell: MLSTMCell, x):
-    """The mLSTM without the stabiliser (Beck et al. eqs. 19-27), head by head, from zeros."""
+    """The mLSTM without the stabiliser (Beck et al. 2024), head by head, from zeros."""
     H, nh, d = cell.hidden_size, cell.heads, cell.head_size
     T, B, _ = x.shape
     C = torch.zeros(B, nh, d, d, dtype=D)

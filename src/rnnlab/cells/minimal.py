@@ -84,7 +84,7 @@ class _InputGated(Cell):
 
 
 class MinGRUCell(_InputGated):
-    """minGRU (Feng et al. 2024, Algorithm 4 and section 3.1), column form::
+    """minGRU (Feng et al. 2024, its minimal GRU), column form::
 
         z_t  = sigmoid(W_z x_t + b_z)              (update gate, input only)
         h~_t = g(W_h x_t + b_h)                    (candidate, positive)
@@ -121,7 +121,7 @@ class MinGRUCell(_InputGated):
 
 
 class MinLSTMCell(_InputGated):
-    """minLSTM (Feng et al. 2024, Algorithm 6 and section 3.2, with the normalised gates of its
+    """minLSTM (Feng et al. 2024, its minimal LSTM with the normalised gates of its
     length-independent form), column form::
 
         f_t  = sigmoid(W_f x_t + b_f)      i_t = sigmoid(W_i x_t + b_i)

@@ -2,8 +2,8 @@
 and Hochreiter, "xLSTM: Extended Long Short-Term Memory", NeurIPS 2024): the sLSTM (scalar
 memory, exponential gating, a normaliser state n and a stabiliser state m, head-wise
 block-diagonal recurrent weights) and the mLSTM (a matrix memory per head, no recurrent
-weights, so parallelisable). Both run the paper's stabilised equations (section 2.2, 2.3 and
-appendix A); tests/cells/test_xlstm.py checks them against the unstabilised equations.
+weights, so parallelisable). Both run the paper's stabilised equations;
+tests/cells/test_min_xlstm.py checks them against the unstabilised equations.
 
 The library's state contract is a tuple of (B, H) tensors, so the mLSTM's matrix memory (per
 head a d x d matrix, d = H / heads) travels as d tensors of (B, H), column j holding
@@ -43,7 +43,7 @@ def _log_forget(f: Tensor, kind: str) -> Tensor:
 
 
 class SLSTMCell(Cell):
-    """sLSTM (Beck et al. 2024, equations 8-17 and the stabiliser of 15-17), column form::
+    """sLSTM (Beck et al. 2024, with its stabiliser state m), column form::
 
         [z~; i~; f~; o~] = W x_t + R h_{t-1} + b          (R block-diagonal: ``heads`` blocks)
         m_t  = max(log f_t + m_{t-1}, i~_t)               (log f_t = log sigmoid(f~) or f~)
@@ -144,7 +144,7 @@ class SLSTMCell(Cell):
 
 
 class MLSTMCell(Cell):
-    """mLSTM (Beck et al. 2024, equations 19-27 and appendix A.3), per head (d = H / heads),
+    """mLSTM (Beck et al. 2024, with its stabiliser state m), per head (d = H / heads),
     column form::
 
         q_t = W_q x_t + b_q     k_t = (W_k x_t + b_k) / sqrt(d)     v_t = W_v x_t + b_v
@@ -162,8 +162,9 @@ class MLSTMCell(Cell):
 
     Parameters: ``weight_ih`` (4H + 2 heads, I) = ``[W_q; W_k; W_v; W_o; w_i (heads rows);
     w_f (heads rows)]`` and ``bias_ih``, U(-1/sqrt(I), 1/sqrt(I)) as ``torch.nn.Linear``, except
-    the forget-gate biases, spread linearly over [3, 6] across the heads (the xLSTM
-    repository's mLSTM initialisation: long memory at the start). State: the d columns of C, n
+    the forget-gate biases, spread linearly over [3, 6] across the heads (the authors'
+    mLSTM initialisation, NX-AI/xlstm xlstm/blocks/mlstm/cell.py:137@032a6fb: long memory at
+    the start). State: the d columns of C, n
     and m, each (B, H) (module docstring), from zeros; output h.
 
     Example (the parallel form equals the step loop):

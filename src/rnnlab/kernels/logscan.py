@@ -2,7 +2,7 @@
 
 ``h_t = a_t * h_{t-1} + b_t`` element-wise, with ``a_t = exp(log_a_t) > 0`` and
 ``b_t = exp(log_b_t) > 0`` given in log space (Feng, Tung, Ahmed, Bengio and Hajimirsadeghi,
-"Were RNNs All We Needed?", 2024, section 3 and appendix; the scan is Heinsen's
+"Were RNNs All We Needed?", 2024, their parallel mode; the scan is Heinsen's
 log-cumulative-sum-of-exponentials). With ``A_t = log_a_1 + ... + log_a_t``::
 
     h_t = exp(A_t) h_0 + exp(A_t + logcumsumexp_s<=t(log_b_s - A_s))

@@ -1,5 +1,5 @@
 """The parallel (chunkwise) form of the mLSTM's stabilised recurrence (Beck et al., "xLSTM:
-Extended Long Short-Term Memory", NeurIPS 2024, section 2.3 and appendix A.3).
+Extended Long Short-Term Memory", NeurIPS 2024).
 
 Per head, with scalar gates in log space (``log i_t``, ``log f_t``), keys ``k_t``, values
 ``v_t`` and queries ``q_t`` (d each), the recurrent form is::
