@@ -20,6 +20,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from ..kernels.ensemble import batched_linear
 from ..kernels.linear import tall_linear
 from ..kernels.logscan import diagonal_loop, g, log_g, log_linear_scan, softplus
 from .base import Cell
@@ -81,6 +82,13 @@ class _InputGated(Cell):
         if self.uses_scan(x):
             return log_linear_scan(*self._log_coefficients(k), h0, lengths)
         return diagonal_loop(*self._coefficients(k), h0, lengths)
+
+    def batched_sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
+        """An ensemble's batched model (under ``torch.func.vmap``): the element-wise loop over
+        input terms of all members in one product, whatever the backend (the scan's guard
+        against second-order gradients is an autograd Function without a vmap rule)."""
+        h0 = self.start_sequence(x, state)
+        return diagonal_loop(*self._coefficients(batched_linear(x, self.weight_ih, self.bias_ih)), h0, lengths)
 
 
 class MinGRUCell(_InputGated):

@@ -18,6 +18,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from ..kernels.ensemble import batched_linear
 from ..kernels.linear import tall_linear
 from ..kernels.xlstm import mlstm_parallel
 from .base import Cell
@@ -124,11 +125,19 @@ class SLSTMCell(Cell):
         if self.backend == "reference":
             return super().sequence(x, state, lengths)
         state = self.start_sequence(x, state)
-        u = tall_linear(x, self.weight_ih, self.bias)
+        return self._loop(tall_linear(x, self.weight_ih, self.bias), state, lengths)
+
+    def batched_sequence(self, x: Tensor, state=None, lengths: Tensor | None = None):
+        """:meth:`sequence` in an ensemble's batched model (under ``torch.func.vmap``)."""
+        state = self.start_sequence(x, state)
+        return self._loop(batched_linear(x, self.weight_ih, self.bias), state, lengths)
+
+    def _loop(self, u: Tensor, state, lengths: Tensor | None):
         out = []
         keep_all = None
         if lengths is not None:
-            keep_all = (torch.arange(x.shape[0]).unsqueeze(1) < lengths.cpu().unsqueeze(0)).to(x.device).unsqueeze(2)
+            T = u.shape[0]
+            keep_all = (torch.arange(T, device=u.device).unsqueeze(1) < lengths.to(u.device).unsqueeze(0)).unsqueeze(2)
         for t, u_t in enumerate(u.unbind(0)):
             h, new = self._step(u_t, state)
             if keep_all is not None:
@@ -231,13 +240,10 @@ class MLSTMCell(Cell):
         m = m.unsqueeze(-1).expand(B, self.heads, self.head_size).reshape(B, self.hidden_size)
         return (*cols, n.reshape(B, self.hidden_size), m)
 
-    def _project(self, x: Tensor):
+    def _project(self, x: Tensor, linear=None):
         """q, k, v, o (..., heads, d) and log i, log f (..., heads) of an input (..., I)."""
-        u = (
-            tall_linear(x, self.weight_ih, self.bias_ih)
-            if x.dim() == 3
-            else nn.functional.linear(x, self.weight_ih, self.bias_ih)
-        )
+        linear = linear or (tall_linear if x.dim() == 3 else nn.functional.linear)
+        u = linear(x, self.weight_ih, self.bias_ih)
         H, nh, d = self.hidden_size, self.heads, self.head_size
         q, k, v, o = (u[..., j * H : (j + 1) * H].reshape(*u.shape[:-1], nh, d) for j in range(4))
         log_i = u[..., 4 * H : 4 * H + nh]
@@ -261,8 +267,14 @@ class MLSTMCell(Cell):
         """The parallel form, ``chunk`` steps at a time (``backend="reference"``: the step loop)."""
         if self.backend == "reference":
             return super().sequence(x, state, lengths)
-        state = self.start_sequence(x, state)
-        q, k, v, o, log_i, log_f = self._project(x)
+        return self._parallel(x, self.start_sequence(x, state), lengths, tall_linear)
+
+    def batched_sequence(self, x: Tensor, state=None, lengths: Tensor | None = None):
+        """The parallel form in an ensemble's batched model (under ``torch.func.vmap``)."""
+        return self._parallel(x, self.start_sequence(x, state), lengths, batched_linear)
+
+    def _parallel(self, x: Tensor, state, lengths: Tensor | None, linear):
+        q, k, v, o, log_i, log_f = self._project(x, linear)
         h, (C, n, m) = mlstm_parallel(q, k, v, log_i, log_f, self.unpack_state(state), lengths, self.chunk)
         T, B = x.shape[:2]
         return (o * h).reshape(T, B, self.hidden_size), self.pack_state(C, n, m)
