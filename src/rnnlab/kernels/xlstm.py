@@ -46,10 +46,11 @@ def mlstm_chunk(
     num = torch.einsum("tsbh,sbhd->tbhd", A, v) + w0.unsqueeze(-1) * torch.einsum("bhij,tbhj->tbhi", C0, q)
     den = A.sum(1) + w0 * torch.einsum("bhj,tbhj->tbh", n0, q)
     h = num / torch.maximum(den.abs(), torch.exp(-m)).unsqueeze(-1)
-    wL = S[-1]  # (s, B, heads): the weights of the last step
-    C = w0[-1].unsqueeze(-1).unsqueeze(-1) * C0 + torch.einsum("sbh,sbhi,sbhj->bhij", wL, v, k)
-    n = w0[-1].unsqueeze(-1) * n0 + torch.einsum("sbh,sbhj->bhj", wL, k)
-    return h, C, n, m[-1]
+    # the last step's weights, read once per chunk (slices: one backward each, whatever T)
+    wL, w0L, mL = S[L - 1 :].squeeze(0), w0[L - 1 :].squeeze(0), m[L - 1 :].squeeze(0)
+    C = w0L.unsqueeze(-1).unsqueeze(-1) * C0 + torch.einsum("sbh,sbhi,sbhj->bhij", wL, v, k)
+    n = w0L.unsqueeze(-1) * n0 + torch.einsum("sbh,sbhj->bhj", wL, k)
+    return h, C, n, mL
 
 
 def mlstm_parallel(
