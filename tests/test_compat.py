@@ -37,7 +37,7 @@ def test_the_cells_batched_paths_replace_the_ensembles_table():
 
     with pytest.warns(DeprecationWarning, match="batched_sequence"):
         table = ens.VMAP_PATHS
-    assert table == batched_paths(CELLS.values()) and len(table) == 8
+    assert table == batched_paths(CELLS.values()) and len(table) == 11  # 8 + minGRU/minLSTM, sLSTM, mLSTM
     assert all(callable(v) for v in table.values())
 
 

@@ -235,6 +235,10 @@ CASES = {
                 "lipschitz",
                 "cornn",
                 "lem",
+                "mingru",
+                "minlstm",
+                "slstm",
+                "mlstm",
             ]
         )
     },

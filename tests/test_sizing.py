@@ -38,7 +38,7 @@ def test_the_nnrnn_papers_matched_baselines(cell, width):
     assert counts["matched"] == counts["free"] == _model(f"nnrnn/copy-{cell}")[1].parameter_counts()["free"]
 
 
-@pytest.mark.parametrize("cell", ["rnn", "gru", "dmu", "nnrnn", "lem"])
+@pytest.mark.parametrize("cell", ["rnn", "gru", "dmu", "nnrnn", "lem", "mingru", "minlstm", "slstm", "mlstm"])
 def test_the_width_is_the_nearest_among_its_neighbours(cell):
     budget = 5000
     got = _budget("demo/lstm", cell, budget)
@@ -49,6 +49,17 @@ def test_the_width_is_the_nearest_among_its_neighbours(cell):
         except ValueError:  # a width the cell refuses (nnRNN: odd)
             continue
         assert abs(got["free"] - budget) <= abs(m.parameter_counts()["free"] - budget), (cell, w, other)
+
+
+@pytest.mark.parametrize("cell", ["mingru", "minlstm", "slstm", "mlstm"])
+def test_the_modern_copy_presets_are_sized_to_their_budget(cell):
+    """configs/modern/copy-L200-*: 16K parameters; the xLSTM cells' 4 heads divide the width
+    (widths they refuse are skipped by the search)."""
+    cfg, model = _model(f"modern/copy-L200-{cell}")
+    counts = model.parameter_counts()
+    assert abs(counts["free"] - 16000) / 16000 < 0.05, counts
+    heads = cfg.model.cell_options.get("heads", 1)
+    assert counts["hidden_size"] % heads == 0
 
 
 def test_both_given_is_a_one_line_error_and_the_rng_is_left_alone():

@@ -75,6 +75,14 @@ _CELLS = (
     "CoRNNCell",
     "LEM",
     "LEMCell",
+    "MinGRU",
+    "MinGRUCell",
+    "MinLSTM",
+    "MinLSTMCell",
+    "SLSTM",
+    "SLSTMCell",
+    "MLSTM",
+    "MLSTMCell",
 )
 #: the library's other public names, by the module that defines them
 _LIBRARY = {

@@ -72,6 +72,8 @@ RANGES = {
     },
     "cornn": {"dt": ([NAN, INF, 0.0], 0.1), "gamma": ([NAN, -1.0], 1.0), "epsilon": ([INF, 0.0], 1.0)},
     "lem": {"dt": ([NAN, INF, 0.0, -1.0], 0.5)},
+    "slstm": {"heads": ([0, 3, NAN], 2)},
+    "mlstm": {"heads": ([0, 3, NAN], 2), "chunk": ([0, -1, NAN], 4)},
 }
 
 

@@ -81,6 +81,14 @@ CONFIGS = [
     ("cornn", dict(dt=0.3, gamma=1.5, epsilon=0.5)),
     ("lem", dict()),
     ("lem", dict(dt=0.3)),
+    ("mingru", dict()),
+    ("mingru", dict(backend="scan")),
+    ("minlstm", dict()),
+    ("minlstm", dict(backend="scan")),
+    ("slstm", dict(heads=2)),
+    ("slstm", dict(forget_gate="exp")),
+    ("mlstm", dict(heads=2, chunk=2)),
+    ("mlstm", dict(forget_gate="exp", chunk=3)),
 ]
 
 

@@ -96,7 +96,7 @@ def test_which_cells_leave_vmap_for_a_batched_loop():
         "lem",
     }
     assert all(callable(v) or v in ("fused", "auto") for k, v in paths.items() if v != "reference")
-    assert len(batched_paths(CELLS.values())) == 8
+    assert len(batched_paths(CELLS.values())) == 11  # + minGRU/minLSTM's base, sLSTM, mLSTM
 
 
 def test_dmu_steps_gradcheck():

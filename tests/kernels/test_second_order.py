@@ -90,6 +90,14 @@ CASES = [
     ("lipschitz-reference", "lipschitz", {"backend": "reference"}, {}),
     ("cornn-reference", "cornn", {"backend": "reference"}, {"lengths": [3, 1]}),
     ("lem-reference", "lem", {"backend": "reference"}, {}),
+    # issue 59's gated cells: the mLSTM's parallel form is plain autograd; the minGRU/minLSTM
+    # scan refuses (below), their loops are exact
+    ("mingru-reference-lengths", "mingru", {"backend": "reference"}, {"lengths": [3, 1], "bidirectional": True}),
+    ("minlstm-reference", "minlstm", {"backend": "reference"}, {"num_layers": 2}),
+    ("mingru-loop", "mingru", {"backend": "loop"}, {"lengths": [2, 3]}),
+    ("minlstm-loop", "minlstm", {"backend": "loop"}, {}),
+    ("slstm-heads-exp", "slstm", {"heads": 2, "forget_gate": "exp"}, {"lengths": [3, 1]}),
+    ("mlstm-heads-chunk", "mlstm", {"heads": 2, "chunk": 2}, {"lengths": [3, 1]}),
 ]
 
 #: cases checked by the probe only (gradgradcheck of a stack is rnn-2layers-bidirectional's)
@@ -117,6 +125,8 @@ REFUSED = [
     ("lipschitz", "lipschitz", {}, "backend='reference'"),
     ("cornn", "cornn", {}, "backend='reference'"),
     ("lem", "lem", {}, "backend='reference'"),
+    ("mingru-scan", "mingru", {"backend": "scan"}, "backend='reference'"),
+    ("minlstm-scan", "minlstm", {"backend": "scan"}, "backend='reference'"),
 ]
 
 FAMILIES_COVERED = {key for _, key, _, _ in CASES} | {key for _, key, _, _ in REFUSED}

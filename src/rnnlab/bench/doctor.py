@@ -92,6 +92,11 @@ PATHS: list[tuple[str, dict]] = [
     ("lipschitz", {}),
     ("cornn", {}),
     ("lem", {}),
+    ("mingru", {}),
+    ("mingru", {"backend": "scan"}),
+    ("minlstm", {"backend": "scan"}),
+    ("slstm", {"heads": 2}),
+    ("mlstm", {"heads": 2, "chunk": 4}),
 ]
 
 #: tolerance on the relative error (module docstring)

@@ -18,16 +18,20 @@ from .layers import (
     LEM,
     LSTM,
     LTRNN,
+    MLSTM,
     NNRNN,
     RHN,
     RNN,
     SCORNN,
+    SLSTM,
     URNN,
     AntisymmetricRNN,
     CoRNN,
     ExpRNN,
     IncrementalRNN,
     LipschitzRNN,
+    MinGRU,
+    MinLSTM,
     MomentumLSTM,
     NAISNet,
     Recurrent,
@@ -37,6 +41,7 @@ from .layers import (
     to_torch,
 )
 from .ltrnn import LTRNNCell
+from .minimal import MinGRUCell, MinLSTMCell
 from .momentum import MomentumLSTMCell
 from .nnrnn import NNRNNCell
 from .onnx import export_onnx
@@ -45,6 +50,7 @@ from .oscillator import CoRNNCell, LEMCell
 from .registry import CellRegistry, UnknownCell
 from .softorth import SoftOrthRNNCell
 from .unitary import EURNNCell, URNNCell
+from .xlstm import MLSTMCell, SLSTMCell
 
 #: registry: lowercase key -> cell class (used by configs, the CLI and run directories); a lookup
 #: also resolves "package.module:Class" and installed entry points (rnnlab.cells.registry)
@@ -73,6 +79,10 @@ CELLS: dict[str, type[Cell]] = CellRegistry(
         "lipschitz": LipschitzRNNCell,
         "cornn": CoRNNCell,
         "lem": LEMCell,
+        "mingru": MinGRUCell,
+        "minlstm": MinLSTMCell,
+        "slstm": SLSTMCell,
+        "mlstm": MLSTMCell,
     }
 )
 #: ``rnnlab.register_cell(name, cls)``: add a cell of your own (docs/own-cell.md)
@@ -139,4 +149,12 @@ __all__ = [
     "LipschitzRNN",
     "CoRNN",
     "LEM",
+    "MinGRUCell",
+    "MinLSTMCell",
+    "MinGRU",
+    "MinLSTM",
+    "SLSTMCell",
+    "MLSTMCell",
+    "SLSTM",
+    "MLSTM",
 ]

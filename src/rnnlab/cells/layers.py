@@ -31,12 +31,14 @@ from .euler import AntisymmetricRNNCell, IncrementalRNNCell, LipschitzRNNCell, N
 from .fullunitary import FCURNNCell
 from .kronecker import KRUCell
 from .ltrnn import LTRNNCell
+from .minimal import MinGRUCell, MinLSTMCell
 from .momentum import MomentumLSTMCell
 from .nnrnn import NNRNNCell
 from .orthogonal import ExpRNNCell, SCORNNCell
 from .oscillator import CoRNNCell, LEMCell
 from .softorth import SoftOrthRNNCell
 from .unitary import EURNNCell, URNNCell
+from .xlstm import MLSTMCell, SLSTMCell
 
 
 class ThreadsWarning(UserWarning):
@@ -610,6 +612,10 @@ NAISNet = _layer(NAISNetCell, "NAISNet")
 LipschitzRNN = _layer(LipschitzRNNCell, "LipschitzRNN")
 CoRNN = _layer(CoRNNCell, "CoRNN")
 LEM = _layer(LEMCell, "LEM")
+MinGRU = _layer(MinGRUCell, "MinGRU")
+MinLSTM = _layer(MinLSTMCell, "MinLSTM")
+SLSTM = _layer(SLSTMCell, "SLSTM")
+MLSTM = _layer(MLSTMCell, "MLSTM")
 
 
 _NAMES = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
