@@ -843,7 +843,7 @@ def main_compact(records_dir) -> int:
     done, notes = compact(root)
     for n in notes:
         log.warning(n)
-    mb = lambda n: f"{n / 1e6:,.1f} MB"  # noqa: E731
+    mb = lambda n: f"{n / 1e6:,.1f} MB" if n >= 1e6 else f"{n / 1e3:,.1f} kB"  # noqa: E731
     if not done:
         print(f"nothing to compact below {root}: its record files are stored compressed ({mb(total_before)} in all)")
         return 0
