@@ -148,7 +148,7 @@ def _threshold_records(root: Path) -> list[Path]:
 
 def _outputs(root: Path, dirs: list[Path], tmp_path: Path, capsys) -> dict:
     """What each reader of records makes of ``root`` (run through the CLI where a command reads it)."""
-    from rnnlab.ledger import ledger, records
+    from rnnlab.ledger import records
     from rnnlab.plots import metric_names, read_metrics
     from rnnlab.results import threshold_counts
     from rnnlab.sweep.trial import objective_value
@@ -171,7 +171,6 @@ def _outputs(root: Path, dirs: list[Path], tmp_path: Path, capsys) -> dict:
         out[argv[0]] = capsys.readouterr().out
     out["csv"] = (tmp_path / "m.csv").read_text()
     out["png"] = hashlib.sha256((tmp_path / "c.png").read_bytes()).hexdigest()
-    out["ledger"] = ledger([root])
     out["threshold_counts"] = threshold_counts(root, metric="val/loss", thresholds=(1e-2, 1e-3), steps_per_epoch=10)
     recs, _, left = records.load_records([root])
     out["records"] = sorted((str(r.path), json.dumps(r.metrics()), str(r.first_epochs())) for r in recs)
