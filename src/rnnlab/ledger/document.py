@@ -845,7 +845,11 @@ def main_compact(records_dir) -> int:
         log.warning(n)
     mb = lambda n: f"{n / 1e6:,.1f} MB" if n >= 1e6 else f"{n / 1e3:,.1f} kB"  # noqa: E731
     if not done:
-        print(f"nothing to compact below {root}: its record files are stored compressed ({mb(total_before)} in all)")
+        live = sum("a live run directory" in n for n in notes)
+        kept = f" (but {live} live run directories, left plain)" if live else ""
+        print(
+            f"nothing to compact below {root}: its record files are stored compressed{kept}; {mb(total_before)} in all"
+        )
         return 0
     folders: dict[str, list[Compacted]] = defaultdict(list)
     for c in done:
