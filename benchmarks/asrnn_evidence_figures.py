@@ -15,13 +15,15 @@ from pathlib import Path
 
 import matplotlib
 
+from rnnlab.rundir import read_jsonl
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
 def _read(run_dir: str) -> tuple[dict, list[dict]]:
     d = Path(run_dir)
-    rows = [json.loads(ln) for ln in (d / "metrics.jsonl").read_text().splitlines() if ln.strip()]
+    rows = read_jsonl(d / "metrics.jsonl")[0]  # a record's metrics.jsonl.xz, or a run's plain file
     return json.loads((d / "config.json").read_text()), rows
 
 

@@ -51,7 +51,7 @@ def test_the_docs_say_children_inherit_the_setting_and_their_way_out_works():
     root = Path(__file__).parents[1]
     runs = " ".join((root / "docs" / "runs.md").read_text().split())
     assert "every child process inherits it" in runs and "cannot take it back out" in runs
-    assert "child processes inherit it" in " ".join((root / "README.md").read_text().split())
+    assert "child processes inherit it" in " ".join((root / "docs" / "guide.md").read_text().split())
     code = (
         "import os, subprocess, sys, rnnlab\n"
         "show = [sys.executable, '-c', 'import os; print(os.environ.get(\"MKL_CBWR\"))']\n"

@@ -12,14 +12,15 @@ log = logging.getLogger(__name__)
 
 
 def read_metrics(run_dir: str | Path, key: str) -> tuple[list[int], list[float]]:
-    """Steps and values of ``key`` in ``run_dir/metrics.jsonl``; unreadable lines (a partial
-    last line from an interrupted write, garbage) are skipped with a note on stderr."""
+    """Steps and values of ``key`` in ``run_dir/metrics.jsonl`` (or a record's
+    ``metrics.jsonl.xz``); unreadable lines (a partial last line from an interrupted write,
+    garbage) are skipped with a note on stderr."""
 
     from .rundir import read_jsonl
 
     steps, values = [], []
-    path = RunFiles(run_dir).metrics
-    if not path.exists():
+    path = RunFiles(run_dir).stored(RunFiles.METRICS)
+    if path is None:
         from .rundir import NoSuchPath
 
         raise NoSuchPath(f"{run_dir} has no metrics.jsonl (is it a run directory?)")

@@ -342,7 +342,7 @@ def threshold_counts(
     seen_metrics: set[str] = set()
     for g, r in ((g, r) for g, rs in groups.items() for r in rs):
         name = labels[g]
-        path = RunFiles(r["run_dir"]).metrics
+        path = RunFiles(r["run_dir"]).stored(RunFiles.METRICS) or RunFiles(r["run_dir"]).metrics
         try:
             rows, bad = read_jsonl(path)
         except OSError as e:
@@ -379,14 +379,14 @@ def threshold_counts(
 
 
 def export_csv(run_dir: str | Path, out: str | Path | None = None) -> Path:
-    """Write a run's ``metrics.jsonl`` as CSV (default ``RUN/metrics.csv``): one row per logged
+    """Write a run's ``metrics.jsonl`` (or a record's ``metrics.jsonl.xz``) as CSV (default ``RUN/metrics.csv``): one row per logged
     line, one column per key in order of first appearance (``step`` first), empty where a row
     lacks the key (training rows have no validation metrics and vice versa)."""
     import csv
 
     run_dir = Path(run_dir)
-    src = RunFiles(run_dir).metrics
-    if not src.exists():
+    src = RunFiles(run_dir).stored(RunFiles.METRICS)
+    if src is None:
         raise NoSuchPath(f"{run_dir} has no metrics.jsonl (is it a run directory?)")
     rows, bad = read_jsonl(src)
     if bad:  # a partial last line (an interrupted write) or garbage: skipped and named, as table/plot do

@@ -8,6 +8,7 @@ the suites match the records they made.
 """
 
 import json
+import lzma
 import math
 import shutil
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 from conftest import write_record
 from rnnlab import config
 from rnnlab.ledger import claims, collect, ledger, published, records, stats
-from rnnlab.rundir import RunFiles
+from rnnlab.rundir import RunFiles, read_stored
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -176,19 +177,23 @@ def test_collect_never_overwrites_a_record_of_another_configuration(tmp_path, ca
 def test_collect_completes_a_half_copied_record_of_the_same_run(tmp_path, caplog):
     """Before: a records folder holding the same run half-copied (result.json and metrics.jsonl
     cut short, as a copy interrupted part way leaves them) was taken for "another configuration
-    or seed": the broken record stayed and the run went beside it."""
+    or seed": the broken record stayed and the run went beside it. The half copy here is plain
+    (as a collect before compressed records, or a copy by hand, leaves it); the completed record
+    stores metrics.jsonl compressed and no plain copy beside it."""
     fast = [{"step": s, "val/loss": 0.5} for s in range(10, 501, 10)]
     write_record(tmp_path / "runs", "asrnn/smnist-n122", 0, {"test/accuracy": 0.95}, metrics=fast)
     (dest,) = collect(tmp_path / "runs", tmp_path / "records")
+    src = tmp_path / "runs" / dest.relative_to(tmp_path / "records")
+    (dest / "metrics.jsonl.xz").unlink()
     for name in ("result.json", "metrics.jsonl"):
-        data = (dest / name).read_bytes()
+        data = (src / name).read_bytes()
         (dest / name).write_bytes(data[: len(data) // 2])
     caplog.clear()
     assert collect(tmp_path / "runs", tmp_path / "records") == [dest]
     assert "half-copied record" in caplog.text
-    src = tmp_path / "runs" / dest.relative_to(tmp_path / "records")
     for name in ("config.json", "result.json", "metrics.jsonl"):
-        assert (dest / name).read_bytes() == (src / name).read_bytes()
+        assert read_stored(dest / name) == (src / name).read_bytes()
+    assert not (dest / "metrics.jsonl").exists() and (dest / "metrics.jsonl.xz").exists()
     assert sorted(p.name for p in dest.parent.iterdir()) == ["seed0"]  # nothing beside it
 
 
@@ -196,17 +201,20 @@ def test_collect_copies_atomically_so_a_failed_copy_leaves_the_old_file(tmp_path
     """A copy that fails part way (here a file-size limit, as a full disk) leaves each record
     file whole: the old version or the new one. Before: ``shutil.copyfile`` wrote in place and
     left the first bytes of the new metrics.jsonl."""
+    import random
     import subprocess
     import sys
 
     rows = [{"step": s, "val/loss": 0.5} for s in range(10, 101, 10)]
     d = write_record(tmp_path / "runs", "asrnn/smnist-n122", 0, {"test/accuracy": 0.95}, metrics=rows)
     (dest,) = collect(tmp_path / "runs", tmp_path / "records")
-    old = (dest / "metrics.jsonl").read_bytes()
-    with open(d / "metrics.jsonl", "a") as f:  # the run went on (a resume): a longer curve
-        for s in range(110, 5001, 10):
-            f.write(json.dumps({"step": s, "val/loss": 0.4}) + "\n")
-    limit = len(old) + 4096  # the small files fit; the new metrics.jsonl does not
+    old = (dest / "metrics.jsonl.xz").read_bytes()
+    noise = random.Random(0)
+    with open(d / "metrics.jsonl", "a") as f:  # the run went on (a resume): a longer, noisy curve
+        for s in range(110, 50001, 10):
+            f.write(json.dumps({"step": s, "val/loss": noise.random()}) + "\n")
+    limit = len(old) + 4096  # the small files fit; the new metrics.jsonl.xz does not (random floats)
+    assert len(lzma.compress((d / "metrics.jsonl").read_bytes())) > 2 * limit
     code = (
         "import resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
         f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit})); "
@@ -220,10 +228,10 @@ def test_collect_copies_atomically_so_a_failed_copy_leaves_the_old_file(tmp_path
         env={**__import__("os").environ, "PYTHONPATH": src},
     )
     assert proc.returncode != 0, proc.stderr
-    assert (dest / "metrics.jsonl").read_bytes() == old  # whole, the old version
+    assert (dest / "metrics.jsonl.xz").read_bytes() == old  # whole, the old version
     assert not list(dest.glob("*.tmp"))
     assert collect(tmp_path / "runs", tmp_path / "records") == [dest]
-    assert (dest / "metrics.jsonl").read_bytes() == (d / "metrics.jsonl").read_bytes()
+    assert read_stored(dest / "metrics.jsonl") == (d / "metrics.jsonl").read_bytes()
 
 
 def test_collect_into_its_own_runs_directory_is_a_one_line_error(tmp_path, capsys):

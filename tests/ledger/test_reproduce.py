@@ -355,7 +355,7 @@ def test_collect_copies_only_small_files(tmp_path):
     (d / "best.pt").write_bytes(b"x")
     copied = document.collect(tmp_path / "runs", tmp_path / "records")
     assert len(copied) == 1
-    assert sorted(p.name for p in copied[0].iterdir()) == ["config.json", "metrics.jsonl", "result.json"]
+    assert sorted(p.name for p in copied[0].iterdir()) == ["config.json", "metrics.jsonl.xz", "result.json"]
 
 
 def test_collect_of_one_presets_folder_or_one_run_keeps_the_preset_folder(tmp_path):

@@ -1,6 +1,7 @@
 """The README's front page works as written: the two setup commands come first (the second is
-what CI runs), the ten-line Python example runs, every CLI example parses, and the commands a
-newcomer types first start without importing torch."""
+what CI runs), the ten-line Python example runs, every CLI example parses, the commands a
+newcomer types first start without importing torch, and the page stays short enough to read in
+two minutes (the rest lives in docs/guide.md)."""
 
 import os
 import re
@@ -26,6 +27,23 @@ def test_setup_commands_come_first_and_ci_runs_the_second():
     assert first[0].endswith(".venv/bin/rnnlab demo")
     ci = (ROOT / ".ci" / "run").read_text()
     assert first[1] in ci
+
+
+#: the README's bound in characters (a front page read in two minutes; details go to docs/)
+README_LIMIT = 12_000
+
+
+def test_readme_is_a_short_front_page():
+    assert len(README) < README_LIMIT, (
+        f"README.md has {len(README):,} characters, over {README_LIMIT:,}: move details to docs/guide.md "
+        f"(or another docs page) and link them"
+    )
+    for heading in ("## The demo", "## Python in ten lines", "## The command line in ten lines", "## Where to read on"):
+        assert heading in README
+    assert "<!-- ledger: records " in README and "<!-- /ledger -->" in README  # the generated summary line
+    guide = (ROOT / "docs" / "guide.md").read_text()
+    for moved in ("## Installing and testing", "## The demo", "## Examples", "## Many seeds at once"):
+        assert moved in guide, f"docs/guide.md lost its section {moved!r} (moved there from the README)"
 
 
 def test_python_example_runs(tmp_path, monkeypatch):

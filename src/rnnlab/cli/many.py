@@ -61,7 +61,7 @@ def cmd_bench_ensemble(args) -> int:
 
 
 def cmd_reproduce(args) -> int:
-    from ..ledger import collect, main_ledger
+    from ..ledger import collect, main_compact, main_ledger
 
     if args.action == "plan":
         from ..ledger.plan import main_plan
@@ -69,10 +69,14 @@ def cmd_reproduce(args) -> int:
         return main_plan(args.runs or ["records"], budget=args.budget, paper=args.paper, output=args.output)
     if args.action == "ledger":
         return main_ledger(args.runs or ["records"], output=args.output)
+    if args.action == "compact":
+        if len(args.runs) > 1 or args.output:
+            raise ValueError("usage: rnnlab reproduce compact [RECORDS_DIR] (one records directory, in place; no -o)")
+        return main_compact(args.runs[0] if args.runs else "records")
     if len(args.runs) != 1 or not args.output:
         raise ValueError("usage: rnnlab reproduce collect RUNS_DIR -o RECORDS_DIR (one runs directory)")
     copied = collect(args.runs[0], args.output)
-    print(f"copied the small files of {len(copied)} runs to {args.output}")
+    print(f"copied the small files of {len(copied)} runs to {args.output} (metrics.jsonl and task.json xz-compressed)")
     return 0
 
 

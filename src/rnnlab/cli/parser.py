@@ -394,17 +394,18 @@ def _parser_reproduce(sub) -> None:
         sub,
         "reproduce",
         "the reproduction ledger: REPRODUCTION.md from the papers' values and run "
-        "records (ledger), the missing runs priced and ordered with their commands (plan), or copy "
-        "runs' small files into a records folder (collect)",
+        "records (ledger), the missing runs priced and ordered with their commands (plan), copy "
+        "runs' small files into a records folder (collect), or store a records folder's metrics.jsonl and "
+        "task.json xz-compressed in place (compact)",
         "rnnlab reproduce ledger records/ -o REPRODUCTION.md",
         docs="reproduce.md",
     )
-    s.add_argument("action", choices=["ledger", "plan", "collect"], help="what to do, e.g. ledger")
+    s.add_argument("action", choices=["ledger", "plan", "collect", "compact"], help="what to do, e.g. ledger")
     s.add_argument(
         "runs",
         nargs="*",
-        help="directories holding run records (ledger, plan; default: records) / one runs directory (collect), "
-        "e.g. records/",
+        help="directories holding run records (ledger, plan; default: records) / one runs directory (collect) / "
+        "one records directory (compact; default: records), e.g. records/",
     )
     s.add_argument(
         "-o",

@@ -49,11 +49,11 @@ def _expected_errors() -> tuple[tuple, tuple]:
     """(errors reported in one line, those of them that are usage errors: exit 2). The
     trainer's own errors count only once it is imported, so light commands never import torch."""
     from ..config import ConfigError
-    from ..rundir import NoSuchPath, RunLocked
+    from ..rundir import NoSuchPath, RunLocked, StoredFileDamaged
     from ..tasks.data import DataError
 
     usage: list = [ConfigError, RunLocked, ValueError, NoSuchPath]
-    other: list = [FileNotFoundError, DataError]
+    other: list = [FileNotFoundError, DataError, StoredFileDamaged]
     library = __package__.rpartition(".")[0]  # rnnlab, above this package
     train = sys.modules.get(f"{library}.train")
     if train is not None:

@@ -4,10 +4,12 @@ rules over run records (``claims``, with the tests of ``stats``), the records th
 block is kept current by ``rnnlab.bench.docsync``, which also serves the run and timing tables).
 
 ``rnnlab reproduce ledger records -o REPRODUCTION.md`` regenerates the ledger;
-``rnnlab reproduce collect RUNS -o records/NAME`` adds finished runs' small files.
+``rnnlab reproduce collect RUNS -o records/NAME`` adds finished runs' small files (``metrics.jsonl``
+and ``task.json`` xz-compressed); ``rnnlab reproduce compact records`` compresses a tree of
+records written before.
 """
 
-from .document import collect, ledger, main_ledger, summary_line
+from .document import collect, compact, ledger, main_compact, main_ledger, summary_line
 from .records import Evidence, load_records
 
-__all__ = ["Evidence", "collect", "ledger", "load_records", "main_ledger", "summary_line"]
+__all__ = ["Evidence", "collect", "compact", "ledger", "load_records", "main_compact", "main_ledger", "summary_line"]

@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 from .._compat import moved_attribute
 from ..results import DMU_THRESHOLDS, median_epoch
-from ..rundir import RunFiles
+from ..rundir import XZ, RunFiles
 from .claims import (
     CLAIMS,
     DEPENDS,
@@ -711,13 +712,17 @@ def _half_copied(dest: Path, src: Path) -> bool:
     """Whether ``dest`` holds a copy of ``src``'s record that stopped part way (a copy by a
     version of ``collect`` that did not write atomically, or by hand): every record file in
     ``dest`` is a beginning of ``src``'s, and one is shorter or missing."""
-    names = [p.name for p in RunFiles(src).record()]
+    from ..rundir import StoredFileDamaged, read_stored
+
     complete = True
-    for n in names:
-        if not (dest / n).exists():
+    for path in RunFiles(src).record():
+        if RunFiles(dest).stored(path.name) is None:
             complete = False
             continue
-        have, want = (dest / n).read_bytes(), (src / n).read_bytes()
+        try:  # either form on either side: a record stores metrics.jsonl compressed
+            have, want = read_stored(dest / path.name), read_stored(path)
+        except StoredFileDamaged:  # not a beginning of anything: the same run is copied again
+            return False
         if not want.startswith(have):
             return False
         complete = complete and have == want
@@ -728,13 +733,15 @@ def collect(runs_dir, out_dir) -> list[Path]:
     """Copy the small files of every finished run below ``runs_dir`` (config.json, result.json,
     metrics.jsonl and an analysis record, analysis.json; never checkpoints) to the same relative
     place below ``out_dir``, each file atomically (a temporary file, then a rename) and
-    ``result.json`` last, so a record is never seen half-copied. A place that holds a record of
+    ``result.json`` last, so a record is never seen half-copied; ``metrics.jsonl`` and
+    ``task.json`` go xz-compressed (``metrics.jsonl.xz``: ``RunFiles.COMPRESSED``), each read
+    back and compared, and a plain copy an earlier collect left there is removed. A place that holds a record of
     another configuration or seed is never overwritten: the run goes beside it, into
     ``<place>-<config key>``, with a note; one that holds a half-copied record of this same run
     is completed, with a note. Records are ``<preset>/seed<k>``: given one preset's folder (or
     one run's), its runs keep their preset's folder name below ``out_dir``."""
     from ..config import ConfigError
-    from ..rundir import atomic_copy
+    from ..rundir import atomic_copy, read_stored, write_stored
 
     runs_dir, out_dir = Path(runs_dir), Path(out_dir)
     if not runs_dir.exists():
@@ -768,9 +775,95 @@ def collect(runs_dir, out_dir) -> list[Path]:
                     raise FileExistsError(f"{dest} also holds another record; move one of them by hand")
         dest.mkdir(parents=True, exist_ok=True)
         for path in RunFiles(src).record():  # result.json last
-            atomic_copy(path, dest / path.name)
+            name = path.name.removesuffix(XZ)
+            if name in RunFiles.COMPRESSED:
+                write_stored(dest / name, read_stored(path))
+                (dest / name).unlink(missing_ok=True)  # a plain copy by an earlier collect
+            else:
+                atomic_copy(path, dest / name)
         copied.append(dest)
     return copied
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """One file ``compact`` converted: its plain path and its sizes in bytes before and after."""
+
+    path: Path
+    before: int
+    after: int
+
+
+def compact(records_dir) -> tuple[list[Compacted], list[str]]:
+    """Store every plain ``metrics.jsonl`` and ``task.json`` below ``records_dir`` xz-compressed
+    (``RunFiles.COMPRESSED``), in place: each ``.xz`` is written atomically, read back and
+    compared with the plain file before the plain file is removed, so an interruption leaves every
+    record readable (at worst in both forms, which the next run settles). A second run converts
+    nothing. A run directory with a ``checkpoint.pt`` is a live run (``rnnlab train --resume``
+    appends to its plain ``metrics.jsonl``): it is left plain and named in the notes. Returns the
+    files converted and the notes."""
+    from ..rundir import NoSuchPath, StoredFileDamaged, read_stored, write_stored
+
+    root = Path(records_dir)
+    if not root.is_dir():
+        raise NoSuchPath(f"no such records directory: {root}; give the folder of run records, e.g. records")
+    done, notes, live = [], [], set()
+    for name in RunFiles.COMPRESSED:
+        for plain in sorted(root.rglob(name)):
+            if not plain.is_file():
+                continue
+            if RunFiles(plain.parent).checkpoint.exists():
+                live.add(plain.parent)
+                continue
+            data = plain.read_bytes()
+            packed = plain.with_name(plain.name + XZ)
+            if packed.exists():  # a compact interrupted before its removal, or a copy by hand
+                try:
+                    same = read_stored(packed) == data
+                except StoredFileDamaged:
+                    same = False
+                if not same:  # readers saw the plain one: it wins
+                    notes.append(f"{packed} differed from {plain.name} beside it (read until now): rewritten from it")
+            packed = write_stored(plain, data)  # atomic; read back and compared
+            plain.unlink()
+            done.append(Compacted(plain, len(data), packed.stat().st_size))
+    notes += [f"{d}: a live run directory (it has checkpoint.pt): left plain" for d in sorted(live)]
+    return done, notes
+
+
+def _tree_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in Path(root).rglob("*") if p.is_file())
+
+
+def main_compact(records_dir) -> int:
+    """``rnnlab reproduce compact [RECORDS_DIR]``: :func:`compact`, then what it converted (per
+    top-level folder) and the sizes before and after."""
+    root = Path(records_dir)
+    total_before = _tree_bytes(root) if root.is_dir() else 0
+    done, notes = compact(root)
+    for n in notes:
+        log.warning(n)
+    mb = lambda n: f"{n / 1e6:,.1f} MB" if n >= 1e6 else f"{n / 1e3:,.1f} kB"  # noqa: E731
+    if not done:
+        live = sum("a live run directory" in n for n in notes)
+        kept = f" (but {live} live run directories, left plain)" if live else ""
+        print(
+            f"nothing to compact below {root}: its record files are stored compressed{kept}; {mb(total_before)} in all"
+        )
+        return 0
+    folders: dict[str, list[Compacted]] = defaultdict(list)
+    for c in done:
+        rel = c.path.relative_to(root)
+        folders[rel.parts[0] if len(rel.parts) > 1 else "."].append(c)
+    for folder, cs in sorted(folders.items()):
+        b, a = sum(c.before for c in cs), sum(c.after for c in cs)
+        print(f"  {root / folder}: {len(cs)} files, {mb(b)} -> {mb(a)}")
+    b, a = sum(c.before for c in done), sum(c.after for c in done)
+    print(
+        f"compacted {len(done)} files below {root} ({', '.join(f'{sum(c.path.name == n for c in done)} {n}' for n in RunFiles.COMPRESSED)}): "
+        f"{mb(b)} -> {mb(a)}; all files below it: {mb(total_before)} -> {mb(_tree_bytes(root))}"
+    )
+    return 0
 
 
 def main_ledger(roots, output: str | None) -> int:

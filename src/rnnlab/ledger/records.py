@@ -133,8 +133,8 @@ class Record:
     def metrics(self) -> list[dict]:
         """The rows of ``metrics.jsonl`` (unreadable lines skipped)."""
         if self._rows is None:
-            p = RunFiles(self.path).metrics
-            self._rows = read_jsonl(p)[0] if p.exists() else []
+            p = RunFiles(self.path).stored(RunFiles.METRICS)
+            self._rows = read_jsonl(p)[0] if p is not None else []
         return self._rows
 
     def extra(self, name: str) -> dict | None:
@@ -266,8 +266,8 @@ def _read_record(p: Path) -> tuple[Record | None, str]:
     if segments:
         return None, f"resumed in another precision ({_mixed_label(segments)}): evidence for neither"
     rec = Record(p.parent, cfg, result)
-    m = RunFiles(p.parent).metrics
-    if not m.exists():
+    m = RunFiles(p.parent).stored(RunFiles.METRICS)
+    if m is None:
         return None, "no metrics.jsonl"
     rows, lines = read_jsonl(m)
     if not rows:

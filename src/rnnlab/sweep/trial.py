@@ -4,14 +4,13 @@ through the trainer's ``on_eval`` hook), and the worker loop that feeds a study.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from pathlib import Path
 
 from ..backends.pool import stop_requested
 from ..config import ConfigError
-from ..rundir import RunFiles
+from ..rundir import RunFiles, read_jsonl
 from .spec import Sweep, SweepError, TrialFailed, TrialInterrupted, _grid_size, decode, import_optuna, override
 from .study import _choice, _db_error, count_states, make_storage, open_study
 
@@ -30,7 +29,7 @@ def objective_value(run_dir: Path, metric: str, direction: str) -> float:
         values = [result.get("test", {}).get(metric)]
         keys = sorted(result.get("test", {}))
     else:
-        rows = [json.loads(x) for x in RunFiles(run_dir).metrics.read_text().splitlines() if x.strip()]
+        rows = read_jsonl(RunFiles(run_dir).metrics)[0]
         values = [r[metric] for r in rows if metric in r]
         keys = sorted({k for r in rows for k in r if "/" in k})
     values = [v for v in values if v is not None and not math.isnan(v)]
