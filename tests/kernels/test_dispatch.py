@@ -39,14 +39,16 @@ def path_of(seen: str) -> str:
         return "compiled"
     if "_triton_forward" in names:
         return "triton"
-    if names[0].startswith("ensemble_") or "ensemble_elementwise_rnn" in names:
-        return "ensemble"
+    if names[0].startswith("ensemble_") or "ensemble_elementwise_rnn" in names or names[0] == "batched_linear":
+        return "ensemble"  # batched_linear: a cell's own batched_sequence (its members' input terms at once)
     if names[0] == "run_native":
         return "native"
-    if names[0] == "linear_recurrence_scan":
+    if names[0] in ("linear_recurrence_scan", "log_linear_scan"):
         return "scan"
-    if names[0] == "linear_recurrence_fused":
+    if names[0] in ("linear_recurrence_fused", "diagonal_loop"):
         return "loop"
+    if names[0] == "mlstm_parallel":
+        return "parallel"
     if names[0] == "unroll":
         return "step"
     return "fused"
@@ -121,6 +123,10 @@ def test_path_of_the_recorded_names():
     assert path_of("linear_recurrence_scan linear_recurrence_fused") == "scan"
     assert path_of("elementwise_rnn _triton_forward") == "triton"
     assert path_of("") == "fused"
+    assert path_of("batched_linear mlstm_parallel") == "ensemble"
+    assert path_of("mlstm_parallel") == "parallel"
+    assert path_of("log_linear_scan") == "scan"
+    assert path_of("diagonal_loop") == "loop"
 
 
 # ---------------------------------------------------------------------------- probes
@@ -180,6 +186,16 @@ PROBES = {
     ("unitary", "fused"): _probe("eurnn"),
     ("momentumlstm", "step"): _probe("momentumlstm", "reference"),
     ("momentumlstm", "fused"): _probe("momentumlstm"),
+    ("mingated", "step"): _probe("mingru", "reference", lengths=True),
+    ("mingated", "loop"): _probe("minlstm", lengths=True),
+    ("mingated", "scan"): _probe("mingru", "scan", lengths=True),
+    ("mingated", "ensemble"): _probe("minlstm", "reference", ensemble=True, lengths=True),
+    ("slstm", "step"): _probe("slstm", "reference", options={"heads": 2}),
+    ("slstm", "fused"): _probe("slstm", options={"heads": 2}, lengths=True),
+    ("slstm", "ensemble"): _probe("slstm", "reference", ensemble=True, lengths=True),
+    ("mlstm", "step"): _probe("mlstm", "reference", lengths=True),
+    ("mlstm", "parallel"): _probe("mlstm", options={"heads": 2, "chunk": 2}, lengths=True),
+    ("mlstm", "ensemble"): _probe("mlstm", "parallel", options={"chunk": 2}, ensemble=True),
 }
 
 ENTRIES = [(fam.name, path) for fam in dispatch.TABLE.values() for path in fam.paths]

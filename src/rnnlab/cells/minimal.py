@@ -65,28 +65,37 @@ class _InputGated(Cell):
         h = a * h + b
         return h, h
 
+    family = "mingated"
+
     def uses_scan(self, x: Tensor) -> bool:
-        """Whether ``sequence`` runs the log-space scan: ``backend="scan"``, or ``"auto"`` off
-        the CPU. On the CPU ``"auto"`` runs the loop: one thread gains nothing from a scan's
+        """Whether ``sequence`` runs the log-space scan (:meth:`path` is ``"scan"``): the
+        dispatch rule of the ``mingated`` family takes it for ``backend="scan"``, or ``"auto"``
+        off the CPU. On the CPU ``"auto"`` runs the loop: one thread gains nothing from a scan's
         parallelism, and the scan's transcendental functions and ``logcumsumexp``'s backward
         made it 3.4 times slower than the loop there (docs/models.md, "Speed")."""
-        return self.backend == "scan" or (self.backend == "auto" and x.device.type != "cpu")
+        return self.path(x) == "scan"
 
     def sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
-        """Every step's input terms in one product, then the log-space scan (parallel mode) or
-        the element-wise loop (sequential mode), see :meth:`uses_scan`."""
-        if self.backend == "reference":
+        """The path :meth:`path` picks: the step loop, or every step's input terms in one
+        product, then the log-space scan (parallel mode) or the element-wise loop (sequential
+        mode), see :meth:`uses_scan`."""
+        path = self.path(x, lengths)
+        if path == "step":
             return super().sequence(x, state, lengths)
         h0 = self.start_sequence(x, state)
         k = tall_linear(x, self.weight_ih, self.bias_ih)
-        if self.uses_scan(x):
+        if path == "scan":
             return log_linear_scan(*self._log_coefficients(k), h0, lengths)
         return diagonal_loop(*self._coefficients(k), h0, lengths)
 
     def batched_sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
         """An ensemble's batched model (under ``torch.func.vmap``): the element-wise loop over
         input terms of all members in one product, whatever the backend (the scan's guard
-        against second-order gradients is an autograd Function without a vmap rule)."""
+        against second-order gradients is an autograd Function without a vmap rule): the
+        ``mingated`` rule's ensemble path."""
+        done = self.batched_first(x, state, lengths)
+        if done is not None:
+            return done
         h0 = self.start_sequence(x, state)
         return diagonal_loop(*self._coefficients(batched_linear(x, self.weight_ih, self.bias_ih)), h0, lengths)
 

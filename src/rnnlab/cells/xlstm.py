@@ -120,15 +120,22 @@ class SLSTMCell(Cell):
     def forward(self, x_t: Tensor, state):
         return self._step(nn.functional.linear(x_t, self.weight_ih, self.bias), state)
 
+    family = "slstm"
+
     def sequence(self, x: Tensor, state=None, lengths: Tensor | None = None):
-        """The input terms of all steps in one product, then the step loop over them."""
-        if self.backend == "reference":
+        """The path :meth:`path` picks: the step loop, or (``fused``) the input terms of all
+        steps in one product, then the step loop over them."""
+        if self.path(x, lengths) == "step":
             return super().sequence(x, state, lengths)
         state = self.start_sequence(x, state)
         return self._loop(tall_linear(x, self.weight_ih, self.bias), state, lengths)
 
     def batched_sequence(self, x: Tensor, state=None, lengths: Tensor | None = None):
-        """:meth:`sequence` in an ensemble's batched model (under ``torch.func.vmap``)."""
+        """:meth:`sequence` in an ensemble's batched model (under ``torch.func.vmap``), whatever
+        the backend: the ``slstm`` rule's ensemble path."""
+        done = self.batched_first(x, state, lengths)
+        if done is not None:
+            return done
         state = self.start_sequence(x, state)
         return self._loop(batched_linear(x, self.weight_ih, self.bias), state, lengths)
 
@@ -263,14 +270,21 @@ class MLSTMCell(Cell):
         h = (o * num / den).reshape(x_t.shape[0], self.hidden_size)
         return h, self.pack_state(C, n, m_new)
 
+    family = "mlstm"
+
     def sequence(self, x: Tensor, state=None, lengths: Tensor | None = None):
-        """The parallel form, ``chunk`` steps at a time (``backend="reference"``: the step loop)."""
-        if self.backend == "reference":
+        """The path :meth:`path` picks: the parallel form, ``chunk`` steps at a time, or
+        (``backend="reference"``) the step loop."""
+        if self.path(x, lengths) == "step":
             return super().sequence(x, state, lengths)
         return self._parallel(x, self.start_sequence(x, state), lengths, tall_linear)
 
     def batched_sequence(self, x: Tensor, state=None, lengths: Tensor | None = None):
-        """The parallel form in an ensemble's batched model (under ``torch.func.vmap``)."""
+        """The parallel form in an ensemble's batched model (under ``torch.func.vmap``),
+        whatever the backend: the ``mlstm`` rule's ensemble path."""
+        done = self.batched_first(x, state, lengths)
+        if done is not None:
+            return done
         return self._parallel(x, self.start_sequence(x, state), lengths, batched_linear)
 
     def _parallel(self, x: Tensor, state, lengths: Tensor | None, linear):

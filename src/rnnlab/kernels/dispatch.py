@@ -8,8 +8,11 @@ A recurrence can run several ways, each tested against the cell's step loop in f
 * ``native``: ATen's whole-sequence kernel (``torch.lstm``, ``torch.gru``, ``torch.rnn_tanh``);
 * ``fused``: a whole-sequence autograd Function with a hand-written BPTT in PyTorch;
 * ``triton``: the persistent GPU kernel of :mod:`rnnlab.kernels.triton_recurrence`;
-* ``loop`` and ``scan``: the LT-RNN's linear recurrence as a loop or a chunked scan;
-* ``ensemble``: the members' batched loop of :mod:`rnnlab.kernels.ensemble` (inside ``vmap``).
+* ``loop`` and ``scan``: a linear recurrence as a loop or a scan (the LT-RNN's chunked scan,
+  the minimal gated cells' log-space scan);
+* ``parallel``: the mLSTM's chunkwise parallel form;
+* ``ensemble``: the members' batched path inside ``vmap`` (the loops of
+  :mod:`rnnlab.kernels.ensemble`, or a cell's own ``batched_sequence``).
 
 A family is one recurrence; its cells (registry keys) share its rule. :func:`choose` is the
 only place a cell's ``backend`` option, its width, its tensors' dtype and device, autocast,
@@ -38,8 +41,9 @@ PATHS = {
     "fused": "one autograd Function over the sequence with a hand-written BPTT",
     "triton": "the persistent Triton kernel (CUDA)",
     "loop": "the linear recurrence as one loop",
-    "scan": "the linear recurrence as a chunked scan",
-    "ensemble": "the members' batched loop inside vmap",
+    "scan": "the linear recurrence as a scan (chunked, or in log space)",
+    "parallel": "the chunkwise parallel form (mLSTM)",
+    "ensemble": "the members' batched path inside vmap",
 }
 
 #: ``backend="auto"`` takes the compiled loops for cells whose widest layer (hidden size, DMU
@@ -202,6 +206,38 @@ TABLE: dict[str, Family] = {
             {"step": _STEP, "fused": "rnnlab.cells.momentum.MomentumLSTMCell.sequence"},
             "reference: step; else fused. Ensemble: step",
         ),
+        Family(
+            "mingated",
+            ("mingru", "minlstm"),
+            {
+                "step": _STEP,
+                "loop": "rnnlab.kernels.logscan.diagonal_loop",
+                "scan": "rnnlab.kernels.logscan.log_linear_scan",
+                "ensemble": "rnnlab.kernels.logscan.diagonal_loop (batched_linear input terms)",
+            },
+            "reference: step; loop or scan if asked; else scan off the CPU, loop on it. "
+            "Ensemble: ensemble (whatever the backend)",
+        ),
+        Family(
+            "slstm",
+            ("slstm",),
+            {
+                "step": _STEP,
+                "fused": "rnnlab.cells.xlstm.SLSTMCell.sequence (input terms in one product, then steps)",
+                "ensemble": "rnnlab.cells.xlstm.SLSTMCell.batched_sequence",
+            },
+            "reference: step; else fused. Ensemble: ensemble (whatever the backend)",
+        ),
+        Family(
+            "mlstm",
+            ("mlstm",),
+            {
+                "step": _STEP,
+                "parallel": "rnnlab.kernels.xlstm.mlstm_parallel",
+                "ensemble": "rnnlab.kernels.xlstm.mlstm_parallel (batched_linear input terms)",
+            },
+            "reference: step; else parallel. Ensemble: ensemble (whatever the backend)",
+        ),
     )
 }
 
@@ -322,6 +358,12 @@ def choose(
         return "native" if backend == "native" or lengths else "fused"
     if family in ("dmu", "rhn"):
         return "step" if lengths else "fused"
+    if family == "mingated":
+        if backend in ("loop", "scan"):
+            return backend
+        return "loop" if x is None or x.device.type == "cpu" else "scan"
+    if family == "mlstm":
+        return "parallel"
     if "triton" in fam.paths and x is not None:
         return _fused_or_triton(x, width)
     return "fused"
