@@ -75,6 +75,12 @@ _CELLS = (
     "CoRNNCell",
     "LEM",
     "LEMCell",
+    "LRU",
+    "LRUCell",
+    "S4D",
+    "S4DCell",
+    "Mamba",
+    "MambaCell",
 )
 #: the library's other public names, by the module that defines them
 _LIBRARY = {

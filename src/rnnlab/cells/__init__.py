@@ -16,11 +16,13 @@ from .layers import (
     IRNN,
     KRU,
     LEM,
+    LRU,
     LSTM,
     LTRNN,
     NNRNN,
     RHN,
     RNN,
+    S4D,
     SCORNN,
     URNN,
     AntisymmetricRNN,
@@ -28,6 +30,7 @@ from .layers import (
     ExpRNN,
     IncrementalRNN,
     LipschitzRNN,
+    Mamba,
     MomentumLSTM,
     NAISNet,
     Recurrent,
@@ -44,6 +47,7 @@ from .orthogonal import ExpRNNCell, OrthogonalRNNCell, SCORNNCell
 from .oscillator import CoRNNCell, LEMCell
 from .registry import CellRegistry, UnknownCell
 from .softorth import SoftOrthRNNCell
+from .ssm import LRUCell, MambaCell, S4DCell
 from .unitary import EURNNCell, URNNCell
 
 #: registry: lowercase key -> cell class (used by configs, the CLI and run directories); a lookup
@@ -73,6 +77,9 @@ CELLS: dict[str, type[Cell]] = CellRegistry(
         "lipschitz": LipschitzRNNCell,
         "cornn": CoRNNCell,
         "lem": LEMCell,
+        "lru": LRUCell,
+        "s4d": S4DCell,
+        "mamba": MambaCell,
     }
 )
 #: ``rnnlab.register_cell(name, cls)``: add a cell of your own (docs/own-cell.md)
@@ -139,4 +146,10 @@ __all__ = [
     "LipschitzRNN",
     "CoRNN",
     "LEM",
+    "LRUCell",
+    "S4DCell",
+    "MambaCell",
+    "LRU",
+    "S4D",
+    "Mamba",
 ]

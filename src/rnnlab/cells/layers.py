@@ -31,6 +31,7 @@ from .euler import AntisymmetricRNNCell, IncrementalRNNCell, LipschitzRNNCell, N
 from .fullunitary import FCURNNCell
 from .kronecker import KRUCell
 from .ltrnn import LTRNNCell
+from .ssm import LRUCell, MambaCell, S4DCell
 from .momentum import MomentumLSTMCell
 from .nnrnn import NNRNNCell
 from .orthogonal import ExpRNNCell, SCORNNCell
@@ -610,6 +611,9 @@ NAISNet = _layer(NAISNetCell, "NAISNet")
 LipschitzRNN = _layer(LipschitzRNNCell, "LipschitzRNN")
 CoRNN = _layer(CoRNNCell, "CoRNN")
 LEM = _layer(LEMCell, "LEM")
+LRU = _layer(LRUCell, "LRU")
+S4D = _layer(S4DCell, "S4D")
+Mamba = _layer(MambaCell, "Mamba")
 
 
 _NAMES = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
