@@ -92,6 +92,10 @@ PATHS: list[tuple[str, dict]] = [
     ("lipschitz", {}),
     ("cornn", {}),
     ("lem", {}),
+    ("lru", {}),
+    ("s4d", {"state_size": 4}),
+    ("s4d", {"state_size": 4, "backend": "conv"}),
+    ("mamba", {"state_size": 4}),
 ]
 
 #: tolerance on the relative error (module docstring)

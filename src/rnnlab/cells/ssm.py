@@ -22,13 +22,16 @@ under ``torch.func.vmap`` (the default :meth:`Cell.batched_sequence`).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from ..kernels.amp import autocasting, float32_region, full_precision
 from ..kernels.scan import diagonal_chunk, diagonal_recurrence
+from ..kernels.state import map_state
 from .base import Cell, as_lengths, nonnegative_option, positive_option, real_option
 
 
@@ -50,6 +53,23 @@ def _mask(out: Tensor, lengths: Tensor | None) -> Tensor:
         return out
     keep = torch.arange(out.shape[0], device=out.device).unsqueeze(1) < lengths.to(out.device).unsqueeze(0)
     return out * keep.unsqueeze(-1).to(out.dtype)
+
+
+def _in_float32(method):
+    """Run a step or a sequence with autocast off and low-precision inputs and states in float32:
+    the complex arithmetic and the products of many decays are not for bfloat16 (as the other
+    recurrence kernels, rnnlab.kernels.amp)."""
+
+    @functools.wraps(method)
+    def run(self, x, state=None, *rest, **kwargs):
+        if not autocasting(x.device.type):
+            return method(self, x, state, *rest, **kwargs)
+        with float32_region(x):
+            if state is not None:
+                state = map_state(lambda s: s.to(full_precision(s)), state)
+            return method(self, x.to(full_precision(x)), state, *rest, **kwargs)
+
+    return run
 
 
 def _whole(name: str, value, low: int) -> int:
@@ -175,12 +195,14 @@ class LRUCell(_Diagonal):
         h = super().init_state(batch_size, device=device, dtype=dtype)
         return (h, h.clone())
 
+    @_in_float32
     def forward(self, u: Tensor, state):
         z = unpack_complex(state)[..., 0]
         un, bu = self._input(u)
         z = self.eigenvalues() * z + bu
         return self._output(u, un, z), pack_complex(z.unsqueeze(-1))
 
+    @_in_float32
     def sequence(self, x, state=None, lengths=None):
         if self.backend == "reference":
             return super().sequence(x, state, lengths)
@@ -293,6 +315,7 @@ class S4DCell(_Diagonal):
         y = 2 * (s * self._C()).sum(-1).real + self.D * u
         return F.linear(F.gelu(y), self.weight_out, self.bias_out)
 
+    @_in_float32
     def forward(self, x: Tensor, state):
         u = F.linear(x, self.weight_in, self.bias_in)
         _, dA, dB = self.discrete()
@@ -325,6 +348,7 @@ class S4DCell(_Diagonal):
         )
         return y, sT
 
+    @_in_float32
     def sequence(self, x, state=None, lengths=None):
         if self.backend == "reference":
             return super().sequence(x, state, lengths)
@@ -447,6 +471,7 @@ class MambaCell(_Diagonal):
         y = (s * Ck.unsqueeze(-2)).sum(-1) + self.D * c
         return F.linear(y * F.silu(z), self.out_proj)
 
+    @_in_float32
     def forward(self, u: Tensor, state):
         s, buf = self._split_state(state)
         xi, z = F.linear(u, self.in_proj).chunk(2, -1)
@@ -456,6 +481,7 @@ class MambaCell(_Diagonal):
         s = a * s + b
         return self._out(s, Ck, c, z), self._join_state(s, window[..., 1:])
 
+    @_in_float32
     def sequence(self, x, state=None, lengths=None):
         if self.backend == "reference":
             return super().sequence(x, state, lengths)

@@ -175,15 +175,16 @@ class _DiagonalScan(torch.autograd.Function):
         return h
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, g):
+        # built of differentiable operations (the reverse scan is this Function again), so a
+        # backward with create_graph=True gives exact second-order gradients
         a, h0, h = ctx.saved_tensors
         varying = a.dim() == h.dim()
         if varying:  # lam'_k = g'_k + conj(a_{T-k}) lam'_{k-1} in reversed time
             ar = torch.cat([a.new_ones(1, *a.shape[1:]), a[1:].flip(0)]).conj()
         else:
             ar = a.conj()
-        lam = _diagonal_scan(ar, g.flip(0), torch.zeros_like(h0), ctx.C).flip(0)
+        lam = _DiagonalScan.apply(ar, g.flip(0), torch.zeros_like(h0), ctx.C).flip(0)
         da = dh0 = None
         if ctx.needs_input_grad[0]:
             hprev = torch.cat([h0.unsqueeze(0), h[:-1]])
@@ -205,7 +206,7 @@ def diagonal_recurrence(
     ``chunk >= T`` is the fused step loop. With ``lengths`` (B,), steps at or past a sequence's
     length leave its state unchanged (``a = 1, b = 0`` there), so ``h[-1]`` is each sequence's
     state at its own last step. Exact against :func:`diagonal_recurrence_loop` (float64 tests,
-    gradcheck); first-order gradients only."""
+    gradcheck and gradgradcheck)."""
     if b.dim() < 2 or h0.shape != b.shape[1:]:
         raise ValueError(
             f"diagonal_recurrence: b must be (T, B, ...) and h0 (B, ...) of one step, got {tuple(b.shape)} and {tuple(h0.shape)}"
