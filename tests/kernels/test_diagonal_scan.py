@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rnnlab.kernels.scan import (
-    DIAGONAL_SCAN_MIN_T,
+    DIAGONAL_SCAN_MAX_STEP,
     diagonal_chunk,
     diagonal_recurrence,
     diagonal_recurrence_loop,
@@ -106,5 +106,6 @@ def test_bad_shapes_are_one_line_errors():
 def test_the_backends_chunk_rule():
     assert diagonal_chunk("step", 1000) == 1000
     assert diagonal_chunk("scan", 1000) == 31 and diagonal_chunk("scan", 1000, 8) == 8
-    assert diagonal_chunk("auto", DIAGONAL_SCAN_MIN_T - 1) == DIAGONAL_SCAN_MIN_T - 1  # the step loop
-    assert diagonal_chunk("auto", 1024) == 32
+    assert diagonal_chunk("auto", 1024, 0, DIAGONAL_SCAN_MAX_STEP) == 32  # small steps: the scan
+    assert diagonal_chunk("auto", 1024, 0, DIAGONAL_SCAN_MAX_STEP + 1) == 1024  # large: the step loop
+    assert diagonal_chunk("auto", 1024, 8, 10**6) == 8  # a given chunk: the scan

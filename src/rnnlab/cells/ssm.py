@@ -90,7 +90,8 @@ class _Diagonal(Cell):
         return ("step", "scan")
 
     def _scan(self, a, b, h0, lengths):
-        return diagonal_recurrence(a, b, h0, diagonal_chunk(self.backend, b.shape[0], self.chunk), lengths)
+        chunk = diagonal_chunk(self.backend, b.shape[0], self.chunk, b[0].numel())
+        return diagonal_recurrence(a, b, h0, chunk, lengths)
 
     def _lengths(self, lengths, x):
         return None if lengths is None else as_lengths(lengths).to(x.device)
