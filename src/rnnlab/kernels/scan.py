@@ -138,7 +138,9 @@ def diagonal_recurrence_loop(a: Tensor, b: Tensor, h0: Tensor) -> Tensor:
 
 
 def _diagonal_scan(a: Tensor, b: Tensor, h0: Tensor, C: int) -> Tensor:
-    """The chunked scan without autograd (forward of :class:`_DiagonalScan` and its adjoint)."""
+    """The chunked scan without autograd (forward of :class:`_DiagonalScan` and its adjoint).
+    Chunks lie in place, (N, C, B, *S): step j of every chunk is the strided slice ``[:, j]``,
+    so neither the input nor the result is copied into another layout."""
     T, rest = b.shape[0], b.shape[1:]
     varying = a.dim() == b.dim()
     C = max(1, min(int(C), T))
@@ -148,22 +150,27 @@ def _diagonal_scan(a: Tensor, b: Tensor, h0: Tensor, C: int) -> Tensor:
         b = torch.cat([b, b.new_zeros(pad, *rest)])
         if varying:
             a = torch.cat([a, a.new_ones(pad, *rest)])
-    bc = b.reshape(N, C, *rest).transpose(0, 1)  # (C, N, B, *S): step j of every chunk
-    ac = a.reshape(N, C, *rest).transpose(0, 1) if varying else a
+    bc = b.reshape(N, C, *rest)
+    ac = a.reshape(N, C, *rest) if varying else a
     s = torch.empty_like(bc)
-    prev = h0.unsqueeze(0) if N == 1 else torch.zeros_like(bc[0])
-    for j in range(C):
-        prev = torch.addcmul(bc[j], ac[j] if varying else ac, prev, out=s[j])
+    prev = h0.unsqueeze(0) if N == 1 else torch.zeros_like(bc[:, 0])
+    for j in range(C):  # the local pass, all chunks at once
+        prev = torch.addcmul(bc[:, j], ac[:, j] if varying else ac, prev, out=s[:, j])
     if N > 1:
-        P = torch.cumprod(ac if varying else a.expand(C, *a.shape), 0)  # a_{n,0} ... a_{n,j}
-        PC = P[-1]
-        E = torch.empty_like(bc[0])  # (N, B, *S): the state entering chunk n
+        if varying:
+            P = torch.cumprod(ac, 1)  # a_{n,0} ... a_{n,j}
+            PC = P[:, -1]
+        else:
+            P = torch.cumprod(a.expand(C, *a.shape), 0)
+            PC = P[-1].expand_as(bc[:, 0])
+            P = P.reshape(1, C, *([1] * (len(rest) - a.dim())), *a.shape)
+        E = torch.empty_like(bc[:, 0])  # (N, B, *S): the state entering chunk n
         e = h0
         for n in range(N):
             E[n] = e
-            e = s[C - 1, n] + (PC[n] if varying else PC) * e
-        s += (P if varying else P.reshape(C, *([1] * (len(rest) + 1 - a.dim())), *a.shape)) * E
-    return s.transpose(0, 1).reshape(N * C, *rest)[:T]
+            e = torch.addcmul(s[n, C - 1], PC[n], e)
+        s.addcmul_(P, E.unsqueeze(1))
+    return s.reshape(N * C, *rest)[:T]
 
 
 class _DiagonalScan(torch.autograd.Function):
@@ -229,10 +236,10 @@ def diagonal_recurrence(
 
 #: ``backend="auto"`` of the diagonal cells runs the chunked scan where one step holds at most
 #: this many elements (batch x state units), the fused step loop above. Measured with
-#: ``benchmarks/ssm_scan.py --crossover`` (one thread, T=1024, complex64, forward + backward):
-#: the scan 6.9x faster at 1 x 8, 2.8x at 1 x 64, 1.4x at 4 x 64, 1.1x at 8 x 128, 0.84x at
-#: 32 x 256 (docs/ssm.md).
-DIAGONAL_SCAN_MAX_STEP = 2048
+#: ``benchmarks/ssm_scan.py --crossover`` (one thread, T=1024, complex64, forward + backward,
+#: step loop time / scan time): 5.0 at 1 x 8, 3.5 at 1 x 64, 1.8 at 4 x 64, 1.5 at 8 x 128,
+#: 1.0 at 32 x 256 (docs/ssm.md).
+DIAGONAL_SCAN_MAX_STEP = 4096
 
 
 def diagonal_chunk(backend: str, T: int, chunk: int = 0, step_numel: int = 0) -> int:
