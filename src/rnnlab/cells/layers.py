@@ -31,12 +31,12 @@ from .euler import AntisymmetricRNNCell, IncrementalRNNCell, LipschitzRNNCell, N
 from .fullunitary import FCURNNCell
 from .kronecker import KRUCell
 from .ltrnn import LTRNNCell
-from .ssm import LRUCell, MambaCell, S4DCell
 from .momentum import MomentumLSTMCell
 from .nnrnn import NNRNNCell
 from .orthogonal import ExpRNNCell, SCORNNCell
 from .oscillator import CoRNNCell, LEMCell
 from .softorth import SoftOrthRNNCell
+from .ssm import LRUCell, MambaCell, S4DCell
 from .unitary import EURNNCell, URNNCell
 
 
