@@ -16,7 +16,8 @@ repeat, medians of the process CPU time:
 * cell: the whole cell's ``sequence`` (projections, conv, gates, readout included) per backend,
   ``reference`` being the step loop over ``forward`` (rnnlab.unroll).
 
-Ratios are to the floor. Few repeats: the reference loops at T = 1024 take seconds.
+Ratios are to the floor. Few repeats: the autograd step loops at T = 1024 take seconds, so
+they are timed once (the first repeat).
 """
 
 from __future__ import annotations
@@ -73,7 +74,12 @@ def cell_step(cell, x):
     (out.sum() + sum(s.sum() for s in state)).backward()
 
 
-def measure(T: int, B: int, repeats: int) -> dict:
+SLOW = ("kernel autograd loop", "cell reference")
+
+
+def measure(T: int, B: int, repeats: int, log=print) -> dict:
+    """The medians per model; the two step loops over autograd (SLOW) are timed in the first
+    repeat only (seconds each at T = 1,024). Each model's row is logged when it is done."""
     torch.manual_seed(0)
     rows = {}
     for name, (build, I, tensors) in models(B).items():
@@ -84,14 +90,24 @@ def measure(T: int, B: int, repeats: int) -> dict:
             c.load_state_dict(cells["scan"].state_dict())
         x = torch.randn(T, B, I)
         times = {f"kernel {k}": [] for k in kernels} | {f"cell {k}": [] for k in cells}
-        for _ in range(repeats):  # interleaved: each repeat times every variant once
+        for rep in range(repeats):  # interleaved: each repeat times every variant once
             for k in kernels:
-                times[f"kernel {k}"].append(_time(lambda k=k, t=(a, b, h0): kernel_step(*t, k)))
+                if rep == 0 or f"kernel {k}" not in SLOW:
+                    times[f"kernel {k}"].append(_time(lambda k=k, t=(a, b, h0): kernel_step(*t, k)))
             for k, c in cells.items():
-                times[f"cell {k}"].append(_time(lambda c=c, x=x: cell_step(c, x)))
+                if rep == 0 or f"cell {k}" not in SLOW:
+                    times[f"cell {k}"].append(_time(lambda c=c, x=x: cell_step(c, x)))
         rows[name] = {k: statistics.median(v) for k, v in times.items()}
         rows[name]["tensor"] = f"{tuple(b.shape)} {str(b.dtype).removeprefix('torch.')}"
+        log(_lines(name, rows[name]), flush=True)
     return rows
+
+
+def _lines(name: str, r: dict) -> str:
+    floor = r["kernel floor"]
+    return "\n".join(
+        f"| {name} | {r['tensor']} | {k} | {1e3 * v:.1f} | {v / floor:.1f} |" for k, v in r.items() if k != "tensor"
+    )
 
 
 def crossover(T: int, repeats: int) -> list[tuple[int, int, float, float]]:
@@ -125,15 +141,10 @@ def main() -> None:
         for B, N, s, f in crossover(args.T, args.repeats):
             print(f"| {B} | {N} | {B * N} | {1e3 * s:.1f} | {1e3 * f:.1f} | {f / s:.2f} |")
         return
-    rows = measure(args.T, args.B, args.repeats)
     print(f"one training step (forward + backward), B={args.B}, T={args.T}, 1 thread, float32, "
-          f"median of {args.repeats} (process CPU ms; x = ratio to the cumsum floor)")  # fmt: skip
-    print("| model | tensor | path | ms | x floor |\n|---|---|---|---:|---:|")
-    for name, r in rows.items():
-        floor = r["kernel floor"]
-        for k, v in r.items():
-            if k != "tensor":
-                print(f"| {name} | {r['tensor']} | {k} | {1e3 * v:.1f} | {v / floor:.1f} |")
+          f"median of {args.repeats} ({', '.join(SLOW)}: 1) (process CPU ms; x = ratio to the cumsum floor)")  # fmt: skip
+    print("| model | tensor | path | ms | x floor |\n|---|---|---|---:|---:|", flush=True)
+    rows = measure(args.T, args.B, args.repeats)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"T": args.T, "B": args.B, "repeats": args.repeats, "threads": 1, "rows": rows}, f, indent=1)
