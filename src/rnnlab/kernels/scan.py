@@ -129,10 +129,10 @@ def _scan(v: Tensor, W: Tensor, h0: Tensor, chunk: int | None) -> Tensor:
 def diagonal_recurrence_loop(a: Tensor, b: Tensor, h0: Tensor) -> Tensor:
     """Reference twin: ``h_t = a_t * h_{t-1} + b_t`` step by step with autograd; ``b`` (T, B,
     *S), ``a`` (T, B, *S) or broadcastable to one step (*S); returns all h (T, B, *S)."""
-    varying = a.dim() == b.dim()
+    steps = a.unbind(0) if a.dim() == b.dim() else (a,) * b.shape[0]
     h, out = h0, []
-    for t in range(b.shape[0]):
-        h = (a[t] if varying else a) * h + b[t]
+    for a_t, b_t in zip(steps, b.unbind(0)):  # unbind: one backward stack, not T full-size zeros
+        h = a_t * h + b_t
         out.append(h)
     return torch.stack(out)
 
