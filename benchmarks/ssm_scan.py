@@ -16,7 +16,8 @@ repeat, medians of the process CPU time:
 * cell: the whole cell's ``sequence`` (projections, conv, gates, readout included) per backend,
   ``reference`` being the step loop over ``forward`` (rnnlab.unroll).
 
-Ratios are to the floor. Few repeats: the autograd step loops at T = 1024 take seconds, so
+glibc's allocator is tuned as the CLI tunes it (rnnlab.runtime.tune_malloc) and every fast
+variant runs once untimed first. Ratios are to the floor. Few repeats: the autograd step loops at T = 1024 take seconds, so
 they are timed once (the first repeat).
 """
 
@@ -29,6 +30,7 @@ import time
 
 import torch
 
+from rnnlab import runtime
 from rnnlab.cells import LRUCell, MambaCell, S4DCell
 from rnnlab.kernels.scan import diagonal_recurrence, diagonal_recurrence_loop
 
@@ -90,6 +92,10 @@ def measure(T: int, B: int, repeats: int, log=print) -> dict:
             c.load_state_dict(cells["scan"].state_dict())
         x = torch.randn(T, B, I)
         times = {f"kernel {k}": [] for k in kernels} | {f"cell {k}": [] for k in cells}
+        for k in kernels[:3]:  # warm-up, untimed: the heap grows to its size once
+            kernel_step(a, b, h0, k)
+        for k in ("scan", "step"):
+            cell_step(cells[k], x)
         for rep in range(repeats):  # interleaved: each repeat times every variant once
             for k in kernels:
                 if rep == 0 or f"kernel {k}" not in SLOW:
@@ -135,6 +141,7 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="write the medians here")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    runtime.tune_malloc()  # as the CLI does: no mmap per large tensor (page faults timed otherwise)
     if args.crossover:
         print(f"T={args.T}, complex64, 1 thread, median of {args.repeats} (process CPU ms)")
         print("| B | N | B x N | scan | fused step | step / scan |\n|---:|---:|---:|---:|---:|---:|")
