@@ -12,7 +12,9 @@ repeat, medians of the process CPU time:
 * kernel: the recurrence ``h_t = a_t * h_{t-1} + b_t`` alone on the model's tensors: the chunked
   scan, the fused step loop (one autograd Function, hand-written adjoint), the autograd step loop
   (:func:`diagonal_recurrence_loop`), and the floor, ``torch.cumsum`` over a tensor of the same
-  shape and dtype (forward + backward: one read and one write each way);
+  shape and dtype (forward + backward: one read and one write each way), beside ``copy``
+  (``b * 2``, forward + backward: the same traffic at the speed of an element-wise pass; on
+  this CPU torch's cumsum along the leading dimension is slower than that);
 * cell: the whole cell's ``sequence`` (projections, conv, gates, readout included) per backend,
   ``reference`` being the step loop over ``forward`` (rnnlab.unroll).
 
@@ -64,6 +66,8 @@ def kernel_step(a, b, h0, how: str):
     a, b, h0 = (t.clone().requires_grad_() for t in (a, b, h0))
     if how == "floor":
         h = torch.cumsum(b, 0)
+    elif how == "copy":
+        h = b * 2.0
     elif how == "autograd loop":
         h = diagonal_recurrence_loop(a, b, h0)
     else:
@@ -86,13 +90,13 @@ def measure(T: int, B: int, repeats: int, log=print) -> dict:
     rows = {}
     for name, (build, I, tensors) in models(B).items():
         a, b, h0 = tensors(T)
-        kernels = ("floor", "scan", "fused step", "autograd loop")
+        kernels = ("floor", "copy", "scan", "fused step", "autograd loop")
         cells = {bk: build(bk) for bk in ("scan", "step", "reference") + (("conv",) if name == "s4d" else ())}
         for c in cells.values():
             c.load_state_dict(cells["scan"].state_dict())
         x = torch.randn(T, B, I)
         times = {f"kernel {k}": [] for k in kernels} | {f"cell {k}": [] for k in cells}
-        for k in kernels[:3]:  # warm-up, untimed: the heap grows to its size once
+        for k in kernels[:4]:  # warm-up, untimed: the heap grows to its size once
             kernel_step(a, b, h0, k)
         for k in ("scan", "step"):
             cell_step(cells[k], x)
@@ -110,9 +114,11 @@ def measure(T: int, B: int, repeats: int, log=print) -> dict:
 
 
 def _lines(name: str, r: dict) -> str:
-    floor = r["kernel floor"]
+    floor, copy = r["kernel floor"], r["kernel copy"]
     return "\n".join(
-        f"| {name} | {r['tensor']} | {k} | {1e3 * v:.1f} | {v / floor:.1f} |" for k, v in r.items() if k != "tensor"
+        f"| {name} | {r['tensor']} | {k} | {1e3 * v:.1f} | {v / floor:.2f} | {v / copy:.1f} |"
+        for k, v in r.items()
+        if k != "tensor"
     )
 
 
@@ -149,8 +155,8 @@ def main() -> None:
             print(f"| {B} | {N} | {B * N} | {1e3 * s:.1f} | {1e3 * f:.1f} | {f / s:.2f} |")
         return
     print(f"one training step (forward + backward), B={args.B}, T={args.T}, 1 thread, float32, "
-          f"median of {args.repeats} ({', '.join(SLOW)}: 1) (process CPU ms; x = ratio to the cumsum floor)")  # fmt: skip
-    print("| model | tensor | path | ms | x floor |\n|---|---|---|---:|---:|", flush=True)
+          f"median of {args.repeats} ({', '.join(SLOW)}: 1) (process CPU ms; ratios to the cumsum floor and to the copy)")  # fmt: skip
+    print("| model | tensor | path | ms | x cumsum floor | x copy |\n|---|---|---|---:|---:|---:|", flush=True)
     rows = measure(args.T, args.B, args.repeats)
     if args.json:
         with open(args.json, "w") as f:
