@@ -237,8 +237,8 @@ def diagonal_recurrence(
 #: ``backend="auto"`` of the diagonal cells runs the chunked scan where one step holds at most
 #: this many elements (batch x state units), the fused step loop above. Measured with
 #: ``benchmarks/ssm_scan.py --crossover`` (one thread, T=1024, complex64, forward + backward,
-#: step loop time / scan time): 5.0 at 1 x 8, 3.5 at 1 x 64, 1.8 at 4 x 64, 1.5 at 8 x 128,
-#: 1.0 at 32 x 256 (docs/ssm.md).
+#: step loop time / scan time): 6.1 at 1 x 8, 6.7 at 1 x 64, 2.5 at 4 x 64, 1.16 at 8 x 128,
+#: 0.95 at 32 x 256 (docs/ssm.md).
 DIAGONAL_SCAN_MAX_STEP = 4096
 
 
