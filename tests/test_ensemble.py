@@ -242,6 +242,10 @@ CASES = {
             ]
         )
     },
+    # issue 59's diagonal recurrences (their step loop under vmap)
+    "lru": (ADD, ['model.cell="lru"']),
+    "s4d": (COPY, ['model.cell="s4d"', "model.cell_options.state_size=4"]),
+    "mamba": (ADD, ['model.cell="mamba"', "model.cell_options.state_size=4"]),
 }
 
 

@@ -38,7 +38,9 @@ def test_the_nnrnn_papers_matched_baselines(cell, width):
     assert counts["matched"] == counts["free"] == _model(f"nnrnn/copy-{cell}")[1].parameter_counts()["free"]
 
 
-@pytest.mark.parametrize("cell", ["rnn", "gru", "dmu", "nnrnn", "lem", "mingru", "minlstm", "slstm", "mlstm"])
+@pytest.mark.parametrize(
+    "cell", ["rnn", "gru", "dmu", "nnrnn", "lem", "mingru", "minlstm", "slstm", "mlstm", "lru", "s4d", "mamba"]
+)
 def test_the_width_is_the_nearest_among_its_neighbours(cell):
     budget = 5000
     got = _budget("demo/lstm", cell, budget)

@@ -83,6 +83,12 @@ _CELLS = (
     "SLSTMCell",
     "MLSTM",
     "MLSTMCell",
+    "LRU",
+    "LRUCell",
+    "S4D",
+    "S4DCell",
+    "Mamba",
+    "MambaCell",
 )
 #: the library's other public names, by the module that defines them
 _LIBRARY = {

@@ -74,6 +74,28 @@ RANGES = {
     "lem": {"dt": ([NAN, INF, 0.0, -1.0], 0.5)},
     "slstm": {"heads": ([0, 3, NAN], 2)},
     "mlstm": {"heads": ([0, 3, NAN], 2), "chunk": ([0, -1, NAN], 4)},
+    "lru": {
+        "r_min": ([NAN, -0.1, 1.0], 0.5),
+        "r_max": ([NAN, 0.0, 1.5], 0.99),
+        "max_phase": ([NAN, INF, 0.0], 0.3),
+        "chunk": ([-1, 2.5], 3),
+    },
+    "s4d": {
+        "state_size": ([0, 3, 2.0], 4),
+        "dt_min": ([NAN, 0.0, -1.0], 0.01),
+        "dt_max": ([NAN, INF, 1e-4], 0.5),
+        "chunk": ([-1, 2.5], 3),
+    },
+    "mamba": {
+        "state_size": ([0, 1.5], 4),
+        "expand": ([0, 2.0], 1),
+        "conv_size": ([1, 0], 2),
+        "dt_rank": ([-1, 1.5], 2),
+        "dt_min": ([NAN, 0.0], 0.01),
+        "dt_max": ([NAN, INF, 1e-4], 0.5),
+        "dt_init_floor": ([NAN, -1.0], 0.0),
+        "chunk": ([-1, 2.5], 3),
+    },
 }
 
 

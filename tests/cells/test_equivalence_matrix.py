@@ -89,6 +89,15 @@ CONFIGS = [
     ("slstm", dict(forget_gate="exp")),
     ("mlstm", dict(heads=2, chunk=2)),
     ("mlstm", dict(forget_gate="exp", chunk=3)),
+    ("lru", dict()),
+    ("lru", dict(backend="step", r_min=0.5, r_max=0.9, max_phase=0.5)),
+    ("lru", dict(backend="scan", chunk=2, block=True)),
+    ("s4d", dict(state_size=4)),
+    ("s4d", dict(state_size=6, init="inv", backend="conv")),
+    ("s4d", dict(state_size=4, backend="scan", chunk=2)),
+    ("mamba", dict()),
+    ("mamba", dict(state_size=3, expand=1, conv_size=2, dt_rank=2, backend="step")),
+    ("mamba", dict(state_size=2, conv_size=3, backend="scan", chunk=2)),
 ]
 
 

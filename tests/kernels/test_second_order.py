@@ -98,6 +98,11 @@ CASES = [
     ("minlstm-loop", "minlstm", {"backend": "loop"}, {}),
     ("slstm-heads-exp", "slstm", {"heads": 2, "forget_gate": "exp"}, {"lengths": [3, 1]}),
     ("mlstm-heads-chunk", "mlstm", {"heads": 2, "chunk": 2}, {"lengths": [3, 1]}),
+    ("lru-scan", "lru", {"backend": "scan", "chunk": 2}, {}),
+    ("lru-block-step-lengths", "lru", {"block": True, "backend": "step"}, {"lengths": [3, 1]}),
+    ("s4d-conv", "s4d", {"state_size": 4, "backend": "conv"}, {}),
+    ("s4d-scan-lengths", "s4d", {"state_size": 4, "backend": "scan", "chunk": 2}, {"lengths": [2, 3]}),
+    ("mamba-scan", "mamba", {"state_size": 3, "backend": "scan", "chunk": 2}, {}),
 ]
 
 #: cases checked by the probe only (gradgradcheck of a stack is rnn-2layers-bidirectional's)

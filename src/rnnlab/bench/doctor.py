@@ -97,6 +97,10 @@ PATHS: list[tuple[str, dict]] = [
     ("minlstm", {"backend": "scan"}),
     ("slstm", {"heads": 2}),
     ("mlstm", {"heads": 2, "chunk": 4}),
+    ("lru", {}),
+    ("s4d", {"state_size": 4}),
+    ("s4d", {"state_size": 4, "backend": "conv"}),
+    ("mamba", {"state_size": 4}),
 ]
 
 #: tolerance on the relative error (module docstring)

@@ -16,12 +16,14 @@ from .layers import (
     IRNN,
     KRU,
     LEM,
+    LRU,
     LSTM,
     LTRNN,
     MLSTM,
     NNRNN,
     RHN,
     RNN,
+    S4D,
     SCORNN,
     SLSTM,
     URNN,
@@ -30,6 +32,7 @@ from .layers import (
     ExpRNN,
     IncrementalRNN,
     LipschitzRNN,
+    Mamba,
     MinGRU,
     MinLSTM,
     MomentumLSTM,
@@ -49,6 +52,7 @@ from .orthogonal import ExpRNNCell, OrthogonalRNNCell, SCORNNCell
 from .oscillator import CoRNNCell, LEMCell
 from .registry import CellRegistry, UnknownCell
 from .softorth import SoftOrthRNNCell
+from .ssm import LRUCell, MambaCell, S4DCell
 from .unitary import EURNNCell, URNNCell
 from .xlstm import MLSTMCell, SLSTMCell
 
@@ -83,6 +87,9 @@ CELLS: dict[str, type[Cell]] = CellRegistry(
         "minlstm": MinLSTMCell,
         "slstm": SLSTMCell,
         "mlstm": MLSTMCell,
+        "lru": LRUCell,
+        "s4d": S4DCell,
+        "mamba": MambaCell,
     }
 )
 #: ``rnnlab.register_cell(name, cls)``: add a cell of your own (docs/own-cell.md)
@@ -157,4 +164,10 @@ __all__ = [
     "MLSTMCell",
     "SLSTM",
     "MLSTM",
+    "LRUCell",
+    "S4DCell",
+    "MambaCell",
+    "LRU",
+    "S4D",
+    "Mamba",
 ]

@@ -37,6 +37,7 @@ from .nnrnn import NNRNNCell
 from .orthogonal import ExpRNNCell, SCORNNCell
 from .oscillator import CoRNNCell, LEMCell
 from .softorth import SoftOrthRNNCell
+from .ssm import LRUCell, MambaCell, S4DCell
 from .unitary import EURNNCell, URNNCell
 from .xlstm import MLSTMCell, SLSTMCell
 
@@ -616,6 +617,9 @@ MinGRU = _layer(MinGRUCell, "MinGRU")
 MinLSTM = _layer(MinLSTMCell, "MinLSTM")
 SLSTM = _layer(SLSTMCell, "SLSTM")
 MLSTM = _layer(MLSTMCell, "MLSTM")
+LRU = _layer(LRUCell, "LRU")
+S4D = _layer(S4DCell, "S4D")
+Mamba = _layer(MambaCell, "Mamba")
 
 
 _NAMES = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")

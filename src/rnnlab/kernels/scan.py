@@ -104,3 +104,145 @@ def _scan(v: Tensor, W: Tensor, h0: Tensor, chunk: int | None) -> Tensor:
     # 3. correction: h_{n,j} = s_{n,j} + e_{n-1} (W^{j+1})^T
     out = local + torch.einsum("nbk,cjk->cnbj", E, P)  # (C, N, B, H)
     return out.transpose(0, 1).reshape(N * C, B, H)[:T]
+
+
+# --- diagonal recurrences (LRU, S4D, Mamba's selective scan) --------------------------------
+#
+# ``h_t = a_t * h_{t-1} + b_t`` element-wise, real or complex, with ``a`` either one value per
+# state element (LRU, S4D: a time-invariant ``lambda``) or one per step (S6: ``exp(Delta_t A)``).
+# The same chunking as above, with products in place of matrix powers: a local pass of C steps
+# over all chunks at once from zero states, N carries across chunks, then one correction
+# ``h_{n,j} = s_{n,j} + (a_{n,0} ... a_{n,j}) e_{n-1}`` (a cumulative product, no division, so a
+# decaying ``a`` never divides by a tiny number). The backward is the same scan run backwards
+# in time: ``lam_t = g_t + conj(a_{t+1}) lam_{t+1}``, ``db_t = lam_t``,
+# ``da_t = lam_t conj(h_{t-1})``, ``dh_0 = conj(a_1) lam_1`` (PyTorch's convention for complex
+# gradients, the one of ``torch.mul``). With ``chunk >= T`` there is one chunk: the plain step
+# loop inside one autograd Function (no graph of T steps, the adjoint above).
+
+
+def diagonal_recurrence_loop(a: Tensor, b: Tensor, h0: Tensor) -> Tensor:
+    """Reference twin: ``h_t = a_t * h_{t-1} + b_t`` step by step with autograd; ``b`` (T, B,
+    *S), ``a`` (T, B, *S) or broadcastable to one step (*S); returns all h (T, B, *S)."""
+    steps = a.unbind(0) if a.dim() == b.dim() else (a,) * b.shape[0]
+    h, out = h0, []
+    for a_t, b_t in zip(steps, b.unbind(0)):  # unbind: one backward stack, not T full-size zeros
+        h = a_t * h + b_t
+        out.append(h)
+    return torch.stack(out)
+
+
+def _diagonal_scan(a: Tensor, b: Tensor, h0: Tensor, C: int) -> Tensor:
+    """The chunked scan without autograd (forward of :class:`_DiagonalScan` and its adjoint).
+    Chunks lie in place, (N, C, B, *S): step j of every chunk is the strided slice ``[:, j]``,
+    so neither the input nor the result is copied into another layout."""
+    T, rest = b.shape[0], b.shape[1:]
+    varying = a.dim() == b.dim()
+    C = max(1, min(int(C), T))
+    N = -(-T // C)
+    pad = N * C - T
+    if pad:
+        b = torch.cat([b, b.new_zeros(pad, *rest)])
+        if varying:
+            a = torch.cat([a, a.new_ones(pad, *rest)])
+    bc = b.reshape(N, C, *rest)
+    ac = a.reshape(N, C, *rest) if varying else a
+    s = torch.empty_like(bc)
+    prev = h0.unsqueeze(0) if N == 1 else torch.zeros_like(bc[:, 0])
+    for j in range(C):  # the local pass, all chunks at once
+        prev = torch.addcmul(bc[:, j], ac[:, j] if varying else ac, prev, out=s[:, j])
+    if N > 1:
+        if varying:
+            P = torch.cumprod(ac, 1)  # a_{n,0} ... a_{n,j}
+            PC = P[:, -1]
+        else:
+            P = torch.cumprod(a.expand(C, *a.shape), 0)
+            PC = P[-1].expand_as(bc[:, 0])
+            P = P.reshape(1, C, *([1] * (len(rest) - a.dim())), *a.shape)
+        E = torch.empty_like(bc[:, 0])  # (N, B, *S): the state entering chunk n
+        e = h0
+        for n in range(N):
+            E[n] = e
+            e = torch.addcmul(s[n, C - 1], PC[n], e)
+        s.addcmul_(P, E.unsqueeze(1))
+    return s.reshape(N * C, *rest)[:T]
+
+
+class _DiagonalScan(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b, h0, C):
+        h = _diagonal_scan(a.detach(), b.detach(), h0.detach(), C)
+        ctx.save_for_backward(a, h0, h)
+        ctx.C = C
+        return h
+
+    @staticmethod
+    def backward(ctx, g):
+        # built of differentiable operations (the reverse scan is this Function again), so a
+        # backward with create_graph=True gives exact second-order gradients
+        a, h0, h = ctx.saved_tensors
+        varying = a.dim() == h.dim()
+        if varying:  # lam'_k = g'_k + conj(a_{T-k}) lam'_{k-1} in reversed time
+            ar = torch.cat([a.new_ones(1, *a.shape[1:]), a[1:].flip(0)]).conj()
+        else:
+            ar = a.conj()
+        lam = _DiagonalScan.apply(ar, g.flip(0), torch.zeros_like(h0), ctx.C).flip(0)
+        da = dh0 = None
+        if ctx.needs_input_grad[0]:
+            hprev = torch.cat([h0.unsqueeze(0), h[:-1]])
+            da = lam * hprev.conj()
+            if not varying:
+                da = da.sum_to_size(a.shape)
+        if ctx.needs_input_grad[2]:
+            dh0 = (a[0] if varying else a).conj() * lam[0]
+            dh0 = dh0.sum_to_size(h0.shape)
+        return da, lam, dh0, None
+
+
+def diagonal_recurrence(
+    a: Tensor, b: Tensor, h0: Tensor, chunk: int | None = None, lengths: Tensor | None = None
+) -> Tensor:
+    """``h_t = a_t * h_{t-1} + b_t`` (element-wise, real or complex) for all t: ``b`` (T, B, *S),
+    ``h0`` (B, *S), ``a`` (T, B, *S) or one step broadcastable to (B, *S) (a time-invariant
+    transition). The chunked scan above with chunks of ``chunk`` steps (default ~sqrt(T));
+    ``chunk >= T`` is the fused step loop. With ``lengths`` (B,), steps at or past a sequence's
+    length leave its state unchanged (``a = 1, b = 0`` there), so ``h[-1]`` is each sequence's
+    state at its own last step. Exact against :func:`diagonal_recurrence_loop` (float64 tests,
+    gradcheck and gradgradcheck)."""
+    if b.dim() < 2 or h0.shape != b.shape[1:]:
+        raise ValueError(
+            f"diagonal_recurrence: b must be (T, B, ...) and h0 (B, ...) of one step, got {tuple(b.shape)} and {tuple(h0.shape)}"
+        )
+    if a.dim() == b.dim() and a.shape != b.shape:
+        raise ValueError(
+            f"diagonal_recurrence: a time-varying a must have b's shape {tuple(b.shape)}, got {tuple(a.shape)}"
+        )
+    T = b.shape[0]
+    if lengths is not None:
+        keep = torch.arange(T, device=b.device).unsqueeze(1) < lengths.to(b.device).unsqueeze(0)  # (T, B)
+        keep = keep.reshape(T, -1, *([1] * (b.dim() - 2)))
+        if a.dim() != b.dim():
+            a = a.expand(b.shape)
+        a = torch.where(keep, a, torch.ones((), dtype=a.dtype, device=a.device))
+        b = torch.where(keep, b, torch.zeros((), dtype=b.dtype, device=b.device))
+    C = int(chunk) if chunk else max(1, math.isqrt(T))
+    return _DiagonalScan.apply(a, b, h0, C)
+
+
+#: ``backend="auto"`` of the diagonal cells runs the chunked scan where one step holds at most
+#: this many elements (batch x state units), the fused step loop above. Measured with
+#: ``benchmarks/ssm_scan.py --crossover`` (one thread, T=1024, complex64, forward + backward,
+#: step loop time / scan time): 6.1 at 1 x 8, 6.7 at 1 x 64, 2.5 at 4 x 64, 1.16 at 8 x 128,
+#: 0.95 at 32 x 256 (docs/ssm.md).
+DIAGONAL_SCAN_MAX_STEP = 4096
+
+
+def diagonal_chunk(backend: str, T: int, chunk: int = 0, step_numel: int = 0) -> int:
+    """The chunk length :func:`diagonal_recurrence` runs with for a diagonal cell's ``backend``
+    ("step": one chunk, the fused step loop; "scan": ``chunk`` or ~sqrt(T); "auto": the scan
+    where a chunk is given or one step holds ``step_numel`` <= :data:`DIAGONAL_SCAN_MAX_STEP`
+    elements, else the step loop)."""
+    if backend == "step":
+        return T
+    if backend == "scan" or chunk or step_numel <= DIAGONAL_SCAN_MAX_STEP:
+        return int(chunk) if chunk else max(1, math.isqrt(T))
+    return T
