@@ -48,6 +48,7 @@ SPIED = {
     # cells added after the golden was recorded (their probes read these; no recorded case calls them)
     "rnnlab.cells.minimal": ["batched_linear", "diagonal_loop", "log_linear_scan"],
     "rnnlab.cells.xlstm": ["batched_linear", "mlstm_parallel"],
+    "rnnlab.cells.ssm": ["diagonal_recurrence_fused", "diagonal_recurrence", "causal_convolution"],
 }
 
 #: the registry keys the golden recorded: the cells that existed before the dispatch table

@@ -8,12 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rnnlab.kernels.scan import (
-    DIAGONAL_SCAN_MAX_STEP,
-    diagonal_chunk,
-    diagonal_recurrence,
-    diagonal_recurrence_loop,
-)
+from rnnlab.kernels.dispatch import DIAGONAL_SCAN_MAX_STEP, choose
+from rnnlab.kernels.scan import diagonal_recurrence, diagonal_recurrence_fused, diagonal_recurrence_loop
 
 B, S = 3, (2, 3)
 
@@ -103,9 +99,24 @@ def test_bad_shapes_are_one_line_errors():
         diagonal_recurrence(a[:2], b, h0)
 
 
-def test_the_backends_chunk_rule():
-    assert diagonal_chunk("step", 1000) == 1000
-    assert diagonal_chunk("scan", 1000) == 31 and diagonal_chunk("scan", 1000, 8) == 8
-    assert diagonal_chunk("auto", 1024, 0, DIAGONAL_SCAN_MAX_STEP) == 32  # small steps: the scan
-    assert diagonal_chunk("auto", 1024, 0, DIAGONAL_SCAN_MAX_STEP + 1) == 1024  # large: the step loop
-    assert diagonal_chunk("auto", 1024, 8, 10**6) == 8  # a given chunk: the scan
+def test_the_backends_rule():
+    """The diagonal cells' backends through the dispatch rule (width: a sequence's state elements)."""
+    rule = lambda backend, width, chunk=0, **kw: choose("diagonal", backend, width=width, batch=1, chunk=chunk, **kw)  # noqa: E731
+    assert rule("step", 8) == "loop" and rule("scan", 10**6) == "scan" and rule("reference", 8) == "step"
+    assert rule("auto", DIAGONAL_SCAN_MAX_STEP) == "scan"  # small steps: the scan
+    assert rule("auto", DIAGONAL_SCAN_MAX_STEP + 1) == "loop"  # large: the fused step loop
+    assert rule("auto", 10**6, 8) == "scan"  # a given chunk: the scan
+    assert rule("auto", 8, convolution=True) == "conv" == rule("conv", 10**6, convolution=True)
+    assert rule("conv", 8, convolution=True, lengths=True) == "scan"  # lengths: no convolution
+
+
+def test_the_fused_loop_is_one_chunk():
+    torch.manual_seed(0)
+    a, b, h0 = (
+        torch.rand(3, 2, dtype=torch.float64),
+        torch.randn(7, 3, 2, dtype=torch.float64),
+        torch.randn(3, 2, dtype=torch.float64),
+    )
+    torch.testing.assert_close(
+        diagonal_recurrence_fused(a, b, h0), diagonal_recurrence_loop(a, b, h0), rtol=0, atol=1e-12
+    )

@@ -45,8 +45,12 @@ def path_of(seen: str) -> str:
         return "native"
     if names[0] in ("linear_recurrence_scan", "log_linear_scan"):
         return "scan"
-    if names[0] in ("linear_recurrence_fused", "diagonal_loop"):
+    if names[0] in ("linear_recurrence_fused", "diagonal_loop", "diagonal_recurrence_fused"):
         return "loop"
+    if names[0] == "diagonal_recurrence":
+        return "scan"
+    if names[0] == "causal_convolution":
+        return "conv"
     if names[0] == "mlstm_parallel":
         return "parallel"
     if names[0] == "unroll":
@@ -66,7 +70,7 @@ def chosen_for(case: dict) -> str:
     cell = _cell(case["key"], json.dumps(case["options"]), case["hidden"], case["backend"], case["dtype"])
     x = torch.zeros(3, case.get("batch", 2), 2, dtype=dtype)
     weight = next(cell.parameters())
-    width = max([case["hidden"], *getattr(cell, "layers", [])]) if case["key"] == "dmu" else case["hidden"]
+    width = cell.dispatch_width()  # the hidden size; the DMU's widest layer; a diagonal cell's state elements
     autocast = torch.autocast("cpu", dtype=torch.bfloat16) if case.get("autocast") else contextlib.nullcontext()
     with autocast:
         return dispatch.choose(
@@ -79,6 +83,7 @@ def chosen_for(case: dict) -> str:
             nonlinearity=getattr(cell, "nonlinearity", "tanh"),
             batch=x.shape[1],
             chunk=getattr(cell, "chunk", 0),
+            convolution="conv" in cell.extra_backends(),
         )
 
 
@@ -127,6 +132,9 @@ def test_path_of_the_recorded_names():
     assert path_of("mlstm_parallel") == "parallel"
     assert path_of("log_linear_scan") == "scan"
     assert path_of("diagonal_loop") == "loop"
+    assert path_of("diagonal_recurrence_fused diagonal_recurrence") == "loop"
+    assert path_of("diagonal_recurrence") == "scan"
+    assert path_of("causal_convolution") == "conv"
 
 
 # ---------------------------------------------------------------------------- probes
@@ -186,6 +194,11 @@ PROBES = {
     ("unitary", "fused"): _probe("eurnn"),
     ("momentumlstm", "step"): _probe("momentumlstm", "reference"),
     ("momentumlstm", "fused"): _probe("momentumlstm"),
+    ("diagonal", "step"): _probe("lru", "reference", lengths=True),
+    # auto past the scan's limit: B x d x N = 2 x 8 x 300 state elements > DIAGONAL_SCAN_MAX_STEP
+    ("diagonal", "loop"): _probe("mamba", options={"state_size": 300}, lengths=True),
+    ("diagonal", "scan"): _probe("lru", options={"chunk": 2}, lengths=True),
+    ("diagonal", "conv"): _probe("s4d", options={"state_size": 4}),
     ("mingated", "step"): _probe("mingru", "reference", lengths=True),
     ("mingated", "loop"): _probe("minlstm", lengths=True),
     ("mingated", "scan"): _probe("mingru", "scan", lengths=True),

@@ -394,6 +394,7 @@ class Cell(nn.Module):
             nonlinearity=own.get("nonlinearity", "tanh"),
             batch=x.shape[1] if x.dim() == 3 else 1,
             chunk=own.get("chunk", 0),
+            convolution="conv" in self.extra_backends(),
         )
 
     def batched_first(self, x: Tensor, state: State | None, lengths: Tensor | None):

@@ -14,9 +14,10 @@ scan (S6), each as a cell (one step) with a whole-sequence fast path (docs/ssm.m
 The contract (docs/own-cell.md) asks for states of (B, H) leaves: a complex state of M modes
 per unit is held as 2M real leaves (real parts, then imaginary parts). Backends: ``"reference"``
 (the step loop over ``forward``), ``"step"`` (the fused loop of
-:func:`rnnlab.kernels.scan.diagonal_recurrence`: one autograd Function, hand-written adjoint),
-``"scan"`` (its chunked scan), ``"auto"`` (:func:`rnnlab.kernels.scan.diagonal_chunk`) and,
-for S4D, ``"conv"`` (the ZOH convolution kernel applied by FFT). Ensembles run the step loop
+:func:`rnnlab.kernels.scan.diagonal_recurrence_fused`: one autograd Function, hand-written adjoint),
+``"scan"`` (the chunked scan :func:`rnnlab.kernels.scan.diagonal_recurrence`), ``"auto"`` (the
+``diagonal`` rule of :mod:`rnnlab.kernels.dispatch`, which :meth:`Cell.path` asks) and, for
+S4D, ``"conv"`` (the ZOH convolution kernel applied by FFT, :func:`causal_convolution`). Ensembles run the step loop
 under ``torch.func.vmap`` (the default :meth:`Cell.batched_sequence`).
 """
 
@@ -30,7 +31,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ..kernels.amp import autocasting, float32_region, full_precision
-from ..kernels.scan import diagonal_chunk, diagonal_recurrence
+from ..kernels.scan import diagonal_recurrence, diagonal_recurrence_fused
 from ..kernels.state import map_state
 from .base import Cell, as_lengths, nonnegative_option, positive_option, real_option
 
@@ -89,9 +90,17 @@ class _Diagonal(Cell):
     def extra_backends(cls):
         return ("step", "scan")
 
-    def _scan(self, a, b, h0, lengths):
-        chunk = diagonal_chunk(self.backend, b.shape[0], self.chunk, b[0].numel())
-        return diagonal_recurrence(a, b, h0, chunk, lengths)
+    family = "diagonal"
+
+    def dispatch_width(self) -> int:
+        """The state elements of one sequence (one step of the scan holds batch x these)."""
+        raise NotImplementedError
+
+    def _scan(self, a, b, h0, lengths, path):
+        """The recurrence on the path :meth:`path` chose: the fused step loop or the chunked scan."""
+        if path == "loop":
+            return diagonal_recurrence_fused(a, b, h0, lengths)
+        return diagonal_recurrence(a, b, h0, self.chunk or None, lengths)
 
     def _lengths(self, lengths, x):
         return None if lengths is None else as_lengths(lengths).to(x.device)
@@ -203,14 +212,18 @@ class LRUCell(_Diagonal):
         z = self.eigenvalues() * z + bu
         return self._output(u, un, z), pack_complex(z.unsqueeze(-1))
 
+    def dispatch_width(self) -> int:
+        return self.hidden_size  # one complex mode per unit
+
     @_in_float32
     def sequence(self, x, state=None, lengths=None):
-        if self.backend == "reference":
+        path = self.path(x, lengths)
+        if path == "step":
             return super().sequence(x, state, lengths)
         state = self.start_sequence(x, state)
         lengths = self._lengths(lengths, x)
         un, bu = self._input(x)
-        z = self._scan(self.eigenvalues(), bu, unpack_complex(state)[..., 0], lengths)
+        z = self._scan(self.eigenvalues(), bu, unpack_complex(state)[..., 0], lengths, path)
         return _mask(self._output(x, un, z), lengths), pack_complex(z[-1].unsqueeze(-1))
 
 
@@ -223,6 +236,15 @@ def s4d_imag(init: str, N: int) -> Tensor:
     if init == "inv":
         return (N / math.pi) * (N / (2 * n + 1) - 1)
     raise ValueError(f"S4D init must be 'lin' (S4D-Lin) or 'inv' (S4D-Inv), got {init!r}")
+
+
+def causal_convolution(u: Tensor, kernel: Tensor) -> Tensor:
+    """``y_t = sum_{l <= t} kernel[:, l] * u_{t-l}`` per channel, by FFT (zero-padded to 2T: a
+    linear, not circular, convolution): ``u`` (T, B, H), ``kernel`` (H, T) -> (T, B, H)."""
+    T = u.shape[0]
+    n = 2 * T
+    uf = torch.fft.rfft(u.permute(1, 2, 0), n=n)  # (B, H, n/2+1)
+    return torch.fft.irfft(uf * torch.fft.rfft(kernel, n=n), n=n)[..., :T].permute(2, 0, 1)
 
 
 def zoh(dtA: Tensor, A: Tensor) -> tuple[Tensor, Tensor]:
@@ -339,9 +361,7 @@ class S4DCell(_Diagonal):
         """y without D and the last state: the FFT convolution plus s0's free response."""
         T = u.shape[0]
         dtA, _, dB = self.discrete()
-        n = 2 * T  # zero-padded: a linear, not circular, convolution
-        uf = torch.fft.rfft(u.permute(1, 2, 0), n=n)  # (B, H, n/2+1)
-        y = torch.fft.irfft(uf * torch.fft.rfft(self.kernel(T), n=n), n=n)[..., :T].permute(2, 0, 1)
+        y = causal_convolution(u, self.kernel(T))
         t = torch.arange(T + 1, device=u.device, dtype=u.dtype)
         powers = torch.exp(dtA.unsqueeze(-1) * t)  # (H, M, T+1): exp(dt A)^t
         y = y + 2 * torch.einsum("hm,bhm,hmt->tbh", self._C(), s0, powers[..., 1:]).real
@@ -351,20 +371,24 @@ class S4DCell(_Diagonal):
         )
         return y, sT
 
+    def dispatch_width(self) -> int:
+        return self.hidden_size * (self.state_size // 2)  # N/2 complex modes per channel
+
     @_in_float32
     def sequence(self, x, state=None, lengths=None):
-        if self.backend == "reference":
+        path = self.path(x, lengths)
+        if path == "step":
             return super().sequence(x, state, lengths)
         state = self.start_sequence(x, state)
         lengths = self._lengths(lengths, x)
         u = F.linear(x, self.weight_in, self.bias_in)  # (T, B, H)
         s0 = unpack_complex(state)
-        if self.backend in ("conv", "auto") and lengths is None:
+        if path == "conv":
             y, sT = self._conv(u, s0)
             out = F.linear(F.gelu(y + self.D * u), self.weight_out, self.bias_out)
             return out, pack_complex(sT)
         _, dA, dB = self.discrete()
-        s = self._scan(dA, dB * u.unsqueeze(-1), s0, lengths)  # (T, B, H, M)
+        s = self._scan(dA, dB * u.unsqueeze(-1), s0, lengths, path)  # (T, B, H, M)
         return _mask(self._output(u, s), lengths), pack_complex(s[-1])
 
 
@@ -484,9 +508,13 @@ class MambaCell(_Diagonal):
         s = a * s + b
         return self._out(s, Ck, c, z), self._join_state(s, window[..., 1:])
 
+    def dispatch_width(self) -> int:
+        return self.expand * self.hidden_size * self.state_size  # d channels of N
+
     @_in_float32
     def sequence(self, x, state=None, lengths=None):
-        if self.backend == "reference":
+        path = self.path(x, lengths)
+        if path == "step":
             return super().sequence(x, state, lengths)
         state = self.start_sequence(x, state)
         lengths = self._lengths(lengths, x)
@@ -497,7 +525,7 @@ class MambaCell(_Diagonal):
         conv = sum(full[k : k + T] * self.conv_weight[:, k] for k in range(K))
         c = F.silu(conv + self.conv_bias)
         a, b, Ck = self._selective(c)
-        s = self._scan(a, b, s0, lengths)  # (T, B, d, N)
+        s = self._scan(a, b, s0, lengths, path)  # (T, B, d, N)
         out = _mask(self._out(s, Ck, c, z), lengths)
         if lengths is None:
             last = full[T:]

@@ -11,6 +11,7 @@ A recurrence can run several ways, each tested against the cell's step loop in f
 * ``loop`` and ``scan``: a linear recurrence as a loop or a scan (the LT-RNN's chunked scan,
   the minimal gated cells' log-space scan);
 * ``parallel``: the mLSTM's chunkwise parallel form;
+* ``conv``: S4D's whole sequence as one causal convolution (FFT);
 * ``ensemble``: the members' batched path inside ``vmap`` (the loops of
   :mod:`rnnlab.kernels.ensemble`, or a cell's own ``batched_sequence``).
 
@@ -31,7 +32,18 @@ from . import small
 from .amp import autocasting, low_precision_autocast, recurrence_dtype
 from .triton_setting import mode as triton_mode
 
-__all__ = ["AUTO_MAX_WIDTH", "PATHS", "SCAN_MAX_STEP_MACS", "TABLE", "Family", "choose", "compiled", "table", "triton"]
+__all__ = [
+    "AUTO_MAX_WIDTH",
+    "DIAGONAL_SCAN_MAX_STEP",
+    "PATHS",
+    "SCAN_MAX_STEP_MACS",
+    "TABLE",
+    "Family",
+    "choose",
+    "compiled",
+    "table",
+    "triton",
+]
 
 #: the paths, each with what it is
 PATHS = {
@@ -43,6 +55,7 @@ PATHS = {
     "loop": "the linear recurrence as one loop",
     "scan": "the linear recurrence as a scan (chunked, or in log space)",
     "parallel": "the chunkwise parallel form (mLSTM)",
+    "conv": "the whole sequence as one causal convolution, by FFT (S4D)",
     "ensemble": "the members' batched path inside vmap",
 }
 
@@ -60,6 +73,13 @@ AUTO_MAX_WIDTH = {"rnn": 32, "gru": 8, "dmu": 8, "rhn": 8, "lstm": 4}
 #: T=1000, forward + backward, against the fused loop): scan faster at B=8, H=8 (4.3x) and
 #: B=32, H=32 (1.1x), slower at B=16, H=64 (0.88x) and from B=64, H=64 on (0.5-0.7x).
 SCAN_MAX_STEP_MACS = 32_768
+
+#: the diagonal cells' (LRU, S4D, Mamba) ``auto`` runs the chunked scan where one step holds at
+#: most this many elements (batch x state elements per sequence), else the fused step loop.
+#: Measured with ``benchmarks/ssm_scan.py --crossover`` (one thread, T=1024, complex64, forward +
+#: backward, step loop time / scan time): 6.1 at 1 x 8, 6.7 at 1 x 64, 2.5 at 4 x 64, 1.16 at
+#: 8 x 128, 0.95 at 32 x 256 (docs/ssm.md).
+DIAGONAL_SCAN_MAX_STEP = 4096
 
 
 @dataclass(frozen=True)
@@ -207,6 +227,19 @@ TABLE: dict[str, Family] = {
             "reference: step; else fused. Ensemble: step",
         ),
         Family(
+            "diagonal",
+            ("lru", "s4d", "mamba"),
+            {
+                "step": _STEP,
+                "loop": "rnnlab.kernels.scan.diagonal_recurrence_fused",
+                "scan": "rnnlab.kernels.scan.diagonal_recurrence",
+                "conv": "rnnlab.cells.ssm.causal_convolution (S4D)",
+            },
+            "reference: step; conv for a cell with a convolution form (S4D) on backend conv or auto "
+            "without lengths; loop for backend step; scan if asked, when chunk is set or "
+            "B x state elements <= DIAGONAL_SCAN_MAX_STEP, else loop. Ensemble: step",
+        ),
+        Family(
             "mingated",
             ("mingru", "minlstm"),
             {
@@ -313,6 +346,7 @@ def choose(
     nonlinearity: str = "tanh",
     batch: int = 1,
     chunk: int = 0,
+    convolution: bool = False,
 ) -> str:
     """The path (a key of :data:`PATHS`) that a cell of ``family`` runs a whole sequence on.
 
@@ -324,7 +358,9 @@ def choose(
         ensemble: True inside an ensemble's batched model (the cell's ``batched_sequence``).
         lengths: whether the call has sequence lengths.
         nonlinearity: the element-wise RNN's (modReLU has no compiled loop).
-        batch, chunk: the LT-RNN's batch size and ``chunk`` option (scan or loop).
+        batch, chunk: the batch size and the ``chunk`` option (the LT-RNN's and the diagonal
+            cells' scan or loop; for the diagonal cells ``width`` is a sequence's state elements).
+        convolution: whether the cell has a convolution form (a ``"conv"`` backend: S4D).
     """
     fam = TABLE[family]
     x = tensors[0] if tensors else None
@@ -364,6 +400,12 @@ def choose(
         return "loop" if x is None or x.device.type == "cpu" else "scan"
     if family == "mlstm":
         return "parallel"
+    if family == "diagonal":
+        if convolution and not lengths and backend in ("conv", "auto"):
+            return "conv"
+        if backend == "step":  # the cells' name for the fused step loop
+            return "loop"
+        return "scan" if backend == "scan" or chunk or batch * width <= DIAGONAL_SCAN_MAX_STEP else "loop"
     if "triton" in fam.paths and x is not None:
         return _fused_or_triton(x, width)
     return "fused"
@@ -381,6 +423,7 @@ def table() -> str:
     limits = ", ".join(f"{k} {v}" for k, v in AUTO_MAX_WIDTH.items())
     lines.append(
         f"'compiled if it can run': backend small, or auto up to the width {limits}; on the CPU, float32 "
-        f"or float64, no autocast, not traced, a C compiler. LT-RNN scan while B H^2 <= {SCAN_MAX_STEP_MACS}"
+        f"or float64, no autocast, not traced, a C compiler. LT-RNN scan while B H^2 <= {SCAN_MAX_STEP_MACS}; diagonal scan while B x state elements "
+        f"<= {DIAGONAL_SCAN_MAX_STEP}"
     )
     return "\n".join(lines)

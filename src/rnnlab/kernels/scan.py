@@ -198,6 +198,13 @@ class _DiagonalScan(torch.autograd.Function):
         return da, lam, dh0, None
 
 
+def diagonal_recurrence_fused(a: Tensor, b: Tensor, h0: Tensor, lengths: Tensor | None = None) -> Tensor:
+    """The fused step loop: :func:`diagonal_recurrence` as one chunk (one autograd Function,
+    the hand-written adjoint, no graph of T steps). Which of the two a cell runs is the
+    ``diagonal`` rule of :mod:`rnnlab.kernels.dispatch`."""
+    return diagonal_recurrence(a, b, h0, b.shape[0], lengths)
+
+
 def diagonal_recurrence(
     a: Tensor, b: Tensor, h0: Tensor, chunk: int | None = None, lengths: Tensor | None = None
 ) -> Tensor:
@@ -226,23 +233,3 @@ def diagonal_recurrence(
         b = torch.where(keep, b, torch.zeros((), dtype=b.dtype, device=b.device))
     C = int(chunk) if chunk else max(1, math.isqrt(T))
     return _DiagonalScan.apply(a, b, h0, C)
-
-
-#: ``backend="auto"`` of the diagonal cells runs the chunked scan where one step holds at most
-#: this many elements (batch x state units), the fused step loop above. Measured with
-#: ``benchmarks/ssm_scan.py --crossover`` (one thread, T=1024, complex64, forward + backward,
-#: step loop time / scan time): 6.1 at 1 x 8, 6.7 at 1 x 64, 2.5 at 4 x 64, 1.16 at 8 x 128,
-#: 0.95 at 32 x 256 (docs/ssm.md).
-DIAGONAL_SCAN_MAX_STEP = 4096
-
-
-def diagonal_chunk(backend: str, T: int, chunk: int = 0, step_numel: int = 0) -> int:
-    """The chunk length :func:`diagonal_recurrence` runs with for a diagonal cell's ``backend``
-    ("step": one chunk, the fused step loop; "scan": ``chunk`` or ~sqrt(T); "auto": the scan
-    where a chunk is given or one step holds ``step_numel`` <= :data:`DIAGONAL_SCAN_MAX_STEP`
-    elements, else the step loop)."""
-    if backend == "step":
-        return T
-    if backend == "scan" or chunk or step_numel <= DIAGONAL_SCAN_MAX_STEP:
-        return int(chunk) if chunk else max(1, math.isqrt(T))
-    return T
