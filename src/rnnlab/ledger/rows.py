@@ -86,6 +86,21 @@ class Source:
         return f"{head} ({self.why})" if self.why else head
 
 
+def text_source(where: str, why: str = "") -> Source:
+    """A setting the paper's text fixes (``where``: section, table or figure)."""
+    return Source("text", where, why)
+
+
+def code_source(where: str, why: str = "") -> Source:
+    """A setting the authors' released code fixes (``where``: file and line at its commit)."""
+    return Source("code", where, why)
+
+
+def ours_source(why: str) -> Source:
+    """A setting of ours (the paper and its code leave it open, or we depart from them)."""
+    return Source("ours", "", why)
+
+
 ROWS: list[Published] = []
 SETTINGS: list[Setting] = []
 #: variant preset -> (the faithful preset, how it differs): runs of a variant are labelled so

@@ -23,7 +23,7 @@ from . import sources_dmu_other, sources_dmu_real, sources_others
 from .published_dmu import DMU_CODE_DIFFS, DMU_CODE_REPO, DMU_REAL_CODE_GAPS, DMU_TRANSLATION_CODE_GAPS
 from .published_nnrnn import NNRNN_CODE_REPO
 from .published_others import CORNN_CODE_REPO, LEM_CODE_REPO, OSCILLATOR_CODE_GAPS
-from .rows import OPEN_SETTINGS, PROTOCOLS, Source, protocol
+from .rows import OPEN_SETTINGS, PROTOCOLS, Source, code_source, ours_source, protocol, text_source
 from .sources_asrnn import ASRNN_AUDITED, ASRNN_CODE_REPO, ASRNN_CODE_UNMODELLED, ASRNN_SOURCES
 from .sources_nnrnn import NNRNN_AUDITED, NNRNN_SOURCES
 
@@ -87,16 +87,7 @@ def outcome_settings(preset: str) -> dict[str, object]:
 
 
 # --- the sources ------------------------------------------------------------------------------
-def _text(where: str, why: str = "") -> Source:
-    return Source("text", where, why)
-
-
-def _code(where: str, why: str = "") -> Source:
-    return Source("code", where, why)
-
-
-def _ours(why: str) -> Source:
-    return Source("ours", "", why)
+_text, _code, _ours = text_source, code_source, ours_source  # one home: rnnlab.ledger.rows
 
 
 _SYN = ["dmu/adding-*", "dmu/temporal_order-*", "dmu/noisy_sequence-*"]

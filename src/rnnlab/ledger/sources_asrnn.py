@@ -25,21 +25,12 @@ from __future__ import annotations
 
 import math
 
-from .rows import Source
+from .rows import Source, code_source, ours_source, text_source
 
 ASRNN_CODE_REPO = "ndminhkhoi46/asRNN at 0b27d67"
 
 
-def _text(where: str, why: str = "") -> Source:
-    return Source("text", where, why)
-
-
-def _code(where: str, why: str = "") -> Source:
-    return Source("code", where, why)
-
-
-def _ours(why: str) -> Source:
-    return Source("ours", "", why)
+_text, _code, _ours = text_source, code_source, ours_source  # one home: rnnlab.ledger.rows
 
 
 # --- what the released code runs otherwise ---------------------------------------------------

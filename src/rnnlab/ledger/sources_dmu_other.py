@@ -16,19 +16,9 @@ text does not give are ours.
 
 from __future__ import annotations
 
-from .rows import Source
+from .rows import Source, code_source, ours_source, text_source
 
-
-def _text(where: str, why: str = "") -> Source:
-    return Source("text", where, why)
-
-
-def _code(where: str, why: str = "") -> Source:
-    return Source("code", where, why)
-
-
-def _ours(why: str) -> Source:
-    return Source("ours", "", why)
+_text, _code, _ours = text_source, code_source, ours_source  # one home: rnnlab.ledger.rows
 
 
 TRANSLATION = ["dmu/spa2eng-*", "dmu/ger2eng-*"]

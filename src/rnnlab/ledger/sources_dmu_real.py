@@ -12,19 +12,9 @@ protocols share.
 from __future__ import annotations
 
 from .published_dmu import DMU_REAL_CODE_DIFFS
-from .rows import Source
+from .rows import Source, code_source, ours_source, text_source
 
-
-def _text(where: str, why: str = "") -> Source:
-    return Source("text", where, why)
-
-
-def _code(where: str, why: str = "") -> Source:
-    return Source("code", where, why)
-
-
-def _ours(why: str) -> Source:
-    return Source("ours", "", why)
+_text, _code, _ours = text_source, code_source, ours_source  # one home: rnnlab.ledger.rows
 
 
 NATLANG = ["dmu/natlang-*", "dmu/code/natlang-*"]

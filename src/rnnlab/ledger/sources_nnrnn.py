@@ -14,22 +14,13 @@ paper"), so where they differ from the supplement the value is ours.
 from __future__ import annotations
 
 from .published_nnrnn import NNRNN_CODE_DIFFS
-from .rows import Source
+from .rows import Source, code_source, ours_source, text_source
 
 #: the audited presets: every paper preset of the nnRNN rows and the code protocol's
 NNRNN_AUDITED = ["nnrnn/*"]
 
 
-def _text(where: str, why: str = "") -> Source:
-    return Source("text", where, why)
-
-
-def _code(where: str, why: str = "") -> Source:
-    return Source("code", where, why)
-
-
-def _ours(why: str) -> Source:
-    return Source("ours", "", why)
+_text, _code, _ours = text_source, code_source, ours_source  # one home: rnnlab.ledger.rows
 
 
 def _both(*stems: str) -> list[str]:
