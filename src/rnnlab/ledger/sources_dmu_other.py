@@ -17,6 +17,7 @@ text does not give are ours.
 from __future__ import annotations
 
 from .rows import Source, code_source, ours_source, text_source
+from .sources_dmu_real import DMU_ACTIVATION, DMU_INIT
 
 _text, _code, _ours = text_source, code_source, ours_source  # one home: rnnlab.ledger.rows
 
@@ -115,12 +116,12 @@ RULES: list[tuple[list[str], list[str], Source]] = [
     (
         _DMU,
         ["model.cell_options.activation"],
-        _code("deep_memory_update/layers/dmu.py:133-137", "tanh of hhat; the hidden layers: leaky ReLU, dmu.py:62"),
+        DMU_ACTIVATION,
     ),
     (
         _DMU,
         ["model.init"],
-        _code("deep_memory_update/layers/dmu.py:28-33, 87-104", "Xavier uniform, zero biases (Sec. III-B: Xavier)"),
+        DMU_INIT,
     ),
     (
         _RHN,
@@ -226,7 +227,7 @@ RULES: list[tuple[list[str], list[str], Source]] = [
     (
         MNIST_DMU,
         ["model.init"],
-        _code("deep_memory_update/layers/dmu.py:28-33, 87-104", "Xavier uniform, zero biases (Sec. III-B: Xavier)"),
+        DMU_INIT,
     ),
     (
         MNIST,

@@ -23,6 +23,11 @@ POLYMUSIC = ["dmu/polymusic-*", "dmu/code/polymusic-*"]
 PRESETS = ["dmu/natlang-*", "dmu/polymusic-*"]
 ALL = NATLANG + POLYMUSIC
 _DMU = [f"{p}-dmu{c}" for p in ALL for c in ("", "c")]
+#: the released DMU layer's activation and init: the same source wherever a DMU preset runs it
+DMU_ACTIVATION = _code(
+    "deep_memory_update/layers/dmu.py:133-137", "tanh of hhat; the hidden layers: leaky ReLU, dmu.py:62"
+)
+DMU_INIT = _code("deep_memory_update/layers/dmu.py:28-33, 87-104", "Xavier uniform, zero biases (Sec. III-B: Xavier)")
 _SCRIPTS = "experiments_repro/nat_lang.sh:13-19 and poly_music.sh:13-19 run the same"
 _DMUC = (
     "Sec. IV-H: DMU-C's one rate for all modules was found by a grid search the text does not give, and no "
@@ -131,12 +136,12 @@ RULES: list[tuple[list[str], list[str], Source]] = [
     (
         _DMU,
         ["model.cell_options.activation"],
-        _code("deep_memory_update/layers/dmu.py:133-137", "tanh of hhat; the hidden layers: leaky ReLU, dmu.py:62"),
+        DMU_ACTIVATION,
     ),
     (
         _DMU,
         ["model.init"],
-        _code("deep_memory_update/layers/dmu.py:28-33, 87-104", "Xavier uniform, zero biases (Sec. III-B: Xavier)"),
+        DMU_INIT,
     ),
     (
         ["dmu/natlang-*-rhn", "dmu/polymusic-*-rhn"],
