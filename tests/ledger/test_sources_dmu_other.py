@@ -74,3 +74,16 @@ def test_the_first_30000_lines_hold_the_shortest_pairs(pair, longest, mean, data
     words = [len(eng.split()) for eng, _other in read_pairs(path)]
     assert max(words[:30000]) == longest and round(statistics.mean(words[:30000]), 1) == mean
     assert statistics.mean(words) > 6.0
+
+
+def test_table_iv_presets_run_the_ours_protocol():
+    """Every Table IV preset's optimizer and training settings are sourced ``ours`` (no MNIST
+    setting in the text or the released code; the test above), so the presets run the ``ours`` protocol and their
+    runs can never refute a claim that something works; the DMU's other presets keep theirs."""
+    from rnnlab.ledger.rows import OURS_PROTOCOL, PAPER_PROTOCOL, protocol
+
+    mnist = [p for p in config.list_presets() if p.startswith(("dmu/smnist-", "dmu/psmnist-"))]
+    assert len(mnist) == 26
+    for p in mnist:
+        assert protocol(p) == OURS_PROTOCOL, p
+    assert protocol("dmu/adding-dmu") == PAPER_PROTOCOL and protocol("dmu/spa2eng-N1-dmu") == PAPER_PROTOCOL

@@ -123,6 +123,11 @@ OURS_PROTOCOL = "ours"
 OPEN_SETTINGS: dict[str, str] = {
     "henaff/": "the optimizer, its learning rate, clipping, batch, step budget and the first timescale (T=500) "
     "are not in the text and no code was released",
+    # Table IV of the DMU paper: beyond N and the task, no MNIST setting is in the text or the released code
+    "dmu/smnist-": "the optimizer, its learning rates, clipping, batch, step budget, the DMU's z_bias and the "
+    "split are not in the DMU paper's text, and its released code has no MNIST experiment",
+    "dmu/psmnist-": "the optimizer, its learning rates, clipping, batch, step budget, the DMU's z_bias and the "
+    "split are not in the DMU paper's text, and its released code has no MNIST experiment",
 }
 
 
