@@ -42,6 +42,7 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -218,25 +219,42 @@ def _jobs(suite: Suite, runs_dir: Path, extra: list[str]):
                     yield preset, overrides, rd
 
 
+def _per_member(override: str) -> bool:
+    """An override of a key the members of one ensemble may differ in besides the seed (a
+    learning rate: ``rnnlab.ensemble.MEMBER_KEYS``)."""
+    from .config import parse_override
+    from .ensemble import member_key
+
+    return member_key(".".join(parse_override(override)[0]))
+
+
 def _ensembles(todo: list, size: int, data_dir: str | None) -> list:
-    """The runs of ``todo`` that differ only in their seed, as ensemble jobs of at most ``size``
-    members (0: all): ``[(job, [(seed, run directory)...], {runs finished before})]``."""
+    """The runs of ``todo`` that differ only in their seed and learning rates (a grid of rates
+    expanded into members, each at its own: ``rnnlab.ensemble.MEMBER_KEYS``), as ensemble jobs of
+    at most ``size`` members (0: all): ``[(job, [(seed, run directory)...], {runs finished
+    before})]``."""
     from .backends import job_for
     from .rundir import is_finished
 
     groups: dict[tuple, list] = {}
     for preset, ov, rd in todo:  # the seed is the last override (_jobs)
-        groups.setdefault((preset, tuple(ov[:-1])), []).append((int(ov[-1].split("=", 1)[1]), Path(rd)))
+        shared = tuple(o for o in ov[:-1] if not _per_member(o))
+        groups.setdefault((preset, shared), []).append((int(ov[-1].split("=", 1)[1]), Path(rd), list(ov[:-1])))
     out = []
-    for (preset, ov), members in groups.items():
+    for (preset, shared), members in groups.items():
         step = size or len(members)
         for i in range(0, len(members), step):
             part = members[i : i + step]
-            job = job_for(preset, [*ov, f"train.seed={part[0][0]}"], part[0][1].parent, data_dir)
-            job.overrides = list(ov)
+            own = [m[2] for m in part]
+            where = Path(os.path.commonpath([d.parent for _, d, _ in part]))  # the grid's folders: their parent
+            job = job_for(preset, [*own[0], f"train.seed={part[0][0]}"], where, data_dir)
+            job.overrides = list(shared) if any(o != own[0] for o in own) else own[0]
             job.label = f"{job.label} x{len(part)}"
-            job.extra["seeds"] = [[s, str(d.absolute())] for s, d in part]
-            out.append((job, part, {d for _, d in part if is_finished(d)}))
+            # each member's own overrides where they differ (its learning rate): as its single run resolves them
+            job.extra["seeds"] = [
+                [s, str(d.absolute()), o] if o != job.overrides else [s, str(d.absolute())] for s, d, o in part
+            ]
+            out.append((job, [(s, d) for s, d, _ in part], {d for _, d, _ in part if is_finished(d)}))
     return out
 
 
