@@ -174,3 +174,22 @@ def test_a_suite_grid_of_rates_trains_as_one_ensemble_into_the_single_runs_direc
     suite = load_suite(str(_grid_suite(tmp_path / "t.toml", tied)))
     run_suite(suite, tmp_path / "tied", statuses={}, log=lambda m: None)
     assert sorted(_ensemble_sizes(tmp_path / "tied").values()) == [2, 2, 4, 4, 4, 4]
+
+
+def test_a_stage_of_a_suite_runs_some_of_its_seeds_and_the_same_command_completes_it(tmp_path, capsys):
+    """``rnnlab suite S --seeds 0``: only seed 0 of every grid point, as one ensemble; without
+    ``--seeds`` the rest, seed 0 left as it is; a seed the suite does not have is refused."""
+    from rnnlab.cli import main
+
+    path = _grid_suite(tmp_path / "s.toml", '"optim.lr" = [1e-3, 1e-2]')
+    argv = ["suite", str(path), "--runs-dir", str(tmp_path / "r")]
+    assert main([*argv, "--seeds", "0"]) == 0
+    first = _ensemble_sizes(tmp_path / "r")
+    assert len(first) == 2 and all(d.endswith("/seed0") for d in first) and set(first.values()) == {2}
+    assert main(argv) == 0
+    sizes = _ensemble_sizes(tmp_path / "r")
+    assert len(sizes) == 4 and {d: sizes[d] for d in first} == first  # seed 0 not retrained
+    capsys.readouterr()
+    assert main([*argv, "--seeds", "0,5"]) == 2
+    err = capsys.readouterr().err
+    assert "seed(s) [5] are not among suite g's seeds [0, 1]" in err and len(err.strip().splitlines()) == 1
