@@ -210,8 +210,9 @@ def check_ensemble(cfgs: Sequence[RunConfig], task: Task | None = None) -> None:
 
             diff = {k: v for k, v in differences(cfgs[0], c).items() if not member_key(k)}
             raise ConfigError(
-                f"the members of an ensemble may differ only in {', '.join(MEMBER_KEYS)}; seed {c.train.seed} "
-                f"differs from seed {cfgs[0].train.seed} in {sorted(diff)}: train them apart"
+                f"the members of an ensemble may differ only in {', '.join(MEMBER_KEYS)}; the member with seed "
+                f"{c.train.seed} (lr {c.optim.lr:g}) differs from the one with seed {cfgs[0].train.seed} (lr "
+                f"{cfgs[0].optim.lr:g}) in {sorted(diff)}: train them apart"
             )
     if cfgs[0].model.dropout > 0:
         raise ConfigError(
