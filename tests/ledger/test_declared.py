@@ -158,3 +158,18 @@ def test_the_sweep_is_priced_run_by_run_and_a_stage_by_its_seeds(capsys, monkeyp
     out = capsys.readouterr().out
     assert f"suite {SWEEP}: 42 runs in 2 job(s), {hours / 12:.2f} CPU-hours" in out
     assert not (ROOT / "runs" / SWEEP).exists()
+
+
+def test_the_plan_lists_a_declared_sweep_until_the_records_hold_it(tmp_path):
+    """``rnnlab reproduce plan`` names each incomplete declared sweep with its command and how
+    many of its runs the records hold; a paper without one says None."""
+    from rnnlab.ledger.plan import make_plan, render
+
+    _runs(tmp_path, 1e-4, range(3))
+    _runs(tmp_path, 3e-4, range(2))
+    _runs(tmp_path, 3e-4, [40])  # a seed the sweep does not declare: not counted
+    text = render(make_plan([tmp_path], paper="dmu"))
+    section = text.split("## Declared sweeps not complete (1)")[1].split("## ")[0]
+    assert f"* `rnnlab suite {SWEEP} --jobs 2` -- DMU adding (Fig. 3)" in section
+    assert "5 of 504 runs in the records" in section
+    assert "## Declared sweeps not complete (0)\n\nNone." in render(make_plan([tmp_path], paper="nnrnn"))

@@ -26,6 +26,7 @@ class DeclaredSweep:
     suite: str
     sources: dict[str, Source]
     why: str  # the claim it judges, in a few words
+    paper: str  # the paper of that claim (rows.PAPERS)
 
 
 #: the smallest number of runs of which none reaching a threshold bounds the share at
@@ -49,6 +50,7 @@ DECLARED: dict[str, DeclaredSweep] = {
             ),
         },
         "DMU adding (Fig. 3): RNN and RHN reach no threshold for any hyperparameters",
+        "dmu",
     ),
 }
 
@@ -77,4 +79,21 @@ def sweep_points(name: str) -> dict[str, tuple[tuple[tuple[str, ...], int], ...]
             run = _resolved(config.load(preset, [*suite.set_for(preset), *point]).to_dict())
             points.append((tuple(_diffs(run, base)), len(suite.seeds_for(preset))))
         out[preset] = tuple(dict.fromkeys(points))  # two grid points of one configuration are one setting
+    return out
+
+
+def sweep_progress(name: str, ev) -> list[tuple[str, tuple[str, ...], int, int]]:
+    """``(preset, differences, seeds in the records, seeds declared)`` for each setting of the
+    declared sweep ``name``: how much of it the records of ``ev`` (an ``Evidence``) hold."""
+    from ..suite import load_suite
+
+    suite = load_suite(declared(name).suite)
+    out = []
+    for preset, points in sweep_points(name).items():
+        seeds = set(suite.seeds_for(preset))
+        groups = {g.diffs: g for g in ev.groups(preset, same_config=False)}
+        for diffs, n in points:
+            g = groups.get(diffs)
+            have = set() if g is None else {r.config.get("train", {}).get("seed") for r in g.records}
+            out.append((preset, diffs, len(have & seeds), n))
     return out
