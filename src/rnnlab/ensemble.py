@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
 import signal
 import statistics
 import sys
@@ -88,7 +89,10 @@ __all__ = [
     "check_ensemble_precision",
     "check_members_fit",
     "member_bytes",
+    "MEMBER_KEYS",
     "member_configs",
+    "member_key",
+    "member_labels",
     "run_members",
     "started",
     "train_ensemble",
@@ -125,41 +129,90 @@ def __getattr__(name: str):
 
 class EnsembleFailed(RuntimeError):
     """Some members failed (diverged, could not be written) while the others finished:
-    ``results`` holds the finished members' results by seed, ``errors`` the failures by seed."""
+    ``results`` holds the finished members' results by seed, ``errors`` the failures by seed
+    (both by (learning rate, seed) where :func:`train_ensemble` was given per-member rates)."""
 
     def __init__(self, message: str, results: dict, errors: dict):
         super().__init__(message)
         self.results, self.errors = results, errors
 
 
-def member_configs(cfg: RunConfig, seeds: Sequence[int]) -> list[RunConfig]:
-    """``cfg`` with ``train.seed`` set to each of ``seeds`` (what ``--set train.seed=k`` gives)."""
-    return [dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seed=int(s))) for s in seeds]
+#: the keys in which the members of one ensemble may differ: the seed, and the learning rates
+#: (each member's optimizer steps at its own; rnnlab.stacked_optim runs torch's update once per
+#: rate, so a member at lr a equals its single run at a), so that a grid of rates x seeds trains
+#: as one batched model
+MEMBER_KEYS = ("train.seed", "optim.lr", "optim.group_lr")
 
 
-def _without_seed(cfg: RunConfig) -> dict:
+def member_key(key: str) -> bool:
+    """Whether the dotted config key ``key`` (or a key below it) is one members may differ in."""
+    return any(key == k or key.startswith(k + ".") for k in MEMBER_KEYS)
+
+
+def member_configs(cfg: RunConfig, seeds: Sequence[int], lrs: Sequence[float] | None = None) -> list[RunConfig]:
+    """``cfg`` with ``train.seed`` set to each of ``seeds`` (what ``--set train.seed=k`` gives);
+    with ``lrs`` (one learning rate per member, as long as ``seeds``), member k also has
+    ``optim.lr = lrs[k]`` (what ``--set optim.lr=...`` gives): a grid of rates x seeds is the
+    two lists expanded, e.g. ``seeds=[0, 1, 0, 1], lrs=[1e-3, 1e-3, 1e-2, 1e-2]``."""
+    if lrs is None:
+        return [dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seed=int(s))) for s in seeds]
+    lrs = list(lrs)
+    if len(lrs) != len(seeds):
+        raise ConfigError(
+            f"{len(lrs)} learning rates for {len(seeds)} members: give one learning rate per member "
+            f"(a grid of rates x seeds expanded into two lists of equal length), got lrs={lrs}, seeds={list(seeds)}"
+        )
+    out = []
+    for s, lr in zip(seeds, lrs):
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
+            raise ConfigError(
+                f"the learning rate of the member with seed {s} must be a finite number > 0, got {lr!r}; "
+                f"fix it in lrs=[...]"
+            )
+        c = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seed=int(s)))
+        out.append(dataclasses.replace(c, optim=dataclasses.replace(c.optim, lr=float(lr))))
+    return out
+
+
+def _shared(cfg: RunConfig) -> dict:
+    """``cfg`` without the keys members may differ in (:data:`MEMBER_KEYS`)."""
     d = cfg.to_dict()
-    d["train"] = {k: v for k, v in d["train"].items() if k != "seed"}
+    for key in MEMBER_KEYS:
+        section, name = key.split(".")
+        d[section] = {k: v for k, v in d[section].items() if k != name}
     return d
 
 
+def member_labels(members: Sequence) -> list[str]:
+    """How messages name each of ``members`` (:class:`Member`): its seed, and its learning rate
+    where the members differ in it."""
+    by_lr = len({m.cfg.optim.lr for m in members}) > 1
+    return [f"seed {m.seed}" + (f" at lr {m.cfg.optim.lr:g}" if by_lr else "") for m in members]
+
+
 def check_ensemble(cfgs: Sequence[RunConfig], task: Task | None = None) -> None:
-    """The members can train as one batched model: they differ only in ``train.seed`` (and
-    every seed once), use no dropout, and the task (if given) is not an encoder-decoder task."""
+    """The members can train as one batched model: they differ only in ``train.seed`` and their
+    learning rates (:data:`MEMBER_KEYS`), no two alike, use no dropout, and the task (if given)
+    is not an encoder-decoder task."""
     if not cfgs:
         raise ConfigError("an ensemble needs at least one seed (e.g. --seeds 0-4)")
-    seeds = [c.train.seed for c in cfgs]
-    if len(set(seeds)) != len(seeds):
-        raise ConfigError(f"the seeds of an ensemble must be distinct, got {seeds}")
-    first = _without_seed(cfgs[0])
+    ids = [(c.train.seed, c.optim.lr, sorted(c.optim.group_lr.items())) for c in cfgs]
+    if len({repr(i) for i in ids}) != len(ids):
+        seeds = [c.train.seed for c in cfgs]
+        raise ConfigError(
+            f"the members of an ensemble must be distinct runs (seed and learning rates), got seeds {seeds} "
+            f"at learning rates {[c.optim.lr for c in cfgs]}"
+        )
+    first = _shared(cfgs[0])
     for c in cfgs[1:]:
-        if _without_seed(c) != first:
+        if _shared(c) != first:
             from .rundir import differences
 
-            diff = {k: v for k, v in differences(cfgs[0], c).items() if k != "train.seed"}
+            diff = {k: v for k, v in differences(cfgs[0], c).items() if not member_key(k)}
             raise ConfigError(
-                f"the members of an ensemble may differ only in train.seed; seed {c.train.seed} "
-                f"differs from seed {seeds[0]} in {sorted(diff)}: train them apart"
+                f"the members of an ensemble may differ only in {', '.join(MEMBER_KEYS)}; the member with seed "
+                f"{c.train.seed} (lr {c.optim.lr:g}) differs from the one with seed {cfgs[0].train.seed} (lr "
+                f"{cfgs[0].optim.lr:g}) in {sorted(diff)}: train them apart"
             )
     if cfgs[0].model.dropout > 0:
         raise ConfigError(
@@ -458,16 +511,17 @@ def _start(
     return device
 
 
-def _members(cfg: RunConfig, seeds: Sequence[int], out) -> list[Member]:
+def _members(cfg: RunConfig, seeds: Sequence[int], out, lrs: Sequence[float] | None = None) -> list[Member]:
     if not len(seeds):
         raise ConfigError(f"an ensemble needs at least one seed, got seeds={list(seeds)!r} (e.g. seeds=[0, 1, 2])")
-    cfgs = member_configs(cfg, seeds)
+    cfgs = member_configs(cfg, seeds, lrs)
     if isinstance(out, (str, Path)):
-        dirs = [Path(out) / f"seed{c.train.seed}" for c in cfgs]
+        # with per-member rates: out/lr<rate>/seed<k>, one folder per rate as a grid of single runs
+        dirs = [Path(out) / (f"lr{c.optim.lr:g}" if lrs is not None else "") / f"seed{c.train.seed}" for c in cfgs]
     else:
         dirs = [Path(d) for d in out]
         if len(dirs) != len(cfgs):
-            raise ConfigError(f"{len(cfgs)} seeds but {len(dirs)} run directories; give one directory per seed")
+            raise ConfigError(f"{len(cfgs)} members but {len(dirs)} run directories; give one directory per member")
     if len(set(map(str, dirs))) != len(dirs):
         raise ConfigError(f"two members of the ensemble would share a run directory: {[str(d) for d in dirs]}")
     return [Member(c.train.seed, c, d) for c, d in zip(cfgs, dirs)]
@@ -550,9 +604,14 @@ def train_ensemble(
     data_dir: str | None = None,
     task: Task | None = None,
     on_eval: Callable | None = None,
+    lrs: Sequence[float] | None = None,
 ) -> dict:
     """Train the runs of ``cfg`` with each of ``seeds`` as one batched model (see the module
     docstring); returns ``{seed: result}``, each result the dict its ``result.json`` holds.
+
+    ``lrs``: one learning rate per member (``optim.lr``; as long as ``seeds``, see
+    :func:`member_configs`): member k is the single run of seed ``seeds[k]`` at ``lrs[k]``, its
+    directory ``out/lr<rate>/seed<k>``, and the result is ``{(rate, seed): result}``.
 
     ``out``: a directory (member k in ``out/seed<k>``) or one run directory per seed (``rnnlab
     train --seeds ... --ensemble`` passes the directories ``--seeds`` alone would use).
@@ -572,11 +631,13 @@ def train_ensemble(
     ([0, 1, 2], 2, 3)
     """
     with caller_state_kept():  # the members set train.threads and seed: the caller's come back
-        members = run_members(_members(cfg, seeds, out), resume, progress, data_dir, task, on_eval, strict=True)
-    results = {m.seed: m.result for m in members if m.result is not None}
-    errors = {m.seed: m.exc or RuntimeError(m.error) for m in members if m.status in ("failed", "busy")}
+        members = run_members(_members(cfg, seeds, out, lrs), resume, progress, data_dir, task, on_eval, strict=True)
+    key = (lambda m: m.seed) if lrs is None else (lambda m: (m.cfg.optim.lr, m.seed))  # noqa: E731
+    results = {key(m): m.result for m in members if m.result is not None}
+    errors = {key(m): m.exc or RuntimeError(m.error) for m in members if m.status in ("failed", "busy")}
     if errors:
-        lines = "; ".join(f"seed {s}: {m.error}" for s, m in ((m.seed, m) for m in members) if s in errors)
+        bad = [(label, m) for label, m in zip(member_labels(members), members) if key(m) in errors]
+        lines = "; ".join(f"{label}: {m.error}" for label, m in bad)
         raise EnsembleFailed(
             f"{len(errors)} of {len(members)} members failed ({lines}); the others finished", results, errors
         )

@@ -39,9 +39,11 @@ checkpoint and exits 130; the same command continues.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import logging
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +79,23 @@ class Suite:
     def seeds_for(self, preset: str) -> list[int]:
         """The seeds of ``preset``: its own (``seeds_of``) or the suite's."""
         return list(self.seeds_of.get(preset, self.seeds))
+
+    def only_seeds(self, seeds: list[int]) -> Suite:
+        """The suite with only those of its seeds in ``seeds`` (a stage of it: ``rnnlab suite ...
+        --seeds 0-2``; the same command without ``--seeds`` completes it in the same directories)."""
+        known = sorted(set(self.seeds) | {s for ss in self.seeds_of.values() for s in ss})
+        unknown = [s for s in seeds if s not in known]
+        if unknown:
+            raise ConfigError(
+                f"--seeds: seed(s) {unknown} are not among suite {self.name}'s seeds {known}: a stage of a "
+                f"suite runs some of its own seeds (e.g. --seeds {known[0]}-{known[min(2, len(known) - 1)]})"
+            )
+        keep = set(seeds)
+        return dataclasses.replace(
+            self,
+            seeds=[s for s in self.seeds if s in keep],
+            seeds_of={p: [s for s in ss if s in keep] for p, ss in self.seeds_of.items()},
+        )
 
     def set_for(self, preset: str) -> list[str]:
         """The overrides of every run of ``preset``: the suite's ``set``, then its own (``set_of``)."""
@@ -218,25 +237,48 @@ def _jobs(suite: Suite, runs_dir: Path, extra: list[str]):
                     yield preset, overrides, rd
 
 
+def per_member(override: str) -> bool:
+    """An override of a key the members of one ensemble may differ in besides the seed (a
+    learning rate: ``rnnlab.ensemble.MEMBER_KEYS``)."""
+    from .config import parse_override
+    from .ensemble import member_key
+
+    return member_key(".".join(parse_override(override)[0]))
+
+
+def shared_overrides(overrides: list[str]) -> tuple[str, ...]:
+    """``overrides`` without those of keys the members of one ensemble may differ in
+    (:func:`per_member`): runs with equal shared overrides train as one ensemble."""
+    return tuple(o for o in overrides if not per_member(o))
+
+
 def _ensembles(todo: list, size: int, data_dir: str | None) -> list:
-    """The runs of ``todo`` that differ only in their seed, as ensemble jobs of at most ``size``
-    members (0: all): ``[(job, [(seed, run directory)...], {runs finished before})]``."""
+    """The runs of ``todo`` that differ only in their seed and learning rates (a grid of rates
+    expanded into members, each at its own: ``rnnlab.ensemble.MEMBER_KEYS``), as ensemble jobs of
+    at most ``size`` members (0: all): ``[(job, [(seed, run directory)...], {runs finished
+    before})]``."""
     from .backends import job_for
     from .rundir import is_finished
 
     groups: dict[tuple, list] = {}
     for preset, ov, rd in todo:  # the seed is the last override (_jobs)
-        groups.setdefault((preset, tuple(ov[:-1])), []).append((int(ov[-1].split("=", 1)[1]), Path(rd)))
+        shared = shared_overrides(ov[:-1])
+        groups.setdefault((preset, shared), []).append((int(ov[-1].split("=", 1)[1]), Path(rd), list(ov[:-1])))
     out = []
-    for (preset, ov), members in groups.items():
+    for (preset, shared), members in groups.items():
         step = size or len(members)
         for i in range(0, len(members), step):
             part = members[i : i + step]
-            job = job_for(preset, [*ov, f"train.seed={part[0][0]}"], part[0][1].parent, data_dir)
-            job.overrides = list(ov)
+            own = [m[2] for m in part]
+            where = Path(os.path.commonpath([d.parent for _, d, _ in part]))  # the grid's folders: their parent
+            job = job_for(preset, [*own[0], f"train.seed={part[0][0]}"], where, data_dir)
+            job.overrides = list(shared) if any(o != own[0] for o in own) else own[0]
             job.label = f"{job.label} x{len(part)}"
-            job.extra["seeds"] = [[s, str(d.absolute())] for s, d in part]
-            out.append((job, part, {d for _, d in part if is_finished(d)}))
+            # each member's own overrides where they differ (its learning rate): as its single run resolves them
+            job.extra["seeds"] = [
+                [s, str(d.absolute()), o] if o != job.overrides else [s, str(d.absolute())] for s, d, o in part
+            ]
+            out.append((job, [(s, d) for s, d, _ in part], {d for _, d, _ in part if is_finished(d)}))
     return out
 
 
@@ -328,14 +370,17 @@ def main_suite(
     backend: str = "local",
     address: str | None = None,
     ensemble: bool | None = None,
+    seeds: list[int] | None = None,
 ) -> int:
     """``rnnlab suite``: run (or continue) the suite and print its table. Ctrl-C cancels the
     queued runs, stops the running ones at their next checkpoint and exits 130; the same
-    command continues."""
+    command continues. ``seeds``: only those of the suite's seeds (a stage)."""
     from . import rundir
     from .results import table
 
     suite = load_suite(name)
+    if seeds is not None:
+        suite = suite.only_seeds(seeds)
     statuses: dict[Path, str] = {}
     log = functools.partial(show_progress, logging.getLogger(__name__))  # hidden by -q, -qq
     try:

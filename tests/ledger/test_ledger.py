@@ -880,8 +880,9 @@ def test_a_longer_step_budget_is_a_setting_of_ours_and_a_shorter_one_is_not(tmp_
 
 def test_a_claim_for_any_hyperparameters_is_judged_over_the_settings_tried(tmp_path):
     """DMU adding, "RNN reaches no threshold, for any hyperparameters": as released, one setting
-    where none reach is inconclusive, three confirm it, and one run reaching a threshold at any
-    setting refutes it (the setting named)."""
+    where none reach is inconclusive, three still are (it is confirmed only over its declared sweep,
+    tests/ledger/test_declared.py), and one run reaching a threshold at any setting refutes it
+    (the setting named)."""
     part = "RNN reaches no threshold, for any hyperparameters"
 
     def runs(lr, reach_epoch=None, n=40):
@@ -896,7 +897,9 @@ def test_a_claim_for_any_hyperparameters_is_judged_over_the_settings_tried(tmp_p
     assert v.startswith("inconclusive (settings: the preset's own: confirmed; holds in the 1 setting tried")
     runs(0.001)
     runs(0.1)
-    assert judge(part, tmp_path).startswith("confirmed (over the 3 settings tried")
+    v = judge(part, tmp_path)
+    assert v.startswith("inconclusive (settings: the preset's own: confirmed; optim.lr 0.001 (preset 0.01): confirmed")
+    assert "confirmed only over the declared sweep `dmu-adding-any-lr` (7 settings x 36 seeds): 4 settings not run" in v
     runs(0.03, reach_epoch=2)
     v = judge(part, tmp_path)
     assert v.startswith("refuted (setting: optim.lr 0.03 (preset 0.01); 4 settings tried) as released (code protocol)")

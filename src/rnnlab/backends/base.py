@@ -149,20 +149,24 @@ def _train_locked(job: Job, cfg, run_dir: Path, on_eval) -> tuple[str, str]:
 def run_ensemble(job: Job) -> tuple[str, str]:
     """:func:`run_one` for a job that trains several seeds of one configuration as one batched
     model (:mod:`rnnlab.ensemble`): ``job.extra["seeds"]`` lists ``[seed, run directory]`` and
-    ``job.overrides`` leave the seed out. Each member keeps run_one's rules: its own lock (a
+    ``job.overrides`` leave the seed out; an entry ``[seed, run directory, overrides]`` gives that
+    member's own overrides instead (members at their own learning rates: a suite's grid of
+    rates expanded into members, ``rnnlab.suite``). Each member keeps run_one's rules: its own lock (a
     member another process holds is busy, the others train), skip-if-finished, resume from its
     checkpoint, its attempts in ``attempts.jsonl``. Returns ``("done" | "trained" | "failed",
     error)``: failed when any member failed or was busy, the error one clause per such member."""
     from .. import config
-    from ..ensemble import Member, run_members
+    from ..ensemble import Member, member_labels, run_members
     from ..runtime import tune_process
     from .pool import busy, stop_requested
 
     tune_process()
     try:
         members = [
-            Member(int(s), config.load(job.preset, [*job.overrides, f"train.seed={int(s)}"]), Path(d))
-            for s, d in job.extra["seeds"]
+            Member(
+                int(s), config.load(job.preset, [*(own[0] if own else job.overrides), f"train.seed={int(s)}"]), Path(d)
+            )
+            for s, d, *own in job.extra["seeds"]
         ]
     except Exception as e:
         return "failed", one_line(e)
@@ -189,7 +193,7 @@ def run_ensemble(job: Job) -> tuple[str, str]:
         _record(m.root, event="end", status=m.status, error=m.error)
     if interrupted:
         return "interrupted", "stopped by Ctrl-C; the same command resumes its members"
-    bad = [m for m in members if m.status in ("failed", "busy")]
+    bad = [(label, m) for label, m in zip(member_labels(members), members) if m.status in ("failed", "busy")]
     if bad:
-        return "failed", "; ".join(f"seed {m.seed} {m.status}: {m.error}" for m in bad)
+        return "failed", "; ".join(f"{label} {m.status}: {m.error}" for label, m in bad)
     return ("done" if all(m.status == "done" for m in members) else "trained"), ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .common import DEMO_METRICS, DEMO_PRESETS, _at_least_one, progress_line, quiet
-from .training import _device_overrides, _print_result
+from .training import _device_overrides, _parse_seeds, _print_result
 
 
 def cmd_suite(args) -> int:
@@ -16,6 +16,15 @@ def cmd_suite(args) -> int:
             s = load_suite(name)
             print(f"  {name:22s} {len(s.presets)} presets x {len(s.seeds)} seeds: {s.description}")
         return 0
+    if args.price:  # what its runs cost; nothing runs
+        import dataclasses
+
+        from ..ledger.price import print_suite_price
+
+        suite = load_suite(args.name)
+        suite = suite if args.seeds is None else suite.only_seeds(_parse_seeds(args.seeds))
+        suite = suite if args.ensemble is None else dataclasses.replace(suite, ensemble=args.ensemble)
+        return print_suite_price(suite, list(args.set or []))
     return main_suite(
         name=args.name,
         runs_dir=args.runs_dir,
@@ -25,6 +34,7 @@ def cmd_suite(args) -> int:
         backend=args.backend,
         address=args.address,
         ensemble=args.ensemble,
+        seeds=None if args.seeds is None else _parse_seeds(args.seeds),
     )
 
 

@@ -281,6 +281,16 @@ def _parser_suite(sub) -> None:
         help="train the seeds of each configuration as one batched model, one job per ensemble (default: "
         "the suite's own 'ensemble' key; the documentation's ensembles page), e.g. --ensemble",
     )
+    s.add_argument(
+        "--seeds",
+        help="run only these of the suite's seeds (a stage; the same command without --seeds completes the "
+        "suite in the same directories), e.g. --seeds 0-2",
+    )
+    s.add_argument(
+        "--price",
+        action="store_true",
+        help="print the suite's CPU-hours from the timings in ./records and run nothing, e.g. --price --seeds 0-2",
+    )
     s.set_defaults(func=cmd_suite)
 
 

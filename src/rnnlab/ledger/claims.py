@@ -309,8 +309,15 @@ CLAIMS: list[Claim] = [
         (
             *(Part(f"DMU ahead of {m.upper()}", dmu_ahead("adding", "dmu", m)) for m in ("rnn", "lstm", "gru", "rhn")),
             Part("GRU ahead of LSTM", dmu_ahead("adding", "gru", "lstm")),
-            Part("RNN reaches no threshold, for any hyperparameters", dmu_never("adding", "rnn"), any_setting=True),
-            Part("RHN reaches no threshold, for any hyperparameters", dmu_never("adding", "rhn"), any_setting=True),
+            *(
+                Part(
+                    f"{m.upper()} reaches no threshold, for any hyperparameters",
+                    dmu_never("adding", m),
+                    any_setting=True,
+                    sweep="dmu-adding-any-lr",
+                )
+                for m in ("rnn", "rhn")
+            ),
         ),
         runs=51,
         headline="code",

@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .declared import sweep_points
 from .published import OURS_PROTOCOL, PAPER_PROTOCOL, PROTOCOLS, VARIANTS, at_other_protocols, protocol
 from .stats import (
     ALPHA,
@@ -155,6 +156,9 @@ class Part:
     #: one setting, else not reproduced), "fails" (refuted by one setting where it works, confirmed
     #: over a sweep) or "compares" (confirmed or refuted over a sweep)
     says: str = "compares"
+    #: a claim "for any hyperparameters": the declared sweep (``rnnlab.ledger.declared``) over which
+    #: alone it can be confirmed ("" for none: then over ``SWEEP_MIN`` settings tried)
+    sweep: str = ""
 
 
 class Asking:
@@ -315,6 +319,8 @@ def judge_over_settings(part: Part, ev, need: int, view=None, native: str = OURS
         for (label, _v, f), k in zip(judged, kinds):
             if k == REFUTED:
                 return f"{REFUTED} (setting: {label}; {tried})", f
+        if part.sweep and set(presets) <= set(sweep_points(part.sweep)):
+            return over_declared_sweep(part.sweep, presets, settings, judged, tried, listing)
     if all(k == kinds[0] for k in kinds) and kinds[0] in (CONFIRMED, REFUTED) and n >= SWEEP_MIN:
         if kinds[0] == CONFIRMED or says == "compares":
             return f"{kinds[0]} (over the {tried}: {listing})", judged[0][2]
@@ -322,6 +328,29 @@ def judge_over_settings(part: Part, ev, need: int, view=None, native: str = OURS
     return (
         f"{INCONCLUSIVE} (settings{' of ours' if ours else ''}: {listing}; {lean} in the {tried}, "
         f"and a verdict needs a declared sweep of {SWEEP_MIN} or more)",
+        judged[0][2],
+    )
+
+
+def over_declared_sweep(name: str, presets, settings, judged, tried: str, listing: str) -> tuple[str, Finding]:
+    """A claim that something fails "for any hyperparameters", none of whose settings refutes it,
+    judged over its declared sweep ``name``: confirmed when every grid point of the sweep, for each
+    of ``presets``, is among the ``settings`` tried and confirms it; else inconclusive, saying how
+    much of the sweep is still to run or undecided."""
+    points = sweep_points(name)
+    at = {d: v for (d, _c), (_l, v, _f) in zip(settings, judged)}
+    seeds = max(n for p in presets for _d, n in points[p])
+    declared = list(dict.fromkeys(d for p in presets for d, _n in points[p]))
+    missing = [d for d in declared if d not in at]
+    undecided = [d for d in declared if d in at and verdict_kind(at[d]) != CONFIRMED]
+    size = f"the declared sweep `{name}` ({counted(len(declared), 'setting')} x {seeds} seeds)"
+    if not missing and not undecided:
+        return f"{CONFIRMED} (over {size}; {tried}: {listing})", judged[0][2]
+    open_ = [f"{counted(len(missing), 'setting')} not run yet"] if missing else []
+    open_ += [f"{len(undecided)} undecided"] if undecided else []
+    lean = "holds" if all(verdict_kind(v) == CONFIRMED for _l, v, _f in judged) else "mixed"
+    return (
+        f"{INCONCLUSIVE} (settings: {listing}; {lean} in the {tried}; confirmed only over {size}: {', '.join(open_)})",
         judged[0][2],
     )
 
@@ -362,7 +391,7 @@ class Claim:
         if not readings or verdict_kind(v) == UNTESTED:
             return v, f
         alts = [
-            (label, self.judge_reading(Part(p.text, rule, p.any_setting, p.says), ev, need)[0])
+            (label, self.judge_reading(Part(p.text, rule, p.any_setting, p.says, p.sweep), ev, need)[0])
             for label, rule in readings
         ]
         # a flip between decisive classes; a reading under which the runs cannot decide (an

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import config
 from ..config import ConfigError, toml_value
 from .claims import CLAIMS, CONFIRMED, NOT_APPLICABLE, REFUTED, UNTESTED, needed, verdict_kind
 from .document import pricer, row_missing
@@ -108,6 +109,9 @@ class Plan:
     cpu: list[Job]  # runs within the budget: the claims' first, then cheapest first
     gpu: list[Job]  # runs longer than the budget on the records' CPU
     unpriced: list[Job]  # runs without a timing
+    #: declared sweeps not complete (``rnnlab.ledger.declared``): (name, what it judges, runs in the
+    #: records, runs declared, CPU seconds of the missing runs or None where one has no price)
+    sweeps: list[tuple[str, str, int, int, float | None]] = field(default_factory=list)
 
     def suite_text(self, jobs: list[Job], name: str, description: str, probe: bool = False) -> str:
         """A suite file (``rnnlab.suite``) of ``jobs``: their presets, each with its own seeds; with
@@ -178,7 +182,40 @@ def make_plan(roots, budget_s: float = AFFORDABLE_HOURS * 3600, paper: str | Non
     cpu.sort(key=lambda j: (rank.get(j.preset, len(claim_list)), j.need.total_s(), j.preset))
     gpu.sort(key=lambda j: (j.need.total_s(), j.preset))
     unpriced.sort(key=lambda j: j.preset)
-    return Plan(budget_s, claim_list, cpu, gpu, unpriced)
+    return Plan(budget_s, claim_list, cpu, gpu, unpriced, sweeps_left(ev, paper))
+
+
+def sweeps_left(ev, paper: str | None = None) -> list[tuple[str, str, int, int, float | None]]:
+    """The declared sweeps whose runs the records do not all hold, with the price of the rest
+    (each missing run at its own configuration's price)."""
+    from ..suite import grid_points, load_suite
+    from .declared import DECLARED, sweep_points, sweep_progress
+    from .records import _diffs, _resolved, preset_configs
+
+    out = []
+    for name, sweep in DECLARED.items():
+        if paper and sweep.paper != paper:
+            continue
+        suite = load_suite(sweep.suite)
+        progress = sweep_progress(name, ev)
+        done, total = sum(p[2] for p in progress), sum(p[3] for p in progress)
+        if done >= total:
+            continue
+        left = {(p, d): n - k for p, d, k, n in progress}
+        seconds: float | None = 0.0
+        for preset in sweep_points(name):
+            for point in grid_points(suite.grid):
+                over = (*suite.set_for(preset), *point)
+                cfg = config.load(preset, list(over))
+                d = tuple(_diffs(_resolved(cfg.to_dict()), preset_configs()[preset]))
+                t = pricer(ev).timing(preset, overrides=over)
+                if t is None:
+                    seconds = None
+                    break
+                if seconds is not None:
+                    seconds += left.pop((preset, d), 0) * t.seconds(cfg.train.steps, cfg.train.eval_every)
+        out.append((name, sweep.why, done, total, seconds))
+    return out
 
 
 def _job_lines(jobs: list[Job], gpu: bool = False) -> list[str]:
@@ -238,6 +275,21 @@ def render(plan: Plan, suite_path: str | None = None) -> str:
             "",
             *_job_lines(plan.gpu, gpu=True),
         ]
+    else:
+        out.append("None.")
+    out += ["", f"## Declared sweeps not complete ({len(plan.sweeps)})", ""]
+    if plan.sweeps:
+        out += [
+            'A claim that a model fails "for any hyperparameters" is confirmed only over its declared sweep '
+            "(a suite; docs/reproduce.md, Declared sweeps), refuted by one of its settings where a run works:",
+            "",
+        ]
+        for name, why, done, total, s in plan.sweeps:
+            price = "no price" if s is None else f"{hours(s)} CPU-h"
+            out.append(
+                f"* `rnnlab suite {name} --jobs 2` -- {why}: {done} of {counted(total, 'run')} in the records, the "
+                f"rest {price} (a stage of its seeds: `--seeds 0-2`; the price: `--price`)"
+            )
     else:
         out.append("None.")
     out += ["", f"## Without a price: {counted(sum(len(j.need.seeds) for j in plan.unpriced), 'run')}", ""]

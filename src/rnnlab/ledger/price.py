@@ -395,18 +395,64 @@ def checkpoint_every(step_s: float) -> int:
 
 
 def suite_jobs(suite, pricer: Pricer) -> list[tuple[str, float, float]]:
-    """``(preset, seconds of one job, seconds of one of its steps)`` for each priced preset of a
-    suite at its settings (a job trains one run, or an ensemble of the seeds of one
-    configuration: then its members' time adds up)."""
+    """``(preset, seconds of one job, seconds of one of its steps)`` for each job of a suite at its
+    settings, as ``rnnlab suite`` runs them: a job trains one run, or (``ensemble``) the seeds of
+    one configuration and of the grid points that differ from it only in learning rates, as one
+    batched model of at most ``ensemble`` members (then its members' time adds up)."""
+    from ..suite import grid_points, shared_overrides
+
     out = []
     for preset in suite.presets:
-        t = pricer.timing(preset, overrides=tuple(suite.set_for(preset)))
-        if t is None:
-            continue
-        train = _load(preset, tuple(suite.set_for(preset)))[0]["train"]
+        groups: dict[tuple, list[list[str]]] = {}
+        for point in grid_points(suite.grid, f"suite {suite.name}"):
+            over = [*suite.set_for(preset), *point]
+            groups.setdefault(shared_overrides(over) if suite.ensemble else tuple(over), []).append(over)
         seeds = len(suite.seeds_for(preset))
-        members = (seeds if suite.ensemble is True else min(seeds, int(suite.ensemble))) if suite.ensemble else 1
-        members = max(1, members)
-        seconds = t.seconds(train["steps"], train["eval_every"])
-        out.append((preset, seconds * members, (t.step_s + t.eval_s / max(1, train["eval_every"])) * members))
+        for overs in groups.values():
+            runs = len(overs) * seeds
+            t = pricer.timing(preset, overrides=tuple(overs[0]))
+            loaded = _load(preset, tuple(overs[0]))
+            if t is None or loaded is None:
+                continue
+            train = loaded[0]["train"]
+            seconds = t.seconds(train["steps"], train["eval_every"])
+            cap = (runs if suite.ensemble is True else int(suite.ensemble)) if suite.ensemble else 1
+            for first in range(0, runs, cap):
+                members = min(cap, runs - first)
+                step = (t.step_s + t.eval_s / max(1, train["eval_every"])) * members
+                out.append((preset, seconds * members, step))
     return out
+
+
+def suite_hours(suite, pricer: Pricer) -> tuple[float, list[str]]:
+    """The CPU-hours of every run of ``suite`` (one thread each; an ensemble's members add up),
+    and the presets nothing prices."""
+    jobs = suite_jobs(suite, pricer)
+    priced = {p for p, _, _ in jobs}
+    return sum(s for _, s, _ in jobs) / 3600, [p for p in suite.presets if p not in priced]
+
+
+def print_suite_price(suite, overrides: list[str] | None = None) -> int:
+    """``rnnlab suite NAME --price``: each job's price and the suite's CPU-hours, from the
+    timings of the records in ``records/`` of the working directory, as ``rnnlab reproduce plan``
+    reads them."""
+    import dataclasses
+
+    from ..suite import grid_points
+
+    if overrides:
+        suite = dataclasses.replace(suite, set=[*suite.set, *overrides])
+    pricer = Pricer(timing_records([Path("records")]))
+    jobs = suite_jobs(suite, pricer)
+    runs = sum(len(suite.seeds_for(p)) for p in suite.presets) * len(grid_points(suite.grid))
+    for preset, seconds, step_s in jobs:
+        t = pricer.timing(preset, overrides=tuple(suite.set_for(preset)))
+        where = f" ({t.source}: {t.text})" if t is not None else ""
+        print(f"  {preset}: a job of {seconds / 3600:.2f} CPU-hours, {step_s:.3g} s a step{where}")
+    hours, unpriced = suite_hours(suite, pricer)
+    print(
+        f"suite {suite.name}: {runs} runs in {len(jobs)} job(s), {hours:.2f} CPU-hours ({hours * 60:.0f} CPU-minutes)"
+    )
+    if unpriced:
+        print(f"  no price (no timing of this configuration): {', '.join(unpriced)}")
+    return 0
