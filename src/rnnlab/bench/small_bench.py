@@ -46,29 +46,46 @@ def build_floor(source: Path, out_dir: Path) -> dict:
     """The floor's two libraries (``{"f64": ..., "f32": ...}``), compiled with ``cc -O3``."""
     import torch
 
-    from ..kernels.small_abi import bind, check_source
+    from ..kernels.small_abi import SCALAR_FUNCTIONS, bind, check_source
 
     cc = shutil.which("cc")
     if cc is None:
         raise RuntimeError("the floor needs a C compiler (cc)")
-    check_source(source)  # the floor is called as the compiled loops are: the same prototypes
+    check_source(source, SCALAR_FUNCTIONS)  # the floor is called as the scalar loops are: the same prototypes
     libs = {}
     for kind, extra in (("f64", []), ("f32", ["-DSINGLE"])):
         target = out_dir / f"floor-{kind}.so"
         subprocess.run([cc, "-O3", "-std=gnu99", "-shared", "-fPIC", *extra, str(source), "-o", str(target), "-lm"],
                        check=True)  # fmt: skip
-        libs[kind] = bind(ctypes.CDLL(str(target)), torch.float32 if kind == "f32" else torch.float64)
+        libs[kind] = bind(ctypes.CDLL(str(target)), torch.float32 if kind == "f32" else torch.float64, SCALAR_FUNCTIONS)
     return libs
 
 
 @contextlib.contextmanager
+def lanes_off():
+    """While inside, the cells run the scalar compiled loops where they would run the lane kernels
+    (:data:`rnnlab.kernels.dispatch.LANES_MAX_WIDTH` emptied): the path before the lane kernels."""
+    from ..kernels import dispatch
+
+    real = dispatch.LANES_MAX_WIDTH
+    dispatch.LANES_MAX_WIDTH = {}
+    try:
+        yield
+    finally:
+        dispatch.LANES_MAX_WIDTH = real
+
+
+@contextlib.contextmanager
 def timed_kernels(libs: dict | None = None):
-    """While inside, the compiled loops are ``libs`` (None: the package's own) and the time spent
-    in them (each call with its argument checks) accumulates in the yielded list's first element."""
+    """While inside, the compiled loops are ``libs`` (None: the package's own; the floor's
+    libraries have the scalar loops only, so with them the lane kernels are off) and the time
+    spent in them (each call with its argument checks) accumulates in the yielded list's first
+    element."""
     from ..kernels import small
 
     spent = [0.0]
     real_call, real_libs = small._call, dict(small._libs)
+    off = lanes_off() if libs is not None else contextlib.nullcontext()
 
     def call(name, dtype, *args):
         t = time.thread_time()
@@ -81,7 +98,8 @@ def timed_kernels(libs: dict | None = None):
         small._libs.update(libs)
     small._call = call
     try:
-        yield spent
+        with off:
+            yield spent
     finally:
         small._call = real_call
         small._libs.clear()

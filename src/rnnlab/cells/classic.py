@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .. import parametrize as par
-from ..kernels import small
+from ..kernels import dispatch, small
 from ..kernels.amp import autocasting, float32_region, full_precision, low_precision_autocast
 from ..kernels.ensemble import batched_linear, ensemble_gru, ensemble_lstm
 from ..kernels.gated import gru_recurrence
@@ -211,7 +211,7 @@ class RNNCell(_Affine):
         path = self.path(x, lengths)
         if path == "step":
             return Cell.sequence(self, x, state, lengths)
-        if path == "compiled":
+        if path in dispatch.COMPILED:
             return self.small_sequence(x, state, lengths)
         if path == "native":
             return self._native(x, state, lengths)
@@ -232,11 +232,13 @@ class RNNCell(_Affine):
         return elementwise_rnn(u, self.weight_hh, state, self.nonlinearity, self.modrelu_bias, lengths)
 
     def small_sequence(self, x, state=None, lengths=None):
-        if self.path(x, lengths) != "compiled":
+        path = self.path(x, lengths)
+        if path not in dispatch.COMPILED:
             return None
         state = self.start_sequence(x, state)
         bias = None if self.bias_ih is None else self.bias_ih + self.bias_hh
-        return small.rnn(batched_linear(x, self.weight_ih, bias), self.weight_hh, state, self.nonlinearity, lengths)
+        u = batched_linear(x, self.weight_ih, bias)
+        return small.rnn(u, self.weight_hh, state, self.nonlinearity, lengths, lanes=path == "lanes")
 
     @property
     def native(self):

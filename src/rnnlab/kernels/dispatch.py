@@ -5,6 +5,8 @@ A recurrence can run several ways, each tested against the cell's step loop in f
 
 * ``step``: the cell's ``forward`` looped by :func:`rnnlab.unroll` (the reference);
 * ``compiled``: the C loops of :mod:`rnnlab.kernels.small` (forward and BPTT, tiny widths);
+* ``lanes``: the same C recurrence with all members' sequences side by side in vector lanes
+  (the lane kernels of :mod:`rnnlab.kernels.small`: the RNN family so far);
 * ``native``: ATen's whole-sequence kernel (``torch.lstm``, ``torch.gru``, ``torch.rnn_tanh``);
 * ``fused``: a whole-sequence autograd Function with a hand-written BPTT in PyTorch;
 * ``triton``: the persistent GPU kernel of :mod:`rnnlab.kernels.triton_recurrence`;
@@ -34,6 +36,8 @@ from .triton_setting import mode as triton_mode
 
 __all__ = [
     "AUTO_MAX_WIDTH",
+    "COMPILED",
+    "LANES_MAX_WIDTH",
     "DIAGONAL_SCAN_MAX_STEP",
     "PATHS",
     "SCAN_MAX_STEP_MACS",
@@ -49,6 +53,7 @@ __all__ = [
 PATHS = {
     "step": "the cell's forward, looped by rnnlab.unroll (the reference)",
     "compiled": "C loops, forward and BPTT (rnnlab.kernels.small, compiled at first use)",
+    "lanes": "C loops with the sequences of all members side by side in vector lanes (rnnlab.kernels.small)",
     "native": "ATen's whole-sequence kernel",
     "fused": "one autograd Function over the sequence with a hand-written BPTT",
     "triton": "the persistent Triton kernel (CUDA)",
@@ -67,6 +72,16 @@ PATHS = {
 #: DMU's update network adds its width); the LSTM's up to 4 (ATen's LSTM wins from 8); the
 #: RHN's up to 8 in an ensemble (``python benchmarks/small_models.py --widths``; docs/speed.md).
 AUTO_MAX_WIDTH = {"rnn": 32, "gru": 8, "dmu": 8, "rhn": 8, "lstm": 4}
+
+#: where the compiled loops run, a kernel with a lane form (``rnn_lanes_*`` of small.c) runs it up
+#: to this width, the scalar loop above it. Measured (``python benchmarks/small_models.py
+#: --widths``: one layer, one thread, batch 32, T = 100, float32, forward and backward, lanes
+#: time / scalar loop time): at E = 1 0.92, 0.75, 0.62, 0.77, 0.70 and at E = 51 0.51, 0.72,
+#: 0.65, 0.70, 0.90 for widths 4, 8, 16, 32, 64; wider was not measured.
+LANES_MAX_WIDTH = {"rnn": 64}
+
+#: the paths that run the compiled loops (a cell's ``small_sequence``)
+COMPILED = ("compiled", "lanes")
 
 #: the LT-RNN's ``auto`` uses the scan when one step's product is at most this many
 #: multiply-adds (B H^2), else the loop. Measured with ``benchmarks/scan.py`` (one thread,
@@ -109,13 +124,15 @@ TABLE: dict[str, Family] = {
             {
                 "step": _STEP,
                 "compiled": "rnnlab.kernels.small.rnn",
+                "lanes": "rnnlab.kernels.small.rnn (lanes=True)",
                 "native": "torch.rnn_tanh / torch.rnn_relu",
                 "fused": _ELEMENTWISE,
                 "triton": _TRITON,
                 "ensemble": _BATCHED,
             },
-            "reference: step; compiled if it can run (not modReLU); native if asked; else triton on CUDA "
-            "where it fits, else fused. Ensemble: compiled if it can run, else ensemble",
+            "reference: step; compiled if it can run (not modReLU), as lanes up to LANES_MAX_WIDTH; native if "
+            "asked; else triton on CUDA where it fits, else fused. Ensemble: compiled (lanes) if it can run, "
+            "else ensemble",
             "rnn",
         ),
         Family(
@@ -124,15 +141,16 @@ TABLE: dict[str, Family] = {
             {
                 "step": _STEP,
                 "compiled": "rnnlab.kernels.small.rnn (identity)",
+                "lanes": "rnnlab.kernels.small.rnn (identity, lanes=True)",
                 "fused": _ELEMENTWISE + " (identity; with lengths)",
                 "triton": _TRITON + " (identity; with lengths)",
                 "loop": "rnnlab.kernels.scan.linear_recurrence_fused",
                 "scan": "rnnlab.kernels.scan.linear_recurrence_scan",
                 "ensemble": _BATCHED,
             },
-            "reference: step; compiled if it can run; with lengths triton/fused; loop or scan if asked; "
-            "else scan when chunk is set or B H^2 <= SCAN_MAX_STEP_MACS, else loop. "
-            "Ensemble: compiled if it can run, else ensemble",
+            "reference: step; compiled if it can run, as lanes up to LANES_MAX_WIDTH; with lengths "
+            "triton/fused; loop or scan if asked; else scan when chunk is set or B H^2 <= SCAN_MAX_STEP_MACS, "
+            "else loop. Ensemble: compiled (lanes) if it can run, else ensemble",
             "rnn",
         ),
         Family(
@@ -364,22 +382,24 @@ def choose(
     """
     fam = TABLE[family]
     x = tensors[0] if tensors else None
-    can_compile = (
+    fast = None  # the compiled loops' path where they run: lanes where the kernel has them, up to their width
+    if (
         fam.kernel is not None
         and nonlinearity != "modrelu"
         and bool(tensors)
         and compiled(fam.kernel, backend, width, tensors)
-    )
+    ):
+        fast = "lanes" if width <= LANES_MAX_WIDTH.get(fam.kernel, 0) else "compiled"
     if ensemble:
-        if can_compile:
-            return "compiled"
+        if fast:
+            return fast
         if family in ("gru", "dmu", "rhn") and lengths and x is not None and low_precision_autocast(x):
             return "step"
         return "ensemble" if "ensemble" in fam.paths else "step"
     if backend == "reference":
         return "step"
-    if can_compile:
-        return "compiled"
+    if fast:
+        return fast
     if family == "rnn":
         return "native" if backend == "native" else _fused_or_triton(x, width)
     if family == "ltrnn":
@@ -421,9 +441,10 @@ def table() -> str:
             lines.append(f"  {path:<9} {where}")
         lines.append(f"  rule: {fam.rule}")
     limits = ", ".join(f"{k} {v}" for k, v in AUTO_MAX_WIDTH.items())
+    lanes = ", ".join(f"{k} {v}" for k, v in LANES_MAX_WIDTH.items())
     lines.append(
         f"'compiled if it can run': backend small, or auto up to the width {limits}; on the CPU, float32 "
-        f"or float64, no autocast, not traced, a C compiler. LT-RNN scan while B H^2 <= {SCAN_MAX_STEP_MACS}; diagonal scan while B x state elements "
+        f"or float64, no autocast, not traced, a C compiler; as lanes up to the width {lanes}. LT-RNN scan while B H^2 <= {SCAN_MAX_STEP_MACS}; diagonal scan while B x state elements "
         f"<= {DIAGONAL_SCAN_MAX_STEP}"
     )
     return "\n".join(lines)

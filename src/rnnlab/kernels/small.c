@@ -185,6 +185,151 @@ void NAME(rnn_backward)(long E, long T, long B, long H, int act, const R *dS, co
     free(carry_all);
 }
 
+/* ------------------------------------------------------------------ lanes: sequences side by side */
+/* The same recurrences with the E * B sequences (member e, sequence b: lane e * B + b) run in
+ * blocks of LANES side by side: every quantity of a block is stored as [row][lane], so each
+ * inner loop is over the lanes of a block with no dependence between them, and the compiler
+ * turns it into vector instructions (8 or 16 floats, 4 or 8 doubles per instruction). The
+ * weights are copied per lane (a lane's member's), so a block may hold several members and E = 1
+ * fills the lanes with its B sequences. Tensors in and out keep the layout of the loops above
+ * (members, time, batch, rows); a block gathers all its steps into [time][row][lane] first and
+ * scatters its results at the end (copying step by step stalls on store forwarding). A lane's
+ * arithmetic does not depend on the other lanes, so a member's results are those of its run
+ * alone. Past the last sequence a block repeats it and writes nothing. */
+#define LANES 32
+
+/* the lanes' members, their offsets in a (E, T, B, rows) tensor at t = 0 (in rows), lengths */
+static long lanes_of(long n0, long N, long T, long B, const int64_t *lens, long *mem, long *off, R *len) {
+    long nb = N - n0 < LANES ? N - n0 : LANES;
+    for (long k = 0; k < LANES; k++) {
+        long n = n0 + (k < nb ? k : nb - 1), e = n / B, b = n % B;
+        mem[k] = e;
+        off[k] = e * T * B + b;
+        len[k] = (R)(lens ? lens[n] : T);
+    }
+    return nb;
+}
+/* w[(r * C + c) * LANES + k] = W[mem[k]][r][c]: a (rows, cols) weight per lane */
+static void spread(R *w, const R *W, long rows, long cols, const long *mem) {
+    for (long rc = 0; rc < rows * cols; rc++)
+        for (long k = 0; k < LANES; k++) w[rc * LANES + k] = W[mem[k] * rows * cols + rc];
+}
+/* x[(t * rows + i) * LANES + k] = X[(off[k] + t * B) * rows + i] for t < T, and back */
+static void gather(R *x, const R *X, long rows, long T, long B, const long *off) {
+    for (long t = 0; t < T; t++)
+        for (long k = 0; k < LANES; k++) {
+            const R *src = X + (off[k] + t * B) * rows;
+            R *dst = x + t * rows * LANES + k;
+            for (long i = 0; i < rows; i++) dst[i * LANES] = src[i];
+        }
+}
+static void scatter(R *X, const R *x, long rows, long T, long B, const long *off, long nb) {
+    for (long t = 0; t < T; t++)
+        for (long k = 0; k < nb; k++) {
+            R *dst = X + (off[k] + t * B) * rows;
+            const R *src = x + t * rows * LANES + k;
+            for (long i = 0; i < rows; i++) dst[i] = src[i * LANES];
+        }
+}
+/* the initial state of each lane: h0 (E, B, rows) */
+static void gather0(R *x, const R *X0, long rows, long T, long B, const long *off) {
+    for (long k = 0; k < LANES; k++) {
+        long e = off[k] / (T * B), b = off[k] % (T * B);
+        for (long i = 0; i < rows; i++) x[i * LANES + k] = X0[(e * B + b) * rows + i];
+    }
+}
+static inline R tanh_e(R v) {
+    R v2 = v * v;
+    R series = v * ((R)1 + v2 * ((R)(-1.0 / 3) + v2 * ((R)(2.0 / 15) + v2 * ((R)(-17.0 / 315) +
+                    v2 * ((R)(62.0 / 2835) + v2 * (R)(-1382.0 / 155925)))))); /* fmt */
+    R far = (R)2 / ((R)1 + exp_e((R)-2 * v)) - (R)1;
+    return (v < (R)0.0625 && v > (R)-0.0625) ? series : far;
+}
+
+void NAME(rnn_lanes_forward)(long E, long T, long B, long H, int act, const R *u, const R *W, const R *h0,
+                             const int64_t *lens, R *S) {
+    long N = E * B, mem[LANES], off[LANES], HL = H * LANES;
+    R len[LANES];
+    R *w = malloc(H * HL * sizeof(R)), *h0l = malloc(HL * sizeof(R));
+    R *z = malloc(T * HL * sizeof(R)); /* the input terms, then the states, of all steps */
+    for (long n0 = 0; n0 < N; n0 += LANES) {
+        long nb = lanes_of(n0, N, T, B, lens, mem, off, len);
+        spread(w, W, H, H, mem);
+        gather0(h0l, h0, H, T, B, off);
+        gather(z, u, H, T, B, off);
+        for (long t = 0; t < T; t++) {
+            R *zt = z + t * HL;
+            const R *h = t > 0 ? zt - HL : h0l;
+            for (long i = 0; i < H; i++) {
+                R *zi = zt + i * LANES;
+                for (long j = 0; j < H; j++) {
+                    const R *wij = w + (i * H + j) * LANES, *hj = h + j * LANES;
+                    for (long k = 0; k < LANES; k++) zi[k] += wij[k] * hj[k];
+                }
+            }
+            if (act == 0)
+                for (long q = 0; q < HL; q++) zt[q] = tanh_e(zt[q]);
+            else if (act == 1)
+                for (long q = 0; q < HL; q++) zt[q] = zt[q] < 0 ? (R)0 : zt[q];
+            for (long i = 0; i < H; i++)
+                for (long k = 0; k < LANES; k++) zt[i * LANES + k] = (R)t < len[k] ? zt[i * LANES + k] : h[i * LANES + k];
+        }
+        scatter(S, z, H, T, B, off, nb);
+    }
+    free(w), free(h0l), free(z);
+}
+
+/* BPTT of rnn_lanes_forward: dU the gradients of the input terms, dh0 of the initial state, and
+ * the weight's gradient ADDED to dW (the caller zeroes it) */
+void NAME(rnn_lanes_backward)(long E, long T, long B, long H, int act, const R *dS, const R *S, const R *W,
+                              const R *h0, const int64_t *lens, R *dU, R *dW, R *dh0) {
+    long N = E * B, mem[LANES], off[LANES], HL = H * LANES;
+    R len[LANES];
+    R *w = malloc(H * HL * sizeof(R)), *dw = malloc(H * HL * sizeof(R)), *carry = malloc(HL * sizeof(R));
+    R *s = malloc((T + 1) * HL * sizeof(R)); /* h0, then the states of all steps */
+    R *g = malloc(T * HL * sizeof(R));      /* dS, then dU, of all steps */
+    for (long n0 = 0; n0 < N; n0 += LANES) {
+        long nb = lanes_of(n0, N, T, B, lens, mem, off, len);
+        spread(w, W, H, H, mem);
+        memset(dw, 0, H * HL * sizeof(R));
+        memset(carry, 0, HL * sizeof(R));
+        gather0(s, h0, H, T, B, off);
+        gather(s + HL, S, H, T, B, off);
+        gather(g, dS, H, T, B, off);
+        for (long t = T - 1; t >= 0; t--) {
+            const R *st = s + (t + 1) * HL, *sp = s + t * HL;
+            R *gt = g + t * HL;
+            for (long i = 0; i < H; i++)
+                for (long k = 0; k < LANES; k++) {
+                    long q = i * LANES + k;
+                    R in = gt[q] + carry[q], v = st[q];
+                    R d = act == 0 ? (R)1 - v * v : act == 1 ? (v <= 0 ? (R)0 : (R)1) : (R)1;
+                    int live = (R)t < len[k];
+                    gt[q] = live ? in * d : (R)0;
+                    carry[q] = live ? (R)0 : in; /* a frozen step passes its gradient on */
+                }
+            for (long i = 0; i < H; i++) {
+                const R *gi = gt + i * LANES;
+                for (long j = 0; j < H; j++) {
+                    const R *wij = w + (i * H + j) * LANES, *spj = sp + j * LANES;
+                    R *cj = carry + j * LANES, *dwij = dw + (i * H + j) * LANES;
+                    for (long k = 0; k < LANES; k++) {
+                        cj[k] += wij[k] * gi[k];
+                        dwij[k] += gi[k] * spj[k];
+                    }
+                }
+            }
+        }
+        scatter(dU, g, H, T, B, off, nb);
+        for (long k = 0; k < nb; k++) {
+            long e = mem[k], b = (n0 + k) % B;
+            for (long i = 0; i < H; i++) dh0[(e * B + b) * H + i] = carry[i * LANES + k];
+            for (long rc = 0; rc < H * H; rc++) dW[e * H * H + rc] += dw[rc * LANES + k];
+        }
+    }
+    free(w), free(dw), free(carry), free(s), free(g);
+}
+
 /* ------------------------------------------------------------------ LSTM (gates i, f, g, o) */
 /* u = W_ih x + b_ih + b_hh (E, T, B, 4H); A keeps the activated gates (E, T, B, 4H), TC tanh(c) */
 

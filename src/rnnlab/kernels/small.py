@@ -385,10 +385,50 @@ def _rnn(u, W, h0, lengths, act):
     return _masked(S, lens), S[:, -1]
 
 
-def rnn(u: Tensor, weight: Tensor, h0: Tensor, nonlinearity: str = "tanh", lengths: Tensor | None = None):
-    """``h_t = phi(W h_{t-1} + u_t)``, phi tanh, relu or identity: ``(outputs (T, B, H), h_n)``."""
+class _RNNLanes(torch.autograd.Function):
+    """The RNN with its sequences side by side in vector lanes (``rnn_lanes_*`` of small.c);
+    the weight's gradient is summed in the C code."""
+
+    @staticmethod
+    def forward(ctx, act: int, u, W, h0, lens):
+        E, T, B, H = u.shape
+        S = torch.empty_like(u)
+        _call("rnn_lanes_forward", u.dtype, E, T, B, H, act, u, W, h0, lens, S)
+        ctx.act, ctx.lens, ctx.args = act, lens, (act, u, W, h0, lens)
+        ctx.save_for_backward(S, W, h0)
+        return S
+
+    @staticmethod
+    @_twice(_ref_rnn)
+    def backward(ctx, dS):
+        dS = dS.contiguous()
+        S, W, h0 = ctx.saved_tensors
+        E, T, B, H = S.shape
+        dU, dW, dh0 = torch.empty_like(S), torch.zeros_like(W), torch.empty_like(h0)
+        _call("rnn_lanes_backward", S.dtype, E, T, B, H, ctx.act, dS, S, W, h0, ctx.lens, dU, dW, dh0)
+        return None, dU, dW, dh0, None
+
+
+def _rnn_lanes(u, W, h0, lengths, act):
+    lens = _lens(lengths)
+    S = _RNNLanes.apply(act, *_c(u, W, h0), lens)
+    return _masked(S, lens), S[:, -1]
+
+
+def rnn(
+    u: Tensor,
+    weight: Tensor,
+    h0: Tensor,
+    nonlinearity: str = "tanh",
+    lengths: Tensor | None = None,
+    lanes: bool = False,
+):
+    """``h_t = phi(W h_{t-1} + u_t)``, phi tanh, relu or identity: ``(outputs (T, B, H), h_n)``.
+    ``lanes``: run the lane kernel (the sequences of all members side by side in vector
+    lanes; :func:`rnnlab.kernels.dispatch.choose` says when) instead of the scalar loop."""
     act = _ACT[nonlinearity]
-    return ensemble_call(lambda *a: _rnn(*a, act), u, weight, h0, lengths)
+    run = _rnn_lanes if lanes else _rnn
+    return ensemble_call(lambda *a: run(*a, act), u, weight, h0, lengths)
 
 
 class _LSTM(torch.autograd.Function):
