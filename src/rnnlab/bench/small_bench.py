@@ -140,28 +140,59 @@ def _median_step(step, steps: int, warmup: int, clock=time.thread_time) -> float
 
 
 def time_preset(preset: str, size: int, floor: dict, steps: int, warmup: int = 2, log=print) -> dict:
-    """One row: before, after, floor (seconds per step, CPU time), the after path's kernel time,
-    and the evaluation of the after path."""
+    """One row (seconds per step, CPU time, medians over ``steps`` repeats): the whole step
+    before, after (the lane kernels where the rule picks them) and with the scalar compiled loops
+    (``scalar``: the path before the lane kernels); the time inside the compiled loops of the
+    after and scalar steps and inside the floor's; and the evaluation of the after path. The
+    variants run interleaved, one step of each per repeat, the order reversed every other repeat
+    (a loaded machine slows them alike)."""
     row: dict = {"preset": preset, "members": size}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         tmp = Path(tmp)
-        with _stepper(preset, "fused", size, tmp / "before", stacked=False) as (step, _):
-            row["before_s"] = _median_step(step, steps, warmup)
-        with _stepper(preset, "auto", size, tmp / "after") as (step, evaluate):
-            row["after_s"] = _median_step(step, steps, warmup)
-            with timed_kernels() as spent:
-                _median_step(step, 1, 0)
-                row["after_kernels_s"] = spent[0]
-            with timed_kernels(floor) as spent:
-                n = max(1, steps // 2)
-                _median_step(step, n, 0)
-                row["floor_s"] = spent[0] / n
-            t = time.thread_time()
-            evaluate()
-            row["eval_s"] = time.thread_time() - t
+        before = stack.enter_context(_stepper(preset, "fused", size, tmp / "before", stacked=False))[0]
+        after, evaluate = stack.enter_context(_stepper(preset, "auto", size, tmp / "after"))
+        scalar = stack.enter_context(_stepper(preset, "auto", size, tmp / "scalar"))[0]
+
+        def timed(step, libs=None, lanes=True):
+            def run():
+                with timed_kernels(libs) as spent, contextlib.nullcontext() if lanes else lanes_off():
+                    t = time.thread_time()
+                    step()
+                    whole = time.thread_time() - t
+                return whole, spent[0]
+
+            return run
+
+        variants = {
+            "before": timed(before),
+            "after": timed(after),
+            "scalar": timed(scalar, lanes=False),
+            "floor": timed(scalar, floor),
+        }
+        for _ in range(warmup):
+            for run in variants.values():
+                run()
+        times: dict = {k: [] for k in variants}
+        for r in range(steps):
+            for k in list(variants) if r % 2 == 0 else list(variants)[::-1]:
+                times[k].append(variants[k]())
+        med = lambda k, i: statistics.median(x[i] for x in times[k])  # noqa: E731
+        row.update(
+            before_s=med("before", 0),
+            after_s=med("after", 0),
+            after_kernels_s=med("after", 1),
+            scalar_s=med("scalar", 0),
+            scalar_kernels_s=med("scalar", 1),
+            floor_s=med("floor", 1),
+        )
+        t = time.thread_time()
+        evaluate()
+        row["eval_s"] = time.thread_time() - t
     log(
-        f"{preset} E={size}: before {row['before_s'] * 1e3:.1f} ms, after {row['after_s'] * 1e3:.1f} ms, "
-        f"floor {row['floor_s'] * 1e3:.1f} ms, evaluation {row['eval_s'] * 1e3:.0f} ms"
+        f"{preset} E={size}: before {row['before_s'] * 1e3:.1f} ms, after {row['after_s'] * 1e3:.1f} ms "
+        f"(kernels {row['after_kernels_s'] * 1e3:.1f}), scalar loops {row['scalar_s'] * 1e3:.1f} ms "
+        f"(kernels {row['scalar_kernels_s'] * 1e3:.1f}), floor {row['floor_s'] * 1e3:.1f} ms, "
+        f"evaluation {row['eval_s'] * 1e3:.0f} ms"
     )
     return row
 
@@ -194,6 +225,35 @@ def format_table(rows: list[dict]) -> str:
             f"| {r['preset']} | {r['members']} | {r['before_s'] * 1e3:.1f} | {r['after_s'] * 1e3:.1f} | "
             f"{r['floor_s'] * 1e3:.1f} | {r['before_s'] / r['after_s']:.1f}x | {r['after_s'] / r['floor_s']:.2f} |"
         )
+    lanes = [r for r in rows if "scalar_s" in r]
+    if lanes:
+        lines += [
+            "",
+            "| preset | E | lane kernels (ms) | scalar loops (ms) | floor (ms) | lanes / floor | scalar / floor "
+            "| step, lanes (ms) | step, scalar loops (ms) | step lanes / floor |",
+            "|" + "---|" * 10,
+        ]
+        for r in lanes:
+            f = r["floor_s"]
+            lines.append(
+                f"| {r['preset']} | {r['members']} | {r['after_kernels_s'] * 1e3:.2f} | "
+                f"{r['scalar_kernels_s'] * 1e3:.2f} | {f * 1e3:.2f} | {r['after_kernels_s'] / f:.2f} | "
+                f"{r['scalar_kernels_s'] / f:.2f} | {r['after_s'] * 1e3:.1f} | {r['scalar_s'] * 1e3:.1f} | "
+                f"{r['after_s'] / f:.2f} |"
+            )
+        by = {(r["preset"], r["members"]): r for r in lanes}
+        turns = [(p, by[p, 1], by[p, 8]) for p, e in by if e == 8 and (p, 1) in by]
+        if turns:
+            lines += [
+                "",
+                "| preset | 8 runs in turn / one ensemble of 8, lanes | the same, scalar loops |",
+                "|---|---|---|",
+            ]
+            for p, one, eight in turns:
+                lines.append(
+                    f"| {p} | {8 * one['after_s'] / eight['after_s']:.2f}x | "
+                    f"{8 * one['scalar_s'] / eight['scalar_s']:.2f}x |"
+                )
     evals = {}
     for r in rows:
         evals.setdefault(r["preset"], {})[r["members"]] = r["eval_s"]
