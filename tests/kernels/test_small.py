@@ -73,7 +73,7 @@ def _leaves(tree):
 
 
 #: the cells whose compiled loops also have the lane form (rnn_lanes_* of small.c)
-LANE_CELLS = ("rnn", "irnn", "ltrnn")
+LANE_CELLS = ("rnn", "irnn", "ltrnn", "dmu")
 KERNELS = [(c, o, k) for c, o in CASES for k in (("scalar", "lanes") if c in LANE_CELLS else ("scalar",))]
 
 
@@ -136,7 +136,7 @@ def test_members_at_once_equal_each_member_alone(cell, options, monkeypatch):
     calls = _calls(monkeypatch)
     out, _ = StackedModel(models[0]).forward(models, x, None, L)
     out.sum().backward()
-    kernel = "rnn_lanes" if cell in LANE_CELLS else cell  # the lane kernels where the rule picks them
+    kernel = ("rnn" if cell in ("rnn", "ltrnn") else cell) + ("_lanes" if cell in LANE_CELLS else "")
     assert f"{kernel}_backward" in calls  # the compiled loops ran, backward too
     batched = [[p.grad.clone() for p in m.parameters()] for m in models]
     for k, m in enumerate(models):

@@ -22,8 +22,8 @@ def test_the_sources_match_the_declaration():
     small_abi.check_source(SOURCE)
     small_abi.check_source(FLOOR, small_abi.SCALAR_FUNCTIONS)  # the benchmark's floor: the scalar loops
     found = small_abi.prototypes(SOURCE.read_text())
-    assert set(found) == set(DECLARATIONS) and len(found) == 12
-    assert small_abi.LANE_FUNCTIONS == ("rnn_lanes_forward", "rnn_lanes_backward")
+    assert set(found) == set(DECLARATIONS) and len(found) == 14
+    assert set(small_abi.LANE_FUNCTIONS) == {f"{c}_lanes_{d}" for c in ("rnn", "dmu") for d in ("forward", "backward")}
     with pytest.raises(SignatureError, match="rnn_lanes_forward: declared in small_abi.py"):
         small_abi.check_source(FLOOR)  # the floor has no lane kernels
     assert found["dmu_forward"][5] == ("const long *", "n") and found["dmu_forward"][10] == ("R *const *", "Wk")

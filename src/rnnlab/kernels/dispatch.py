@@ -78,7 +78,7 @@ AUTO_MAX_WIDTH = {"rnn": 32, "gru": 8, "dmu": 8, "rhn": 8, "lstm": 4}
 #: --widths``: one layer, one thread, batch 32, T = 100, float32, forward and backward, lanes
 #: time / scalar loop time): at E = 1 0.92, 0.75, 0.62, 0.77, 0.70 and at E = 51 0.51, 0.72,
 #: 0.65, 0.70, 0.90 for widths 4, 8, 16, 32, 64; wider was not measured.
-LANES_MAX_WIDTH = {"rnn": 64}
+LANES_MAX_WIDTH = {"rnn": 64, "dmu": 64}
 
 #: the paths that run the compiled loops (a cell's ``small_sequence``)
 COMPILED = ("compiled", "lanes")
@@ -185,11 +185,13 @@ TABLE: dict[str, Family] = {
             {
                 "step": _STEP,
                 "compiled": "rnnlab.kernels.small.dmu",
+                "lanes": "rnnlab.kernels.small.dmu (lanes=True)",
                 "fused": "rnnlab.kernels.gated.dmu_recurrence",
                 "ensemble": "rnnlab.kernels.ensemble.ensemble_dmu",
             },
-            "reference: step; compiled if it can run (width: the widest layer); step with lengths; else fused. "
-            "Ensemble: compiled if it can run; step with lengths under bf16/fp16 autocast; else ensemble",
+            "reference: step; compiled if it can run (width: the widest layer), as lanes up to LANES_MAX_WIDTH; "
+            "step with lengths; else fused. Ensemble: compiled (lanes) if it can run; step with lengths under "
+            "bf16/fp16 autocast; else ensemble",
             "dmu",
         ),
         Family(

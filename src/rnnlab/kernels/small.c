@@ -757,3 +757,212 @@ void NAME(dmu_backward)(long E, long T, long B, long H, long K, const long *n, i
     }
     free(carry_all);
 }
+
+/* The DMU with its sequences in lanes. The forward keeps only the states; the backward recomputes
+ * each step's update network from the state before it (the same arithmetic as the forward) in
+ * place of reading it back. */
+
+/* y[r] += sum_j M[r][j] x[j] per lane, r < rows, j < cols (M a per-lane weight) */
+static void lane_matvec(R *restrict y, const R *restrict M, const R *restrict x, long rows, long cols) {
+    for (long r = 0; r < rows; r++)
+        for (long j = 0; j < cols; j++) {
+            const R *m = M + (r * cols + j) * LANES, *xj = x + j * LANES;
+            R *yr = y + r * LANES;
+            for (long k = 0; k < LANES; k++) yr[k] += m[k] * xj[k];
+        }
+}
+/* y[j] += sum_r M[r][j] d[r] and dM[r][j] += d[r] x[j] per lane (the backward of lane_matvec) */
+static void lane_matvec_back(R *restrict y, R *restrict dM, const R *restrict M, const R *restrict d,
+                             const R *restrict x, long rows, long cols) {
+    for (long r = 0; r < rows; r++)
+        for (long j = 0; j < cols; j++) {
+            const R *m = M + (r * cols + j) * LANES, *xj = x + j * LANES, *dr = d + r * LANES;
+            R *yj = y + j * LANES, *dm = dM + (r * cols + j) * LANES;
+            for (long k = 0; k < LANES; k++) yj[k] += m[k] * dr[k], dm[k] += dr[k] * xj[k];
+        }
+}
+/* dM[mem[k]][r] += m[r][k] for the nb real lanes: per-lane sums into each member's gradient */
+static void lane_reduce(R *dM, const R *m, long size, const long *mem, long nb) {
+    for (long k = 0; k < nb; k++)
+        for (long q = 0; q < size; q++) dM[mem[k] * size + q] += m[q * LANES + k];
+}
+static void lrelu_lanes(R *x, long rows, R slope) {
+    for (long q = 0; q < rows * LANES; q++) x[q] = x[q] > 0 ? x[q] : x[q] * slope;
+}
+
+/* the per-lane weights of a DMU block (or their gradients): W1h, the hidden layers' W_k and b_k
+ * (K - 1 of each), Wout and bout */
+typedef struct {
+    R *w1, **wk, **bk, *wo, *bo;
+} dmu_lane_weights;
+
+static long dmu_widest(long H, long K, const long *n) {
+    long widest = 2 * H;
+    for (long k = 0; k < K; k++) widest = n[k] > widest ? n[k] : widest;
+    return widest;
+}
+static void dmu_lane_alloc(dmu_lane_weights *w, long H, long K, const long *n) {
+    long n0 = K ? n[0] : 2 * H;
+    w->w1 = calloc(n0 * H * LANES, sizeof(R));
+    w->wk = calloc(K + 1, sizeof(R *)), w->bk = calloc(K + 1, sizeof(R *));
+    for (long k = 1; k < K; k++) {
+        w->wk[k - 1] = calloc(n[k] * n[k - 1] * LANES, sizeof(R));
+        w->bk[k - 1] = calloc(n[k] * LANES, sizeof(R));
+    }
+    w->wo = K ? calloc(2 * H * n[K - 1] * LANES, sizeof(R)) : NULL;
+    w->bo = K ? calloc(2 * H * LANES, sizeof(R)) : NULL;
+}
+static void dmu_lane_free(dmu_lane_weights *w, long K) {
+    free(w->w1), free(w->wo), free(w->bo);
+    for (long k = 1; k < K; k++) free(w->wk[k - 1]), free(w->bk[k - 1]);
+    free(w->wk), free(w->bk);
+}
+static void dmu_lane_spread(dmu_lane_weights *w, long H, long K, const long *n, const R *w1h, R *const *Wk,
+                            R *const *bk, const R *wout, const R *bout, const long *mem) {
+    long n0 = K ? n[0] : 2 * H;
+    spread(w->w1, w1h, n0, H, mem);
+    for (long k = 1; k < K; k++) {
+        spread(w->wk[k - 1], Wk[k - 1], n[k], n[k - 1], mem);
+        spread(w->bk[k - 1], bk[k - 1], n[k], 1, mem);
+    }
+    if (K) spread(w->wo, wout, 2 * H, n[K - 1], mem), spread(w->bo, bout, 2 * H, 1, mem);
+}
+/* one step of a block: from the input terms ut (n0 rows) and the state hp, the layers' outputs
+ * a (a_1 .. a_K, n[k] rows each), the gate g and candidate c (H rows each); returns nothing, the
+ * new state is c + g (hp - c) */
+static void dmu_lane_step(const dmu_lane_weights *w, long H, long K, const long *n, int act, R slope,
+                          const R *ut, const R *hp, R *a, R *g, R *c) {
+    long n0 = K ? n[0] : 2 * H, HL = H * LANES;
+    R *first = K ? a : g; /* with K = 0 the first layer is [z; hh] itself (g and c are adjacent) */
+    memcpy(first, ut, n0 * LANES * sizeof(R));
+    lane_matvec(first, w->w1, hp, n0, H);
+    if (K) {
+        lrelu_lanes(a, n[0], slope);
+        R *pa = a;
+        for (long k = 1; k < K; k++) {
+            R *cur = pa + n[k - 1] * LANES;
+            memcpy(cur, w->bk[k - 1], n[k] * LANES * sizeof(R));
+            lane_matvec(cur, w->wk[k - 1], pa, n[k], n[k - 1]);
+            lrelu_lanes(cur, n[k], slope);
+            pa = cur;
+        }
+        memcpy(g, w->bo, 2 * HL * sizeof(R));
+        lane_matvec(g, w->wo, pa, 2 * H, n[K - 1]);
+    }
+    for (long q = 0; q < HL; q++) g[q] = (R)1 / ((R)1 + exp_e(-g[q]));
+    if (act == 0)
+        for (long q = 0; q < HL; q++) c[q] = tanh_e(c[q]);
+}
+
+void NAME(dmu_lanes_forward)(long E, long T, long B, long H, long K, const long *n, int act, R slope,
+                             const R *u1, const R *w1h, R *const *Wk, R *const *bk, const R *wout, const R *bout,
+                             const R *h0, const int64_t *lens, R *S) {
+    long N = E * B, mem[LANES], off[LANES], HL = H * LANES, n0 = K ? n[0] : 2 * H, nsum = 0;
+    for (long k = 0; k < K; k++) nsum += n[k];
+    R len[LANES];
+    dmu_lane_weights w;
+    dmu_lane_alloc(&w, H, K, n);
+    R *u = malloc(T * n0 * LANES * sizeof(R)), *s = malloc((T + 1) * HL * sizeof(R));
+    R *a = malloc((nsum + 1) * LANES * sizeof(R)), *gc = malloc(2 * HL * sizeof(R));
+    for (long b0 = 0; b0 < N; b0 += LANES) {
+        long nb = lanes_of(b0, N, T, B, lens, mem, off, len);
+        dmu_lane_spread(&w, H, K, n, w1h, Wk, bk, wout, bout, mem);
+        gather(u, u1, n0, T, B, off);
+        gather0(s, h0, H, T, B, off);
+        for (long t = 0; t < T; t++) {
+            const R *hp = s + t * HL;
+            R *ht = s + (t + 1) * HL, *g = gc, *c = gc + HL;
+            dmu_lane_step(&w, H, K, n, act, slope, u + t * n0 * LANES, hp, a, g, c);
+            for (long i = 0; i < H; i++)
+                for (long k = 0; k < LANES; k++) {
+                    long q = i * LANES + k;
+                    R v = c[q] + g[q] * (hp[q] - c[q]);
+                    ht[q] = (R)t < len[k] ? v : hp[q];
+                }
+        }
+        scatter(S, s + HL, H, T, B, off, nb);
+    }
+    dmu_lane_free(&w, K);
+    free(u), free(s), free(a), free(gc);
+}
+
+/* BPTT of dmu_lanes_forward: dU1 the gradients of the input terms, dh0 of the initial state; the
+ * weights' gradients are ADDED to dw1h, dWk, dbk, dwout, dbout (the caller zeroes them) */
+void NAME(dmu_lanes_backward)(long E, long T, long B, long H, long K, const long *n, int act, R slope,
+                              const R *dS, const R *S, const R *u1, const R *w1h, R *const *Wk, R *const *bk,
+                              const R *wout, const R *bout, const R *h0, const int64_t *lens, R *dU1, R *dw1h,
+                              R *const *dWk, R *const *dbk, R *dwout, R *dbout, R *dh0) {
+    long N = E * B, mem[LANES], off[LANES], HL = H * LANES, n0 = K ? n[0] : 2 * H, nsum = 0;
+    for (long k = 0; k < K; k++) nsum += n[k];
+    long widest = dmu_widest(H, K, n);
+    R len[LANES];
+    dmu_lane_weights w, dw;
+    dmu_lane_alloc(&w, H, K, n);
+    dmu_lane_alloc(&dw, H, K, n);
+    R *u = malloc(T * n0 * LANES * sizeof(R)), *s = malloc((T + 1) * HL * sizeof(R));
+    R *gs = malloc(T * HL * sizeof(R)), *du = malloc(T * n0 * LANES * sizeof(R));
+    R *a = malloc((nsum + 1) * LANES * sizeof(R)), *gc = malloc(2 * HL * sizeof(R));
+    R *dO = malloc(2 * HL * sizeof(R)), *da = malloc(widest * LANES * sizeof(R)), *dp = malloc(widest * LANES * sizeof(R));
+    R *carry = malloc(HL * sizeof(R));
+    for (long b0 = 0; b0 < N; b0 += LANES) {
+        long nb = lanes_of(b0, N, T, B, lens, mem, off, len);
+        dmu_lane_spread(&w, H, K, n, w1h, Wk, bk, wout, bout, mem);
+        memset(dw.w1, 0, n0 * HL * sizeof(R));
+        for (long k = 1; k < K; k++) {
+            memset(dw.wk[k - 1], 0, n[k] * n[k - 1] * LANES * sizeof(R));
+            memset(dw.bk[k - 1], 0, n[k] * LANES * sizeof(R));
+        }
+        if (K) memset(dw.wo, 0, 2 * H * n[K - 1] * LANES * sizeof(R)), memset(dw.bo, 0, 2 * HL * sizeof(R));
+        memset(carry, 0, HL * sizeof(R));
+        gather(u, u1, n0, T, B, off);
+        gather0(s, h0, H, T, B, off);
+        gather(s + HL, S, H, T, B, off);
+        gather(gs, dS, H, T, B, off);
+        for (long t = T - 1; t >= 0; t--) {
+            const R *hp = s + t * HL, *ds = gs + t * HL;
+            R *g = gc, *c = gc + HL, *d1 = du + t * n0 * LANES;
+            dmu_lane_step(&w, H, K, n, act, slope, u + t * n0 * LANES, hp, a, g, c);
+            for (long i = 0; i < H; i++)
+                for (long k = 0; k < LANES; k++) {
+                    long q = i * LANES + k;
+                    R in = ds[q] + carry[q], live = (R)t < len[k] ? (R)1 : (R)0;
+                    R dh = in * live, gq = g[q], cq = c[q];
+                    R dc = dh * ((R)1 - gq);
+                    dO[q] = dh * (hp[q] - cq) * gq * ((R)1 - gq);
+                    dO[HL + q] = act == 0 ? dc * ((R)1 - cq * cq) : dc;
+                    carry[q] = live != (R)0 ? dh * gq : in; /* a frozen step passes its gradient on */
+                }
+            if (K) {
+                long nl = n[K - 1], offk = nsum - nl;
+                for (long q = 0; q < 2 * HL; q++) dw.bo[q] += dO[q];
+                memset(da, 0, nl * LANES * sizeof(R));
+                lane_matvec_back(da, dw.wo, w.wo, dO, a + offk * LANES, 2 * H, nl);
+                for (long k = K - 1; k >= 0; k--) {
+                    const R *ak = a + offk * LANES;
+                    R *dpk = k == 0 ? d1 : dp;
+                    for (long q = 0; q < n[k] * LANES; q++) dpk[q] = ak[q] > 0 ? da[q] : da[q] * slope;
+                    if (k == 0) break;
+                    offk -= n[k - 1];
+                    for (long q = 0; q < n[k] * LANES; q++) dw.bk[k - 1][q] += dp[q];
+                    memset(da, 0, n[k - 1] * LANES * sizeof(R));
+                    lane_matvec_back(da, dw.wk[k - 1], w.wk[k - 1], dp, a + offk * LANES, n[k], n[k - 1]);
+                }
+            } else {
+                memcpy(d1, dO, 2 * HL * sizeof(R));
+            }
+            lane_matvec_back(carry, dw.w1, w.w1, d1, hp, n0, H);
+        }
+        scatter(dU1, du, n0, T, B, off, nb);
+        for (long k = 0; k < nb; k++)
+            for (long i = 0; i < H; i++) dh0[(mem[k] * B + (b0 + k) % B) * H + i] = carry[i * LANES + k];
+        lane_reduce(dw1h, dw.w1, n0 * H, mem, nb);
+        for (long k = 1; k < K; k++) {
+            lane_reduce(dWk[k - 1], dw.wk[k - 1], n[k] * n[k - 1], mem, nb);
+            lane_reduce(dbk[k - 1], dw.bk[k - 1], n[k], mem, nb);
+        }
+        if (K) lane_reduce(dwout, dw.wo, 2 * H * n[K - 1], mem, nb), lane_reduce(dbout, dw.bo, 2 * H, mem, nb);
+    }
+    dmu_lane_free(&w, K);
+    dmu_lane_free(&dw, K);
+    free(u), free(s), free(gs), free(du), free(a), free(gc), free(dO), free(da), free(dp), free(carry);
+}

@@ -589,9 +589,50 @@ class _DMU(torch.autograd.Function):
         return None, None, dU1, dw1h, dwo, dbo, dh0, None, *grads
 
 
-def _dmu(u1, h0, w1h, w_out, b_out, lengths, activation, slope, *hidden):
+def _dmu_sizes(u1, w_out, Ws):
+    K = 0 if w_out is None else 1 + len(Ws)
+    return K, ([u1.shape[-1]] + [W.shape[1] for W in Ws] if K else [])
+
+
+class _DMULanes(torch.autograd.Function):
+    """The DMU with its sequences side by side in vector lanes (``dmu_lanes_*`` of small.c): the
+    forward keeps the states only, the backward recomputes each step's update network."""
+
+    @staticmethod
+    def forward(ctx, act: int, slope: float, u1, w1h, w_out, b_out, h0, lens, *hidden):
+        E, T, B, _ = u1.shape
+        H = h0.shape[-1]
+        Ws, bs = list(hidden[0::2]), list(hidden[1::2])
+        K, n = _dmu_sizes(u1, w_out, Ws)
+        S = u1.new_empty(E, T, B, H)
+        args = (E, T, B, H, K, n, act, slope)
+        _call("dmu_lanes_forward", u1.dtype, *args, u1, w1h, Ws, bs, w_out, b_out, h0, lens, S)
+        ctx.sizes, ctx.lens, ctx.args = args, lens, (act, slope, u1, w1h, w_out, b_out, h0, lens, *hidden)
+        ctx.save_for_backward(S, u1, w1h, w_out, b_out, h0, *hidden)
+        return S
+
+    @staticmethod
+    @_twice(_ref_dmu)
+    def backward(ctx, dS):
+        dS = dS.contiguous()
+        S, u1, w1h, w_out, b_out, h0, *hidden = ctx.saved_tensors
+        Ws, bs = hidden[0::2], hidden[1::2]
+        dU1, dw1h, dh0 = torch.empty_like(u1), torch.zeros_like(w1h), torch.empty_like(h0)
+        dWs, dbs = [torch.zeros_like(W) for W in Ws], [torch.zeros_like(b) for b in bs]
+        dwo = None if w_out is None else torch.zeros_like(w_out)
+        dbo = None if b_out is None else torch.zeros_like(b_out)
+        _call(
+            "dmu_lanes_backward", S.dtype, *ctx.sizes, dS, S, u1, w1h, list(Ws), list(bs), w_out, b_out, h0,
+            ctx.lens, dU1, dw1h, dWs, dbs, dwo, dbo, dh0,
+        )  # fmt: skip
+        grads = [g for pair in zip(dWs, dbs) for g in pair]
+        return None, None, dU1, dw1h, dwo, dbo, dh0, None, *grads
+
+
+def _dmu(u1, h0, w1h, w_out, b_out, lengths, activation, slope, lanes, *hidden):
     lens = _lens(lengths)
-    S = _DMU.apply(_ACT[activation], float(slope), *_c(u1, w1h, w_out, b_out, h0), lens, *_c(*hidden))
+    run = _DMULanes if lanes else _DMU
+    S = run.apply(_ACT[activation], float(slope), *_c(u1, w1h, w_out, b_out, h0), lens, *_c(*hidden))
     return _masked(S, lens), S[:, -1]
 
 
@@ -605,7 +646,9 @@ def dmu(
     activation: str = "tanh",
     slope: float = 0.01,
     lengths: Tensor | None = None,
+    lanes: bool = False,
 ):
-    """The DMU (:func:`rnnlab.kernels.ensemble.ensemble_dmu`'s arguments): ``(outputs, h_n)``."""
+    """The DMU (:func:`rnnlab.kernels.ensemble.ensemble_dmu`'s arguments): ``(outputs, h_n)``.
+    ``lanes``: run the lane kernel (:func:`rnn`) instead of the scalar loop."""
     flat = [t for pair in hidden for t in pair]
-    return ensemble_call(_dmu, u1, h0, w1h, w_out, b_out, lengths, activation, slope, *flat)
+    return ensemble_call(_dmu, u1, h0, w1h, w_out, b_out, lengths, activation, slope, lanes, *flat)

@@ -151,6 +151,22 @@ DECLARATIONS: dict[str, tuple[Arg, ...]] = {
         Arg("R *const *", "dbk", "E, n[j + 1]", count="K - 1"), Arg("R *", "dwout", "E, 2 * H, n[K - 1]", "K == 0"),
         Arg("R *", "dbout", "E, 2 * H", "K == 0"), "R *dh0: E, B, H",
     ),
+    "dmu_lanes_forward": _args(
+        *_SIZES, "long K", Arg("const long *", "n", "K"), "int act", "R slope", "const R *u1: E, T, B, G1",
+        "const R *w1h: E, G1, H", Arg("R *const *", "Wk", "E, n[j + 1], n[j]", count="K - 1"),
+        Arg("R *const *", "bk", "E, n[j + 1]", count="K - 1"), Arg("const R *", "wout", "E, 2 * H, n[K - 1]", "K == 0"),
+        Arg("const R *", "bout", "E, 2 * H", "K == 0"), "const R *h0: E, B, H", _LENS, "R *S: E, T, B, H",
+    ),
+    "dmu_lanes_backward": _args(
+        *_SIZES, "long K", Arg("const long *", "n", "K"), "int act", "R slope", "const R *dS: E, T, B, H",
+        "const R *S: E, T, B, H", "const R *u1: E, T, B, G1", "const R *w1h: E, G1, H",
+        Arg("R *const *", "Wk", "E, n[j + 1], n[j]", count="K - 1"),
+        Arg("R *const *", "bk", "E, n[j + 1]", count="K - 1"), Arg("const R *", "wout", "E, 2 * H, n[K - 1]", "K == 0"),
+        Arg("const R *", "bout", "E, 2 * H", "K == 0"), "const R *h0: E, B, H", _LENS,
+        "R *dU1: E, T, B, G1", "R *dw1h: E, G1, H", Arg("R *const *", "dWk", "E, n[j + 1], n[j]", count="K - 1"),
+        Arg("R *const *", "dbk", "E, n[j + 1]", count="K - 1"), Arg("R *", "dwout", "E, 2 * H, n[K - 1]", "K == 0"),
+        Arg("R *", "dbout", "E, 2 * H", "K == 0"), "R *dh0: E, B, H",
+    ),
 }  # fmt: skip
 
 #: the lane kernels (sequences side by side in vector lanes); the others are the scalar loops,
