@@ -274,7 +274,7 @@ def format_table(rows: list[dict]) -> str:
 
 #: cells and widths the limits were measured over
 WIDTH_CELLS = ("rnn", "lstm", "gru", "dmu", "rhn")
-WIDTHS = (4, 8, 16, 32)
+WIDTHS = (4, 8, 16, 32, 64)
 
 
 def _layer_step(cell: str, H: int, backend: str, members: int, B: int = BATCH, T: int = 100):
@@ -319,17 +319,32 @@ def width_rows(cells=WIDTH_CELLS, widths=WIDTHS, sizes=SIZES, steps: int = 3, lo
     for cell in cells:
         for H in widths:
             for size in sizes:
-                t = {b: _median_step(_layer_step(cell, H, b, size), steps, 1) for b in ("small", "fused")}
-                rows.append({"cell": cell, "width": H, "members": size, "small_s": t["small"], "fused_s": t["fused"]})
-                log(f"{cell} H={H} E={size}: small / fused {t['small'] / t['fused']:.2f}")
+                small, fused = _layer_step(cell, H, "small", size), _layer_step(cell, H, "fused", size)
+
+                def scalar(small=small):
+                    with lanes_off():
+                        small()
+
+                t = {k: _median_step(f, steps, 1) for k, f in (("small", small), ("scalar", scalar), ("fused", fused))}
+                rows.append({"cell": cell, "width": H, "members": size, **{f"{k}_s": v for k, v in t.items()}})
+                log(
+                    f"{cell} H={H} E={size}: small / fused {t['small'] / t['fused']:.2f}, "
+                    f"small / scalar loops {t['small'] / t['scalar']:.2f}"
+                )
     return rows
 
 
 def format_widths(rows: list[dict]) -> str:
-    lines = ["| cell | width | E | compiled loops (ms) | previous path (ms) | ratio |", "|" + "---|" * 6]
+    """``backend="small"`` (the lane kernels where a cell has them), the scalar compiled loops
+    (the lane kernels off) and the previous path (``"fused"``), per cell, width and size."""
+    lines = [
+        "| cell | width | E | compiled loops (ms) | scalar loops (ms) | previous path (ms) | compiled / previous "
+        "| compiled / scalar |",
+        "|" + "---|" * 8,
+    ]
     for r in rows:
         lines.append(
-            f"| {r['cell']} | {r['width']} | {r['members']} | {r['small_s'] * 1e3:.1f} | {r['fused_s'] * 1e3:.1f} | "
-            f"{r['small_s'] / r['fused_s']:.2f} |"
+            f"| {r['cell']} | {r['width']} | {r['members']} | {r['small_s'] * 1e3:.1f} | {r['scalar_s'] * 1e3:.1f} | "
+            f"{r['fused_s'] * 1e3:.1f} | {r['small_s'] / r['fused_s']:.2f} | {r['small_s'] / r['scalar_s']:.2f} |"
         )
     return "\n".join(lines)

@@ -73,11 +73,13 @@ PATHS = {
 #: RHN's up to 8 in an ensemble (``python benchmarks/small_models.py --widths``; docs/speed.md).
 AUTO_MAX_WIDTH = {"rnn": 32, "gru": 8, "dmu": 8, "rhn": 8, "lstm": 4}
 
-#: where the compiled loops run, a kernel with a lane form (``rnn_lanes_*`` of small.c) runs it up
-#: to this width, the scalar loop above it. Measured (``python benchmarks/small_models.py
-#: --widths``: one layer, one thread, batch 32, T = 100, float32, forward and backward, lanes
-#: time / scalar loop time): at E = 1 0.92, 0.75, 0.62, 0.77, 0.70 and at E = 51 0.51, 0.72,
-#: 0.65, 0.70, 0.90 for widths 4, 8, 16, 32, 64; wider was not measured.
+#: where the compiled loops run, a kernel with a lane form (``rnn_lanes_*``, ``dmu_lanes_*`` of
+#: small.c) runs it up to this width, the scalar loop above it. Measured (``python
+#: benchmarks/small_models.py --widths``: one layer's forward and backward, one thread, batch 32,
+#: T = 100, lanes time / scalar loop time, medians of 3 steps, 21 at E = 1 for the RNN's 4 and 8,
+#: on a loaded machine): RNN at E = 1 0.56, 0.83, 0.95, 0.74, 0.66 and at E = 51 0.76, 0.96, 0.73,
+#: 0.81, 0.88 for widths 4, 8, 16, 32, 64; DMU at E = 1 0.73, 0.77, 0.66, 0.62, 0.71 and at E = 51
+#: 0.41, 0.70, 0.55, 0.58, 0.55. Faster at every width measured; wider was not measured.
 LANES_MAX_WIDTH = {"rnn": 64, "dmu": 64}
 
 #: the paths that run the compiled loops (a cell's ``small_sequence``)
