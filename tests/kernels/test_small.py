@@ -73,7 +73,7 @@ def _leaves(tree):
 
 
 #: the cells whose compiled loops also have the lane form (rnn_lanes_* of small.c)
-LANE_CELLS = ("rnn", "irnn", "ltrnn", "dmu")
+LANE_CELLS = ("rnn", "irnn", "ltrnn", "dmu", "gru", "lstm")
 KERNELS = [(c, o, k) for c, o in CASES for k in (("scalar", "lanes") if c in LANE_CELLS else ("scalar",))]
 
 
@@ -159,6 +159,10 @@ def test_auto_takes_the_compiled_loops_below_the_width_limit_only(monkeypatch):
         assert bool(calls) == expected, H
     calls = _calls(monkeypatch)
     Recurrent(3, limit + 1, cell=CELLS["lstm"], backend="small")(x)  # forced at any width
+    assert calls == ["lstm_lanes_forward"]  # the lane kernel, up to its own width limit
+    lanes = dispatch.LANES_MAX_WIDTH["lstm"]
+    calls = _calls(monkeypatch)
+    Recurrent(3, lanes + 1, cell=CELLS["lstm"], backend="small")(x)  # above it: the scalar loop
     assert calls == ["lstm_forward"]
     for backend in ("reference", "auto"):
         calls = _calls(monkeypatch)

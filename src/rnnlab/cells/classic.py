@@ -88,7 +88,7 @@ class _Affine(Cell):
         path = "step" if self.native is None else self.path(x, lengths)
         if path == "step":
             return super().sequence(x, state, lengths)
-        if path == "compiled":
+        if path in dispatch.COMPILED:
             return self.small_sequence(x, state, lengths)
         return self._native(x, state, lengths)
 
@@ -349,11 +349,13 @@ class LSTMCell(_Affine):
         return ("fused", "small")  # fused: ATen's kernel (what "auto" runs above the small widths)
 
     def small_sequence(self, x, state=None, lengths=None):
-        if self.path(x, lengths) != "compiled":
+        path = self.path(x, lengths)
+        if path not in dispatch.COMPILED:
             return None
         h0, c0 = self.start_sequence(x, state)
         bias = None if self.bias_ih is None else self.bias_ih + self.bias_hh
-        out, h, c = small.lstm(batched_linear(x, self.weight_ih, bias), self.weight_hh, h0, c0, lengths)
+        u = batched_linear(x, self.weight_ih, bias)
+        out, h, c = small.lstm(u, self.weight_hh, h0, c0, lengths, lanes=path == "lanes")
         return out, (h, c)
 
     def batched_sequence(self, x, state=None, lengths=None):
@@ -412,11 +414,13 @@ class GRUCell(_Affine):
         return ("fused", "native", "small")
 
     def small_sequence(self, x, state=None, lengths=None):
-        if self.path(x, lengths) != "compiled":
+        path = self.path(x, lengths)
+        if path not in dispatch.COMPILED:
             return None
         state = self.start_sequence(x, state)
         b_hh = self.bias_hh if self.bias_hh is not None else x.new_zeros(self.weight_hh.shape[0])
-        return small.gru(batched_linear(x, self.weight_ih, self.bias_ih), self.weight_hh, b_hh, state, lengths)
+        u = batched_linear(x, self.weight_ih, self.bias_ih)
+        return small.gru(u, self.weight_hh, b_hh, state, lengths, lanes=path == "lanes")
 
     def batched_sequence(self, x, state=None, lengths=None):
         """The compiled loops where the backend chooses them, else the batched loop

@@ -260,13 +260,12 @@ void NAME(rnn_lanes_forward)(long E, long T, long B, long H, int act, const R *u
         for (long t = 0; t < T; t++) {
             R *zt = z + t * HL;
             const R *h = t > 0 ? zt - HL : h0l;
-            for (long i = 0; i < H; i++) {
-                R *zi = zt + i * LANES;
-                for (long j = 0; j < H; j++) {
+            for (long j = 0; j < H; j++) /* j outside: consecutive updates go to different rows */
+                for (long i = 0; i < H; i++) {
+                    R *zi = zt + i * LANES;
                     const R *wij = w + (i * H + j) * LANES, *hj = h + j * LANES;
                     for (long k = 0; k < LANES; k++) zi[k] += wij[k] * hj[k];
                 }
-            }
             if (act == 0)
                 for (long q = 0; q < HL; q++) zt[q] = tanh_e(zt[q]);
             else if (act == 1)
@@ -764,8 +763,8 @@ void NAME(dmu_backward)(long E, long T, long B, long H, long K, const long *n, i
 
 /* y[r] += sum_j M[r][j] x[j] per lane, r < rows, j < cols (M a per-lane weight) */
 static void lane_matvec(R *restrict y, const R *restrict M, const R *restrict x, long rows, long cols) {
-    for (long r = 0; r < rows; r++)
-        for (long j = 0; j < cols; j++) {
+    for (long j = 0; j < cols; j++) /* j outside: consecutive updates go to different rows */
+        for (long r = 0; r < rows; r++) {
             const R *m = M + (r * cols + j) * LANES, *xj = x + j * LANES;
             R *yr = y + r * LANES;
             for (long k = 0; k < LANES; k++) yr[k] += m[k] * xj[k];
@@ -965,4 +964,211 @@ void NAME(dmu_lanes_backward)(long E, long T, long B, long H, long K, const long
     dmu_lane_free(&w, K);
     dmu_lane_free(&dw, K);
     free(u), free(s), free(gs), free(du), free(a), free(gc), free(dO), free(da), free(dp), free(carry);
+}
+
+/* The GRU and the LSTM with their sequences in lanes; as the DMU's, each backward recomputes a
+ * step's gates from the state before it (and the LSTM's cell from its saved cells). */
+static void sigmoid_lanes(R *x, long n) {
+    for (long q = 0; q < n; q++) x[q] = (R)1 / ((R)1 + exp_e(-x[q]));
+}
+static void tanh_lanes(R *x, long n) {
+    for (long q = 0; q < n; q++) x[q] = tanh_e(x[q]);
+}
+/* the 1 / 0 mask of the lanes whose sequence is still running at step t */
+static void live_lanes(R *live, const R *len, long t) {
+    for (long k = 0; k < LANES; k++) live[k] = (R)t < len[k] ? (R)1 : (R)0;
+}
+
+/* GRU: gh = W h + b_hh (3H rows: r, z, n), r = sigmoid(u_r + gh_r), z = sigmoid(u_z + gh_z),
+ * n = tanh(u_n + r gh_n), h = (1 - z) n + z h_prev; gh keeps gh, then r, z in its first 2H rows */
+static void gru_lane_step(const R *w, const R *bw, long H, const R *ut, const R *hp, R *gh, R *n) {
+    long HL = H * LANES;
+    memcpy(gh, bw, 3 * HL * sizeof(R));
+    lane_matvec(gh, w, hp, 3 * H, H);
+    for (long q = 0; q < 2 * HL; q++) gh[q] += ut[q];
+    sigmoid_lanes(gh, 2 * HL);
+    for (long q = 0; q < HL; q++) n[q] = ut[2 * HL + q] + gh[q] * gh[2 * HL + q];
+    tanh_lanes(n, HL);
+}
+
+void NAME(gru_lanes_forward)(long E, long T, long B, long H, const R *u, const R *W, const R *bhh, const R *h0,
+                             const int64_t *lens, R *S) {
+    long N = E * B, mem[LANES], off[LANES], HL = H * LANES;
+    R len[LANES];
+    R *w = malloc(3 * H * HL * sizeof(R)), *bw = malloc(3 * HL * sizeof(R));
+    R *ul = malloc(T * 3 * HL * sizeof(R)), *s = malloc((T + 1) * HL * sizeof(R));
+    R *gh = malloc(3 * HL * sizeof(R)), *n = malloc(HL * sizeof(R));
+    for (long n0 = 0; n0 < N; n0 += LANES) {
+        long nb = lanes_of(n0, N, T, B, lens, mem, off, len);
+        spread(w, W, 3 * H, H, mem);
+        spread(bw, bhh, 3 * H, 1, mem);
+        gather(ul, u, 3 * H, T, B, off);
+        gather0(s, h0, H, T, B, off);
+        for (long t = 0; t < T; t++) {
+            const R *hp = s + t * HL;
+            R *ht = s + (t + 1) * HL;
+            gru_lane_step(w, bw, H, ul + t * 3 * HL, hp, gh, n);
+            for (long i = 0; i < H; i++)
+                for (long k = 0; k < LANES; k++) {
+                    long q = i * LANES + k;
+                    R z = gh[HL + q], v = ((R)1 - z) * n[q] + z * hp[q];
+                    ht[q] = (R)t < len[k] ? v : hp[q];
+                }
+        }
+        scatter(S, s + HL, H, T, B, off, nb);
+    }
+    free(w), free(bw), free(ul), free(s), free(gh), free(n);
+}
+
+/* BPTT of gru_lanes_forward: dU the gradients of the input terms, dh0 of the initial state; the
+ * gradients of W and b_hh are ADDED to dW and dbhh (the caller zeroes them) */
+void NAME(gru_lanes_backward)(long E, long T, long B, long H, const R *dS, const R *S, const R *u, const R *W,
+                              const R *bhh, const R *h0, const int64_t *lens, R *dU, R *dW, R *dbhh, R *dh0) {
+    long N = E * B, mem[LANES], off[LANES], HL = H * LANES;
+    R len[LANES], live[LANES];
+    R *w = malloc(3 * H * HL * sizeof(R)), *bw = malloc(3 * HL * sizeof(R));
+    R *dw = malloc(3 * H * HL * sizeof(R)), *db = malloc(3 * HL * sizeof(R));
+    R *ul = malloc(T * 3 * HL * sizeof(R)), *s = malloc((T + 1) * HL * sizeof(R)), *gs = malloc(T * HL * sizeof(R));
+    R *gh = malloc(3 * HL * sizeof(R)), *n = malloc(HL * sizeof(R)), *dgh = malloc(3 * HL * sizeof(R));
+    R *carry = malloc(HL * sizeof(R));
+    for (long n0 = 0; n0 < N; n0 += LANES) {
+        long nb = lanes_of(n0, N, T, B, lens, mem, off, len);
+        spread(w, W, 3 * H, H, mem);
+        spread(bw, bhh, 3 * H, 1, mem);
+        memset(dw, 0, 3 * H * HL * sizeof(R));
+        memset(db, 0, 3 * HL * sizeof(R));
+        memset(carry, 0, HL * sizeof(R));
+        gather(ul, u, 3 * H, T, B, off);
+        gather0(s, h0, H, T, B, off);
+        gather(s + HL, S, H, T, B, off);
+        gather(gs, dS, H, T, B, off);
+        for (long t = T - 1; t >= 0; t--) {
+            const R *hp = s + t * HL, *ds = gs + t * HL;
+            R *ut = ul + t * 3 * HL; /* becomes the gradient of the input terms */
+            gru_lane_step(w, bw, H, ut, hp, gh, n);
+            live_lanes(live, len, t);
+            for (long i = 0; i < H; i++)
+                for (long k = 0; k < LANES; k++) {
+                    long q = i * LANES + k;
+                    R in = ds[q] + carry[q], dh = in * live[k];
+                    R r = gh[q], z = gh[HL + q], nq = n[q], hn = gh[2 * HL + q];
+                    R dan = dh * ((R)1 - z) * ((R)1 - nq * nq);
+                    R daz = dh * (hp[q] - nq) * z * ((R)1 - z);
+                    R dar = dan * hn * r * ((R)1 - r);
+                    ut[q] = dar, ut[HL + q] = daz, ut[2 * HL + q] = dan;
+                    dgh[q] = dar, dgh[HL + q] = daz, dgh[2 * HL + q] = dan * r;
+                    carry[q] = live[k] != (R)0 ? dh * z : in; /* a frozen step passes its gradient on */
+                }
+            for (long q = 0; q < 3 * HL; q++) db[q] += dgh[q];
+            lane_matvec_back(carry, dw, w, dgh, hp, 3 * H, H);
+        }
+        scatter(dU, ul, 3 * H, T, B, off, nb);
+        for (long k = 0; k < nb; k++)
+            for (long i = 0; i < H; i++) dh0[(mem[k] * B + (n0 + k) % B) * H + i] = carry[i * LANES + k];
+        lane_reduce(dW, dw, 3 * H * H, mem, nb);
+        lane_reduce(dbhh, db, 3 * H, mem, nb);
+    }
+    free(w), free(bw), free(dw), free(db), free(ul), free(s), free(gs), free(gh), free(n), free(dgh), free(carry);
+}
+
+/* LSTM: a = u + W h (4H rows: i, f, g, o), i, f, o sigmoid, g tanh, c = f c_prev + i g,
+ * h = o tanh(c); a keeps the activated gates */
+static void lstm_lane_step(const R *w, long H, const R *ut, const R *hp, R *a) {
+    long HL = H * LANES;
+    memcpy(a, ut, 4 * HL * sizeof(R));
+    lane_matvec(a, w, hp, 4 * H, H);
+    sigmoid_lanes(a, 2 * HL);
+    tanh_lanes(a + 2 * HL, HL);
+    sigmoid_lanes(a + 3 * HL, HL);
+}
+
+void NAME(lstm_lanes_forward)(long E, long T, long B, long H, const R *u, const R *W, const R *h0, const R *c0,
+                              const int64_t *lens, R *S, R *C) {
+    long N = E * B, mem[LANES], off[LANES], HL = H * LANES;
+    R len[LANES];
+    R *w = malloc(4 * H * HL * sizeof(R)), *ul = malloc(T * 4 * HL * sizeof(R));
+    R *s = malloc((T + 1) * HL * sizeof(R)), *c = malloc((T + 1) * HL * sizeof(R));
+    R *a = malloc(4 * HL * sizeof(R)), *tc = malloc(HL * sizeof(R));
+    for (long n0 = 0; n0 < N; n0 += LANES) {
+        long nb = lanes_of(n0, N, T, B, lens, mem, off, len);
+        spread(w, W, 4 * H, H, mem);
+        gather(ul, u, 4 * H, T, B, off);
+        gather0(s, h0, H, T, B, off);
+        gather0(c, c0, H, T, B, off);
+        for (long t = 0; t < T; t++) {
+            const R *hp = s + t * HL, *cp = c + t * HL;
+            R *ht = s + (t + 1) * HL, *ct = c + (t + 1) * HL;
+            lstm_lane_step(w, H, ul + t * 4 * HL, hp, a);
+            for (long q = 0; q < HL; q++) tc[q] = a[HL + q] * cp[q] + a[q] * a[2 * HL + q];
+            memcpy(ct, tc, HL * sizeof(R));
+            tanh_lanes(tc, HL);
+            for (long i = 0; i < H; i++)
+                for (long k = 0; k < LANES; k++) {
+                    long q = i * LANES + k;
+                    int on = (R)t < len[k];
+                    ht[q] = on ? a[3 * HL + q] * tc[q] : hp[q];
+                    ct[q] = on ? ct[q] : cp[q];
+                }
+        }
+        scatter(S, s + HL, H, T, B, off, nb);
+        scatter(C, c + HL, H, T, B, off, nb);
+    }
+    free(w), free(ul), free(s), free(c), free(a), free(tc);
+}
+
+/* BPTT of lstm_lanes_forward: dU the gradients of the input terms, dh0 and dc0 of the initial
+ * state; the gradient of W is ADDED to dW (the caller zeroes it) */
+void NAME(lstm_lanes_backward)(long E, long T, long B, long H, const R *dS, const R *dC, const R *S, const R *C,
+                               const R *u, const R *W, const R *h0, const R *c0, const int64_t *lens, R *dU, R *dW,
+                               R *dh0, R *dc0) {
+    long N = E * B, mem[LANES], off[LANES], HL = H * LANES;
+    R len[LANES], live[LANES];
+    R *w = malloc(4 * H * HL * sizeof(R)), *dw = malloc(4 * H * HL * sizeof(R)), *ul = malloc(T * 4 * HL * sizeof(R));
+    R *s = malloc((T + 1) * HL * sizeof(R)), *c = malloc((T + 1) * HL * sizeof(R));
+    R *gs = malloc(T * HL * sizeof(R)), *gc = malloc(T * HL * sizeof(R));
+    R *a = malloc(4 * HL * sizeof(R)), *ch = malloc(HL * sizeof(R)), *cc = malloc(HL * sizeof(R));
+    for (long n0 = 0; n0 < N; n0 += LANES) {
+        long nb = lanes_of(n0, N, T, B, lens, mem, off, len);
+        spread(w, W, 4 * H, H, mem);
+        memset(dw, 0, 4 * H * HL * sizeof(R));
+        memset(ch, 0, HL * sizeof(R));
+        memset(cc, 0, HL * sizeof(R));
+        gather(ul, u, 4 * H, T, B, off);
+        gather0(s, h0, H, T, B, off);
+        gather0(c, c0, H, T, B, off);
+        gather(s + HL, S, H, T, B, off);
+        gather(c + HL, C, H, T, B, off);
+        gather(gs, dS, H, T, B, off);
+        gather(gc, dC, H, T, B, off);
+        for (long t = T - 1; t >= 0; t--) {
+            const R *hp = s + t * HL, *cp = c + t * HL, *ct = c + (t + 1) * HL;
+            const R *ds = gs + t * HL, *dc_ = gc + t * HL;
+            R *dz = ul + t * 4 * HL; /* becomes the gradient of the input terms */
+            lstm_lane_step(w, H, dz, hp, a);
+            live_lanes(live, len, t);
+            for (long i = 0; i < H; i++)
+                for (long k = 0; k < LANES; k++) {
+                    long q = i * LANES + k;
+                    R inh = ds[q] + ch[q], inc = dc_[q] + cc[q], on = live[k];
+                    R ig = a[q], fg = a[HL + q], gg = a[2 * HL + q], og = a[3 * HL + q];
+                    R tcq = tanh_e(ct[q]);
+                    R dh = inh * on, dc = (inc + dh * og * ((R)1 - tcq * tcq)) * on;
+                    dz[q] = dc * gg * ig * ((R)1 - ig);
+                    dz[HL + q] = dc * cp[q] * fg * ((R)1 - fg);
+                    dz[2 * HL + q] = dc * ig * ((R)1 - gg * gg);
+                    dz[3 * HL + q] = dh * tcq * og * ((R)1 - og);
+                    ch[q] = on != (R)0 ? (R)0 : inh; /* a frozen step passes its gradients on */
+                    cc[q] = on != (R)0 ? dc * fg : inc;
+                }
+            lane_matvec_back(ch, dw, w, dz, hp, 4 * H, H);
+        }
+        scatter(dU, ul, 4 * H, T, B, off, nb);
+        for (long k = 0; k < nb; k++)
+            for (long i = 0; i < H; i++) {
+                long o = (mem[k] * B + (n0 + k) % B) * H + i;
+                dh0[o] = ch[i * LANES + k], dc0[o] = cc[i * LANES + k];
+            }
+        lane_reduce(dW, dw, 4 * H * H, mem, nb);
+    }
+    free(w), free(dw), free(ul), free(s), free(c), free(gs), free(gc), free(a), free(ch), free(cc);
 }

@@ -455,15 +455,42 @@ class _LSTM(torch.autograd.Function):
         return dU, _gram(dU, S, h0), dh0, dc0, None
 
 
-def _lstm(u, W, h0, c0, lengths):
+class _LSTMLanes(torch.autograd.Function):
+    """The LSTM with its sequences side by side in vector lanes (``lstm_lanes_*`` of small.c):
+    the forward keeps the states and cells, the backward recomputes the gates."""
+
+    @staticmethod
+    def forward(ctx, u, W, h0, c0, lens):
+        E, T, B, G = u.shape
+        H = G // 4
+        S, C = u.new_empty(E, T, B, H), u.new_empty(E, T, B, H)
+        _call("lstm_lanes_forward", u.dtype, E, T, B, H, u, W, h0, c0, lens, S, C)
+        ctx.lens, ctx.args = lens, (u, W, h0, c0, lens)
+        ctx.save_for_backward(S, C, u, W, h0, c0)
+        return S, C
+
+    @staticmethod
+    @_twice(_ref_lstm)
+    def backward(ctx, dS, dC):
+        S, C, u, W, h0, c0 = ctx.saved_tensors
+        E, T, B, H = S.shape
+        dS = torch.zeros_like(S) if dS is None else dS.contiguous()
+        dC = torch.zeros_like(C) if dC is None else dC.contiguous()
+        dU, dW, dh0, dc0 = torch.empty_like(u), torch.zeros_like(W), torch.empty_like(h0), torch.empty_like(c0)
+        _call("lstm_lanes_backward", S.dtype, E, T, B, H, dS, dC, S, C, u, W, h0, c0, ctx.lens, dU, dW, dh0, dc0)
+        return dU, dW, dh0, dc0, None
+
+
+def _lstm(u, W, h0, c0, lengths, lanes=False):
     lens = _lens(lengths)
-    S, C = _LSTM.apply(*_c(u, W, h0, c0), lens)
+    S, C = (_LSTMLanes if lanes else _LSTM).apply(*_c(u, W, h0, c0), lens)
     return _masked(S, lens), S[:, -1], C[:, -1]
 
 
-def lstm(gi: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, lengths: Tensor | None = None):
-    """The LSTM over ``gi`` = W_ih x + b_ih + b_hh (T, B, 4H): ``(outputs, h_n, c_n)``."""
-    return ensemble_call(_lstm, gi, w_hh, h0, c0, lengths)
+def lstm(gi: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, lengths: Tensor | None = None, lanes: bool = False):
+    """The LSTM over ``gi`` = W_ih x + b_ih + b_hh (T, B, 4H): ``(outputs, h_n, c_n)``.
+    ``lanes``: run the lane kernel (:func:`rnn`) instead of the scalar loop."""
+    return ensemble_call(_lstm, gi, w_hh, h0, c0, lengths, lanes)
 
 
 class _GRU(torch.autograd.Function):
@@ -488,15 +515,41 @@ class _GRU(torch.autograd.Function):
         return dU, _gram(dGH, S, h0), dGH.sum((1, 2)), dh0, None
 
 
-def _gru(u, W, bhh, h0, lengths):
+class _GRULanes(torch.autograd.Function):
+    """The GRU with its sequences side by side in vector lanes (``gru_lanes_*`` of small.c):
+    the forward keeps the states only, the backward recomputes the gates."""
+
+    @staticmethod
+    def forward(ctx, u, W, bhh, h0, lens):
+        E, T, B, G = u.shape
+        H = G // 3
+        S = u.new_empty(E, T, B, H)
+        _call("gru_lanes_forward", u.dtype, E, T, B, H, u, W, bhh, h0, lens, S)
+        ctx.lens, ctx.args = lens, (u, W, bhh, h0, lens)
+        ctx.save_for_backward(S, u, W, bhh, h0)
+        return S
+
+    @staticmethod
+    @_twice(_ref_gru)
+    def backward(ctx, dS):
+        dS = dS.contiguous()
+        S, u, W, bhh, h0 = ctx.saved_tensors
+        E, T, B, H = S.shape
+        dU, dW, db, dh0 = torch.empty_like(u), torch.zeros_like(W), torch.zeros_like(bhh), torch.empty_like(h0)
+        _call("gru_lanes_backward", S.dtype, E, T, B, H, dS, S, u, W, bhh, h0, ctx.lens, dU, dW, db, dh0)
+        return dU, dW, db, dh0, None
+
+
+def _gru(u, W, bhh, h0, lengths, lanes=False):
     lens = _lens(lengths)
-    S = _GRU.apply(*_c(u, W, bhh, h0), lens)
+    S = (_GRULanes if lanes else _GRU).apply(*_c(u, W, bhh, h0), lens)
     return _masked(S, lens), S[:, -1]
 
 
-def gru(gi: Tensor, w_hh: Tensor, b_hh: Tensor, h0: Tensor, lengths: Tensor | None = None):
-    """The GRU over ``gi`` = W_ih x + b_ih (T, B, 3H): ``(outputs, h_n)``."""
-    return ensemble_call(_gru, gi, w_hh, b_hh, h0, lengths)
+def gru(gi: Tensor, w_hh: Tensor, b_hh: Tensor, h0: Tensor, lengths: Tensor | None = None, lanes: bool = False):
+    """The GRU over ``gi`` = W_ih x + b_ih (T, B, 3H): ``(outputs, h_n)``.
+    ``lanes``: run the lane kernel (:func:`rnn`) instead of the scalar loop."""
+    return ensemble_call(_gru, gi, w_hh, b_hh, h0, lengths, lanes)
 
 
 class _RHN(torch.autograd.Function):

@@ -151,6 +151,25 @@ DECLARATIONS: dict[str, tuple[Arg, ...]] = {
         Arg("R *const *", "dbk", "E, n[j + 1]", count="K - 1"), Arg("R *", "dwout", "E, 2 * H, n[K - 1]", "K == 0"),
         Arg("R *", "dbout", "E, 2 * H", "K == 0"), "R *dh0: E, B, H",
     ),
+    "gru_lanes_forward": _args(
+        *_SIZES, "const R *u: E, T, B, 3 * H", "const R *W: E, 3 * H, H", "const R *bhh: E, 3 * H",
+        "const R *h0: E, B, H", _LENS, "R *S: E, T, B, H",
+    ),
+    "gru_lanes_backward": _args(
+        *_SIZES, "const R *dS: E, T, B, H", "const R *S: E, T, B, H", "const R *u: E, T, B, 3 * H",
+        "const R *W: E, 3 * H, H", "const R *bhh: E, 3 * H", "const R *h0: E, B, H", _LENS,
+        "R *dU: E, T, B, 3 * H", "R *dW: E, 3 * H, H", "R *dbhh: E, 3 * H", "R *dh0: E, B, H",
+    ),
+    "lstm_lanes_forward": _args(
+        *_SIZES, "const R *u: E, T, B, 4 * H", "const R *W: E, 4 * H, H", "const R *h0: E, B, H",
+        "const R *c0: E, B, H", _LENS, "R *S: E, T, B, H", "R *C: E, T, B, H",
+    ),
+    "lstm_lanes_backward": _args(
+        *_SIZES, "const R *dS: E, T, B, H", "const R *dC: E, T, B, H", "const R *S: E, T, B, H",
+        "const R *C: E, T, B, H", "const R *u: E, T, B, 4 * H", "const R *W: E, 4 * H, H", "const R *h0: E, B, H",
+        "const R *c0: E, B, H", _LENS, "R *dU: E, T, B, 4 * H", "R *dW: E, 4 * H, H", "R *dh0: E, B, H",
+        "R *dc0: E, B, H",
+    ),
     "dmu_lanes_forward": _args(
         *_SIZES, "long K", Arg("const long *", "n", "K"), "int act", "R slope", "const R *u1: E, T, B, G1",
         "const R *w1h: E, G1, H", Arg("R *const *", "Wk", "E, n[j + 1], n[j]", count="K - 1"),
