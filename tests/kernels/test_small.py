@@ -72,8 +72,8 @@ def _leaves(tree):
     return [t for t in torch.utils._pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]
 
 
-#: the cells whose compiled loops also have the lane form (rnn_lanes_* of small.c)
-LANE_CELLS = ("rnn", "irnn", "ltrnn", "dmu", "gru", "lstm")
+#: the cells whose compiled loops also have the lane form (*_lanes_* of small.c)
+LANE_CELLS = ("rnn", "irnn", "ltrnn", "dmu", "gru", "lstm", "rhn")
 KERNELS = [(c, o, k) for c, o in CASES for k in (("scalar", "lanes") if c in LANE_CELLS else ("scalar",))]
 
 

@@ -22,8 +22,8 @@ def test_the_sources_match_the_declaration():
     small_abi.check_source(SOURCE)
     small_abi.check_source(FLOOR, small_abi.SCALAR_FUNCTIONS)  # the benchmark's floor: the scalar loops
     found = small_abi.prototypes(SOURCE.read_text())
-    assert set(found) == set(DECLARATIONS) and len(found) == 18
-    lanes = {f"{c}_lanes_{d}" for c in ("rnn", "lstm", "gru", "dmu") for d in ("forward", "backward")}
+    assert set(found) == set(DECLARATIONS) and len(found) == 20
+    lanes = {f"{c}_lanes_{d}" for c in ("rnn", "lstm", "gru", "rhn", "dmu") for d in ("forward", "backward")}
     assert set(small_abi.LANE_FUNCTIONS) == lanes
     with pytest.raises(SignatureError, match="rnn_lanes_forward: declared in small_abi.py"):
         small_abi.check_source(FLOOR)  # the floor has no lane kernels

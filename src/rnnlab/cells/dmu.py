@@ -240,7 +240,7 @@ class RHNCell(Cell):
         path = self.path(x, lengths)
         if path == "step":
             return super().sequence(x, state, lengths)
-        if path == "compiled":
+        if path in dispatch.COMPILED:
             return self.small_sequence(x, state, lengths)
         state = self.start_sequence(x, state)
         u = tall_linear(x, self.weight_ih, self.bias[0])
@@ -256,11 +256,12 @@ class RHNCell(Cell):
     def small_sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
         """The compiled loops of :mod:`rnnlab.kernels.small` where the backend chooses them
         (``"auto"`` at small widths, ``"small"``), else None."""
-        if self.path(x, lengths) != "compiled":
+        path = self.path(x, lengths)
+        if path not in dispatch.COMPILED:
             return None
         state = self.start_sequence(x, state)
         u = batched_linear(x, self.weight_ih)
-        return small.rhn(u, self.weight_hh, self.bias, state, lengths)
+        return small.rhn(u, self.weight_hh, self.bias, state, lengths, lanes=path == "lanes")
 
     def batched_sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
         """The compiled loops where the backend chooses them, else the batched loop

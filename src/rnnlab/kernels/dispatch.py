@@ -80,7 +80,7 @@ AUTO_MAX_WIDTH = {"rnn": 32, "gru": 8, "dmu": 8, "rhn": 8, "lstm": 4}
 #: on a loaded machine): RNN at E = 1 0.56, 0.83, 0.95, 0.74, 0.66 and at E = 51 0.76, 0.96, 0.73,
 #: 0.81, 0.88 for widths 4, 8, 16, 32, 64; DMU at E = 1 0.73, 0.77, 0.66, 0.62, 0.71 and at E = 51
 #: 0.41, 0.70, 0.55, 0.58, 0.55. Faster at every width measured; wider was not measured.
-LANES_MAX_WIDTH = {"rnn": 64, "dmu": 64, "gru": 64, "lstm": 64}
+LANES_MAX_WIDTH = {"rnn": 64, "dmu": 64, "gru": 64, "lstm": 64, "rhn": 64}
 
 #: the paths that run the compiled loops (a cell's ``small_sequence``)
 COMPILED = ("compiled", "lanes")
@@ -206,11 +206,13 @@ TABLE: dict[str, Family] = {
             {
                 "step": _STEP,
                 "compiled": "rnnlab.kernels.small.rhn",
+                "lanes": "rnnlab.kernels.small.rhn (lanes=True)",
                 "fused": "rnnlab.kernels.gated.rhn_recurrence",
                 "ensemble": "rnnlab.kernels.ensemble.ensemble_rhn",
             },
-            "reference: step; compiled if it can run; step with lengths; else fused. "
-            "Ensemble: compiled if it can run; step with lengths under bf16/fp16 autocast; else ensemble",
+            "reference: step; compiled if it can run, as lanes up to LANES_MAX_WIDTH; step with lengths; else "
+            "fused. Ensemble: compiled (lanes) if it can run; step with lengths under bf16/fp16 autocast; else "
+            "ensemble",
             "rhn",
         ),
         Family(

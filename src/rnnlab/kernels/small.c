@@ -1172,3 +1172,115 @@ void NAME(lstm_lanes_backward)(long E, long T, long B, long H, const R *dS, cons
     }
     free(w), free(dw), free(ul), free(s), free(c), free(gs), free(gc), free(a), free(ch), free(cc);
 }
+
+/* The RHN with its sequences in lanes: per step D micro-layers s <- tanh(a) g + s (1 - g),
+ * [a; b] = W_l s + bias_l (+ u at l = 0), g = sigmoid(b); m keeps per layer its input s, tanh(a)
+ * and g (D * 3H rows), out the new state; the backward recomputes them from the state before the
+ * step */
+static void rhn_lane_step(const R *w, const R *bw, long H, long D, const R *ut, const R *hp, R *m, R *out) {
+    long HL = H * LANES, G = 2 * H;
+    const R *s = hp;
+    for (long l = 0; l < D; l++) {
+        R *ml = m + l * 3 * HL, *pre = ml + HL; /* pre: [a; b], then [tanh(a); sigmoid(b)] in place */
+        if (s != ml) memcpy(ml, s, HL * sizeof(R));
+        memcpy(pre, bw + l * G * LANES, 2 * HL * sizeof(R));
+        if (l == 0)
+            for (long q = 0; q < 2 * HL; q++) pre[q] += ut[q];
+        lane_matvec(pre, w + l * G * H * LANES, ml, G, H);
+        tanh_lanes(pre, HL);
+        sigmoid_lanes(pre + HL, HL);
+        R *next = l + 1 < D ? m + (l + 1) * 3 * HL : out;
+        for (long q = 0; q < HL; q++) next[q] = pre[q] * pre[HL + q] + ml[q] * ((R)1 - pre[HL + q]);
+        s = next;
+    }
+    if (D == 0) memcpy(out, hp, HL * sizeof(R));
+}
+
+void NAME(rhn_lanes_forward)(long E, long T, long B, long H, long D, const R *u, const R *W, const R *bias,
+                             const R *h0, const int64_t *lens, R *S) {
+    long N = E * B, mem[LANES], off[LANES], HL = H * LANES, G = 2 * H;
+    R len[LANES];
+    R *w = malloc(D * G * H * LANES * sizeof(R)), *bw = malloc(D * G * LANES * sizeof(R));
+    R *ul = malloc(T * G * LANES * sizeof(R)), *s = malloc((T + 1) * HL * sizeof(R));
+    R *m = malloc((D + 1) * 3 * HL * sizeof(R)), *out = malloc(HL * sizeof(R));
+    for (long n0 = 0; n0 < N; n0 += LANES) {
+        long nb = lanes_of(n0, N, T, B, lens, mem, off, len);
+        spread(w, W, D * G, H, mem);
+        spread(bw, bias, D * G, 1, mem);
+        gather(ul, u, G, T, B, off);
+        gather0(s, h0, H, T, B, off);
+        for (long t = 0; t < T; t++) {
+            const R *hp = s + t * HL;
+            R *ht = s + (t + 1) * HL;
+            rhn_lane_step(w, bw, H, D, ul + t * G * LANES, hp, m, out);
+            for (long i = 0; i < H; i++)
+                for (long k = 0; k < LANES; k++) ht[i * LANES + k] = (R)t < len[k] ? out[i * LANES + k] : hp[i * LANES + k];
+        }
+        scatter(S, s + HL, H, T, B, off, nb);
+    }
+    free(w), free(bw), free(ul), free(s), free(m), free(out);
+}
+
+/* BPTT of rhn_lanes_forward: dU the gradients of the input terms, dh0 of the initial state; the
+ * gradients of W and bias are ADDED to dW and dbias (the caller zeroes them) */
+void NAME(rhn_lanes_backward)(long E, long T, long B, long H, long D, const R *dS, const R *S, const R *u,
+                              const R *W, const R *bias, const R *h0, const int64_t *lens, R *dU, R *dW, R *dbias,
+                              R *dh0) {
+    long N = E * B, mem[LANES], off[LANES], HL = H * LANES, G = 2 * H;
+    R len[LANES], live[LANES];
+    R *w = malloc(D * G * H * LANES * sizeof(R)), *bw = malloc(D * G * LANES * sizeof(R));
+    R *dw = malloc(D * G * H * LANES * sizeof(R)), *db = malloc(D * G * LANES * sizeof(R));
+    R *ul = malloc(T * G * LANES * sizeof(R)), *s = malloc((T + 1) * HL * sizeof(R)), *gs = malloc(T * HL * sizeof(R));
+    R *m = malloc((D + 1) * 3 * HL * sizeof(R)), *out = malloc(HL * sizeof(R));
+    R *carry = malloc(HL * sizeof(R)), *ds = malloc(HL * sizeof(R)), *dp = malloc(2 * HL * sizeof(R));
+    for (long n0 = 0; n0 < N; n0 += LANES) {
+        long nb = lanes_of(n0, N, T, B, lens, mem, off, len);
+        spread(w, W, D * G, H, mem);
+        spread(bw, bias, D * G, 1, mem);
+        memset(dw, 0, D * G * H * LANES * sizeof(R));
+        memset(db, 0, D * G * LANES * sizeof(R));
+        memset(carry, 0, HL * sizeof(R));
+        gather(ul, u, G, T, B, off);
+        gather0(s, h0, H, T, B, off);
+        gather(s + HL, S, H, T, B, off);
+        gather(gs, dS, H, T, B, off);
+        for (long t = T - 1; t >= 0; t--) {
+            const R *hp = s + t * HL, *dst = gs + t * HL;
+            R *ut = ul + t * G * LANES; /* becomes the gradient of the input terms */
+            rhn_lane_step(w, bw, H, D, ut, hp, m, out);
+            live_lanes(live, len, t);
+            for (long i = 0; i < H; i++)
+                for (long k = 0; k < LANES; k++) {
+                    long q = i * LANES + k;
+                    R in = dst[q] + carry[q];
+                    ds[q] = in * live[k];
+                    carry[q] = in;
+                }
+            if (D == 0) memset(ut, 0, 2 * HL * sizeof(R));
+            for (long l = D - 1; l >= 0; l--) {
+                const R *ml = m + l * 3 * HL;
+                for (long q = 0; q < HL; q++) {
+                    R si = ml[q], ta = ml[HL + q], tg = ml[2 * HL + q], d = ds[q];
+                    dp[q] = d * tg * ((R)1 - ta * ta);
+                    dp[HL + q] = d * (ta - si) * tg * ((R)1 - tg);
+                    ds[q] = d * ((R)1 - tg);
+                }
+                for (long q = 0; q < 2 * HL; q++) db[l * G * LANES + q] += dp[q];
+                lane_matvec_back(ds, dw + l * G * H * LANES, w + l * G * H * LANES, dp, ml, G, H);
+                if (l == 0) memcpy(ut, dp, 2 * HL * sizeof(R));
+            }
+            for (long i = 0; i < H; i++)
+                for (long k = 0; k < LANES; k++) {
+                    long q = i * LANES + k;
+                    carry[q] = live[k] != (R)0 ? ds[q] : carry[q]; /* a frozen step passes its gradient on */
+                }
+        }
+        scatter(dU, ul, G, T, B, off, nb);
+        for (long k = 0; k < nb; k++)
+            for (long i = 0; i < H; i++) dh0[(mem[k] * B + (n0 + k) % B) * H + i] = carry[i * LANES + k];
+        lane_reduce(dW, dw, D * G * H, mem, nb);
+        lane_reduce(dbias, db, D * G, mem, nb);
+    }
+    free(w), free(bw), free(dw), free(db), free(ul), free(s), free(gs), free(m), free(out), free(carry), free(ds),
+        free(dp);
+}

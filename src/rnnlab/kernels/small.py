@@ -575,16 +575,42 @@ class _RHN(torch.autograd.Function):
         return dU, dW, db, dh0, None
 
 
-def _rhn(u, W, bias, h0, lengths):
+class _RHNLanes(torch.autograd.Function):
+    """The RHN with its sequences side by side in vector lanes (``rhn_lanes_*`` of small.c): the
+    forward keeps the states only, the backward recomputes each step's micro-layers."""
+
+    @staticmethod
+    def forward(ctx, u, W, bias, h0, lens):
+        E, T, B, G = u.shape
+        H, D = G // 2, W.shape[1]
+        S = u.new_empty(E, T, B, H)
+        _call("rhn_lanes_forward", u.dtype, E, T, B, H, D, u, W, bias, h0, lens, S)
+        ctx.lens, ctx.args = lens, (u, W, bias, h0, lens)
+        ctx.save_for_backward(S, u, W, bias, h0)
+        return S
+
+    @staticmethod
+    @_twice(_ref_rhn)
+    def backward(ctx, dS):
+        dS = dS.contiguous()
+        S, u, W, bias, h0 = ctx.saved_tensors
+        E, T, B, H = S.shape
+        dU, dW, db, dh0 = torch.empty_like(u), torch.zeros_like(W), torch.zeros_like(bias), torch.empty_like(h0)
+        _call("rhn_lanes_backward", S.dtype, E, T, B, H, W.shape[1], dS, S, u, W, bias, h0, ctx.lens, dU, dW, db, dh0)
+        return dU, dW, db, dh0, None
+
+
+def _rhn(u, W, bias, h0, lengths, lanes=False):
     lens = _lens(lengths)
-    S = _RHN.apply(*_c(u, W, bias, h0), lens)
+    S = (_RHNLanes if lanes else _RHN).apply(*_c(u, W, bias, h0), lens)
     return _masked(S, lens), S[:, -1]
 
 
-def rhn(u: Tensor, w_hh: Tensor, bias: Tensor, h0: Tensor, lengths: Tensor | None = None):
+def rhn(u: Tensor, w_hh: Tensor, bias: Tensor, h0: Tensor, lengths: Tensor | None = None, lanes: bool = False):
     """The RHN (coupled carry gate) over ``u`` = W_ih x (T, B, 2H), ``w_hh`` (depth, 2H, H),
-    ``bias`` (depth, 2H): ``(outputs, h_n)``."""
-    return ensemble_call(_rhn, u, w_hh, bias, h0, lengths)
+    ``bias`` (depth, 2H): ``(outputs, h_n)``. ``lanes``: run the lane kernel (:func:`rnn`)
+    instead of the scalar loop."""
+    return ensemble_call(_rhn, u, w_hh, bias, h0, lengths, lanes)
 
 
 class _DMU(torch.autograd.Function):

@@ -170,6 +170,15 @@ DECLARATIONS: dict[str, tuple[Arg, ...]] = {
         "const R *c0: E, B, H", _LENS, "R *dU: E, T, B, 4 * H", "R *dW: E, 4 * H, H", "R *dh0: E, B, H",
         "R *dc0: E, B, H",
     ),
+    "rhn_lanes_forward": _args(
+        *_SIZES, "long D", "const R *u: E, T, B, 2 * H", "const R *W: E, D, 2 * H, H", "const R *bias: E, D, 2 * H",
+        "const R *h0: E, B, H", _LENS, "R *S: E, T, B, H",
+    ),
+    "rhn_lanes_backward": _args(
+        *_SIZES, "long D", "const R *dS: E, T, B, H", "const R *S: E, T, B, H", "const R *u: E, T, B, 2 * H",
+        "const R *W: E, D, 2 * H, H", "const R *bias: E, D, 2 * H", "const R *h0: E, B, H", _LENS,
+        "R *dU: E, T, B, 2 * H", "R *dW: E, D, 2 * H, H", "R *dbias: E, D, 2 * H", "R *dh0: E, B, H",
+    ),
     "dmu_lanes_forward": _args(
         *_SIZES, "long K", Arg("const long *", "n", "K"), "int act", "R slope", "const R *u1: E, T, B, G1",
         "const R *w1h: E, G1, H", Arg("R *const *", "Wk", "E, n[j + 1], n[j]", count="K - 1"),
