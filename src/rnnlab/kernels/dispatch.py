@@ -73,14 +73,18 @@ PATHS = {
 #: RHN's up to 8 in an ensemble (``python benchmarks/small_models.py --widths``; docs/speed.md).
 AUTO_MAX_WIDTH = {"rnn": 32, "gru": 8, "dmu": 8, "rhn": 8, "lstm": 4}
 
-#: where the compiled loops run, a kernel with a lane form (``rnn_lanes_*``, ``dmu_lanes_*`` of
-#: small.c) runs it up to this width, the scalar loop above it. Measured (``python
-#: benchmarks/small_models.py --widths``: one layer's forward and backward, one thread, batch 32,
-#: T = 100, lanes time / scalar loop time, medians of 3 steps, 21 at E = 1 for the RNN's 4 and 8,
-#: on a loaded machine): RNN at E = 1 0.56, 0.83, 0.95, 0.74, 0.66 and at E = 51 0.76, 0.96, 0.73,
-#: 0.81, 0.88 for widths 4, 8, 16, 32, 64; DMU at E = 1 0.73, 0.77, 0.66, 0.62, 0.71 and at E = 51
-#: 0.41, 0.70, 0.55, 0.58, 0.55. Faster at every width measured; wider was not measured.
-LANES_MAX_WIDTH = {"rnn": 64, "dmu": 64, "gru": 64, "lstm": 64, "rhn": 64}
+#: where the compiled loops run, a kernel with a lane form (``*_lanes_*`` of small.c) runs it up
+#: to this width, the scalar loop above it. Measured (``python benchmarks/small_models.py
+#: --widths``: one layer's forward and backward, one thread, batch 32, T = 100, lanes time /
+#: scalar loop time, medians of 3 steps (21 at E = 1 for the RNN's 4 and 8), on a loaded
+#: machine), for widths 4, 8, 16, 32, 64 at E = 1 and E = 51:
+#: RNN 0.56, 0.83, 0.95, 0.74, 0.66 and 0.76, 0.96, 0.73, 0.81, 0.88;
+#: DMU 0.73, 0.77, 0.66, 0.62, 0.71 and 0.41, 0.70, 0.55, 0.58, 0.55;
+#: RHN 0.74, 0.73, 0.83, 0.92, 1.00 and 0.84, 0.58, 0.51, 0.83, 0.93;
+#: GRU 0.80, 0.71, 0.85, 0.87, 1.21 and 0.54, 0.87, 0.71, 0.82, 0.95;
+#: LSTM 0.79, 0.59, 0.83, 1.01, 1.20 and 0.49, 0.91, 0.83, 1.06, 0.91
+#: (the lane kernels copy each weight per lane: 4H x H x 32 for the LSTM, out of cache from 32 on).
+LANES_MAX_WIDTH = {"rnn": 64, "dmu": 64, "rhn": 64, "gru": 32, "lstm": 16}
 
 #: the paths that run the compiled loops (a cell's ``small_sequence``)
 COMPILED = ("compiled", "lanes")
