@@ -197,6 +197,8 @@ void NAME(rnn_backward)(long E, long T, long B, long H, int act, const R *dS, co
  * arithmetic does not depend on the other lanes, so a member's results are those of its run
  * alone. Past the last sequence a block repeats it and writes nothing. */
 #define LANES 32
+/* the helpers of the lane kernels are compiled once, not into every caller (build time) */
+#define NOINLINE __attribute__((noinline))
 
 /* the lanes' members, their offsets in a (E, T, B, rows) tensor at t = 0 (in rows), lengths */
 static long lanes_of(long n0, long N, long T, long B, const int64_t *lens, long *mem, long *off, R *len) {
@@ -210,12 +212,12 @@ static long lanes_of(long n0, long N, long T, long B, const int64_t *lens, long 
     return nb;
 }
 /* w[(r * C + c) * LANES + k] = W[mem[k]][r][c]: a (rows, cols) weight per lane */
-static void spread(R *w, const R *W, long rows, long cols, const long *mem) {
+static NOINLINE void spread(R *w, const R *W, long rows, long cols, const long *mem) {
     for (long rc = 0; rc < rows * cols; rc++)
         for (long k = 0; k < LANES; k++) w[rc * LANES + k] = W[mem[k] * rows * cols + rc];
 }
 /* x[(t * rows + i) * LANES + k] = X[(off[k] + t * B) * rows + i] for t < T, and back */
-static void gather(R *x, const R *X, long rows, long T, long B, const long *off) {
+static NOINLINE void gather(R *x, const R *X, long rows, long T, long B, const long *off) {
     for (long t = 0; t < T; t++)
         for (long k = 0; k < LANES; k++) {
             const R *src = X + (off[k] + t * B) * rows;
@@ -223,7 +225,7 @@ static void gather(R *x, const R *X, long rows, long T, long B, const long *off)
             for (long i = 0; i < rows; i++) dst[i * LANES] = src[i];
         }
 }
-static void scatter(R *X, const R *x, long rows, long T, long B, const long *off, long nb) {
+static NOINLINE void scatter(R *X, const R *x, long rows, long T, long B, const long *off, long nb) {
     for (long t = 0; t < T; t++)
         for (long k = 0; k < nb; k++) {
             R *dst = X + (off[k] + t * B) * rows;
@@ -232,7 +234,7 @@ static void scatter(R *X, const R *x, long rows, long T, long B, const long *off
         }
 }
 /* the initial state of each lane: h0 (E, B, rows) */
-static void gather0(R *x, const R *X0, long rows, long T, long B, const long *off) {
+static NOINLINE void gather0(R *x, const R *X0, long rows, long T, long B, const long *off) {
     for (long k = 0; k < LANES; k++) {
         long e = off[k] / (T * B), b = off[k] % (T * B);
         for (long i = 0; i < rows; i++) x[i * LANES + k] = X0[(e * B + b) * rows + i];
@@ -244,6 +246,12 @@ static inline R tanh_e(R v) {
                     v2 * ((R)(62.0 / 2835) + v2 * (R)(-1382.0 / 155925)))))); /* fmt */
     R far = (R)2 / ((R)1 + exp_e((R)-2 * v)) - (R)1;
     return (v < (R)0.0625 && v > (R)-0.0625) ? series : far;
+}
+static NOINLINE void sigmoid_lanes(R *x, long n) {
+    for (long q = 0; q < n; q++) x[q] = (R)1 / ((R)1 + exp_e(-x[q]));
+}
+static NOINLINE void tanh_lanes(R *x, long n) {
+    for (long q = 0; q < n; q++) x[q] = tanh_e(x[q]);
 }
 
 void NAME(rnn_lanes_forward)(long E, long T, long B, long H, int act, const R *u, const R *W, const R *h0,
@@ -267,7 +275,7 @@ void NAME(rnn_lanes_forward)(long E, long T, long B, long H, int act, const R *u
                     for (long k = 0; k < LANES; k++) zi[k] += wij[k] * hj[k];
                 }
             if (act == 0)
-                for (long q = 0; q < HL; q++) zt[q] = tanh_e(zt[q]);
+                tanh_lanes(zt, HL);
             else if (act == 1)
                 for (long q = 0; q < HL; q++) zt[q] = zt[q] < 0 ? (R)0 : zt[q];
             for (long i = 0; i < H; i++)
@@ -762,7 +770,7 @@ void NAME(dmu_backward)(long E, long T, long B, long H, long K, const long *n, i
  * place of reading it back. */
 
 /* y[r] += sum_j M[r][j] x[j] per lane, r < rows, j < cols (M a per-lane weight) */
-static void lane_matvec(R *restrict y, const R *restrict M, const R *restrict x, long rows, long cols) {
+static NOINLINE void lane_matvec(R *restrict y, const R *restrict M, const R *restrict x, long rows, long cols) {
     for (long j = 0; j < cols; j++) /* j outside: consecutive updates go to different rows */
         for (long r = 0; r < rows; r++) {
             const R *m = M + (r * cols + j) * LANES, *xj = x + j * LANES;
@@ -771,7 +779,7 @@ static void lane_matvec(R *restrict y, const R *restrict M, const R *restrict x,
         }
 }
 /* y[j] += sum_r M[r][j] d[r] and dM[r][j] += d[r] x[j] per lane (the backward of lane_matvec) */
-static void lane_matvec_back(R *restrict y, R *restrict dM, const R *restrict M, const R *restrict d,
+static NOINLINE void lane_matvec_back(R *restrict y, R *restrict dM, const R *restrict M, const R *restrict d,
                              const R *restrict x, long rows, long cols) {
     for (long r = 0; r < rows; r++)
         for (long j = 0; j < cols; j++) {
@@ -781,11 +789,11 @@ static void lane_matvec_back(R *restrict y, R *restrict dM, const R *restrict M,
         }
 }
 /* dM[mem[k]][r] += m[r][k] for the nb real lanes: per-lane sums into each member's gradient */
-static void lane_reduce(R *dM, const R *m, long size, const long *mem, long nb) {
+static NOINLINE void lane_reduce(R *dM, const R *m, long size, const long *mem, long nb) {
     for (long k = 0; k < nb; k++)
         for (long q = 0; q < size; q++) dM[mem[k] * size + q] += m[q * LANES + k];
 }
-static void lrelu_lanes(R *x, long rows, R slope) {
+static NOINLINE void lrelu_lanes(R *x, long rows, R slope) {
     for (long q = 0; q < rows * LANES; q++) x[q] = x[q] > 0 ? x[q] : x[q] * slope;
 }
 
@@ -829,7 +837,7 @@ static void dmu_lane_spread(dmu_lane_weights *w, long H, long K, const long *n, 
 /* one step of a block: from the input terms ut (n0 rows) and the state hp, the layers' outputs
  * a (a_1 .. a_K, n[k] rows each), the gate g and candidate c (H rows each); returns nothing, the
  * new state is c + g (hp - c) */
-static void dmu_lane_step(const dmu_lane_weights *w, long H, long K, const long *n, int act, R slope,
+static NOINLINE void dmu_lane_step(const dmu_lane_weights *w, long H, long K, const long *n, int act, R slope,
                           const R *ut, const R *hp, R *a, R *g, R *c) {
     long n0 = K ? n[0] : 2 * H, HL = H * LANES;
     R *first = K ? a : g; /* with K = 0 the first layer is [z; hh] itself (g and c are adjacent) */
@@ -848,9 +856,8 @@ static void dmu_lane_step(const dmu_lane_weights *w, long H, long K, const long 
         memcpy(g, w->bo, 2 * HL * sizeof(R));
         lane_matvec(g, w->wo, pa, 2 * H, n[K - 1]);
     }
-    for (long q = 0; q < HL; q++) g[q] = (R)1 / ((R)1 + exp_e(-g[q]));
-    if (act == 0)
-        for (long q = 0; q < HL; q++) c[q] = tanh_e(c[q]);
+    sigmoid_lanes(g, HL);
+    if (act == 0) tanh_lanes(c, HL);
 }
 
 void NAME(dmu_lanes_forward)(long E, long T, long B, long H, long K, const long *n, int act, R slope,
@@ -968,20 +975,14 @@ void NAME(dmu_lanes_backward)(long E, long T, long B, long H, long K, const long
 
 /* The GRU and the LSTM with their sequences in lanes; as the DMU's, each backward recomputes a
  * step's gates from the state before it (and the LSTM's cell from its saved cells). */
-static void sigmoid_lanes(R *x, long n) {
-    for (long q = 0; q < n; q++) x[q] = (R)1 / ((R)1 + exp_e(-x[q]));
-}
-static void tanh_lanes(R *x, long n) {
-    for (long q = 0; q < n; q++) x[q] = tanh_e(x[q]);
-}
 /* the 1 / 0 mask of the lanes whose sequence is still running at step t */
-static void live_lanes(R *live, const R *len, long t) {
+static NOINLINE void live_lanes(R *live, const R *len, long t) {
     for (long k = 0; k < LANES; k++) live[k] = (R)t < len[k] ? (R)1 : (R)0;
 }
 
 /* GRU: gh = W h + b_hh (3H rows: r, z, n), r = sigmoid(u_r + gh_r), z = sigmoid(u_z + gh_z),
  * n = tanh(u_n + r gh_n), h = (1 - z) n + z h_prev; gh keeps gh, then r, z in its first 2H rows */
-static void gru_lane_step(const R *w, const R *bw, long H, const R *ut, const R *hp, R *gh, R *n) {
+static NOINLINE void gru_lane_step(const R *w, const R *bw, long H, const R *ut, const R *hp, R *gh, R *n) {
     long HL = H * LANES;
     memcpy(gh, bw, 3 * HL * sizeof(R));
     lane_matvec(gh, w, hp, 3 * H, H);
@@ -1073,7 +1074,7 @@ void NAME(gru_lanes_backward)(long E, long T, long B, long H, const R *dS, const
 
 /* LSTM: a = u + W h (4H rows: i, f, g, o), i, f, o sigmoid, g tanh, c = f c_prev + i g,
  * h = o tanh(c); a keeps the activated gates */
-static void lstm_lane_step(const R *w, long H, const R *ut, const R *hp, R *a) {
+static NOINLINE void lstm_lane_step(const R *w, long H, const R *ut, const R *hp, R *a) {
     long HL = H * LANES;
     memcpy(a, ut, 4 * HL * sizeof(R));
     lane_matvec(a, w, hp, 4 * H, H);
@@ -1127,6 +1128,7 @@ void NAME(lstm_lanes_backward)(long E, long T, long B, long H, const R *dS, cons
     R *s = malloc((T + 1) * HL * sizeof(R)), *c = malloc((T + 1) * HL * sizeof(R));
     R *gs = malloc(T * HL * sizeof(R)), *gc = malloc(T * HL * sizeof(R));
     R *a = malloc(4 * HL * sizeof(R)), *ch = malloc(HL * sizeof(R)), *cc = malloc(HL * sizeof(R));
+    R *tc = malloc(HL * sizeof(R));
     for (long n0 = 0; n0 < N; n0 += LANES) {
         long nb = lanes_of(n0, N, T, B, lens, mem, off, len);
         spread(w, W, 4 * H, H, mem);
@@ -1146,12 +1148,14 @@ void NAME(lstm_lanes_backward)(long E, long T, long B, long H, const R *dS, cons
             R *dz = ul + t * 4 * HL; /* becomes the gradient of the input terms */
             lstm_lane_step(w, H, dz, hp, a);
             live_lanes(live, len, t);
+            memcpy(tc, ct, HL * sizeof(R));
+            tanh_lanes(tc, HL);
             for (long i = 0; i < H; i++)
                 for (long k = 0; k < LANES; k++) {
                     long q = i * LANES + k;
                     R inh = ds[q] + ch[q], inc = dc_[q] + cc[q], on = live[k];
                     R ig = a[q], fg = a[HL + q], gg = a[2 * HL + q], og = a[3 * HL + q];
-                    R tcq = tanh_e(ct[q]);
+                    R tcq = tc[q];
                     R dh = inh * on, dc = (inc + dh * og * ((R)1 - tcq * tcq)) * on;
                     dz[q] = dc * gg * ig * ((R)1 - ig);
                     dz[HL + q] = dc * cp[q] * fg * ((R)1 - fg);
@@ -1170,14 +1174,14 @@ void NAME(lstm_lanes_backward)(long E, long T, long B, long H, const R *dS, cons
             }
         lane_reduce(dW, dw, 4 * H * H, mem, nb);
     }
-    free(w), free(dw), free(ul), free(s), free(c), free(gs), free(gc), free(a), free(ch), free(cc);
+    free(w), free(dw), free(ul), free(s), free(c), free(gs), free(gc), free(a), free(ch), free(cc), free(tc);
 }
 
 /* The RHN with its sequences in lanes: per step D micro-layers s <- tanh(a) g + s (1 - g),
  * [a; b] = W_l s + bias_l (+ u at l = 0), g = sigmoid(b); m keeps per layer its input s, tanh(a)
  * and g (D * 3H rows), out the new state; the backward recomputes them from the state before the
  * step */
-static void rhn_lane_step(const R *w, const R *bw, long H, long D, const R *ut, const R *hp, R *m, R *out) {
+static NOINLINE void rhn_lane_step(const R *w, const R *bw, long H, long D, const R *ut, const R *hp, R *m, R *out) {
     long HL = H * LANES, G = 2 * H;
     const R *s = hp;
     for (long l = 0; l < D; l++) {
