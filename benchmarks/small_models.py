@@ -2,7 +2,7 @@
 
     python benchmarks/small_models.py                                  # print the table
     python benchmarks/small_models.py --json docs/small-results.json   # a record (refused on a busy machine)
-    python benchmarks/small_models.py --presets dmu/adding-rnn --sizes 1 51 --steps 8
+    python benchmarks/small_models.py --presets dmu/adding-rnn --sizes 1 8 51 --steps 8
     python benchmarks/small_models.py --widths      # one layer, compiled loops against the previous path
 
 For the 15 DMU synthetic presets (adding, temporal order, noisy sequence x RNN, LSTM, GRU, RHN,

@@ -101,7 +101,7 @@ OTHER_PATHS = (
 
 def _spy(log: list, name: str, fn):
     def run(*args, **kwargs):
-        log.append(name)
+        log.append(name + ("+lanes" if kwargs.get("lanes") else ""))  # the lane kernels, added after the golden
         return fn(*args, **kwargs)
 
     return run

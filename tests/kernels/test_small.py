@@ -72,9 +72,17 @@ def _leaves(tree):
     return [t for t in torch.utils._pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]
 
 
-@pytest.mark.parametrize("cell,options", CASES)
+#: the cells whose compiled loops also have the lane form (*_lanes_* of small.c)
+LANE_CELLS = ("rnn", "irnn", "ltrnn", "dmu", "gru", "lstm", "rhn")
+KERNELS = [(c, o, k) for c, o in CASES for k in (("scalar", "lanes") if c in LANE_CELLS else ("scalar",))]
+
+
+@pytest.mark.parametrize("cell,options,kernel", KERNELS)
 @pytest.mark.parametrize("H,layers,lengths,h0", SHAPES)
-def test_compiled_loops_equal_the_step_loop(cell, options, H, layers, lengths, h0):
+def test_compiled_loops_equal_the_step_loop(cell, options, kernel, H, layers, lengths, h0, monkeypatch):
+    if kernel == "scalar":  # the lane kernels are chosen up to their width: below it, the scalar loop asked for
+        monkeypatch.setattr(dispatch, "LANES_MAX_WIDTH", {})
+    calls = _calls(monkeypatch)
     T, B = 9, 5
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(T, B, 3, generator=gen, dtype=D)
@@ -91,6 +99,7 @@ def test_compiled_loops_equal_the_step_loop(cell, options, H, layers, lengths, h
         inputs = list(layer.parameters()) + ([] if s0 is None else _leaves(s0))
         results.append((out, _leaves(h_n), torch.autograd.grad(loss, inputs)))
     (o1, h1, g1), (o2, h2, g2) = results
+    assert calls and all(("_lanes_" in c) == (kernel == "lanes") for c in calls) and len(set(calls)) == 2, calls
     torch.testing.assert_close(o1, o2, rtol=1e-10, atol=1e-12)
     for a, b in zip(h1, h2):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
@@ -127,7 +136,8 @@ def test_members_at_once_equal_each_member_alone(cell, options, monkeypatch):
     calls = _calls(monkeypatch)
     out, _ = StackedModel(models[0]).forward(models, x, None, L)
     out.sum().backward()
-    assert f"{'rnn' if cell == 'ltrnn' else cell}_backward" in calls  # the compiled loops ran, backward too
+    kernel = ("rnn" if cell in ("rnn", "ltrnn") else cell) + ("_lanes" if cell in LANE_CELLS else "")
+    assert f"{kernel}_backward" in calls  # the compiled loops ran, backward too
     batched = [[p.grad.clone() for p in m.parameters()] for m in models]
     for k, m in enumerate(models):
         m.zero_grad()
@@ -149,6 +159,10 @@ def test_auto_takes_the_compiled_loops_below_the_width_limit_only(monkeypatch):
         assert bool(calls) == expected, H
     calls = _calls(monkeypatch)
     Recurrent(3, limit + 1, cell=CELLS["lstm"], backend="small")(x)  # forced at any width
+    assert calls == ["lstm_lanes_forward"]  # the lane kernel, up to its own width limit
+    lanes = dispatch.LANES_MAX_WIDTH["lstm"]
+    calls = _calls(monkeypatch)
+    Recurrent(3, lanes + 1, cell=CELLS["lstm"], backend="small")(x)  # above it: the scalar loop
     assert calls == ["lstm_forward"]
     for backend in ("reference", "auto"):
         calls = _calls(monkeypatch)
@@ -272,3 +286,53 @@ def test_a_compiler_that_writes_nothing_or_fails_silently_is_named(tmp_path, scr
     assert str(cc) in note and "PyTorch paths" in note
     for w in words:
         assert w in note, note
+
+
+@pytest.mark.parametrize("nonlinearity", ["tanh", "relu", "identity"])
+def test_lane_blocks_that_cut_members_equal_each_member_alone(nonlinearity):
+    """5 members of 13 sequences: 65 lanes, so the blocks of 32 lanes cut members apart and the
+    last block is mostly padding; each member through the lane kernel at once equals the
+    recurrence written in PyTorch operations for that member alone (outputs, final state, the
+    gradients of the input terms, the weight and the initial state)."""
+    E, T, B, H = 5, 7, 13, 3
+    gen = torch.Generator().manual_seed(4)
+    u = torch.randn(E, T, B, H, generator=gen, dtype=D, requires_grad=True)
+    W = (0.6 * torch.randn(E, H, H, generator=gen, dtype=D)).requires_grad_()
+    h0 = torch.randn(E, B, H, generator=gen, dtype=D, requires_grad=True)
+    L = torch.randint(1, T + 1, (E, B), generator=gen)
+    act = small._ACT[nonlinearity]
+    out, h_n = small._rnn_lanes(u, W, h0, L, act)  # the members first, as an ensemble calls it
+    w = torch.randn(out.shape, generator=gen, dtype=D)
+    got = torch.autograd.grad((out * w).sum() + (h_n**2).sum(), [u, W, h0])
+    for e in range(E):
+        ue, We, he = (t[e : e + 1].detach().requires_grad_() for t in (u, W, h0))
+        S = small._ref_rnn(act, ue, We, he, L[e : e + 1])
+        mask = (torch.arange(T)[:, None] < L[e][None, :]).unsqueeze(-1)
+        o = S[0] * mask
+        torch.testing.assert_close(out[e], o, rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(h_n[e], S[0, -1], rtol=1e-10, atol=1e-12)
+        want = torch.autograd.grad((o * w[e]).sum() + (S[0, -1] ** 2).sum(), [ue, We, he])
+        for g, wnt in zip(got, want):
+            torch.testing.assert_close(g[e : e + 1], wnt, rtol=1e-10, atol=1e-11)
+
+
+@pytest.mark.parametrize("cell,options", [("rnn", {}), ("lstm", {}), ("gru", {}), ("rhn", {"depth": 3}), ("dmu", {})])
+def test_lane_kernels_in_float32_follow_float64(cell, options, monkeypatch):
+    """The float32 build of the lane kernels (their own exp polynomial, 16 floats per
+    instruction) against the step loop in float64: outputs and gradients within float32's
+    rounding over 30 steps."""
+    calls = _calls(monkeypatch)
+    torch.manual_seed(1)
+    fast = Recurrent(3, 5, 2, cell=CELLS[cell], backend="small", **options)
+    ref = Recurrent(3, 5, 2, cell=CELLS[cell], backend="reference", **options).double()
+    ref.load_state_dict({k: v.double() for k, v in fast.state_dict().items()})
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(30, 40, 3, generator=gen)
+    L = torch.randint(1, 31, (40,), generator=gen)
+    (o1, _), (o2, _) = fast(x, lengths=L), ref(x.double(), lengths=L)
+    o1.square().sum().backward()
+    o2.square().sum().backward()
+    assert calls and all("_lanes_" in c for c in calls), calls
+    torch.testing.assert_close(o1.double(), o2, rtol=1e-5, atol=1e-6)
+    for p, q in zip(fast.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad.double(), q.grad, rtol=1e-4, atol=1e-5 * float(q.grad.abs().max()))

@@ -20,9 +20,13 @@ D = torch.float64
 
 def test_the_sources_match_the_declaration():
     small_abi.check_source(SOURCE)
-    small_abi.check_source(FLOOR)  # the benchmark's floor is called the same way
+    small_abi.check_source(FLOOR, small_abi.SCALAR_FUNCTIONS)  # the benchmark's floor: the scalar loops
     found = small_abi.prototypes(SOURCE.read_text())
-    assert set(found) == set(DECLARATIONS) and len(found) == 10
+    assert set(found) == set(DECLARATIONS) and len(found) == 20
+    lanes = {f"{c}_lanes_{d}" for c in ("rnn", "lstm", "gru", "rhn", "dmu") for d in ("forward", "backward")}
+    assert set(small_abi.LANE_FUNCTIONS) == lanes
+    with pytest.raises(SignatureError, match="rnn_lanes_forward: declared in small_abi.py"):
+        small_abi.check_source(FLOOR)  # the floor has no lane kernels
     assert found["dmu_forward"][5] == ("const long *", "n") and found["dmu_forward"][10] == ("R *const *", "Wk")
 
 
@@ -44,7 +48,9 @@ def test_the_sources_match_the_declaration():
         # an argument too many at the end
         ("R *C, R *A, R *TC) {", "R *C, R *A, R *TC, long extra) {", "lstm_forward: small.c has 14 arguments, the declaration 13"),
         # two arguments swapped
-        ("const R *W, const R *bhh, const R *h0,", "const R *bhh, const R *W, const R *h0,", "gru_forward: argument 6 is 'const R *bhh'"),
+        ("(gru_forward)(long E, long T, long B, long H, const R *u, const R *W, const R *bhh,",
+         "(gru_forward)(long E, long T, long B, long H, const R *u, const R *bhh, const R *W,",
+         "gru_forward: argument 6 is 'const R *bhh'"),
         # a function renamed
         ("void NAME(rnn_backward)(", "void NAME(rnn_backward2)(", "rnn_backward: declared in small_abi.py but small.c defines no"),
     ],

@@ -46,29 +46,46 @@ def build_floor(source: Path, out_dir: Path) -> dict:
     """The floor's two libraries (``{"f64": ..., "f32": ...}``), compiled with ``cc -O3``."""
     import torch
 
-    from ..kernels.small_abi import bind, check_source
+    from ..kernels.small_abi import SCALAR_FUNCTIONS, bind, check_source
 
     cc = shutil.which("cc")
     if cc is None:
         raise RuntimeError("the floor needs a C compiler (cc)")
-    check_source(source)  # the floor is called as the compiled loops are: the same prototypes
+    check_source(source, SCALAR_FUNCTIONS)  # the floor is called as the scalar loops are: the same prototypes
     libs = {}
     for kind, extra in (("f64", []), ("f32", ["-DSINGLE"])):
         target = out_dir / f"floor-{kind}.so"
         subprocess.run([cc, "-O3", "-std=gnu99", "-shared", "-fPIC", *extra, str(source), "-o", str(target), "-lm"],
                        check=True)  # fmt: skip
-        libs[kind] = bind(ctypes.CDLL(str(target)), torch.float32 if kind == "f32" else torch.float64)
+        libs[kind] = bind(ctypes.CDLL(str(target)), torch.float32 if kind == "f32" else torch.float64, SCALAR_FUNCTIONS)
     return libs
 
 
 @contextlib.contextmanager
+def lanes_off():
+    """While inside, the cells run the scalar compiled loops where they would run the lane kernels
+    (:data:`rnnlab.kernels.dispatch.LANES_MAX_WIDTH` emptied): the path before the lane kernels."""
+    from ..kernels import dispatch
+
+    real = dispatch.LANES_MAX_WIDTH
+    dispatch.LANES_MAX_WIDTH = {}
+    try:
+        yield
+    finally:
+        dispatch.LANES_MAX_WIDTH = real
+
+
+@contextlib.contextmanager
 def timed_kernels(libs: dict | None = None):
-    """While inside, the compiled loops are ``libs`` (None: the package's own) and the time spent
-    in them (each call with its argument checks) accumulates in the yielded list's first element."""
+    """While inside, the compiled loops are ``libs`` (None: the package's own; the floor's
+    libraries have the scalar loops only, so with them the lane kernels are off) and the time
+    spent in them (each call with its argument checks) accumulates in the yielded list's first
+    element."""
     from ..kernels import small
 
     spent = [0.0]
     real_call, real_libs = small._call, dict(small._libs)
+    off = lanes_off() if libs is not None else contextlib.nullcontext()
 
     def call(name, dtype, *args):
         t = time.thread_time()
@@ -81,7 +98,8 @@ def timed_kernels(libs: dict | None = None):
         small._libs.update(libs)
     small._call = call
     try:
-        yield spent
+        with off:
+            yield spent
     finally:
         small._call = real_call
         small._libs.clear()
@@ -122,28 +140,59 @@ def _median_step(step, steps: int, warmup: int, clock=time.thread_time) -> float
 
 
 def time_preset(preset: str, size: int, floor: dict, steps: int, warmup: int = 2, log=print) -> dict:
-    """One row: before, after, floor (seconds per step, CPU time), the after path's kernel time,
-    and the evaluation of the after path."""
+    """One row (seconds per step, CPU time, medians over ``steps`` repeats): the whole step
+    before, after (the lane kernels where the rule picks them) and with the scalar compiled loops
+    (``scalar``: the path before the lane kernels); the time inside the compiled loops of the
+    after and scalar steps and inside the floor's; and the evaluation of the after path. The
+    variants run interleaved, one step of each per repeat, the order reversed every other repeat
+    (a loaded machine slows them alike)."""
     row: dict = {"preset": preset, "members": size}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         tmp = Path(tmp)
-        with _stepper(preset, "fused", size, tmp / "before", stacked=False) as (step, _):
-            row["before_s"] = _median_step(step, steps, warmup)
-        with _stepper(preset, "auto", size, tmp / "after") as (step, evaluate):
-            row["after_s"] = _median_step(step, steps, warmup)
-            with timed_kernels() as spent:
-                _median_step(step, 1, 0)
-                row["after_kernels_s"] = spent[0]
-            with timed_kernels(floor) as spent:
-                n = max(1, steps // 2)
-                _median_step(step, n, 0)
-                row["floor_s"] = spent[0] / n
-            t = time.thread_time()
-            evaluate()
-            row["eval_s"] = time.thread_time() - t
+        before = stack.enter_context(_stepper(preset, "fused", size, tmp / "before", stacked=False))[0]
+        after, evaluate = stack.enter_context(_stepper(preset, "auto", size, tmp / "after"))
+        scalar = stack.enter_context(_stepper(preset, "auto", size, tmp / "scalar"))[0]
+
+        def timed(step, libs=None, lanes=True):
+            def run():
+                with timed_kernels(libs) as spent, contextlib.nullcontext() if lanes else lanes_off():
+                    t = time.thread_time()
+                    step()
+                    whole = time.thread_time() - t
+                return whole, spent[0]
+
+            return run
+
+        variants = {
+            "before": timed(before),
+            "after": timed(after),
+            "scalar": timed(scalar, lanes=False),
+            "floor": timed(scalar, floor),
+        }
+        for _ in range(warmup):
+            for run in variants.values():
+                run()
+        times: dict = {k: [] for k in variants}
+        for r in range(steps):
+            for k in list(variants) if r % 2 == 0 else list(variants)[::-1]:
+                times[k].append(variants[k]())
+        med = lambda k, i: statistics.median(x[i] for x in times[k])  # noqa: E731
+        row.update(
+            before_s=med("before", 0),
+            after_s=med("after", 0),
+            after_kernels_s=med("after", 1),
+            scalar_s=med("scalar", 0),
+            scalar_kernels_s=med("scalar", 1),
+            floor_s=med("floor", 1),
+        )
+        t = time.thread_time()
+        evaluate()
+        row["eval_s"] = time.thread_time() - t
     log(
-        f"{preset} E={size}: before {row['before_s'] * 1e3:.1f} ms, after {row['after_s'] * 1e3:.1f} ms, "
-        f"floor {row['floor_s'] * 1e3:.1f} ms, evaluation {row['eval_s'] * 1e3:.0f} ms"
+        f"{preset} E={size}: before {row['before_s'] * 1e3:.1f} ms, after {row['after_s'] * 1e3:.1f} ms "
+        f"(kernels {row['after_kernels_s'] * 1e3:.1f}), scalar loops {row['scalar_s'] * 1e3:.1f} ms "
+        f"(kernels {row['scalar_kernels_s'] * 1e3:.1f}), floor {row['floor_s'] * 1e3:.1f} ms, "
+        f"evaluation {row['eval_s'] * 1e3:.0f} ms"
     )
     return row
 
@@ -155,6 +204,10 @@ def run(presets=PRESETS, sizes=SIZES, floor_source: Path | None = None, steps: i
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         floor = build_floor(Path(floor_source), Path(tmp))
+        # the first preset timed in a process ran its E = 1 steps about twice as long as the same
+        # preset timed after another (5.9 ms against 2.5 ms for temporal_order-rnn, measured):
+        # a discarded round first
+        time_preset(presets[0], 1, floor, 2, log=lambda line: None)
         rows = []
         for preset in presets:
             for size in sizes:
@@ -176,6 +229,35 @@ def format_table(rows: list[dict]) -> str:
             f"| {r['preset']} | {r['members']} | {r['before_s'] * 1e3:.1f} | {r['after_s'] * 1e3:.1f} | "
             f"{r['floor_s'] * 1e3:.1f} | {r['before_s'] / r['after_s']:.1f}x | {r['after_s'] / r['floor_s']:.2f} |"
         )
+    lanes = [r for r in rows if "scalar_s" in r]
+    if lanes:
+        lines += [
+            "",
+            "| preset | E | lane kernels (ms) | scalar loops (ms) | floor (ms) | lanes / floor | scalar / floor "
+            "| step, lanes (ms) | step, scalar loops (ms) | step lanes / floor |",
+            "|" + "---|" * 10,
+        ]
+        for r in lanes:
+            f = r["floor_s"]
+            lines.append(
+                f"| {r['preset']} | {r['members']} | {r['after_kernels_s'] * 1e3:.2f} | "
+                f"{r['scalar_kernels_s'] * 1e3:.2f} | {f * 1e3:.2f} | {r['after_kernels_s'] / f:.2f} | "
+                f"{r['scalar_kernels_s'] / f:.2f} | {r['after_s'] * 1e3:.1f} | {r['scalar_s'] * 1e3:.1f} | "
+                f"{r['after_s'] / f:.2f} |"
+            )
+        by = {(r["preset"], r["members"]): r for r in lanes}
+        turns = [(p, by[p, 1], by[p, 8]) for p, e in by if e == 8 and (p, 1) in by]
+        if turns:
+            lines += [
+                "",
+                "| preset | 8 runs in turn / one ensemble of 8, lanes | the same, scalar loops |",
+                "|---|---|---|",
+            ]
+            for p, one, eight in turns:
+                lines.append(
+                    f"| {p} | {8 * one['after_s'] / eight['after_s']:.2f}x | "
+                    f"{8 * one['scalar_s'] / eight['scalar_s']:.2f}x |"
+                )
     evals = {}
     for r in rows:
         evals.setdefault(r["preset"], {})[r["members"]] = r["eval_s"]
@@ -196,7 +278,7 @@ def format_table(rows: list[dict]) -> str:
 
 #: cells and widths the limits were measured over
 WIDTH_CELLS = ("rnn", "lstm", "gru", "dmu", "rhn")
-WIDTHS = (4, 8, 16, 32)
+WIDTHS = (4, 8, 16, 32, 64)
 
 
 def _layer_step(cell: str, H: int, backend: str, members: int, B: int = BATCH, T: int = 100):
@@ -241,17 +323,32 @@ def width_rows(cells=WIDTH_CELLS, widths=WIDTHS, sizes=SIZES, steps: int = 3, lo
     for cell in cells:
         for H in widths:
             for size in sizes:
-                t = {b: _median_step(_layer_step(cell, H, b, size), steps, 1) for b in ("small", "fused")}
-                rows.append({"cell": cell, "width": H, "members": size, "small_s": t["small"], "fused_s": t["fused"]})
-                log(f"{cell} H={H} E={size}: small / fused {t['small'] / t['fused']:.2f}")
+                small, fused = _layer_step(cell, H, "small", size), _layer_step(cell, H, "fused", size)
+
+                def scalar(small=small):
+                    with lanes_off():
+                        small()
+
+                t = {k: _median_step(f, steps, 1) for k, f in (("small", small), ("scalar", scalar), ("fused", fused))}
+                rows.append({"cell": cell, "width": H, "members": size, **{f"{k}_s": v for k, v in t.items()}})
+                log(
+                    f"{cell} H={H} E={size}: small / fused {t['small'] / t['fused']:.2f}, "
+                    f"small / scalar loops {t['small'] / t['scalar']:.2f}"
+                )
     return rows
 
 
 def format_widths(rows: list[dict]) -> str:
-    lines = ["| cell | width | E | compiled loops (ms) | previous path (ms) | ratio |", "|" + "---|" * 6]
+    """``backend="small"`` (the lane kernels where a cell has them), the scalar compiled loops
+    (the lane kernels off) and the previous path (``"fused"``), per cell, width and size."""
+    lines = [
+        "| cell | width | E | compiled loops (ms) | scalar loops (ms) | previous path (ms) | compiled / previous "
+        "| compiled / scalar |",
+        "|" + "---|" * 8,
+    ]
     for r in rows:
         lines.append(
-            f"| {r['cell']} | {r['width']} | {r['members']} | {r['small_s'] * 1e3:.1f} | {r['fused_s'] * 1e3:.1f} | "
-            f"{r['small_s'] / r['fused_s']:.2f} |"
+            f"| {r['cell']} | {r['width']} | {r['members']} | {r['small_s'] * 1e3:.1f} | {r['scalar_s'] * 1e3:.1f} | "
+            f"{r['fused_s'] * 1e3:.1f} | {r['small_s'] / r['fused_s']:.2f} | {r['small_s'] / r['scalar_s']:.2f} |"
         )
     return "\n".join(lines)

@@ -404,7 +404,7 @@ class Cell(nn.Module):
         where a cell's batched loop has no masked form). Returns the output and state, or None:
         go on with the cell's own batched loop."""
         path = self.path(x, lengths, ensemble=True)
-        if path == "compiled":
+        if path in dispatch.COMPILED:
             return self.small_sequence(x, state, lengths)
         if path == "step":
             return unroll(self, x, state, lengths)

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .. import parametrize as par
-from ..kernels import small
+from ..kernels import dispatch, small
 from ..kernels.amp import autocasting, float32_region, full_precision, low_precision_autocast
 from ..kernels.ensemble import batched_linear, ensemble_gru, ensemble_lstm
 from ..kernels.gated import gru_recurrence
@@ -88,7 +88,7 @@ class _Affine(Cell):
         path = "step" if self.native is None else self.path(x, lengths)
         if path == "step":
             return super().sequence(x, state, lengths)
-        if path == "compiled":
+        if path in dispatch.COMPILED:
             return self.small_sequence(x, state, lengths)
         return self._native(x, state, lengths)
 
@@ -211,7 +211,7 @@ class RNNCell(_Affine):
         path = self.path(x, lengths)
         if path == "step":
             return Cell.sequence(self, x, state, lengths)
-        if path == "compiled":
+        if path in dispatch.COMPILED:
             return self.small_sequence(x, state, lengths)
         if path == "native":
             return self._native(x, state, lengths)
@@ -232,11 +232,13 @@ class RNNCell(_Affine):
         return elementwise_rnn(u, self.weight_hh, state, self.nonlinearity, self.modrelu_bias, lengths)
 
     def small_sequence(self, x, state=None, lengths=None):
-        if self.path(x, lengths) != "compiled":
+        path = self.path(x, lengths)
+        if path not in dispatch.COMPILED:
             return None
         state = self.start_sequence(x, state)
         bias = None if self.bias_ih is None else self.bias_ih + self.bias_hh
-        return small.rnn(batched_linear(x, self.weight_ih, bias), self.weight_hh, state, self.nonlinearity, lengths)
+        u = batched_linear(x, self.weight_ih, bias)
+        return small.rnn(u, self.weight_hh, state, self.nonlinearity, lengths, lanes=path == "lanes")
 
     @property
     def native(self):
@@ -347,11 +349,13 @@ class LSTMCell(_Affine):
         return ("fused", "small")  # fused: ATen's kernel (what "auto" runs above the small widths)
 
     def small_sequence(self, x, state=None, lengths=None):
-        if self.path(x, lengths) != "compiled":
+        path = self.path(x, lengths)
+        if path not in dispatch.COMPILED:
             return None
         h0, c0 = self.start_sequence(x, state)
         bias = None if self.bias_ih is None else self.bias_ih + self.bias_hh
-        out, h, c = small.lstm(batched_linear(x, self.weight_ih, bias), self.weight_hh, h0, c0, lengths)
+        u = batched_linear(x, self.weight_ih, bias)
+        out, h, c = small.lstm(u, self.weight_hh, h0, c0, lengths, lanes=path == "lanes")
         return out, (h, c)
 
     def batched_sequence(self, x, state=None, lengths=None):
@@ -410,11 +414,13 @@ class GRUCell(_Affine):
         return ("fused", "native", "small")
 
     def small_sequence(self, x, state=None, lengths=None):
-        if self.path(x, lengths) != "compiled":
+        path = self.path(x, lengths)
+        if path not in dispatch.COMPILED:
             return None
         state = self.start_sequence(x, state)
         b_hh = self.bias_hh if self.bias_hh is not None else x.new_zeros(self.weight_hh.shape[0])
-        return small.gru(batched_linear(x, self.weight_ih, self.bias_ih), self.weight_hh, b_hh, state, lengths)
+        u = batched_linear(x, self.weight_ih, self.bias_ih)
+        return small.gru(u, self.weight_hh, b_hh, state, lengths, lanes=path == "lanes")
 
     def batched_sequence(self, x, state=None, lengths=None):
         """The compiled loops where the backend chooses them, else the batched loop

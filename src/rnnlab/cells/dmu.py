@@ -30,7 +30,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..kernels import small
+from ..kernels import dispatch, small
 from ..kernels.ensemble import batched_linear, ensemble_dmu, ensemble_rhn
 from ..kernels.gated import dmu_recurrence, rhn_recurrence
 from ..kernels.linear import tall_linear
@@ -103,7 +103,7 @@ class DMUCell(Cell):
         path = self.path(x, lengths)
         if path == "step":
             return super().sequence(x, state, lengths)
-        if path == "compiled":
+        if path in dispatch.COMPILED:
             return self.small_sequence(x, state, lengths)
         state = self.start_sequence(x, state)
         I = self.input_size
@@ -133,15 +133,20 @@ class DMUCell(Cell):
         """The compiled loops of :mod:`rnnlab.kernels.small` where the backend chooses them
         (``"auto"`` at small widths, ``"small"``), else None."""
         first, last = self.fnn[0], self.fnn[-1]
-        if self.path(x, lengths) != "compiled":
+        path = self.path(x, lengths)
+        if path not in dispatch.COMPILED:
             return None
         state = self.start_sequence(x, state)
         I = self.input_size
         u1 = batched_linear(x, first.weight[:, :I], first.bias)
+        lanes = path == "lanes"
         if self.depth == 1:  # layers=[]: the one linear layer is the output layer
-            return small.dmu(u1, state, first.weight[:, I:], [], None, None, self.activation, 0.01, lengths)
+            return small.dmu(
+                u1, state, first.weight[:, I:], [], None, None, self.activation, 0.01, lengths, lanes=lanes
+            )
         hidden = [(lin.weight, lin.bias) for lin in self.fnn[1:-1]]
-        return small.dmu(u1, state, first.weight[:, I:], hidden, last.weight, last.bias, self.activation, 0.01, lengths)
+        w1h = first.weight[:, I:]
+        return small.dmu(u1, state, w1h, hidden, last.weight, last.bias, self.activation, 0.01, lengths, lanes=lanes)
 
     def batched_sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
         """The compiled loops where the backend chooses them, else the batched loop
@@ -235,7 +240,7 @@ class RHNCell(Cell):
         path = self.path(x, lengths)
         if path == "step":
             return super().sequence(x, state, lengths)
-        if path == "compiled":
+        if path in dispatch.COMPILED:
             return self.small_sequence(x, state, lengths)
         state = self.start_sequence(x, state)
         u = tall_linear(x, self.weight_ih, self.bias[0])
@@ -251,11 +256,12 @@ class RHNCell(Cell):
     def small_sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
         """The compiled loops of :mod:`rnnlab.kernels.small` where the backend chooses them
         (``"auto"`` at small widths, ``"small"``), else None."""
-        if self.path(x, lengths) != "compiled":
+        path = self.path(x, lengths)
+        if path not in dispatch.COMPILED:
             return None
         state = self.start_sequence(x, state)
         u = batched_linear(x, self.weight_ih)
-        return small.rhn(u, self.weight_hh, self.bias, state, lengths)
+        return small.rhn(u, self.weight_hh, self.bias, state, lengths, lanes=path == "lanes")
 
     def batched_sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
         """The compiled loops where the backend chooses them, else the batched loop

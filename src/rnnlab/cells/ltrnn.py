@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import parametrize as par
-from ..kernels import small
+from ..kernels import dispatch, small
 from ..kernels.linear import tall_linear
 from ..kernels.recurrence import elementwise_rnn
 from ..kernels.scan import linear_recurrence_fused, linear_recurrence_scan
@@ -96,10 +96,11 @@ class LTRNNCell(Cell):
     def small_sequence(self, x, state=None, lengths=None):
         """The compiled loops of :mod:`rnnlab.kernels.small` (identity activation) where the
         backend chooses them (``"auto"`` at small widths, ``"small"``), else None."""
-        if self.path(x, lengths) != "compiled":
+        path = self.path(x, lengths)
+        if path not in dispatch.COMPILED:
             return None
         state = self.start_sequence(x, state)
-        return small.rnn(self.input_path(x), self.weight_hh, state, "identity", lengths)
+        return small.rnn(self.input_path(x), self.weight_hh, state, "identity", lengths, lanes=path == "lanes")
 
     def batched_sequence(self, x, state=None, lengths=None):
         """The compiled loops where the backend chooses them, else the fused element-wise
@@ -116,7 +117,7 @@ class LTRNNCell(Cell):
         path = self.path(x, lengths)
         if path == "step":
             return super().sequence(x, state, lengths)
-        if path == "compiled":
+        if path in dispatch.COMPILED:
             return self.small_sequence(x, state, lengths)
         state = self.start_sequence(x, state)
         v = self.input_path(x)

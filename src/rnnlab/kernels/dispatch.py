@@ -5,6 +5,8 @@ A recurrence can run several ways, each tested against the cell's step loop in f
 
 * ``step``: the cell's ``forward`` looped by :func:`rnnlab.unroll` (the reference);
 * ``compiled``: the C loops of :mod:`rnnlab.kernels.small` (forward and BPTT, tiny widths);
+* ``lanes``: the same C recurrence with all members' sequences side by side in vector lanes
+  (the lane kernels of :mod:`rnnlab.kernels.small`: the RNN family so far);
 * ``native``: ATen's whole-sequence kernel (``torch.lstm``, ``torch.gru``, ``torch.rnn_tanh``);
 * ``fused``: a whole-sequence autograd Function with a hand-written BPTT in PyTorch;
 * ``triton``: the persistent GPU kernel of :mod:`rnnlab.kernels.triton_recurrence`;
@@ -34,6 +36,8 @@ from .triton_setting import mode as triton_mode
 
 __all__ = [
     "AUTO_MAX_WIDTH",
+    "COMPILED",
+    "LANES_MAX_WIDTH",
     "DIAGONAL_SCAN_MAX_STEP",
     "PATHS",
     "SCAN_MAX_STEP_MACS",
@@ -49,6 +53,7 @@ __all__ = [
 PATHS = {
     "step": "the cell's forward, looped by rnnlab.unroll (the reference)",
     "compiled": "C loops, forward and BPTT (rnnlab.kernels.small, compiled at first use)",
+    "lanes": "C loops with the sequences of all members side by side in vector lanes (rnnlab.kernels.small)",
     "native": "ATen's whole-sequence kernel",
     "fused": "one autograd Function over the sequence with a hand-written BPTT",
     "triton": "the persistent Triton kernel (CUDA)",
@@ -67,6 +72,22 @@ PATHS = {
 #: DMU's update network adds its width); the LSTM's up to 4 (ATen's LSTM wins from 8); the
 #: RHN's up to 8 in an ensemble (``python benchmarks/small_models.py --widths``; docs/speed.md).
 AUTO_MAX_WIDTH = {"rnn": 32, "gru": 8, "dmu": 8, "rhn": 8, "lstm": 4}
+
+#: where the compiled loops run, a kernel with a lane form (``*_lanes_*`` of small.c) runs it up
+#: to this width, the scalar loop above it. Measured (``python benchmarks/small_models.py
+#: --widths``: one layer's forward and backward, one thread, batch 32, T = 100, lanes time /
+#: scalar loop time, medians of 3 steps (21 at E = 1 for the RNN's 4 and 8), on a loaded
+#: machine), for widths 4, 8, 16, 32, 64 at E = 1 and E = 51:
+#: RNN 0.56, 0.83, 0.95, 0.74, 0.66 and 0.76, 0.96, 0.73, 0.81, 0.88;
+#: DMU 0.73, 0.77, 0.66, 0.62, 0.71 and 0.41, 0.70, 0.55, 0.58, 0.55;
+#: RHN 0.74, 0.73, 0.83, 0.92, 1.00 and 0.84, 0.58, 0.51, 0.83, 0.93;
+#: GRU 0.80, 0.71, 0.85, 0.87, 1.21 and 0.54, 0.87, 0.71, 0.82, 0.95;
+#: LSTM 0.79, 0.59, 0.83, 1.01, 1.20 and 0.49, 0.91, 0.83, 1.06, 0.91
+#: (the lane kernels copy each weight per lane: 4H x H x 32 for the LSTM, out of cache from 32 on).
+LANES_MAX_WIDTH = {"rnn": 64, "dmu": 64, "rhn": 64, "gru": 32, "lstm": 16}
+
+#: the paths that run the compiled loops (a cell's ``small_sequence``)
+COMPILED = ("compiled", "lanes")
 
 #: the LT-RNN's ``auto`` uses the scan when one step's product is at most this many
 #: multiply-adds (B H^2), else the loop. Measured with ``benchmarks/scan.py`` (one thread,
@@ -109,13 +130,15 @@ TABLE: dict[str, Family] = {
             {
                 "step": _STEP,
                 "compiled": "rnnlab.kernels.small.rnn",
+                "lanes": "rnnlab.kernels.small.rnn (lanes=True)",
                 "native": "torch.rnn_tanh / torch.rnn_relu",
                 "fused": _ELEMENTWISE,
                 "triton": _TRITON,
                 "ensemble": _BATCHED,
             },
-            "reference: step; compiled if it can run (not modReLU); native if asked; else triton on CUDA "
-            "where it fits, else fused. Ensemble: compiled if it can run, else ensemble",
+            "reference: step; compiled if it can run (not modReLU), as lanes up to LANES_MAX_WIDTH; native if "
+            "asked; else triton on CUDA where it fits, else fused. Ensemble: compiled (lanes) if it can run, "
+            "else ensemble",
             "rnn",
         ),
         Family(
@@ -124,15 +147,16 @@ TABLE: dict[str, Family] = {
             {
                 "step": _STEP,
                 "compiled": "rnnlab.kernels.small.rnn (identity)",
+                "lanes": "rnnlab.kernels.small.rnn (identity, lanes=True)",
                 "fused": _ELEMENTWISE + " (identity; with lengths)",
                 "triton": _TRITON + " (identity; with lengths)",
                 "loop": "rnnlab.kernels.scan.linear_recurrence_fused",
                 "scan": "rnnlab.kernels.scan.linear_recurrence_scan",
                 "ensemble": _BATCHED,
             },
-            "reference: step; compiled if it can run; with lengths triton/fused; loop or scan if asked; "
-            "else scan when chunk is set or B H^2 <= SCAN_MAX_STEP_MACS, else loop. "
-            "Ensemble: compiled if it can run, else ensemble",
+            "reference: step; compiled if it can run, as lanes up to LANES_MAX_WIDTH; with lengths "
+            "triton/fused; loop or scan if asked; else scan when chunk is set or B H^2 <= SCAN_MAX_STEP_MACS, "
+            "else loop. Ensemble: compiled (lanes) if it can run, else ensemble",
             "rnn",
         ),
         Family(
@@ -141,10 +165,12 @@ TABLE: dict[str, Family] = {
             {
                 "step": _STEP,
                 "compiled": "rnnlab.kernels.small.lstm",
+                "lanes": "rnnlab.kernels.small.lstm (lanes=True)",
                 "native": "torch.lstm (rnnlab.cells.classic.run_native)",
                 "ensemble": "rnnlab.kernels.ensemble.ensemble_lstm",
             },
-            "reference: step; compiled if it can run; else native. Ensemble: compiled if it can run, else ensemble",
+            "reference: step; compiled if it can run, as lanes up to LANES_MAX_WIDTH; else native. Ensemble: "
+            "compiled (lanes) if it can run, else ensemble",
             "lstm",
         ),
         Family(
@@ -153,12 +179,14 @@ TABLE: dict[str, Family] = {
             {
                 "step": _STEP,
                 "compiled": "rnnlab.kernels.small.gru",
+                "lanes": "rnnlab.kernels.small.gru (lanes=True)",
                 "native": "torch.gru (rnnlab.cells.classic.run_native)",
                 "fused": "rnnlab.kernels.gated.gru_recurrence",
                 "ensemble": "rnnlab.kernels.ensemble.ensemble_gru",
             },
-            "reference: step; compiled if it can run; native if asked or with lengths; else fused. "
-            "Ensemble: compiled if it can run; step with lengths under bf16/fp16 autocast; else ensemble",
+            "reference: step; compiled if it can run, as lanes up to LANES_MAX_WIDTH; native if asked or with "
+            "lengths; else fused. Ensemble: compiled (lanes) if it can run; step with lengths under bf16/fp16 "
+            "autocast; else ensemble",
             "gru",
         ),
         Family(
@@ -167,11 +195,13 @@ TABLE: dict[str, Family] = {
             {
                 "step": _STEP,
                 "compiled": "rnnlab.kernels.small.dmu",
+                "lanes": "rnnlab.kernels.small.dmu (lanes=True)",
                 "fused": "rnnlab.kernels.gated.dmu_recurrence",
                 "ensemble": "rnnlab.kernels.ensemble.ensemble_dmu",
             },
-            "reference: step; compiled if it can run (width: the widest layer); step with lengths; else fused. "
-            "Ensemble: compiled if it can run; step with lengths under bf16/fp16 autocast; else ensemble",
+            "reference: step; compiled if it can run (width: the widest layer), as lanes up to LANES_MAX_WIDTH; "
+            "step with lengths; else fused. Ensemble: compiled (lanes) if it can run; step with lengths under "
+            "bf16/fp16 autocast; else ensemble",
             "dmu",
         ),
         Family(
@@ -180,11 +210,13 @@ TABLE: dict[str, Family] = {
             {
                 "step": _STEP,
                 "compiled": "rnnlab.kernels.small.rhn",
+                "lanes": "rnnlab.kernels.small.rhn (lanes=True)",
                 "fused": "rnnlab.kernels.gated.rhn_recurrence",
                 "ensemble": "rnnlab.kernels.ensemble.ensemble_rhn",
             },
-            "reference: step; compiled if it can run; step with lengths; else fused. "
-            "Ensemble: compiled if it can run; step with lengths under bf16/fp16 autocast; else ensemble",
+            "reference: step; compiled if it can run, as lanes up to LANES_MAX_WIDTH; step with lengths; else "
+            "fused. Ensemble: compiled (lanes) if it can run; step with lengths under bf16/fp16 autocast; else "
+            "ensemble",
             "rhn",
         ),
         Family(
@@ -364,22 +396,24 @@ def choose(
     """
     fam = TABLE[family]
     x = tensors[0] if tensors else None
-    can_compile = (
+    fast = None  # the compiled loops' path where they run: lanes where the kernel has them, up to their width
+    if (
         fam.kernel is not None
         and nonlinearity != "modrelu"
         and bool(tensors)
         and compiled(fam.kernel, backend, width, tensors)
-    )
+    ):
+        fast = "lanes" if width <= LANES_MAX_WIDTH.get(fam.kernel, 0) else "compiled"
     if ensemble:
-        if can_compile:
-            return "compiled"
+        if fast:
+            return fast
         if family in ("gru", "dmu", "rhn") and lengths and x is not None and low_precision_autocast(x):
             return "step"
         return "ensemble" if "ensemble" in fam.paths else "step"
     if backend == "reference":
         return "step"
-    if can_compile:
-        return "compiled"
+    if fast:
+        return fast
     if family == "rnn":
         return "native" if backend == "native" else _fused_or_triton(x, width)
     if family == "ltrnn":
@@ -421,9 +455,10 @@ def table() -> str:
             lines.append(f"  {path:<9} {where}")
         lines.append(f"  rule: {fam.rule}")
     limits = ", ".join(f"{k} {v}" for k, v in AUTO_MAX_WIDTH.items())
+    lanes = ", ".join(f"{k} {v}" for k, v in LANES_MAX_WIDTH.items())
     lines.append(
         f"'compiled if it can run': backend small, or auto up to the width {limits}; on the CPU, float32 "
-        f"or float64, no autocast, not traced, a C compiler. LT-RNN scan while B H^2 <= {SCAN_MAX_STEP_MACS}; diagonal scan while B x state elements "
+        f"or float64, no autocast, not traced, a C compiler; as lanes up to the width {lanes}. LT-RNN scan while B H^2 <= {SCAN_MAX_STEP_MACS}; diagonal scan while B x state elements "
         f"<= {DIAGONAL_SCAN_MAX_STEP}"
     )
     return "\n".join(lines)

@@ -185,6 +185,158 @@ void NAME(rnn_backward)(long E, long T, long B, long H, int act, const R *dS, co
     free(carry_all);
 }
 
+/* ------------------------------------------------------------------ lanes: sequences side by side */
+/* The same recurrences with the E * B sequences (member e, sequence b: lane e * B + b) run in
+ * blocks of LANES side by side: every quantity of a block is stored as [row][lane], so each
+ * inner loop is over the lanes of a block with no dependence between them, and the compiler
+ * turns it into vector instructions (8 or 16 floats, 4 or 8 doubles per instruction). The
+ * weights are copied per lane (a lane's member's), so a block may hold several members and E = 1
+ * fills the lanes with its B sequences. Tensors in and out keep the layout of the loops above
+ * (members, time, batch, rows); a block gathers all its steps into [time][row][lane] first and
+ * scatters its results at the end (copying step by step stalls on store forwarding). A lane's
+ * arithmetic does not depend on the other lanes, so a member's results are those of its run
+ * alone. Past the last sequence a block repeats it and writes nothing. */
+#define LANES 32
+/* the helpers of the lane kernels are compiled once, not into every caller (build time) */
+#define NOINLINE __attribute__((noinline))
+
+/* the lanes' members, their offsets in a (E, T, B, rows) tensor at t = 0 (in rows), lengths */
+static long lanes_of(long n0, long N, long T, long B, const int64_t *lens, long *mem, long *off, R *len) {
+    long nb = N - n0 < LANES ? N - n0 : LANES;
+    for (long k = 0; k < LANES; k++) {
+        long n = n0 + (k < nb ? k : nb - 1), e = n / B, b = n % B;
+        mem[k] = e;
+        off[k] = e * T * B + b;
+        len[k] = (R)(lens ? lens[n] : T);
+    }
+    return nb;
+}
+/* w[(r * C + c) * LANES + k] = W[mem[k]][r][c]: a (rows, cols) weight per lane */
+static NOINLINE void spread(R *w, const R *W, long rows, long cols, const long *mem) {
+    for (long rc = 0; rc < rows * cols; rc++)
+        for (long k = 0; k < LANES; k++) w[rc * LANES + k] = W[mem[k] * rows * cols + rc];
+}
+/* x[(t * rows + i) * LANES + k] = X[(off[k] + t * B) * rows + i] for t < T, and back */
+static NOINLINE void gather(R *x, const R *X, long rows, long T, long B, const long *off) {
+    for (long t = 0; t < T; t++)
+        for (long k = 0; k < LANES; k++) {
+            const R *src = X + (off[k] + t * B) * rows;
+            R *dst = x + t * rows * LANES + k;
+            for (long i = 0; i < rows; i++) dst[i * LANES] = src[i];
+        }
+}
+static NOINLINE void scatter(R *X, const R *x, long rows, long T, long B, const long *off, long nb) {
+    for (long t = 0; t < T; t++)
+        for (long k = 0; k < nb; k++) {
+            R *dst = X + (off[k] + t * B) * rows;
+            const R *src = x + t * rows * LANES + k;
+            for (long i = 0; i < rows; i++) dst[i] = src[i * LANES];
+        }
+}
+/* the initial state of each lane: h0 (E, B, rows) */
+static NOINLINE void gather0(R *x, const R *X0, long rows, long T, long B, const long *off) {
+    for (long k = 0; k < LANES; k++) {
+        long e = off[k] / (T * B), b = off[k] % (T * B);
+        for (long i = 0; i < rows; i++) x[i * LANES + k] = X0[(e * B + b) * rows + i];
+    }
+}
+static inline R tanh_e(R v) {
+    R v2 = v * v;
+    R series = v * ((R)1 + v2 * ((R)(-1.0 / 3) + v2 * ((R)(2.0 / 15) + v2 * ((R)(-17.0 / 315) +
+                    v2 * ((R)(62.0 / 2835) + v2 * (R)(-1382.0 / 155925)))))); /* fmt */
+    R far = (R)2 / ((R)1 + exp_e((R)-2 * v)) - (R)1;
+    return (v < (R)0.0625 && v > (R)-0.0625) ? series : far;
+}
+static NOINLINE void sigmoid_lanes(R *x, long n) {
+    for (long q = 0; q < n; q++) x[q] = (R)1 / ((R)1 + exp_e(-x[q]));
+}
+static NOINLINE void tanh_lanes(R *x, long n) {
+    for (long q = 0; q < n; q++) x[q] = tanh_e(x[q]);
+}
+
+void NAME(rnn_lanes_forward)(long E, long T, long B, long H, int act, const R *u, const R *W, const R *h0,
+                             const int64_t *lens, R *S) {
+    long N = E * B, mem[LANES], off[LANES], HL = H * LANES;
+    R len[LANES];
+    R *w = malloc(H * HL * sizeof(R)), *h0l = malloc(HL * sizeof(R));
+    R *z = malloc(T * HL * sizeof(R)); /* the input terms, then the states, of all steps */
+    for (long n0 = 0; n0 < N; n0 += LANES) {
+        long nb = lanes_of(n0, N, T, B, lens, mem, off, len);
+        spread(w, W, H, H, mem);
+        gather0(h0l, h0, H, T, B, off);
+        gather(z, u, H, T, B, off);
+        for (long t = 0; t < T; t++) {
+            R *zt = z + t * HL;
+            const R *h = t > 0 ? zt - HL : h0l;
+            for (long j = 0; j < H; j++) /* j outside: consecutive updates go to different rows */
+                for (long i = 0; i < H; i++) {
+                    R *zi = zt + i * LANES;
+                    const R *wij = w + (i * H + j) * LANES, *hj = h + j * LANES;
+                    for (long k = 0; k < LANES; k++) zi[k] += wij[k] * hj[k];
+                }
+            if (act == 0)
+                tanh_lanes(zt, HL);
+            else if (act == 1)
+                for (long q = 0; q < HL; q++) zt[q] = zt[q] < 0 ? (R)0 : zt[q];
+            for (long i = 0; i < H; i++)
+                for (long k = 0; k < LANES; k++) zt[i * LANES + k] = (R)t < len[k] ? zt[i * LANES + k] : h[i * LANES + k];
+        }
+        scatter(S, z, H, T, B, off, nb);
+    }
+    free(w), free(h0l), free(z);
+}
+
+/* BPTT of rnn_lanes_forward: dU the gradients of the input terms, dh0 of the initial state, and
+ * the weight's gradient ADDED to dW (the caller zeroes it) */
+void NAME(rnn_lanes_backward)(long E, long T, long B, long H, int act, const R *dS, const R *S, const R *W,
+                              const R *h0, const int64_t *lens, R *dU, R *dW, R *dh0) {
+    long N = E * B, mem[LANES], off[LANES], HL = H * LANES;
+    R len[LANES];
+    R *w = malloc(H * HL * sizeof(R)), *dw = malloc(H * HL * sizeof(R)), *carry = malloc(HL * sizeof(R));
+    R *s = malloc((T + 1) * HL * sizeof(R)); /* h0, then the states of all steps */
+    R *g = malloc(T * HL * sizeof(R));      /* dS, then dU, of all steps */
+    for (long n0 = 0; n0 < N; n0 += LANES) {
+        long nb = lanes_of(n0, N, T, B, lens, mem, off, len);
+        spread(w, W, H, H, mem);
+        memset(dw, 0, H * HL * sizeof(R));
+        memset(carry, 0, HL * sizeof(R));
+        gather0(s, h0, H, T, B, off);
+        gather(s + HL, S, H, T, B, off);
+        gather(g, dS, H, T, B, off);
+        for (long t = T - 1; t >= 0; t--) {
+            const R *st = s + (t + 1) * HL, *sp = s + t * HL;
+            R *gt = g + t * HL;
+            for (long i = 0; i < H; i++)
+                for (long k = 0; k < LANES; k++) {
+                    long q = i * LANES + k;
+                    R in = gt[q] + carry[q], v = st[q];
+                    R d = act == 0 ? (R)1 - v * v : act == 1 ? (v <= 0 ? (R)0 : (R)1) : (R)1;
+                    int live = (R)t < len[k];
+                    gt[q] = live ? in * d : (R)0;
+                    carry[q] = live ? (R)0 : in; /* a frozen step passes its gradient on */
+                }
+            for (long i = 0; i < H; i++) {
+                const R *gi = gt + i * LANES;
+                for (long j = 0; j < H; j++) {
+                    const R *wij = w + (i * H + j) * LANES, *spj = sp + j * LANES;
+                    R *cj = carry + j * LANES, *dwij = dw + (i * H + j) * LANES;
+                    for (long k = 0; k < LANES; k++) {
+                        cj[k] += wij[k] * gi[k];
+                        dwij[k] += gi[k] * spj[k];
+                    }
+                }
+            }
+        }
+        scatter(dU, g, H, T, B, off, nb);
+        for (long k = 0; k < nb; k++) {
+            long e = mem[k], b = (n0 + k) % B;
+            for (long i = 0; i < H; i++) dh0[(e * B + b) * H + i] = carry[i * LANES + k];
+            for (long rc = 0; rc < H * H; rc++) dW[e * H * H + rc] += dw[rc * LANES + k];
+        }
+    }
+    free(w), free(dw), free(carry), free(s), free(g);
+}
+
 /* ------------------------------------------------------------------ LSTM (gates i, f, g, o) */
 /* u = W_ih x + b_ih + b_hh (E, T, B, 4H); A keeps the activated gates (E, T, B, 4H), TC tanh(c) */
 
@@ -611,4 +763,528 @@ void NAME(dmu_backward)(long E, long T, long B, long H, long K, const long *n, i
         for (long b = 0; b < B; b++) memcpy(dh0 + (e * B + b) * H, carry_all + b * H, H * sizeof(R));
     }
     free(carry_all);
+}
+
+/* The DMU with its sequences in lanes. The forward keeps only the states; the backward recomputes
+ * each step's update network from the state before it (the same arithmetic as the forward) in
+ * place of reading it back. */
+
+/* y[r] += sum_j M[r][j] x[j] per lane, r < rows, j < cols (M a per-lane weight) */
+static NOINLINE void lane_matvec(R *restrict y, const R *restrict M, const R *restrict x, long rows, long cols) {
+    for (long j = 0; j < cols; j++) /* j outside: consecutive updates go to different rows */
+        for (long r = 0; r < rows; r++) {
+            const R *m = M + (r * cols + j) * LANES, *xj = x + j * LANES;
+            R *yr = y + r * LANES;
+            for (long k = 0; k < LANES; k++) yr[k] += m[k] * xj[k];
+        }
+}
+/* y[j] += sum_r M[r][j] d[r] and dM[r][j] += d[r] x[j] per lane (the backward of lane_matvec) */
+static NOINLINE void lane_matvec_back(R *restrict y, R *restrict dM, const R *restrict M, const R *restrict d,
+                             const R *restrict x, long rows, long cols) {
+    for (long r = 0; r < rows; r++)
+        for (long j = 0; j < cols; j++) {
+            const R *m = M + (r * cols + j) * LANES, *xj = x + j * LANES, *dr = d + r * LANES;
+            R *yj = y + j * LANES, *dm = dM + (r * cols + j) * LANES;
+            for (long k = 0; k < LANES; k++) yj[k] += m[k] * dr[k], dm[k] += dr[k] * xj[k];
+        }
+}
+/* dM[mem[k]][r] += m[r][k] for the nb real lanes: per-lane sums into each member's gradient */
+static NOINLINE void lane_reduce(R *dM, const R *m, long size, const long *mem, long nb) {
+    for (long k = 0; k < nb; k++)
+        for (long q = 0; q < size; q++) dM[mem[k] * size + q] += m[q * LANES + k];
+}
+static NOINLINE void lrelu_lanes(R *x, long rows, R slope) {
+    for (long q = 0; q < rows * LANES; q++) x[q] = x[q] > 0 ? x[q] : x[q] * slope;
+}
+
+/* the per-lane weights of a DMU block (or their gradients): W1h, the hidden layers' W_k and b_k
+ * (K - 1 of each), Wout and bout */
+typedef struct {
+    R *w1, **wk, **bk, *wo, *bo;
+} dmu_lane_weights;
+
+static long dmu_widest(long H, long K, const long *n) {
+    long widest = 2 * H;
+    for (long k = 0; k < K; k++) widest = n[k] > widest ? n[k] : widest;
+    return widest;
+}
+static void dmu_lane_alloc(dmu_lane_weights *w, long H, long K, const long *n) {
+    long n0 = K ? n[0] : 2 * H;
+    w->w1 = calloc(n0 * H * LANES, sizeof(R));
+    w->wk = calloc(K + 1, sizeof(R *)), w->bk = calloc(K + 1, sizeof(R *));
+    for (long k = 1; k < K; k++) {
+        w->wk[k - 1] = calloc(n[k] * n[k - 1] * LANES, sizeof(R));
+        w->bk[k - 1] = calloc(n[k] * LANES, sizeof(R));
+    }
+    w->wo = K ? calloc(2 * H * n[K - 1] * LANES, sizeof(R)) : NULL;
+    w->bo = K ? calloc(2 * H * LANES, sizeof(R)) : NULL;
+}
+static void dmu_lane_free(dmu_lane_weights *w, long K) {
+    free(w->w1), free(w->wo), free(w->bo);
+    for (long k = 1; k < K; k++) free(w->wk[k - 1]), free(w->bk[k - 1]);
+    free(w->wk), free(w->bk);
+}
+static void dmu_lane_spread(dmu_lane_weights *w, long H, long K, const long *n, const R *w1h, R *const *Wk,
+                            R *const *bk, const R *wout, const R *bout, const long *mem) {
+    long n0 = K ? n[0] : 2 * H;
+    spread(w->w1, w1h, n0, H, mem);
+    for (long k = 1; k < K; k++) {
+        spread(w->wk[k - 1], Wk[k - 1], n[k], n[k - 1], mem);
+        spread(w->bk[k - 1], bk[k - 1], n[k], 1, mem);
+    }
+    if (K) spread(w->wo, wout, 2 * H, n[K - 1], mem), spread(w->bo, bout, 2 * H, 1, mem);
+}
+/* one step of a block: from the input terms ut (n0 rows) and the state hp, the layers' outputs
+ * a (a_1 .. a_K, n[k] rows each), the gate g and candidate c (H rows each); returns nothing, the
+ * new state is c + g (hp - c) */
+static NOINLINE void dmu_lane_step(const dmu_lane_weights *w, long H, long K, const long *n, int act, R slope,
+                          const R *ut, const R *hp, R *a, R *g, R *c) {
+    long n0 = K ? n[0] : 2 * H, HL = H * LANES;
+    R *first = K ? a : g; /* with K = 0 the first layer is [z; hh] itself (g and c are adjacent) */
+    memcpy(first, ut, n0 * LANES * sizeof(R));
+    lane_matvec(first, w->w1, hp, n0, H);
+    if (K) {
+        lrelu_lanes(a, n[0], slope);
+        R *pa = a;
+        for (long k = 1; k < K; k++) {
+            R *cur = pa + n[k - 1] * LANES;
+            memcpy(cur, w->bk[k - 1], n[k] * LANES * sizeof(R));
+            lane_matvec(cur, w->wk[k - 1], pa, n[k], n[k - 1]);
+            lrelu_lanes(cur, n[k], slope);
+            pa = cur;
+        }
+        memcpy(g, w->bo, 2 * HL * sizeof(R));
+        lane_matvec(g, w->wo, pa, 2 * H, n[K - 1]);
+    }
+    sigmoid_lanes(g, HL);
+    if (act == 0) tanh_lanes(c, HL);
+}
+
+void NAME(dmu_lanes_forward)(long E, long T, long B, long H, long K, const long *n, int act, R slope,
+                             const R *u1, const R *w1h, R *const *Wk, R *const *bk, const R *wout, const R *bout,
+                             const R *h0, const int64_t *lens, R *S) {
+    long N = E * B, mem[LANES], off[LANES], HL = H * LANES, n0 = K ? n[0] : 2 * H, nsum = 0;
+    for (long k = 0; k < K; k++) nsum += n[k];
+    R len[LANES];
+    dmu_lane_weights w;
+    dmu_lane_alloc(&w, H, K, n);
+    R *u = malloc(T * n0 * LANES * sizeof(R)), *s = malloc((T + 1) * HL * sizeof(R));
+    R *a = malloc((nsum + 1) * LANES * sizeof(R)), *gc = malloc(2 * HL * sizeof(R));
+    for (long b0 = 0; b0 < N; b0 += LANES) {
+        long nb = lanes_of(b0, N, T, B, lens, mem, off, len);
+        dmu_lane_spread(&w, H, K, n, w1h, Wk, bk, wout, bout, mem);
+        gather(u, u1, n0, T, B, off);
+        gather0(s, h0, H, T, B, off);
+        for (long t = 0; t < T; t++) {
+            const R *hp = s + t * HL;
+            R *ht = s + (t + 1) * HL, *g = gc, *c = gc + HL;
+            dmu_lane_step(&w, H, K, n, act, slope, u + t * n0 * LANES, hp, a, g, c);
+            for (long i = 0; i < H; i++)
+                for (long k = 0; k < LANES; k++) {
+                    long q = i * LANES + k;
+                    R v = c[q] + g[q] * (hp[q] - c[q]);
+                    ht[q] = (R)t < len[k] ? v : hp[q];
+                }
+        }
+        scatter(S, s + HL, H, T, B, off, nb);
+    }
+    dmu_lane_free(&w, K);
+    free(u), free(s), free(a), free(gc);
+}
+
+/* BPTT of dmu_lanes_forward: dU1 the gradients of the input terms, dh0 of the initial state; the
+ * weights' gradients are ADDED to dw1h, dWk, dbk, dwout, dbout (the caller zeroes them) */
+void NAME(dmu_lanes_backward)(long E, long T, long B, long H, long K, const long *n, int act, R slope,
+                              const R *dS, const R *S, const R *u1, const R *w1h, R *const *Wk, R *const *bk,
+                              const R *wout, const R *bout, const R *h0, const int64_t *lens, R *dU1, R *dw1h,
+                              R *const *dWk, R *const *dbk, R *dwout, R *dbout, R *dh0) {
+    long N = E * B, mem[LANES], off[LANES], HL = H * LANES, n0 = K ? n[0] : 2 * H, nsum = 0;
+    for (long k = 0; k < K; k++) nsum += n[k];
+    long widest = dmu_widest(H, K, n);
+    R len[LANES];
+    dmu_lane_weights w, dw;
+    dmu_lane_alloc(&w, H, K, n);
+    dmu_lane_alloc(&dw, H, K, n);
+    R *u = malloc(T * n0 * LANES * sizeof(R)), *s = malloc((T + 1) * HL * sizeof(R));
+    R *gs = malloc(T * HL * sizeof(R)), *du = malloc(T * n0 * LANES * sizeof(R));
+    R *a = malloc((nsum + 1) * LANES * sizeof(R)), *gc = malloc(2 * HL * sizeof(R));
+    R *dO = malloc(2 * HL * sizeof(R)), *da = malloc(widest * LANES * sizeof(R)), *dp = malloc(widest * LANES * sizeof(R));
+    R *carry = malloc(HL * sizeof(R));
+    for (long b0 = 0; b0 < N; b0 += LANES) {
+        long nb = lanes_of(b0, N, T, B, lens, mem, off, len);
+        dmu_lane_spread(&w, H, K, n, w1h, Wk, bk, wout, bout, mem);
+        memset(dw.w1, 0, n0 * HL * sizeof(R));
+        for (long k = 1; k < K; k++) {
+            memset(dw.wk[k - 1], 0, n[k] * n[k - 1] * LANES * sizeof(R));
+            memset(dw.bk[k - 1], 0, n[k] * LANES * sizeof(R));
+        }
+        if (K) memset(dw.wo, 0, 2 * H * n[K - 1] * LANES * sizeof(R)), memset(dw.bo, 0, 2 * HL * sizeof(R));
+        memset(carry, 0, HL * sizeof(R));
+        gather(u, u1, n0, T, B, off);
+        gather0(s, h0, H, T, B, off);
+        gather(s + HL, S, H, T, B, off);
+        gather(gs, dS, H, T, B, off);
+        for (long t = T - 1; t >= 0; t--) {
+            const R *hp = s + t * HL, *ds = gs + t * HL;
+            R *g = gc, *c = gc + HL, *d1 = du + t * n0 * LANES;
+            dmu_lane_step(&w, H, K, n, act, slope, u + t * n0 * LANES, hp, a, g, c);
+            for (long i = 0; i < H; i++)
+                for (long k = 0; k < LANES; k++) {
+                    long q = i * LANES + k;
+                    R in = ds[q] + carry[q], live = (R)t < len[k] ? (R)1 : (R)0;
+                    R dh = in * live, gq = g[q], cq = c[q];
+                    R dc = dh * ((R)1 - gq);
+                    dO[q] = dh * (hp[q] - cq) * gq * ((R)1 - gq);
+                    dO[HL + q] = act == 0 ? dc * ((R)1 - cq * cq) : dc;
+                    carry[q] = live != (R)0 ? dh * gq : in; /* a frozen step passes its gradient on */
+                }
+            if (K) {
+                long nl = n[K - 1], offk = nsum - nl;
+                for (long q = 0; q < 2 * HL; q++) dw.bo[q] += dO[q];
+                memset(da, 0, nl * LANES * sizeof(R));
+                lane_matvec_back(da, dw.wo, w.wo, dO, a + offk * LANES, 2 * H, nl);
+                for (long k = K - 1; k >= 0; k--) {
+                    const R *ak = a + offk * LANES;
+                    R *dpk = k == 0 ? d1 : dp;
+                    for (long q = 0; q < n[k] * LANES; q++) dpk[q] = ak[q] > 0 ? da[q] : da[q] * slope;
+                    if (k == 0) break;
+                    offk -= n[k - 1];
+                    for (long q = 0; q < n[k] * LANES; q++) dw.bk[k - 1][q] += dp[q];
+                    memset(da, 0, n[k - 1] * LANES * sizeof(R));
+                    lane_matvec_back(da, dw.wk[k - 1], w.wk[k - 1], dp, a + offk * LANES, n[k], n[k - 1]);
+                }
+            } else {
+                memcpy(d1, dO, 2 * HL * sizeof(R));
+            }
+            lane_matvec_back(carry, dw.w1, w.w1, d1, hp, n0, H);
+        }
+        scatter(dU1, du, n0, T, B, off, nb);
+        for (long k = 0; k < nb; k++)
+            for (long i = 0; i < H; i++) dh0[(mem[k] * B + (b0 + k) % B) * H + i] = carry[i * LANES + k];
+        lane_reduce(dw1h, dw.w1, n0 * H, mem, nb);
+        for (long k = 1; k < K; k++) {
+            lane_reduce(dWk[k - 1], dw.wk[k - 1], n[k] * n[k - 1], mem, nb);
+            lane_reduce(dbk[k - 1], dw.bk[k - 1], n[k], mem, nb);
+        }
+        if (K) lane_reduce(dwout, dw.wo, 2 * H * n[K - 1], mem, nb), lane_reduce(dbout, dw.bo, 2 * H, mem, nb);
+    }
+    dmu_lane_free(&w, K);
+    dmu_lane_free(&dw, K);
+    free(u), free(s), free(gs), free(du), free(a), free(gc), free(dO), free(da), free(dp), free(carry);
+}
+
+/* The GRU and the LSTM with their sequences in lanes; as the DMU's, each backward recomputes a
+ * step's gates from the state before it (and the LSTM's cell from its saved cells). */
+/* the 1 / 0 mask of the lanes whose sequence is still running at step t */
+static NOINLINE void live_lanes(R *live, const R *len, long t) {
+    for (long k = 0; k < LANES; k++) live[k] = (R)t < len[k] ? (R)1 : (R)0;
+}
+
+/* GRU: gh = W h + b_hh (3H rows: r, z, n), r = sigmoid(u_r + gh_r), z = sigmoid(u_z + gh_z),
+ * n = tanh(u_n + r gh_n), h = (1 - z) n + z h_prev; gh keeps gh, then r, z in its first 2H rows */
+static NOINLINE void gru_lane_step(const R *w, const R *bw, long H, const R *ut, const R *hp, R *gh, R *n) {
+    long HL = H * LANES;
+    memcpy(gh, bw, 3 * HL * sizeof(R));
+    lane_matvec(gh, w, hp, 3 * H, H);
+    for (long q = 0; q < 2 * HL; q++) gh[q] += ut[q];
+    sigmoid_lanes(gh, 2 * HL);
+    for (long q = 0; q < HL; q++) n[q] = ut[2 * HL + q] + gh[q] * gh[2 * HL + q];
+    tanh_lanes(n, HL);
+}
+
+void NAME(gru_lanes_forward)(long E, long T, long B, long H, const R *u, const R *W, const R *bhh, const R *h0,
+                             const int64_t *lens, R *S) {
+    long N = E * B, mem[LANES], off[LANES], HL = H * LANES;
+    R len[LANES];
+    R *w = malloc(3 * H * HL * sizeof(R)), *bw = malloc(3 * HL * sizeof(R));
+    R *ul = malloc(T * 3 * HL * sizeof(R)), *s = malloc((T + 1) * HL * sizeof(R));
+    R *gh = malloc(3 * HL * sizeof(R)), *n = malloc(HL * sizeof(R));
+    for (long n0 = 0; n0 < N; n0 += LANES) {
+        long nb = lanes_of(n0, N, T, B, lens, mem, off, len);
+        spread(w, W, 3 * H, H, mem);
+        spread(bw, bhh, 3 * H, 1, mem);
+        gather(ul, u, 3 * H, T, B, off);
+        gather0(s, h0, H, T, B, off);
+        for (long t = 0; t < T; t++) {
+            const R *hp = s + t * HL;
+            R *ht = s + (t + 1) * HL;
+            gru_lane_step(w, bw, H, ul + t * 3 * HL, hp, gh, n);
+            for (long i = 0; i < H; i++)
+                for (long k = 0; k < LANES; k++) {
+                    long q = i * LANES + k;
+                    R z = gh[HL + q], v = ((R)1 - z) * n[q] + z * hp[q];
+                    ht[q] = (R)t < len[k] ? v : hp[q];
+                }
+        }
+        scatter(S, s + HL, H, T, B, off, nb);
+    }
+    free(w), free(bw), free(ul), free(s), free(gh), free(n);
+}
+
+/* BPTT of gru_lanes_forward: dU the gradients of the input terms, dh0 of the initial state; the
+ * gradients of W and b_hh are ADDED to dW and dbhh (the caller zeroes them) */
+void NAME(gru_lanes_backward)(long E, long T, long B, long H, const R *dS, const R *S, const R *u, const R *W,
+                              const R *bhh, const R *h0, const int64_t *lens, R *dU, R *dW, R *dbhh, R *dh0) {
+    long N = E * B, mem[LANES], off[LANES], HL = H * LANES;
+    R len[LANES], live[LANES];
+    R *w = malloc(3 * H * HL * sizeof(R)), *bw = malloc(3 * HL * sizeof(R));
+    R *dw = malloc(3 * H * HL * sizeof(R)), *db = malloc(3 * HL * sizeof(R));
+    R *ul = malloc(T * 3 * HL * sizeof(R)), *s = malloc((T + 1) * HL * sizeof(R)), *gs = malloc(T * HL * sizeof(R));
+    R *gh = malloc(3 * HL * sizeof(R)), *n = malloc(HL * sizeof(R)), *dgh = malloc(3 * HL * sizeof(R));
+    R *carry = malloc(HL * sizeof(R));
+    for (long n0 = 0; n0 < N; n0 += LANES) {
+        long nb = lanes_of(n0, N, T, B, lens, mem, off, len);
+        spread(w, W, 3 * H, H, mem);
+        spread(bw, bhh, 3 * H, 1, mem);
+        memset(dw, 0, 3 * H * HL * sizeof(R));
+        memset(db, 0, 3 * HL * sizeof(R));
+        memset(carry, 0, HL * sizeof(R));
+        gather(ul, u, 3 * H, T, B, off);
+        gather0(s, h0, H, T, B, off);
+        gather(s + HL, S, H, T, B, off);
+        gather(gs, dS, H, T, B, off);
+        for (long t = T - 1; t >= 0; t--) {
+            const R *hp = s + t * HL, *ds = gs + t * HL;
+            R *ut = ul + t * 3 * HL; /* becomes the gradient of the input terms */
+            gru_lane_step(w, bw, H, ut, hp, gh, n);
+            live_lanes(live, len, t);
+            for (long i = 0; i < H; i++)
+                for (long k = 0; k < LANES; k++) {
+                    long q = i * LANES + k;
+                    R in = ds[q] + carry[q], dh = in * live[k];
+                    R r = gh[q], z = gh[HL + q], nq = n[q], hn = gh[2 * HL + q];
+                    R dan = dh * ((R)1 - z) * ((R)1 - nq * nq);
+                    R daz = dh * (hp[q] - nq) * z * ((R)1 - z);
+                    R dar = dan * hn * r * ((R)1 - r);
+                    ut[q] = dar, ut[HL + q] = daz, ut[2 * HL + q] = dan;
+                    dgh[q] = dar, dgh[HL + q] = daz, dgh[2 * HL + q] = dan * r;
+                    carry[q] = live[k] != (R)0 ? dh * z : in; /* a frozen step passes its gradient on */
+                }
+            for (long q = 0; q < 3 * HL; q++) db[q] += dgh[q];
+            lane_matvec_back(carry, dw, w, dgh, hp, 3 * H, H);
+        }
+        scatter(dU, ul, 3 * H, T, B, off, nb);
+        for (long k = 0; k < nb; k++)
+            for (long i = 0; i < H; i++) dh0[(mem[k] * B + (n0 + k) % B) * H + i] = carry[i * LANES + k];
+        lane_reduce(dW, dw, 3 * H * H, mem, nb);
+        lane_reduce(dbhh, db, 3 * H, mem, nb);
+    }
+    free(w), free(bw), free(dw), free(db), free(ul), free(s), free(gs), free(gh), free(n), free(dgh), free(carry);
+}
+
+/* LSTM: a = u + W h (4H rows: i, f, g, o), i, f, o sigmoid, g tanh, c = f c_prev + i g,
+ * h = o tanh(c); a keeps the activated gates */
+static NOINLINE void lstm_lane_step(const R *w, long H, const R *ut, const R *hp, R *a) {
+    long HL = H * LANES;
+    memcpy(a, ut, 4 * HL * sizeof(R));
+    lane_matvec(a, w, hp, 4 * H, H);
+    sigmoid_lanes(a, 2 * HL);
+    tanh_lanes(a + 2 * HL, HL);
+    sigmoid_lanes(a + 3 * HL, HL);
+}
+
+void NAME(lstm_lanes_forward)(long E, long T, long B, long H, const R *u, const R *W, const R *h0, const R *c0,
+                              const int64_t *lens, R *S, R *C) {
+    long N = E * B, mem[LANES], off[LANES], HL = H * LANES;
+    R len[LANES];
+    R *w = malloc(4 * H * HL * sizeof(R)), *ul = malloc(T * 4 * HL * sizeof(R));
+    R *s = malloc((T + 1) * HL * sizeof(R)), *c = malloc((T + 1) * HL * sizeof(R));
+    R *a = malloc(4 * HL * sizeof(R)), *tc = malloc(HL * sizeof(R));
+    for (long n0 = 0; n0 < N; n0 += LANES) {
+        long nb = lanes_of(n0, N, T, B, lens, mem, off, len);
+        spread(w, W, 4 * H, H, mem);
+        gather(ul, u, 4 * H, T, B, off);
+        gather0(s, h0, H, T, B, off);
+        gather0(c, c0, H, T, B, off);
+        for (long t = 0; t < T; t++) {
+            const R *hp = s + t * HL, *cp = c + t * HL;
+            R *ht = s + (t + 1) * HL, *ct = c + (t + 1) * HL;
+            lstm_lane_step(w, H, ul + t * 4 * HL, hp, a);
+            for (long q = 0; q < HL; q++) tc[q] = a[HL + q] * cp[q] + a[q] * a[2 * HL + q];
+            memcpy(ct, tc, HL * sizeof(R));
+            tanh_lanes(tc, HL);
+            for (long i = 0; i < H; i++)
+                for (long k = 0; k < LANES; k++) {
+                    long q = i * LANES + k;
+                    int on = (R)t < len[k];
+                    ht[q] = on ? a[3 * HL + q] * tc[q] : hp[q];
+                    ct[q] = on ? ct[q] : cp[q];
+                }
+        }
+        scatter(S, s + HL, H, T, B, off, nb);
+        scatter(C, c + HL, H, T, B, off, nb);
+    }
+    free(w), free(ul), free(s), free(c), free(a), free(tc);
+}
+
+/* BPTT of lstm_lanes_forward: dU the gradients of the input terms, dh0 and dc0 of the initial
+ * state; the gradient of W is ADDED to dW (the caller zeroes it) */
+void NAME(lstm_lanes_backward)(long E, long T, long B, long H, const R *dS, const R *dC, const R *S, const R *C,
+                               const R *u, const R *W, const R *h0, const R *c0, const int64_t *lens, R *dU, R *dW,
+                               R *dh0, R *dc0) {
+    long N = E * B, mem[LANES], off[LANES], HL = H * LANES;
+    R len[LANES], live[LANES];
+    R *w = malloc(4 * H * HL * sizeof(R)), *dw = malloc(4 * H * HL * sizeof(R)), *ul = malloc(T * 4 * HL * sizeof(R));
+    R *s = malloc((T + 1) * HL * sizeof(R)), *c = malloc((T + 1) * HL * sizeof(R));
+    R *gs = malloc(T * HL * sizeof(R)), *gc = malloc(T * HL * sizeof(R));
+    R *a = malloc(4 * HL * sizeof(R)), *ch = malloc(HL * sizeof(R)), *cc = malloc(HL * sizeof(R));
+    R *tc = malloc(HL * sizeof(R));
+    for (long n0 = 0; n0 < N; n0 += LANES) {
+        long nb = lanes_of(n0, N, T, B, lens, mem, off, len);
+        spread(w, W, 4 * H, H, mem);
+        memset(dw, 0, 4 * H * HL * sizeof(R));
+        memset(ch, 0, HL * sizeof(R));
+        memset(cc, 0, HL * sizeof(R));
+        gather(ul, u, 4 * H, T, B, off);
+        gather0(s, h0, H, T, B, off);
+        gather0(c, c0, H, T, B, off);
+        gather(s + HL, S, H, T, B, off);
+        gather(c + HL, C, H, T, B, off);
+        gather(gs, dS, H, T, B, off);
+        gather(gc, dC, H, T, B, off);
+        for (long t = T - 1; t >= 0; t--) {
+            const R *hp = s + t * HL, *cp = c + t * HL, *ct = c + (t + 1) * HL;
+            const R *ds = gs + t * HL, *dc_ = gc + t * HL;
+            R *dz = ul + t * 4 * HL; /* becomes the gradient of the input terms */
+            lstm_lane_step(w, H, dz, hp, a);
+            live_lanes(live, len, t);
+            memcpy(tc, ct, HL * sizeof(R));
+            tanh_lanes(tc, HL);
+            for (long i = 0; i < H; i++)
+                for (long k = 0; k < LANES; k++) {
+                    long q = i * LANES + k;
+                    R inh = ds[q] + ch[q], inc = dc_[q] + cc[q], on = live[k];
+                    R ig = a[q], fg = a[HL + q], gg = a[2 * HL + q], og = a[3 * HL + q];
+                    R tcq = tc[q];
+                    R dh = inh * on, dc = (inc + dh * og * ((R)1 - tcq * tcq)) * on;
+                    dz[q] = dc * gg * ig * ((R)1 - ig);
+                    dz[HL + q] = dc * cp[q] * fg * ((R)1 - fg);
+                    dz[2 * HL + q] = dc * ig * ((R)1 - gg * gg);
+                    dz[3 * HL + q] = dh * tcq * og * ((R)1 - og);
+                    ch[q] = on != (R)0 ? (R)0 : inh; /* a frozen step passes its gradients on */
+                    cc[q] = on != (R)0 ? dc * fg : inc;
+                }
+            lane_matvec_back(ch, dw, w, dz, hp, 4 * H, H);
+        }
+        scatter(dU, ul, 4 * H, T, B, off, nb);
+        for (long k = 0; k < nb; k++)
+            for (long i = 0; i < H; i++) {
+                long o = (mem[k] * B + (n0 + k) % B) * H + i;
+                dh0[o] = ch[i * LANES + k], dc0[o] = cc[i * LANES + k];
+            }
+        lane_reduce(dW, dw, 4 * H * H, mem, nb);
+    }
+    free(w), free(dw), free(ul), free(s), free(c), free(gs), free(gc), free(a), free(ch), free(cc), free(tc);
+}
+
+/* The RHN with its sequences in lanes: per step D micro-layers s <- tanh(a) g + s (1 - g),
+ * [a; b] = W_l s + bias_l (+ u at l = 0), g = sigmoid(b); m keeps per layer its input s, tanh(a)
+ * and g (D * 3H rows), out the new state; the backward recomputes them from the state before the
+ * step */
+static NOINLINE void rhn_lane_step(const R *w, const R *bw, long H, long D, const R *ut, const R *hp, R *m, R *out) {
+    long HL = H * LANES, G = 2 * H;
+    const R *s = hp;
+    for (long l = 0; l < D; l++) {
+        R *ml = m + l * 3 * HL, *pre = ml + HL; /* pre: [a; b], then [tanh(a); sigmoid(b)] in place */
+        if (s != ml) memcpy(ml, s, HL * sizeof(R));
+        memcpy(pre, bw + l * G * LANES, 2 * HL * sizeof(R));
+        if (l == 0)
+            for (long q = 0; q < 2 * HL; q++) pre[q] += ut[q];
+        lane_matvec(pre, w + l * G * H * LANES, ml, G, H);
+        tanh_lanes(pre, HL);
+        sigmoid_lanes(pre + HL, HL);
+        R *next = l + 1 < D ? m + (l + 1) * 3 * HL : out;
+        for (long q = 0; q < HL; q++) next[q] = pre[q] * pre[HL + q] + ml[q] * ((R)1 - pre[HL + q]);
+        s = next;
+    }
+    if (D == 0) memcpy(out, hp, HL * sizeof(R));
+}
+
+void NAME(rhn_lanes_forward)(long E, long T, long B, long H, long D, const R *u, const R *W, const R *bias,
+                             const R *h0, const int64_t *lens, R *S) {
+    long N = E * B, mem[LANES], off[LANES], HL = H * LANES, G = 2 * H;
+    R len[LANES];
+    R *w = malloc(D * G * H * LANES * sizeof(R)), *bw = malloc(D * G * LANES * sizeof(R));
+    R *ul = malloc(T * G * LANES * sizeof(R)), *s = malloc((T + 1) * HL * sizeof(R));
+    R *m = malloc((D + 1) * 3 * HL * sizeof(R)), *out = malloc(HL * sizeof(R));
+    for (long n0 = 0; n0 < N; n0 += LANES) {
+        long nb = lanes_of(n0, N, T, B, lens, mem, off, len);
+        spread(w, W, D * G, H, mem);
+        spread(bw, bias, D * G, 1, mem);
+        gather(ul, u, G, T, B, off);
+        gather0(s, h0, H, T, B, off);
+        for (long t = 0; t < T; t++) {
+            const R *hp = s + t * HL;
+            R *ht = s + (t + 1) * HL;
+            rhn_lane_step(w, bw, H, D, ul + t * G * LANES, hp, m, out);
+            for (long i = 0; i < H; i++)
+                for (long k = 0; k < LANES; k++) ht[i * LANES + k] = (R)t < len[k] ? out[i * LANES + k] : hp[i * LANES + k];
+        }
+        scatter(S, s + HL, H, T, B, off, nb);
+    }
+    free(w), free(bw), free(ul), free(s), free(m), free(out);
+}
+
+/* BPTT of rhn_lanes_forward: dU the gradients of the input terms, dh0 of the initial state; the
+ * gradients of W and bias are ADDED to dW and dbias (the caller zeroes them) */
+void NAME(rhn_lanes_backward)(long E, long T, long B, long H, long D, const R *dS, const R *S, const R *u,
+                              const R *W, const R *bias, const R *h0, const int64_t *lens, R *dU, R *dW, R *dbias,
+                              R *dh0) {
+    long N = E * B, mem[LANES], off[LANES], HL = H * LANES, G = 2 * H;
+    R len[LANES], live[LANES];
+    R *w = malloc(D * G * H * LANES * sizeof(R)), *bw = malloc(D * G * LANES * sizeof(R));
+    R *dw = malloc(D * G * H * LANES * sizeof(R)), *db = malloc(D * G * LANES * sizeof(R));
+    R *ul = malloc(T * G * LANES * sizeof(R)), *s = malloc((T + 1) * HL * sizeof(R)), *gs = malloc(T * HL * sizeof(R));
+    R *m = malloc((D + 1) * 3 * HL * sizeof(R)), *out = malloc(HL * sizeof(R));
+    R *carry = malloc(HL * sizeof(R)), *ds = malloc(HL * sizeof(R)), *dp = malloc(2 * HL * sizeof(R));
+    for (long n0 = 0; n0 < N; n0 += LANES) {
+        long nb = lanes_of(n0, N, T, B, lens, mem, off, len);
+        spread(w, W, D * G, H, mem);
+        spread(bw, bias, D * G, 1, mem);
+        memset(dw, 0, D * G * H * LANES * sizeof(R));
+        memset(db, 0, D * G * LANES * sizeof(R));
+        memset(carry, 0, HL * sizeof(R));
+        gather(ul, u, G, T, B, off);
+        gather0(s, h0, H, T, B, off);
+        gather(s + HL, S, H, T, B, off);
+        gather(gs, dS, H, T, B, off);
+        for (long t = T - 1; t >= 0; t--) {
+            const R *hp = s + t * HL, *dst = gs + t * HL;
+            R *ut = ul + t * G * LANES; /* becomes the gradient of the input terms */
+            rhn_lane_step(w, bw, H, D, ut, hp, m, out);
+            live_lanes(live, len, t);
+            for (long i = 0; i < H; i++)
+                for (long k = 0; k < LANES; k++) {
+                    long q = i * LANES + k;
+                    R in = dst[q] + carry[q];
+                    ds[q] = in * live[k];
+                    carry[q] = in;
+                }
+            if (D == 0) memset(ut, 0, 2 * HL * sizeof(R));
+            for (long l = D - 1; l >= 0; l--) {
+                const R *ml = m + l * 3 * HL;
+                for (long q = 0; q < HL; q++) {
+                    R si = ml[q], ta = ml[HL + q], tg = ml[2 * HL + q], d = ds[q];
+                    dp[q] = d * tg * ((R)1 - ta * ta);
+                    dp[HL + q] = d * (ta - si) * tg * ((R)1 - tg);
+                    ds[q] = d * ((R)1 - tg);
+                }
+                for (long q = 0; q < 2 * HL; q++) db[l * G * LANES + q] += dp[q];
+                lane_matvec_back(ds, dw + l * G * H * LANES, w + l * G * H * LANES, dp, ml, G, H);
+                if (l == 0) memcpy(ut, dp, 2 * HL * sizeof(R));
+            }
+            for (long i = 0; i < H; i++)
+                for (long k = 0; k < LANES; k++) {
+                    long q = i * LANES + k;
+                    carry[q] = live[k] != (R)0 ? ds[q] : carry[q]; /* a frozen step passes its gradient on */
+                }
+        }
+        scatter(dU, ul, G, T, B, off, nb);
+        for (long k = 0; k < nb; k++)
+            for (long i = 0; i < H; i++) dh0[(mem[k] * B + (n0 + k) % B) * H + i] = carry[i * LANES + k];
+        lane_reduce(dW, dw, D * G * H, mem, nb);
+        lane_reduce(dbias, db, D * G, mem, nb);
+    }
+    free(w), free(bw), free(dw), free(db), free(ul), free(s), free(gs), free(m), free(out), free(carry), free(ds),
+        free(dp);
 }

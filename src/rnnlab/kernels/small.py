@@ -385,10 +385,50 @@ def _rnn(u, W, h0, lengths, act):
     return _masked(S, lens), S[:, -1]
 
 
-def rnn(u: Tensor, weight: Tensor, h0: Tensor, nonlinearity: str = "tanh", lengths: Tensor | None = None):
-    """``h_t = phi(W h_{t-1} + u_t)``, phi tanh, relu or identity: ``(outputs (T, B, H), h_n)``."""
+class _RNNLanes(torch.autograd.Function):
+    """The RNN with its sequences side by side in vector lanes (``rnn_lanes_*`` of small.c);
+    the weight's gradient is summed in the C code."""
+
+    @staticmethod
+    def forward(ctx, act: int, u, W, h0, lens):
+        E, T, B, H = u.shape
+        S = torch.empty_like(u)
+        _call("rnn_lanes_forward", u.dtype, E, T, B, H, act, u, W, h0, lens, S)
+        ctx.act, ctx.lens, ctx.args = act, lens, (act, u, W, h0, lens)
+        ctx.save_for_backward(S, W, h0)
+        return S
+
+    @staticmethod
+    @_twice(_ref_rnn)
+    def backward(ctx, dS):
+        dS = dS.contiguous()
+        S, W, h0 = ctx.saved_tensors
+        E, T, B, H = S.shape
+        dU, dW, dh0 = torch.empty_like(S), torch.zeros_like(W), torch.empty_like(h0)
+        _call("rnn_lanes_backward", S.dtype, E, T, B, H, ctx.act, dS, S, W, h0, ctx.lens, dU, dW, dh0)
+        return None, dU, dW, dh0, None
+
+
+def _rnn_lanes(u, W, h0, lengths, act):
+    lens = _lens(lengths)
+    S = _RNNLanes.apply(act, *_c(u, W, h0), lens)
+    return _masked(S, lens), S[:, -1]
+
+
+def rnn(
+    u: Tensor,
+    weight: Tensor,
+    h0: Tensor,
+    nonlinearity: str = "tanh",
+    lengths: Tensor | None = None,
+    lanes: bool = False,
+):
+    """``h_t = phi(W h_{t-1} + u_t)``, phi tanh, relu or identity: ``(outputs (T, B, H), h_n)``.
+    ``lanes``: run the lane kernel (the sequences of all members side by side in vector
+    lanes; :func:`rnnlab.kernels.dispatch.choose` says when) instead of the scalar loop."""
     act = _ACT[nonlinearity]
-    return ensemble_call(lambda *a: _rnn(*a, act), u, weight, h0, lengths)
+    run = _rnn_lanes if lanes else _rnn
+    return ensemble_call(lambda *a: run(*a, act), u, weight, h0, lengths)
 
 
 class _LSTM(torch.autograd.Function):
@@ -415,15 +455,42 @@ class _LSTM(torch.autograd.Function):
         return dU, _gram(dU, S, h0), dh0, dc0, None
 
 
-def _lstm(u, W, h0, c0, lengths):
+class _LSTMLanes(torch.autograd.Function):
+    """The LSTM with its sequences side by side in vector lanes (``lstm_lanes_*`` of small.c):
+    the forward keeps the states and cells, the backward recomputes the gates."""
+
+    @staticmethod
+    def forward(ctx, u, W, h0, c0, lens):
+        E, T, B, G = u.shape
+        H = G // 4
+        S, C = u.new_empty(E, T, B, H), u.new_empty(E, T, B, H)
+        _call("lstm_lanes_forward", u.dtype, E, T, B, H, u, W, h0, c0, lens, S, C)
+        ctx.lens, ctx.args = lens, (u, W, h0, c0, lens)
+        ctx.save_for_backward(S, C, u, W, h0, c0)
+        return S, C
+
+    @staticmethod
+    @_twice(_ref_lstm)
+    def backward(ctx, dS, dC):
+        S, C, u, W, h0, c0 = ctx.saved_tensors
+        E, T, B, H = S.shape
+        dS = torch.zeros_like(S) if dS is None else dS.contiguous()
+        dC = torch.zeros_like(C) if dC is None else dC.contiguous()
+        dU, dW, dh0, dc0 = torch.empty_like(u), torch.zeros_like(W), torch.empty_like(h0), torch.empty_like(c0)
+        _call("lstm_lanes_backward", S.dtype, E, T, B, H, dS, dC, S, C, u, W, h0, c0, ctx.lens, dU, dW, dh0, dc0)
+        return dU, dW, dh0, dc0, None
+
+
+def _lstm(u, W, h0, c0, lengths, lanes=False):
     lens = _lens(lengths)
-    S, C = _LSTM.apply(*_c(u, W, h0, c0), lens)
+    S, C = (_LSTMLanes if lanes else _LSTM).apply(*_c(u, W, h0, c0), lens)
     return _masked(S, lens), S[:, -1], C[:, -1]
 
 
-def lstm(gi: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, lengths: Tensor | None = None):
-    """The LSTM over ``gi`` = W_ih x + b_ih + b_hh (T, B, 4H): ``(outputs, h_n, c_n)``."""
-    return ensemble_call(_lstm, gi, w_hh, h0, c0, lengths)
+def lstm(gi: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, lengths: Tensor | None = None, lanes: bool = False):
+    """The LSTM over ``gi`` = W_ih x + b_ih + b_hh (T, B, 4H): ``(outputs, h_n, c_n)``.
+    ``lanes``: run the lane kernel (:func:`rnn`) instead of the scalar loop."""
+    return ensemble_call(_lstm, gi, w_hh, h0, c0, lengths, lanes)
 
 
 class _GRU(torch.autograd.Function):
@@ -448,15 +515,41 @@ class _GRU(torch.autograd.Function):
         return dU, _gram(dGH, S, h0), dGH.sum((1, 2)), dh0, None
 
 
-def _gru(u, W, bhh, h0, lengths):
+class _GRULanes(torch.autograd.Function):
+    """The GRU with its sequences side by side in vector lanes (``gru_lanes_*`` of small.c):
+    the forward keeps the states only, the backward recomputes the gates."""
+
+    @staticmethod
+    def forward(ctx, u, W, bhh, h0, lens):
+        E, T, B, G = u.shape
+        H = G // 3
+        S = u.new_empty(E, T, B, H)
+        _call("gru_lanes_forward", u.dtype, E, T, B, H, u, W, bhh, h0, lens, S)
+        ctx.lens, ctx.args = lens, (u, W, bhh, h0, lens)
+        ctx.save_for_backward(S, u, W, bhh, h0)
+        return S
+
+    @staticmethod
+    @_twice(_ref_gru)
+    def backward(ctx, dS):
+        dS = dS.contiguous()
+        S, u, W, bhh, h0 = ctx.saved_tensors
+        E, T, B, H = S.shape
+        dU, dW, db, dh0 = torch.empty_like(u), torch.zeros_like(W), torch.zeros_like(bhh), torch.empty_like(h0)
+        _call("gru_lanes_backward", S.dtype, E, T, B, H, dS, S, u, W, bhh, h0, ctx.lens, dU, dW, db, dh0)
+        return dU, dW, db, dh0, None
+
+
+def _gru(u, W, bhh, h0, lengths, lanes=False):
     lens = _lens(lengths)
-    S = _GRU.apply(*_c(u, W, bhh, h0), lens)
+    S = (_GRULanes if lanes else _GRU).apply(*_c(u, W, bhh, h0), lens)
     return _masked(S, lens), S[:, -1]
 
 
-def gru(gi: Tensor, w_hh: Tensor, b_hh: Tensor, h0: Tensor, lengths: Tensor | None = None):
-    """The GRU over ``gi`` = W_ih x + b_ih (T, B, 3H): ``(outputs, h_n)``."""
-    return ensemble_call(_gru, gi, w_hh, b_hh, h0, lengths)
+def gru(gi: Tensor, w_hh: Tensor, b_hh: Tensor, h0: Tensor, lengths: Tensor | None = None, lanes: bool = False):
+    """The GRU over ``gi`` = W_ih x + b_ih (T, B, 3H): ``(outputs, h_n)``.
+    ``lanes``: run the lane kernel (:func:`rnn`) instead of the scalar loop."""
+    return ensemble_call(_gru, gi, w_hh, b_hh, h0, lengths, lanes)
 
 
 class _RHN(torch.autograd.Function):
@@ -482,16 +575,42 @@ class _RHN(torch.autograd.Function):
         return dU, dW, db, dh0, None
 
 
-def _rhn(u, W, bias, h0, lengths):
+class _RHNLanes(torch.autograd.Function):
+    """The RHN with its sequences side by side in vector lanes (``rhn_lanes_*`` of small.c): the
+    forward keeps the states only, the backward recomputes each step's micro-layers."""
+
+    @staticmethod
+    def forward(ctx, u, W, bias, h0, lens):
+        E, T, B, G = u.shape
+        H, D = G // 2, W.shape[1]
+        S = u.new_empty(E, T, B, H)
+        _call("rhn_lanes_forward", u.dtype, E, T, B, H, D, u, W, bias, h0, lens, S)
+        ctx.lens, ctx.args = lens, (u, W, bias, h0, lens)
+        ctx.save_for_backward(S, u, W, bias, h0)
+        return S
+
+    @staticmethod
+    @_twice(_ref_rhn)
+    def backward(ctx, dS):
+        dS = dS.contiguous()
+        S, u, W, bias, h0 = ctx.saved_tensors
+        E, T, B, H = S.shape
+        dU, dW, db, dh0 = torch.empty_like(u), torch.zeros_like(W), torch.zeros_like(bias), torch.empty_like(h0)
+        _call("rhn_lanes_backward", S.dtype, E, T, B, H, W.shape[1], dS, S, u, W, bias, h0, ctx.lens, dU, dW, db, dh0)
+        return dU, dW, db, dh0, None
+
+
+def _rhn(u, W, bias, h0, lengths, lanes=False):
     lens = _lens(lengths)
-    S = _RHN.apply(*_c(u, W, bias, h0), lens)
+    S = (_RHNLanes if lanes else _RHN).apply(*_c(u, W, bias, h0), lens)
     return _masked(S, lens), S[:, -1]
 
 
-def rhn(u: Tensor, w_hh: Tensor, bias: Tensor, h0: Tensor, lengths: Tensor | None = None):
+def rhn(u: Tensor, w_hh: Tensor, bias: Tensor, h0: Tensor, lengths: Tensor | None = None, lanes: bool = False):
     """The RHN (coupled carry gate) over ``u`` = W_ih x (T, B, 2H), ``w_hh`` (depth, 2H, H),
-    ``bias`` (depth, 2H): ``(outputs, h_n)``."""
-    return ensemble_call(_rhn, u, w_hh, bias, h0, lengths)
+    ``bias`` (depth, 2H): ``(outputs, h_n)``. ``lanes``: run the lane kernel (:func:`rnn`)
+    instead of the scalar loop."""
+    return ensemble_call(_rhn, u, w_hh, bias, h0, lengths, lanes)
 
 
 class _DMU(torch.autograd.Function):
@@ -549,9 +668,50 @@ class _DMU(torch.autograd.Function):
         return None, None, dU1, dw1h, dwo, dbo, dh0, None, *grads
 
 
-def _dmu(u1, h0, w1h, w_out, b_out, lengths, activation, slope, *hidden):
+def _dmu_sizes(u1, w_out, Ws):
+    K = 0 if w_out is None else 1 + len(Ws)
+    return K, ([u1.shape[-1]] + [W.shape[1] for W in Ws] if K else [])
+
+
+class _DMULanes(torch.autograd.Function):
+    """The DMU with its sequences side by side in vector lanes (``dmu_lanes_*`` of small.c): the
+    forward keeps the states only, the backward recomputes each step's update network."""
+
+    @staticmethod
+    def forward(ctx, act: int, slope: float, u1, w1h, w_out, b_out, h0, lens, *hidden):
+        E, T, B, _ = u1.shape
+        H = h0.shape[-1]
+        Ws, bs = list(hidden[0::2]), list(hidden[1::2])
+        K, n = _dmu_sizes(u1, w_out, Ws)
+        S = u1.new_empty(E, T, B, H)
+        args = (E, T, B, H, K, n, act, slope)
+        _call("dmu_lanes_forward", u1.dtype, *args, u1, w1h, Ws, bs, w_out, b_out, h0, lens, S)
+        ctx.sizes, ctx.lens, ctx.args = args, lens, (act, slope, u1, w1h, w_out, b_out, h0, lens, *hidden)
+        ctx.save_for_backward(S, u1, w1h, w_out, b_out, h0, *hidden)
+        return S
+
+    @staticmethod
+    @_twice(_ref_dmu)
+    def backward(ctx, dS):
+        dS = dS.contiguous()
+        S, u1, w1h, w_out, b_out, h0, *hidden = ctx.saved_tensors
+        Ws, bs = hidden[0::2], hidden[1::2]
+        dU1, dw1h, dh0 = torch.empty_like(u1), torch.zeros_like(w1h), torch.empty_like(h0)
+        dWs, dbs = [torch.zeros_like(W) for W in Ws], [torch.zeros_like(b) for b in bs]
+        dwo = None if w_out is None else torch.zeros_like(w_out)
+        dbo = None if b_out is None else torch.zeros_like(b_out)
+        _call(
+            "dmu_lanes_backward", S.dtype, *ctx.sizes, dS, S, u1, w1h, list(Ws), list(bs), w_out, b_out, h0,
+            ctx.lens, dU1, dw1h, dWs, dbs, dwo, dbo, dh0,
+        )  # fmt: skip
+        grads = [g for pair in zip(dWs, dbs) for g in pair]
+        return None, None, dU1, dw1h, dwo, dbo, dh0, None, *grads
+
+
+def _dmu(u1, h0, w1h, w_out, b_out, lengths, activation, slope, lanes, *hidden):
     lens = _lens(lengths)
-    S = _DMU.apply(_ACT[activation], float(slope), *_c(u1, w1h, w_out, b_out, h0), lens, *_c(*hidden))
+    run = _DMULanes if lanes else _DMU
+    S = run.apply(_ACT[activation], float(slope), *_c(u1, w1h, w_out, b_out, h0), lens, *_c(*hidden))
     return _masked(S, lens), S[:, -1]
 
 
@@ -565,7 +725,9 @@ def dmu(
     activation: str = "tanh",
     slope: float = 0.01,
     lengths: Tensor | None = None,
+    lanes: bool = False,
 ):
-    """The DMU (:func:`rnnlab.kernels.ensemble.ensemble_dmu`'s arguments): ``(outputs, h_n)``."""
+    """The DMU (:func:`rnnlab.kernels.ensemble.ensemble_dmu`'s arguments): ``(outputs, h_n)``.
+    ``lanes``: run the lane kernel (:func:`rnn`) instead of the scalar loop."""
     flat = [t for pair in hidden for t in pair]
-    return ensemble_call(_dmu, u1, h0, w1h, w_out, b_out, lengths, activation, slope, *flat)
+    return ensemble_call(_dmu, u1, h0, w1h, w_out, b_out, lengths, activation, slope, lanes, *flat)

@@ -31,7 +31,17 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-__all__ = ["DECLARATIONS", "Arg", "SignatureError", "bind", "call", "check_source", "prototypes"]
+__all__ = [
+    "DECLARATIONS",
+    "LANE_FUNCTIONS",
+    "SCALAR_FUNCTIONS",
+    "Arg",
+    "SignatureError",
+    "bind",
+    "call",
+    "check_source",
+    "prototypes",
+]
 
 
 class SignatureError(ValueError):
@@ -89,6 +99,14 @@ DECLARATIONS: dict[str, tuple[Arg, ...]] = {
         *_SIZES, "int act", "const R *dS: E, T, B, H", "const R *S: E, T, B, H", "const R *W: E, H, H", _LENS,
         "R *dU: E, T, B, H", "R *dh0: E, B, H",
     ),
+    "rnn_lanes_forward": _args(
+        *_SIZES, "int act", "const R *u: E, T, B, H", "const R *W: E, H, H", "const R *h0: E, B, H", _LENS,
+        "R *S: E, T, B, H",
+    ),
+    "rnn_lanes_backward": _args(
+        *_SIZES, "int act", "const R *dS: E, T, B, H", "const R *S: E, T, B, H", "const R *W: E, H, H",
+        "const R *h0: E, B, H", _LENS, "R *dU: E, T, B, H", "R *dW: E, H, H", "R *dh0: E, B, H",
+    ),
     "lstm_forward": _args(
         *_SIZES, "const R *u: E, T, B, 4 * H", "const R *W: E, 4 * H, H", "const R *h0: E, B, H",
         "const R *c0: E, B, H", _LENS, "R *S: E, T, B, H", "R *C: E, T, B, H", "R *A: E, T, B, 4 * H",
@@ -133,7 +151,56 @@ DECLARATIONS: dict[str, tuple[Arg, ...]] = {
         Arg("R *const *", "dbk", "E, n[j + 1]", count="K - 1"), Arg("R *", "dwout", "E, 2 * H, n[K - 1]", "K == 0"),
         Arg("R *", "dbout", "E, 2 * H", "K == 0"), "R *dh0: E, B, H",
     ),
+    "gru_lanes_forward": _args(
+        *_SIZES, "const R *u: E, T, B, 3 * H", "const R *W: E, 3 * H, H", "const R *bhh: E, 3 * H",
+        "const R *h0: E, B, H", _LENS, "R *S: E, T, B, H",
+    ),
+    "gru_lanes_backward": _args(
+        *_SIZES, "const R *dS: E, T, B, H", "const R *S: E, T, B, H", "const R *u: E, T, B, 3 * H",
+        "const R *W: E, 3 * H, H", "const R *bhh: E, 3 * H", "const R *h0: E, B, H", _LENS,
+        "R *dU: E, T, B, 3 * H", "R *dW: E, 3 * H, H", "R *dbhh: E, 3 * H", "R *dh0: E, B, H",
+    ),
+    "lstm_lanes_forward": _args(
+        *_SIZES, "const R *u: E, T, B, 4 * H", "const R *W: E, 4 * H, H", "const R *h0: E, B, H",
+        "const R *c0: E, B, H", _LENS, "R *S: E, T, B, H", "R *C: E, T, B, H",
+    ),
+    "lstm_lanes_backward": _args(
+        *_SIZES, "const R *dS: E, T, B, H", "const R *dC: E, T, B, H", "const R *S: E, T, B, H",
+        "const R *C: E, T, B, H", "const R *u: E, T, B, 4 * H", "const R *W: E, 4 * H, H", "const R *h0: E, B, H",
+        "const R *c0: E, B, H", _LENS, "R *dU: E, T, B, 4 * H", "R *dW: E, 4 * H, H", "R *dh0: E, B, H",
+        "R *dc0: E, B, H",
+    ),
+    "rhn_lanes_forward": _args(
+        *_SIZES, "long D", "const R *u: E, T, B, 2 * H", "const R *W: E, D, 2 * H, H", "const R *bias: E, D, 2 * H",
+        "const R *h0: E, B, H", _LENS, "R *S: E, T, B, H",
+    ),
+    "rhn_lanes_backward": _args(
+        *_SIZES, "long D", "const R *dS: E, T, B, H", "const R *S: E, T, B, H", "const R *u: E, T, B, 2 * H",
+        "const R *W: E, D, 2 * H, H", "const R *bias: E, D, 2 * H", "const R *h0: E, B, H", _LENS,
+        "R *dU: E, T, B, 2 * H", "R *dW: E, D, 2 * H, H", "R *dbias: E, D, 2 * H", "R *dh0: E, B, H",
+    ),
+    "dmu_lanes_forward": _args(
+        *_SIZES, "long K", Arg("const long *", "n", "K"), "int act", "R slope", "const R *u1: E, T, B, G1",
+        "const R *w1h: E, G1, H", Arg("R *const *", "Wk", "E, n[j + 1], n[j]", count="K - 1"),
+        Arg("R *const *", "bk", "E, n[j + 1]", count="K - 1"), Arg("const R *", "wout", "E, 2 * H, n[K - 1]", "K == 0"),
+        Arg("const R *", "bout", "E, 2 * H", "K == 0"), "const R *h0: E, B, H", _LENS, "R *S: E, T, B, H",
+    ),
+    "dmu_lanes_backward": _args(
+        *_SIZES, "long K", Arg("const long *", "n", "K"), "int act", "R slope", "const R *dS: E, T, B, H",
+        "const R *S: E, T, B, H", "const R *u1: E, T, B, G1", "const R *w1h: E, G1, H",
+        Arg("R *const *", "Wk", "E, n[j + 1], n[j]", count="K - 1"),
+        Arg("R *const *", "bk", "E, n[j + 1]", count="K - 1"), Arg("const R *", "wout", "E, 2 * H, n[K - 1]", "K == 0"),
+        Arg("const R *", "bout", "E, 2 * H", "K == 0"), "const R *h0: E, B, H", _LENS,
+        "R *dU1: E, T, B, G1", "R *dw1h: E, G1, H", Arg("R *const *", "dWk", "E, n[j + 1], n[j]", count="K - 1"),
+        Arg("R *const *", "dbk", "E, n[j + 1]", count="K - 1"), Arg("R *", "dwout", "E, 2 * H, n[K - 1]", "K == 0"),
+        Arg("R *", "dbout", "E, 2 * H", "K == 0"), "R *dh0: E, B, H",
+    ),
 }  # fmt: skip
+
+#: the lane kernels (sequences side by side in vector lanes); the others are the scalar loops,
+#: which the benchmark's floor (benchmarks/small_floor.c) also defines
+LANE_FUNCTIONS = tuple(fn for fn in DECLARATIONS if "_lanes_" in fn)
+SCALAR_FUNCTIONS = tuple(fn for fn in DECLARATIONS if fn not in LANE_FUNCTIONS)
 
 _SUFFIX = {torch.float64: "_f64", torch.float32: "_f32"}
 _REAL = {torch.float64: ctypes.c_double, torch.float32: ctypes.c_float}
@@ -168,19 +235,21 @@ def prototypes(source: str) -> dict[str, list[tuple[str, str]]]:
     return out
 
 
-def check_source(source: str | Path) -> None:
-    """Compare the prototypes of ``small.c`` (its text or path) with :data:`DECLARATIONS`; a
+def check_source(source: str | Path, only: tuple[str, ...] | None = None) -> None:
+    """Compare the prototypes of ``small.c`` (its text or path) with :data:`DECLARATIONS` (or
+    the declared functions ``only``, e.g. :data:`SCALAR_FUNCTIONS` for the benchmark's floor); a
     function missing on either side, a different count, or an argument whose type or name
     differs raises :class:`SignatureError` naming the function and the argument."""
     text = source.read_text() if isinstance(source, Path) else source
     found = prototypes(text)
+    declared = DECLARATIONS if only is None else {fn: DECLARATIONS[fn] for fn in only}
     problems = []
-    for fn in sorted(set(DECLARATIONS) - set(found)):
+    for fn in sorted(set(declared) - set(found)):
         problems.append(f"{fn}: declared in small_abi.py but small.c defines no 'void NAME({fn})(...)'")
-    for fn in sorted(set(found) - set(DECLARATIONS)):
+    for fn in sorted(set(found) - set(declared)):
         problems.append(f"{fn}: small.c defines it but small_abi.py does not declare it")
-    for fn in sorted(set(found) & set(DECLARATIONS)):
-        want, got = DECLARATIONS[fn], found[fn]
+    for fn in sorted(set(found) & set(declared)):
+        want, got = declared[fn], found[fn]
         for i, (a, (ctype, name)) in enumerate(zip(want, got)):
             if (a.ctype, a.name) != (ctype, name):
                 problems.append(
@@ -216,10 +285,11 @@ def _ctypes_of(a: Arg, dtype: torch.dtype):
     return _POINTER.get(t, ctypes.c_void_p)
 
 
-def bind(lib: ctypes.CDLL, dtype: torch.dtype) -> ctypes.CDLL:
+def bind(lib: ctypes.CDLL, dtype: torch.dtype, only: tuple[str, ...] | None = None) -> ctypes.CDLL:
     """Set ``argtypes`` and ``restype`` of every declared function of ``lib`` (the build for
-    ``dtype``) from :data:`DECLARATIONS`."""
-    for fn, args in DECLARATIONS.items():
+    ``dtype``; or of the functions ``only``) from :data:`DECLARATIONS`."""
+    for fn in DECLARATIONS if only is None else only:
+        args = DECLARATIONS[fn]
         f = getattr(lib, fn + _SUFFIX[dtype])
         f.argtypes = [_ctypes_of(a, dtype) for a in args]
         f.restype = None
