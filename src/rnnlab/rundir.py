@@ -122,7 +122,8 @@ class StoredFileDamaged(RuntimeError):
 XZ = ".xz"
 #: the suffix of a ``metrics.jsonl`` stored in columns (:mod:`rnnlab.columns`: keys once, values
 #: as typed, byte-shuffled columns, xz-compressed), as records store it; a file the columns
-#: cannot give back byte for byte is stored ``metrics.jsonl.xz`` instead
+#: cannot give back byte for byte, or a log of a few rows plain xz holds in fewer bytes, is
+#: stored ``metrics.jsonl.xz`` instead
 COLS = ".cols.xz"
 #: the stored forms of a run file, by suffix, in the order :func:`stored` looks for them after
 #: the plain name
@@ -692,27 +693,27 @@ def read_stored(path: str | Path) -> bytes:
 
 def stored_form(path: str | Path, data: bytes) -> tuple[Path, bytes]:
     """The stored file of the run file ``path`` (its plain name) holding ``data`` and its bytes:
-    ``metrics.jsonl.cols.xz`` where the columns give ``data`` back byte for byte, else
-    ``<name>.xz`` (the xz format, CRC32-checked, preset :data:`XZ_PRESET`)."""
+    ``<name>.xz`` (the xz format, CRC32-checked, preset :data:`XZ_PRESET`), or for a
+    ``metrics.jsonl`` its columns, ``metrics.jsonl.cols.xz``, where they give ``data`` back byte
+    for byte and are the smaller (all but a log of a few rows)."""
     import lzma
 
     plain = plain_name(path)
+    xz = lzma.compress(data, format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC32, preset=XZ_PRESET)
     if plain.name == RunFiles.METRICS:
         from . import columns
 
         packed = columns.encode(data)
-        if packed is not None:
+        if packed is not None and len(packed) < len(xz):
             return plain.with_name(plain.name + COLS), packed
-    return plain.with_name(plain.name + XZ), lzma.compress(
-        data, format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC32, preset=XZ_PRESET
-    )
+    return plain.with_name(plain.name + XZ), xz
 
 
 def write_stored(path: str | Path, data: bytes, form: tuple[Path, bytes] | None = None) -> Path:
     """Write ``data``, the content of the run file ``path`` (its plain name: ``metrics.jsonl``),
-    in its stored form, atomically: a ``metrics.jsonl`` in columns (``metrics.jsonl.cols.xz``,
-    :mod:`rnnlab.columns`) where they give ``data`` back byte for byte, anything else
-    xz-compressed (``+ .xz``). The file is read back and compared before its path is returned (a
+    in its stored form (:func:`stored_form`), atomically: a ``metrics.jsonl`` in columns
+    (``metrics.jsonl.cols.xz``, :mod:`rnnlab.columns`) where they give ``data`` back byte for byte
+    and are the smaller, anything else xz-compressed (``+ .xz``). The file is read back and compared before its path is returned (a
     file that would not read back equal is never left in place: :class:`RunWriteError`); the
     other stored form of the same file, if one was there, is removed (the plain file is the
     caller's). ``form``: what :func:`stored_form` gave for ``data``, where the caller has it."""

@@ -802,7 +802,8 @@ def compact(records_dir) -> tuple[list[Compacted], list[str]]:
     ``metrics.jsonl.xz``: each new file is written atomically, read back and compared with what
     it replaces before that is removed (keeping its modification time), so an interruption
     leaves every record readable (at worst in two forms, which the next run settles). A
-    ``metrics.jsonl.xz`` the columns cannot give back byte for byte stays as it is. A second run
+    ``metrics.jsonl.xz`` the columns cannot give back byte for byte, or hold in fewer bytes,
+    stays as it is. A second run
     converts nothing. A run directory with a ``checkpoint.pt`` is a live run (``rnnlab train
     --resume`` appends to its plain ``metrics.jsonl``): it is left as it is and named in the
     notes. A damaged stored file stops it (:class:`~rnnlab.rundir.StoredFileDamaged`, naming the
