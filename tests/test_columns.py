@@ -61,7 +61,11 @@ def _check_round_trip(rows: list[dict]) -> bytes:
 
 
 # --- generated rows ---------------------------------------------------------------------------
-_decimals = st.builds(lambda n, k: n / 10**k, st.integers(-(10**9), 10**9), st.integers(0, 6))
+_decimals = st.builds(
+    lambda n, k: n / 10**k,
+    st.one_of(st.integers(-(10**9), 10**9), st.integers(-(10**21), 10**21)),  # small, and past 64 bits scaled
+    st.integers(0, 6),
+)
 _values = st.one_of(
     st.integers(-(2**70), 2**70),
     st.integers(-1000, 1000),
