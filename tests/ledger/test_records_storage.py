@@ -270,6 +270,42 @@ def test_compact_leaves_a_live_run_plain_and_settles_an_interrupted_compact(tmp_
     assert compact(root)[0] == []
 
 
+def test_compact_converts_a_tree_of_the_earlier_xz_form_and_keeps_the_files_times(tmp_path, capsys):
+    """Records written before the columns (metrics.jsonl.xz and task.json.xz, config.json and
+    result.json plain): the metrics go into columns, config and result into xz, task.json.xz is
+    left byte for byte; every file reads back as before and keeps its modification time."""
+    import os
+
+    root = tmp_path / "records"
+    dirs = _threshold_records(root)
+    for d in dirs:
+        for n in (RunFiles.METRICS, RunFiles.TASK):  # the earlier form, as a collect before wrote it
+            (d / (n + ".xz")).write_bytes(lzma.compress((d / n).read_bytes()))
+            (d / n).unlink()
+    os.utime(dirs[0] / "result.json", ns=(1, 1_000_000_000))
+    before = {(d, n): read_stored(d / n) for d in dirs for n in RunFiles.COMPRESSED}
+    task = {d: (d / "task.json.xz").read_bytes() for d in dirs}
+    done, notes = compact(root)
+    assert len(done) == 9 and not notes  # 3 metrics.jsonl, 3 config.json, 3 result.json
+    for d in dirs:
+        assert sorted(p.name for p in d.iterdir()) == STORED_NAMES
+        assert (d / "task.json.xz").read_bytes() == task[d]
+    assert {(d, n): read_stored(d / n) for d in dirs for n in RunFiles.COMPRESSED} == before
+    assert (dirs[0] / "result.json.xz").stat().st_mtime_ns == 1_000_000_000
+    assert compact(root) == ([], [])
+
+
+def test_compact_stops_at_a_damaged_file_with_one_line_naming_it(tmp_path, capsys):
+    root = tmp_path / "records"
+    d = _threshold_records(root)[0]
+    (d / "metrics.jsonl.xz").write_bytes(lzma.compress((d / "metrics.jsonl").read_bytes())[:-9])
+    (d / "metrics.jsonl").unlink()
+    assert main(["reproduce", "compact", str(root)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(d / "metrics.jsonl.xz") in err[0] and "damaged" in err[0], err
+    assert (d / "metrics.jsonl.xz").exists()  # left for the fix
+
+
 def test_compact_of_a_missing_folder_is_a_usage_error(tmp_path, capsys):
     assert main(["reproduce", "compact", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
