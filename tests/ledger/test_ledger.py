@@ -721,7 +721,7 @@ def test_every_committed_record_names_a_commit_of_the_history_and_a_clean_tree_o
     known: dict[str, bool] = {}
     failing = {}
     for p in RunFiles.outcomes(ROOT / "records"):  # finished and diverged runs alike
-        git = json.loads(p.read_text()).get("git") or {}
+        git = json.loads(read_stored(p)).get("git") or {}
         commit, why = git.get("commit"), []
         if commit not in known:
             known[commit] = bool(commit) and (
