@@ -24,7 +24,10 @@ The files of a run (:class:`RunFiles`): ``config.json`` (the resolved configurat
 ``task.json`` (what rebuilding the model needs without the data), ``metrics.jsonl`` (one JSON
 object per logged step and evaluation), ``checkpoint.pt`` (everything a resume needs, written
 atomically at every evaluation), ``best.pt`` (the weights of the best validation score),
-``result.json`` (written last: a run with it is finished) and ``tensorboard/``.
+``result.json`` (written last: a run with it is finished) and ``tensorboard/``. A records folder
+stores ``config.json``, ``task.json``, ``metrics.jsonl`` and ``result.json`` compressed
+(:attr:`RunFiles.COMPRESSED`; ``metrics.jsonl`` in columns, :mod:`rnnlab.columns`), and every
+reader takes every form through :func:`read_stored` / :func:`read_jsonl`.
 
 torch is imported only by the functions that read or write weights (and ``load_run``): the
 file-only commands (``rnnlab table``, ``list``) import this module and must start at once.
