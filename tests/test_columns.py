@@ -251,3 +251,21 @@ def test_a_compacted_record_is_still_a_finished_run_of_its_configuration(tmp_pat
     assert is_finished(d) and is_finished(d, cfg) and not is_finished(d, other)
     assert RunFiles(d).read_result() == result
     assert RunFiles.below(tmp_path / "rec") == [d / "result.json.xz"]
+
+
+def test_the_trainer_takes_a_compacted_finished_run_as_finished(tmp_path):
+    """``resume="auto"`` (``rnnlab train --seeds``, the suite's ensembles) gives back the saved
+    result of a finished run whose result.json and config.json are stored compressed, and
+    refuses one of another configuration, as for the plain files."""
+    from rnnlab.rundir import RunExists
+    from rnnlab.train import start_mode
+
+    d = write_record(tmp_path / "rec", "asrnn/smnist-n122", 0, {"test/accuracy": 0.9}, metrics=[{"step": 1}])
+    cfg = config.load("asrnn/smnist-n122", ["train.seed=0"])
+    other = config.load("asrnn/smnist-n122", ["train.seed=0", "train.steps=7"])
+    plain = start_mode(RunFiles(d), cfg, "auto")
+    compact(tmp_path / "rec")
+    assert not RunFiles(d).result.exists()
+    assert isinstance(plain, dict) and start_mode(RunFiles(d), cfg, "auto") == plain
+    with pytest.raises(RunExists, match="another configuration"):
+        start_mode(RunFiles(d), other, "auto")
