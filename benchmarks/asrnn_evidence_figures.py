@@ -15,7 +15,7 @@ from pathlib import Path
 
 import matplotlib
 
-from rnnlab.rundir import read_jsonl
+from rnnlab.rundir import read_jsonl, read_stored
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -23,8 +23,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 def _read(run_dir: str) -> tuple[dict, list[dict]]:
     d = Path(run_dir)
-    rows = read_jsonl(d / "metrics.jsonl")[0]  # a record's metrics.jsonl.xz, or a run's plain file
-    return json.loads((d / "config.json").read_text()), rows
+    rows = read_jsonl(d / "metrics.jsonl")[0]  # a record's stored form, or a run's plain file
+    return json.loads(read_stored(d / "config.json")), rows
 
 
 def main(out: str, *run_dirs: str) -> None:

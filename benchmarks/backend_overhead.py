@@ -27,6 +27,7 @@ from pathlib import Path
 
 from rnnlab.backends import job_for, run_jobs
 from rnnlab.bench import benchdocs, benchrecord
+from rnnlab.rundir import RunFiles
 
 TINY = [
     "train.steps=2",
@@ -45,7 +46,7 @@ def measure(backend: str, runs: int, parallel: int, root: Path, address=None) ->
     out = run_jobs(jobs, backend, parallel=parallel, address=address, log=lambda m: None)
     wall = time.perf_counter() - t0
     assert all(s == "trained" for _, s, _ in out), out
-    inside = sum(json.loads((Path(j.run_dir) / "result.json").read_text())["wall_time_s"] for j in jobs)
+    inside = sum(RunFiles(j.run_dir).read_result()["wall_time_s"] for j in jobs)
     return {
         "backend": backend,
         "runs": runs,

@@ -4,13 +4,13 @@ the min-max band, and the memoryless baseline.
     PYTHONPATH=src python benchmarks/nnrnn_copy_figure.py OUT.png RUNS_DIR [RUNS_DIR ...]
 """
 
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from rnnlab.plots import read_metrics
+from rnnlab.rundir import RunFiles
 
 MODELS = [
     ("nnrnn-copy-T200", "nnRNN, n=128 (theta_init=uniform)"),
@@ -34,11 +34,11 @@ def main(out: str, runs_dirs: list[str], metric: str = "val/loss") -> None:
         dirs = sorted(d for r in runs_dirs for d in Path(r, key).glob("seed*"))
         curves = []
         for d in dirs:
-            if not (d / "result.json").exists():
+            if not RunFiles(d).has(RunFiles.RESULT):  # a run's result.json or a record's stored form
                 continue
             steps, values = read_metrics(d, metric)
             curves.append(values)
-            baseline = json.loads((d / "result.json").read_text())["baseline"]["loss"]
+            baseline = RunFiles(d).read_result()["baseline"]["loss"]
         if not curves:
             continue
         n = min(len(c) for c in curves)

@@ -283,7 +283,7 @@ def _results(run_dirs: list[Path]) -> list[dict]:
     out = []
     for rd in run_dirs:
         try:
-            out.append(json.loads(RunFiles(rd).result.read_text()))
+            out.append(RunFiles(rd).read_result())
         except (OSError, ValueError):
             continue
     return out
@@ -332,7 +332,7 @@ def run_task(
         where.setdefault(preset, []).append(Path(rd))
     rows = []
     for label, preset, path in made:
-        dirs = [d for d in where.get(str(path), []) if RunFiles(d).result.exists()]
+        dirs = [d for d in where.get(str(path), []) if RunFiles(d).has(RunFiles.RESULT)]
         results = _results(dirs)
         counts = results[0]["params"] if results else {}
         rows.append(

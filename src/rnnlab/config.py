@@ -709,15 +709,18 @@ def load(name_or_path: str | Path, overrides: list[str] | None = None) -> RunCon
 
 
 def load_json(path: str | Path) -> RunConfig:
-    """The resolved configuration of a run (its ``config.json``); a damaged file is a
-    :class:`ConfigError` naming it."""
+    """The resolved configuration of a run (its ``config.json``, plain or, in a record,
+    compressed: ``rundir.read_stored``); a damaged file is a :class:`ConfigError` naming it (a
+    compressed file that does not decompress: ``rundir.StoredFileDamaged``)."""
+    from .rundir import read_stored
+
     path = Path(path)
     fix = (
         "restore it from a copy, or start the run again in a new directory; config.json "
         "is the resolved configuration written when the run started"
     )
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_stored(path).decode("utf-8"))
     except FileNotFoundError:
         raise
     except (ValueError, OSError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors

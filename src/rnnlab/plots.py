@@ -51,9 +51,11 @@ def metric_names(run_dir: str | Path) -> set[str]:
 def _result(run_dir) -> dict | None:
     """A run's result.json, or None when it is missing or broken (a broken one costs the legend
     its name, not the plot)."""
-    path = RunFiles(run_dir).result
+    from .rundir import read_stored
+
+    path = RunFiles(run_dir).stored(RunFiles.RESULT)
     try:
-        r = json.loads(path.read_text()) if path.exists() else None
+        r = json.loads(read_stored(path)) if path is not None else None
     except (OSError, ValueError):
         return None
     return r if isinstance(r, dict) and "name" in r else None

@@ -19,7 +19,7 @@ from collections import defaultdict
 from fractions import Fraction
 from pathlib import Path
 
-from .rundir import NoSuchPath, RunFiles, differences, read_jsonl, saved_config, saved_key
+from .rundir import NoSuchPath, RunFiles, differences, read_jsonl, read_stored, saved_config, saved_key
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def find_results(runs_dir: str | Path | list, notes: list[str] | None = None, di
     out = []
     for p in paths:
         try:
-            r = json.loads(p.read_text())
+            r = json.loads(read_stored(p))
             if not isinstance(r, dict) or "name" not in r:
                 raise ValueError("not a result record")
         except (OSError, ValueError) as e:

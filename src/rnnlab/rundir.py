@@ -24,7 +24,10 @@ The files of a run (:class:`RunFiles`): ``config.json`` (the resolved configurat
 ``task.json`` (what rebuilding the model needs without the data), ``metrics.jsonl`` (one JSON
 object per logged step and evaluation), ``checkpoint.pt`` (everything a resume needs, written
 atomically at every evaluation), ``best.pt`` (the weights of the best validation score),
-``result.json`` (written last: a run with it is finished) and ``tensorboard/``.
+``result.json`` (written last: a run with it is finished) and ``tensorboard/``. A records folder
+stores ``config.json``, ``task.json``, ``metrics.jsonl`` and ``result.json`` compressed
+(:attr:`RunFiles.COMPRESSED`; ``metrics.jsonl`` in columns, :mod:`rnnlab.columns`), and every
+reader takes every form through :func:`read_stored` / :func:`read_jsonl`.
 
 torch is imported only by the functions that read or write weights (and ``load_run``): the
 file-only commands (``rnnlab table``, ``list``) import this module and must start at once.
@@ -74,6 +77,7 @@ __all__ = [
     "load_checkpoint",
     "load_run",
     "load_weights",
+    "plain_name",
     "read_jsonl",
     "read_stored",
     "run_dir",
@@ -82,6 +86,7 @@ __all__ = [
     "saved_key",
     "source_hash",
     "stored",
+    "stored_form",
     "versions",
     "write_stored",
 ]
@@ -110,13 +115,22 @@ class CheckpointError(RuntimeError):
 
 
 class StoredFileDamaged(RuntimeError):
-    """A stored run file (``metrics.jsonl.xz``, ``task.json.xz``) does not decompress: damaged or
-    truncated; the message names the file and the way to restore it (the CLI exits 1)."""
+    """A stored run file (``metrics.jsonl.cols.xz``, ``config.json.xz``, ...) does not decompress:
+    damaged or truncated; the message names the file and the way to restore it (the CLI exits 1)."""
 
 
-#: the suffix of a run file stored xz-compressed (records store ``metrics.jsonl.xz`` and
-#: ``task.json.xz``: :attr:`RunFiles.COMPRESSED`); a live run directory writes them plain
+#: the suffix of a run file stored xz-compressed (records store ``config.json.xz``,
+#: ``task.json.xz``, ``result.json.xz``: :attr:`RunFiles.COMPRESSED`); a live run directory
+#: writes them plain
 XZ = ".xz"
+#: the suffix of a ``metrics.jsonl`` stored in columns (:mod:`rnnlab.columns`: keys once, values
+#: as typed, byte-shuffled columns, xz-compressed), as records store it; a file the columns
+#: cannot give back byte for byte, or a log of a few rows plain xz holds in fewer bytes, is
+#: stored ``metrics.jsonl.xz`` instead
+COLS = ".cols.xz"
+#: the stored forms of a run file, by suffix, in the order :func:`stored` looks for them after
+#: the plain name
+STORED_SUFFIXES = (COLS, XZ)
 #: the lzma preset records are written with, chosen for size. Measured on a fifth of the committed
 #: records' metrics.jsonl and task.json (34.2 MB): presets 6 and 9 both give 5.63 MB (9's larger
 #: dictionary pays only above 8 MiB a file; it took 4x the time and 7x the memory), 6 with the
@@ -149,10 +163,11 @@ class RunFiles:
     #: the small files that make a run's record (copied by ``rnnlab ledger collect`` and the
     #: demo's record; never the checkpoints), ``result.json`` last: the order to copy them in
     RECORD: ClassVar[tuple[str, ...]] = (CONFIG, TASK, METRICS, ANALYSIS, DIVERGED, RESULT)
-    #: the record files a records folder stores xz-compressed (``metrics.jsonl.xz``: the bulk of
-    #: a record); the others stay plain, small and readable. Read either form with
-    #: :func:`read_stored` / :func:`read_jsonl`
-    COMPRESSED: ClassVar[tuple[str, ...]] = (TASK, METRICS)
+    #: the record files a records folder stores compressed (``metrics.jsonl.cols.xz``, the bulk
+    #: of a record, and ``config.json.xz``, ``task.json.xz``, ``result.json.xz``); the rare
+    #: analysis.json and diverged.json stay plain. Read every form with :func:`read_stored` /
+    #: :func:`read_jsonl`; a live run directory writes them all plain
+    COMPRESSED: ClassVar[tuple[str, ...]] = (CONFIG, TASK, METRICS, RESULT)
 
     def __post_init__(self):
         object.__setattr__(self, "root", Path(self.root))
@@ -199,27 +214,33 @@ class RunFiles:
 
     def record(self) -> list[Path]:
         """The record files (:attr:`RECORD`) this run directory holds, each plain or
-        xz-compressed (:func:`stored`), ``result.json`` last."""
+        compressed (:func:`stored`), ``result.json`` last."""
         return [p for p in (stored(self.root / n) for n in self.RECORD) if p is not None]
 
     def stored(self, name: str) -> Path | None:
         """The file holding the run file ``name`` (``RunFiles.METRICS``, ...), plain or
-        xz-compressed (:func:`stored`); None when the run has neither."""
+        compressed (:func:`stored`); None when the run has none."""
         return stored(self.root / name)
 
+    def has(self, name: str) -> bool:
+        """Whether the run directory holds the run file ``name`` in any form (``result.json``
+        or, in a record, ``result.json.xz``: the run is finished)."""
+        return stored(self.root / name) is not None
+
     def read_result(self) -> dict:
-        """``result.json``, parsed."""
-        return json.loads(self.result.read_text())
+        """``result.json`` (plain or compressed), parsed."""
+        return json.loads(read_stored(self.result))
 
     @classmethod
     def below(cls, root: str | Path, name: str = RESULT) -> list[Path]:
         """Every file called ``name`` (a run file's name; by default ``result.json``: one per
         finished run) below ``root``, sorted; for a name records store compressed
-        (:attr:`COMPRESSED`) also its ``.xz`` form, one file per run directory (the plain one
-        where both exist)."""
+        (:attr:`COMPRESSED`) also its compressed forms, one file per run directory (the plain
+        one where several exist: :func:`stored`). Read what it gives with :func:`read_stored`."""
         found = set(Path(root).rglob(name))
         if name in cls.COMPRESSED:
-            found |= {p for p in (stored(_plain(q)) for q in Path(root).rglob(name + XZ)) if p is not None}
+            for suffix in STORED_SUFFIXES:
+                found |= {p for p in (stored(plain_name(q)) for q in Path(root).rglob(name + suffix)) if p is not None}
         return sorted(found)
 
     @classmethod
@@ -232,11 +253,11 @@ class RunFiles:
 
 
 def is_finished(run_dir: str | Path, cfg=None) -> bool:
-    """Whether ``run_dir`` holds a finished run (its ``result.json``), and, with ``cfg``, one of
-    that configuration (the saved configuration, re-resolved through today's dataclasses, has
-    ``cfg``'s key)."""
+    """Whether ``run_dir`` holds a finished run (its ``result.json``, plain or, in a record,
+    compressed), and, with ``cfg``, one of that configuration (the saved configuration,
+    re-resolved through today's dataclasses, has ``cfg``'s key)."""
     files = RunFiles(Path(run_dir))
-    if not files.result.exists():
+    if not files.has(files.RESULT):
         return False
     return cfg is None or resolved_saved_key(files.root) == config_key(cfg)
 
@@ -323,10 +344,10 @@ def dir_name(cfg, base=None, readable_max: int = 40) -> str:
 
 
 def saved_config(run_dir: Path) -> dict | None:
-    """``run_dir/config.json`` as a dict (None if missing or unreadable)."""
+    """``run_dir/config.json`` (plain or compressed) as a dict (None if missing or unreadable)."""
     try:
-        d = json.loads(RunFiles(run_dir).config.read_text())
-    except (OSError, ValueError):
+        d = json.loads(read_stored(RunFiles(run_dir).config))
+    except (OSError, ValueError, StoredFileDamaged):
         return None
     return d if isinstance(d, dict) and isinstance(d.get("train"), dict) else None
 
@@ -345,7 +366,7 @@ def resolved_saved_key(run_dir: Path) -> str | None:
     config since the run started count at their defaults (imports the config module)."""
     try:
         return config_key(load_json(RunFiles(run_dir).config))
-    except (OSError, ValueError, ConfigError, AttributeError, TypeError):
+    except (OSError, ValueError, ConfigError, AttributeError, TypeError, StoredFileDamaged):
         return None
 
 
@@ -357,7 +378,7 @@ def run_dir(parent: str | Path, cfg, base=None, resume: bool = False) -> Path:
     folder = Path(parent) / name
     if not resume and name == d["name"] and folder.is_dir():
         key = config_key(cfg)
-        others = [s for s in [folder, *folder.glob("seed*")] if RunFiles(s).config.exists()]
+        others = [s for s in [folder, *folder.glob("seed*")] if RunFiles(s).has(RunFiles.CONFIG)]
         if any(resolved_saved_key(s) not in (key, None) for s in others):
             folder = Path(parent) / f"{name}-{key[:6]}"  # the preset was edited since those runs
     return folder / f"seed{seed}"
@@ -612,73 +633,134 @@ def discard_failed_start(run_dir: str | Path, before: set[str]) -> list[str]:
 # ---------------------------------------------------------------------------- stored files
 
 
-def _plain(path: str | Path) -> Path:
-    """A run file's plain name: ``run/metrics.jsonl`` for ``run/metrics.jsonl.xz`` too."""
+def plain_name(path: str | Path) -> Path:
+    """A run file's plain name: ``run/metrics.jsonl`` for ``run/metrics.jsonl.cols.xz`` and
+    ``run/metrics.jsonl.xz`` too."""
     path = Path(path)
-    return path.with_name(path.name[: -len(XZ)]) if path.name.endswith(XZ) else path
+    for suffix in STORED_SUFFIXES:
+        if path.name.endswith(suffix):
+            return path.with_name(path.name[: -len(suffix)])
+    return path
 
 
 def stored(path: str | Path) -> Path | None:
     """The file that holds ``path`` (a run file such as ``run/metrics.jsonl``, named plain or with
-    :data:`XZ`): ``path`` itself where it exists, else its other form (``metrics.jsonl.xz``, as
-    records store it, for ``metrics.jsonl``; and the reverse); None when neither exists. Asked
-    by its plain name, a run with both forms gives the plain file (a live run appends to it)."""
+    a stored suffix, :data:`STORED_SUFFIXES`): ``path`` itself where it exists, else the first
+    that exists of its plain name, ``+ .cols.xz`` and ``+ .xz``; None when none exists. Asked by
+    its plain name, a run with several forms gives the plain file (a live run appends to it)."""
     path = Path(path)
     if path.exists():
         return path
-    plain = _plain(path)
-    other = plain if plain != path else plain.with_name(plain.name + XZ)
-    return other if other.exists() else None
+    plain = plain_name(path)
+    for other in (plain, *(plain.with_name(plain.name + suffix) for suffix in STORED_SUFFIXES)):
+        if other.exists():
+            return other
+    return None
+
+
+def _missing(path: str | Path) -> FileNotFoundError:
+    plain = plain_name(path)
+    forms = ", ".join([plain.name, *(plain.name + s for s in STORED_SUFFIXES)])
+    return FileNotFoundError(errno.ENOENT, f"none of {forms} exists", str(plain))
+
+
+def _damaged(where: Path, e: Exception) -> StoredFileDamaged:
+    return StoredFileDamaged(
+        f"{where} is damaged ({e}); restore it (`git checkout -- {where}` for a committed record), "
+        f"or collect the run again from its run directory (`rnnlab reproduce collect RUNS_DIR -o RECORDS_DIR`)"
+    )
 
 
 def read_stored(path: str | Path) -> bytes:
-    """The content of a run file, plain or xz-compressed (see :func:`stored`); the one reader of
-    both forms. A missing file is a ``FileNotFoundError`` naming both forms; a damaged or
-    truncated ``.xz`` is a :class:`StoredFileDamaged` naming the file and the fix."""
+    """The content of a run file, plain or stored (see :func:`stored`: xz-compressed, or for a
+    ``metrics.jsonl`` in columns, given back byte for byte); the one reader of every form. A
+    missing file is a ``FileNotFoundError`` naming the forms; a damaged or truncated stored file
+    is a :class:`StoredFileDamaged` naming the file and the fix."""
     import lzma
 
     where = stored(path)
     if where is None:
-        plain = _plain(path)
-        raise FileNotFoundError(errno.ENOENT, f"neither {plain.name} nor {plain.name}{XZ} exists", str(plain))
+        raise _missing(path)
     data = where.read_bytes()
-    if not where.name.endswith(XZ):
-        return data
     try:
-        return lzma.decompress(data)
-    except (lzma.LZMAError, EOFError) as e:
-        raise StoredFileDamaged(
-            f"{where} is damaged ({e}); restore it (`git checkout -- {where}` for a committed record), "
-            f"or collect the run again from its run directory (`rnnlab reproduce collect RUNS_DIR -o RECORDS_DIR`)"
-        ) from None
+        if where.name.endswith(COLS):
+            from . import columns
+
+            return columns.text(data)
+        if where.name.endswith(XZ):
+            return lzma.decompress(data)
+    except (lzma.LZMAError, EOFError, ValueError) as e:  # columns.ColumnsError is a ValueError
+        raise _damaged(where, e) from None
+    return data
 
 
-def write_stored(path: str | Path, data: bytes) -> Path:
-    """Write ``data`` xz-compressed to ``path`` + :data:`XZ` (``path``: the plain name,
-    ``metrics.jsonl``), atomically; read it back and compare before returning its path (a file
-    that would not read back equal is never left in place: :class:`RunWriteError`)."""
+def stored_form(path: str | Path, data: bytes) -> tuple[Path, bytes]:
+    """The stored file of the run file ``path`` (its plain name) holding ``data`` and its bytes:
+    ``<name>.xz`` (the xz format, CRC32-checked, preset :data:`XZ_PRESET`), or for a
+    ``metrics.jsonl`` its columns, ``metrics.jsonl.cols.xz``, where they give ``data`` back byte
+    for byte and are the smaller (all but a log of a few rows)."""
     import lzma
 
-    plain = _plain(path)
-    packed = plain.with_name(plain.name + XZ)
-    _write_bytes_atomic(packed, lzma.compress(data, preset=XZ_PRESET))
+    plain = plain_name(path)
+    xz = lzma.compress(data, format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC32, preset=XZ_PRESET)
+    if plain.name == RunFiles.METRICS:
+        from . import columns
+
+        packed = columns.encode(data)
+        if packed is not None and len(packed) < len(xz):
+            return plain.with_name(plain.name + COLS), packed
+    return plain.with_name(plain.name + XZ), xz
+
+
+def write_stored(path: str | Path, data: bytes, form: tuple[Path, bytes] | None = None) -> Path:
+    """Write ``data``, the content of the run file ``path`` (its plain name: ``metrics.jsonl``),
+    in its stored form (:func:`stored_form`), atomically: a ``metrics.jsonl`` in columns
+    (``metrics.jsonl.cols.xz``, :mod:`rnnlab.columns`) where they give ``data`` back byte for byte
+    and are the smaller, anything else xz-compressed (``+ .xz``). The file is read back and compared before its path is returned (a
+    file that would not read back equal is never left in place: :class:`RunWriteError`); the
+    other stored form of the same file, if one was there, is removed (the plain file is the
+    caller's). ``form``: what :func:`stored_form` gave for ``data``, where the caller has it."""
+    target, packed = form or stored_form(path, data)
+    plain = plain_name(path)
+    _write_bytes_atomic(target, packed)
     try:
-        back = lzma.decompress(packed.read_bytes())
-    except (lzma.LZMAError, EOFError, OSError) as e:
+        back = read_stored(target)
+    except (StoredFileDamaged, OSError) as e:
         back = e
     if back != data:
-        packed.unlink(missing_ok=True)
-        raise RunWriteError(f"{packed} did not read back equal to what was written; check the disk and write it again")
-    return packed
+        target.unlink(missing_ok=True)
+        raise RunWriteError(f"{target} did not read back equal to what was written; check the disk and write it again")
+    for suffix in STORED_SUFFIXES:
+        other = plain.with_name(plain.name + suffix)
+        if other != target:
+            other.unlink(missing_ok=True)
+    return target
 
 
 # ---------------------------------------------------------------------------- metrics.jsonl
 
 
 def read_jsonl(path: str | Path) -> tuple[list[dict], list[int]]:
-    """The rows of a ``metrics.jsonl`` (plain or, as records store it, ``metrics.jsonl.xz``:
-    :func:`read_stored`) and the line numbers (1-based) that are not JSON objects (a partial last
-    line left by an interrupted write, or garbage)."""
+    """The rows of a ``metrics.jsonl`` (plain or, as records store it, in columns or
+    xz-compressed: :func:`read_stored`) and the line numbers (1-based) that are not JSON objects
+    with an integer ``step`` (a partial last line left by an interrupted write, or garbage)."""
+    where = stored(path)
+    if where is not None and where.name.endswith(COLS):  # the rows straight from the columns
+        import lzma
+
+        from . import columns
+
+        try:
+            decoded = columns.decode(where.read_bytes())
+        except (lzma.LZMAError, EOFError, ValueError) as e:
+            raise _damaged(where, e) from None
+        rows, bad = [], []
+        for i, row in enumerate(decoded, 1):  # no blank line: the text is one json.dumps line a row
+            if isinstance(row.get("step"), int):
+                rows.append(row)
+            else:
+                bad.append(i)
+        return rows, bad
     rows, bad = [], []
     data = read_stored(path)
     for i, raw in enumerate(data.split(b"\n"), 1):
@@ -938,7 +1020,7 @@ def load_run(
     if not path.exists():
         raise NoSuchPath(f"{path} does not exist; give a run directory (it holds config.json) or a checkpoint in one")
     files = RunFiles(path if path.is_dir() else path.parent)
-    if not files.config.exists():
+    if not files.has(files.CONFIG):
         raise NoSuchPath(f"{files.root} is not a run directory: config.json is missing")
     cfg = load_json(files.config)
     task = _load_task(cfg, files, data_dir, data)

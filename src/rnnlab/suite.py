@@ -332,7 +332,7 @@ def run_suite(
             return
         _, part, done = groups[id(job)]
         for _, rd in part:  # each member's status from its run directory
-            if RunFiles(rd).result.exists():
+            if RunFiles(rd).has(RunFiles.RESULT):
                 statuses[rd] = "done" if rd in done else "trained"
             else:
                 statuses[rd] = status if status in ("interrupted", "cancelled") else "failed"
@@ -351,7 +351,7 @@ def _analyze(suite: Suite, todo: list, statuses: dict, data_dir: str | None, log
     for preset, _ov, rd in todo:
         rd = Path(rd)
         kind = suite.analyze.get(preset)
-        if kind is None or not RunFiles(rd).result.exists() or is_current(rd):
+        if kind is None or not RunFiles(rd).has(RunFiles.RESULT) or is_current(rd):
             continue
         try:
             write_record(rd, kind, preset, f"rnnlab suite {suite.name}", data_dir)

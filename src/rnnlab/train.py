@@ -331,7 +331,7 @@ def start_mode(files: RunFiles, cfg: RunConfig, resume) -> bool | dict:
     A finished run of another configuration in the directory is refused."""
     if resume != "auto":
         return bool(resume)
-    if files.result.exists():
+    if files.has(files.RESULT):
         if is_finished(files.root, cfg):
             return files.read_result()
         raise RunExists(

@@ -91,13 +91,16 @@ def test_every_value_quoted_in_the_docs_is_what_its_records_give():
 
 def test_a_value_block_reduces_the_records_as_read_from_their_files(tmp_path):
     """Against the committed records read directly from their result.json files (not through
-    the ledger): each in seed order, mean, sample sd in points, min, max, one; bad arguments fail."""
+    the ledger; plain or stored compressed, through the one reader): each in seed order, mean,
+    sample sd in points, min, max, one; bad arguments fail."""
     import statistics
+
+    from rnnlab.rundir import RunFiles, read_stored
 
     rel = "../records/asrnn-mnist-n122/asrnn-smnist-n122"
     base = ROOT / "docs"
-    files = sorted((base / rel).glob("seed*/result.json"), key=lambda f: json.loads(f.read_text())["seed"])
-    acc = [json.loads(f.read_text())["test"]["test/accuracy"] for f in files]
+    results = sorted((json.loads(read_stored(f)) for f in RunFiles.below(base / rel)), key=lambda r: r["seed"])
+    acc = [r["test"]["test/accuracy"] for r in results]
     assert len(acc) >= 3
     rv = docsync.render_value
     each = rv(f"{rel} test/accuracy .2% each", base)

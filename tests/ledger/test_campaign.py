@@ -38,7 +38,8 @@ def problems(run: Path, runs: Path, suite: Suite | None = None) -> list[str]:
     except ConfigError as e:
         return [f"{run}: its suite folder names no suite ({e})"]
     files = rundir.RunFiles(run)
-    out = [f"{run}: holds {f.name}" for f in (files.result, run / files.LOCK) if f.exists()]
+    held = (files.stored(files.RESULT), run / files.LOCK)  # a result.json in any form: a finished run
+    out = [f"{run}: holds {f.name}" for f in held if f is not None and f.exists()]
     jobs = {rd: (preset, overrides) for preset, overrides, rd in _jobs(suite, runs, [])}
     if run not in jobs:
         return [*out, f"{run}: not a run of suite {suite_name} (its runs: {sorted(map(str, jobs))[:4]}...)"]

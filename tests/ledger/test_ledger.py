@@ -166,9 +166,9 @@ def test_collect_never_overwrites_a_record_of_another_configuration(tmp_path, ca
     before = (mine / "config.json").read_text()
     write_record(tmp_path / "runs", "asrnn/smnist-n122", 0, {"test/accuracy": 0.95})
     copied = collect(tmp_path / "runs", tmp_path / "records")
-    assert (mine / "config.json").read_text() == before  # the other configuration's record is intact
+    assert read_stored(mine / "config.json").decode() == before  # the other configuration's record is intact
     assert len(copied) == 1 and copied[0] != mine and copied[0].name.startswith("seed0-")
-    assert json.loads((copied[0] / "result.json").read_text())["test"]["test/accuracy"] == 0.95
+    assert RunFiles(copied[0]).read_result()["test"]["test/accuracy"] == 0.95
     assert "nothing overwritten" in caplog.text  # a WARNING record of rnnlab.ledger.document
     # the same configuration and seed again: the same place (a re-collect), nothing new
     assert collect(tmp_path / "runs", tmp_path / "records") == copied
@@ -184,7 +184,8 @@ def test_collect_completes_a_half_copied_record_of_the_same_run(tmp_path, caplog
     write_record(tmp_path / "runs", "asrnn/smnist-n122", 0, {"test/accuracy": 0.95}, metrics=fast)
     (dest,) = collect(tmp_path / "runs", tmp_path / "records")
     src = tmp_path / "runs" / dest.relative_to(tmp_path / "records")
-    (dest / "metrics.jsonl.xz").unlink()
+    for name in (RunFiles.METRICS, RunFiles.RESULT):  # the stored files, replaced by plain half copies
+        RunFiles(dest).stored(name).unlink()
     for name in ("result.json", "metrics.jsonl"):
         data = (src / name).read_bytes()
         (dest / name).write_bytes(data[: len(data) // 2])
@@ -193,7 +194,12 @@ def test_collect_completes_a_half_copied_record_of_the_same_run(tmp_path, caplog
     assert "half-copied record" in caplog.text
     for name in ("config.json", "result.json", "metrics.jsonl"):
         assert read_stored(dest / name) == (src / name).read_bytes()
-    assert not (dest / "metrics.jsonl").exists() and (dest / "metrics.jsonl.xz").exists()
+    assert [p.name for p in sorted(dest.iterdir())] == [
+        "config.json.xz",
+        RunFiles(dest).stored(RunFiles.METRICS).name,  # .cols.xz or, for a log this short, .xz: the smaller
+        "result.json.xz",
+    ]
+    assert RunFiles(dest).stored(RunFiles.METRICS).name != "metrics.jsonl"
     assert sorted(p.name for p in dest.parent.iterdir()) == ["seed0"]  # nothing beside it
 
 
@@ -715,7 +721,7 @@ def test_every_committed_record_names_a_commit_of_the_history_and_a_clean_tree_o
     known: dict[str, bool] = {}
     failing = {}
     for p in RunFiles.outcomes(ROOT / "records"):  # finished and diverged runs alike
-        git = json.loads(p.read_text()).get("git") or {}
+        git = json.loads(read_stored(p)).get("git") or {}
         commit, why = git.get("commit"), []
         if commit not in known:
             known[commit] = bool(commit) and (

@@ -1,10 +1,12 @@
-"""Records stay light: a records folder stores each run's ``metrics.jsonl`` and ``task.json``
-xz-compressed (``rundir.RunFiles.COMPRESSED``) and every reader takes either form through one home
-(``rundir.read_stored`` / ``read_jsonl``). The committed records/ holds the bound (under 40 MB, no
-plain metrics.jsonl or task.json); the other tests check on small records in a temporary
-directory that each entry point reads both forms alike, that ``rnnlab reproduce compact``
-converts in place once (a second run changes nothing), that ``collect`` writes the compressed
-form, and that a damaged ``.xz`` is a one-line error naming the file and the fix."""
+"""Records stay light: a records folder stores each run's ``metrics.jsonl`` in columns
+(``metrics.jsonl.cols.xz``, :mod:`rnnlab.columns`) and its ``config.json``, ``task.json`` and
+``result.json`` xz-compressed (``rundir.RunFiles.COMPRESSED``), and every reader takes every form
+through one home (``rundir.read_stored`` / ``read_jsonl``). The committed records/ holds the bound
+(under 40 MB, no plain record file, no metrics.jsonl.xz the columns could hold); the other tests
+check on small records in a temporary directory that each entry point reads the forms alike,
+that ``rnnlab reproduce compact`` converts plain and ``.xz`` trees in place once (a second run
+changes nothing), that ``collect`` writes the stored forms, and that a damaged stored file is a
+one-line error naming the file and the fix. The columns' own round trips: tests/test_columns.py."""
 
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ RECORDS = ROOT / "records"
 #: the bound the committed records hold (bytes of every file below records/)
 LIMIT_BYTES = 40_000_000
 XZ_MAGIC = b"\xfd7zXZ\x00"
+#: a record's files as collect and compact store them
+STORED_NAMES = ["config.json.xz", "metrics.jsonl.cols.xz", "result.json.xz", "task.json.xz"]
 
 
 def _tree(root: Path) -> dict[str, str]:
@@ -51,10 +55,16 @@ def _noisy_rows(n: int, seed: int = 0) -> list[dict]:
 
 
 # --- the bound --------------------------------------------------------------------------------
-def test_committed_records_stay_under_40_mb_with_no_plain_metrics_or_task_file():
+def test_committed_records_stay_under_40_mb_with_no_plain_record_file():
     plain = sorted(p.relative_to(ROOT).as_posix() for n in RunFiles.COMPRESSED for p in RECORDS.rglob(n))
     assert not plain, (
         f"{len(plain)} record files stored plain below records/ (first: {plain[:3]}); "
+        f"run `rnnlab reproduce compact records` and commit the result"
+    )
+    # a metrics.jsonl.xz stays only where the columns cannot give the file back or are larger
+    old = [p for p in RECORDS.rglob(RunFiles.METRICS + ".xz") if rundir.stored_form(p, read_stored(p))[0] != p]
+    assert not old, (
+        f"{len(old)} metrics.jsonl.xz below records/ the columns would store (first: {old[:3]}); "
         f"run `rnnlab reproduce compact records` and commit the result"
     )
     total = sum(p.stat().st_size for p in RECORDS.rglob("*") if p.is_file())
@@ -94,7 +104,9 @@ def test_the_plain_file_wins_where_both_exist_and_a_missing_one_names_both_forms
     assert RunFiles.below(tmp_path, RunFiles.TASK) == [tmp_path / "task.json.xz"]
     assert stored(tmp_path / "task.json") == tmp_path / "task.json.xz"
     assert stored(tmp_path / "nothing.json") is None
-    with pytest.raises(FileNotFoundError, match=r"neither metrics.jsonl nor metrics.jsonl.xz exists"):
+    with pytest.raises(
+        FileNotFoundError, match=r"none of metrics.jsonl, metrics.jsonl.cols.xz, metrics.jsonl.xz exists"
+    ):
         read_stored(tmp_path / "metrics.jsonl")
 
 
@@ -123,7 +135,7 @@ def test_a_damaged_xz_is_an_error_naming_the_file_and_the_fix(tmp_path, damage):
 def test_the_cli_reports_a_damaged_record_in_one_line_and_exits_1(tmp_path, capsys):
     d = write_record(tmp_path / "rec", "asrnn/smnist-n122", 0, {"test/accuracy": 0.9}, metrics=_noisy_rows(40))
     compact(tmp_path / "rec")
-    packed = d / "metrics.jsonl.xz"
+    packed = d / "metrics.jsonl.cols.xz"
     packed.write_bytes(packed.read_bytes()[:-8])  # truncated
     for argv in (["reproduce", "ledger", str(tmp_path / "rec")], ["export", str(d)], ["plot", str(tmp_path / "rec")]):
         capsys.readouterr()
@@ -188,7 +200,7 @@ def test_every_reader_reads_a_compacted_record_as_the_plain_one(tmp_path, capsys
     before = _outputs(root, dirs, tmp_path, capsys)
     assert "1e-02" in before["thresholds"] and before["csv"].count("\n") > 200  # real content compared
     done, notes = compact(root)
-    assert len(done) == 6 and not notes
+    assert len(done) == 12 and not notes
     assert not [p for n in RunFiles.COMPRESSED for p in root.rglob(n)]  # nothing plain left
     after = _outputs(root, dirs, tmp_path, capsys)
     assert after == before
@@ -207,8 +219,9 @@ def test_load_run_rebuilds_the_task_from_a_compressed_task_json(tmp_path):
     _, task, model = rundir.load_run(run, data=False)
     RunFiles(run).checkpoint.unlink()  # a run with checkpoint.pt is live: compact leaves it plain
     done, _ = compact(tmp_path)
-    assert sorted(c.path.name for c in done) == ["metrics.jsonl", "task.json"]
+    assert sorted(c.path.name for c in done) == ["config.json", "metrics.jsonl", "result.json", "task.json"]
     assert not RunFiles(run).task.exists() and (run / "task.json.xz").exists()
+    assert not RunFiles(run).config.exists() and (run / "config.json.xz").exists()
     _, task2, model2 = rundir.load_run(run, data=False)
     assert task2.metadata() == task.metadata() and task2.input_size == task.input_size
     assert repr(model2) == repr(model)
@@ -222,9 +235,12 @@ def test_compact_is_idempotent_and_prints_what_it_converted(tmp_path, capsys):
     plain = {d: {n: (d / n).read_bytes() for n in RunFiles.COMPRESSED} for d in dirs}
     assert main(["reproduce", "compact", str(root)]) == 0
     out = capsys.readouterr().out
-    assert f"compacted 6 files below {root} (3 task.json, 3 metrics.jsonl)" in out and " -> " in out
+    assert (
+        f"compacted 12 files below {root} (3 config.json, 3 task.json, 3 metrics.jsonl, 3 result.json)" in out
+        and " -> " in out
+    )
     for d in dirs:
-        assert sorted(p.name for p in d.iterdir()) == ["config.json", "metrics.jsonl.xz", "result.json", "task.json.xz"]
+        assert sorted(p.name for p in d.iterdir()) == STORED_NAMES
         for n, data in plain[d].items():
             assert read_stored(d / n) == data and not (d / n).exists()
     tree = _tree(root)
@@ -249,9 +265,45 @@ def test_compact_leaves_a_live_run_plain_and_settles_an_interrupted_compact(tmp_
     assert any(str(live) in n and "live run" in n for n in notes)
     assert any("task.json.xz differed" in n for n in notes)
     assert read_stored(half / "metrics.jsonl") == text and read_stored(half / "task.json") == task
-    assert not (half / "metrics.jsonl").exists() and not (half / "task.json").exists()
-    assert len(done) == 4
+    assert sorted(p.name for p in half.iterdir()) == STORED_NAMES  # the metrics.jsonl.xz went into columns
+    assert len(done) == 8
     assert compact(root)[0] == []
+
+
+def test_compact_converts_a_tree_of_the_earlier_xz_form_and_keeps_the_files_times(tmp_path, capsys):
+    """Records written before the columns (metrics.jsonl.xz and task.json.xz, config.json and
+    result.json plain): the metrics go into columns, config and result into xz, task.json.xz is
+    left byte for byte; every file reads back as before and keeps its modification time."""
+    import os
+
+    root = tmp_path / "records"
+    dirs = _threshold_records(root)
+    for d in dirs:
+        for n in (RunFiles.METRICS, RunFiles.TASK):  # the earlier form, as a collect before wrote it
+            (d / (n + ".xz")).write_bytes(lzma.compress((d / n).read_bytes()))
+            (d / n).unlink()
+    os.utime(dirs[0] / "result.json", ns=(1, 1_000_000_000))
+    before = {(d, n): read_stored(d / n) for d in dirs for n in RunFiles.COMPRESSED}
+    task = {d: (d / "task.json.xz").read_bytes() for d in dirs}
+    done, notes = compact(root)
+    assert len(done) == 9 and not notes  # 3 metrics.jsonl, 3 config.json, 3 result.json
+    for d in dirs:
+        assert sorted(p.name for p in d.iterdir()) == STORED_NAMES
+        assert (d / "task.json.xz").read_bytes() == task[d]
+    assert {(d, n): read_stored(d / n) for d in dirs for n in RunFiles.COMPRESSED} == before
+    assert (dirs[0] / "result.json.xz").stat().st_mtime_ns == 1_000_000_000
+    assert compact(root) == ([], [])
+
+
+def test_compact_stops_at_a_damaged_file_with_one_line_naming_it(tmp_path, capsys):
+    root = tmp_path / "records"
+    d = _threshold_records(root)[0]
+    (d / "metrics.jsonl.xz").write_bytes(lzma.compress((d / "metrics.jsonl").read_bytes())[:-9])
+    (d / "metrics.jsonl").unlink()
+    assert main(["reproduce", "compact", str(root)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(d / "metrics.jsonl.xz") in err[0] and "damaged" in err[0], err
+    assert (d / "metrics.jsonl.xz").exists()  # left for the fix
 
 
 def test_compact_of_a_missing_folder_is_a_usage_error(tmp_path, capsys):
@@ -268,10 +320,11 @@ def test_collect_writes_the_compressed_form(tmp_path, capsys):
         shutil.rmtree(d)
     assert main(["reproduce", "collect", str(runs), "-o", str(tmp_path / "rec")]) == 0
     assert "xz-compressed" in capsys.readouterr().out
-    (dest,) = [p.parent for p in (tmp_path / "rec").rglob("result.json")]
-    assert sorted(p.name for p in dest.iterdir()) == ["config.json", "metrics.jsonl.xz", "result.json", "task.json.xz"]
+    (dest,) = [p.parent for p in (tmp_path / "rec").rglob("result.json.xz")]
+    assert sorted(p.name for p in dest.iterdir()) == STORED_NAMES
+    for n in STORED_NAMES:
+        assert (dest / n).read_bytes().startswith(XZ_MAGIC)  # each an xz file (`xz -d` opens it)
     for n in RunFiles.COMPRESSED:
-        assert (dest / (n + ".xz")).read_bytes().startswith(XZ_MAGIC)
         assert read_stored(dest / n) == (src / n).read_bytes()
     # the source, a live run directory, stays plain
     assert sorted(p.name for p in src.iterdir()) == ["config.json", "metrics.jsonl", "result.json", "task.json"]

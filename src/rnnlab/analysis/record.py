@@ -22,10 +22,11 @@ FILE = RunFiles.ANALYSIS
 
 
 def is_current(run_dir) -> bool:
-    """Whether ``run_dir`` holds an analysis record made after its run's ``result.json``."""
+    """Whether ``run_dir`` holds an analysis record made after its run's ``result.json`` (plain
+    or compressed: ``rnnlab reproduce compact`` keeps the file's time)."""
     run_dir = Path(run_dir)
-    rec, res = run_dir / FILE, RunFiles(run_dir).result
-    return rec.exists() and res.exists() and rec.stat().st_mtime_ns >= res.stat().st_mtime_ns
+    rec, res = run_dir / FILE, RunFiles(run_dir).stored(RunFiles.RESULT)
+    return rec.exists() and res is not None and rec.stat().st_mtime_ns >= res.stat().st_mtime_ns
 
 
 def write_record(run_dir, kind: str, preset: str, command: str, data_dir: str | None = None) -> dict:

@@ -86,7 +86,9 @@ def cmd_reproduce(args) -> int:
     if len(args.runs) != 1 or not args.output:
         raise ValueError("usage: rnnlab reproduce collect RUNS_DIR -o RECORDS_DIR (one runs directory)")
     copied = collect(args.runs[0], args.output)
-    print(f"copied the small files of {len(copied)} runs to {args.output} (metrics.jsonl and task.json xz-compressed)")
+    print(
+        f"copied the small files of {len(copied)} runs to {args.output} (metrics.jsonl in columns, config.json, task.json and result.json xz-compressed)"
+    )
     return 0
 
 

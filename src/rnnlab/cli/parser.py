@@ -405,8 +405,8 @@ def _parser_reproduce(sub) -> None:
         "reproduce",
         "the reproduction ledger: REPRODUCTION.md from the papers' values and run "
         "records (ledger), the missing runs priced and ordered with their commands (plan), copy "
-        "runs' small files into a records folder (collect), or store a records folder's metrics.jsonl and "
-        "task.json xz-compressed in place (compact)",
+        "runs' small files into a records folder (collect), or store a records folder's files compressed "
+        "in place (compact: metrics.jsonl in columns, config.json, task.json and result.json xz)",
         "rnnlab reproduce ledger records/ -o REPRODUCTION.md",
         docs="reproduce.md",
     )

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from .._compat import moved_attribute
 from ..results import DMU_THRESHOLDS, median_epoch
-from ..rundir import XZ, RunFiles
+from ..rundir import RunFiles
 from .claims import (
     CLAIMS,
     DEPENDS,
@@ -733,15 +733,16 @@ def collect(runs_dir, out_dir) -> list[Path]:
     """Copy the small files of every finished run below ``runs_dir`` (config.json, result.json,
     metrics.jsonl and an analysis record, analysis.json; never checkpoints) to the same relative
     place below ``out_dir``, each file atomically (a temporary file, then a rename) and
-    ``result.json`` last, so a record is never seen half-copied; ``metrics.jsonl`` and
-    ``task.json`` go xz-compressed (``metrics.jsonl.xz``: ``RunFiles.COMPRESSED``), each read
-    back and compared, and a plain copy an earlier collect left there is removed. A place that holds a record of
+    ``result.json`` last, so a record is never seen half-copied; the files of
+    ``RunFiles.COMPRESSED`` go in their stored form (``metrics.jsonl.cols.xz``,
+    ``config.json.xz``, ``task.json.xz``, ``result.json.xz``: ``rundir.write_stored``), each read
+    back and compared, and a copy in another form an earlier collect left there is removed. A place that holds a record of
     another configuration or seed is never overwritten: the run goes beside it, into
     ``<place>-<config key>``, with a note; one that holds a half-copied record of this same run
     is completed, with a note. Records are ``<preset>/seed<k>``: given one preset's folder (or
     one run's), its runs keep their preset's folder name below ``out_dir``."""
     from ..config import ConfigError
-    from ..rundir import atomic_copy, read_stored, write_stored
+    from ..rundir import atomic_copy, plain_name, read_stored, write_stored
 
     runs_dir, out_dir = Path(runs_dir), Path(out_dir)
     if not runs_dir.exists():
@@ -760,9 +761,9 @@ def collect(runs_dir, out_dir) -> list[Path]:
         if len(rel.parts) < 2:  # runs_dir is a preset's folder or a run: keep the preset's name
             rel = src.relative_to(src.parent.parent)
         dest = out_dir / rel
-        if RunFiles(dest).result.exists() and _half_copied(dest, src):
+        if RunFiles(dest).has(RunFiles.RESULT) and _half_copied(dest, src):
             log.warning(f"{dest} holds a half-copied record of {src}; completing it")
-        elif RunFiles(dest).result.exists() and _key_and_seed(dest) != _key_and_seed(src):
+        elif RunFiles(dest).has(RunFiles.RESULT) and _key_and_seed(dest) != _key_and_seed(src):
             key = _key_and_seed(src)[0] or "nokey"
             alt = dest.with_name(f"{dest.name}-{key[:8]}")
             log.warning(
@@ -770,12 +771,12 @@ def collect(runs_dir, out_dir) -> list[Path]:
                 f"(nothing overwritten)"
             )
             dest = alt
-            if RunFiles(dest).result.exists() and _key_and_seed(dest) != _key_and_seed(src):
+            if RunFiles(dest).has(RunFiles.RESULT) and _key_and_seed(dest) != _key_and_seed(src):
                 if not _half_copied(dest, src):
                     raise FileExistsError(f"{dest} also holds another record; move one of them by hand")
         dest.mkdir(parents=True, exist_ok=True)
         for path in RunFiles(src).record():  # result.json last
-            name = path.name.removesuffix(XZ)
+            name = plain_name(path).name
             if name in RunFiles.COMPRESSED:
                 write_stored(dest / name, read_stored(path))
                 (dest / name).unlink(missing_ok=True)  # a plain copy by an earlier collect
@@ -795,38 +796,68 @@ class Compacted:
 
 
 def compact(records_dir) -> tuple[list[Compacted], list[str]]:
-    """Store every plain ``metrics.jsonl`` and ``task.json`` below ``records_dir`` xz-compressed
-    (``RunFiles.COMPRESSED``), in place: each ``.xz`` is written atomically, read back and
-    compared with the plain file before the plain file is removed, so an interruption leaves every
-    record readable (at worst in both forms, which the next run settles). A second run converts
-    nothing. A run directory with a ``checkpoint.pt`` is a live run (``rnnlab train --resume``
-    appends to its plain ``metrics.jsonl``): it is left plain and named in the notes. Returns the
-    files converted and the notes."""
-    from ..rundir import NoSuchPath, StoredFileDamaged, read_stored, write_stored
+    """Store every record file below ``records_dir`` in its stored form (``RunFiles.COMPRESSED``:
+    ``metrics.jsonl`` in columns, ``metrics.jsonl.cols.xz``; ``config.json``, ``task.json`` and
+    ``result.json`` xz-compressed), in place, from the plain form or from the earlier
+    ``metrics.jsonl.xz``: each new file is written atomically, read back and compared with what
+    it replaces before that is removed (keeping its modification time), so an interruption
+    leaves every record readable (at worst in two forms, which the next run settles). A
+    ``metrics.jsonl.xz`` the columns cannot give back byte for byte, or hold in fewer bytes,
+    stays as it is. A second run
+    converts nothing. A run directory with a ``checkpoint.pt`` is a live run (``rnnlab train
+    --resume`` appends to its plain ``metrics.jsonl``): it is left as it is and named in the
+    notes. A damaged stored file stops it (:class:`~rnnlab.rundir.StoredFileDamaged`, naming the
+    file and the fix; what was converted before stays converted). Returns the files converted
+    and the notes."""
+    import os
+
+    from ..rundir import (
+        COLS,
+        STORED_SUFFIXES,
+        NoSuchPath,
+        StoredFileDamaged,
+        read_stored,
+        stored,
+        stored_form,
+        write_stored,
+    )
 
     root = Path(records_dir)
     if not root.is_dir():
         raise NoSuchPath(f"no such records directory: {root}; give the folder of run records, e.g. records")
     done, notes, live = [], [], set()
     for name in RunFiles.COMPRESSED:
-        for plain in sorted(root.rglob(name)):
-            if not plain.is_file():
+        found = {p.parent for p in root.rglob(name) if p.is_file()}
+        for suffix in STORED_SUFFIXES:
+            found |= {p.parent for p in root.rglob(name + suffix) if p.is_file()}
+        for d in sorted(found):
+            if RunFiles(d).checkpoint.exists():
+                live.add(d)
                 continue
-            if RunFiles(plain.parent).checkpoint.exists():
-                live.add(plain.parent)
-                continue
-            data = plain.read_bytes()
-            packed = plain.with_name(plain.name + XZ)
-            if packed.exists():  # a compact interrupted before its removal, or a copy by hand
-                try:
-                    same = read_stored(packed) == data
-                except StoredFileDamaged:
-                    same = False
-                if not same:  # readers saw the plain one: it wins
-                    notes.append(f"{packed} differed from {plain.name} beside it (read until now): rewritten from it")
-            packed = write_stored(plain, data)  # atomic; read back and compared
-            plain.unlink()
-            done.append(Compacted(plain, len(data), packed.stat().st_size))
+            plain = d / name
+            forms = [f for f in (plain, *(d / (name + s) for s in STORED_SUFFIXES)) if f.is_file()]
+            if len(forms) == 1 and (forms[0].name.endswith(COLS) or (forms[0] != plain and name != RunFiles.METRICS)):
+                continue  # stored already (only an earlier metrics.jsonl.xz may still go into columns)
+            source = stored(plain)  # what readers read until now: the plain file where there is one
+            data = read_stored(source)  # a damaged one stops here: StoredFileDamaged names it and the fix
+            target, packed = stored_form(plain, data)
+            if forms == [target]:
+                continue  # stored already
+            for other in forms:
+                if other != source:  # left by an interrupted compact, or a copy by hand
+                    try:
+                        same = read_stored(other) == data
+                    except StoredFileDamaged:
+                        same = False
+                    if not same:  # readers saw the source: it wins
+                        notes.append(
+                            f"{other} differed from {source.name} beside it (read until now): rewritten from it"
+                        )
+            before = source.stat()
+            written = write_stored(plain, data, (target, packed))  # atomic; read back, compared; other forms removed
+            os.utime(written, ns=(before.st_atime_ns, before.st_mtime_ns))
+            plain.unlink(missing_ok=True)
+            done.append(Compacted(plain, before.st_size, written.stat().st_size))
     notes += [f"{d}: a live run directory (it has checkpoint.pt): left plain" for d in sorted(live)]
     return done, notes
 
@@ -859,8 +890,9 @@ def main_compact(records_dir) -> int:
         b, a = sum(c.before for c in cs), sum(c.after for c in cs)
         print(f"  {root / folder}: {len(cs)} files, {mb(b)} -> {mb(a)}")
     b, a = sum(c.before for c in done), sum(c.after for c in done)
+    counts = {n: sum(c.path.name == n for c in done) for n in RunFiles.COMPRESSED}
     print(
-        f"compacted {len(done)} files below {root} ({', '.join(f'{sum(c.path.name == n for c in done)} {n}' for n in RunFiles.COMPRESSED)}): "
+        f"compacted {len(done)} files below {root} ({', '.join(f'{k} {n}' for n, k in counts.items() if k)}): "
         f"{mb(b)} -> {mb(a)}; all files below it: {mb(total_before)} -> {mb(_tree_bytes(root))}"
     )
     return 0

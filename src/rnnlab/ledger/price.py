@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import config
-from ..rundir import RunFiles
+from ..rundir import RunFiles, read_stored
 from .records import PROBES, Record, _resolved, cpu_label, is_probe, preset_dicts
 from .stats import counted
 
@@ -377,8 +377,8 @@ def timing_records(roots) -> list[Record]:
     for root in roots:
         for p in RunFiles.below(root):
             try:
-                result = json.loads(p.read_text())
-                cfg = _over_defaults(json.loads(RunFiles(p.parent).config.read_text()))
+                result = json.loads(read_stored(p))
+                cfg = _over_defaults(json.loads(read_stored(RunFiles(p.parent).config)))
             except (OSError, ValueError, AttributeError):
                 continue
             if isinstance(result, dict):

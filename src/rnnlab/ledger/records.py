@@ -40,7 +40,7 @@ from pathlib import Path
 
 from .. import config
 from ..results import DMU_THRESHOLDS, _mixed_label, dmu_steps_per_epoch, first_reached, mean_std, mixed_precision
-from ..rundir import RunFiles, read_jsonl
+from ..rundir import RunFiles, read_jsonl, read_stored
 from .stats import counted
 
 #: Flat configuration keys that do not change what a run computes (its name and description, the
@@ -242,7 +242,7 @@ def _read_record(p: Path) -> tuple[Record | None, str]:
     from ..config import ConfigError, load_json
 
     try:
-        result = json.loads(p.read_text())
+        result = json.loads(read_stored(p))
         if not isinstance(result, dict):
             raise ValueError("not a JSON object")
     except (OSError, ValueError) as e:
@@ -252,7 +252,7 @@ def _read_record(p: Path) -> tuple[Record | None, str]:
         cfg = load_json(cfg_path).to_dict()
     except (ConfigError, TypeError, ValueError, KeyError):  # written by other code (keys, types, cells)
         try:
-            cfg = _over_defaults(json.loads(cfg_path.read_text()))
+            cfg = _over_defaults(json.loads(read_stored(cfg_path)))
         except (OSError, ValueError, AttributeError) as e:
             return None, f"config.json unreadable ({type(e).__name__}: {str(e)[:60]})"
     except OSError as e:
