@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import DATA_ROOT
 from rnnlab import compare as C
 from rnnlab import config
 from rnnlab import field as F
@@ -18,7 +19,6 @@ from rnnlab.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "docs" / "field-results.json"
-DATA = Path("/work/shared/datasets")
 
 
 def _record(rows, tasks=None, cells=("a", "b", "c"), seeds=(0, 1), missing=()):
@@ -204,7 +204,7 @@ def test_compare_modern_runs_the_modern_cells_beside_the_baselines(tmp_path, cap
 
 @pytest.mark.slow  # every cell on every task: minutes
 def test_every_cell_trains_on_every_task_at_the_tiny_budget(tmp_path):
-    data = str(DATA) if (DATA / "mnist").is_dir() else str(tmp_path / "nodata")
+    data = str(DATA_ROOT) if DATA_ROOT is not None else str(tmp_path / "nodata")  # $RNNLAB_TEST_DATA: psMNIST too
     rec = F.run_field(budget="tiny", seeds=[0, 1], out=tmp_path / "f", data_dir=data, log=lambda *a: None)
     assert F.check_record(rec, F.field_cells()) == []
     failed = [m for m in rec["missing"] if "data absent" not in m["reason"]]
