@@ -65,8 +65,9 @@ def test_every_cell_configures_on_every_task_sized_to_the_home_budget(tmp_path):
                 assert cfg.model.cell_options == own.model.cell_options and cfg.optim == own.optim
 
 
-def test_a_tiny_table_is_well_formed(tmp_path, capsys):
+def test_a_tiny_table_is_well_formed(tmp_path, capsys, monkeypatch):
     out, cells, tasks = tmp_path / "field", ["lstm", "lru"], ["adding", "temporal_order", "psmnist"]
+    monkeypatch.setitem(F.PRICED_OUT, "tiny", {("lru", "temporal_order"): "about 9 CPU-hours (a test's price)"})
     argv = ["field", "--budget", "tiny", "--cells", ",".join(cells), "--tasks", ",".join(tasks)]
     argv += ["--seeds", "0,1", "--out", str(out), "--data-dir", str(tmp_path / "nodata")]
     assert main(argv) == 0
@@ -74,9 +75,15 @@ def test_a_tiny_table_is_well_formed(tmp_path, capsys):
     rec = json.loads((out / "field-results.json").read_text())
     assert F.check_record(rec, cells, tasks) == []
     assert rec["cells"] == cells and list(rec["tasks"]) == tasks and rec["budget"] == "tiny"
-    assert {(m["cell"], m["task"]) for m in rec["missing"]} == {(c, "psmnist") for c in cells}
-    assert all("data absent" in m["reason"] and "--data-dir" in m["reason"] for m in rec["missing"])
-    assert len(rec["rows"]) == len(cells) * 2 * 2
+    why = {(m["cell"], m["task"]): m["reason"] for m in rec["missing"]}
+    assert set(why) == {(c, "psmnist") for c in cells} | {("lru", "temporal_order")}
+    assert all("data absent" in why[(c, "psmnist")] and "--data-dir" in why[(c, "psmnist")] for c in cells)
+    assert why[("lru", "temporal_order")] == (
+        "priced out of the tiny budget: about 9 CPU-hours (a test's price); `--priced-out` trains it"
+    )
+    assert sorted((r["cell"], r["task"]) for r in rec["rows"]) == sorted(
+        [(c, t) for c, t in [("lstm", "adding"), ("lstm", "temporal_order"), ("lru", "adding")] for _ in (0, 1)]
+    )
     for r in rec["rows"]:
         budget = rec["tasks"][r["task"]]["params"]
         assert math.isfinite(r["value"]) and r["steps"] == 2 and len(r["config_key"]) == 12

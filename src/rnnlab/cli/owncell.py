@@ -50,4 +50,5 @@ def cmd_field(args) -> int:
         address=args.address,
         data_dir=args.data_dir,
         overrides=args.set or [],
+        priced_out=args.priced_out,
     )

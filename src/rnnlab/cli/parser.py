@@ -625,7 +625,7 @@ def _parser_field(sub) -> None:
         "field",
         "the field table: every cell of the library on the long-memory tasks (the papers' and the field's), "
         "at matched parameter counts over seeds, at a stated budget: one record (JSON), one figure, one table",
-        "rnnlab field --data-dir ~/data --out runs/field --record docs/field-results.json --figure docs/field.png",
+        "rnnlab field --data-dir ~/data --record docs/field-results.json --figure docs/field.png",
         docs="field.md",
     )
     s.add_argument("--cells", help="comma-separated cells (default: every cell of the registry), e.g. --cells lstm,lru")
@@ -643,11 +643,16 @@ def _parser_field(sub) -> None:
         "e.g. --budget tiny",
     )
     _opt_seeds(s, "0-2, three seeds per cell")
-    s.add_argument("--out", default="runs/field", help="the runs' folder, e.g. --out runs/field")
+    s.add_argument("--out", help="the runs' folder (default: runs/field-BUDGET), e.g. --out runs/field")
     s.add_argument(
         "--record", help="the record (default: OUT/field-results.json), e.g. --record docs/field-results.json"
     )
     s.add_argument("--figure", help="the figure (default: the record's name, .png), e.g. --figure docs/field.png")
+    s.add_argument(
+        "--priced-out",
+        action="store_true",
+        help="also train the (cell, task) points the budget leaves out for their price (docs/field.md), e.g. --priced-out",
+    )
     s.add_argument("--jobs", type=int, default=1, help="parallel runs (each one thread), e.g. --jobs 2")
     _opt_set(s, "override for every run")
     _opt_data_dir(s)
