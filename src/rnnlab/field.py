@@ -466,6 +466,12 @@ def budget_markdown(budget: str = "table") -> str:
     for key in FIELD_TASKS:
         t = TASKS[key]
         lines.append(f"| {key} | `{t.preset}` | {t.metric} | {' '.join(BUDGETS[budget][key])} |")
+    priced = [
+        f"* {'every cell' if cell == '*' else f'`{cell}`'} on {task}: {price}"
+        for (cell, task), price in PRICED_OUT[budget].items()
+    ]
+    if priced:
+        lines += ["", "Priced out of this budget (`--priced-out` trains them too):", "", *priced]
     return "\n".join(lines)
 
 
