@@ -132,6 +132,21 @@ def test_ranks_follow_the_metric_and_share_ties():
     assert "| a | 2.000 (2) | 0.900 (1) | 1.5 |" in table and "| b | 0.500 (1) | 0.500 (3) | 2.0 |" in table
 
 
+def test_a_docs_block_renders_the_record(tmp_path):
+    """docs/field.md's ``<!-- bench: field RECORD -->`` block is the record's table (docsync)."""
+    from rnnlab.bench import benchdocs, docsync
+
+    rec = _record([("t", c, s, v) for c, v in (("a", 0.2), ("b", 0.1), ("c", 0.3)) for s in (0, 1)])
+    (tmp_path / "r.json").write_text(json.dumps(rec))
+    md = tmp_path / "page.md"
+    md.write_text("x\n<!-- bench: field r.json -->\nstale\n<!-- /bench -->\n")
+    assert docsync.sync(md, check=True) == ["field r.json"]
+    docsync.sync(md)
+    body = md.read_text().split("-->\n", 1)[1].rsplit("<!--", 1)[0]
+    assert body == benchdocs.render_block("field r.json", tmp_path) == F.format_table(rec, "r.json") + "\n"
+    assert "| b | 0.100 (1) | 1.0 |" in body and docsync.sync(md, check=True) == []
+
+
 def test_the_record_check_names_what_the_registry_has_and_the_record_lacks():
     rows = [("t", c, s, 0.1) for c in "abc" for s in (0, 1)]
     good = _record(rows)
