@@ -130,6 +130,11 @@ def test_ranks_follow_the_metric_and_share_ties():
     }
     table = F.format_table(rec)
     assert "| a | 2.000 (2) | 0.900 (1) | 1.5 |" in table and "| b | 0.500 (1) | 0.500 (3) | 2.0 |" in table
+    # a mean no better than the memoryless baseline is marked (loss 1.0: a and c; accuracy 0.5: b)
+    rec["tasks"]["loss"]["baseline"], rec["tasks"]["acc"]["baseline"] = 1.0, 0.5
+    table = F.format_table(rec)
+    assert "| a | 2.000* (2) | 0.900 (1) | 1.5 |" in table and "| b | 0.500 (1) | 0.500* (3) | 2.0 |" in table
+    assert "| memoryless baseline | 1.000 | 0.500 | |" in table
 
 
 def test_a_docs_block_renders_the_record(tmp_path):

@@ -400,8 +400,9 @@ def _fmt(x: float) -> str:
 
 
 def format_table(record: dict, source: str = "") -> str:
-    """The table as Markdown: a row per cell (mean over seeds of each task's test metric, its
-    rank on the task in brackets; the mean rank), the memoryless baselines and the budget."""
+    """The table as Markdown: a row per cell (mean over seeds of each task's test metric, marked
+    ``*`` where no better than the memoryless baseline, its rank on the task in brackets; the mean
+    rank), the memoryless baselines and the budget."""
     means, rank = cell_means(record), ranks(record)
     tasks = list(record["tasks"])
     head = (
@@ -418,7 +419,8 @@ def format_table(record: dict, source: str = "") -> str:
         cols = []
         for t in tasks:
             m = means.get((cell, t))
-            cols.append(f"{_fmt(m[0])} ({rank[(cell, t)]})" if m else "-")
+            mark = "" if m is None or _beats_baseline(m[0], record["tasks"][t]) else "*"
+            cols.append(f"{_fmt(m[0])}{mark} ({rank[(cell, t)]})" if m else "-")
         lines.append(
             f"| {cell} | " + " | ".join(cols) + f" | {mean_rank:.1f} |"
             if math.isfinite(mean_rank)
@@ -446,7 +448,7 @@ def format_table(record: dict, source: str = "") -> str:
         cost.append(
             f"| {t} | `{info['preset']}` | {info.get('params', '-')} | {' '.join(info['overrides'])} | {spent} |"
         )
-    out = [caption, "", *lines, "", *cost]
+    out = [caption, "", *lines, "", "\\* no better than the task's memoryless baseline.", "", *cost]
     if record["missing"]:
         out.append("")
         groups: dict[str, list[str]] = {}
@@ -456,6 +458,14 @@ def format_table(record: dict, source: str = "") -> str:
             shown = ", ".join(pairs[:8]) + (f" and {len(pairs) - 8} more" if len(pairs) > 8 else "")
             out.append(f"* without a finished run: {shown}: {reason}")
     return "\n".join(out)
+
+
+def _beats_baseline(value: float, info: dict) -> bool:
+    """Whether ``value`` is better than the task's memoryless baseline (True where it has none)."""
+    base = info.get("baseline")
+    if base is None:
+        return True
+    return value > base if info["higher"] else value < base
 
 
 def budget_markdown(budget: str = "table") -> str:
