@@ -132,7 +132,7 @@ TASKS: dict[str, CompareTask] = {
             "",
             "",
             "test/accuracy",
-            ("train.steps=300", *_QUICK_SYNTH),
+            ("train.steps=200", "train.batch_size=16", *_QUICK_SYNTH),
         ),
         CompareTask(
             "mqar",
@@ -141,7 +141,7 @@ TASKS: dict[str, CompareTask] = {
             "",
             "",
             "test/accuracy",
-            ("train.steps=300", *_QUICK_SYNTH),
+            ("train.steps=200", "train.batch_size=16", *_QUICK_SYNTH),
         ),
         CompareTask(
             "induction",
@@ -150,7 +150,7 @@ TASKS: dict[str, CompareTask] = {
             "",
             "",
             "test/accuracy",
-            ("train.steps=300", *_QUICK_SYNTH),
+            ("train.steps=200", "train.batch_size=16", *_QUICK_SYNTH),
         ),
         CompareTask(
             "listops",
@@ -159,7 +159,7 @@ TASKS: dict[str, CompareTask] = {
             "",
             "",
             "test/accuracy",
-            ("train.steps=60", "train.batch_size=16", "train.eval_every=30", "task.val_size=128", "task.test_size=256"),
+            ("train.steps=30", "train.batch_size=8", "train.eval_every=15", "task.val_size=64", "task.test_size=128"),
         ),
     )
 }
