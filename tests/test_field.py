@@ -103,6 +103,17 @@ def test_a_tiny_table_is_well_formed(tmp_path, capsys, monkeypatch):
     assert json.loads((out / "field-results.json").read_text())["rows"] == rec["rows"]
 
 
+def test_an_ensemble_too_big_for_the_memory_trains_its_seeds_one_by_one(tmp_path, monkeypatch):
+    import rnnlab.ensemble
+
+    def refuse(cfg, n, task, device):
+        raise config.ConfigError(f"an ensemble of {n} members needs more memory than is free (a test's refusal)")
+
+    monkeypatch.setattr(rnnlab.ensemble, "check_members_fit", refuse)
+    rec = F.run_field(["lstm"], ["adding"], "tiny", [0, 1], tmp_path / "f", log=lambda *a: None)
+    assert [(r["seed"], r["ensemble"]) for r in rec["rows"]] == [(0, 1), (1, 1)] and rec["missing"] == []
+
+
 def _mean_rank(rec, cell):
     ranks = [v for (c, _), v in F.ranks(rec).items() if c == cell]
     return sum(ranks) / len(ranks)

@@ -170,9 +170,8 @@ def _run_task(
 ):
     """Train every cell on ``task``; returns (rows, missing, parameter budget)."""
     from . import config
-    from .compare import _ensemble_ok, budget_of
+    from .compare import budget_of
     from .rundir import RunFiles
-    from .suite import Suite, _jobs, run_suite
 
     params = budget_of(task, data_dir)
     overrides = [*BUDGETS[budget][task.key], *extra]
@@ -190,11 +189,63 @@ def _run_task(
             made.append((cell, path))
         except ConfigError as e:
             missing.append({"task": task.key, "cell": cell, "seeds": list(seeds), "reason": str(e).splitlines()[0]})
-    batched = [str(p) for _, p in made if len(seeds) > 1 and _ensemble_ok([p])]
-    single = [str(p) for _, p in made if str(p) not in batched]
     log(f"{task.title}: {len(made)} cells of {params} parameters x {len(seeds)} seeds ({budget} budget)")
+    where, errors = _train(task, [p for _, p in made], out, seeds, overrides, jobs, backend, address, data_dir, log)
+    rows = []
+    for cell, path in made:
+        dirs, done, why = where.get(str(path), []), [], ""
+        for seed, rd in zip(seeds, dirs, strict=True):
+            try:
+                result = json.loads(RunFiles(rd).result.read_text())
+            except (OSError, ValueError):
+                continue
+            value = result.get("test", {}).get(task.metric)
+            if not (isinstance(value, (int, float)) and math.isfinite(value)):
+                why = f"its test {task.metric} is {value!r}"
+                continue
+            done.append(seed)
+            rows.append(_row(task.key, cell, seed, value, result))
+        if len(done) < len(seeds):
+            reported = [errors.get(str(d)) or errors.get(str(d.parent)) for d in dirs]
+            why = next((e for e in [*reported, *map(_last_error, dirs), why] if e), "") or "no finished run"
+            missing.append(
+                {"task": task.key, "cell": cell, "seeds": [s for s in seeds if s not in done], "reason": why}
+            )
+    return rows, missing, params
+
+
+def _row(task: str, cell: str, seed: int, value: float, result: dict) -> dict:
+    """One run of the record, from its result.json."""
+    counts, git = result.get("params", {}), result.get("git") or {}
+    return {
+        "task": task,
+        "cell": cell,
+        "seed": seed,
+        "value": value,
+        "params": counts.get("free"),
+        "hidden": counts.get("hidden_size"),
+        "steps": result.get("steps"),
+        "wall_s": round(float(result.get("wall_time_s", 0.0)), 2),
+        "ensemble": result.get("conditions", {}).get("ensemble", 1),
+        "config_key": result.get("config_key"),
+        "commit": git.get("commit"),
+        "dirty": git.get("dirty"),
+    }
+
+
+def _train(task, paths: list[Path], out: Path, seeds, overrides, jobs, backend, address, data_dir, log):
+    """Train the presets ``paths`` over ``seeds`` as the suite ``field-<task>``: the cells with a
+    batched path as ensembles, then the others (and an ensemble that did not finish: too big for
+    the free memory) seed by seed. Returns ({preset: run directories in seed order}, {run
+    directory (an ensemble's: its preset's): the error its job ended with})."""
+    from .compare import _ensemble_ok
+    from .rundir import RunFiles
+    from .suite import Suite, _jobs, run_suite
+
+    batched = [str(p) for p in paths if len(seeds) > 1 and _ensemble_ok([p])]
+    single = [str(p) for p in paths if str(p) not in batched]
     where: dict[str, list[Path]] = {}
-    errors: dict[str, str] = {}  # run directory (an ensemble's: its preset's) -> the error its job ended with
+    errors: dict[str, str] = {}
 
     def noting(line: str) -> None:  # the backends report a failed job as "  [failed] RUN_DIR: error"
         head, _, err = line.strip().partition(": ")
@@ -210,47 +261,13 @@ def _run_task(
         run_suite(suite, out / "runs", jobs, [], data_dir, log=noting, backend=backend, address=address)
         for preset, _, rd in _jobs(suite, out / "runs", []):  # in seed order per preset
             where.setdefault(preset, []).append(Path(rd))
-        if ensemble:  # an ensemble that did not finish (too big for the memory free) trains seed by seed
+        if ensemble:
             retry = [p for p in presets if not all(RunFiles(d).result.exists() for d in where[p])]
             for p in retry:
                 log(f"  {p}: its ensemble did not finish; its seeds one by one")
                 del where[p]
             single = [*retry, *single]
-    rows = []
-    for cell, path in made:
-        dirs = where.get(str(path), [])
-        done = []
-        for seed, rd in zip(seeds, dirs, strict=True):
-            try:
-                result = json.loads(RunFiles(rd).result.read_text())
-            except (OSError, ValueError):
-                continue
-            done.append(seed)
-            counts, git = result.get("params", {}), result.get("git") or {}
-            value = result.get("test", {}).get(task.metric)
-            rows.append(
-                {
-                    "task": task.key,
-                    "cell": cell,
-                    "seed": seed,
-                    "value": value if isinstance(value, (int, float)) and math.isfinite(value) else None,
-                    "params": counts.get("free"),
-                    "hidden": counts.get("hidden_size"),
-                    "steps": result.get("steps"),
-                    "wall_s": round(float(result.get("wall_time_s", 0.0)), 2),
-                    "ensemble": result.get("conditions", {}).get("ensemble", 1),
-                    "config_key": result.get("config_key"),
-                    "commit": git.get("commit"),
-                    "dirty": git.get("dirty"),
-                }
-            )
-        if len(done) < len(seeds):
-            reported = [errors.get(str(d)) or errors.get(str(d.parent)) for d in dirs]
-            why = next((e for e in [*reported, *map(_last_error, dirs)] if e), "") or "no finished run"
-            missing.append(
-                {"task": task.key, "cell": cell, "seeds": [s for s in seeds if s not in done], "reason": why}
-            )
-    return rows, missing, params
+    return where, errors
 
 
 def build_record(rows, missing, tasks_info, cells, seeds, budget: str, command: str, priced_out: bool = False) -> dict:
