@@ -639,7 +639,7 @@ def _parser_field(sub) -> None:
         "--budget",
         default="table",
         choices=["table", "tiny"],
-        help="table: the stated budget (docs/field.md); tiny: seconds per run, to check the table is well formed, "
+        help="table: the stated budget (see the documentation below); tiny: seconds per run, to check the table is well formed, "
         "e.g. --budget tiny",
     )
     _opt_seeds(s, "0-2, three seeds per cell")
@@ -651,7 +651,7 @@ def _parser_field(sub) -> None:
     s.add_argument(
         "--priced-out",
         action="store_true",
-        help="also train the (cell, task) points the budget leaves out for their price (docs/field.md), e.g. --priced-out",
+        help="also train the (cell, task) points the budget leaves out for their price, e.g. --priced-out",
     )
     s.add_argument("--jobs", type=int, default=1, help="parallel runs (each one thread), e.g. --jobs 2")
     _opt_set(s, "override for every run")
