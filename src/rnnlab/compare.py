@@ -123,8 +123,50 @@ TASKS: dict[str, CompareTask] = {
             ledger_size="T=150",
             data="ptb",
         ),
+        # the memory tasks the field now uses (docs/tasks.md): no paper's table in the ledger, so the
+        # home preset is the LSTM's and its parameter count the budget
+        CompareTask(
+            "selective_copy",
+            "selective copying, L = 256 (Mamba)",
+            "field/selective_copy-lstm",
+            "",
+            "",
+            "test/accuracy",
+            ("train.steps=200", "train.batch_size=16", *_QUICK_SYNTH),
+        ),
+        CompareTask(
+            "mqar",
+            "multi-query associative recall, T = 64 (Zoology)",
+            "field/mqar-lstm",
+            "",
+            "",
+            "test/accuracy",
+            ("train.steps=200", "train.batch_size=16", *_QUICK_SYNTH),
+        ),
+        CompareTask(
+            "induction",
+            "induction heads, T = 256",
+            "field/induction-lstm",
+            "",
+            "",
+            "test/accuracy",
+            ("train.steps=200", "train.batch_size=16", *_QUICK_SYNTH),
+        ),
+        CompareTask(
+            "listops",
+            "ListOps, lengths 500-2000 (LRA)",
+            "field/listops-lstm",
+            "",
+            "",
+            "test/accuracy",
+            ("train.steps=30", "train.batch_size=8", "train.eval_every=15", "task.val_size=64", "task.test_size=128"),
+        ),
     )
 }
+
+#: the field's modern long-memory cells (docs/ssm.md, docs/models.md): ``rnnlab compare --modern``
+#: adds them to every task's baselines, each on the home preset with its cell swapped in
+MODERN_CELLS = ("lru", "s4d", "mamba", "mingru", "minlstm", "slstm", "mlstm")
 
 
 def _higher(metric: str) -> bool:
@@ -196,35 +238,53 @@ def budget_of(task: CompareTask, data_dir: str | None = None) -> int:
     return int(build_model(cfg.model, build_task(cfg.task, data_dir)).parameter_counts()["free"])
 
 
-def write_presets(task: CompareTask, cell: str, budget: int, folder: Path) -> list[tuple[str, str, Path]]:
-    """``[(label, source preset, generated preset file)]``: the cell under test (the home preset
-    with the cell swapped in, its options and parameter-group rates cleared) and each baseline
-    (its own preset), all sized to ``budget``."""
+def sized_preset(
+    task: CompareTask, preset: str, budget: int, folder: Path, name: str, cell: str | None = None, what: str = "compare"
+) -> Path:
+    """Write ``preset`` sized to ``budget`` parameters (``model.params``) as ``folder/name.toml``;
+    with ``cell``, that cell swapped in (its options and parameter-group rates cleared: the
+    home preset's cell and optimizer settings belong to that cell)."""
     from .config import dump_toml
 
+    data = _preset_data(preset)
+    model = dict(data.get("model", {}))
+    model.pop("hidden_size", None)
+    model["params"] = budget
+    if cell is not None and cell != model.get("cell"):
+        model["cell"] = cell
+        model.pop("cell_options", None)
+        optim = dict(data.get("optim", {}))
+        optim.pop("group_lr", None)
+        optim.pop("group_weight_decay", None)
+        data["optim"] = optim
+    label = model.get("cell", preset)
+    data["model"] = model
+    data.pop("paper", None)
+    data["name"] = name
+    data["description"] = f"rnnlab {what}: {label} on {task.title}, sized to {budget} parameters ({preset})"
     folder.mkdir(parents=True, exist_ok=True)
-    out = []
-    for label, preset in [(cell, task.preset), *[(None, p) for p in baselines(task)]]:
-        data = _preset_data(preset)
-        model = dict(data.get("model", {}))
-        model.pop("hidden_size", None)
-        model["params"] = budget
-        if label is not None:  # the cell under test
-            model["cell"] = cell
-            model.pop("cell_options", None)
-            optim = dict(data.get("optim", {}))
-            optim.pop("group_lr", None)
-            optim.pop("group_weight_decay", None)
-            data["optim"] = optim
-        else:
-            label = model.get("cell", preset)
-        data["model"] = model
-        data.pop("paper", None)
-        data["name"] = f"{task.key}-{_slug(label)}" if label == cell else f"{task.key}-baseline-{_slug(label)}"
-        data["description"] = f"rnnlab compare: {label} on {task.title}, sized to {budget} parameters ({preset})"
-        path = folder / f"{data['name']}.toml"
-        path.write_text(dump_toml(data), encoding="utf-8")
-        out.append((label, preset, path))
+    path = folder / f"{name}.toml"
+    path.write_text(dump_toml(data), encoding="utf-8")
+    return path
+
+
+def write_presets(
+    task: CompareTask, cell: str, budget: int, folder: Path, modern: bool = False
+) -> list[tuple[str, str, Path]]:
+    """``[(label, source preset, generated preset file)]``: the cell under test (the home preset
+    with the cell swapped in, its options and parameter-group rates cleared), each baseline
+    (its own preset) and with ``modern`` each of :data:`MODERN_CELLS` (the home preset with
+    that cell swapped in), all sized to ``budget``."""
+    out = [(cell, task.preset, sized_preset(task, task.preset, budget, folder, f"{task.key}-{_slug(cell)}", cell=cell))]
+    labels = {cell}
+    for preset in baselines(task):
+        label = _preset_data(preset).get("model", {}).get("cell", preset)
+        labels.add(label)
+        out.append((label, preset, sized_preset(task, preset, budget, folder, f"{task.key}-baseline-{_slug(label)}")))
+    for m in MODERN_CELLS if modern else ():
+        if m not in labels:  # the cell under test or a baseline already
+            path = sized_preset(task, task.preset, budget, folder, f"{task.key}-baseline-{m}", cell=m)
+            out.append((m, task.preset, path))
     return out
 
 
@@ -309,13 +369,16 @@ def run_task(
     overrides: list[str],
     ensemble: bool | None,
     log=print,
+    modern: bool = False,
 ) -> list[Row]:
-    """Train ``cell`` and the baselines of ``task`` (see the module docstring); one row each."""
+    """Train ``cell`` and the baselines of ``task`` (see the module docstring; ``modern``: the
+    modern cells too); one row each."""
     from .rundir import RunFiles
     from .suite import Suite, _jobs, run_suite
 
     params = budget_of(task, data_dir)
-    made = write_presets(task, cell, params, out / "presets")
+    made = write_presets(task, cell, params, out / "presets", modern)
+    ledgered = set(baselines(task))
     paths = [p for _, _, p in made]
     use_ensemble = _ensemble_ok(paths) and len(seeds) > 1 if ensemble is None else ensemble
     suite = Suite(
@@ -345,7 +408,7 @@ def run_task(
                 counts.get("free"),
                 counts.get("hidden_size"),
                 _wall(results),
-                "-" if label == cell else published(task, preset),
+                published(task, preset) if label != cell and preset in ledgered else "-",
                 dirs,
             )
         )
@@ -391,7 +454,9 @@ def figure(task: CompareTask, rows: list[Row], path: Path) -> Path | None:
     return plot_curves(dirs, path, metric=metric, logy=logy, title=f"{task.title}: {metric}", labels=labels)
 
 
-def caption(cell: str, budget: str, tasks: list[CompareTask], seeds: int, overrides: list[str] = ()) -> str:
+def caption(
+    cell: str, budget: str, tasks: list[CompareTask], seeds: int, overrides: list[str] = (), modern: bool = False
+) -> str:
     if budget == "quick":
         what = (
             "quick budget: a few CPU-minutes per task (each run capped: "
@@ -402,8 +467,11 @@ def caption(cell: str, budget: str, tasks: list[CompareTask], seeds: int, overri
         what = "paper budget: the presets' own steps and batch sizes"
     if overrides:
         what += f"; every run also with {' '.join(overrides)}"
+    against = "the papers' baselines and the modern cells" if modern else "the papers' baselines"
+    if modern:
+        what += f"; the modern cells ({', '.join(MODERN_CELLS)}) run the home preset with their cell swapped in"
     return (
-        f"**{cell} against the papers' baselines** at matched parameter counts (model.params = the home "
+        f"**{cell} against {against}** at matched parameter counts (model.params = the home "
         f"preset's count), {seeds} seed(s) per model, test metric of the best validation checkpoint; {what}."
     )
 
@@ -422,6 +490,7 @@ def compare(
     overrides: list[str] | None = None,
     ensemble: bool | None = None,
     log=print,
+    modern: bool = False,
 ) -> Path:
     """Run the comparison (``seeds``: a list of seeds, or a count n for seeds 0..n-1); write ``table.md``, ``results.json`` and ``<task>.png`` into ``out``
     (default ``RUNS_DIR/compare-<cell>``) and return it. A task whose data is absent is skipped
@@ -473,18 +542,21 @@ def compare(
             overrides or [],
             ensemble,
             log,
+            modern,
         )
         rows += task_rows
         ran.append(task)
         fig = figure(task, task_rows, out / f"{key}.png")
         if fig:
             log(f"wrote {fig}")
-    text = table(rows, caption(cell, budget, ran, len(seeds), overrides or []))
+    text = table(rows, caption(cell, budget, ran, len(seeds), overrides or [], modern))
     if skipped:
         text += "\n\n" + "\n".join(f"* {s}" for s in skipped)
     (out / "table.md").write_text(text + "\n", encoding="utf-8")
     record = [{**r.__dict__, "run_dirs": [str(d) for d in r.run_dirs]} for r in rows]
-    (out / "results.json").write_text(json.dumps({"cell": cell, "budget": budget, "rows": record}, indent=2) + "\n")
+    (out / "results.json").write_text(
+        json.dumps({"cell": cell, "budget": budget, "modern": modern, "rows": record}, indent=2) + "\n"
+    )
     return out
 
 

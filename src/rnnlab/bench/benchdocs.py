@@ -15,6 +15,8 @@ A block in a Markdown file is marked::
   the record's standing;
 * ``overhead``: the backends' overhead per run (``benchmarks/backend_overhead.py``);
 * ``ensemble``: ``rnnlab bench ensemble``'s table (``--json``);
+* ``field``: ``rnnlab field``'s table, the cells on the long-memory tasks (docs/field.md; a results
+  record, captioned with its budget and commit, not a timing record);
 * ``scan``: the LT-RNN's loop, fused loop and scan (``benchmarks/scan.py --json``);
 * ``allocator``: glibc allocator settings against time and page faults (``benchmarks/allocator.py``);
 * ``summary``: the papers' cells and the classic baselines on copy, MNIST and PTB, against
@@ -271,6 +273,13 @@ def _captioned(table):
     return lambda record, source: benchrecord.caption(record, source) + "\n\n" + table(record)
 
 
+def _field_table(record: dict, source: str) -> str:
+    """``rnnlab field``'s table from its record (:func:`rnnlab.field.format_table`)."""
+    from ..field import format_table
+
+    return format_table(record, source)
+
+
 VIEWS = {
     "speed": _captioned(speed.format_table),
     "speed-limits": _captioned(speed.format_limits),
@@ -283,6 +292,7 @@ VIEWS = {
     "allocator": _captioned(allocator_table),
     "summary": _captioned(summary_table),
     "memory-sentence": memory_sentence,
+    "field": _field_table,
 }
 
 

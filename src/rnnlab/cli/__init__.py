@@ -20,7 +20,7 @@ from .common import _note as _note
 from .many import _demo_record as _demo_record
 from .many import _demo_run as _demo_run
 from .many import cmd_bench, cmd_bench_ensemble, cmd_demo, cmd_reproduce, cmd_suite, cmd_sweep
-from .owncell import cmd_check_cell, cmd_compare
+from .owncell import cmd_check_cell, cmd_compare, cmd_field
 from .parser import COMMANDS, build_parser
 from .parser import _Help as _Help
 from .parser import _opt_backend as _opt_backend
@@ -41,6 +41,7 @@ from .parser import _parser_demo as _parser_demo
 from .parser import _parser_doctor as _parser_doctor
 from .parser import _parser_evaluate as _parser_evaluate
 from .parser import _parser_export as _parser_export
+from .parser import _parser_field as _parser_field
 from .parser import _parser_list as _parser_list
 from .parser import _parser_plot as _parser_plot
 from .parser import _parser_preset as _parser_preset
@@ -91,6 +92,7 @@ __all__ = [
     "cmd_doctor",
     "cmd_evaluate",
     "cmd_export",
+    "cmd_field",
     "cmd_list",
     "cmd_plot",
     "cmd_preset_copy",

@@ -1,5 +1,6 @@
 """``rnnlab check-cell`` and ``rnnlab compare``: a cell of your own against the contract and
-against the papers' baselines (docs/own-cell.md)."""
+against the papers' baselines (docs/own-cell.md); ``rnnlab field``: every cell against every
+other (docs/field.md)."""
 
 from __future__ import annotations
 
@@ -29,4 +30,25 @@ def cmd_compare(args) -> int:
         data_dir=args.data_dir,
         overrides=args.set or [],
         ensemble=args.ensemble,
+        modern=args.modern,
+    )
+
+
+def cmd_field(args) -> int:
+    from ..field import main_field
+
+    return main_field(
+        cells=_names(args.cells, "--cells", "lstm,lru", "every cell"),
+        tasks=_names(args.tasks, "--tasks", "adding,mqar", "all of them"),
+        budget=args.budget,
+        seeds=_parse_seeds(args.seeds) if args.seeds is not None else [0, 1, 2],
+        out=args.out,
+        record=args.record,
+        figure_path=args.figure,
+        jobs=args.jobs,
+        backend=args.backend,
+        address=args.address,
+        data_dir=args.data_dir,
+        overrides=args.set or [],
+        priced_out=args.priced_out,
     )

@@ -9,7 +9,7 @@ import argparse
 from .analyze import cmd_analyze_jacobian, cmd_analyze_schur, cmd_doctor
 from .common import DEPRECATED_UNTIL, DOCS_URL
 from .many import cmd_bench, cmd_bench_ensemble, cmd_demo, cmd_reproduce, cmd_suite, cmd_sweep
-from .owncell import cmd_check_cell, cmd_compare
+from .owncell import cmd_check_cell, cmd_compare, cmd_field
 from .presets import cmd_list, cmd_preset_copy, cmd_preset_show
 from .runs import cmd_data, cmd_evaluate, cmd_export, cmd_plot, cmd_table, cmd_thresholds
 from .training import cmd_train
@@ -597,7 +597,14 @@ def _parser_compare(sub) -> None:
     s.add_argument(
         "--tasks",
         help="comma-separated tasks (default: all of copy-T200, copy-L1000, adding, temporal_order, "
-        "noisy_sequence, psmnist, ptb_char; those whose data is absent are skipped), e.g. --tasks adding,copy-T200",
+        "noisy_sequence, psmnist, ptb_char, selective_copy, mqar, induction, listops; those whose data is absent "
+        "are skipped), e.g. --tasks adding,copy-T200",
+    )
+    s.add_argument(
+        "--modern",
+        action="store_true",
+        help="add the modern cells (lru, s4d, mamba, mingru, minlstm, slstm, mlstm) to every task's baselines, "
+        "each on the home preset, e.g. --modern",
     )
     s.add_argument(
         "--budget",
@@ -622,6 +629,47 @@ def _parser_compare(sub) -> None:
     s.set_defaults(func=cmd_compare)
 
 
+def _parser_field(sub) -> None:
+    s = _sub(
+        sub,
+        "field",
+        "the field table: every cell of the library on the long-memory tasks (the papers' and the field's), "
+        "at matched parameter counts over seeds, at a stated budget: one record (JSON), one figure, one table",
+        "rnnlab field --data-dir ~/data --record docs/field-results.json --figure docs/field.png",
+        docs="field.md",
+    )
+    s.add_argument("--cells", help="comma-separated cells (default: every cell of the registry), e.g. --cells lstm,lru")
+    s.add_argument(
+        "--tasks",
+        help="comma-separated tasks (default: all of copy-T200, copy-L1000, adding, temporal_order, noisy_sequence, "
+        "psmnist, selective_copy, mqar, induction, listops; those whose data is absent are recorded as skipped), "
+        "e.g. --tasks adding,mqar",
+    )
+    s.add_argument(
+        "--budget",
+        default="table",
+        choices=["table", "tiny"],
+        help="table: the stated budget (see the documentation below); tiny: seconds per run, to check the table is well formed, "
+        "e.g. --budget tiny",
+    )
+    _opt_seeds(s, "0-2, three seeds per cell")
+    s.add_argument("--out", help="the runs' folder (default: runs/field-BUDGET), e.g. --out runs/field")
+    s.add_argument(
+        "--record", help="the record (default: OUT/field-results.json), e.g. --record docs/field-results.json"
+    )
+    s.add_argument("--figure", help="the figure (default: the record's name, .png), e.g. --figure docs/field.png")
+    s.add_argument(
+        "--priced-out",
+        action="store_true",
+        help="also train the (cell, task) points the budget leaves out for their price, e.g. --priced-out",
+    )
+    s.add_argument("--jobs", type=int, default=1, help="parallel runs (each one thread), e.g. --jobs 2")
+    _opt_set(s, "override for every run")
+    _opt_data_dir(s)
+    _opt_backend(s, "runs")
+    s.set_defaults(func=cmd_field)
+
+
 #: the commands, in the order ``rnnlab --help`` lists them. A new command is its parser function
 #: added here, e.g. ``rnnlab doctor``: ``_parser_doctor(sub)`` (its ``--device`` from
 #: ``_opt_device``) setting ``func=cmd_doctor``, which calls the doctor module with keywords.
@@ -644,6 +692,7 @@ COMMANDS = [
     _parser_doctor,
     _parser_check_cell,
     _parser_compare,
+    _parser_field,
 ]
 
 
