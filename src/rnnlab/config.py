@@ -710,9 +710,9 @@ def load(name_or_path: str | Path, overrides: list[str] | None = None) -> RunCon
 
 def load_json(path: str | Path) -> RunConfig:
     """The resolved configuration of a run (its ``config.json``, plain or, in a record,
-    compressed: ``rundir.read_stored``); a damaged file is a :class:`ConfigError` naming it (a
-    compressed file that does not decompress: ``rundir.StoredFileDamaged``)."""
-    from .rundir import read_stored
+    compressed: ``stored.read_stored``); a damaged file is a :class:`ConfigError` naming it (a
+    compressed file that does not decompress: ``stored.StoredFileDamaged``)."""
+    from .stored import read_stored
 
     path = Path(path)
     fix = (
