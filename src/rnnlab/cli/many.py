@@ -19,12 +19,13 @@ def cmd_suite(args) -> int:
     if args.price:  # what its runs cost; nothing runs
         import dataclasses
 
-        from ..ledger.price import print_suite_price
+        from ..ledger.price import suite_price_lines
 
         suite = load_suite(args.name)
         suite = suite if args.seeds is None else suite.only_seeds(_parse_seeds(args.seeds))
         suite = suite if args.ensemble is None else dataclasses.replace(suite, ensemble=args.ensemble)
-        return print_suite_price(suite, list(args.set or []))
+        print("\n".join(suite_price_lines(suite, list(args.set or []))))
+        return 0
     return main_suite(
         name=args.name,
         runs_dir=args.runs_dir,

@@ -57,10 +57,11 @@ def _opt_set(p, what: str = "override a config value") -> None:
     )
 
 
-def _opt_seeds(p, default: str) -> None:
+def _opt_seeds(p, default: str, what: str | None = None) -> None:
     p.add_argument(
         "--seeds",
-        help="initialisation seeds, one run each: a comma-separated list and/or ranges "
+        help=what
+        or "initialisation seeds, one run each: a comma-separated list and/or ranges "
         f"(default: {default}), e.g. --seeds 0,1,2 or --seeds 0-50",
     )
 
@@ -281,9 +282,10 @@ def _parser_suite(sub) -> None:
         help="train the seeds of each configuration as one batched model, one job per ensemble (default: "
         "the suite's own 'ensemble' key; the documentation's ensembles page), e.g. --ensemble",
     )
-    s.add_argument(
-        "--seeds",
-        help="run only these of the suite's seeds (a stage; the same command without --seeds completes the "
+    _opt_seeds(
+        s,
+        "",
+        "run only these of the suite's seeds (a stage; the same command without --seeds completes the "
         "suite in the same directories), e.g. --seeds 0-2",
     )
     s.add_argument(

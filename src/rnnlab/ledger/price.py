@@ -432,8 +432,8 @@ def suite_hours(suite, pricer: Pricer) -> tuple[float, list[str]]:
     return sum(s for _, s, _ in jobs) / 3600, [p for p in suite.presets if p not in priced]
 
 
-def print_suite_price(suite, overrides: list[str] | None = None) -> int:
-    """``rnnlab suite NAME --price``: each job's price and the suite's CPU-hours, from the
+def suite_price_lines(suite, overrides: list[str] | None = None) -> list[str]:
+    """``rnnlab suite NAME --price``'s lines: each job's price and the suite's CPU-hours, from the
     timings of the records in ``records/`` of the working directory, as ``rnnlab reproduce plan``
     reads them."""
     import dataclasses
@@ -445,14 +445,15 @@ def print_suite_price(suite, overrides: list[str] | None = None) -> int:
     pricer = Pricer(timing_records([Path("records")]))
     jobs = suite_jobs(suite, pricer)
     runs = sum(len(suite.seeds_for(p)) for p in suite.presets) * len(grid_points(suite.grid))
+    lines = []
     for preset, seconds, step_s in jobs:
         t = pricer.timing(preset, overrides=tuple(suite.set_for(preset)))
         where = f" ({t.source}: {t.text})" if t is not None else ""
-        print(f"  {preset}: a job of {seconds / 3600:.2f} CPU-hours, {step_s:.3g} s a step{where}")
+        lines.append(f"  {preset}: a job of {seconds / 3600:.2f} CPU-hours, {step_s:.3g} s a step{where}")
     hours, unpriced = suite_hours(suite, pricer)
-    print(
+    lines.append(
         f"suite {suite.name}: {runs} runs in {len(jobs)} job(s), {hours:.2f} CPU-hours ({hours * 60:.0f} CPU-minutes)"
     )
     if unpriced:
-        print(f"  no price (no timing of this configuration): {', '.join(unpriced)}")
-    return 0
+        lines.append(f"  no price (no timing of this configuration): {', '.join(unpriced)}")
+    return lines
