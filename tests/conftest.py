@@ -341,3 +341,15 @@ def preset_diff_keys(a: str, b: str) -> set[str]:
 
     ra, rb = (records._resolved(config.load(p).to_dict()) for p in (a, b))
     return {d.split(" ")[0] for d in records._diffs(ra, rb)}
+
+
+def judge(text_part: str, root: Path) -> str:
+    """The verdict the ledger gives the claim part ``text_part`` on the records below ``root``."""
+    from rnnlab.ledger import claims, records
+
+    ev = records.Evidence(*records.load_records([root]))
+    for c in claims.CLAIMS:
+        for part, verdict, _ in c.judge(ev):
+            if part == text_part:
+                return verdict
+    raise KeyError(text_part)

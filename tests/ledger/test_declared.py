@@ -10,23 +10,14 @@ for any hyperparameters") are judged over ``dmu-adding-any-lr``: fake records of
 import math
 from pathlib import Path
 
-from conftest import write_record
+from conftest import judge, write_record
 from rnnlab import config
-from rnnlab.ledger import claims, declared, records, sources
+from rnnlab.ledger import declared, records, sources
 from rnnlab.ledger.rules import NEVER_BOUND
 from rnnlab.suite import grid_points, load_suite
 
 RNN = "RNN reaches no threshold, for any hyperparameters"
 SWEEP = "dmu-adding-any-lr"
-
-
-def judge(text_part: str, root) -> str:
-    ev = records.Evidence(*records.load_records([root]))
-    for c in claims.CLAIMS:
-        for part, verdict, _ in c.judge(ev):
-            if part == text_part:
-                return verdict
-    raise KeyError(text_part)
 
 
 def test_every_setting_of_a_declared_sweep_has_a_source():

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_record
+from conftest import judge, write_record
 from rnnlab import config
 from rnnlab.ledger import claims, collect, ledger, published, records, stats
 from rnnlab.rundir import RunFiles, read_stored
@@ -251,13 +251,6 @@ def test_collect_into_its_own_runs_directory_is_a_one_line_error(tmp_path, capsy
 
 
 # --- issue 22: verdicts that cannot overclaim ----------------------------------------------
-def judge(text_part: str, root: Path) -> str:
-    ev = records.Evidence(*records.load_records([root]))
-    for c in claims.CLAIMS:
-        for part, verdict, _ in c.judge(ev):
-            if part == text_part:
-                return verdict
-    raise KeyError(text_part)
 
 
 def test_confirmed_only_at_full_budget_with_three_seeds_and_a_test(tmp_path):
