@@ -250,3 +250,41 @@ def test_every_cell_trains_on_every_task_at_the_tiny_budget(tmp_path):
     expected = ("BudgetError: ", "TrainingDiverged: ", "data absent")
     failed = [m for m in rec["missing"] if not any(e in m["reason"] for e in expected)]
     assert not failed, failed
+
+
+def test_merge_takes_each_task_from_the_last_record_that_has_it(tmp_path, capsys):
+    """``rnnlab field --merge``: parts of one table (the same budget and seeds) become one record,
+    each task with its rows, reasons and CPU time from the last part that holds it; nothing trains."""
+    info = {"metric": "test/loss", "higher": False, "preset": "p", "overrides": []}
+    first = _record(
+        [(t, c, s, 0.1 if t == "adding" else 0.2) for t in ("adding", "listops") for c in "abc" for s in (0, 1)],
+        tasks={"adding": {**info, "cpu_s": 60.0}, "listops": {**info}},
+        missing=[{"task": "listops", "cell": "c", "seeds": [0, 1], "reason": "priced out"}],
+    )
+    first["rows"] = [r for r in first["rows"] if not (r["task"] == "listops" and r["cell"] == "c")]
+    second = _record(
+        [("listops", c, s, 0.3) for c in "abc" for s in (0, 1)], tasks={"listops": {**info, "cpu_s": 120.0}}
+    )
+    second["git"] = {"commit": "1" * 40, "dirty": False}
+    second["priced_out_trained"] = True
+    paths = [tmp_path / "a.json", tmp_path / "b.json"]
+    for p, rec in zip(paths, (first, second)):
+        p.write_text(json.dumps(rec))
+    out = tmp_path / "merged.json"
+    assert main(["field", "--merge", *map(str, paths), "--record", str(out)]) == 0
+    merged = json.loads(out.read_text())
+    assert list(merged["tasks"]) == ["adding", "listops"]  # the table's column order
+    assert F.check_record(merged, ["a", "b", "c"], ["adding", "listops"]) == []
+    assert merged["missing"] == []  # the listops reason went with the first part's listops
+    assert sorted((r["task"], r["cell"], r["value"]) for r in merged["rows"]) == sorted(
+        [("adding", c, 0.1) for c in "abc" for _ in (0, 1)] + [("listops", c, 0.3) for c in "abc" for _ in (0, 1)]
+    )
+    assert merged["tasks"]["adding"]["cpu_s"] == 60.0 and merged["tasks"]["listops"]["cpu_s"] == 120.0
+    assert merged["tasks"]["listops"]["priced_out_trained"] and not merged["tasks"]["adding"]["priced_out_trained"]
+    assert [p["tasks"] for p in merged["parts"]] == [["adding"], ["listops"]]
+    assert "adding from 0000000000; listops from 1111111111" in F.format_table(merged)
+    assert (tmp_path / "merged.png").read_bytes()[:4] == b"\x89PNG"
+    # parts of two tables do not merge
+    paths[1].write_text(json.dumps({**second, "seeds": [0, 1, 2]}))
+    assert main(["field", "--merge", *map(str, paths), "--record", str(out)]) == 2
+    assert "differ in seeds" in capsys.readouterr().err

@@ -451,6 +451,10 @@ def format_table(record: dict, source: str = "") -> str:
     cpu = sum(info.get("cpu_s", 0.0) for info in record["tasks"].values())
     git = record.get("git") or {}
     commit = (git.get("commit") or "?")[:10] + (" (dirty tree)" if git.get("dirty") else "")
+    if record.get("parts"):  # a merged record: the commit of each part's runs
+        commit = "; ".join(
+            f"{', '.join(p['tasks'])} from {(p.get('commit') or '?')[:10]}" for p in record["parts"] if p["tasks"]
+        )
     caption = (
         f"*{where}every cell of the library on each task's home preset with the cell swapped in, sized to the "
         f"home model's parameter count (model.params), test metric of the best validation checkpoint, mean over "
@@ -578,11 +582,81 @@ def figure(record: dict, path: str | Path) -> Path | None:
     return path
 
 
-def main_field(**kwargs) -> int:
+def merge_records(records: list[dict], command: str = "") -> dict:
+    """One record from the records of parts of the table (the same budget and seeds): each task is
+    taken, with its rows, its points without a finished run and its CPU time, from the last record
+    that holds it; the tasks in the table's column order. Nothing is trained. The merged record
+    lists the parts (their commands, commits and dates) in ``parts``."""
+    if not records:
+        raise ConfigError("rnnlab field --merge needs one or more records, e.g. --merge a.json b.json")
+    for rec in records:
+        if rec.get("kind") != "rnnlab field table" or rec.get("version") != RECORD_VERSION:
+            raise ConfigError(f"--merge takes field-table records of version {RECORD_VERSION}; one is not")
+    first = records[0]
+    for rec in records[1:]:
+        for key in ("budget", "seeds"):
+            if rec[key] != first[key]:
+                raise ConfigError(
+                    f"--merge: the records differ in {key} ({first[key]!r} and {rec[key]!r}); merge only parts "
+                    f"of one table (the same --budget and --seeds)"
+                )
+    owner = {t: i for i, rec in enumerate(records) for t in rec["tasks"]}
+    tasks = [t for t in FIELD_TASKS if t in owner] + [t for t in owner if t not in FIELD_TASKS]
+    cells = list(dict.fromkeys(c for rec in records for c in rec["cells"]))
+    merged = dict(first)
+    merged.update(
+        date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        command=command or "rnnlab field --merge",
+        cells=cells,
+        tasks={t: records[owner[t]]["tasks"][t] for t in tasks},
+        rows=[r for t in tasks for r in records[owner[t]]["rows"] if r["task"] == t],
+        missing=[m for t in tasks for m in records[owner[t]]["missing"] if m["task"] == t],
+        priced_out_trained=any(records[i].get("priced_out_trained", False) for i in set(owner.values())),
+        parts=[
+            {
+                "command": rec.get("command"),
+                "date": rec.get("date"),
+                "commit": (rec.get("git") or {}).get("commit"),
+                "tasks": [t for t in tasks if owner[t] == i],
+            }
+            for i, rec in enumerate(records)
+        ],
+    )
+    for t in tasks:  # which of the parts trained the task's priced-out points
+        merged["tasks"][t] = {
+            **merged["tasks"][t],
+            "priced_out_trained": records[owner[t]].get("priced_out_trained", False),
+        }
+    return merged
+
+
+def _merge_main(paths, record, figure_path, command: str) -> dict:
+    """``rnnlab field --merge A.json B.json ... --record OUT``."""
+    recs = []
+    for p in paths:
+        try:
+            recs.append(json.loads(Path(p).read_text()))
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"--merge: cannot read the field record {p}: {e}") from e
+    rec = merge_records(recs, command)
+    record = Path(record) if record else Path("field-results.json")
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(rec, indent=0, separators=(",", ":")) + "\n")
+    if rec["rows"]:
+        figure(rec, Path(figure_path) if figure_path else record.with_suffix(".png"))
+    return rec
+
+
+def main_field(merge=None, **kwargs) -> int:
     """``rnnlab field``: train (or continue) the table, write its record and figure, print it;
-    exit 1 when a (cell, task) has no finished run and no reason the record gives."""
+    exit 1 when a (cell, task) has no finished run and no reason the record gives. With ``merge``
+    (record paths), write one record from those parts instead and train nothing."""
     log = functools.partial(show_progress, logging.getLogger(__name__))  # hidden by -q, -qq
     command = "rnnlab " + " ".join(sys.argv[1:]) if sys.argv and "field" in sys.argv else "rnnlab field"
+    if merge:
+        rec = _merge_main(merge, kwargs.get("record"), kwargs.get("figure_path"), command)
+        print(format_table(rec))
+        return 0
     try:
         rec = run_field(log=log, command=command, **kwargs)
     except KeyboardInterrupt:

@@ -51,4 +51,5 @@ def cmd_field(args) -> int:
         data_dir=args.data_dir,
         overrides=args.set or [],
         priced_out=args.priced_out,
+        merge=args.merge,
     )

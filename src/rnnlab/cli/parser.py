@@ -665,6 +665,14 @@ def _parser_field(sub) -> None:
         action="store_true",
         help="also train the (cell, task) points the budget leaves out for their price, e.g. --priced-out",
     )
+    s.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="RECORD",
+        help="train nothing: write one record (--record) and figure from the records of parts of one table "
+        "(the same budget and seeds), each task from the last record that has it, e.g. --merge "
+        "docs/field-results.json listops.json --record docs/field-results.json",
+    )
     s.add_argument("--jobs", type=int, default=1, help="parallel runs (each one thread), e.g. --jobs 2")
     _opt_set(s, "override for every run")
     _opt_data_dir(s)
