@@ -210,10 +210,9 @@ def plot_fmc(curves: dict, path=None, ax=None, title: str = "Fisher memory curve
     ax.set_title(title)
     ax.legend(fontsize=6, ncol=2)
     if own:
-        fig.tight_layout()
-        if path is not None:
-            fig.savefig(path, dpi=120)
-        plt.close(fig)
+        from ..plots import save_figure
+
+        save_figure(fig, path, dpi=120)
     return ax
 
 
@@ -245,10 +244,9 @@ def plot_transients(
     """Fig. 1(b): single-unit trajectories h^i_t (one initial condition) for each alpha, beta
     (d = 0), and the ensemble norm ||h_t||. The transients end abruptly at t = N: the strictly
     triangular matrix is nilpotent."""
-    import matplotlib
+    from ..plots import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(
         len(betas) + 1, len(alphas), figsize=(3.2 * len(alphas), 2.4 * (len(betas) + 1)), sharex=True
@@ -272,10 +270,7 @@ def plot_transients(
     axes[-1, 0].legend(fontsize=7)
     axes[0, 0].legend(fontsize=7)
     fig.suptitle(f"Transient dynamics of the Fig. 1 class (d = 0, N = {N})", fontsize=10)
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def write_fig1(out_dir, N: int = 100, steps: int = 150) -> str:

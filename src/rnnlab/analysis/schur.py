@@ -188,10 +188,9 @@ def cell_schur_views(model) -> list[SchurView]:
 def plot_schur_view(view: SchurView, path=None, title: str | None = None):
     """Four panels: |Theta| heat map, mean |T| per sub-diagonal, block rotation angles, and
     eigenvalue moduli."""
-    import matplotlib
+    from ..plots import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.colors import LogNorm
 
     fig, ax = plt.subplots(1, 4, figsize=(16, 3.8))
@@ -217,10 +216,7 @@ def plot_schur_view(view: SchurView, path=None, title: str | None = None):
     fig.suptitle(
         title or f"{view.name}: departure from normality (Henrici, relative) = {view.departure:.3g}", fontsize=10
     )
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)
 
 
 def analyze_run(
