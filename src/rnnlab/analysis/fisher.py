@@ -28,19 +28,15 @@ from pathlib import Path
 
 import numpy as np
 
-
-def _as_array(x) -> np.ndarray:
-    if hasattr(x, "detach"):
-        x = x.detach().cpu().numpy()
-    return np.asarray(x, dtype=np.float64)
+from .schur import as_float64
 
 
 def _check(V, noise_cov):
-    V = _as_array(V)
+    V = as_float64(V)
     n = V.shape[0]
     if V.ndim != 2 or V.shape != (n, n):
         raise ValueError(f"V must be a square matrix, got shape {V.shape}")
-    S = np.eye(n) if noise_cov is None else _as_array(noise_cov)
+    S = np.eye(n) if noise_cov is None else as_float64(noise_cov)
     if S.shape != (n, n):
         raise ValueError(f"noise_cov must be ({n}, {n}) like V, got {S.shape}")
     return V, S
@@ -106,7 +102,7 @@ def fisher_memory_curve(V, v, noise_cov=None, steps: int = 100, noise_steps: int
     ``noise_steps`` is None, else summed over ``noise_steps`` terms. Returns (steps,).
     """
     V, _ = _check(V, noise_cov)
-    v = _as_array(v).reshape(-1)
+    v = as_float64(v).reshape(-1)
     if v.shape[0] != V.shape[0]:
         raise ValueError(f"v must have {V.shape[0]} entries like V, got {v.shape[0]}")
     if int(steps) < 1:
