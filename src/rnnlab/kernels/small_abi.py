@@ -18,6 +18,8 @@ for the tensors the shape the C code reads or writes, as an expression of the si
   tensor is a CPU tensor of the build's dtype (lengths: int64), contiguous, of the declared
   shape; NULL only where allowed) and raises :class:`SignatureError` before
   calling into C.
+* :func:`shape_of` gives an argument's declared shape at given sizes: the autograd Functions of
+  :mod:`rnnlab.kernels.small` allocate by it what the C code writes.
 """
 
 from __future__ import annotations
