@@ -44,6 +44,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -376,22 +377,58 @@ class _Family:
     finish: Callable[[dict], None] | None = None
 
 
-def _bind(family: _Family, names: tuple[str, ...], args: tuple) -> tuple[dict, dict]:
-    """The Function's arguments by their declared names, and the size arguments (of the
-    forward's argument ``names``)."""
+class _Plan(NamedTuple):
+    """What stays from call to call of one Function (:func:`_plan`)."""
+
+    forward: str  # the C functions
+    backward: str
+    forward_names: tuple[str, ...]  # their arguments' names, in order
+    backward_names: tuple[str, ...]
+    saved: tuple[str, ...]  # what the forward saves: what the C backward reads of its, and ``keep``
+    made: tuple[str, ...]  # the tensors the forward writes
+    made_back: tuple[str, ...]  # the tensors the backward writes
+    grads: tuple[str | None, ...]  # each input's gradient (None: not differentiable; the DMU's layers last)
+    depth: bool  # the RHN's D among the sizes
+    widths: bool  # the DMU's K and n among the sizes
+
+
+def _plan(family: _Family) -> _Plan:
+    fwd, bwd = DECLARATIONS[family.name + "_forward"], DECLARATIONS[family.name + "_backward"]
+    inputs = {n for n in family.inputs if n != _HIDDEN} | ({"Wk", "bk"} if _HIDDEN in family.inputs else set())
+    made = tuple(a.name for a in fwd if a.shape is not None and a.name not in inputs | set(_SIZES))
+    saved = [a.name for a in bwd if a.name in inputs | set(made) and a.name not in _NO_GRAD]
+    known = {*inputs, *made, *_SIZES, *(f"d{o}" for o in family.outputs)}
+    names = tuple(a.name for a in fwd)
+    return _Plan(
+        family.name + "_forward",
+        family.name + "_backward",
+        names,
+        tuple(a.name for a in bwd),
+        tuple(dict.fromkeys((*saved, *family.keep))),
+        made,
+        tuple(a.name for a in bwd if a.shape is not None and a.name not in known),
+        tuple(None if n in _NO_GRAD else _GRAD_NAME.get(n, "d" + n) for n in family.inputs if n != _HIDDEN),
+        "D" in names,
+        "K" in names,
+    )
+
+
+def _bind(family: _Family, plan: _Plan, args: tuple) -> tuple[dict, tuple]:
+    """The Function's arguments by their declared names with the size arguments, and the sizes
+    as ``(name, value)`` pairs (the DMU's widths a tuple)."""
     env = dict(zip(family.inputs, args))
-    if family.inputs[-1] == _HIDDEN:
-        hidden = args[len(family.inputs) - 1 :]
-        env["Wk"], env["bk"] = list(hidden[0::2]), list(hidden[1::2])
     u = env["u"] if "u" in env else env["u1"]
     E, T, B, G = u.shape
-    sizes = {"E": E, "T": T, "B": B, "H": G // family.gates if family.gates else env["h0"].shape[-1]}
-    if "D" in names:
-        sizes["D"] = env["W"].shape[1]
-    if "K" in names:
+    sizes = [("E", E), ("T", T), ("B", B), ("H", G // family.gates if family.gates else env["h0"].shape[-1])]
+    if plan.depth:
+        sizes.append(("D", env["W"].shape[1]))
+    if plan.widths:
+        hidden = args[len(family.inputs) - 1 :]
+        env["Wk"], env["bk"] = list(hidden[0::2]), list(hidden[1::2])
         K, n = _dmu_sizes(u, env["wout"], env["Wk"])
-        sizes["K"], sizes["n"] = K, tuple(n)
-    return env, sizes
+        sizes += [("K", K), ("n", tuple(n))]
+    env.update(sizes)
+    return env, tuple(sizes)
 
 
 def _dmu_sizes(u1, w_out, Ws):
@@ -399,27 +436,12 @@ def _dmu_sizes(u1, w_out, Ws):
     return K, ([u1.shape[-1]] + [W.shape[1] for W in Ws] if K else [])
 
 
-def _plan(family: _Family) -> tuple:
-    """What stays from call to call: the argument names of the forward and of the backward, the
-    tensors the forward saves (what the C backward reads of the forward's, and ``keep``), and
-    the tensors each of them writes (the pointer arguments found nowhere else)."""
-    fwd, bwd = DECLARATIONS[family.name + "_forward"], DECLARATIONS[family.name + "_backward"]
-    inputs = {n for n in family.inputs if n != _HIDDEN} | ({"Wk", "bk"} if _HIDDEN in family.inputs else set())
-    made = tuple(a.name for a in fwd if a.shape is not None and a.name not in inputs | set(_SIZES))
-    saved = [a.name for a in bwd if a.name in inputs | set(made) and a.name not in _NO_GRAD]
-    known = {*inputs, *made, *_SIZES, *(f"d{o}" for o in family.outputs)}
-    made_back = tuple(a.name for a in bwd if a.shape is not None and a.name not in known)
-    names = tuple(a.name for a in fwd), tuple(a.name for a in bwd)
-    return names, tuple(dict.fromkeys((*saved, *family.keep))), made, made_back
-
-
 @functools.lru_cache(maxsize=512)
-def _buffers(fn: str, made: tuple[str, ...], zeroed: bool, sizes: tuple) -> tuple:
-    """The tensors ``made`` that ``fn`` writes, at ``sizes`` (items, the DMU's widths as a
-    tuple): ``(name, shape, zero)``, the shape a list for a pointer array and None for a NULL;
-    with ``zeroed``, the weights' gradients, which the C code sums over the batch, start at zero
-    (the others it writes whole)."""
-    env = dict(sizes)
+def _buffers(fn: str, made: tuple[str, ...], sizes: tuple) -> tuple:
+    """The tensors ``made`` that ``fn`` writes, at ``sizes`` (:func:`_bind`): ``(name, shape,
+    zero)``, the shape a list for a pointer array and None for a NULL; a backward's weight
+    gradients, which the C code sums over the batch, start at zero (the others it writes whole)."""
+    env, zeroed = dict(sizes), fn.endswith("_backward")
     out = []
     for a in DECLARATIONS[fn]:
         if a.name in made:
@@ -428,47 +450,54 @@ def _buffers(fn: str, made: tuple[str, ...], zeroed: bool, sizes: tuple) -> tupl
     return tuple(out)
 
 
-def _run(fn: str, names: tuple, made: tuple, env: dict, sizes: tuple, like: Tensor, zeroed: bool) -> None:
+def _run(fn: str, names: tuple, made: tuple, env: dict, sizes: tuple, like: Tensor) -> None:
     """Call ``fn`` (its argument ``names``) with its arguments from ``env``, first allocating
     (like ``like``) the tensors it writes (:func:`_buffers`)."""
-    for name, shape, summed in _buffers(fn, made, zeroed, sizes):
+    for name, shape, summed in _buffers(fn, made, sizes):
         new = like.new_zeros if summed else like.new_empty
         env[name] = None if shape is None else [new(s) for s in shape] if isinstance(shape, list) else new(shape)
     _call(fn, like.dtype, *[env[n] for n in names])
 
 
-def _forward(ctx, family: _Family, plan: tuple, args: tuple):
-    (names, _), saved, made, _ = plan
-    env, sizes = _bind(family, names, args)
-    env.update(sizes)
-    ctx.sizes = tuple(sizes.items())
-    _run(family.name + "_forward", names, made, env, ctx.sizes, env["u"] if "u" in env else env["u1"], False)
-    ctx.hidden = len(env.get("Wk", ()))  # the length of each saved array
-    ctx.save_for_backward(*(t for n in saved for t in (env[n] if n in ("Wk", "bk") else [env[n]])))
-    ctx.env = {**sizes, **{n: env[n] for n in _NO_GRAD if n in env}}
+def _forward(ctx, family: _Family, plan: _Plan, args: tuple):
+    env, ctx.sizes = _bind(family, plan, args)
+    _run(plan.forward, plan.forward_names, plan.made, env, ctx.sizes, env["u"] if "u" in env else env["u1"])
+    if plan.widths:  # the arrays saved flat, each of K - 1 tensors
+        ctx.save_for_backward(*(t for n in plan.saved for t in (env[n] if n in ("Wk", "bk") else [env[n]])))
+    else:
+        ctx.save_for_backward(*[env[n] for n in plan.saved])
+    ctx.env = {n: env[n] for n in _NO_GRAD if n in env}
     ctx.args = args
     return tuple(env[o] for o in family.outputs) if len(family.outputs) > 1 else env[family.outputs[0]]
 
 
-def _backward(ctx, family: _Family, plan: tuple, grads: tuple) -> tuple:
+def _saved(ctx, plan: _Plan) -> dict:
+    env = dict(ctx.sizes)
+    env.update(ctx.env)
+    tensors = ctx.saved_tensors
+    if not plan.widths:
+        env.update(zip(plan.saved, tensors))
+        return env
+    count, i = env["K"] - 1 if env["K"] else 0, 0
+    for n in plan.saved:
+        step = count if n in ("Wk", "bk") else 1
+        env[n] = list(tensors[i : i + step]) if n in ("Wk", "bk") else tensors[i]
+        i += step
+    return env
+
+
+def _backward(ctx, family: _Family, plan: _Plan, grads: tuple) -> tuple:
     if torch.is_grad_enabled():
         return _second_order(family.reference, ctx.args, grads)
-    (_, names), saved, _, made = plan
-    env, tensors = dict(ctx.env), list(ctx.saved_tensors)
-    for n in saved:
-        count = ctx.hidden if n in ("Wk", "bk") else 1
-        env[n], tensors = (tensors[:count] if n in ("Wk", "bk") else tensors[0]), tensors[count:]
+    env = _saved(ctx, plan)
     for out, g in zip(family.outputs, grads):  # (kept in env across the call: the C code reads their memory)
         env["d" + out] = torch.zeros_like(env[out]) if g is None else g.contiguous()
-    _run(family.name + "_backward", names, made, env, ctx.sizes, env["dS"], True)
+    _run(plan.backward, plan.backward_names, plan.made_back, env, ctx.sizes, env["dS"])
     if family.finish is not None:
         family.finish(env)
-    result = []
-    for n in family.inputs:
-        if n == _HIDDEN:
-            result += [g for pair in zip(env["dWk"], env["dbk"]) for g in pair]
-        else:
-            result.append(None if n in _NO_GRAD else env[_GRAD_NAME.get(n, "d" + n)])
+    result = [None if n is None else env[n] for n in plan.grads]
+    if plan.widths:
+        result += [g for pair in zip(env["dWk"], env["dbk"]) for g in pair]
     return tuple(result)
 
 
