@@ -352,7 +352,7 @@ def _second_order(reference, args: tuple, grads: tuple) -> tuple:
 # the pair's declaration (:mod:`rnnlab.kernels.small_abi`): each C argument is taken by its
 # declared name from the Function's inputs, the sizes, the saved tensors and the incoming
 # gradients, and each tensor the C code writes (an argument found in none of them) is allocated
-# at its declared shape. The backward saves what its C function reads of the forward's.
+# at its declared shape. The forward saves for the backward what the C backward reads of its tensors.
 
 _NO_GRAD = ("act", "slope", "lens")  # the inputs that are not differentiable tensors
 _GRAD_NAME = {"u": "dU", "u1": "dU1"}  # the C names of the input terms' gradients; the others': "d" + name
@@ -384,7 +384,7 @@ class _Plan(NamedTuple):
     backward: str
     forward_names: tuple[str, ...]  # their arguments' names, in order
     backward_names: tuple[str, ...]
-    saved: tuple[str, ...]  # what the forward saves: what the C backward reads of its, and ``keep``
+    saved: tuple[str, ...]  # what the forward saves: its tensors the C backward reads, and ``keep``
     made: tuple[str, ...]  # the tensors the forward writes
     made_back: tuple[str, ...]  # the tensors the backward writes
     grads: tuple[str | None, ...]  # each input's gradient (None: not differentiable; the DMU's layers last)
