@@ -13,12 +13,8 @@ import math
 import sys
 from pathlib import Path
 
-import matplotlib
-
+from rnnlab.plots import pyplot, save_figure
 from rnnlab.rundir import read_jsonl, read_stored
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 
 def _read(run_dir: str) -> tuple[dict, list[dict]]:
@@ -30,7 +26,7 @@ def _read(run_dir: str) -> tuple[dict, list[dict]]:
 def main(out: str, *run_dirs: str) -> None:
     if not run_dirs:
         raise SystemExit("usage: asrnn_evidence_figures.py OUT.png RUN_DIR [RUN_DIR ...]")
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, ax = pyplot().subplots(figsize=(7, 4.2))
     shape = None
     for i, run_dir in enumerate(run_dirs):
         cfg, rows = _read(run_dir)
@@ -55,8 +51,7 @@ def main(out: str, *run_dirs: str) -> None:
     ax.title.set_fontsize(9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    save_figure(fig, out, dpi=110)
     print(f"wrote {out}; baseline {baseline:.5f}")
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rnnlab.plots import read_metrics
+from rnnlab.plots import pyplot, read_metrics, save_figure
 from rnnlab.rundir import RunFiles
 
 MODELS = [
@@ -23,10 +23,7 @@ MODELS = [
 
 
 def main(out: str, runs_dirs: list[str], metric: str = "val/loss") -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     baseline = None
@@ -56,9 +53,7 @@ def main(out: str, runs_dirs: list[str], metric: str = "val/loss") -> None:
     ax.set_title("copy, delay 200, ~18.9K parameters (mean, min-max band)", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    save_figure(fig, out, dpi=110)
 
 
 if __name__ == "__main__":

@@ -548,10 +548,9 @@ def check_record(record: dict, cells: list[str], tasks=FIELD_TASKS) -> list[str]
 
 def figure(record: dict, path: str | Path) -> Path | None:
     """A heat map of the ranks (cells x tasks), each cell annotated with its mean; a small PNG."""
-    import matplotlib
+    from .plots import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     means, rank = cell_means(record), ranks(record)
     tasks, cells = list(record["tasks"]), list(record["cells"])
@@ -574,12 +573,7 @@ def figure(record: dict, path: str | Path) -> Path | None:
             ax.text(j, i, _fmt(m[0]) if m else "-", ha="center", va="center", fontsize=5, color="k")
     fig.colorbar(im, ax=ax, label="rank on the task (1 = best)", shrink=0.6)
     ax.set_title(f"rnnlab field table, budget {record['budget']}: early learning, not final ability", fontsize=8)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=90)
 
 
 def merge_records(records: list[dict], command: str = "") -> dict:

@@ -11,6 +11,31 @@ from .rundir import RunFiles
 log = logging.getLogger(__name__)
 
 
+def pyplot():
+    """``matplotlib.pyplot`` on the Agg backend (figures are written to files, never shown),
+    imported at the first figure, not at import."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig, path: str | Path | None, dpi: int) -> Path | None:
+    """The end of every figure: lay ``fig`` out, write it to ``path`` (its folder made; None:
+    nowhere) at ``dpi`` and close it; the path written, or None."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    if path is not None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
+
+
 def read_metrics(run_dir: str | Path, key: str) -> tuple[list[int], list[float]]:
     """Steps and values of ``key`` in ``run_dir/metrics.jsonl`` (or a record's
     ``metrics.jsonl.xz``); unreadable lines (a partial last line from an interrupted write,
@@ -94,10 +119,7 @@ def plot_curves(
         raise UnknownMetric(
             f"no run logged metric {metric!r}; the runs have: {', '.join(have) or 'none'} (choose one with --metric)"
         )
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
     baselines = {}
@@ -119,9 +141,4 @@ def plot_curves(
     ax.set_title(title or metric)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out, dpi=110)

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import rk4
 from rnnlab.cells import (
     CELLS,
     AntisymmetricRNNCell,
@@ -542,22 +543,11 @@ def test_incremental_rnn_is_not_the_identity_irnn():
     torch.testing.assert_close(cell(x, h)[0], (1 - 0.2) * h)
 
 
-def _rk4(f, y0, t_end, n):
-    h, y = t_end / n, y0
-    for _ in range(n):
-        k1 = f(y)
-        k2 = f(y + h / 2 * k1)
-        k3 = f(y + h / 2 * k2)
-        k4 = f(y + h * k3)
-        y = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
-    return y
-
-
 def _dt_errors(base, f, u, t_end, H):
     """The largest error of ``base``'s first ``H`` state units at ``t_end`` against the ODE
     ``s' = f(s)`` (RK4 at 400 steps from 0), as ``base`` runs with 50, 100 and 200 steps of the
     constant input ``u``: each ratio near 2 is a first-order scheme."""
-    exact = _rk4(f, torch.zeros(1, 2 * H, dtype=D), t_end, 400)[:, :H]
+    exact = rk4(f, torch.zeros(1, 2 * H, dtype=D), t_end, 400)[:, :H]
     errors = []
     for n in (50, 100, 200):
         cell = copy.deepcopy(base)

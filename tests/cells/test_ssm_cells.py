@@ -13,6 +13,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
+from conftest import rk4
 from rnnlab.cells import LRU, S4D, LRUCell, Mamba, MambaCell, S4DCell
 from rnnlab.cells.ssm import s4d_imag, zoh
 
@@ -99,15 +100,7 @@ def test_zoh_step_equals_an_rk4_integration_with_the_input_held():
     A = torch.tensor([-0.5 + 3.0j, -0.5 + 0.0j, -2.0 + 40.0j], dtype=torch.complex128)
     dt, x0, u = 0.07, torch.tensor([1.0 - 2.0j, 0.3j, -1.5], dtype=torch.complex128), 0.8
     dA, dB = zoh(dt * A, A)
-    x, n = x0.clone(), 2000
-    h = dt / n
-    f = lambda x: A * x + u  # noqa: E731
-    for _ in range(n):
-        k1 = f(x)
-        k2 = f(x + h / 2 * k1)
-        k3 = f(x + h / 2 * k2)
-        k4 = f(x + h * k3)
-        x = x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    x = rk4(lambda x: A * x + u, x0.clone(), dt, 2000)
     assert _maxabs(dA * x0 + dB * u - x) < 1e-11
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from rnnlab.kernels import small, small_abi
-from rnnlab.kernels.small_abi import DECLARATIONS, SignatureError
+from rnnlab.kernels.small_abi import DECLARATIONS, SignatureError, shape_of
 
 SOURCE = small.SOURCE
 FLOOR = Path(__file__).resolve().parents[2] / "benchmarks" / "small_floor.c"
@@ -182,3 +182,16 @@ def test_the_library_takes_its_signatures_from_the_declaration():
     b = _dmu_args()
     small_abi.call(small.library(D), "dmu_forward", D, *b)
     assert torch.isfinite(b[16]).all()
+
+
+def test_shape_of_reads_the_declared_shapes_at_given_sizes():
+    """The shapes the autograd Functions allocate by: the DMU's derived widths (G1 = n[0], or 2H
+    without hidden layers), one shape per tensor of a pointer array, None where NULL is declared."""
+    arg = {a.name: a for a in DECLARATIONS["dmu_backward"]}
+    sizes = {"E": 2, "T": 5, "B": 3, "H": 4, "K": 3, "n": (6, 7, 8)}
+    assert shape_of(arg["dU1"], sizes) == (2, 5, 3, 6)
+    assert shape_of(arg["dWk"], sizes) == [(2, 7, 6), (2, 8, 7)]
+    assert shape_of(arg["dwout"], sizes) == (2, 8, 8)
+    linear = {**sizes, "K": 0, "n": ()}
+    assert shape_of(arg["dwout"], linear) is None and shape_of(arg["dWk"], linear) == []
+    assert shape_of(arg["dU1"], linear) == (2, 5, 3, 8)

@@ -28,19 +28,15 @@ from pathlib import Path
 
 import numpy as np
 
-
-def _as_array(x) -> np.ndarray:
-    if hasattr(x, "detach"):
-        x = x.detach().cpu().numpy()
-    return np.asarray(x, dtype=np.float64)
+from .schur import as_float64
 
 
 def _check(V, noise_cov):
-    V = _as_array(V)
+    V = as_float64(V)
     n = V.shape[0]
     if V.ndim != 2 or V.shape != (n, n):
         raise ValueError(f"V must be a square matrix, got shape {V.shape}")
-    S = np.eye(n) if noise_cov is None else _as_array(noise_cov)
+    S = np.eye(n) if noise_cov is None else as_float64(noise_cov)
     if S.shape != (n, n):
         raise ValueError(f"noise_cov must be ({n}, {n}) like V, got {S.shape}")
     return V, S
@@ -106,7 +102,7 @@ def fisher_memory_curve(V, v, noise_cov=None, steps: int = 100, noise_steps: int
     ``noise_steps`` is None, else summed over ``noise_steps`` terms. Returns (steps,).
     """
     V, _ = _check(V, noise_cov)
-    v = _as_array(v).reshape(-1)
+    v = as_float64(v).reshape(-1)
     if v.shape[0] != V.shape[0]:
         raise ValueError(f"v must have {V.shape[0]} entries like V, got {v.shape[0]}")
     if int(steps) < 1:
@@ -210,10 +206,9 @@ def plot_fmc(curves: dict, path=None, ax=None, title: str = "Fisher memory curve
     ax.set_title(title)
     ax.legend(fontsize=6, ncol=2)
     if own:
-        fig.tight_layout()
-        if path is not None:
-            fig.savefig(path, dpi=120)
-        plt.close(fig)
+        from ..plots import save_figure
+
+        save_figure(fig, path, dpi=120)
     return ax
 
 
@@ -245,10 +240,9 @@ def plot_transients(
     """Fig. 1(b): single-unit trajectories h^i_t (one initial condition) for each alpha, beta
     (d = 0), and the ensemble norm ||h_t||. The transients end abruptly at t = N: the strictly
     triangular matrix is nilpotent."""
-    import matplotlib
+    from ..plots import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(
         len(betas) + 1, len(alphas), figsize=(3.2 * len(alphas), 2.4 * (len(betas) + 1)), sharex=True
@@ -272,10 +266,7 @@ def plot_transients(
     axes[-1, 0].legend(fontsize=7)
     axes[0, 0].legend(fontsize=7)
     fig.suptitle(f"Transient dynamics of the Fig. 1 class (d = 0, N = {N})", fontsize=10)
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def write_fig1(out_dir, N: int = 100, steps: int = 150) -> str:

@@ -314,10 +314,9 @@ def plot_lag_spectra(spectra: dict, path, title: str | None = None) -> None:
     """sigma_max and sigma_min of ``J(t1 + k, t1)`` against the lag k, one panel per model
     (``spectra``: label -> :class:`LagSpectrum`), log scale; where the explicit product no
     longer resolves sigma_min the QR estimate (an upper bound on it) is drawn dashed."""
-    import matplotlib
+    from ..plots import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     n = len(spectra)
     fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.6), squeeze=False)
@@ -350,9 +349,7 @@ def plot_lag_spectra(spectra: dict, path, title: str | None = None) -> None:
     axes[0][0].legend(fontsize=8, loc="lower left")
     if title:
         fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 # --- runs (the `rnnlab analyze jacobian` command) --------------------------------------------

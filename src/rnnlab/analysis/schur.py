@@ -30,7 +30,8 @@ from pathlib import Path
 import numpy as np
 
 
-def _as_array(x) -> np.ndarray:
+def as_float64(x) -> np.ndarray:
+    """``x`` (a tensor, array or nested list) as a float64 numpy array (a tensor detached, on the CPU)."""
     if hasattr(x, "detach"):
         x = x.detach().cpu().numpy()
     return np.asarray(x, dtype=np.float64)
@@ -43,7 +44,7 @@ def real_schur(W) -> tuple[np.ndarray, np.ndarray]:
     except ImportError:  # pragma: no cover - scipy is an optional dependency
         raise ImportError("the real Schur form needs scipy: pip install 'rnnlab[science]'") from None
 
-    W = _as_array(W)
+    W = as_float64(W)
     if W.ndim != 2 or W.shape[0] != W.shape[1]:
         raise ValueError(f"a Schur form needs a square matrix, got shape {W.shape}")
     U, Z = scipy.linalg.schur(W, output="real")
@@ -54,7 +55,7 @@ def real_schur(W) -> tuple[np.ndarray, np.ndarray]:
 def diagonal_blocks(Theta, tol: float = 0.0) -> list[tuple[int, int]]:
     """The diagonal blocks of a lower quasi-triangular matrix as (start, size) pairs: a 2x2
     block wherever the super-diagonal entry is non-zero (beyond ``tol``)."""
-    Theta = _as_array(Theta)
+    Theta = as_float64(Theta)
     n = Theta.shape[0]
     blocks, i = [], 0
     while i < n:
@@ -115,7 +116,7 @@ class SchurView:
 def schur_view(Theta, name: str = "", extra: dict | None = None) -> SchurView:
     """Statistics of a lower quasi-triangular ``Theta`` (from :func:`real_schur` or an
     nnRNN's ``schur_form()``)."""
-    Theta = _as_array(Theta)
+    Theta = as_float64(Theta)
     n = Theta.shape[0]
     blocks = diagonal_blocks(Theta, tol=1e-12 * max(1.0, np.abs(Theta).max()))
     eig, angles = [], []
@@ -157,7 +158,7 @@ def schur_view(Theta, name: str = "", extra: dict | None = None) -> SchurView:
 def matrix_schur_view(W, name: str = "") -> SchurView:
     """:func:`schur_view` of the real Schur form of W (scipy), with the reconstruction error."""
     Theta, Z = real_schur(W)
-    Wn = _as_array(W)
+    Wn = as_float64(W)
     err = float(np.abs(Z @ Theta @ Z.T - Wn).max())
     return schur_view(Theta, name, {"reconstruction_error": err})
 
@@ -188,10 +189,9 @@ def cell_schur_views(model) -> list[SchurView]:
 def plot_schur_view(view: SchurView, path=None, title: str | None = None):
     """Four panels: |Theta| heat map, mean |T| per sub-diagonal, block rotation angles, and
     eigenvalue moduli."""
-    import matplotlib
+    from ..plots import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.colors import LogNorm
 
     fig, ax = plt.subplots(1, 4, figsize=(16, 3.8))
@@ -217,10 +217,7 @@ def plot_schur_view(view: SchurView, path=None, title: str | None = None):
     fig.suptitle(
         title or f"{view.name}: departure from normality (Henrici, relative) = {view.departure:.3g}", fontsize=10
     )
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)
 
 
 def analyze_run(

@@ -41,14 +41,17 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
 from .ensemble import ensemble_call
 from .host import cpuinfo, platform_name
-from .small_abi import bind, call, check_source
+from .small_abi import DECLARATIONS, bind, call, check_source, shape_of
 
 __all__ = ["SOURCE", "available", "dmu", "gru", "library", "lstm", "rhn", "rnn"]
 
@@ -326,87 +329,244 @@ def _ref_dmu(act, slope, u1, w1h, w_out, b_out, h0, lens, *hidden):
     return torch.stack(S, 1)
 
 
-def _twice(reference):
-    """A compiled backward that, when a graph of it is asked for, gives ``reference``'s
-    gradients with their graph instead (the forward keeps its arguments in ``ctx.args``)."""
-
-    def wrap(backward):
-        @functools.wraps(backward)
-        def run(ctx, *grads):
-            if not torch.is_grad_enabled():
-                return backward(ctx, *grads)
-            args = ctx.args
-            want = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
-            with torch.enable_grad():
-                outs = reference(*args)
-                outs = outs if isinstance(outs, tuple) else (outs,)
-                pairs = [(o, g) for o, g in zip(outs, grads) if g is not None]
-                got = torch.autograd.grad(
-                    [o for o, _ in pairs],
-                    [args[i] for i in want],
-                    [g for _, g in pairs],
-                    create_graph=True,
-                    allow_unused=True,
-                )
-            result: list = [None] * len(args)
-            for i, g in zip(want, got):
-                result[i] = g
-            return tuple(result)
-
-        return run
-
-    return wrap
+def _second_order(reference, args: tuple, grads: tuple) -> tuple:
+    """The gradients of ``reference(*args)`` (the recurrence in PyTorch operations) with their
+    graph, for a backward of which a graph is asked (the compiled one builds none)."""
+    want = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+    with torch.enable_grad():
+        outs = reference(*args)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        pairs = [(o, g) for o, g in zip(outs, grads) if g is not None]
+        got = torch.autograd.grad(
+            [o for o, _ in pairs], [args[i] for i in want], [g for _, g in pairs], create_graph=True, allow_unused=True
+        )
+    result: list = [None] * len(args)
+    for i, g in zip(want, got):
+        result[i] = g
+    return tuple(result)
 
 
-class _RNN(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, act: int, u, W, h0, lens):
-        E, T, B, H = u.shape
-        S = torch.empty_like(u)
-        _call("rnn_forward", u.dtype, E, T, B, H, act, u, W, h0, lens, S)
-        ctx.act, ctx.lens, ctx.args = act, lens, (act, u, W, h0, lens)
-        ctx.save_for_backward(S, W, h0)
-        return S
+# ---------------------------------------------------------------------------- the autograd Functions
 
-    @staticmethod
-    @_twice(_ref_rnn)
-    def backward(ctx, dS):
-        dS = dS.contiguous()  # (kept alive across the call: the C code reads its memory)
-        S, W, h0 = ctx.saved_tensors
-        E, T, B, H = S.shape
-        dU, dh0 = torch.empty_like(S), torch.empty_like(h0)
-        _call("rnn_backward", S.dtype, E, T, B, H, ctx.act, dS, S, W, ctx.lens, dU, dh0)
-        return None, dU, _gram(dU, S, h0), dh0, None
+# One Function per C pair ``<name>_forward`` / ``<name>_backward``, made by :func:`_kernel` from
+# the pair's declaration (:mod:`rnnlab.kernels.small_abi`): each C argument is taken by its
+# declared name from the Function's inputs, the sizes, the saved tensors and the incoming
+# gradients, and each tensor the C code writes (an argument found in none of them) is allocated
+# at its declared shape. The forward saves for the backward what the C backward reads of its tensors.
+
+_NO_GRAD = ("act", "slope", "lens")  # the inputs that are not differentiable tensors
+_GRAD_NAME = {"u": "dU", "u1": "dU1"}  # the C names of the input terms' gradients; the others': "d" + name
+_HIDDEN = "*hidden"  # the DMU's hidden layers as (weight, bias) pairs, flat: the C arrays Wk and bk
+_SIZES = ("E", "T", "B", "H", "D", "K", "n")  # the size arguments (n: the DMU's layer widths)
+
+
+@dataclass(frozen=True)
+class _Family:
+    """A C pair ``name``_forward/_backward as an autograd Function: ``apply(*inputs)`` (the
+    declared names) returns ``outputs``; ``H`` is the input terms' width over ``gates`` (0: the
+    initial state's width); a scalar loop's ``finish(env)`` makes in PyTorch the gradients its C
+    code leaves out, from ``keep`` (saved besides what the C backward reads); ``reference``, the
+    recurrence in PyTorch operations, gives second order."""
+
+    name: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    reference: Callable
+    gates: int
+    keep: tuple[str, ...] = ()
+    finish: Callable[[dict], None] | None = None
+
+
+class _Plan(NamedTuple):
+    """What stays from call to call of one Function (:func:`_plan`)."""
+
+    forward: str  # the C functions
+    backward: str
+    forward_names: tuple[str, ...]  # their arguments' names, in order
+    backward_names: tuple[str, ...]
+    saved: tuple[str, ...]  # what the forward saves: its tensors the C backward reads, and ``keep``
+    made: tuple[str, ...]  # the tensors the forward writes
+    made_back: tuple[str, ...]  # the tensors the backward writes
+    grads: tuple[str | None, ...]  # each input's gradient (None: not differentiable; the DMU's layers last)
+    depth: bool  # the RHN's D among the sizes
+    widths: bool  # the DMU's K and n among the sizes
+
+
+def _plan(family: _Family) -> _Plan:
+    fwd, bwd = DECLARATIONS[family.name + "_forward"], DECLARATIONS[family.name + "_backward"]
+    inputs = {n for n in family.inputs if n != _HIDDEN} | ({"Wk", "bk"} if _HIDDEN in family.inputs else set())
+    made = tuple(a.name for a in fwd if a.shape is not None and a.name not in inputs | set(_SIZES))
+    saved = [a.name for a in bwd if a.name in inputs | set(made) and a.name not in _NO_GRAD]
+    known = {*inputs, *made, *_SIZES, *(f"d{o}" for o in family.outputs)}
+    names = tuple(a.name for a in fwd)
+    return _Plan(
+        family.name + "_forward",
+        family.name + "_backward",
+        names,
+        tuple(a.name for a in bwd),
+        tuple(dict.fromkeys((*saved, *family.keep))),
+        made,
+        tuple(a.name for a in bwd if a.shape is not None and a.name not in known),
+        tuple(None if n in _NO_GRAD else _GRAD_NAME.get(n, "d" + n) for n in family.inputs if n != _HIDDEN),
+        "D" in names,
+        "K" in names,
+    )
+
+
+def _bind(family: _Family, plan: _Plan, args: tuple) -> tuple[dict, tuple]:
+    """The Function's arguments by their declared names with the size arguments, and the sizes
+    as ``(name, value)`` pairs (the DMU's widths a tuple)."""
+    env = dict(zip(family.inputs, args))
+    u = env["u"] if "u" in env else env["u1"]
+    E, T, B, G = u.shape
+    sizes = [("E", E), ("T", T), ("B", B), ("H", G // family.gates if family.gates else env["h0"].shape[-1])]
+    if plan.depth:
+        sizes.append(("D", env["W"].shape[1]))
+    if plan.widths:
+        hidden = args[len(family.inputs) - 1 :]
+        env["Wk"], env["bk"] = list(hidden[0::2]), list(hidden[1::2])
+        K, n = _dmu_sizes(u, env["wout"], env["Wk"])
+        sizes += [("K", K), ("n", tuple(n))]
+    env.update(sizes)
+    return env, tuple(sizes)
+
+
+def _dmu_sizes(u1, w_out, Ws):
+    K = 0 if w_out is None else 1 + len(Ws)
+    return K, ([u1.shape[-1]] + [W.shape[1] for W in Ws] if K else [])
+
+
+@functools.lru_cache(maxsize=512)
+def _buffers(fn: str, made: tuple[str, ...], sizes: tuple) -> tuple:
+    """The tensors ``made`` that ``fn`` writes, at ``sizes`` (:func:`_bind`): ``(name, shape,
+    zero)``, the shape a list for a pointer array and None for a NULL; a backward's weight
+    gradients, which the C code sums over the batch, start at zero (the others it writes whole)."""
+    env, zeroed = dict(sizes), fn.endswith("_backward")
+    out = []
+    for a in DECLARATIONS[fn]:
+        if a.name in made:
+            summed = zeroed and "B" not in (d.strip() for d in a.shape.split(","))
+            out.append((a.name, shape_of(a, env), summed))
+    return tuple(out)
+
+
+def _run(fn: str, names: tuple, made: tuple, env: dict, sizes: tuple, like: Tensor) -> None:
+    """Call ``fn`` (its argument ``names``) with its arguments from ``env``, first allocating
+    (like ``like``) the tensors it writes (:func:`_buffers`)."""
+    for name, shape, summed in _buffers(fn, made, sizes):
+        new = like.new_zeros if summed else like.new_empty
+        env[name] = None if shape is None else [new(s) for s in shape] if isinstance(shape, list) else new(shape)
+    _call(fn, like.dtype, *[env[n] for n in names])
+
+
+def _forward(ctx, family: _Family, plan: _Plan, args: tuple):
+    env, ctx.sizes = _bind(family, plan, args)
+    _run(plan.forward, plan.forward_names, plan.made, env, ctx.sizes, env["u"] if "u" in env else env["u1"])
+    if plan.widths:  # the arrays saved flat, each of K - 1 tensors
+        ctx.save_for_backward(*(t for n in plan.saved for t in (env[n] if n in ("Wk", "bk") else [env[n]])))
+    else:
+        ctx.save_for_backward(*[env[n] for n in plan.saved])
+    ctx.env = {n: env[n] for n in _NO_GRAD if n in env}
+    ctx.args = args
+    return tuple(env[o] for o in family.outputs) if len(family.outputs) > 1 else env[family.outputs[0]]
+
+
+def _saved(ctx, plan: _Plan) -> dict:
+    env = dict(ctx.sizes)
+    env.update(ctx.env)
+    tensors = ctx.saved_tensors
+    if not plan.widths:
+        env.update(zip(plan.saved, tensors))
+        return env
+    count, i = env["K"] - 1 if env["K"] else 0, 0
+    for n in plan.saved:
+        step = count if n in ("Wk", "bk") else 1
+        env[n] = list(tensors[i : i + step]) if n in ("Wk", "bk") else tensors[i]
+        i += step
+    return env
+
+
+def _backward(ctx, family: _Family, plan: _Plan, grads: tuple) -> tuple:
+    if torch.is_grad_enabled():
+        return _second_order(family.reference, ctx.args, grads)
+    env = _saved(ctx, plan)
+    for out, g in zip(family.outputs, grads):  # (kept in env across the call: the C code reads their memory)
+        env["d" + out] = torch.zeros_like(env[out]) if g is None else g.contiguous()
+    _run(plan.backward, plan.backward_names, plan.made_back, env, ctx.sizes, env["dS"])
+    if family.finish is not None:
+        family.finish(env)
+    result = [None if n is None else env[n] for n in plan.grads]
+    if plan.widths:
+        result += [g for pair in zip(env["dWk"], env["dbk"]) for g in pair]
+    return tuple(result)
+
+
+def _kernel(cls: str, family: _Family, doc: str | None = None) -> type[torch.autograd.Function]:
+    """The autograd Function (named ``cls``) of ``family``."""
+    plan = _plan(family)
+    body = {
+        "__doc__": doc,
+        "forward": staticmethod(lambda ctx, *args: _forward(ctx, family, plan, args)),
+        "backward": staticmethod(lambda ctx, *grads: _backward(ctx, family, plan, grads)),
+    }
+    return type(cls, (torch.autograd.Function,), body)
+
+
+def _weight_from_dU(env: dict) -> None:
+    env["dW"] = _gram(env["dU"], env["S"], env["h0"])
+
+
+def _gru_weights(env: dict) -> None:
+    env["dW"], env["dbhh"] = _gram(env["dGH"], env["S"], env["h0"]), env["dGH"].sum((1, 2))
+
+
+_RNN_IN = ("act", "u", "W", "h0", "lens")
+_LSTM_IN = ("u", "W", "h0", "c0", "lens")
+_GRU_IN = ("u", "W", "bhh", "h0", "lens")
+_RHN_IN = ("u", "W", "bias", "h0", "lens")
+_DMU_IN = ("act", "slope", "u1", "w1h", "wout", "bout", "h0", "lens", _HIDDEN)
+
+_RNN = _kernel("_RNN", _Family("rnn", _RNN_IN, ("S",), _ref_rnn, 1, ("h0",), _weight_from_dU))
+_RNNLanes = _kernel(
+    "_RNNLanes",
+    _Family("rnn_lanes", _RNN_IN, ("S",), _ref_rnn, 1),
+    "The RNN with its sequences side by side in vector lanes (``rnn_lanes_*`` of small.c); the weight's "
+    "gradient is summed in the C code.",
+)
+_LSTM = _kernel("_LSTM", _Family("lstm", _LSTM_IN, ("S", "C"), _ref_lstm, 4, ("h0",), _weight_from_dU))
+_LSTMLanes = _kernel(
+    "_LSTMLanes",
+    _Family("lstm_lanes", _LSTM_IN, ("S", "C"), _ref_lstm, 4),
+    "The LSTM with its sequences side by side in vector lanes (``lstm_lanes_*`` of small.c): the forward "
+    "keeps the states and cells, the backward recomputes the gates.",
+)
+_GRU = _kernel("_GRU", _Family("gru", _GRU_IN, ("S",), _ref_gru, 3, ("h0",), _gru_weights))
+_GRULanes = _kernel(
+    "_GRULanes",
+    _Family("gru_lanes", _GRU_IN, ("S",), _ref_gru, 3),
+    "The GRU with its sequences side by side in vector lanes (``gru_lanes_*`` of small.c): the forward "
+    "keeps the states only, the backward recomputes the gates.",
+)
+_RHN = _kernel("_RHN", _Family("rhn", _RHN_IN, ("S",), _ref_rhn, 2))
+_RHNLanes = _kernel(
+    "_RHNLanes",
+    _Family("rhn_lanes", _RHN_IN, ("S",), _ref_rhn, 2),
+    "The RHN with its sequences side by side in vector lanes (``rhn_lanes_*`` of small.c): the forward "
+    "keeps the states only, the backward recomputes each step's micro-layers.",
+)
+_DMU = _kernel("_DMU", _Family("dmu", _DMU_IN, ("S",), _ref_dmu, 0))
+_DMULanes = _kernel(
+    "_DMULanes",
+    _Family("dmu_lanes", _DMU_IN, ("S",), _ref_dmu, 0),
+    "The DMU with its sequences side by side in vector lanes (``dmu_lanes_*`` of small.c): the forward "
+    "keeps the states only, the backward recomputes each step's update network.",
+)
 
 
 def _rnn(u, W, h0, lengths, act):
     lens = _lens(lengths)
     S = _RNN.apply(act, *_c(u, W, h0), lens)
     return _masked(S, lens), S[:, -1]
-
-
-class _RNNLanes(torch.autograd.Function):
-    """The RNN with its sequences side by side in vector lanes (``rnn_lanes_*`` of small.c);
-    the weight's gradient is summed in the C code."""
-
-    @staticmethod
-    def forward(ctx, act: int, u, W, h0, lens):
-        E, T, B, H = u.shape
-        S = torch.empty_like(u)
-        _call("rnn_lanes_forward", u.dtype, E, T, B, H, act, u, W, h0, lens, S)
-        ctx.act, ctx.lens, ctx.args = act, lens, (act, u, W, h0, lens)
-        ctx.save_for_backward(S, W, h0)
-        return S
-
-    @staticmethod
-    @_twice(_ref_rnn)
-    def backward(ctx, dS):
-        dS = dS.contiguous()
-        S, W, h0 = ctx.saved_tensors
-        E, T, B, H = S.shape
-        dU, dW, dh0 = torch.empty_like(S), torch.zeros_like(W), torch.empty_like(h0)
-        _call("rnn_lanes_backward", S.dtype, E, T, B, H, ctx.act, dS, S, W, h0, ctx.lens, dU, dW, dh0)
-        return None, dU, dW, dh0, None
 
 
 def _rnn_lanes(u, W, h0, lengths, act):
@@ -431,56 +591,6 @@ def rnn(
     return ensemble_call(lambda *a: run(*a, act), u, weight, h0, lengths)
 
 
-class _LSTM(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, u, W, h0, c0, lens):
-        E, T, B, G = u.shape
-        H = G // 4
-        S, C, TC = (u.new_empty(E, T, B, H) for _ in range(3))
-        A = torch.empty_like(u)
-        _call("lstm_forward", u.dtype, E, T, B, H, u, W, h0, c0, lens, S, C, A, TC)
-        ctx.lens, ctx.args = lens, (u, W, h0, c0, lens)
-        ctx.save_for_backward(S, C, A, TC, W, h0, c0)
-        return S, C
-
-    @staticmethod
-    @_twice(_ref_lstm)
-    def backward(ctx, dS, dC):
-        S, C, A, TC, W, h0, c0 = ctx.saved_tensors
-        E, T, B, H = S.shape
-        dS = torch.zeros_like(S) if dS is None else dS.contiguous()
-        dC = torch.zeros_like(C) if dC is None else dC.contiguous()
-        dU, dh0, dc0 = torch.empty_like(A), torch.empty_like(h0), torch.empty_like(c0)
-        _call("lstm_backward", S.dtype, E, T, B, H, dS, dC, S, C, A, TC, W, c0, ctx.lens, dU, dh0, dc0)
-        return dU, _gram(dU, S, h0), dh0, dc0, None
-
-
-class _LSTMLanes(torch.autograd.Function):
-    """The LSTM with its sequences side by side in vector lanes (``lstm_lanes_*`` of small.c):
-    the forward keeps the states and cells, the backward recomputes the gates."""
-
-    @staticmethod
-    def forward(ctx, u, W, h0, c0, lens):
-        E, T, B, G = u.shape
-        H = G // 4
-        S, C = u.new_empty(E, T, B, H), u.new_empty(E, T, B, H)
-        _call("lstm_lanes_forward", u.dtype, E, T, B, H, u, W, h0, c0, lens, S, C)
-        ctx.lens, ctx.args = lens, (u, W, h0, c0, lens)
-        ctx.save_for_backward(S, C, u, W, h0, c0)
-        return S, C
-
-    @staticmethod
-    @_twice(_ref_lstm)
-    def backward(ctx, dS, dC):
-        S, C, u, W, h0, c0 = ctx.saved_tensors
-        E, T, B, H = S.shape
-        dS = torch.zeros_like(S) if dS is None else dS.contiguous()
-        dC = torch.zeros_like(C) if dC is None else dC.contiguous()
-        dU, dW, dh0, dc0 = torch.empty_like(u), torch.zeros_like(W), torch.empty_like(h0), torch.empty_like(c0)
-        _call("lstm_lanes_backward", S.dtype, E, T, B, H, dS, dC, S, C, u, W, h0, c0, ctx.lens, dU, dW, dh0, dc0)
-        return dU, dW, dh0, dc0, None
-
-
 def _lstm(u, W, h0, c0, lengths, lanes=False):
     lens = _lens(lengths)
     S, C = (_LSTMLanes if lanes else _LSTM).apply(*_c(u, W, h0, c0), lens)
@@ -491,53 +601,6 @@ def lstm(gi: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, lengths: Tensor | Non
     """The LSTM over ``gi`` = W_ih x + b_ih + b_hh (T, B, 4H): ``(outputs, h_n, c_n)``.
     ``lanes``: run the lane kernel (:func:`rnn`) instead of the scalar loop."""
     return ensemble_call(_lstm, gi, w_hh, h0, c0, lengths, lanes)
-
-
-class _GRU(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, u, W, bhh, h0, lens):
-        E, T, B, G = u.shape
-        H = G // 3
-        S, A = u.new_empty(E, T, B, H), u.new_empty(E, T, B, 4 * H)
-        _call("gru_forward", u.dtype, E, T, B, H, u, W, bhh, h0, lens, S, A)
-        ctx.lens, ctx.args = lens, (u, W, bhh, h0, lens)
-        ctx.save_for_backward(S, A, W, h0, bhh)
-        return S
-
-    @staticmethod
-    @_twice(_ref_gru)
-    def backward(ctx, dS):
-        dS = dS.contiguous()
-        S, A, W, h0, bhh = ctx.saved_tensors
-        E, T, B, H = S.shape
-        dU, dGH, dh0 = S.new_empty(E, T, B, 3 * H), S.new_empty(E, T, B, 3 * H), torch.empty_like(h0)
-        _call("gru_backward", S.dtype, E, T, B, H, dS, S, A, W, h0, ctx.lens, dU, dGH, dh0)
-        return dU, _gram(dGH, S, h0), dGH.sum((1, 2)), dh0, None
-
-
-class _GRULanes(torch.autograd.Function):
-    """The GRU with its sequences side by side in vector lanes (``gru_lanes_*`` of small.c):
-    the forward keeps the states only, the backward recomputes the gates."""
-
-    @staticmethod
-    def forward(ctx, u, W, bhh, h0, lens):
-        E, T, B, G = u.shape
-        H = G // 3
-        S = u.new_empty(E, T, B, H)
-        _call("gru_lanes_forward", u.dtype, E, T, B, H, u, W, bhh, h0, lens, S)
-        ctx.lens, ctx.args = lens, (u, W, bhh, h0, lens)
-        ctx.save_for_backward(S, u, W, bhh, h0)
-        return S
-
-    @staticmethod
-    @_twice(_ref_gru)
-    def backward(ctx, dS):
-        dS = dS.contiguous()
-        S, u, W, bhh, h0 = ctx.saved_tensors
-        E, T, B, H = S.shape
-        dU, dW, db, dh0 = torch.empty_like(u), torch.zeros_like(W), torch.zeros_like(bhh), torch.empty_like(h0)
-        _call("gru_lanes_backward", S.dtype, E, T, B, H, dS, S, u, W, bhh, h0, ctx.lens, dU, dW, db, dh0)
-        return dU, dW, db, dh0, None
 
 
 def _gru(u, W, bhh, h0, lengths, lanes=False):
@@ -552,54 +615,6 @@ def gru(gi: Tensor, w_hh: Tensor, b_hh: Tensor, h0: Tensor, lengths: Tensor | No
     return ensemble_call(_gru, gi, w_hh, b_hh, h0, lengths, lanes)
 
 
-class _RHN(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, u, W, bias, h0, lens):
-        E, T, B, G = u.shape
-        H, D = G // 2, W.shape[1]
-        S, A = u.new_empty(E, T, B, H), u.new_empty(E, T, B, D, 3 * H)
-        _call("rhn_forward", u.dtype, E, T, B, H, D, u, W, bias, h0, lens, S, A)
-        ctx.lens, ctx.args = lens, (u, W, bias, h0, lens)
-        ctx.save_for_backward(S, A, W, bias, h0)
-        return S
-
-    @staticmethod
-    @_twice(_ref_rhn)
-    def backward(ctx, dS):
-        dS = dS.contiguous()
-        S, A, W, bias, h0 = ctx.saved_tensors
-        E, T, B, H = S.shape
-        D = W.shape[1]
-        dU, dW, db, dh0 = S.new_empty(E, T, B, 2 * H), torch.zeros_like(W), torch.zeros_like(bias), torch.empty_like(h0)
-        _call("rhn_backward", S.dtype, E, T, B, H, D, dS, A, W, ctx.lens, dU, dW, db, dh0)
-        return dU, dW, db, dh0, None
-
-
-class _RHNLanes(torch.autograd.Function):
-    """The RHN with its sequences side by side in vector lanes (``rhn_lanes_*`` of small.c): the
-    forward keeps the states only, the backward recomputes each step's micro-layers."""
-
-    @staticmethod
-    def forward(ctx, u, W, bias, h0, lens):
-        E, T, B, G = u.shape
-        H, D = G // 2, W.shape[1]
-        S = u.new_empty(E, T, B, H)
-        _call("rhn_lanes_forward", u.dtype, E, T, B, H, D, u, W, bias, h0, lens, S)
-        ctx.lens, ctx.args = lens, (u, W, bias, h0, lens)
-        ctx.save_for_backward(S, u, W, bias, h0)
-        return S
-
-    @staticmethod
-    @_twice(_ref_rhn)
-    def backward(ctx, dS):
-        dS = dS.contiguous()
-        S, u, W, bias, h0 = ctx.saved_tensors
-        E, T, B, H = S.shape
-        dU, dW, db, dh0 = torch.empty_like(u), torch.zeros_like(W), torch.zeros_like(bias), torch.empty_like(h0)
-        _call("rhn_lanes_backward", S.dtype, E, T, B, H, W.shape[1], dS, S, u, W, bias, h0, ctx.lens, dU, dW, db, dh0)
-        return dU, dW, db, dh0, None
-
-
 def _rhn(u, W, bias, h0, lengths, lanes=False):
     lens = _lens(lengths)
     S = (_RHNLanes if lanes else _RHN).apply(*_c(u, W, bias, h0), lens)
@@ -611,101 +626,6 @@ def rhn(u: Tensor, w_hh: Tensor, bias: Tensor, h0: Tensor, lengths: Tensor | Non
     ``bias`` (depth, 2H): ``(outputs, h_n)``. ``lanes``: run the lane kernel (:func:`rnn`)
     instead of the scalar loop."""
     return ensemble_call(_rhn, u, w_hh, bias, h0, lengths, lanes)
-
-
-class _DMU(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, act: int, slope: float, u1, w1h, w_out, b_out, h0, lens, *hidden):
-        E, T, B, _ = u1.shape
-        H = h0.shape[-1]
-        Ws, bs = hidden[0::2], hidden[1::2]
-        K = 0 if w_out is None else 1 + len(Ws)
-        n = [u1.shape[-1]] + [W.shape[1] for W in Ws] if K else []
-        S, A = u1.new_empty(E, T, B, H), u1.new_empty(E, T, B, sum(n) + 2 * H)
-        _call(
-            "dmu_forward",
-            u1.dtype,
-            E,
-            T,
-            B,
-            H,
-            K,
-            n,
-            act,
-            slope,
-            u1,
-            w1h,
-            list(Ws),
-            list(bs),
-            w_out,
-            b_out,
-            h0,
-            lens,
-            S,
-            A,
-        )
-        ctx.act, ctx.slope, ctx.lens, ctx.K, ctx.n, ctx.hidden = act, slope, lens, K, n, len(Ws)
-        ctx.args = (act, slope, u1, w1h, w_out, b_out, h0, lens, *hidden)
-        ctx.save_for_backward(S, A, u1, w1h, w_out, b_out, h0, *hidden)
-        return S
-
-    @staticmethod
-    @_twice(_ref_dmu)
-    def backward(ctx, dS):
-        dS = dS.contiguous()
-        S, A, u1, w1h, w_out, b_out, h0, *hidden = ctx.saved_tensors
-        E, T, B, H = S.shape
-        Ws, bs = hidden[0::2], hidden[1::2]
-        dU1, dw1h, dh0 = torch.empty_like(u1), torch.zeros_like(w1h), torch.empty_like(h0)
-        dWs, dbs = [torch.zeros_like(W) for W in Ws], [torch.zeros_like(b) for b in bs]
-        dwo = None if w_out is None else torch.zeros_like(w_out)
-        dbo = None if b_out is None else torch.zeros_like(b_out)
-        _call(
-            "dmu_backward", S.dtype, E, T, B, H, ctx.K, ctx.n, ctx.act, ctx.slope, dS, S, A, w1h, list(Ws), w_out, h0,
-            ctx.lens, dU1, dw1h, dWs, dbs, dwo, dbo, dh0,
-        )  # fmt: skip
-        grads = [g for pair in zip(dWs, dbs) for g in pair]
-        return None, None, dU1, dw1h, dwo, dbo, dh0, None, *grads
-
-
-def _dmu_sizes(u1, w_out, Ws):
-    K = 0 if w_out is None else 1 + len(Ws)
-    return K, ([u1.shape[-1]] + [W.shape[1] for W in Ws] if K else [])
-
-
-class _DMULanes(torch.autograd.Function):
-    """The DMU with its sequences side by side in vector lanes (``dmu_lanes_*`` of small.c): the
-    forward keeps the states only, the backward recomputes each step's update network."""
-
-    @staticmethod
-    def forward(ctx, act: int, slope: float, u1, w1h, w_out, b_out, h0, lens, *hidden):
-        E, T, B, _ = u1.shape
-        H = h0.shape[-1]
-        Ws, bs = list(hidden[0::2]), list(hidden[1::2])
-        K, n = _dmu_sizes(u1, w_out, Ws)
-        S = u1.new_empty(E, T, B, H)
-        args = (E, T, B, H, K, n, act, slope)
-        _call("dmu_lanes_forward", u1.dtype, *args, u1, w1h, Ws, bs, w_out, b_out, h0, lens, S)
-        ctx.sizes, ctx.lens, ctx.args = args, lens, (act, slope, u1, w1h, w_out, b_out, h0, lens, *hidden)
-        ctx.save_for_backward(S, u1, w1h, w_out, b_out, h0, *hidden)
-        return S
-
-    @staticmethod
-    @_twice(_ref_dmu)
-    def backward(ctx, dS):
-        dS = dS.contiguous()
-        S, u1, w1h, w_out, b_out, h0, *hidden = ctx.saved_tensors
-        Ws, bs = hidden[0::2], hidden[1::2]
-        dU1, dw1h, dh0 = torch.empty_like(u1), torch.zeros_like(w1h), torch.empty_like(h0)
-        dWs, dbs = [torch.zeros_like(W) for W in Ws], [torch.zeros_like(b) for b in bs]
-        dwo = None if w_out is None else torch.zeros_like(w_out)
-        dbo = None if b_out is None else torch.zeros_like(b_out)
-        _call(
-            "dmu_lanes_backward", S.dtype, *ctx.sizes, dS, S, u1, w1h, list(Ws), list(bs), w_out, b_out, h0,
-            ctx.lens, dU1, dw1h, dWs, dbs, dwo, dbo, dh0,
-        )  # fmt: skip
-        grads = [g for pair in zip(dWs, dbs) for g in pair]
-        return None, None, dU1, dw1h, dwo, dbo, dh0, None, *grads
 
 
 def _dmu(u1, h0, w1h, w_out, b_out, lengths, activation, slope, lanes, *hidden):

@@ -18,6 +18,8 @@ for the tensors the shape the C code reads or writes, as an expression of the si
   tensor is a CPU tensor of the build's dtype (lengths: int64), contiguous, of the declared
   shape; NULL only where allowed) and raises :class:`SignatureError` before
   calling into C.
+* :func:`shape_of` gives an argument's declared shape at given sizes: the autograd Functions of
+  :mod:`rnnlab.kernels.small` allocate by it what the C code writes.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ __all__ = [
     "call",
     "check_source",
     "prototypes",
+    "shape_of",
 ]
 
 
@@ -319,9 +322,15 @@ def _env(fn: str, args: tuple[Arg, ...], values: tuple) -> dict:
         if len(n) != env["K"]:
             raise _fail(fn, i, args[i], f"must hold K = {env['K']} widths, got {len(n)}")
         env["n"] = list(n)
-        env["G1"] = n[0] if n else 2 * env["H"]
-        env["NSUM"] = sum(n)
+        _widths(env)
     return env
+
+
+def _widths(env: dict) -> None:
+    """The DMU's derived sizes: ``G1`` its first layer's output width, ``NSUM`` its widths' sum."""
+    n = env["n"]
+    env["G1"] = n[0] if n else 2 * env["H"]
+    env["NSUM"] = sum(n)
 
 
 _NO_BUILTINS = {"__builtins__": {}}
@@ -339,6 +348,20 @@ def _eval(expr: str, env: dict):
 
 def _shape(expr: str, env: dict) -> tuple[int, ...]:
     return _eval(f"({expr},)", env)
+
+
+def shape_of(a: Arg, sizes: dict) -> tuple[int, ...] | list[tuple[int, ...]] | None:
+    """The declared shape of the tensor argument ``a`` at ``sizes`` (``E``, ``T``, ``B``, ``H``
+    and the function's others: ``D``; ``K`` and ``n``); for a pointer array, the list of its
+    tensors' shapes; None where the declaration has it NULL at these sizes."""
+    env = dict(sizes)
+    if "n" in env:
+        _widths(env)
+    if isinstance(a.null, str) and _eval(a.null, env):
+        return None
+    if a.count is None:
+        return _shape(a.shape, env)
+    return [_shape(a.shape, {**env, "j": j}) for j in range(max(_eval(a.count, env), 0))]
 
 
 def _check_tensor(fn, i, a, t, dtype, shape) -> None:

@@ -8,7 +8,7 @@ import inspect
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .declared import sweep_points
 from .published import OURS_PROTOCOL, PAPER_PROTOCOL, PROTOCOLS, VARIANTS, at_other_protocols, protocol
@@ -53,6 +53,12 @@ class Finding:
     why: str = ""  # UNDECIDED: what leaves it open
     analyses: tuple = ()  # analysis records it rests on
     steps_short: str = ""  # analyses: a budget shortfall ("2,300 of 4,000 steps")
+
+
+def negated(f: Finding) -> Finding:
+    """``f`` with its outcome turned over (holds <-> fails; undecided and untested stay), its
+    evidence kept: the finding of the claim that ``f``'s does not hold."""
+    return replace(f, outcome={HOLDS: FAILS, FAILS: HOLDS}.get(f.outcome, f.outcome))
 
 
 def untested(*presets: str) -> Finding:

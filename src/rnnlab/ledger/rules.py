@@ -9,7 +9,7 @@ import contextvars
 import math
 
 from ..results import DMU_THRESHOLDS, median_epoch
-from .findings import FAILS, HOLDS, UNDECIDED, Finding, _fmt, _pick, _picks, compare, level, untested, within
+from .findings import FAILS, HOLDS, UNDECIDED, Finding, _fmt, _pick, _picks, compare, level, negated, untested, within
 from .stats import (
     ALPHA,
     binom_sf,
@@ -369,34 +369,23 @@ def not_solves_copy(preset: str, line: float | None = None):
     if line is None:
         return with_readings(lambda v: not_solves_copy(preset, v), SOLVED_RECALL, SOLVED_RECALL_READINGS, _recall_label)
 
-    def fn(g):
-        f = level(g, "test/recall_accuracy", line, below=False, what="solved")
-        return Finding({HOLDS: FAILS, FAILS: HOLDS}.get(f.outcome, f.outcome), f.text, f.groups, f.tested, f.why)
-
-    return _one(preset, fn)
+    return _one(preset, lambda g: negated(level(g, "test/recall_accuracy", line, below=False, what="solved")))
 
 
 def loss_below_baseline(preset: str, share: float, what: str, readings: bool = True):
     """Test loss below ``share`` x the task's memoryless baseline (readings: half and twice it)."""
-    if readings:
-        return with_readings(
-            lambda v: loss_below_baseline(preset, v, what, False),
-            share,
-            (share / 2, share * 2),
-            lambda v: f"{what}: loss < {v:g} x baseline",
-        )
-
-    def fn(g):
-        base = g.records[0].value("baseline/loss")
-        return level(g, "test/loss", share * base, below=True, what=what)
-
-    return _one(preset, fn)
+    return _vs_baseline(preset, share, what, readings, negate=False)
 
 
 def loss_not_below_baseline(preset: str, share: float, what: str, readings: bool = True):
+    """The negation of :func:`loss_below_baseline` (the same test and readings)."""
+    return _vs_baseline(preset, share, what, readings, negate=True)
+
+
+def _vs_baseline(preset: str, share: float, what: str, readings: bool, negate: bool):
     if readings:
         return with_readings(
-            lambda v: loss_not_below_baseline(preset, v, what, False),
+            lambda v: _vs_baseline(preset, v, what, False, negate),
             share,
             (share / 2, share * 2),
             lambda v: f"{what}: loss < {v:g} x baseline",
@@ -405,7 +394,7 @@ def loss_not_below_baseline(preset: str, share: float, what: str, readings: bool
     def fn(g):
         base = g.records[0].value("baseline/loss")
         f = level(g, "test/loss", share * base, below=True, what=what)
-        return Finding({HOLDS: FAILS, FAILS: HOLDS}.get(f.outcome, f.outcome), f.text, f.groups, f.tested, f.why)
+        return negated(f) if negate else f
 
     return _one(preset, fn)
 

@@ -93,10 +93,9 @@ def report(sw: Sweep, out: str | Path, storage_url: str | None = None, log=print
 def _plots(study, out: Path, log) -> list[Path]:
     import warnings
 
-    import matplotlib
+    from ..plots import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    pyplot()  # the Agg backend, before optuna draws
     import optuna.visualization.matplotlib as ovm
 
     written = []
@@ -112,10 +111,7 @@ def _plots(study, out: Path, log) -> list[Path]:
                 ax = fn(study)
             fig = ax.figure if hasattr(ax, "figure") else ax
             fig.set_size_inches(7, 4.5)
-            fig.tight_layout()
-            fig.savefig(out / name, dpi=100)
-            plt.close(fig)
-            written.append(out / name)
+            written.append(save_figure(fig, out / name, dpi=100))
         except (ValueError, RuntimeError) as e:  # e.g. importance when no parameter varied
             log(f"  {name}: skipped ({e})")
     return written
