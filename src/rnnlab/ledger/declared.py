@@ -233,12 +233,17 @@ def sweep_progress(name: str, ev) -> list[tuple[str, tuple[str, ...], int, int]]
     return out
 
 
-def _point_diffs(preset: str, overrides: list[str]) -> tuple[str, ...]:
+def _point_diffs(preset: str, overrides) -> tuple[str, ...]:
     """The differences from ``preset`` the records give a run with ``overrides``."""
+    return _diffs_of(preset, tuple(overrides))
+
+
+@functools.cache
+def _diffs_of(preset: str, overrides: tuple[str, ...]) -> tuple[str, ...]:
     from .. import config
     from .records import _diffs, _resolved, preset_configs
 
-    return tuple(_diffs(_resolved(config.load(preset, overrides).to_dict()), preset_configs()[preset]))
+    return tuple(_diffs(_resolved(config.load(preset, list(overrides)).to_dict()), preset_configs()[preset]))
 
 
 def _with_steps(point: list[str], steps: int) -> list[str]:
@@ -258,17 +263,21 @@ def promoted(name: str, ev, presets=None) -> tuple[dict[str, list[list[str]]], s
         raise ValueError(f"declared sweep {name!r} is not staged (it has no promotion rule)")
     suite = load_suite(sweep.suite)
     grid = grid_points(suite.grid, f"suite {suite.name}")
-    points = sweep_points(name)
     out, missing = {}, 0
     for preset in [p for p in suite.presets if presets is None or p in presets]:
         seeds = set(suite.seeds_for(preset))
         groups = {g.diffs: g for g in ev.groups(preset, same_config=False)}
-        scored = []
-        for i, (point, (diffs, _n)) in enumerate(zip(grid, points[preset])):
+        scored, seen = [], set()
+        for i, point in enumerate(grid):
+            diffs = _point_diffs(preset, [*suite.set_for(preset), *point])
+            if diffs in seen:  # two grid points of one configuration are one setting
+                continue
+            seen.add(diffs)
             g = groups.get(diffs)
             recs = [] if g is None else [r for r in g.records if r.config.get("train", {}).get("seed") in seeds]
-            if len({r.config["train"]["seed"] for r in recs}) < len(seeds):
-                missing += len(seeds) - len({r.config["train"]["seed"] for r in recs})
+            have = {r.config["train"]["seed"] for r in recs}
+            if len(have) < len(seeds):
+                missing += len(seeds) - len(have)
                 continue
             vals = [r.value(rule.metric) for r in recs]
             if all(isinstance(v, (int, float)) and math.isfinite(v) for v in vals):
