@@ -36,9 +36,11 @@ def _opt(kind, ps, lr):
 
 
 @pytest.mark.parametrize("kind", ["adam", "rmsprop", "sgd"])
-@pytest.mark.parametrize("clip", [0.0, 0.5])
+# one threshold for all, or each member its own (a grid over optim.clip: 0 is no clipping)
+@pytest.mark.parametrize("clip", [0.0, 0.5, (0.0, 0.5, 0.05, 0.5)])
 def test_stacked_step_equals_each_optimizer_alone(kind, clip):
     K = 4
+    clips = list(clip) if isinstance(clip, tuple) else [clip] * K
     stacked, alone = _members(K), _members(K)
     lrs = [0.01, 0.02, 0.01, 0.005]  # per member (a schedule moved some)
     opts_s = [_opt(kind, ps, lr) for ps, lr in zip(stacked, lrs)]
@@ -51,11 +53,11 @@ def test_stacked_step_equals_each_optimizer_alone(kind, clip):
             for p, q in zip(ps_s, ps_a):
                 g = torch.randn(p.shape, generator=gen, dtype=D)
                 p.grad, q.grad = g.clone(), g.clone()
-        norms = step.step(opts_s, stacked, clip)
+        norms = step.step(opts_s, stacked, list(clip) if isinstance(clip, tuple) else clip)
         for k, (o, ps) in enumerate(zip(opts_a, alone)):
-            n = torch.nn.utils.clip_grad_norm_(ps, clip) if clip > 0 else None
+            n = torch.nn.utils.clip_grad_norm_(ps, clips[k]) if clips[k] > 0 else None
             o.step()
-            if clip > 0:
+            if clips[k] > 0:
                 torch.testing.assert_close(norms[k], n, rtol=1e-12, atol=0)
             else:
                 assert norms[k] is None

@@ -54,7 +54,7 @@ from torch.utils._pytree import tree_map
 from . import device as dev
 from ._compat import moved_attribute
 from .cells.base import check_lengths, iter_cells
-from .config import ConfigError, RunConfig
+from .config import ConfigError, RunConfig, validate
 from .rundir import (
     RunFiles,
     RunLocked,
@@ -93,6 +93,7 @@ __all__ = [
     "member_configs",
     "member_key",
     "member_labels",
+    "member_values",
     "run_members",
     "started",
     "train_ensemble",
@@ -130,18 +131,29 @@ def __getattr__(name: str):
 class EnsembleFailed(RuntimeError):
     """Some members failed (diverged, could not be written) while the others finished:
     ``results`` holds the finished members' results by seed, ``errors`` the failures by seed
-    (both by (learning rate, seed) where :func:`train_ensemble` was given per-member rates)."""
+    (both by (learning rate, seed) where :func:`train_ensemble` was given per-member rates, by
+    (value, ..., seed) where it was given per-member settings)."""
 
     def __init__(self, message: str, results: dict, errors: dict):
         super().__init__(message)
         self.results, self.errors = results, errors
 
 
-#: the keys in which the members of one ensemble may differ: the seed, and the learning rates
-#: (each member's optimizer steps at its own; rnnlab.stacked_optim runs torch's update once per
-#: rate, so a member at lr a equals its single run at a), so that a grid of rates x seeds trains
-#: as one batched model
-MEMBER_KEYS = ("train.seed", "optim.lr", "optim.group_lr")
+#: the keys in which the members of one ensemble may differ, each exact per member: the seed;
+#: the learning rates (each member's optimizer steps at its own; rnnlab.stacked_optim runs torch's
+#: update once per rate, so a member at lr a equals its single run at a); the clipping threshold
+#: (the stacked step clips each member by its own norm, once per threshold); and options that only
+#: initialise a member's weights (its model is built as its single run's): the LT-RNN's input
+#: scale and bias value. A grid over these keys x seeds trains as one batched model; a key that
+#: changes shapes or the forward pass (batch size, width, task) stays a separate configuration.
+MEMBER_KEYS = (
+    "train.seed",
+    "optim.lr",
+    "optim.group_lr",
+    "optim.clip",
+    "model.cell_options.input_scale",
+    "model.cell_options.bias_value",
+)
 
 
 def member_key(key: str) -> bool:
@@ -149,45 +161,136 @@ def member_key(key: str) -> bool:
     return any(key == k or key.startswith(k + ".") for k in MEMBER_KEYS)
 
 
-def member_configs(cfg: RunConfig, seeds: Sequence[int], lrs: Sequence[float] | None = None) -> list[RunConfig]:
-    """``cfg`` with ``train.seed`` set to each of ``seeds`` (what ``--set train.seed=k`` gives);
-    with ``lrs`` (one learning rate per member, as long as ``seeds``), member k also has
-    ``optim.lr = lrs[k]`` (what ``--set optim.lr=...`` gives): a grid of rates x seeds is the
-    two lists expanded, e.g. ``seeds=[0, 1, 0, 1], lrs=[1e-3, 1e-3, 1e-2, 1e-2]``."""
-    if lrs is None:
-        return [dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seed=int(s))) for s in seeds]
-    lrs = list(lrs)
-    if len(lrs) != len(seeds):
-        raise ConfigError(
-            f"{len(lrs)} learning rates for {len(seeds)} members: give one learning rate per member "
-            f"(a grid of rates x seeds expanded into two lists of equal length), got lrs={lrs}, seeds={list(seeds)}"
-        )
-    out = []
-    for s, lr in zip(seeds, lrs):
-        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
+def _get(cfg: RunConfig, key: str):
+    """The value of the dotted config key ``key`` in ``cfg`` (None where it is not set)."""
+    section, name, *rest = key.split(".")
+    node = getattr(getattr(cfg, section), name, None)
+    for r in rest:
+        node = node.get(r) if isinstance(node, dict) else None
+    return node
+
+
+def _with(cfg: RunConfig, key: str, value) -> RunConfig:
+    """``cfg`` with the dotted key ``key`` (a field, or an entry of a table field such as
+    ``model.cell_options``) set to ``value``, as ``--set key=value`` sets it."""
+    section, name, *rest = key.split(".")
+    sec = getattr(cfg, section)
+    if not rest:
+        default = getattr(type(sec)(), name, None)
+        if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        return dataclasses.replace(cfg, **{section: dataclasses.replace(sec, **{name: value})})
+    if len(rest) != 1 or not isinstance(getattr(sec, name, None), dict):
+        raise ConfigError(f"{key!r} names no config key a member can set (e.g. optim.clip)")
+    table = {**getattr(sec, name), rest[0]: value}
+    return dataclasses.replace(cfg, **{section: dataclasses.replace(sec, **{name: table})})
+
+
+def member_values(cfg: RunConfig, keys: Sequence[str] = MEMBER_KEYS[1:]) -> dict:
+    """``{key: value}`` of ``cfg`` for the keys members may differ in besides the seed."""
+    return {k: _get(cfg, k) for k in keys}
+
+
+def _short(key: str) -> str:
+    """How folder names and messages name a member key: its last part, "lr" for optim.lr."""
+    return key.rsplit(".", 1)[-1]
+
+
+def _fmt(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def member_configs(
+    cfg: RunConfig,
+    seeds: Sequence[int],
+    lrs: Sequence[float] | None = None,
+    settings: Sequence[dict] | None = None,
+) -> list[RunConfig]:
+    """``cfg`` with ``train.seed`` set to each of ``seeds`` (what ``--set train.seed=k`` gives).
+
+    ``settings`` (one table per member, as long as ``seeds``, all with the same keys, each a
+    key of :data:`MEMBER_KEYS` but the seed): member k also has ``settings[k]`` set, as ``--set
+    key=value`` sets it, e.g. ``seeds=[0, 0], settings=[{"optim.clip": 1.0}, {"optim.clip": 10.0}]``.
+    ``lrs`` (one learning rate per member) is ``settings=[{"optim.lr": lr}, ...]``: a grid of
+    rates x seeds is the two lists expanded, e.g. ``seeds=[0, 1, 0, 1], lrs=[1e-3, 1e-3, 1e-2, 1e-2]``."""
+    if lrs is not None:
+        if settings is not None:
+            raise ConfigError("give the members' learning rates in lrs=[...] or in settings=[...], not both")
+        lrs = list(lrs)
+        if len(lrs) != len(seeds):
             raise ConfigError(
-                f"the learning rate of the member with seed {s} must be a finite number > 0, got {lr!r}; "
-                f"fix it in lrs=[...]"
+                f"{len(lrs)} learning rates for {len(seeds)} members: give one learning rate per member "
+                f"(a grid of rates x seeds expanded into two lists of equal length), got lrs={lrs}, seeds={list(seeds)}"
             )
-        c = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seed=int(s)))
-        out.append(dataclasses.replace(c, optim=dataclasses.replace(c.optim, lr=float(lr))))
+        for s, lr in zip(seeds, lrs):
+            if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
+                raise ConfigError(
+                    f"the learning rate of the member with seed {s} must be a finite number > 0, got {lr!r}; "
+                    f"fix it in lrs=[...]"
+                )
+        settings = [{"optim.lr": float(lr)} for lr in lrs]
+    base = [dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seed=int(s))) for s in seeds]
+    if settings is None:
+        return base
+    settings = [dict(t) for t in settings]
+    if len(settings) != len(seeds):
+        raise ConfigError(
+            f"{len(settings)} member settings for {len(seeds)} members: give one table of settings per member "
+            f"(a grid x seeds expanded into two lists of equal length), got seeds={list(seeds)}"
+        )
+    keys = list(settings[0]) if settings else []
+    for s, t in zip(seeds, settings):
+        if list(t) != keys:
+            raise ConfigError(
+                f"the member with seed {s} sets {sorted(t)} where the first sets {sorted(keys)}: give every "
+                f"member the same keys in settings=[...]"
+            )
+        bad = [k for k in t if k == "train.seed" or not member_key(k)]
+        if bad:
+            raise ConfigError(
+                f"members of one ensemble cannot differ in {bad}: they may differ in {', '.join(MEMBER_KEYS[1:])} "
+                f"(and the seed, given in seeds=[...]); train other settings apart"
+            )
+    out = []
+    for c, s, t in zip(base, seeds, settings):
+        for k, v in t.items():
+            c = _with(c, k, v)
+        try:
+            validate(c)
+        except ConfigError as e:
+            raise ConfigError(f"the member with seed {s} at {t}: {e}") from None
+        out.append(c)
     return out
+
+
+def _folder(cfg: RunConfig, keys: Sequence[str]) -> str:
+    """A member's folder for its own settings ``keys``: ``lr0.001``, ``clip1-input_scale0.5``."""
+    return "-".join(f"{_short(k)}{_fmt(_get(cfg, k))}" for k in keys)
 
 
 def _shared(cfg: RunConfig) -> dict:
     """``cfg`` without the keys members may differ in (:data:`MEMBER_KEYS`)."""
     d = cfg.to_dict()
     for key in MEMBER_KEYS:
-        section, name = key.split(".")
-        d[section] = {k: v for k, v in d[section].items() if k != name}
+        *path, name = key.split(".")
+        node = d
+        for p in path:
+            node = node.get(p) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(name, None)
     return d
 
 
 def member_labels(members: Sequence) -> list[str]:
-    """How messages name each of ``members`` (:class:`Member`): its seed, and its learning rate
-    where the members differ in it."""
-    by_lr = len({m.cfg.optim.lr for m in members}) > 1
-    return [f"seed {m.seed}" + (f" at lr {m.cfg.optim.lr:g}" if by_lr else "") for m in members]
+    """How messages name each of ``members`` (:class:`Member`): its seed, and its own settings
+    (learning rate, clipping, ...) where the members differ in them."""
+    values = [member_values(m.cfg) for m in members]
+    differ = [k for k in MEMBER_KEYS[1:] if len({repr(v[k]) for v in values}) > 1]
+    out = []
+    for m, v in zip(members, values):
+        own = ", ".join(f"{_short(k)} {_fmt(v[k])}" for k in differ)
+        out.append(f"seed {m.seed}" + (f" at {own}" if own else ""))
+    return out
 
 
 def check_ensemble(cfgs: Sequence[RunConfig], task: Task | None = None) -> None:
@@ -196,12 +299,12 @@ def check_ensemble(cfgs: Sequence[RunConfig], task: Task | None = None) -> None:
     is not an encoder-decoder task."""
     if not cfgs:
         raise ConfigError("an ensemble needs at least one seed (e.g. --seeds 0-4)")
-    ids = [(c.train.seed, c.optim.lr, sorted(c.optim.group_lr.items())) for c in cfgs]
+    ids = [(c.train.seed, member_values(c)) for c in cfgs]
     if len({repr(i) for i in ids}) != len(ids):
         seeds = [c.train.seed for c in cfgs]
         raise ConfigError(
-            f"the members of an ensemble must be distinct runs (seed and learning rates), got seeds {seeds} "
-            f"at learning rates {[c.optim.lr for c in cfgs]}"
+            f"the members of an ensemble must be distinct runs (seed and their own settings: learning rates, "
+            f"clipping, init scales), got seeds {seeds} at learning rates {[c.optim.lr for c in cfgs]}"
         )
     first = _shared(cfgs[0])
     for c in cfgs[1:]:
@@ -212,7 +315,8 @@ def check_ensemble(cfgs: Sequence[RunConfig], task: Task | None = None) -> None:
             raise ConfigError(
                 f"the members of an ensemble may differ only in {', '.join(MEMBER_KEYS)}; the member with seed "
                 f"{c.train.seed} (lr {c.optim.lr:g}) differs from the one with seed {cfgs[0].train.seed} (lr "
-                f"{cfgs[0].optim.lr:g}) in {sorted(diff)}: train them apart"
+                f"{cfgs[0].optim.lr:g}) in {sorted(diff)}: train them apart (a suite's [grid] over such a key "
+                f"makes each of its values a separate ensemble)"
             )
     if cfgs[0].model.dropout > 0:
         raise ConfigError(
@@ -511,13 +615,21 @@ def _start(
     return device
 
 
-def _members(cfg: RunConfig, seeds: Sequence[int], out, lrs: Sequence[float] | None = None) -> list[Member]:
+def _members(
+    cfg: RunConfig,
+    seeds: Sequence[int],
+    out,
+    lrs: Sequence[float] | None = None,
+    settings: Sequence[dict] | None = None,
+) -> list[Member]:
     if not len(seeds):
         raise ConfigError(f"an ensemble needs at least one seed, got seeds={list(seeds)!r} (e.g. seeds=[0, 1, 2])")
-    cfgs = member_configs(cfg, seeds, lrs)
+    cfgs = member_configs(cfg, seeds, lrs, settings)
+    keys = _own_keys(lrs, settings)
     if isinstance(out, (str, Path)):
-        # with per-member rates: out/lr<rate>/seed<k>, one folder per rate as a grid of single runs
-        dirs = [Path(out) / (f"lr{c.optim.lr:g}" if lrs is not None else "") / f"seed{c.train.seed}" for c in cfgs]
+        # with members' own settings: out/<setting>/seed<k> (out/lr<rate>/seed<k> for rates), one
+        # folder per setting as a grid of single runs
+        dirs = [Path(out) / (_folder(c, keys) if keys else "") / f"seed{c.train.seed}" for c in cfgs]
     else:
         dirs = [Path(d) for d in out]
         if len(dirs) != len(cfgs):
@@ -525,6 +637,13 @@ def _members(cfg: RunConfig, seeds: Sequence[int], out, lrs: Sequence[float] | N
     if len(set(map(str, dirs))) != len(dirs):
         raise ConfigError(f"two members of the ensemble would share a run directory: {[str(d) for d in dirs]}")
     return [Member(c.train.seed, c, d) for c, d in zip(cfgs, dirs)]
+
+
+def _own_keys(lrs, settings) -> list[str]:
+    """The keys members set for themselves (``lrs``: the rate; ``settings``: its tables' keys)."""
+    if lrs is not None:
+        return ["optim.lr"]
+    return list(settings[0]) if settings else []
 
 
 def run_members(
@@ -605,6 +724,7 @@ def train_ensemble(
     task: Task | None = None,
     on_eval: Callable | None = None,
     lrs: Sequence[float] | None = None,
+    settings: Sequence[dict] | None = None,
 ) -> dict:
     """Train the runs of ``cfg`` with each of ``seeds`` as one batched model (see the module
     docstring); returns ``{seed: result}``, each result the dict its ``result.json`` holds.
@@ -612,6 +732,11 @@ def train_ensemble(
     ``lrs``: one learning rate per member (``optim.lr``; as long as ``seeds``, see
     :func:`member_configs`): member k is the single run of seed ``seeds[k]`` at ``lrs[k]``, its
     directory ``out/lr<rate>/seed<k>``, and the result is ``{(rate, seed): result}``.
+    ``settings``: one table of own settings per member, the general form of ``lrs`` (keys of
+    :data:`MEMBER_KEYS`: rates, ``optim.clip``, the LT-RNN's init scales; see
+    :func:`member_configs`): member k is the single run of seed ``seeds[k]`` with ``settings[k]``
+    set, its directory ``out/<key><value>-.../seed<k>`` (``clip1-input_scale0.5``), and the result
+    is ``{(value, ..., seed): result}``, the values in the order of the tables' keys.
 
     ``out``: a directory (member k in ``out/seed<k>``) or one run directory per seed (``rnnlab
     train --seeds ... --ensemble`` passes the directories ``--seeds`` alone would use).
@@ -631,8 +756,11 @@ def train_ensemble(
     ([0, 1, 2], 2, 3)
     """
     with caller_state_kept():  # the members set train.threads and seed: the caller's come back
-        members = run_members(_members(cfg, seeds, out, lrs), resume, progress, data_dir, task, on_eval, strict=True)
-    key = (lambda m: m.seed) if lrs is None else (lambda m: (m.cfg.optim.lr, m.seed))  # noqa: E731
+        members = run_members(
+            _members(cfg, seeds, out, lrs, settings), resume, progress, data_dir, task, on_eval, strict=True
+        )
+    own = _own_keys(lrs, settings)
+    key = (lambda m: m.seed) if not own else (lambda m: (*(_get(m.cfg, k) for k in own), m.seed))  # noqa: E731
     results = {key(m): m.result for m in members if m.result is not None}
     errors = {key(m): m.exc or RuntimeError(m.error) for m in members if m.status in ("failed", "busy")}
     if errors:

@@ -10,7 +10,7 @@ each member's own tensors (so every file a member writes is the single run's).
 
 Covered: Adam (with L2 weight decay), RMSprop without momentum and not centred, and SGD without
 momentum, each with per-member and per-group learning rates (DMU's group rates, schedules that
-change one member's rate), and clipping by each member's own gradient norm
+change one member's rate), and clipping by each member's own gradient norm at its own threshold
 (``torch.nn.utils.clip_grad_norm_``'s rule). Anything else (AMSGrad, momentum, a gradient
 scaler, a parameter without a gradient) returns None from :meth:`StackedStep.build` or
 :meth:`StackedStep.step`, and the ensemble steps its members one by one, as before.
@@ -74,29 +74,37 @@ class StackedStep:
             return None
         return cls(type(opts[0]))
 
-    def step(self, opts: Sequence[torch.optim.Optimizer], params: Sequence[list[Tensor]], clip: float):
-        """Clip each member's gradients to norm ``clip`` (0: no clipping) and step every
-        optimizer; returns each member's gradient norm before clipping (each None without
-        clipping), or None (nothing done) when a parameter has no gradient."""
+    def step(self, opts: Sequence[torch.optim.Optimizer], params: Sequence[list[Tensor]], clip):
+        """Clip each member's gradients to norm ``clip`` (0: no clipping; a sequence: each
+        member's own threshold) and step every optimizer; returns each member's gradient norm
+        before clipping (None for a member without clipping), or None (nothing done) when a
+        parameter has no gradient."""
         if any(p.grad is None for ps in params for p in ps):
             return None
         K = len(opts)
+        clips = [float(c) for c in clip] if isinstance(clip, Sequence) else [float(clip)] * K
         with torch.no_grad():
             grads = [self._grads(opts, g) for g in range(len(opts[0].param_groups))]
             norms = None
-            if clip > 0:
+            if any(c > 0 for c in clips):
                 # each member's norm exactly as torch.nn.utils.clip_grad_norm_ computes it (the norm
                 # of the per-parameter norms, in the member's parameter order): the logged norm and
                 # the clipping are then the same whether members step together or, as after a
                 # resume from checkpoints of different steps, alone
                 norms = torch.stack([torch.nn.utils.get_total_norm([p.grad for p in ps], 2.0) for ps in params])
-                coef = (clip / (norms + 1e-6)).clamp(max=1.0)
+                coef = torch.ones_like(norms)
+                for c in dict.fromkeys(clips):  # once per threshold, with clip_grad_norm_'s arithmetic
+                    if c > 0:
+                        rows = torch.tensor([k for k in range(K) if clips[k] == c])
+                        coef[rows] = (c / (norms[rows] + 1e-6)).clamp(max=1.0)
                 grads = [G * coef.to(G.dtype).unsqueeze(1) for G in grads]
             for g, G in enumerate(grads):
                 self._group(opts, g, G, K)
         for o in opts:  # what a scheduler's wrapper of opt.step records (else it warns of a skipped step)
             o._opt_called = True
-        return [None] * K if norms is None else list(norms.unbind(0))
+        if norms is None:
+            return [None] * K
+        return [n if c > 0 else None for n, c in zip(norms.unbind(0), clips)]
 
     # ------------------------------------------------------------------------------------
     @staticmethod

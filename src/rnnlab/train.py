@@ -1058,7 +1058,8 @@ class Group:
         gradient norm ([None] * n without clipping), or None where it does not apply."""
         if self.stacked_step is None or ms[0].tr.scaler is not None:
             return None
-        return self.stacked_step.step([m.tr.opt for m in ms], [m.tr.params for m in ms], self.cfg.optim.clip)
+        clips = [m.cfg.optim.clip for m in ms]  # each member's own threshold (a grid may differ in it)
+        return self.stacked_step.step([m.tr.opt for m in ms], [m.tr.params for m in ms], clips)
 
     # --- evaluation, checkpoints, the end ------------------------------------------------
     def evaluate(self, ms: list[Member]) -> None:

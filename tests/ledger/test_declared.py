@@ -26,7 +26,8 @@ def test_every_setting_of_a_declared_sweep_has_a_source():
     for name, sweep in declared.DECLARED.items():
         suite = load_suite(sweep.suite)
         keys = {o.split("=", 1)[0] for point in grid_points(suite.grid) for o in point}
-        assert keys | {"seeds"} == set(sweep.sources), name
+        staged = {"promotion"} if sweep.promote else set()  # a staged sweep's rule has its source too
+        assert keys | {"seeds"} | staged == set(sweep.sources), name
         for src in sweep.sources.values():
             assert src.kind in ("text", "code", "ours") and (src.kind != "ours" or src.why)
         for preset in suite.presets:
@@ -164,3 +165,135 @@ def test_the_plan_lists_a_declared_sweep_until_the_records_hold_it(tmp_path):
     assert f"* `rnnlab suite {SWEEP} --jobs 2` -- DMU adding (Fig. 3)" in section
     assert "5 of 504 runs in the records" in section
     assert "## Declared sweeps not complete (0)\n\nNone." in render(make_plan([tmp_path], paper="nnrnn"))
+
+
+# --- staged sweeps: Henaff's screens and the rule that takes points to the full budget -------------
+LSTM = "the LSTM solves it (within the preset's budget: the text gives none)"
+LSTM_SCREEN = "henaff-copy_variable-lstm-screen"
+
+
+def _screen(root, name, preset, score, skip=(), diverge=()):
+    """One screening run of ``preset`` at every grid point of ``name`` (point i in root/p<i>), its
+    final val/loss ``score(i)``; points in ``skip`` not run, in ``diverge`` diverged."""
+    points = grid_points(load_suite(name).grid)
+    for i, point in enumerate(points):
+        if i in skip:
+            continue
+        extra = {"stopped": "diverged"} if i in diverge else {}
+        final = {"final": {"val/loss": score(i)}, **extra}
+        write_record(root / f"p{i}", preset, 0, {"test/recall_accuracy": 0.2}, point, result_extra=final)
+    return points
+
+
+def test_every_henaff_claim_of_a_grid_names_its_declared_screen():
+    """Each Henaff part at the first timescale or at T=100 that says something works or fails is
+    judged over a declared staged sweep whose screen holds its preset; the grids cover the
+    optimizer, rate, clipping, batch and step budget, and the LT-RNN's input and bias init."""
+    from rnnlab.ledger import claims
+
+    parts = {p.text: p for c in claims.CLAIMS if c.paper == "henaff" for p in c.parts}
+    named = {t: p.sweep for t, p in parts.items() if p.sweep}
+    assert len(named) == 7, sorted(named)
+    for text, name in named.items():
+        sweep = declared.declared(name)
+        assert sweep.paper == "henaff" and sweep.promote is not None and parts[text].says in ("works", "fails")
+        keys = set(sweep.sources)
+        assert {"optim.name", "optim.lr", "optim.clip", "train.batch_size", "train.steps", "promotion"} <= keys
+        suite = load_suite(sweep.suite)
+        assert suite.seeds == [0] and suite.ensemble is True
+        if any("lstm" not in p for p in suite.presets):
+            assert {"model.cell_options.input_scale", "model.cell_options.bias_value"} <= keys
+        # the screen runs a tenth of each preset's budget: a reduced budget, which decides no verdict
+        for preset in suite.presets:
+            (steps,) = {
+                int(o.split("=")[1]) for pt in grid_points(suite.grid) for o in pt if o.startswith("train.steps")
+            }
+            assert steps * 10 == config.load(preset).train.steps
+            assert sweep.promote.steps >= config.load(preset).train.steps
+
+
+def test_the_rule_takes_the_best_complete_points_of_the_screen_to_the_full_budget(tmp_path):
+    """The declared rule, on fake screening records: the 3 points with the lowest final val/loss
+    (a diverged point passed over however low its loss), at 20,000 steps and 3 seeds; an incomplete
+    screen promotes nothing and says how much is missing. The suite it writes loads and its
+    runs are the points the judge expects."""
+    from rnnlab.ledger.records import Evidence, load_records
+
+    preset = "henaff/copy_variable-lstm"
+    points = _screen(tmp_path, LSTM_SCREEN, preset, lambda i: [5.0, 0.3, 9.0, 0.1][i % 4] + i / 100, skip={15})
+    ev = Evidence(*load_records([tmp_path]))
+    chosen, why = declared.promoted(LSTM_SCREEN, ev)
+    assert chosen == {} and why.endswith("1 of its runs are not in the records")
+    _screen(tmp_path / "b", LSTM_SCREEN, preset, lambda i: 0.0, skip=set(range(15)), diverge={15})
+    ev = Evidence(*load_records([tmp_path]))
+    chosen, why = declared.promoted(LSTM_SCREEN, ev)
+    assert why == ""
+    # scores 0.1 + i/100 at i = 3, 7, 11 (15 diverged): the lowest, in order
+    assert chosen[preset] == [[o for o in points[i] if "steps" not in o] + ["train.steps=20000"] for i in (3, 7, 11)]
+    suites, why = declared.full_stage_suites(LSTM_SCREEN, ev)
+    (name,) = suites
+    path = tmp_path / f"{name}.toml"
+    path.write_text(suites[name])
+    full = load_suite(str(path))
+    assert full.presets == [preset] and full.seeds == [0, 1, 2] and full.ensemble is True
+    assert [sorted(p) for p in grid_points(full.grid)] == [sorted(p) for p in chosen[preset]]
+    from rnnlab.cli import main
+
+    assert main(["reproduce", "promote", str(tmp_path), "-o", str(tmp_path / "full"), "--paper", "henaff"]) == 0
+    assert (tmp_path / "full" / f"{name}.toml").read_text() == suites[name]
+    points_judged, _ = declared.declared_points(LSTM_SCREEN, ev)
+    assert [n for _d, n in points_judged[preset]] == [3, 3, 3]
+    assert all("train.steps 20000 (preset 20000)" not in " ".join(d) for d, _ in points_judged[preset])
+
+
+def test_a_henaff_success_is_confirmed_by_one_promoted_point_at_three_seeds(tmp_path):
+    """ "The LSTM solves it": the screening runs alone decide nothing (a reduced budget); one
+    promoted point with 3 seeds at recall >= 0.99 confirms it, naming the setting; below that it
+    is "not reproduced in the N settings tried" with the list and how much of the sweep is run."""
+    from rnnlab.ledger.records import Evidence, load_records
+
+    preset = "henaff/copy_variable-lstm"
+    _screen(tmp_path / "screen", LSTM_SCREEN, preset, lambda i: 1.0 - i / 100)
+    v = judge(LSTM, tmp_path)
+    assert v.startswith("inconclusive") and "reduced budget" in v, v
+    chosen, _ = declared.promoted(LSTM_SCREEN, Evidence(*load_records([tmp_path])))
+    best, second = chosen[preset][:2]
+    for seed in range(3):
+        write_record(tmp_path / "full0", preset, seed, {"test/recall_accuracy": 0.5}, best)
+    v = judge(LSTM, tmp_path)
+    assert v.startswith("not reproduced in the 1 setting of ours tried (")
+    assert v.endswith(f"declared sweep `{LSTM_SCREEN}`: 1 of its 3 settings run)"), v
+    for seed in range(3):
+        write_record(tmp_path / "full1", preset, seed, {"test/recall_accuracy": 0.999}, second)
+    v = judge(LSTM, tmp_path)
+    assert v.startswith("confirmed (setting: ") and "2 settings of ours tried" in v, v
+
+
+def test_a_henaff_failure_is_confirmed_only_over_every_promoted_point(tmp_path):
+    """ "LT-ORNN at chance": open until the screen is complete and every promoted point has its 3
+    seeds at chance; one promoted point above chance refutes it."""
+    from rnnlab.ledger.records import Evidence, load_records
+
+    part, preset, name = (
+        "LT-ORNN at chance (within 0.05 of 1/8)",
+        "henaff/copy_variable-ltornn",
+        "henaff-copy_variable-screen",
+    )
+    _screen(tmp_path / "screen", name, preset, lambda i: 1.0 + (i % 7) / 10)
+    chosen, why = declared.promoted(name, Evidence(*load_records([tmp_path])), [preset])
+    assert why == "" and len(chosen[preset]) == 3
+    for k, point in enumerate(chosen[preset][:2]):
+        for seed in range(3):
+            write_record(tmp_path / f"full{k}", preset, seed, {"test/recall_accuracy": 0.13}, point)
+    v = judge(part, tmp_path)
+    assert (
+        v.startswith("inconclusive")
+        and f"confirmed only over the declared sweep `{name}` (3 settings x 3 seeds): 1 setting not run yet" in v
+    ), v
+    for seed in range(3):
+        write_record(tmp_path / "full2", preset, seed, {"test/recall_accuracy": 0.12}, chosen[preset][2])
+    v = judge(part, tmp_path)
+    assert v.startswith(f"confirmed (over the declared sweep `{name}` (3 settings x 3 seeds)"), v
+    for seed in range(3):
+        write_record(tmp_path / "other", preset, seed, {"test/recall_accuracy": 0.6}, ["optim.lr=0.003"])
+    assert judge(part, tmp_path).startswith("refuted (setting: optim.lr 0.003")

@@ -780,7 +780,8 @@ def test_henaff_runs_are_at_settings_of_ours_and_never_refute_a_success(tmp_path
     code: its presets run the ours protocol. A claim that something works is "not reproduced in
     the N settings tried" (never refuted) when no setting shows it, and confirmed by the one
     grid point that does (3 seeds); a claim that something fails is refuted by one setting where
-    it does not, and confirmed only over a sweep of SWEEP_MIN settings."""
+    it does not, and confirmed only over its declared sweep (the points its screening stage
+    promotes: tests/ledger/test_declared.py), never over the settings that happen to be tried."""
     assert published.protocol("henaff/copy-ltornn") == published.OURS_PROTOCOL
     assert published.protocol("dmu/adding-dmu") == published.PAPER_PROTOCOL
     part = "LT-ORNN solves copy (first timescale; ours T=500)"
@@ -798,10 +799,15 @@ def test_henaff_runs_are_at_settings_of_ours_and_never_refute_a_success(tmp_path
     other = "LT-IRNN does not"
     _copy_runs(tmp_path / "b", "henaff/copy-ltirnn", (0.27, 0.26, 0.28))
     v = judge(other, tmp_path / "b")
-    assert v.startswith("inconclusive (settings of ours: the preset's own: confirmed; holds in the 1 setting")
+    screen = "the declared sweep `henaff-copy-T500-screen` promotes: its screening stage"
+    assert v.startswith("inconclusive (settings: the preset's own: confirmed; holds in the 1 setting of ours tried")
+    assert v.endswith(
+        f"confirmed only over the points {screen} is not complete: 64 of its runs are not in the records)"
+    )
     for lr in ("0.0003", "0.001"):
         _copy_runs(tmp_path / "b", "henaff/copy-ltirnn", (0.27, 0.26, 0.28), [f"optim.lr={lr}"])
-    assert judge(other, tmp_path / "b").startswith("confirmed (over the 3 settings of ours tried")
+    v = judge(other, tmp_path / "b")  # three settings that happen to be tried do not confirm it
+    assert v.startswith("inconclusive (settings: ") and "holds in the 3 settings of ours tried" in v and screen in v
     _copy_runs(tmp_path / "b", "henaff/copy-ltirnn", (0.999, 0.998, 0.999), ["optim.clip=10.0"])
     v = judge(other, tmp_path / "b")
     assert v.startswith("refuted (setting: optim.clip 10") and claims.verdict_kind(v) == claims.REFUTED

@@ -4,7 +4,12 @@
 the transition is linear and the whole sequence is a linear recurrence over the precomputed
 ``v_t = sigma(W_ih x_t + b)``. ``init``: "identity" (LT-IRNN, suits adding), "orthogonal"
 (random orthogonal, LT-ORNN, suits copy), "default" (uniform +-1/sqrt(H)).
-``activation``: "relu" (the paper's), "tanh" or "identity". Shapes: x_t (B, I), h (B, H).
+``activation``: "relu" (the paper's), "tanh" or "identity". ``input_scale`` scales the input
+weights' initial range (``W_ih ~ U(+-input_scale / sqrt(H))``, 1: the default) and ``bias_value``
+is the bias's initial value (0: the default; Henaff's adding construction has b = -1): the paper
+gives neither, and on the copy task ReLU inputs that pile up on an orthogonal W over hundreds of
+steps make both decide whether training starts. Both only initialise, so members of one ensemble
+may differ in them (``rnnlab.ensemble.MEMBER_KEYS``). Shapes: x_t (B, I), h (B, H).
 
 Fast paths over the precomputed ``v`` (:mod:`rnnlab.kernels.scan`): ``backend="scan"`` (chunked
 scan), ``"loop"`` (the loop inside the fused kernel: one product per step forward and one
@@ -50,6 +55,8 @@ class LTRNNCell(Cell):
         bias: bool = True,
         chunk: int = 0,
         backend: str = "auto",
+        input_scale: float = 1.0,
+        bias_value: float = 0.0,
     ):
         super().__init__(input_size, hidden_size, backend)
         if activation not in ("relu", "tanh", "identity"):
@@ -58,7 +65,12 @@ class LTRNNCell(Cell):
             raise ValueError(f"LT-RNN init must be 'identity', 'orthogonal' or 'default', got {init!r}")
         if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 0:
             raise ValueError(f"LT-RNN chunk must be an integer >= 0 (0: chosen per sequence), got {chunk!r}")
+        for name, v, low in (("input_scale", input_scale, "> 0"), ("bias_value", bias_value, "")):
+            ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and (not low or v > 0)
+            if not ok:
+                raise ValueError(f"LT-RNN {name} must be a finite number{' ' + low if low else ''}, got {v!r}")
         self.activation, self.init, self.chunk = activation, init, chunk
+        self.input_scale, self.bias_value = float(input_scale), float(bias_value)
         self.weight_ih = nn.Parameter(torch.empty(hidden_size, input_size))
         self.weight_hh = nn.Parameter(torch.empty(hidden_size, hidden_size))
         self.bias = nn.Parameter(torch.zeros(hidden_size)) if bias else None
@@ -72,7 +84,8 @@ class LTRNNCell(Cell):
 
     def reset_parameters(self) -> None:
         k = 1.0 / math.sqrt(self.hidden_size)
-        nn.init.uniform_(self.weight_ih, -k, k)
+        k_in = self.input_scale / math.sqrt(self.hidden_size)  # equal to k at input_scale 1
+        nn.init.uniform_(self.weight_ih, -k_in, k_in)
         with torch.no_grad():
             if self.init == "identity":
                 self.weight_hh.copy_(torch.eye(self.hidden_size))
@@ -81,7 +94,7 @@ class LTRNNCell(Cell):
             else:
                 self.weight_hh.uniform_(-k, k)
             if self.bias is not None:
-                self.bias.zero_()
+                self.bias.fill_(self.bias_value)
 
     def input_path(self, x: Tensor) -> Tensor:
         v = tall_linear(x, self.weight_ih, self.bias)  # F.linear itself for a single step

@@ -80,6 +80,10 @@ def cmd_reproduce(args) -> int:
         return main_plan(args.runs or ["records"], budget=args.budget, paper=args.paper, output=args.output)
     if args.action == "ledger":
         return main_ledger(args.runs or ["records"], output=args.output)
+    if args.action == "promote":
+        from ..ledger.declared import main_promote
+
+        return main_promote(args.runs or ["records"], args.output, paper=args.paper)
     if args.action == "compact":
         if len(args.runs) > 1 or args.output:
             raise ValueError("usage: rnnlab reproduce compact [RECORDS_DIR] (one records directory, in place; no -o)")

@@ -412,7 +412,12 @@ def _parser_reproduce(sub) -> None:
         "rnnlab reproduce ledger records/ -o REPRODUCTION.md",
         docs="reproduce.md",
     )
-    s.add_argument("action", choices=["ledger", "plan", "collect", "compact"], help="what to do, e.g. ledger")
+    s.add_argument(
+        "action",
+        choices=["ledger", "plan", "collect", "compact", "promote"],
+        help="what to do (promote: the full stage of each staged declared sweep whose screening runs the "
+        "records hold, as suite files in -o DIR), e.g. ledger",
+    )
     s.add_argument(
         "runs",
         nargs="*",

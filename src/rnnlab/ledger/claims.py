@@ -394,8 +394,15 @@ CLAIMS: list[Claim] = [
         "Fig. 2, Sec. 4.1",
         "LT-ORNN solves fixed-length copy almost immediately, while LT-IRNN does not",
         (
-            Part("LT-ORNN solves copy (first timescale; ours T=500)", solves_copy("henaff/copy-ltornn"), says="works"),
-            Part("LT-IRNN does not", not_solves_copy("henaff/copy-ltirnn"), says="fails"),
+            Part(
+                "LT-ORNN solves copy (first timescale; ours T=500)",
+                solves_copy("henaff/copy-ltornn"),
+                says="works",
+                sweep="henaff-copy-T500-screen",
+            ),
+            Part(
+                "LT-IRNN does not", not_solves_copy("henaff/copy-ltirnn"), says="fails", sweep="henaff-copy-T500-screen"
+            ),
         ),
     ),
     Claim(
@@ -418,6 +425,7 @@ CLAIMS: list[Claim] = [
                 "LT-IRNN solves adding (first timescale; ours T=500)",
                 loss_level("henaff/adding-ltirnn", 0.01, "solved"),
                 says="works",
+                sweep="henaff-adding-T500-screen",
             ),
             Part("LT-ORNN behind LT-IRNN", beats("henaff/adding-ltirnn", "henaff/adding-ltornn", "test/loss", False)),
         ),
@@ -429,13 +437,17 @@ CLAIMS: list[Claim] = [
         "solve addition (approximately: test MSE below 10% of the predict-the-mean baseline)",
         (
             Part(
-                "LT-ORNN + pooling solves copy (first timescale)", solves_copy("henaff/copy-ltornn-pool"), says="works"
+                "LT-ORNN + pooling solves copy (first timescale)",
+                solves_copy("henaff/copy-ltornn-pool"),
+                says="works",
+                sweep="henaff-pool-T500-screen",
             ),
             Part("LT-ORNN + pooling solves copy at T=750", solves_copy("henaff/copy-ltornn-pool-T750"), says="works"),
             Part(
                 "LT-ORNN + pooling approximately solves adding (first timescale)",
                 loss_below_baseline("henaff/adding-ltornn-pool", 0.1, "approximately solved"),
                 says="works",
+                sweep="henaff-pool-T500-screen",
             ),
             # Fig. 4 shows adding at both timescales, and the sentence does not limit "addition" to one
             Part(
@@ -455,11 +467,13 @@ CLAIMS: list[Claim] = [
                 "LT-ORNN at chance (within 0.05 of 1/8)",
                 at_chance("henaff/copy_variable-ltornn", 1 / 8, 0.05),
                 says="fails",
+                sweep="henaff-copy_variable-screen",
             ),
             Part(
                 "LT-IRNN at chance (within 0.05 of 1/8)",
                 at_chance("henaff/copy_variable-ltirnn", 1 / 8, 0.05),
                 says="fails",
+                sweep="henaff-copy_variable-screen",
             ),
             # the text gives no number of steps for Fig. 5: the verdict holds at the preset's
             # budget, which the evidence column states
@@ -467,6 +481,7 @@ CLAIMS: list[Claim] = [
                 "the LSTM solves it (within the preset's budget: the text gives none)",
                 solves_copy("henaff/copy_variable-lstm"),
                 says="works",
+                sweep="henaff-copy_variable-lstm-screen",
             ),
         ),
     ),

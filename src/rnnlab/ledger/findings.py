@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from .declared import sweep_points
+from .declared import declared_points, sweep_points
 from .published import OURS_PROTOCOL, PAPER_PROTOCOL, PROTOCOLS, VARIANTS, at_other_protocols, protocol
 from .stats import (
     ALPHA,
@@ -318,7 +318,8 @@ def judge_over_settings(part: Part, ev, need: int, view=None, native: str = OURS
             if k == CONFIRMED:
                 return f"{CONFIRMED} (setting: {label}; {tried})", f
         if all(k == REFUTED for k in kinds):
-            return f"{NOT_REPRODUCED} in the {tried} ({listing}; the paper's settings are open)", judged[0][2]
+            note = _sweep_note(part, presets, ev)
+            return f"{NOT_REPRODUCED} in the {tried} ({listing}; the paper's settings are open{note})", judged[0][2]
         reasons = "; ".join(v for _, v, _ in judged if verdict_kind(v) != REFUTED)
         return f"{INCONCLUSIVE} (not reproduced so far in the {tried}: {reasons})", judged[0][2]
     if says == "fails":
@@ -326,7 +327,7 @@ def judge_over_settings(part: Part, ev, need: int, view=None, native: str = OURS
             if k == REFUTED:
                 return f"{REFUTED} (setting: {label}; {tried})", f
         if part.sweep and set(presets) <= set(sweep_points(part.sweep)):
-            return over_declared_sweep(part.sweep, presets, settings, judged, tried, listing)
+            return over_declared_sweep(part.sweep, presets, settings, judged, tried, listing, ev)
     if all(k == kinds[0] for k in kinds) and kinds[0] in (CONFIRMED, REFUTED) and n >= SWEEP_MIN:
         if kinds[0] == CONFIRMED or says == "compares":
             return f"{kinds[0]} (over the {tried}: {listing})", judged[0][2]
@@ -338,13 +339,47 @@ def judge_over_settings(part: Part, ev, need: int, view=None, native: str = OURS
     )
 
 
-def over_declared_sweep(name: str, presets, settings, judged, tried: str, listing: str) -> tuple[str, Finding]:
+def _asks_ours(part: Part, ev) -> bool:
+    """Whether ``part``'s rule asks for a preset whose settings are ours (``OPEN_SETTINGS``)."""
+    ask = Asking(ev)
+    part.rule(ask)
+    return any(protocol(p) == OURS_PROTOCOL for p in ask.asked)
+
+
+def _sweep_note(part: Part, presets, ev) -> str:
+    """For a claim that something works, not reproduced so far: how much of its declared sweep
+    the records hold ("" without one)."""
+    if not part.sweep or not set(presets) <= set(sweep_points(part.sweep)):
+        return ""
+    points, why = declared_points(part.sweep, ev, presets)
+    if why:
+        return f"; declared sweep `{part.sweep}`: {why}"
+    have = {g.diffs for p in presets for g in ev.groups(p, same_config=False) if len(g.records) >= FEW_SEEDS}
+    wanted = [d for p in presets for d, _n in points.get(p, ())]
+    return f"; declared sweep `{part.sweep}`: {sum(d in have for d in wanted)} of its {len(wanted)} settings run"
+
+
+def over_declared_sweep(name: str, presets, settings, judged, tried: str, listing: str, ev=None) -> tuple[str, Finding]:
     """A claim that something fails "for any hyperparameters", none of whose settings refutes it,
-    judged over its declared sweep ``name``: confirmed when every grid point of the sweep, for each
-    of ``presets``, is among the ``settings`` tried and confirms it; else inconclusive, saying how
+    judged over its declared sweep ``name``: confirmed when every grid point of the sweep (of a
+    staged sweep: every point its rule promotes from the screening runs of ``ev``), for each of
+    ``presets``, is among the ``settings`` tried and confirms it; else inconclusive, saying how
     much of the sweep is still to run or undecided."""
-    points = sweep_points(name)
+    points, why = declared_points(name, ev, presets) if ev is not None else (sweep_points(name), "")
+    if why:
+        lean = "holds" if all(verdict_kind(v) == CONFIRMED for _l, v, _f in judged) else "mixed"
+        return (
+            f"{INCONCLUSIVE} (settings: {listing}; {lean} in the {tried}; confirmed only over the points the "
+            f"declared sweep `{name}` promotes: {why})",
+            judged[0][2],
+        )
     at = {d: v for (d, _c), (_l, v, _f) in zip(settings, judged)}
+    if not any(points.get(p) for p in presets):
+        return (
+            f"{INCONCLUSIVE} (settings: {listing}; the declared sweep `{name}` took no point on: every screening "
+            f"point diverged or has no finite score)",
+            judged[0][2],
+        )
     seeds = max(n for p in presets for _d, n in points[p])
     declared = list(dict.fromkeys(d for p in presets for d, _n in points[p]))
     missing = [d for d in declared if d not in at]
@@ -424,7 +459,8 @@ class Claim:
                 return UNTESTED, f
             return f"{vc} as released (code protocol); {vp} with the text's settings (paper protocol)", f
         f = p.rule(ev)
-        if any(protocol(g.preset) == OURS_PROTOCOL for g in f.groups):
+        if any(protocol(g.preset) == OURS_PROTOCOL for g in f.groups) or (f.outcome == UNTESTED and _asks_ours(p, ev)):
+            # also where only runs at other settings than the preset's own are in the records (a grid's)
             return judge_over_settings(p, ev, need)
         return verdict(f, need, p.any_setting), f
 
