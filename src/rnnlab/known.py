@@ -113,11 +113,12 @@ CHECKS: tuple[Check, ...] = (
         source="Gu and Dao 2023 (arXiv:2312.00752), Sec. 4.1.1, Table 1 (numbers as recalled: no copy of the "
         "paper was available to check them)",
         setting="selective copying with 4 data tokens from 8 symbols among 32 noise tokens (T = 40, Mamba's: 16 "
-        "among 4,096); one layer; 8,000 parameters; Adam 3e-3, 600 updates of batch 32",
+        "among 4,096); two stacked layers of each (the Mamba block, the S4D layer); 8,000 parameters; Adam 3e-3, "
+        "1,000 updates of batch 32",
         preset="field/selective_copy-lstm",
         params=8000,
-        overrides=_SC,
-        train=_train(600, 32),
+        overrides=(*_SC, "model.num_layers=2"),
+        train=_train(1000, 32),
         arms=(Arm("mamba", "mamba"), Arm("s4d", "s4d")),
         expect=(Expect("mamba", "s4d", 0.1),),
     ),
@@ -129,13 +130,13 @@ CHECKS: tuple[Check, ...] = (
         "twice its training length",
         source="Gu and Dao 2023 (arXiv:2312.00752), Sec. 4.1.2, Table 2 (as recalled: no copy of the paper was "
         "available to check the numbers)",
-        setting="induction heads with 8 symbols, trained at T = 64 and tested at T = 64 and T = 256 (4 times the "
-        "training length; Mamba's: 16 symbols, 256 and up to 2^20); one layer; 8,000 parameters; Adam 3e-3, "
-        "600 updates of batch 32",
+        setting="induction heads with 8 symbols, trained at T = 32 and tested at T = 32 and at T = 256 (8 times "
+        "the training length; Mamba's: 16 symbols, 256 and up to 2^20); two stacked layers of each; 8,000 "
+        "parameters; Adam 3e-3, 1,000 updates of batch 32",
         preset="field/induction-lstm",
         params=8000,
-        overrides=("task.T=64", "task.alphabet=8", "optim.lr=3e-3"),
-        train=_train(600, 32),
+        overrides=("task.T=32", "task.alphabet=8", "model.num_layers=2", "optim.lr=3e-3"),
+        train=_train(1000, 32),
         arms=(Arm("mamba", "mamba"), Arm("s4d", "s4d")),
         expect=(Expect("mamba", "s4d", 0.1), Expect("mamba", floor=0.9), Expect("mamba@T256", floor=0.9)),
         extra_eval=(("T256", ("task.T=256",)),),
@@ -148,13 +149,13 @@ CHECKS: tuple[Check, ...] = (
         "85.7 +- 5.8%, 96.0 +- 2.8%)",
         source="Feng et al. 2024, 'Were RNNs All We Needed?' (arXiv:2410.01201), Sec. 4, Table 1 (numbers as "
         "recalled: no copy of the paper was available to check them)",
-        setting="selective copying as in mamba-selective-copy; 1 layer against 3 stacked layers (rnnlab's plain "
-        "stacking: no residual or normalisation between layers), all at 8,000 parameters; Adam 3e-3, 600 "
+        setting="the selective copying task of mamba-selective-copy; 1 layer against 3 stacked layers (rnnlab's plain "
+        "stacking: no residual or normalisation between layers), all at 8,000 parameters; Adam 3e-3, 1,000 "
         "updates of batch 32",
         preset="field/selective_copy-lstm",
         params=8000,
         overrides=_SC,
-        train=_train(600, 32),
+        train=_train(1000, 32),
         arms=(
             Arm("mingru-1", "mingru"),
             Arm("mingru-3", "mingru", ("model.num_layers=3",)),
@@ -172,11 +173,11 @@ CHECKS: tuple[Check, ...] = (
         source="Arora et al. 2023, 'Zoology' (arXiv:2312.04927), Sec. 3-4, Fig. 2; Beck et al. 2024, 'xLSTM' "
         "(arXiv:2405.04517), Sec. 4.1, its MQAR figure (qualitative statements; not checked against a copy here)",
         setting="MQAR at T = 32, vocabulary 64 (the authors': T 64 to 512, vocabulary 8,192), 2 against 8 "
-        "key-value pairs, embedding 16; one layer; 8,000 parameters; Adam 3e-3, 600 updates of batch 32",
+        "key-value pairs, embedding 16; one layer; 8,000 parameters; Adam 3e-3, 1,000 updates of batch 32",
         preset="field/mqar-lstm",
         params=8000,
         overrides=("task.T=32", "task.vocab=64", "model.embedding=16", "optim.lr=3e-3"),
-        train=_train(600, 32),
+        train=_train(1000, 32),
         arms=(
             Arm("lru-2", "lru", ("task.num_kv_pairs=2",)),
             Arm("lru-8", "lru", ("task.num_kv_pairs=8",)),
@@ -195,12 +196,12 @@ CHECKS: tuple[Check, ...] = (
         "3.3 and its ablation tables (qualitative statement; not checked against a copy here). The gamma "
         "normalisation is not ablated: rnnlab's LRU has no switch for it",
         setting="the copy task with 10 symbols to recall after L = 100 blanks (T = 120; the papers' LRA tasks "
-        "are 1,024 to 16,384 long); one LRU layer without the block; 8,000 parameters; Adam 3e-3, 600 updates "
-        "of batch 32",
+        "are 1,024 to 16,384 long); one LRU layer without the block; 8,000 parameters; Adam 3e-3, 1,000 "
+        "updates of batch 32",
         preset="ssm/lru-copy",
         params=8000,
         overrides=("task.L=100", "optim.name=adam", "optim.lr=3e-3", "optim.clip=1.0"),
-        train=_train(600, 32),
+        train=_train(1000, 32),
         arms=(Arm("r_min=0.9", "lru", ("model.cell_options.r_min=0.9",)), Arm("r_min=0", "lru")),
         expect=(Expect("r_min=0.9", "r_min=0", 0.05),),
         metric="test/recall_accuracy",
@@ -349,6 +350,7 @@ def run_known(
     if not seeds:
         raise ConfigError("rnnlab field --known needs at least one seed (e.g. --seeds 0-2)")
     todo = check_by_key(checks)
+    git = git_state()  # the tree the runs start from (a page edited while they run is not theirs)
     out = Path(out) if out else Path("runs") / f"known-{budget}"
     record = Path(record) if record else out / "known-results.json"
     rows, missing, info = [], [], {}
@@ -363,7 +365,7 @@ def run_known(
         "budget": budget,
         "seeds": seeds,
         "checks": info,
-        "git": git_state(),
+        "git": git,
         "versions": versions(),
         "rows": rows,
         "missing": missing,
