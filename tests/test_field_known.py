@@ -132,8 +132,12 @@ def test_a_tiny_run_of_one_check_is_well_formed(tmp_path, capsys):
     for r in rec["rows"]:
         assert r["steps"] == 2 and 0.0 <= r["value"] <= 1.0
         assert abs(r["params"] - check.params) <= 0.2 * check.params  # matched by model.params
-    # the longer test: the same checkpoint on a task four times as long
-    assert {tuple(r["eval"]) for r in rec["rows"] if "@" in r["cell"]} == {("task.T=256",)}
+    # the longer tests: the same checkpoint on tasks 2, 4 and 8 times as long
+    assert {tuple(r["eval"]) for r in rec["rows"] if "@" in r["cell"]} == {
+        ("task.T=64",),
+        ("task.T=128",),
+        ("task.T=256",),
+    }
     assert text.strip() == K.format_table(rec).strip()
     assert main([*argv, "--out", str(out)]) == 0  # a second call reuses the finished runs
     assert json.loads((out / "known-results.json").read_text())["rows"] == rec["rows"]

@@ -123,6 +123,21 @@ CHECKS: tuple[Check, ...] = (
         expect=(Expect("mamba", "s4d", 0.1),),
     ),
     Check(
+        key="mamba-selective-copy-L128",
+        model="Mamba (S6) vs S4D, longer",
+        claim="As mamba-selective-copy: the time-invariant layer falls behind the selective one as the noise "
+        "between the data tokens grows (Mamba's setting: L = 4,096)",
+        source="Gu and Dao 2023 (arXiv:2312.00752), Sec. 4.1.1, Table 1",
+        setting="mamba-selective-copy with 128 noise tokens instead of 32 (T = 136); two stacked layers of each; "
+        "8,000 parameters; Adam 3e-3, 1,000 updates of batch 32",
+        preset="field/selective_copy-lstm",
+        params=8000,
+        overrides=("task.L=128", "task.K=4", "task.alphabet=8", "optim.lr=3e-3", "model.num_layers=2"),
+        train=_train(1000, 32),
+        arms=(Arm("mamba", "mamba"), Arm("s4d", "s4d")),
+        expect=(Expect("mamba", "s4d", 0.1),),
+    ),
+    Check(
         key="mamba-induction",
         model="Mamba (S6) vs S4D",
         claim="Mamba solves the induction heads task and extrapolates: trained at length 256, it keeps 100% "
@@ -130,8 +145,8 @@ CHECKS: tuple[Check, ...] = (
         "twice its training length",
         source="Gu and Dao 2023 (arXiv:2312.00752), Sec. 4.1.2, Table 2 (as recalled: no copy of the paper was "
         "available to check the numbers)",
-        setting="induction heads with 8 symbols, trained at T = 32 and tested at T = 32 and at T = 256 (8 times "
-        "the training length; Mamba's: 16 symbols, 256 and up to 2^20); two stacked layers of each; 8,000 "
+        setting="induction heads with 8 symbols, trained at T = 32 and tested at T = 32, 64, 128 and 256 (up to 8 "
+        "times the training length; Mamba's: 16 symbols, 256 and up to 2^20); two stacked layers of each; 8,000 "
         "parameters; Adam 3e-3, 1,000 updates of batch 32",
         preset="field/induction-lstm",
         params=8000,
@@ -139,7 +154,7 @@ CHECKS: tuple[Check, ...] = (
         train=_train(1000, 32),
         arms=(Arm("mamba", "mamba"), Arm("s4d", "s4d")),
         expect=(Expect("mamba", "s4d", 0.1), Expect("mamba", floor=0.9), Expect("mamba@T256", floor=0.9)),
-        extra_eval=(("T256", ("task.T=256",)),),
+        extra_eval=(("T64", ("task.T=64",)), ("T128", ("task.T=128",)), ("T256", ("task.T=256",))),
     ),
     Check(
         key="minrnn-layers",
