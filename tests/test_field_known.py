@@ -139,8 +139,14 @@ def test_a_tiny_run_of_one_check_is_well_formed(tmp_path, capsys):
         ("task.T=256",),
     }
     assert text.strip() == K.format_table(rec).strip()
+    assert rec["checks"]["mamba-induction"]["runs"] == 4 and rec["checks"]["mamba-induction"]["runs_reused"] == 0
     assert main([*argv, "--out", str(out)]) == 0  # a second call reuses the finished runs
-    assert json.loads((out / "known-results.json").read_text())["rows"] == rec["rows"]
+    again = json.loads((out / "known-results.json").read_text())
+    assert again["rows"] == rec["rows"] and again["checks"]["mamba-induction"]["runs_reused"] == 4
+    # and keeps the CPU time of the call that trained them
+    first = rec["checks"]["mamba-induction"]["cpu_s"]
+    assert first > 0 and again["checks"]["mamba-induction"]["cpu_s"] == first
+    assert again["checks"]["mamba-induction"]["cpu_s_from"] == rec["date"]
 
 
 def test_bad_selections_are_one_line(tmp_path, capsys):

@@ -298,16 +298,17 @@ def _run_check(check: Check, budget: str, seeds, out: Path, data_dir, log) -> tu
     from .field import _cpu_s, _row, _train
     from .rundir import RunFiles
 
-    cpu = _cpu_s()
+    cpu, started = _cpu_s(), time.time()
     train = check.train if budget == "table" else _tiny(check)
     paths = {arm.label: write_arm(check, arm, train, out / "presets") for arm in check.arms}
     log(f"{check.key}: {len(paths)} arms of {check.params} parameters x {len(seeds)} seeds ({budget} budget)")
     where, errors = _train(
         SimpleNamespace(key=f"known-{check.key}"), list(paths.values()), out, seeds, [], 1, "local", None, data_dir, log
     )
-    rows, missing = [], []
+    rows, missing, reused = [], [], 0
     for arm in check.arms:
         dirs = where.get(str(paths[arm.label]), [])
+        reused += sum(RunFiles(d).result.exists() and RunFiles(d).result.stat().st_mtime < started for d in dirs)
         done = []
         for seed, rd in zip(seeds, dirs, strict=True):
             try:
@@ -341,8 +342,20 @@ def _run_check(check: Check, budget: str, seeds, out: Path, data_dir, log) -> tu
         "expect": [e.__dict__ for e in check.expect],
         "extra_eval": {s: list(o) for s, o in check.extra_eval},
         "cpu_s": round(_cpu_s() - cpu, 1),
+        "runs": len(check.arms) * len(seeds),
+        "runs_reused": reused,
     }
     return rows, missing, info
+
+
+def _carry_cpu(info: dict, previous: dict) -> dict:
+    """A check whose every run was reused (trained by an earlier call) keeps the CPU time that the
+    earlier call's record at the same path measured for it, where that record ran the same
+    settings; else this call's."""
+    old = (previous.get("checks") or {}).get(info["key"]) if previous.get("kind") == KIND else None
+    if info["runs_reused"] == info["runs"] and old and old.get("overrides") == info["overrides"] and old.get("cpu_s"):
+        return {**info, "cpu_s": old["cpu_s"], "cpu_s_from": old.get("cpu_s_from") or previous.get("date")}
+    return info
 
 
 def run_known(
@@ -368,9 +381,15 @@ def run_known(
     git = git_state()  # the tree the runs start from (a page edited while they run is not theirs)
     out = Path(out) if out else Path("runs") / f"known-{budget}"
     record = Path(record) if record else out / "known-results.json"
+    try:
+        previous = json.loads(record.read_text())
+    except (OSError, ValueError):
+        previous = {}
     rows, missing, info = [], [], {}
     for check in todo:
         r, m, i = _run_check(check, budget, seeds, out, data_dir, log)
+        i = _carry_cpu({"key": check.key, **i}, previous)
+        del i["key"]
         rows, missing, info[check.key] = rows + r, missing + m, i
     rec = {
         "kind": KIND,
@@ -471,7 +490,8 @@ def format_table(record: dict, source: str = "") -> str:
     out = [caption, "", *lines, "", "| check | home preset | every run | CPU-minutes |", "|---|---|---|---|"]
     for key, info in record["checks"].items():
         over = " ".join(info["overrides"])
-        out.append(f"| {key} | `{info['preset']}` | {over} | {info.get('cpu_s', 0.0) / 60:.1f} |")
+        when = f" (its runs trained by the call of {info['cpu_s_from']})" if info.get("cpu_s_from") else ""
+        out.append(f"| {key} | `{info['preset']}` | {over} | {info.get('cpu_s', 0.0) / 60:.1f}{when} |")
     if record["missing"]:
         out += ["", "Without a finished run:", ""]
         out += [f"* {m['check']} / {m['arm']}, seeds {m['seeds']}: {m['reason']}" for m in record["missing"]]
