@@ -17,6 +17,8 @@ A block in a Markdown file is marked::
 * ``ensemble``: ``rnnlab bench ensemble``'s table (``--json``);
 * ``field``: ``rnnlab field``'s table, the cells on the long-memory tasks (docs/field.md; a results
   record, captioned with its budget and commit, not a timing record);
+* ``field-known``: ``rnnlab field --known``'s table, each modern model's known behaviour beside ours
+  (docs/field-known.md; a results record);
 * ``scan``: the LT-RNN's loop, fused loop and scan (``benchmarks/scan.py --json``);
 * ``allocator``: glibc allocator settings against time and page faults (``benchmarks/allocator.py``);
 * ``summary``: the papers' cells and the classic baselines on copy, MNIST and PTB, against
@@ -280,6 +282,13 @@ def _field_table(record: dict, source: str) -> str:
     return format_table(record, source)
 
 
+def _known_table(record: dict, source: str) -> str:
+    """``rnnlab field --known``'s table from its record (:func:`rnnlab.known.format_table`)."""
+    from ..known import format_table
+
+    return format_table(record, source)
+
+
 VIEWS = {
     "speed": _captioned(speed.format_table),
     "speed-limits": _captioned(speed.format_limits),
@@ -293,6 +302,7 @@ VIEWS = {
     "summary": _captioned(summary_table),
     "memory-sentence": memory_sentence,
     "field": _field_table,
+    "field-known": _known_table,
 }
 
 

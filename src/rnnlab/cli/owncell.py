@@ -37,6 +37,17 @@ def cmd_compare(args) -> int:
 def cmd_field(args) -> int:
     from ..field import main_field
 
+    if args.known:
+        from ..known import main_known
+
+        return main_known(
+            checks=_names(args.checks, "--checks", "mamba-selective-copy,lru-ring", "every check"),
+            budget=args.budget,
+            seeds=_parse_seeds(args.seeds) if args.seeds is not None else [0, 1, 2],
+            out=args.out,
+            record=args.record,
+            data_dir=args.data_dir,
+        )
     return main_field(
         cells=_names(args.cells, "--cells", "lstm,lru", "every cell"),
         tasks=_names(args.tasks, "--tasks", "adding,mqar", "all of them"),

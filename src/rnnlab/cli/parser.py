@@ -679,6 +679,17 @@ def _parser_field(sub) -> None:
         "docs/field-results.json listops.json --record docs/field-results.json",
     )
     s.add_argument("--jobs", type=int, default=1, help="parallel runs (each one thread), e.g. --jobs 2")
+    s.add_argument(
+        "--known",
+        action="store_true",
+        help="instead of the table, check each modern model's known behaviour from its paper at a CPU scale "
+        "(docs/field-known.md; --record, --budget, --seeds, --out, --checks apply), e.g. --known --record "
+        "docs/field-known-results.json",
+    )
+    s.add_argument(
+        "--checks",
+        help="with --known: comma-separated checks (default: all), e.g. --checks mamba-selective-copy,lru-ring",
+    )
     _opt_set(s, "override for every run")
     _opt_data_dir(s)
     _opt_backend(s, "runs")
