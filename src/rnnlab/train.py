@@ -953,7 +953,8 @@ def _grads_own_memory(params) -> None:
     """Give every gradient its own memory. The gradients of a batched model's members arrive as
     slices of the stacked parameters' gradients, and two parameters that enter the forward pass
     as one sum (an RNN's b_ih + b_hh) receive slices of one tensor; clipping scales gradients in
-    place, so such a pair would be scaled twice."""
+    place, so such a pair would be scaled twice. (The stacked optimizer step only reads them: it
+    needs no copies.)"""
     for p in params:
         g = p.grad
         if g is not None and g.untyped_storage().nbytes() != g.numel() * g.element_size():
@@ -1058,13 +1059,14 @@ class Group:
         # the members' losses are independent: the gradient of their sum is each one's own
         totals = [m.tr.stepper.scaled(total) for m, _, _, total, _ in ok]
         (totals[0] if len(totals) == 1 else torch.stack(totals).sum()).backward()
-        for m, *_ in ok:
-            _grads_own_memory(m.tr.params)
         loss_values = _values([loss for _, loss, *_ in ok])
         regs = [reg for _, _, reg, *_ in ok]
         reg_values = [None] * len(ok) if regs[0] is None else _values(regs)
-        norms = self._stacked_step([m for m, *_ in ok])
-        if norms is not None and norms[0] is not None:
+        norms = self._stacked_step([m for m, *_ in ok])  # (reads the gradients, scales none in place)
+        if norms is None:  # each member's clipping scales its gradients in place
+            for m, *_ in ok:
+                _grads_own_memory(m.tr.params)
+        elif norms[0] is not None:
             norms = _values(norms)
         for i, (m, loss, _, _, new) in enumerate(ok):
             try:
