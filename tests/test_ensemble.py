@@ -984,3 +984,20 @@ def test_ctrl_c_inside_the_batched_step_is_an_interrupt_not_a_crash(tmp_path, mo
     train_ensemble(cfg, [0, 1], tmp_path / "ens", resume=True, progress=False)
     for seed in (0, 1):
         assert run_record(tmp_path / "ref" / f"seed{seed}") == run_record(tmp_path / "ens" / f"seed{seed}")
+
+
+def test_members_lengths_are_checked_in_one_pass_with_each_members_message():
+    """The ensemble checks its members' lengths at once; a fault is reported as the single run's
+    check reports it (check_lengths), for the member that has it."""
+    from rnnlab.ensemble import _members_lengths
+
+    good = [torch.tensor([3, 5]), torch.tensor([1, 4])]
+    assert torch.equal(_members_lengths(good, 5, 2), torch.tensor([[3, 5], [1, 4]]))
+    assert torch.equal(
+        _members_lengths([torch.tensor([3, 5], dtype=torch.int32)] * 2, 5, 2), torch.tensor([[3, 5]] * 2)
+    )
+    for bad, why in (([3, 6], "got \\[3, 6\\]"), ([0, 2], "got \\[0, 2\\]"), ([2.5, 2.0], "whole numbers")):
+        with pytest.raises(ValueError, match=why):
+            _members_lengths([torch.tensor([2, 2]), torch.tensor(bad)], 5, 2)
+    with pytest.raises(ValueError, match="per batch element \\(2\\)"):
+        _members_lengths([torch.tensor([2, 2]), torch.tensor([2, 2, 2])], 5, 2)

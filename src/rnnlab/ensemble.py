@@ -418,6 +418,19 @@ def _signature(batch: Batch, state) -> tuple:
     return (tuple(batch.x.shape), batch.x.dtype, batch.lengths is None, repr(shapes))
 
 
+def _members_lengths(lengths: list, T: int, B: int) -> torch.Tensor:
+    """The members' lengths as one (E, B) tensor, checked (:func:`check_lengths`) in one pass
+    over all of them; where that finds a fault, member by member, for the message."""
+    ls = [torch.as_tensor(v) for v in lengths]
+    if all(v.shape == (B,) and v.dtype == torch.long for v in ls):
+        stacked = torch.stack(ls)
+        if B == 0 or not bool((stacked.min() < 1) | (stacked.max() > T)):
+            return stacked
+    for v in ls:
+        check_lengths(v, T, B)
+    return torch.stack(ls)
+
+
 def _stack(trees: list):
     return tree_map(lambda *ts: torch.stack(ts), *trees)
 
@@ -459,9 +472,7 @@ class Ensemble(Group):
             x = torch.stack([batches[i].x for i in idx])
             lengths = None
             if batches[idx[0]].lengths is not None:
-                for i in idx:
-                    check_lengths(torch.as_tensor(batches[i].lengths), x.shape[2], x.shape[1])
-                lengths = torch.stack([torch.as_tensor(batches[i].lengths) for i in idx])
+                lengths = _members_lengths([batches[i].lengths for i in idx], x.shape[2], x.shape[1])
             state = None if states[idx[0]] is None else _stack([states[i] for i in idx])
             out, new = self.stacked.forward([ms[i].tr.model for i in idx], x, state, lengths)
             for j, i in enumerate(idx):

@@ -62,6 +62,8 @@ class StackedStep:
         # flat views of the members' parameters and optimizer states, which live across steps:
         # {key: (the tensors, their data pointers, their flat views, their sizes)}
         self._views: dict[tuple, tuple[list[Tensor], list[int], list[Tensor], list[int]]] = {}
+        # the members' state tensors: {(group, name): (their state dicts, the tensors)}
+        self._kept: dict[tuple, tuple[list[dict], list[Tensor]]] = {}
 
     @classmethod
     def build(cls, opts: Sequence[torch.optim.Optimizer]) -> StackedStep | None:
@@ -120,16 +122,19 @@ class StackedStep:
     def _flat_views(self, key: tuple, ts: list[Tensor]) -> tuple[list[Tensor], list[int]] | None:
         """Each tensor of ``ts`` as a flat view, and their sizes; kept while ``ts`` are the same
         tensors on the same memory (a resume's load or a ``p.data =`` makes new ones, and the
-        views follow), or None for a tensor that is not contiguous (no flat view of it)."""
-        ptrs = [t.data_ptr() for t in ts]
+        views follow; the kept list of a state's tensors is that list itself), or None for a
+        tensor that is not contiguous (no flat view of it)."""
         hit = self._views.get(key)
+        if hit is not None and hit[0] is ts:  # the kept list of a state's tensors (_members_state)
+            return hit[2], hit[3]
+        ptrs = [t.data_ptr() for t in ts]
         if hit is not None and hit[1] == ptrs and all(a is b for a, b in zip(hit[0], ts)):
             return hit[2], hit[3]
         if not all(t.is_contiguous() for t in ts):
             self._views.pop(key, None)
             return None
         views, sizes = [t.view(-1) for t in ts], [t.numel() for t in ts]
-        self._views[key] = (list(ts), ptrs, views, sizes)
+        self._views[key] = (ts, ptrs, views, sizes)
         return views, sizes
 
     def _stack(self, key: tuple, ts: list[Tensor], K: int) -> Tensor:
@@ -147,9 +152,15 @@ class StackedStep:
         parts = flat.reshape(-1).split(sizes)
         torch._foreach_copy_(list(targets), [f.view(t.shape) for f, t in zip(parts, targets)])
 
-    def _state(self, opts, g: int, name: str, init) -> tuple[list[Tensor], Tensor]:
-        """The members' state tensors ``name`` of group ``g`` (created as torch creates them on a
-        first step) and their (K, elements) stack."""
+    def _members_state(self, opts, g: int, name: str, init) -> list[Tensor]:
+        """The members' state tensors ``name`` of group ``g``, in member order (created as torch
+        creates them on a first step, where missing). Kept across steps while every member's
+        optimizer keeps its state dict (a resume's ``load_state_dict`` makes a new one, and the
+        tensors are gathered again): a step then looks up no member's state one by one."""
+        dicts = [o.state for o in opts]
+        hit = self._kept.get((g, name))
+        if hit is not None and len(hit[0]) == len(dicts) and all(a is b for a, b in zip(hit[0], dicts)):
+            return hit[1]
         ts = []
         for o in opts:
             for p in o.param_groups[g]["params"]:
@@ -157,19 +168,20 @@ class StackedStep:
                 if name not in st:
                     st[name] = init(p)
                 ts.append(st[name])
+        self._kept[(g, name)] = (dicts, ts)
+        return ts
+
+    def _state(self, opts, g: int, name: str, init) -> tuple[list[Tensor], Tensor]:
+        """The members' state tensors ``name`` of group ``g`` and their (K, elements) stack."""
+        ts = self._members_state(opts, g, name, init)
         return ts, self._stack((g, name), ts, len(opts))
 
     def _steps(self, opts, g: int) -> list[float]:
         """Advance each member's step counts of group ``g``; each member's new count."""
-        counts = []
-        for o in opts:
-            for p in o.param_groups[g]["params"]:
-                if "step" not in o.state[p]:
-                    o.state[p]["step"] = torch.tensor(0.0, dtype=_get_scalar_dtype())
-                counts.append(o.state[p]["step"])
+        counts = self._members_state(opts, g, "step", lambda p: torch.tensor(0.0, dtype=_get_scalar_dtype()))
         torch._foreach_add_(counts, 1)
         per = len(opts[0].param_groups[g]["params"])
-        return [float(counts[k * per]) for k in range(len(opts))]
+        return torch.stack(counts[::per]).tolist()  # (one read, not one per member)
 
     def _group(self, opts, g: int, G: Tensor, K: int) -> None:
         """Group ``g`` of every member: torch's own update (its functional form, on the (K,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from collections.abc import Callable
 
 import torch
@@ -197,7 +198,7 @@ class Stepper:
         every update to zero) call ``on_overflow(norm)``, which is to raise (the trainer stops
         the run as diverged); non-finite gradients make non-finite weights, which the trainer's
         weight check stops. Returns ``gnorm``."""
-        if on_overflow is not None and gnorm is not None and not torch.isfinite(gnorm) and _grads_finite(self.params):
+        if on_overflow is not None and gnorm is not None and not math.isfinite(gnorm) and _grads_finite(self.params):
             on_overflow(float(gnorm))
         return gnorm
 

@@ -72,7 +72,7 @@ from .rundir import (
 from .runtime import PROGRESS_EVERY_S, caller_state_kept, show_progress
 from .stepper import Stepper
 from .tasks import build_task
-from .tasks.base import Batch, Task
+from .tasks.base import Batch, Task, train_stream
 
 log = logging.getLogger(__name__)
 
@@ -425,7 +425,7 @@ def prepare(
     if tc.tensorboard:
         run.writer = _tensorboard_class()(log_dir=str(files.tensorboard))
     gen = torch.Generator().manual_seed(cfg.data_seed)
-    tr.stream = task.train_batches(tc.batch_size, gen)
+    tr.stream = train_stream(task, tc.batch_size, gen)  # its batches: task.assemble (next_batches)
     for _ in range(run.prog.step):  # fast-forward the data stream to where the checkpoint was taken
         next(tr.stream)
     return run, tr
@@ -564,7 +564,21 @@ def open_log(run: RunState, progress: bool | None) -> None:
 
 def next_batch(tr: Trainer) -> Batch:
     """The next training batch of the run's own data stream, on its device."""
-    return to_device(next(tr.stream), tr.device)
+    return next_batches(tr.task, [tr])[0]
+
+
+def next_batches(task: Task, trs: list[Trainer]) -> list[Batch]:
+    """The next training batch of each run's own data stream, on its device: each stream's
+    draws, then the batches of all of them built in one pass (:meth:`Task.assemble`)."""
+    return [to_device(b, tr.device) for tr, b in zip(trs, task.assemble([next(tr.stream) for tr in trs]))]
+
+
+@torch.no_grad()
+def _values(ts: list, fn=None) -> list:
+    """The 0-d tensors ``ts`` (or ``fn`` of them) as Python values, read in one go (one stack
+    and one ``tolist`` where a loop of ``.item()`` would read each member's apart)."""
+    v = ts[0].reshape(1) if len(ts) == 1 else torch.stack(ts)
+    return (v if fn is None else fn(v)).tolist()
 
 
 def carried_state(tr: Trainer, batch: Batch):
@@ -591,16 +605,16 @@ def check_loss(run: RunState, total, loss) -> None:
         )
 
 
-def after_update(run: RunState, tr: Trainer, loss, reg, new_state, gnorm) -> StepOut:
+def after_update(run: RunState, tr: Trainer, loss: float, reg: float | None, new_state, gnorm) -> StepOut:
     """What follows the optimizer step (:meth:`Group.step`): the post-step hooks, the carried
-    state, the step count and the exponential schedule."""
+    state, the step count and the exponential schedule. ``loss``, ``reg``: the step's values."""
     step = run.prog.step + 1
     tr.stepper.after_step()
     tr.carry = _detach(new_state)
     run.prog.step = step
     if run.cfg.train.schedule == "exponential" and step % tr.lr_every == 0:
         tr.sched.step()
-    return StepOut(loss.item(), None if reg is None else reg.item(), None if gnorm is None else float(gnorm))
+    return StepOut(loss, reg, None if gnorm is None else float(gnorm))
 
 
 def overflow_stop(run: RunState, loss):
@@ -939,7 +953,8 @@ def _grads_own_memory(params) -> None:
     """Give every gradient its own memory. The gradients of a batched model's members arrive as
     slices of the stacked parameters' gradients, and two parameters that enter the forward pass
     as one sum (an RNN's b_ih + b_hh) receive slices of one tensor; clipping scales gradients in
-    place, so such a pair would be scaled twice."""
+    place, so such a pair would be scaled twice. (The stacked optimizer step only reads them: it
+    needs no copies.)"""
     for p in params:
         g = p.grad
         if g is not None and g.untyped_storage().nbytes() != g.numel() * g.element_size():
@@ -1018,16 +1033,20 @@ class Group:
 
     # --- one step ------------------------------------------------------------------------
     def step(self, ms: list[Member]) -> None:
-        """One optimizer step of every member in ``ms`` (all at the same step)."""
-        batches = [next_batch(m.tr) for m in ms]
+        """One optimizer step of every member in ``ms`` (all at the same step). What the
+        members' tensors are read for (finite losses, the logged values, the norms) is read
+        once for all of them, not member by member."""
+        batches = next_batches(self.task, [m.tr for m in ms])
         states = [carried_state(m.tr, b) for m, b in zip(ms, batches)]
         with dev.autocast(self.device, self.precision):
             outs = self.forward(ms, batches, states)
             losses = [step_loss(m.tr, out, b) for m, b, (out, _) in zip(ms, batches, outs)]
+        finite = _values([total for _, _, total in losses], torch.isfinite)
         ok = []
-        for m, (loss, reg, total), (_, new) in zip(ms, losses, outs):
+        for m, (loss, reg, total), (_, new), fine in zip(ms, losses, outs, finite):
             try:
-                check_loss(m.run, total, loss)
+                if not fine:
+                    check_loss(m.run, total, loss)
             except Exception as e:
                 self.fail(m, e)
                 continue
@@ -1035,21 +1054,28 @@ class Group:
         if not ok:
             return
         for m, *_ in ok:
-            m.tr.opt.zero_grad(set_to_none=True)
+            for p in m.tr.params:  # opt.zero_grad(set_to_none=True) without its hooks
+                p.grad = None
         # the members' losses are independent: the gradient of their sum is each one's own
         totals = [m.tr.stepper.scaled(total) for m, _, _, total, _ in ok]
         (totals[0] if len(totals) == 1 else torch.stack(totals).sum()).backward()
-        for m, *_ in ok:
-            _grads_own_memory(m.tr.params)
-        norms = self._stacked_step([m for m, *_ in ok])
-        for i, (m, loss, reg, _, new) in enumerate(ok):
+        loss_values = _values([loss for _, loss, *_ in ok])
+        regs = [reg for _, _, reg, *_ in ok]
+        reg_values = [None] * len(ok) if regs[0] is None else _values(regs)
+        norms = self._stacked_step([m for m, *_ in ok])  # (reads the gradients, scales none in place)
+        if norms is None:  # each member's clipping scales its gradients in place
+            for m, *_ in ok:
+                _grads_own_memory(m.tr.params)
+        elif norms[0] is not None:
+            norms = _values(norms)
+        for i, (m, loss, _, _, new) in enumerate(ok):
             try:
                 stop = overflow_stop(m.run, loss)
                 if norms is None:  # each member's optimizer alone (clipping, the fp16 scaler)
                     gnorm = m.tr.stepper.clip_and_step(stop)
                 else:  # stepped together: the stop on an overflowing norm
                     gnorm = m.tr.stepper.check_norm(norms[i], stop)
-                log_step(m.run, m.tr, after_update(m.run, m.tr, loss, reg, new, gnorm), self.bar)
+                log_step(m.run, m.tr, after_update(m.run, m.tr, loss_values[i], reg_values[i], new, gnorm), self.bar)
             except Exception as e:
                 self.fail(m, e)
 

@@ -134,19 +134,28 @@ def test_tall_linear_inside_vmap():
     torch.testing.assert_close(out, torch.stack([x @ W[k].T + b[k] for k in range(2)]))
 
 
+LAYOUTS = ["time-major", "view of batch-first", "shared input", "shared view of batch-first", "2-d"]
+
+
 @pytest.mark.parametrize("n_in,n_out", [(7, 3), (3, 7)])  # both orientations of the product
-@pytest.mark.parametrize("layout", ["time-major", "view of batch-first", "shared input", "2-d"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("bias", [True, False])
 def test_batched_linear_is_each_members_linear(n_in, n_out, layout, bias):
     """batched_linear inside vmap (one product over all of a member's rows, in the memory order
-    of its input) against F.linear per member: values and the gradients of x, W and b, float64."""
+    of its input) against F.linear per member: values and the gradients of x, W and b, float64.
+    A shared input (one for all members, an evaluation's) is read in place, not copied per member."""
     E, T, B = 3, 5, 4
     g = torch.Generator().manual_seed(0)
-    shape = {"view of batch-first": (E, B, T), "shared input": (T, B), "2-d": (E, T * B)}.get(layout, (E, T, B))
+    shape = {
+        "view of batch-first": (E, B, T),
+        "shared input": (T, B),
+        "shared view of batch-first": (B, T),
+        "2-d": (E, T * B),
+    }.get(layout, (E, T, B))
     xb = torch.randn(*shape, n_in, dtype=D, generator=g).requires_grad_(True)
     # the view of batch-first memory is what Recurrent hands a cell: transpose(0, 1) of (B, T, I)
-    x = xb.transpose(1, 2) if layout == "view of batch-first" else xb
-    in_x = None if layout == "shared input" else 0
+    x = xb.transpose(-3, -2) if "view of batch-first" in layout else xb
+    in_x = None if layout.startswith("shared") else 0
     W = torch.randn(E, n_out, n_in, dtype=D, generator=g, requires_grad=True)
     b = torch.randn(E, n_out, dtype=D, generator=g, requires_grad=True) if bias else None
     out = vmap(batched_linear, in_dims=(in_x, 0, 0 if bias else None))(x, W, b)

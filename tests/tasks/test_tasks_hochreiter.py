@@ -79,3 +79,73 @@ def test_readout_at_each_sequence_end(task):
     batches = list(task.eval_batches("val", 256))
     assert all(bb.lengths is not None for bb in batches)
     assert sum(bb.size for bb in batches) == task.sizes["val"]
+
+
+# the second training batch of a stream seeded 5 (batch 32), hashed: what make() drew before it
+# was split into draw() and build() (recorded runs depend on these streams staying as they are)
+STREAMS = {
+    HSAddingTask: "56e1d1d54bc76901",
+    TemporalOrderTask: "860dac6374e15d0e",
+    NoisySequenceTask: "5fb43f44aeea6200",
+}
+
+
+def _digest(b) -> str:
+    import hashlib
+
+    return hashlib.sha256(b.x.numpy().tobytes() + b.y.numpy().tobytes() + b.lengths.numpy().tobytes()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("cls", list(STREAMS))
+def test_streams_are_the_recorded_ones_and_an_ensemble_assembles_each_members(cls):
+    """A stream's batches are the recorded ones, whether made one by one, read through the
+    trainer's stream (train_stream + assemble) alone, or assembled for 5 members at once."""
+    from rnnlab.tasks.base import train_stream
+
+    t = cls(L=100)
+    g = gen(5)
+    t.make(32, g)
+    assert _digest(t.make(32, g)) == STREAMS[cls]
+    seeds = [5, 0, 1, 2, 3]
+    streams = [train_stream(t, 32, gen(s)) for s in seeds]
+    made = [t.train_batches(32, gen(s)) for s in seeds]
+    for step in range(3):
+        together = t.assemble([next(s) for s in streams])
+        for k, b in enumerate(together):
+            want = next(made[k])
+            assert torch.equal(b.x, want.x) and torch.equal(b.y, want.y) and torch.equal(b.lengths, want.lengths)
+            assert b.y.shape == want.y.shape and b.x.dtype == want.x.dtype
+            if step == 1 and k == 0:
+                assert _digest(b) == STREAMS[cls]
+    alone = train_stream(t, 32, gen(5))
+    next(alone)
+    assert _digest(t.assemble([next(alone)])[0]) == STREAMS[cls]
+
+
+def test_a_subclass_or_wrapper_with_its_own_batches_keeps_them():
+    """The draws are skipped where a task's batches are not make()'s: a subclass overriding
+    make or train_batches, and a wrapper that delegates to a task but yields its own batches."""
+    from rnnlab.tasks.base import train_stream
+
+    class Doubled(HSAddingTask):
+        def make(self, batch_size, generator):
+            b = super().make(batch_size, generator)
+            b.y = 2 * b.y
+            return b
+
+    class Wrapper:
+        def __init__(self, task):
+            self.task = task
+
+        def __getattr__(self, name):
+            return getattr(self.task, name)
+
+        def train_batches(self, batch_size, generator):
+            for b in self.task.train_batches(batch_size, generator):
+                b.y = -b.y
+                yield b
+
+    plain = HSAddingTask(L=100).make(8, gen(3))
+    for task, sign in ((Doubled(L=100), 2), (Wrapper(HSAddingTask(L=100)), -1)):
+        b = task.assemble([next(train_stream(task, 8, gen(3)))])[0]
+        torch.testing.assert_close(b.y, sign * plain.y)

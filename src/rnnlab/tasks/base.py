@@ -52,6 +52,22 @@ class Batch:
         )
 
 
+class Draws(tuple):
+    """The random draws of one training batch, as a task's :meth:`Task.train_draws` yields
+    them; its :meth:`Task.assemble` builds the batches."""
+
+
+def train_stream(task, batch_size: int, generator: torch.Generator) -> Iterator:
+    """The training stream the trainer reads (items for ``task.assemble``): the task's
+    :meth:`Task.train_draws`, unless ``task`` hands the draws of another task on (a wrapper that
+    delegates attributes to the task it wraps and yields batches of its own): then its
+    ``train_batches``."""
+    draws = getattr(task, "train_draws", None)
+    if draws is None or getattr(draws, "__self__", None) is not task:
+        return task.train_batches(batch_size, generator)
+    return draws(batch_size, generator)
+
+
 class Task:
     """Base class and contract of a task: what the trainer uses of one. Subclasses set the
     class/instance attributes below and implement ``train_batches`` and ``eval_batches``;
@@ -85,6 +101,20 @@ class Task:
     def eval_batches(self, split: str, batch_size: int) -> Iterable[Batch]:
         """The fixed, finite evaluation data of ``split`` ("val" or "test")."""
         raise NotImplementedError
+
+    def train_draws(self, batch_size: int, generator: torch.Generator) -> Iterator:
+        """The training stream as the trainer reads it (:func:`train_stream`): :meth:`assemble`
+        of its items are the batches of :meth:`train_batches` (by default its items are those
+        batches). A task whose batches are random draws and a fixed computation on them yields
+        the draws (:class:`Draws`), so that an ensemble (one stream per member) computes the
+        rest once for all members."""
+        return self.train_batches(batch_size, generator)
+
+    def assemble(self, draws: list) -> list[Batch]:
+        """The batches of ``draws`` (one item of :meth:`train_draws` per member, the same batch
+        size): each exactly the batch :meth:`train_batches` gives at that point of its stream.
+        Items that are batches already are passed on."""
+        return list(draws)
 
     def check_split(self, split: str) -> None:
         if split not in SPLITS:

@@ -28,7 +28,7 @@ import math
 
 import torch
 
-from .base import Batch
+from .base import Batch, Draws
 from .synthetic import _GeneratedTask
 
 
@@ -44,6 +44,32 @@ class _VariableLength(_GeneratedTask):
 
     def lengths(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
         return torch.randint(self.L, self.L_max + 1, (batch_size,), generator=generator)
+
+    # a batch is its random draws (``draw``, in the generator's order) and a fixed computation
+    # on them (``build``, over the rows of any number of batches at once): an ensemble draws each
+    # member's batch from its own stream and builds them all in one pass (Task.assemble)
+    def make(self, batch_size, generator):
+        return self.build(*self.draw(batch_size, generator))
+
+    def train_draws(self, batch_size, generator):
+        cls = type(self)
+        if cls.make is not _VariableLength.make or cls.train_batches is not _GeneratedTask.train_batches:
+            return self.train_batches(batch_size, generator)  # a subclass's own batches
+        return self._draws(batch_size, generator)
+
+    def _draws(self, batch_size, generator):
+        while True:
+            yield Draws(self.draw(batch_size, generator))
+
+    def assemble(self, draws: list) -> list[Batch]:
+        if not isinstance(draws[0], Draws):
+            return list(draws)
+        if len(draws) == 1:
+            return [self.build(*draws[0])]
+        B = draws[0][0].shape[0]
+        whole = self.build(*(None if d[0] is None else torch.cat(d) for d in zip(*draws)))
+        cut = lambda t, k: t[k * B : (k + 1) * B]  # noqa: E731
+        return [Batch(cut(whole.x, k), cut(whole.y, k), cut(whole.lengths, k)) for k in range(len(draws))]
 
 
 class HSAddingTask(_VariableLength):
@@ -71,17 +97,21 @@ class HSAddingTask(_VariableLength):
             )
         self.target, self.step0_mark = target, step0_mark
 
-    def make(self, batch_size, generator):
+    def draw(self, batch_size, generator):
         lengths = self.lengths(batch_size, generator)
-        T = self.L_max
-        values = torch.rand(batch_size, T, generator=generator) * 2 - 1
+        uniform = torch.rand(batch_size, self.L_max, generator=generator)
+        first = torch.randint(0, 10, (batch_size,), generator=generator)
+        return lengths, uniform, first, torch.rand(batch_size, generator=generator)
+
+    def build(self, lengths, uniform, first, u_second):
+        batch_size, T = uniform.shape
+        values = uniform * 2 - 1
         marks = torch.zeros(batch_size, T)
         rows = torch.arange(batch_size)
         marks[:, 0] = -1.0
         marks[rows, lengths - 1] = -1.0
-        first = torch.randint(0, 10, (batch_size,), generator=generator)
         M = lengths // 2 - 1  # second marker among the first L/2 - 1 positions, distinct from the first
-        second = (torch.rand(batch_size, generator=generator) * (M - 1)).long()
+        second = (u_second * (M - 1)).long()
         second = second + (second >= first).long()
         marks[rows, first] = 1.0
         marks[rows, second] = 1.0
@@ -118,16 +148,19 @@ class TemporalOrderTask(_VariableLength):
         super().__init__(L, val_size, test_size, seed)
         self.windows = [(round(a * self.L), round(b * self.L)) for a, b in ((0.10, 0.20), (0.33, 0.43), (0.66, 0.76))]
 
-    def make(self, batch_size, generator):
+    def draw(self, batch_size, generator):
         lengths = self.lengths(batch_size, generator)
         x = torch.randint(0, 4, (batch_size, self.L_max), generator=generator)
-        rows = torch.arange(batch_size)
+        bits = torch.randint(0, 2, (batch_size, 3), generator=generator)
+        at = [torch.randint(lo, hi, (batch_size,), generator=generator) for lo, hi in self.windows]
+        return lengths, x, bits, torch.stack(at, 1)
+
+    def build(self, lengths, x, bits, at):
+        rows = torch.arange(x.shape[0])
         x[:, 0] = self.E
         x[rows, lengths - 1] = self.B
-        bits = torch.randint(0, 2, (batch_size, 3), generator=generator)
-        for k, (lo, hi) in enumerate(self.windows):
-            t = torch.randint(lo, hi, (batch_size,), generator=generator)
-            x[rows, t] = self.X + bits[:, k]
+        for k in range(len(self.windows)):
+            x[rows, at[:, k]] = self.X + bits[:, k]
         y = 4 * bits[:, 0] + 2 * bits[:, 1] + bits[:, 2]
         return Batch(x, y, lengths)
 
@@ -167,13 +200,14 @@ class NoisySequenceTask(_VariableLength):
         g = torch.Generator().manual_seed(7_919 * self.seed + 5)
         self._fixed_noise = torch.randint(2, self.num_tokens, (self.L_max,), generator=g)
 
-    def make(self, batch_size, generator):
+    def draw(self, batch_size, generator):
         lengths = self.lengths(batch_size, generator)
-        if self.fixed:
-            x = self._fixed_noise.expand(batch_size, -1).clone()
-        else:
-            x = torch.randint(2, self.num_tokens, (batch_size, self.L_max), generator=generator)
-        y = torch.randint(0, 2, (batch_size,), generator=generator)
+        x = None if self.fixed else torch.randint(2, self.num_tokens, (batch_size, self.L_max), generator=generator)
+        return lengths, x, torch.randint(0, 2, (batch_size,), generator=generator)
+
+    def build(self, lengths, x, y):
+        if x is None:  # fixed: the task's one noise sequence
+            x = self._fixed_noise.expand(y.shape[0], -1).clone()
         x[:, 0] = y
         return Batch(x, y, lengths)
 
