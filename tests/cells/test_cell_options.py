@@ -35,7 +35,11 @@ RANGES = {
     },
     "dmu": {"z_bias": ([NAN, INF], -1.0)},
     "rhn": {"depth": ([0, -1], 3), "transform_bias": ([NAN, -INF], 1.0)},
-    "ltrnn": {"chunk": ([-1], 4)},
+    "ltrnn": {
+        "chunk": ([-1], 4),
+        "input_scale": ([NAN, INF, 0.0, -1.0], 0.5),
+        "bias_value": ([NAN, INF], -0.02),
+    },
     "eurnn": {"capacity": ([0, -2], 3)},
     "momentumlstm": {
         "mu": ([NAN, INF, 5.0, 1.0, -0.1], 0.9),
