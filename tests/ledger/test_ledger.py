@@ -779,9 +779,11 @@ def test_henaff_runs_are_at_settings_of_ours_and_never_refute_a_success(tmp_path
     """Henaff's optimizer, rate, budget and first timescale are in neither the text nor released
     code: its presets run the ours protocol. A claim that something works is "not reproduced in
     the N settings tried" (never refuted) when no setting shows it, and confirmed by the one
-    grid point that does (3 seeds); a claim that something fails is refuted by one setting where
-    it does not, and confirmed only over its declared sweep (the points its screening stage
-    promotes: tests/ledger/test_declared.py), never over the settings that happen to be tried."""
+    grid point that does (3 seeds); a claim that something fails (the paper saw it fail at its own
+    settings, not "for any hyperparameters") is "not reproduced" at a setting of ours where it
+    works, never refuted by settings of ours alone, and confirmed only over its declared sweep (the
+    points its screening stage promotes: tests/ledger/test_declared.py), never over the settings
+    that happen to be tried."""
     assert published.protocol("henaff/copy-ltornn") == published.OURS_PROTOCOL
     assert published.protocol("dmu/adding-dmu") == published.PAPER_PROTOCOL
     part = "LT-ORNN solves copy (first timescale; ours T=500)"
@@ -809,8 +811,9 @@ def test_henaff_runs_are_at_settings_of_ours_and_never_refute_a_success(tmp_path
     v = judge(other, tmp_path / "b")  # three settings that happen to be tried do not confirm it
     assert v.startswith("inconclusive (settings: ") and "holds in the 3 settings of ours tried" in v and screen in v
     _copy_runs(tmp_path / "b", "henaff/copy-ltirnn", (0.999, 0.998, 0.999), ["optim.clip=10.0"])
-    v = judge(other, tmp_path / "b")
-    assert v.startswith("refuted (setting: optim.clip 10") and claims.verdict_kind(v) == claims.REFUTED
+    v = judge(other, tmp_path / "b")  # solved at a setting of ours: not reproduced, never refuted
+    assert v.startswith("not reproduced in the 4 settings of ours tried (") and "optim.clip 10" in v, v
+    assert claims.verdict_kind(v) == claims.NOT_REPRODUCED
 
 
 def _dmu_runs(root, preset, first_epoch, n=5):
