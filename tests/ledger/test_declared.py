@@ -186,17 +186,17 @@ def _screen(root, name, preset, score, skip=(), diverge=()):
 
 
 def test_every_henaff_claim_of_a_grid_names_its_declared_screen():
-    """Each Henaff part at the first timescale or at T=100 that says something works or fails is
-    judged over a declared staged sweep whose screen holds its preset; the grids cover the
-    optimizer, rate, clipping, batch and step budget, and the LT-RNN's input and bias init."""
+    """Each Henaff part at either timescale (T=500, T=750) or at T=100 that says something works
+    or fails is judged over a declared staged sweep whose screen holds its preset; the grids cover
+    the optimizer, rate, clipping, batch and step budget, and the LT-RNN's input and bias init.
+    (Part texts repeat across claims, "LT-IRNN does not" at both timescales: parts, not texts.)"""
     from rnnlab.ledger import claims
 
-    parts = {p.text: p for c in claims.CLAIMS if c.paper == "henaff" for p in c.parts}
-    named = {t: p.sweep for t, p in parts.items() if p.sweep}
-    assert len(named) == 7, sorted(named)
-    for text, name in named.items():
-        sweep = declared.declared(name)
-        assert sweep.paper == "henaff" and sweep.promote is not None and parts[text].says in ("works", "fails")
+    named = [p for c in claims.CLAIMS if c.paper == "henaff" for p in c.parts if p.sweep]
+    assert len(named) == 12, sorted(p.text for p in named)
+    for part in named:
+        sweep = declared.declared(part.sweep)
+        assert sweep.paper == "henaff" and sweep.promote is not None and part.says in ("works", "fails")
         keys = set(sweep.sources)
         assert {"optim.name", "optim.lr", "optim.clip", "train.batch_size", "train.steps", "promotion"} <= keys
         suite = load_suite(sweep.suite)
@@ -210,6 +210,20 @@ def test_every_henaff_claim_of_a_grid_names_its_declared_screen():
             }
             assert steps * 10 == config.load(preset).train.steps
             assert sweep.promote.steps >= config.load(preset).train.steps
+
+
+def test_the_t750_screens_are_the_t500_screens_on_the_t750_presets():
+    """The T=750 screens sweep the T=500 ones' grid, from the same sources and by the same rule;
+    only the presets differ (each a T=500 preset at T=750)."""
+    for kind in ("copy", "pool"):
+        t500, t750 = declared.declared(f"henaff-{kind}-T500-screen"), declared.declared(f"henaff-{kind}-T750-screen")
+        assert t750.promote == t500.promote
+        assert set(t750.sources) == set(t500.sources)
+        assert all(t750.sources[k] == t500.sources[k] for k in t500.sources if k != "train.steps")
+        s500, s750 = load_suite(t500.suite), load_suite(t750.suite)
+        assert grid_points(s750.grid) == grid_points(s500.grid)
+        assert s750.presets == [f"{p}-T750" for p in s500.presets]
+        assert (s750.seeds, s750.ensemble, s750.metrics) == (s500.seeds, s500.ensemble, s500.metrics)
 
 
 def test_the_rule_takes_the_best_complete_points_of_the_screen_to_the_full_budget(tmp_path):

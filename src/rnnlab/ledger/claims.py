@@ -410,8 +410,18 @@ CLAIMS: list[Claim] = [
         "Fig. 2, Sec. 4.1",
         "The same at T=750, one run of each",
         (
-            Part("LT-ORNN solves copy at T=750", solves_copy("henaff/copy-ltornn-T750"), says="works"),
-            Part("LT-IRNN does not", not_solves_copy("henaff/copy-ltirnn-T750"), says="fails"),
+            Part(
+                "LT-ORNN solves copy at T=750",
+                solves_copy("henaff/copy-ltornn-T750"),
+                says="works",
+                sweep="henaff-copy-T750-screen",
+            ),
+            Part(
+                "LT-IRNN does not",
+                not_solves_copy("henaff/copy-ltirnn-T750"),
+                says="fails",
+                sweep="henaff-copy-T750-screen",
+            ),
         ),
         runs=1,
     ),
@@ -442,7 +452,12 @@ CLAIMS: list[Claim] = [
                 says="works",
                 sweep="henaff-pool-T500-screen",
             ),
-            Part("LT-ORNN + pooling solves copy at T=750", solves_copy("henaff/copy-ltornn-pool-T750"), says="works"),
+            Part(
+                "LT-ORNN + pooling solves copy at T=750",
+                solves_copy("henaff/copy-ltornn-pool-T750"),
+                says="works",
+                sweep="henaff-pool-T750-screen",
+            ),
             Part(
                 "LT-ORNN + pooling approximately solves adding (first timescale)",
                 loss_below_baseline("henaff/adding-ltornn-pool", 0.1, "approximately solved"),
@@ -454,6 +469,7 @@ CLAIMS: list[Claim] = [
                 "LT-ORNN + pooling approximately solves adding at T=750",
                 loss_below_baseline("henaff/adding-ltornn-pool-T750", 0.1, "approximately solved"),
                 says="works",
+                sweep="henaff-pool-T750-screen",
             ),
         ),
     ),

@@ -142,11 +142,14 @@ _T500_STEPS = _henaff_steps(
     20000,
     "4x the preset's 5,000, at which the LT-ORNN's copy recall is 0.89 at RMSprop 1e-4 in records/henaff-T500",
 )
+#: T=750: the presets' budget is T=500's (5,000 steps), and so are the screen's and the promoted points'
+_T750_STEPS = _henaff_steps(500, 5000, 20000, "4x the preset's 5,000, as at T=500")
 _T100_STEPS = _henaff_steps(2000, 20000, 20000, "the preset's own budget; the text gives none for Fig. 5")
 #: the rule of every Henaff screen: the 3 best points of a preset to 3 seeds at the full budget
 _HENAFF_T500 = Promotion("val/loss", 3, 20000, 3)
 _HENAFF_T100 = Promotion("val/loss", 3, 20000, 3)
 _LT_T500 = {**_HENAFF_SCREEN, **_LT_INIT, "train.steps": _T500_STEPS}
+_LT_T750 = {**_HENAFF_SCREEN, **_LT_INIT, "train.steps": _T750_STEPS}
 
 DECLARED.update(
     {
@@ -168,6 +171,20 @@ DECLARED.update(
             "henaff-pool-T500-screen",
             _LT_T500,
             "Henaff pooling at T=500 (Fig. 4): LT-ORNN + pooling solves copy, approximately solves adding",
+            "henaff",
+            _HENAFF_T500,
+        ),
+        "henaff-copy-T750-screen": DeclaredSweep(
+            "henaff-copy-T750-screen",
+            _LT_T750,
+            "Henaff copy at T=750 (Fig. 2): LT-ORNN solves it, LT-IRNN does not",
+            "henaff",
+            _HENAFF_T500,  # one rule at both timescales: the same full budget
+        ),
+        "henaff-pool-T750-screen": DeclaredSweep(
+            "henaff-pool-T750-screen",
+            _LT_T750,
+            "Henaff pooling at T=750 (Fig. 4): LT-ORNN + pooling solves copy, approximately solves adding",
             "henaff",
             _HENAFF_T500,
         ),
