@@ -1066,8 +1066,10 @@ class Group:
         if norms is None:  # each member's clipping scales its gradients in place
             for m, *_ in ok:
                 _grads_own_memory(m.tr.params)
-        elif norms[0] is not None:
-            norms = _values(norms)
+        elif any(n is not None for n in norms):  # members without clipping (threshold 0) have none
+            have = [i for i, n in enumerate(norms) if n is not None]
+            read = dict(zip(have, _values([norms[i] for i in have])))
+            norms = [read.get(i) for i in range(len(norms))]
         for i, (m, loss, _, _, new) in enumerate(ok):
             try:
                 stop = overflow_stop(m.run, loss)
