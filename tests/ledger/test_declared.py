@@ -145,7 +145,9 @@ def test_the_sweep_is_priced_run_by_run_and_a_stage_by_its_seeds(capsys, monkeyp
             t = pricer.timing(preset, overrides=(*suite.set_for(preset), *point))
             by_run += len(suite.seeds) * t.seconds(20000, 200)  # the code protocol: 20,000 steps, 100 evaluations
     hours, unpriced = price.suite_hours(suite, pricer)
-    assert not unpriced and math.isclose(hours, by_run / 3600, rel_tol=1e-9)
+    # one ensemble job is priced at its first point's timing; once the records hold the sweep's own
+    # runs, each point has its own measured timing, equal to the job's up to the records' rounding
+    assert not unpriced and math.isclose(hours, by_run / 3600, rel_tol=1e-4)
     assert main(["suite", SWEEP, "--price", "--seeds", "0-2"]) == 0
     out = capsys.readouterr().out
     assert f"suite {SWEEP}: 42 runs in 2 job(s), {hours / 12:.2f} CPU-hours" in out

@@ -531,20 +531,21 @@ def test_one_mean_and_std():
 # --- suites match the records they made ------------------------------------------------------
 def test_every_ledger_suite_lists_the_seeds_and_settings_of_its_records():
     """Each suite whose records are committed (records/<suite>/) lists their presets and exactly
-    their seeds, and its settings make exactly their configuration; a record made with a preset
+    their seeds, and its settings (with one of its grid points) make exactly their configuration; a record made with a preset
     that is now a named variant of the suite's (the DMU module at lr/(2n), before the presets
     followed Table X) has exactly the variant's configuration. Every records folder has its
     suite. A suite still running (a campaign collects each run as it finishes) may lack whole
     presets or a preset's last seeds, never a seed before one it has; the ledger prices the
     missing ones."""
-    from rnnlab.suite import list_suites, load_suite
+    from rnnlab.suite import grid_points, list_suites, load_suite
 
     folders = {p.name for p in (ROOT / "records").iterdir() if p.is_dir()}
     assert folders <= set(list_suites()), f"records folders without a suite: {sorted(folders - set(list_suites()))}"
     checked = 0
     for name in sorted(folders):
         suite = load_suite(name)
-        jobs = {(preset, seed) for preset in suite.presets for seed in suite.seeds_for(preset)}
+        points = grid_points(suite.grid, f"suite {name}")
+        jobs = {(p, k, seed) for p in suite.presets for k in range(len(points)) for seed in suite.seeds_for(p)}
         found = {}
         for r in RunFiles.outcomes(ROOT / "records" / name):  # finished or diverged
             rec = records._read_record(r)[0]
@@ -553,20 +554,21 @@ def test_every_ledger_suite_lists_the_seeds_and_settings_of_its_records():
             if preset not in suite.presets and preset in published.VARIANTS:
                 preset = published.VARIANTS[preset][0]
             seed = rec.config["train"]["seed"]
-            want = config.load(rec.preset, [*suite.set, f"train.seed={seed}"])
-            assert records._resolved(rec.config) == records._resolved(want.to_dict()), (
-                name,
-                rec.path,
-                records._diffs(records._resolved(rec.config), records._resolved(want.to_dict())),
-            )
-            found[(preset, seed)] = rec
+            have_cfg = records._resolved(rec.config)
+            wants = [
+                records._resolved(config.load(rec.preset, [*suite.set, *point, f"train.seed={seed}"]).to_dict())
+                for point in points
+            ]
+            at = [k for k, w in enumerate(wants) if w == have_cfg]
+            assert at, (name, rec.path, records._diffs(have_cfg, wants[0]))
+            found[(preset, at[0], seed)] = rec
             checked += 1
-        done = {preset for preset, _ in found}
+        done = {(preset, k) for preset, k, _ in found}
         assert done and set(found) <= jobs, f"{name}: suite {sorted(jobs)} vs records {sorted(found)}"
-        for preset in done:  # the seeds run in the suite's order: a prefix of them, none skipped
+        for preset, k in done:  # the seeds run in the suite's order: a prefix of them, none skipped
             order = suite.seeds_for(preset)
-            have = [s for s in order if (preset, s) in found]
-            assert have == order[: len(have)], f"{name}: {preset} has seeds {have} of {order}"
+            have = [s for s in order if (preset, k, s) in found]
+            assert have == order[: len(have)], f"{name}: {preset} point {k} has seeds {have} of {order}"
     assert checked >= 100
 
 
