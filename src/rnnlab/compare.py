@@ -238,14 +238,10 @@ def budget_of(task: CompareTask, data_dir: str | None = None) -> int:
     return int(build_model(cfg.model, build_task(cfg.task, data_dir)).parameter_counts()["free"])
 
 
-def sized_preset(
-    task: CompareTask, preset: str, budget: int, folder: Path, name: str, cell: str | None = None, what: str = "compare"
-) -> Path:
-    """Write ``preset`` sized to ``budget`` parameters (``model.params``) as ``folder/name.toml``;
-    with ``cell``, that cell swapped in (its options and parameter-group rates cleared: the
-    home preset's cell and optimizer settings belong to that cell)."""
-    from .config import dump_toml
-
+def swapped_data(preset: str, budget: int, cell: str | None = None) -> dict:
+    """``preset``'s TOML data sized to ``budget`` parameters (``model.params``); with ``cell``, that
+    cell swapped in (its options and parameter-group rates cleared: the home preset's cell and
+    optimizer settings belong to that cell)."""
     data = _preset_data(preset)
     model = dict(data.get("model", {}))
     model.pop("hidden_size", None)
@@ -257,15 +253,32 @@ def sized_preset(
         optim.pop("group_lr", None)
         optim.pop("group_weight_decay", None)
         data["optim"] = optim
-    label = model.get("cell", preset)
     data["model"] = model
-    data.pop("paper", None)
+    return data
+
+
+def write_preset_data(data: dict, folder: Path, name: str, description: str) -> Path:
+    """Write preset ``data`` named ``name`` with ``description`` as ``folder/name.toml``."""
+    from .config import dump_toml
+
     data["name"] = name
-    data["description"] = f"rnnlab {what}: {label} on {task.title}, sized to {budget} parameters ({preset})"
+    data["description"] = description
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.toml"
     path.write_text(dump_toml(data), encoding="utf-8")
     return path
+
+
+def sized_preset(
+    task: CompareTask, preset: str, budget: int, folder: Path, name: str, cell: str | None = None, what: str = "compare"
+) -> Path:
+    """Write ``preset`` sized to ``budget`` parameters as ``folder/name.toml``, with ``cell``
+    swapped in (:func:`swapped_data`)."""
+    data = swapped_data(preset, budget, cell)
+    label = data["model"].get("cell", preset)
+    data.pop("paper", None)
+    description = f"rnnlab {what}: {label} on {task.title}, sized to {budget} parameters ({preset})"
+    return write_preset_data(data, folder, name, description)
 
 
 def write_presets(

@@ -171,7 +171,6 @@ def _run_task(
     """Train every cell on ``task``; returns (rows, missing, parameter budget)."""
     from . import config
     from .compare import budget_of
-    from .rundir import RunFiles
 
     params = budget_of(task, data_dir)
     overrides = [*BUDGETS[budget][task.key], *extra]
@@ -195,13 +194,9 @@ def _run_task(
     for cell, path in made:
         dirs, done, why = where.get(str(path), []), [], ""
         for seed, rd in zip(seeds, dirs, strict=True):
-            try:
-                result = json.loads(RunFiles(rd).result.read_text())
-            except (OSError, ValueError):
-                continue
-            value = result.get("test", {}).get(task.metric)
-            if not (isinstance(value, (int, float)) and math.isfinite(value)):
-                why = f"its test {task.metric} is {value!r}"
+            value, result, bad = finished_value(rd, task.metric)
+            if value is None:
+                why = bad or why
                 continue
             done.append(seed)
             rows.append(_row(task.key, cell, seed, value, result))
@@ -212,6 +207,21 @@ def _run_task(
                 {"task": task.key, "cell": cell, "seeds": [s for s in seeds if s not in done], "reason": why}
             )
     return rows, missing, params
+
+
+def finished_value(run_dir, metric: str) -> tuple[float | None, dict | None, str]:
+    """A run's test ``metric`` from its result.json: ``(value, result, "")`` when it is a finite
+    number, ``(None, None, "")`` without a readable result, ``(None, result, why)`` otherwise."""
+    from .rundir import RunFiles
+
+    try:
+        result = json.loads(RunFiles(run_dir).result.read_text())
+    except (OSError, ValueError):
+        return None, None, ""
+    value = result.get("test", {}).get(metric)
+    if not (isinstance(value, (int, float)) and math.isfinite(value)):
+        return None, result, f"its test {metric} is {value!r}"
+    return value, result, ""
 
 
 def _row(task: str, cell: str, seed: int, value: float, result: dict) -> dict:

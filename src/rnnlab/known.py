@@ -254,25 +254,13 @@ def write_arm(check: Check, arm: Arm, train: tuple[str, ...], folder: Path) -> P
     """The arm's preset: the home preset with the cell swapped in (its cell options and group
     rates cleared where the cell changes), sized to ``check.params``, with the check's and the
     arm's overrides and the budget written in."""
-    from .compare import _preset_data, _slug
-    from .config import apply_overrides, dump_toml
+    from .compare import _slug, swapped_data, write_preset_data
+    from .config import apply_overrides
 
-    data = _preset_data(check.preset)
-    model = dict(data.get("model", {}))
-    model.pop("hidden_size", None)
-    if model.get("cell") != arm.cell:
-        model.pop("cell_options", None)
-        data["optim"] = {k: v for k, v in data.get("optim", {}).items() if k not in ("group_lr", "group_weight_decay")}
-    model.update(cell=arm.cell, params=check.params)
-    data["model"] = model
-    data = apply_overrides(data, [*check.overrides, *arm.options, *train])
+    data = apply_overrides(swapped_data(check.preset, check.params, arm.cell), [*check.overrides, *arm.options, *train])
     name = f"known-{check.key}-{_slug(arm.label.replace('=', ''))}"
-    data["name"] = name
-    data["description"] = f"rnnlab field --known: {arm.label} for the check {check.key} ({check.preset})"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}.toml"
-    path.write_text(dump_toml(data), encoding="utf-8")
-    return path
+    description = f"rnnlab field --known: {arm.label} for the check {check.key} ({check.preset})"
+    return write_preset_data(data, folder, name, description)
 
 
 def _extra_value(run_dir: Path, options: tuple[str, ...], metric: str, data_dir) -> float:
@@ -294,7 +282,7 @@ def _extra_value(run_dir: Path, options: tuple[str, ...], metric: str, data_dir)
 def _run_check(check: Check, budget: str, seeds, out: Path, data_dir, log) -> tuple[list, list, dict]:
     from types import SimpleNamespace
 
-    from .field import _cpu_s, _row, _train
+    from .field import _cpu_s, _row, _train, finished_value
     from .rundir import RunFiles
 
     cpu, started = _cpu_s(), time.time()
@@ -310,12 +298,8 @@ def _run_check(check: Check, budget: str, seeds, out: Path, data_dir, log) -> tu
         reused += sum(RunFiles(d).result.exists() and RunFiles(d).result.stat().st_mtime < started for d in dirs)
         done = []
         for seed, rd in zip(seeds, dirs, strict=True):
-            try:
-                result = json.loads(RunFiles(rd).result.read_text())
-            except (OSError, ValueError):
-                continue
-            value = result.get("test", {}).get(check.metric)
-            if not (isinstance(value, (int, float)) and math.isfinite(value)):
+            value, result, _ = finished_value(rd, check.metric)
+            if value is None:
                 continue
             done.append(seed)
             rows.append(_row(check.key, arm.label, seed, value, result))
