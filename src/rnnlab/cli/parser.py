@@ -57,9 +57,12 @@ def _opt_set(p, what: str = "override a config value") -> None:
     )
 
 
-def _opt_seeds(p, default: str, what: str | None = None) -> None:
+def _opt_seeds(p, default: str, what: str | None = None, value: str | None = None) -> None:
+    """``--seeds``; ``value`` is the default argparse stores (None: the caller decides, as
+    ``default`` describes)."""
     p.add_argument(
         "--seeds",
+        default=value,
         help=what
         or "initialisation seeds, one run each: a comma-separated list and/or ranges "
         f"(default: {default}), e.g. --seeds 0,1,2 or --seeds 0-50",
@@ -619,7 +622,7 @@ def _parser_compare(sub) -> None:
         choices=["quick", "paper"],
         help="quick: a few CPU-minutes per task; paper: the presets' budgets, e.g. --budget paper",
     )
-    _opt_seeds(s, "0-2, three seeds per model")
+    _opt_seeds(s, "0-2, three seeds per model", value="0-2")
     s.add_argument("--out", help="output folder (default: RUNS_DIR/compare-<cell>), e.g. --out runs/cmp")
     _opt_runs_dir(s)
     s.add_argument("--jobs", type=int, default=1, help="parallel runs (each one thread), e.g. --jobs 2")
@@ -659,7 +662,7 @@ def _parser_field(sub) -> None:
         help="table: the stated budget (see the documentation below); tiny: seconds per run, to check the table is well formed, "
         "e.g. --budget tiny",
     )
-    _opt_seeds(s, "0-2, three seeds per cell")
+    _opt_seeds(s, "0-2, three seeds per cell", value="0-2")
     s.add_argument("--out", help="the runs' folder (default: runs/field-BUDGET), e.g. --out runs/field")
     s.add_argument(
         "--record", help="the record (default: OUT/field-results.json), e.g. --record docs/field-results.json"
