@@ -214,3 +214,41 @@ def test_layers_stack_and_take_batch_first(layer, options):
         cell.backend = "reference"
     out_ref, _ = ref(x)
     assert torch.allclose(out, out_ref, atol=1e-12)
+
+
+# --- evaluation in windows of time ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: LRUCell(3, 5),
+        lambda: S4DCell(3, 4, state_size=6, backend="scan"),
+        lambda: S4DCell(3, 4, state_size=6, backend="conv"),
+        lambda: MambaCell(3, 4, state_size=3, backend="scan"),
+        lambda: MambaCell(3, 4, state_size=3, backend="step"),
+    ],
+)
+def test_without_gradients_a_long_sequence_runs_in_windows_with_the_same_outputs(make, monkeypatch):
+    """Evaluation of a scan too big for memory runs window by window (the state carried over); its
+    outputs and last state are the whole run's, also where sequences end inside or before a window."""
+    from rnnlab.cells import ssm
+
+    torch.manual_seed(0)
+    cell = make().double()
+    x, lengths = _x(23, 4, 3), torch.tensor([23, 1, 9, 16])
+    with torch.no_grad():
+        whole, last = cell.sequence(x, None, lengths)
+        monkeypatch.setattr(ssm, "EVAL_WINDOW_ELEMENTS", 5 * 4 * cell.dispatch_width())  # windows of 5 steps
+        seen, path = [], cell.path
+        cell.path = lambda x, lengths=None: seen.append(x.shape[0]) or path(x, lengths)
+        parts, part_last = cell.sequence(x, None, lengths)
+    assert seen == [5, 5, 5, 5, 3]
+    assert parts.shape == whole.shape
+    torch.testing.assert_close(parts, whole, rtol=1e-10, atol=1e-12)
+    for a, b in zip(part_last, last, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    with torch.enable_grad():  # with gradients: one run of the whole sequence
+        seen.clear()
+        cell.sequence(x, None, lengths)
+    assert seen == [23]
