@@ -143,9 +143,9 @@ def _token_rows(tokens: Tensor, x: Tensor, weight: Tensor, bias: Tensor | None) 
         table = table + bias.unsqueeze(1)
     rows = table.reshape(E * I, G)
     index = tokens + I * torch.arange(E, device=tokens.device).view(E, 1, 1)
-    u = rows.index_select(0, index.reshape(-1)).view(*tokens.shape, G)  # (E, B, T, G)
-    time_major = x.shape[1:3] != tokens.shape[1:3] or x.stride(2) != 0
-    return (u.transpose(1, 2) if time_major else u,)
+    if x.shape[1:3] != tokens.shape[1:3] or x.stride(2) != 0:  # time-major: gathered in that order
+        index = index.transpose(1, 2)  # (the recurrences read it so: no copy of the result)
+    return (rows.index_select(0, index.reshape(-1)).view(*x.shape[:-1], G),)
 
 
 def batched_linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
