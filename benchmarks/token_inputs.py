@@ -1,7 +1,7 @@
 """An ensemble's training step with one-hot inputs given to the first layer as tokens, against
 the path before (one-hot vectors times the input weights), side by side in one process.
 
-    python benchmarks/token_inputs.py                       # the one-hot DMU presets at E = 8 and 51
+    python benchmarks/token_inputs.py                       # the one-hot DMU presets at E = 1, 8 and 51
     python benchmarks/token_inputs.py --presets dmu/noisy_sequence-gru dmu/adding-dmu --sizes 51 --steps 10
 
 For each preset and size one ensemble (``rnnlab.ensemble.started``, batch 32, one thread) steps
@@ -10,8 +10,10 @@ batched product) and on ("after": the weight's columns gathered), and with the b
 floor in place of the compiled loops (``benchmarks/small_floor.c``: only the time inside it
 counts), interleaved one step of each per repeat, the order reversed every other repeat; the
 table gives the medians of this thread's CPU time (``time.thread_time``) and one evaluation of
-the validation split each way. A preset without one-hot inputs (the adding task) is a control:
-its two columns time the same code. Printed, not recorded.
+the validation split each way; then eight runs in turn (8 x the step at E = 1) against one
+ensemble of 8. A preset without one-hot inputs (the adding task) and E = 1 (a single run, which
+takes the one-hot vectors either way) are controls: their two columns time the same code.
+Printed, not recorded.
 """
 
 import argparse
@@ -46,7 +48,8 @@ def time_preset(preset: str, size: int, floor: dict, steps: int, warmup: int = 2
         finally:
             K.TOKEN_INPUTS = was
 
-    with tempfile.TemporaryDirectory() as tmp, started(cfg, range(size), Path(tmp), task, batched=True) as group:
+    batched = size > 1  # E = 1: a single run (a group of one), as `rnnlab train` runs it: no stand-in
+    with tempfile.TemporaryDirectory() as tmp, started(cfg, range(size), Path(tmp), task, batched=batched) as group:
         ms = list(group.members)
 
         def variant(on: bool, libs=None):
@@ -86,7 +89,7 @@ def time_preset(preset: str, size: int, floor: dict, steps: int, warmup: int = 2
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--presets", nargs="+", default=PRESETS)
-    p.add_argument("--sizes", nargs="+", type=int, default=[8, 51])
+    p.add_argument("--sizes", nargs="+", type=int, default=[1, 8, 51])
     p.add_argument("--steps", type=int, default=7)
     a = p.parse_args(argv)
     runtime.tune_malloc()
@@ -98,12 +101,13 @@ def main(argv=None) -> int:
         "| before / floor | after / floor | evaluation before / after (s) |"
     )
     print("|" + "---|" * 10)
+    rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         floor = small_bench.build_floor(FLOOR, Path(tmp))
         time_preset(a.presets[0], a.sizes[0], floor, 1)  # a discarded round (the first preset of a process runs slow)
         for preset in a.presets:
             for size in a.sizes:
-                r = time_preset(preset, size, floor, a.steps)
+                r = rows[preset, size] = time_preset(preset, size, floor, a.steps)
                 f = r["floor"]
                 print(
                     f"| {preset} | {size} | {r['before'] * 1e3:.1f} | {r['after'] * 1e3:.1f} | "
@@ -112,6 +116,12 @@ def main(argv=None) -> int:
                     f"{r['eval_before']:.2f} / {r['eval_after']:.2f} |",
                     flush=True,
                 )
+    turns = [p for p in a.presets if (p, 1) in rows and (p, 8) in rows]
+    if turns:
+        print("\n| preset | 8 runs in turn / one ensemble of 8, before | the same, after |\n|---|---|---|")
+        for p in turns:
+            one, eight = rows[p, 1], rows[p, 8]
+            print(f"| {p} | {8 * one['before'] / eight['before']:.2f}x | {8 * one['after'] / eight['after']:.2f}x |")
     return 0
 
 
