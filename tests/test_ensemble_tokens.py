@@ -1,5 +1,5 @@
 """Ensembles of a one-hot task whose first layer reads the tokens (rnnlab.kernels.ensemble.
-one_hot_stand_in): each member is its single run (one-hot vectors and F.linear) in float64 to
+one_hot_stand_in): each member is its single run in float64 to
 1e-9, a member stepped alone equals it stepped among others bit for bit, and an interrupted
 ensemble resumes to the uninterrupted one bit for bit."""
 

@@ -178,20 +178,20 @@ class SequenceModel(nn.Module):
         return tall_linear(self.dense(self.pool(self.drop(out))), self.readout.weight, self.readout.bias), state
 
     def _encode(self, x: Tensor, lengths: Tensor | None) -> Tensor:
-        """The encoder's output; in an ensemble's batched model whose first cell reads its input
-        through ``batched_linear`` alone, one-hot inputs come as a stand-in that carries the
-        tokens (:func:`rnnlab.kernels.ensemble.one_hot_stand_in`: the first layer gathers its
-        weight's columns instead of multiplying one-hot rows; the same values)."""
+        """The encoder's output; where the first layer reads its input through
+        ``batched_linear`` alone (:meth:`rnnlab.cells.Recurrent.reads_tokens`: its compiled
+        loops, in a single run or an ensemble's batched model), one-hot inputs come as a
+        stand-in that carries the tokens (:func:`rnnlab.kernels.ensemble.one_hot_stand_in`: the
+        first layer gathers its weight's columns instead of multiplying one-hot rows; the same
+        values)."""
         if (
             ensemble_kernels.TOKEN_INPUTS
             and isinstance(self.encoder, OneHot)
-            and self.rnn.members == "batched"
-            and self.rnn.num_directions == 1
             and x.dim() == 2
             and not x.is_floating_point()
         ):
             stand_in = ensemble_kernels.one_hot_stand_in(x, self.encoder.num_tokens, torch.get_default_dtype())
-            if self.rnn.cells[0].reads_input_linearly(stand_in.transpose(0, 1), lengths):
+            if self.rnn.reads_tokens(stand_in, lengths):
                 return stand_in
         return self.encoder(x)
 

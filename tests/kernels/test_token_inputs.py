@@ -160,3 +160,25 @@ def test_stand_in_read_by_batched_linear_under_vmap():
         ]  # fmt: skip
     )
     assert torch.equal(out, want)
+
+
+@pytest.mark.parametrize("cell,H,layers,readout,lengths,B,T", CASES[:3] + CASES[5:])
+def test_a_single_run_reads_the_tokens_too(cell, H, layers, readout, lengths, B, T, gathers):
+    """A single run (no ensemble) whose first layer runs the compiled loops gathers too: its
+    outputs and gradients against the same model's step loop on the one-hot vectors."""
+    (model,) = _models(cell, 1, H, layers, readout)
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randint(0, V, (B, T), generator=gen)
+    L = torch.randint(1, T + 1, (B,), generator=gen) if lengths else None
+    out, state = model(x, None, L)
+    assert gathers[0] == 1
+    w = torch.randn(out.shape, generator=gen)
+    got = torch.autograd.grad((out * w).sum(), list(model.parameters()))
+    for c in model.rnn.cells:
+        c.backend = "reference"
+    o, s = model(x, None, L)
+    assert gathers[0] == 1  # the step loop reads the one-hot vectors
+    torch.testing.assert_close(out, o, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(state, s, rtol=1e-12, atol=1e-12)
+    for g, want in zip(got, torch.autograd.grad((o * w).sum(), list(model.parameters()))):
+        torch.testing.assert_close(g, want, rtol=1e-10, atol=1e-12)

@@ -375,14 +375,15 @@ class Cell(nn.Module):
     #: then come as its tokens, :meth:`reads_input_linearly`)
     linear_input: bool = False
 
-    def reads_input_linearly(self, x: Tensor, lengths: Tensor | None = None) -> bool:
-        """Whether :meth:`batched_sequence` of ``x`` (T, B, I) reads ``x`` only through
-        :func:`rnnlab.kernels.ensemble.batched_linear`: a cell with :attr:`linear_input` whose
-        dispatch rule picks the compiled loops, and no autocast."""
+    def reads_input_linearly(self, x: Tensor, lengths: Tensor | None = None, *, ensemble: bool = True) -> bool:
+        """Whether :meth:`batched_sequence` (``ensemble=False``: :meth:`sequence`) of ``x``
+        (T, B, I) reads ``x`` only through :func:`rnnlab.kernels.ensemble.batched_linear`: a
+        cell with :attr:`linear_input` whose dispatch rule picks the compiled loops, and no
+        autocast."""
         return (
             self.linear_input
             and not autocasting(x.device.type)
-            and self.path(x, lengths, ensemble=True) in dispatch.COMPILED
+            and self.path(x, lengths, ensemble=ensemble) in dispatch.COMPILED
         )
 
     def dispatch_width(self) -> int:

@@ -118,9 +118,9 @@ def one_hot_stand_in(tokens: Tensor, num_tokens: int, dtype: torch.dtype) -> Ten
     members of the noisy-sequence GRU (100 symbols, T = 110, batch 32) the one-hot vectors and
     their product were about two thirds of a training step.
 
-    Its values are NaN (it holds no one-hot vectors): a caller hands it only to a cell whose
-    batched path reads its input through :func:`batched_linear` alone
-    (:meth:`rnnlab.cells.Cell.reads_input_linearly`), so anything else reading it shows as NaN,
+    Its values are NaN (it holds no one-hot vectors): a caller hands it only to a layer that
+    reads its input through :func:`batched_linear` alone
+    (:meth:`rnnlab.cells.Recurrent.reads_tokens`), so anything else reading it shows as NaN,
     not as a plausible wrong number. One element per sequence, broadcast over time and tokens,
     so that its strides tell a time-major view from a batch-first one."""
     base = torch.full((tokens.shape[0],), float("nan"), dtype=dtype, device=tokens.device)
