@@ -11,9 +11,9 @@ floor in place of the compiled loops (``benchmarks/small_floor.c``: only the tim
 counts), interleaved one step of each per repeat, the order reversed every other repeat; the
 table gives the medians of this thread's CPU time (``time.thread_time``) and one evaluation of
 the validation split each way; then eight runs in turn (8 x the step at E = 1) against one
-ensemble of 8. A preset without one-hot inputs (the adding task) and E = 1 (a single run, which
-takes the one-hot vectors either way) are controls: their two columns time the same code.
-Printed, not recorded.
+ensemble of 8 (E = 1 is a single run, as ``rnnlab train`` runs one seed, which reads the tokens
+too). A preset without one-hot inputs (the adding task) is a control: its two columns time the
+same code. Printed, not recorded.
 """
 
 import argparse
@@ -48,7 +48,7 @@ def time_preset(preset: str, size: int, floor: dict, steps: int, warmup: int = 2
         finally:
             K.TOKEN_INPUTS = was
 
-    batched = size > 1  # E = 1: a single run (a group of one), as `rnnlab train` runs it: no stand-in
+    batched = size > 1  # E = 1: a single run (a group of one), as `rnnlab train` runs it
     with tempfile.TemporaryDirectory() as tmp, started(cfg, range(size), Path(tmp), task, batched=batched) as group:
         ms = list(group.members)
 
