@@ -443,9 +443,10 @@ class Recurrent(nn.Module):
         """Whether this layer's call on ``input`` (a tensor in the layer's own order) reads it
         only through :func:`rnnlab.kernels.ensemble.batched_linear` (its first cell's compiled
         loops, :meth:`rnnlab.cells.Cell.reads_input_linearly`; one direction; not under
-        jit.trace or export, nor checkpointed): one-hot inputs may then come as their tokens
-        (:func:`rnnlab.kernels.ensemble.one_hot_stand_in`)."""
-        if self.num_directions != 1 or _capturing() or self.members == "reference":
+        jit.trace, export or torch.compile, nor checkpointed): one-hot inputs may then come as
+        their tokens (:func:`rnnlab.kernels.ensemble.one_hot_stand_in`, a tensor with an
+        attribute, which the tracers would not carry)."""
+        if self.num_directions != 1 or _capturing() or _tracing() or self.members == "reference":
             return False
         if self.members is None and self.checkpoint_chunk is not None and self.training:
             return False
