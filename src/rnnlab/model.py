@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from .cells import CELLS, Recurrent
 from .config import EMBEDDING_INITS, READOUT_INITS, ModelConfig
+from .kernels import ensemble as ensemble_kernels
 from .kernels.linear import tall_linear
 from .tasks.base import Batch, Task
 
@@ -161,10 +162,11 @@ class SequenceModel(nn.Module):
             and isinstance(self.dense, nn.Identity)
             and (isinstance(self.drop, nn.Identity) or not self.training)
         )
+        inputs = self._encode(x, lengths)
         if direct:
-            out, state, M = self.rnn.forward_mapped(self.encoder(x), state, lengths)
+            out, state, M = self.rnn.forward_mapped(inputs, state, lengths)
         else:
-            (out, state), M = self.rnn(self.encoder(x), state, lengths), None
+            (out, state), M = self.rnn(inputs, state, lengths), None
         if self.readout_kind == "last":
             if lengths is None:
                 out = out[:, -1]
@@ -174,6 +176,24 @@ class SequenceModel(nn.Module):
         if M is not None:
             return tall_linear(out, self.readout.weight @ M, self.readout.bias), state
         return tall_linear(self.dense(self.pool(self.drop(out))), self.readout.weight, self.readout.bias), state
+
+    def _encode(self, x: Tensor, lengths: Tensor | None) -> Tensor:
+        """The encoder's output; where the first layer reads its input through
+        ``batched_linear`` alone (:meth:`rnnlab.cells.Recurrent.reads_tokens`: its compiled
+        loops, in a single run or an ensemble's batched model), one-hot inputs come as a
+        stand-in that carries the tokens (:func:`rnnlab.kernels.ensemble.one_hot_stand_in`: the
+        first layer gathers its weight's columns instead of multiplying one-hot rows; the same
+        values)."""
+        if (
+            ensemble_kernels.TOKEN_INPUTS
+            and isinstance(self.encoder, OneHot)
+            and x.dim() == 2
+            and not x.is_floating_point()
+        ):
+            stand_in = ensemble_kernels.one_hot_stand_in(x, self.encoder.num_tokens, torch.get_default_dtype())
+            if self.rnn.reads_tokens(stand_in, lengths):
+                return stand_in
+        return self.encoder(x)
 
     def forward_batch(self, batch: Batch, state=None):
         """The trainer's entry point: ``batch.x`` with its ``lengths``."""

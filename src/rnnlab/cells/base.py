@@ -370,6 +370,22 @@ class Cell(nn.Module):
     #: path (:meth:`path`); None: the cell's own ``sequence`` decides (``reference`` or its fast path)
     family: str | None = None
 
+    #: whether the compiled loops' batched path (:meth:`small_sequence` inside an ensemble) reads
+    #: its input only through :func:`rnnlab.kernels.ensemble.batched_linear` (a one-hot input may
+    #: then come as its tokens, :meth:`reads_input_linearly`)
+    linear_input: bool = False
+
+    def reads_input_linearly(self, x: Tensor, lengths: Tensor | None = None, *, ensemble: bool = True) -> bool:
+        """Whether :meth:`batched_sequence` (``ensemble=False``: :meth:`sequence`) of ``x``
+        (T, B, I) reads ``x`` only through :func:`rnnlab.kernels.ensemble.batched_linear`: a
+        cell with :attr:`linear_input` whose dispatch rule picks the compiled loops, and no
+        autocast."""
+        return (
+            self.linear_input
+            and not autocasting(x.device.type)
+            and self.path(x, lengths, ensemble=ensemble) in dispatch.COMPILED
+        )
+
     def dispatch_width(self) -> int:
         """The width the dispatch rule compares with the compiled loops' limits (the widest layer)."""
         return self.hidden_size

@@ -204,6 +204,7 @@ class RNNCell(_Affine):
         return h, h
 
     family = "rnn"
+    linear_input = True
 
     def sequence(self, x, state=None, lengths=None):
         """The path :meth:`path` picks: the step loop, the compiled loops, ATen's kernel or the
@@ -343,6 +344,7 @@ class LSTMCell(_Affine):
 
     native = staticmethod(torch.lstm)
     family = "lstm"
+    linear_input = True
 
     @classmethod
     def extra_backends(cls) -> tuple[str, ...]:
@@ -408,6 +410,7 @@ class GRUCell(_Affine):
 
     native = staticmethod(torch.gru)
     family = "gru"
+    linear_input = True
 
     @classmethod
     def extra_backends(cls) -> tuple[str, ...]:

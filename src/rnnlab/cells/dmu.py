@@ -118,6 +118,7 @@ class DMUCell(Cell):
         return hs, hs[-1]
 
     family = "dmu"
+    linear_input = True
 
     def dispatch_width(self) -> int:
         return max([self.hidden_size, *self.layers])  # the update network's width counts
@@ -248,6 +249,7 @@ class RHNCell(Cell):
         return hs, hs[-1]
 
     family = "rhn"
+    linear_input = True
 
     @classmethod
     def extra_backends(cls) -> tuple[str, ...]:

@@ -439,6 +439,20 @@ class Recurrent(nn.Module):
         L = lengths.unsqueeze(0)
         return torch.where(t < L, L - 1 - t, t).to(device)
 
+    def reads_tokens(self, input: Tensor, lengths: Tensor | None = None) -> bool:
+        """Whether this layer's call on ``input`` (a tensor in the layer's own order) reads it
+        only through :func:`rnnlab.kernels.ensemble.batched_linear` (its first cell's compiled
+        loops, :meth:`rnnlab.cells.Cell.reads_input_linearly`; one direction; not under
+        jit.trace, export or torch.compile, nor checkpointed): one-hot inputs may then come as
+        their tokens (:func:`rnnlab.kernels.ensemble.one_hot_stand_in`, a tensor with an
+        attribute, which the tracers would not carry)."""
+        if self.num_directions != 1 or _capturing() or _tracing() or self.members == "reference":
+            return False
+        if self.members is None and self.checkpoint_chunk is not None and self.training:
+            return False
+        x = input.transpose(0, 1) if self.batch_first else input
+        return self.cells[0].reads_input_linearly(x, lengths, ensemble=self.members is not None)
+
     def _run_cell(self, cell: Cell, x: Tensor, state, lengths, mapped: bool):
         if self.members is not None:  # an ensemble's batched model, under vmap
             fast = self.members == "batched"
