@@ -116,6 +116,18 @@ class Task:
         Items that are batches already are passed on."""
         return list(draws)
 
+    def max_steps(self, split: str = "train", batch_size: int = 1) -> int:
+        """The most time steps (T) a batch of ``split`` of ``batch_size`` sequences can hold: what a
+        memory estimate sizes activations by (:func:`rnnlab.ensemble.member_bytes`). By default the T
+        of the split's first batch (training: drawn with a fixed generator), which is every batch's
+        where all share one T; a task whose batches are padded to their longest sequence gives
+        its bound instead (ListOps, music)."""
+        if split == "train":
+            first = next(iter(self.train_batches(batch_size, torch.Generator().manual_seed(0))), None)
+        else:
+            first = next(iter(self.eval_batches(split, batch_size)), None)
+        return first.x.shape[1] if first is not None and first.x.dim() > 1 else 1
+
     def check_split(self, split: str) -> None:
         if split not in SPLITS:
             raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
