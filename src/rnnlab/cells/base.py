@@ -84,6 +84,14 @@ def real_option(name: str, value, expected: str = "a finite number", ok=lambda v
     return float(value)
 
 
+def bool_option(name: str, value) -> bool:
+    """A cell's switch: ``True`` or ``False`` only (``bool("no")`` is True, ``bool(2)`` a typo's
+    guess), else a one-line ``ValueError`` naming the option and the value."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
 def positive_option(name: str, value) -> float:
     """:func:`real_option` > 0."""
     return real_option(name, value, "a positive number", lambda v: v > 0)
