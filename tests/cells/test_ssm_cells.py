@@ -126,6 +126,24 @@ def test_s4d_initialisations_closed_forms():
         S4DCell(2, 3, init="legs")
 
 
+@pytest.mark.parametrize("init", ["lin", "inv"])
+def test_s4d_cells_start_at_the_papers_eigenvalues(init):
+    """A built cell's A = -exp(log_A_real) + i A_imag, every channel, against the S4D paper's
+    formulas written out per mode in plain Python: S4D-Lin A_n = -1/2 + i pi n, S4D-Inv
+    A_n = -1/2 + i (N/pi) (N/(2n+1) - 1), n = 0 .. N/2 - 1, N = state_size."""
+    N, H = 64, 3
+    cell = S4DCell(2, H, state_size=N, init=init).double()
+    A = torch.complex(-torch.exp(cell.log_A_real.detach()), cell.A_imag.detach())
+    if init == "lin":
+        want = [complex(-0.5, math.pi * n) for n in range(N // 2)]
+    else:
+        want = [complex(-0.5, N / math.pi * (N / (2 * n + 1) - 1)) for n in range(N // 2)]
+    want = torch.tensor(want, dtype=torch.complex128)
+    for h in range(H):
+        assert _maxabs(A[h] - want) < 1e-6 * float(want.abs().max())  # stored in float32, then cast
+    assert S4DCell(2, H).init == "lin"  # the default
+
+
 def test_zoh_step_equals_an_rk4_integration_with_the_input_held():
     """``x(dt)`` of ``x' = A x + u`` from ``x0`` with u constant: exp(dt A) x0 + ((exp(dt A) - 1) / A) u."""
     A = torch.tensor([-0.5 + 3.0j, -0.5 + 0.0j, -2.0 + 40.0j], dtype=torch.complex128)
