@@ -113,6 +113,19 @@ def test_member_bytes_covers_what_a_training_step_saves(cell):
     assert measured <= need <= 20 * measured, f"{cell}: estimate {need:,} against {measured:,.0f} measured"
 
 
+def test_an_evaluation_chunk_is_sized_by_the_longest_sequence():
+    """Before: by the first evaluation batch's length (the music tasks' shortest pieces, sorted)."""
+    from rnnlab.stacked_model import EVAL_ELEMENTS, eval_chunk
+
+    cfg = _cfg("mingru", 64, ["task.min_length=20", "task.max_length=3000", "task.max_depth=8"])
+    task = build_task(cfg.task)
+    model = build_model(cfg.model, task)
+    first = next(iter(task.eval_batches("test", 4)))
+    T = task.max_steps("test", 4)
+    assert first.x.shape[1] < T == 2999
+    assert eval_chunk(model, task, "test", 4) == EVAL_ELEMENTS // (4 * T * (64 + 10) * 4)
+
+
 def test_too_many_members_for_the_longest_sequences_are_refused_in_one_line(monkeypatch):
     from rnnlab import device as dev
 

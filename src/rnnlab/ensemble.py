@@ -66,7 +66,7 @@ from .runtime import PROGRESS_EVERY_S, caller_state_kept, show_progress
 from .stacked_model import StackedModel
 from .stacked_optim import StackedStep
 from .tasks import build_task
-from .tasks.base import Batch, Task
+from .tasks.base import Batch, Task, max_steps
 from .train import (
     Group,
     Member,
@@ -349,7 +349,15 @@ def member_bytes(cfg: RunConfig, task: Task) -> int:
     (:meth:`rnnlab.tasks.Task.max_steps`, not the first batch's: variable lengths pad a batch to
     its longest), what each recurrent cell's step holds (:meth:`rnnlab.cells.Cell.step_values`)
     and :data:`ACTIVATIONS_PER_UNIT` per input feature and output."""
+    need = _needs(cfg, task)
+    return need["params"] + max(need["train"], need["evaluate"])
+
+
+def _needs(cfg: RunConfig, task: Task) -> dict[str, int]:
+    """:func:`member_bytes` in parts (bytes a member): ``params``, ``train`` and ``evaluate``
+    activations, and ``chunk``, the members that evaluate at once (:func:`rnnlab.stacked_model.eval_chunk`)."""
     from .model import build_model
+    from .stacked_model import eval_chunk
 
     try:
         with torch.device("meta"):  # sizes only: nothing is allocated
@@ -361,18 +369,21 @@ def member_bytes(cfg: RunConfig, task: Task) -> int:
     cells = list(iter_cells(model))
     tc = cfg.train
     B, EB = tc.batch_size, tc.eval_batch_size
-    train = B * _max_steps(task, "train", B) * (sum(c.step_values(True) for c in cells) + io)
+    train = B * max_steps(task, "train", B) * (sum(c.step_values(True) for c in cells) + io)
     splits = ("val", "test") if tc.test else ("val",)
-    T_eval = max(_max_steps(task, s, EB) for s in splits)
+    T_eval = max(max_steps(task, s, EB) for s in splits)
     evaluate = EB * T_eval * (sum(c.step_values(False) for c in cells) + io)
-    return 4 * (COPIES_PER_PARAMETER * params + max(train, evaluate))  # float32 (the weights' dtype, any precision)
+    chunk = min(eval_chunk(model, task, s, EB) for s in splits)
+    # float32: the weights' dtype under every train.precision
+    return {"params": 4 * COPIES_PER_PARAMETER * params, "train": 4 * train, "evaluate": 4 * evaluate, "chunk": chunk}
 
 
-def _max_steps(task: Task, split: str, batch_size: int) -> int:
-    """``task.max_steps`` (:meth:`rnnlab.tasks.Task.max_steps`), also of a task object of one's own
-    that does not derive from :class:`rnnlab.tasks.Task` (its default rule)."""
-    own = getattr(task, "max_steps", None)
-    return own(split, batch_size) if own is not None else Task.max_steps(task, split, batch_size)
+def _ensemble_bytes(need: dict[str, int], n: int) -> int:
+    """What ``n`` members need at once: every member's parameters, and the larger of all members'
+    training activations and one evaluation chunk's (at least two members each: a member that
+    steps alone runs beside a copy of itself, LONE_MEMBER in :mod:`rnnlab.stacked_model`)."""
+    k = max(n, 2)
+    return n * need["params"] + max(k * need["train"], min(k, max(need["chunk"], 2)) * need["evaluate"])
 
 
 def _gib(n: float) -> str:
@@ -381,26 +392,31 @@ def _gib(n: float) -> str:
 
 def check_members_fit(cfg: RunConfig, n: int, task: Task, device: torch.device) -> None:
     """Refuse an ensemble of ``n`` members that would not fit in ``device``'s available memory
-    (:func:`member_bytes` each; a member that steps alone runs beside a copy of itself, so at least
-    two are counted), in one line saying how many do, before anything is allocated."""
+    (:func:`member_bytes` each: all members train at once, an evaluation runs them in chunks, and a
+    member that steps alone runs beside a copy of itself), in one line saying how many do, before
+    anything is allocated."""
     free = dev.available_memory(device)
     if free is None:
         return
     free = max(free - RESERVED_BYTES, 0)
-    need = member_bytes(cfg, task)
-    fit = free // max(need, 1)
-    if max(n, 2) > fit:
-        if fit >= 2:
-            example = f"--seeds 0-{fit - 1}"
-            advice = f"{fit} members fit; train at most {fit} seeds at once (e.g. {example}) or lower"
-        else:
-            advice = "not one member fits (one member runs beside a copy of itself); lower"
-        raise ConfigError(
-            f"an ensemble of {n} member{'s' * (n != 1)} needs about {_gib(max(n, 2) * need)} ({_gib(need)} a "
-            f"member: its weights, gradients, optimizer state and the activations of a training batch or an "
-            f"evaluation batch of the task's longest sequences), but {device} has {_gib(free)} available: "
-            f"{advice} train.batch_size or train.eval_batch_size, or train the seeds without --ensemble"
-        )
+    need = _needs(cfg, task)
+    total = _ensemble_bytes(need, n)
+    if total <= free:
+        return
+    fit = 0
+    while fit < n and _ensemble_bytes(need, fit + 1) <= free:
+        fit += 1
+    advice = "not one member fits (one member runs beside a copy of itself); lower"
+    if fit >= 1:
+        example = f"--seeds 0-{fit - 1}" if fit > 1 else "--seeds 0"
+        advice = f"{fit} member{'s' * (fit != 1)} fit; train at most {fit} seeds at once (e.g. {example}) or lower"
+    each = need["params"] + max(need["train"], need["evaluate"])
+    raise ConfigError(
+        f"an ensemble of {n} member{'s' * (n != 1)} needs about {_gib(total)} ({_gib(each)} a member: its "
+        f"weights, gradients, optimizer state and the activations of a training batch or an evaluation batch "
+        f"of the task's longest sequences), but {device} has {_gib(free)} available: {advice} "
+        f"train.batch_size or train.eval_batch_size, or train the seeds without --ensemble"
+    )
 
 
 def check_ensemble_precision(cfg: RunConfig, task: Task | None, device: torch.device) -> None:

@@ -68,6 +68,13 @@ def train_stream(task, batch_size: int, generator: torch.Generator) -> Iterator:
     return draws(batch_size, generator)
 
 
+def max_steps(task, split: str, batch_size: int) -> int:
+    """``task.max_steps(split, batch_size)`` (:meth:`Task.max_steps`), also of a task object of
+    one's own that does not derive from :class:`Task` (then the default rule: the first batch's T)."""
+    own = getattr(task, "max_steps", None)
+    return own(split, batch_size) if own is not None else Task.max_steps(task, split, batch_size)
+
+
 class Task:
     """Base class and contract of a task: what the trainer uses of one. Subclasses set the
     class/instance attributes below and implement ``train_batches`` and ``eval_batches``;
