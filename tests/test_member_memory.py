@@ -153,7 +153,7 @@ cfg = config.load("field/listops-lstm", json.loads(sys.argv[1]))
 task = build_task(cfg.task)
 for s in ("val", "test"):
     list(task.eval_batches(s, 64))
-need = ens.member_bytes(cfg, task)
+need = ens._ensemble_bytes(ens._needs(cfg, task), 3)  # what check_members_fit compares
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 with tempfile.TemporaryDirectory() as d:
     ens.train_ensemble(cfg, [0, 1, 2], d, progress=False, task=task)
@@ -164,10 +164,10 @@ print(json.dumps({"grown": peak - base, "need": need}))
 
 @pytest.mark.slow
 @pytest.mark.parametrize("cell,width", [("mingru", 128), ("s4d", 16), ("lstm", 128)])
-def test_three_members_grow_by_less_than_three_estimates(cell, width):
+def test_three_members_grow_by_less_than_the_check_counts(cell, width):
     """The peak resident memory three members add (one training step and both evaluations, in a
-    subprocess, ListOps of 300 to 999 tokens) is at most three estimates, and the three
-    estimates at most 20 times it."""
+    subprocess, ListOps of 300 to 999 tokens) is at most what the memory check counts for three
+    members, and that at most 20 times it."""
     over = [
         "task.min_length=300",
         "task.max_length=1000",
@@ -191,4 +191,4 @@ def test_three_members_grow_by_less_than_three_estimates(cell, width):
     )
     assert out.returncode == 0, out.stderr[-2000:]
     r = json.loads(out.stdout.strip().splitlines()[-1])
-    assert r["grown"] <= 3 * r["need"] <= 20 * r["grown"], r
+    assert r["grown"] <= r["need"] <= 20 * r["grown"], r
