@@ -88,6 +88,14 @@ def test_a_comparison_needs_the_margin_and_every_seed_above():
     assert K.holds(floor.__dict__, {"a": [0.8, 0.9, 0.95]}) is False
 
 
+def test_a_similarity_needs_the_means_within_the_margin():
+    e = K.Expect("a", "b", 0.1, similar=True).__dict__
+    assert K.holds(e, {"a": [0.5, 0.6, 0.7], "b": [0.55, 0.65, 0.75]}) is True  # means 0.60 and 0.65
+    assert K.holds(e, {"a": [0.5, 0.6, 0.7], "b": [0.65, 0.75, 0.85]}) is False  # 0.60 and 0.75
+    assert K.holds(e, {"a": [0.5]}) is None
+    assert K.Expect("a", "b", 0.1, similar=True).text() == "a ~ b (means within 0.1)"
+
+
 def test_the_verdict_and_the_table_read_the_record():
     expect = [K.Expect("a", "b", 0.1), K.Expect("a", floor=0.5)]
     shown = _record({"a": [0.6, 0.7, 0.8], "b": [0.1, 0.2, 0.3]}, expect)
@@ -147,6 +155,28 @@ def test_a_tiny_run_of_one_check_is_well_formed(tmp_path, capsys):
     first = rec["checks"]["mamba-induction"]["cpu_s"]
     assert first > 0 and again["checks"]["mamba-induction"]["cpu_s"] == first
     assert again["checks"]["mamba-induction"]["cpu_s_from"] == rec["date"]
+
+
+def test_a_selected_check_merges_into_the_record_without_running_the_others(tmp_path, capsys):
+    """--checks runs only the checks it names and keeps the record's other checks as they are
+    (rows, settings, the call that ran them); a record of another budget or seeds is refused."""
+    out, record = tmp_path / "known", tmp_path / "r.json"
+    base = ["field", "--known", "--budget", "tiny", "--seeds", "0,1", "--out", str(out), "--record", str(record)]
+    assert main([*base, "--checks", "lru-gamma-norm"]) == 0
+    first = json.loads(record.read_text())
+    assert main([*base, "--checks", "s4d-init"]) == 0
+    capsys.readouterr()
+    merged = json.loads(record.read_text())
+    assert list(merged["checks"]) == ["lru-gamma-norm", "s4d-init"]  # CHECKS' order
+    assert merged["checks"]["lru-gamma-norm"] == first["checks"]["lru-gamma-norm"]  # kept, not rerun
+    assert merged["checks"]["lru-gamma-norm"]["date"] == first["date"]
+    assert [r for r in merged["rows"] if r["task"] == "lru-gamma-norm"] == first["rows"]
+    assert {r["cell"] for r in merged["rows"] if r["task"] == "s4d-init"} == {"lin", "inv"}
+    assert K.check_record(merged, ["lru-gamma-norm", "s4d-init"]) == []
+    assert main([*base[:-4], "--seeds", "0", "--out", str(out), "--record", str(record), "--checks", "s4d-init"]) == 2
+    err = capsys.readouterr().err
+    assert "holds budget 'tiny' with seeds [0, 1]" in err and "would mix them" in err
+    assert json.loads(record.read_text()) == merged  # untouched
 
 
 def test_bad_selections_are_one_line(tmp_path, capsys):

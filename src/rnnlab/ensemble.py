@@ -66,7 +66,7 @@ from .runtime import PROGRESS_EVERY_S, caller_state_kept, show_progress
 from .stacked_model import StackedModel
 from .stacked_optim import StackedStep
 from .tasks import build_task
-from .tasks.base import Batch, Task
+from .tasks.base import Batch, Task, max_steps
 from .train import (
     Group,
     Member,
@@ -330,10 +330,9 @@ def check_ensemble(cfgs: Sequence[RunConfig], task: Task | None = None) -> None:
         )
 
 
-#: activations a member's batched step keeps per recurrent unit (or output) and time step, in
-#: values: states, gates and their gradients. Chosen from above: the peak memory of real
-#: ensembles grew by 1.2 MiB a DMU member (dmu/adding-dmu, estimate 1.6) and 38-46 MiB a member
-#: of a 128-unit LSTM (demo/lstm, estimate 67)
+#: values a member's step keeps per input feature and output, per sequence and step (the encoded
+#: inputs, the outputs, their gradients); the recurrent layers' values are their cells' own
+#: (:meth:`rnnlab.cells.Cell.step_values`)
 ACTIVATIONS_PER_UNIT = 32
 #: memory kept aside for what every ensemble needs once (libraries, the task's data, buffers)
 RESERVED_BYTES = 512 * 2**20
@@ -344,9 +343,21 @@ COPIES_PER_PARAMETER = 6
 
 def member_bytes(cfg: RunConfig, task: Task) -> int:
     """The memory one member of an ensemble of ``cfg`` needs, estimated from above: its
-    parameters (:data:`COPIES_PER_PARAMETER` copies) and the activations of one training batch
-    (:data:`ACTIVATIONS_PER_UNIT` per recurrent unit and output, per sequence and step)."""
+    parameters (:data:`COPIES_PER_PARAMETER` copies) and the larger of a training step's and an
+    evaluation's activations: per sequence of the batch (``train.batch_size``,
+    ``train.eval_batch_size``) and per step of the task's longest sequence of that split
+    (:meth:`rnnlab.tasks.Task.max_steps`, not the first batch's: variable lengths pad a batch to
+    its longest), what each recurrent cell's step holds (:meth:`rnnlab.cells.Cell.step_values`)
+    and :data:`ACTIVATIONS_PER_UNIT` per input feature and output."""
+    need = _needs(cfg, task)
+    return need["params"] + max(need["train"], need["evaluate"])
+
+
+def _needs(cfg: RunConfig, task: Task) -> dict[str, int]:
+    """:func:`member_bytes` in parts (bytes a member): ``params``, ``train`` and ``evaluate``
+    activations, and ``chunk``, the members that evaluate at once (:func:`rnnlab.stacked_model.eval_chunk`)."""
     from .model import build_model
+    from .stacked_model import eval_chunk
 
     try:
         with torch.device("meta"):  # sizes only: nothing is allocated
@@ -354,12 +365,25 @@ def member_bytes(cfg: RunConfig, task: Task) -> int:
     except Exception:  # an initialisation the meta device cannot run: build it for real (one member)
         model = build_model(cfg.model, task)
     params = sum(p.numel() for p in model.parameters())
-    B = cfg.train.batch_size
-    first = next(iter(task.train_batches(B, torch.Generator().manual_seed(0))), None)
-    T = first.x.shape[1] if first is not None and first.x.dim() > 1 else 1
-    units = sum(c.hidden_size for c in iter_cells(model)) + max(task.output_size, 1)
-    values = COPIES_PER_PARAMETER * params + ACTIVATIONS_PER_UNIT * B * T * units
-    return 4 * values  # float32 (the weights' dtype under every train.precision)
+    io = ACTIVATIONS_PER_UNIT * (max(task.output_size, 1) + max(task.input_size, 1))
+    cells = list(iter_cells(model))
+    tc = cfg.train
+    B, EB = tc.batch_size, tc.eval_batch_size
+    train = B * max_steps(task, "train", B) * (sum(c.step_values(True) for c in cells) + io)
+    splits = ("val", "test") if tc.test else ("val",)
+    T_eval = max(max_steps(task, s, EB) for s in splits)
+    evaluate = EB * T_eval * (sum(c.step_values(False) for c in cells) + io)
+    chunk = min(eval_chunk(model, task, s, EB) for s in splits)
+    # float32: the weights' dtype under every train.precision
+    return {"params": 4 * COPIES_PER_PARAMETER * params, "train": 4 * train, "evaluate": 4 * evaluate, "chunk": chunk}
+
+
+def _ensemble_bytes(need: dict[str, int], n: int) -> int:
+    """What ``n`` members need at once: every member's parameters, and the larger of all members'
+    training activations and one evaluation chunk's (at least two members each: a member that
+    steps alone runs beside a copy of itself, LONE_MEMBER in :mod:`rnnlab.stacked_model`)."""
+    k = max(n, 2)
+    return n * need["params"] + max(k * need["train"], min(k, max(need["chunk"], 2)) * need["evaluate"])
 
 
 def _gib(n: float) -> str:
@@ -368,21 +392,31 @@ def _gib(n: float) -> str:
 
 def check_members_fit(cfg: RunConfig, n: int, task: Task, device: torch.device) -> None:
     """Refuse an ensemble of ``n`` members that would not fit in ``device``'s available memory
-    (:func:`member_bytes` each), in one line saying how many do, before anything is allocated."""
+    (:func:`member_bytes` each: all members train at once, an evaluation runs them in chunks, and a
+    member that steps alone runs beside a copy of itself), in one line saying how many do, before
+    anything is allocated."""
     free = dev.available_memory(device)
     if free is None:
         return
     free = max(free - RESERVED_BYTES, 0)
-    need = member_bytes(cfg, task)
-    fit = free // max(need, 1)
-    if n > fit:
+    need = _needs(cfg, task)
+    total = _ensemble_bytes(need, n)
+    if total <= free:
+        return
+    fit = 0
+    while fit < n and _ensemble_bytes(need, fit + 1) <= free:
+        fit += 1
+    advice = "not one member fits (one member runs beside a copy of itself); lower"
+    if fit >= 1:
         example = f"--seeds 0-{fit - 1}" if fit > 1 else "--seeds 0"
-        raise ConfigError(
-            f"an ensemble of {n} members needs about {_gib(n * need)} ({_gib(need)} a member: its "
-            f"weights, gradients, optimizer state and one batch's activations), but {device} has "
-            f"{_gib(free)} available: {fit} members fit; train at most {fit} seeds at once (e.g. {example}) "
-            f"or lower train.batch_size, or train the seeds without --ensemble"
-        )
+        advice = f"{fit} member{'s' * (fit != 1)} fit; train at most {fit} seeds at once (e.g. {example}) or lower"
+    each = need["params"] + max(need["train"], need["evaluate"])
+    raise ConfigError(
+        f"an ensemble of {n} member{'s' * (n != 1)} needs about {_gib(total)} ({_gib(each)} a member: its "
+        f"weights, gradients, optimizer state and the activations of a training batch or an evaluation batch "
+        f"of the task's longest sequences), but {device} has {_gib(free)} available: {advice} "
+        f"train.batch_size or train.eval_batch_size, or train the seeds without --ensemble"
+    )
 
 
 def check_ensemble_precision(cfg: RunConfig, task: Task | None, device: torch.device) -> None:

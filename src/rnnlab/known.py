@@ -52,14 +52,18 @@ class Arm:
 @dataclass(frozen=True)
 class Expect:
     """``better > worse`` by ``margin`` with every seed above (``worse`` a label), or
-    ``better >= floor`` on the mean (``worse`` empty)."""
+    ``better >= floor`` on the mean (``worse`` empty), or (``similar``) the two means within
+    ``margin`` of each other."""
 
     better: str
     worse: str = ""
     margin: float = 0.05
     floor: float | None = None
+    similar: bool = False
 
     def text(self) -> str:
+        if self.similar:
+            return f"{self.better} ~ {self.worse} (means within {self.margin:g})"
         if self.worse:
             return f"{self.better} > {self.worse} (+{self.margin:g}, every seed)"
         return f"{self.better} >= {self.floor:g}"
@@ -208,7 +212,7 @@ CHECKS: tuple[Check, ...] = (
         "(PathFinder, PathX), together with the gamma normalisation",
         source="Orvieto et al. 2023, 'Resurrecting Recurrent Neural Networks for Long Sequences' (ICML), Sec. "
         "3.3 and its ablation tables (qualitative statement; not checked against a copy here). The gamma "
-        "normalisation is not ablated: rnnlab's LRU has no switch for it",
+        "normalisation is ablated apart (lru-gamma-norm)",
         setting="the copy task with 10 symbols to recall after L = 100 blanks (T = 120; the papers' LRA tasks "
         "are 1,024 to 16,384 long); one LRU layer without the block; 8,000 parameters; Adam 3e-3, 1,000 "
         "updates of batch 32",
@@ -218,6 +222,50 @@ CHECKS: tuple[Check, ...] = (
         train=_train(1000, 32),
         arms=(Arm("r_min=0.9", "lru", ("model.cell_options.r_min=0.9",)), Arm("r_min=0", "lru")),
         expect=(Expect("r_min=0.9", "r_min=0", 0.05),),
+        metric="test/recall_accuracy",
+    ),
+    Check(
+        key="lru-gamma-norm",
+        model="LRU: gamma normalisation on vs off",
+        claim="The LRU normalises its input branch by gamma = sqrt(1 - |lambda|^2): with eigenvalues initialised "
+        "near the unit circle the hidden state of the unnormalised recurrence grows with 1 / (1 - |lambda|^2) "
+        "and the model trains worse on the long-range tasks without it",
+        source="Orvieto et al. 2023, 'Resurrecting Recurrent Neural Networks for Long Sequences' (ICML), its "
+        "normalisation section and ablation (qualitative statement; not checked against a copy here, so no "
+        "number is quoted)",
+        setting="the copy task of lru-ring (10 symbols to recall after L = 100 blanks, T = 120); one LRU layer "
+        "without the block, ring r_min = 0.9; 8,000 parameters; Adam 3e-3, 1,000 updates of batch 32",
+        preset="ssm/lru-copy",
+        params=8000,
+        overrides=(
+            "task.L=100",
+            "optim.name=adam",
+            "optim.lr=3e-3",
+            "optim.clip=1.0",
+            "model.cell_options.r_min=0.9",
+        ),
+        train=_train(1000, 32),
+        arms=(Arm("gamma", "lru"), Arm("no-gamma", "lru", ("model.cell_options.gamma_norm=false",))),
+        expect=(Expect("gamma", "no-gamma", 0.05),),
+        metric="test/recall_accuracy",
+    ),
+    Check(
+        key="s4d-init",
+        model="S4D-Lin vs S4D-Inv",
+        claim="Both of S4D's simple diagonal initialisations, S4D-Lin (A_n = -1/2 + i pi n) and S4D-Inv "
+        "(A_n = -1/2 + i (N/pi) (N/(2n+1) - 1)), train well, with similar results on the long-range tasks",
+        source="Gu, Gupta, Goel and Re 2022, 'On the Parameterization and Initialization of Diagonal State "
+        "Space Models' (NeurIPS), the S4D-Lin and S4D-Inv definitions and its comparison of initialisations "
+        "(qualitative statement; its tables were not checked against a copy here, so no number is quoted)",
+        setting="the copy task of lru-ring (10 symbols to recall after L = 100 blanks, T = 120; the paper's "
+        "LRA tasks are 1,024 to 16,384 long); one S4D layer, N = 64; 8,000 parameters; Adam 3e-3, 1,000 "
+        "updates of batch 32",
+        preset="ssm/lru-copy",
+        params=8000,
+        overrides=("task.L=100", "optim.name=adam", "optim.lr=3e-3", "optim.clip=1.0"),
+        train=_train(1000, 32),
+        arms=(Arm("lin", "s4d"), Arm("inv", "s4d", ('model.cell_options.init="inv"',))),
+        expect=(Expect("lin", floor=0.5), Expect("inv", floor=0.5), Expect("lin", "inv", 0.1, similar=True)),
         metric="test/recall_accuracy",
     ),
 )
@@ -352,7 +400,12 @@ def run_known(
     command: str = "",
 ) -> dict:
     """Train every check's arms over ``seeds`` into ``out`` (default ``runs/known-<budget>``; a
-    second call reuses the finished runs) and write the record (default ``out/known-results.json``)."""
+    second call reuses the finished runs) and write the record (default ``out/known-results.json``).
+
+    ``checks`` (a selection) merges into the record already at ``record``: the checks not selected
+    keep their rows, missing runs and settings as that record has them (each check's ``git`` and
+    ``date`` say which call ran it), the selected ones are replaced, in :data:`CHECKS`' order. A
+    record of another budget or other seeds is refused rather than mixed."""
     from .rundir import git_state, versions
 
     if budget not in BUDGETS:
@@ -368,16 +421,22 @@ def run_known(
         previous = json.loads(record.read_text())
     except (OSError, ValueError):
         previous = {}
+    kept = _kept_checks(previous, record, [c.key for c in todo], budget, seeds) if checks is not None else {}
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     rows, missing, info = [], [], {}
     for check in todo:
         r, m, i = _run_check(check, budget, seeds, out, data_dir, log)
         i = _carry_cpu({"key": check.key, **i}, previous)
         del i["key"]
-        rows, missing, info[check.key] = rows + r, missing + m, i
+        rows, missing, info[check.key] = rows + r, missing + m, {**i, "git": git, "date": date}
+    order = [c.key for c in CHECKS] + [k for k in kept if k not in {c.key for c in CHECKS}]
+    info = {k: info[k] if k in info else kept[k] for k in order if k in info or k in kept}
+    rows = [r for r in previous.get("rows", []) if r["task"] in kept] + rows if kept else rows
+    missing = [m for m in previous.get("missing", []) if m["check"] in kept] + missing if kept else missing
     rec = {
         "kind": KIND,
         "version": RECORD_VERSION,
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "date": date,
         "command": command,
         "budget": budget,
         "seeds": seeds,
@@ -391,6 +450,29 @@ def run_known(
     record.write_text(json.dumps(rec, indent=0, separators=(",", ":")) + "\n")
     log(f"wrote {record}")
     return rec
+
+
+def _kept_checks(previous: dict, record: Path, selected: list[str], budget: str, seeds: list[int]) -> dict:
+    """The checks of the record at ``record`` that a call running only ``selected`` keeps (each
+    with its provenance: the record's ``git`` and ``date`` where it has none of its own)."""
+    if not previous:
+        return {}
+    if previous.get("kind") != KIND or previous.get("version") != RECORD_VERSION:
+        raise ConfigError(
+            f"{record} is not a known-behaviours record of version {RECORD_VERSION}: --checks merges into the "
+            f"record at --record; give another --record path"
+        )
+    if previous.get("budget") != budget or previous.get("seeds") != seeds:
+        raise ConfigError(
+            f"{record} holds budget {previous.get('budget')!r} with seeds {previous.get('seeds')}; --checks "
+            f"{','.join(selected)} at budget {budget!r} with seeds {seeds} would mix them in one record: run them at "
+            f"the record's budget and seeds, or give another --record path"
+        )
+    keep = {}
+    for key, i in previous.get("checks", {}).items():
+        if key not in selected:
+            keep[key] = {**i, "git": i.get("git", previous.get("git")), "date": i.get("date", previous.get("date"))}
+    return keep
 
 
 # --- reading the record (torch-free) ---------------------------------------------------------
@@ -420,6 +502,8 @@ def holds(expect: dict, vals: dict[str, list[float]]) -> bool | None:
     b = vals.get(expect["worse"])
     if not b:
         return None
+    if expect.get("similar"):
+        return abs(_mean_sd(a)[0] - _mean_sd(b)[0]) <= expect["margin"]
     return _mean_sd(a)[0] - _mean_sd(b)[0] >= expect["margin"] and min(a) > max(b)
 
 
@@ -474,6 +558,10 @@ def format_table(record: dict, source: str = "") -> str:
     for key, info in record["checks"].items():
         over = " ".join(info["overrides"])
         when = f" (its runs trained by the call of {info['cpu_s_from']})" if info.get("cpu_s_from") else ""
+        own = info.get("git") or git
+        if (own.get("commit"), own.get("dirty")) != (git.get("commit"), git.get("dirty")):  # merged from another call
+            dirty = " (dirty tree)" if own.get("dirty") else ""
+            when += f" (run at commit {(own.get('commit') or '?')[:10]}{dirty}, {info.get('date', '?')})"
         out.append(f"| {key} | `{info['preset']}` | {over} | {info.get('cpu_s', 0.0) / 60:.1f}{when} |")
     if record["missing"]:
         out += ["", "Without a finished run:", ""]

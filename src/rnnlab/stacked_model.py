@@ -21,9 +21,9 @@ from .cells.base import check_lengths, iter_cells
 from .cells.layers import Recurrent
 from .evaluation import add_metric_sums, eval_data, split_metrics
 from .kernels.amp import low_precision_autocast
-from .tasks.base import Task
+from .tasks.base import Task, max_steps
 
-__all__ = ["AUTOCAST_PRODUCTS", "EVAL_ELEMENTS", "StackedModel", "batched_template"]
+__all__ = ["AUTOCAST_PRODUCTS", "EVAL_ELEMENTS", "StackedModel", "batched_template", "eval_chunk"]
 
 #: the evaluation of several members runs in chunks of at most this many activation elements
 #: (batch x time x the widths of the recurrent layers and the readout, per member)
@@ -50,6 +50,19 @@ def batched_template(model: nn.Module, fast: bool = True) -> nn.Module:
             m.members = "batched" if fast else "reference"
             m.checkpoint_chunk = None
     return template
+
+
+def eval_chunk(model: nn.Module, task: Task, split: str, batch_size: int) -> int:
+    """How many members of ``model``'s architecture evaluate ``split`` at once (:data:`EVAL_ELEMENTS`):
+    sized by the split's longest sequence (:func:`rnnlab.tasks.base.max_steps`; a batch of variable
+    lengths is padded to its longest, and the music tasks' first evaluation batch is their shortest)."""
+    first = next(iter(task.eval_batches(split, batch_size)), None)
+    if first is None:
+        return 1 << 30
+    steps = max_steps(task, split, batch_size)
+    widths = sum(c.hidden_size for c in iter_cells(model)) + max(task.output_size, 1)
+    per_member = first.x.shape[0] * steps * widths * 4  # a few intermediates per unit and step
+    return max(1, EVAL_ELEMENTS // max(per_member, 1))
 
 
 #: products autocast runs in its low precision that, inside ``torch.func.vmap``, run in their
@@ -150,13 +163,7 @@ class StackedModel:
         return metrics
 
     def _eval_chunk(self, task: Task, split: str, batch_size: int) -> int:
-        first = next(iter(task.eval_batches(split, batch_size)), None)
-        if first is None:
-            return 1 << 30
-        steps = first.x.shape[1] if first.x.dim() > 1 else 1
-        widths = sum(c.hidden_size for c in iter_cells(self.template)) + max(task.output_size, 1)
-        per_member = first.x.shape[0] * steps * widths * 4  # a few intermediates per unit and step
-        return max(1, EVAL_ELEMENTS // max(per_member, 1))
+        return eval_chunk(self.template, task, split, batch_size)
 
     @torch.no_grad()
     def _evaluate(self, models, task, split, batch_size, max_batches, precision, device) -> list[dict]:

@@ -14,7 +14,8 @@ from rnnlab.cells.layers import Recurrent
 
 NAN, INF = math.nan, math.inf
 
-#: cell -> option -> (values refused, a value accepted); every numeric option of every cell
+#: cell -> option -> (values refused, a value accepted); every numeric option and every switch
+#: (a bool option) of every cell; ``bias`` is every layer's (refused by the layer itself)
 RANGES = {
     "lstm": {"forget_bias": ([NAN, INF], -1.0), "forget_bias_hh": ([NAN, INF], 0.0)},
     "exprnn": {"K": ([NAN, INF, 0, 2.5], 5), "M": ([NAN, 0, -1], 2)},
@@ -48,11 +49,12 @@ RANGES = {
     },
     "fcurnn": {"K": ([NAN, 0], 3), "M": ([INF, 0], 3)},
     "softorth": {"margin": ([NAN, -0.1, 1.0], 0.5), "penalty": ([NAN, INF, -1.0], 0.1)},
-    "kru": {"penalty": ([NAN, INF, -1.0], 0.1)},
+    "kru": {"penalty": ([NAN, INF, -1.0], 0.1), "complex_input": (["no", 0, None], False)},
     "antisymrnn": {
         "eps": ([NAN, INF, 0.0, -1.0], 0.1),
         "gamma": ([NAN, INF, -1.0], 0.0),
         "init_std": ([NAN, INF, -1.0], 0.5),
+        "gated": (["yes", 1, None], True),
     },
     "incrnn": {
         "eta": ([NAN, INF, 0.0], 0.1),
@@ -83,6 +85,8 @@ RANGES = {
         "r_max": ([NAN, 0.0, 1.5], 0.99),
         "max_phase": ([NAN, INF, 0.0], 0.3),
         "chunk": ([-1, 2.5], 3),
+        "block": (["yes", 1, None], True),
+        "gamma_norm": (["no", 0, None], False),
     },
     "s4d": {
         "state_size": ([0, 3, 2.0], 4),
@@ -106,17 +110,20 @@ RANGES = {
 def _numeric_options(cls) -> set[str]:
     out = set()
     for name, p in inspect.signature(cls.__init__).parameters.items():
-        if name in ("self", "input_size", "hidden_size"):
+        if name in ("self", "input_size", "hidden_size", "bias"):
             continue
         ann = str(p.annotation)
-        if ("float" in ann or "int" in ann) and "list" not in ann and not isinstance(p.default, (bool, str)):
+        numeric = ("float" in ann or "int" in ann) and "list" not in ann and not isinstance(p.default, str)
+        if numeric or isinstance(p.default, bool):
             out.add(name)
     return out
 
 
 def test_the_table_names_every_numeric_option_of_every_cell():
     for key, cls in CELLS.items():
-        assert _numeric_options(cls) == set(RANGES.get(key, {})), f"{key}: add its numeric options to RANGES"
+        assert _numeric_options(cls) == set(RANGES.get(key, {})), (
+            f"{key}: add its numeric options and switches to RANGES"
+        )
 
 
 CASES = [(k, o, v) for k, opts in RANGES.items() for o, (bad, _) in opts.items() for v in bad]

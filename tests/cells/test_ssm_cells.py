@@ -65,6 +65,37 @@ def test_lru_step_is_the_papers_equation_in_complex_numbers():
         assert torch.allclose(out[t], y, atol=1e-12)
 
 
+@pytest.mark.parametrize("backend", ["reference", "step", "scan"])
+def test_lru_without_gamma_norm_differs_by_gamma_on_the_input_branch(backend):
+    """``gamma_norm=False`` (the LRU paper's ablation): the same parameters give the states of
+    the recurrence fed ``B u`` instead of ``gamma * B u``; from a zero start each mode's state is
+    its normalised state divided by its gamma = sqrt(1 - |lambda|^2) (computed here from
+    |lambda|, not the cell's own exp(nu_log) form), and the output's ``D u`` term is the same.
+    The default is ``gamma_norm=True``, the same draw and arithmetic bit for bit."""
+    torch.manual_seed(0)
+    on = LRUCell(3, 5, r_min=0.9, r_max=0.999, backend=backend).double()
+    torch.manual_seed(0)
+    explicit = LRUCell(3, 5, r_min=0.9, r_max=0.999, backend=backend, gamma_norm=True).double()
+    off = LRUCell(3, 5, r_min=0.9, r_max=0.999, backend=backend, gamma_norm=False).double()
+    off.load_state_dict(on.state_dict())
+    x = _x(30, 2, 3)
+    (y_on, s_on), (y_ex, s_ex), (y_off, s_off) = on.sequence(x), explicit.sequence(x), off.sequence(x)
+    assert torch.equal(y_on, y_ex) and all(torch.equal(a, b) for a, b in zip(s_on, s_ex))
+    gamma = torch.sqrt(1 - on.eigenvalues().detach().abs() ** 2)
+    z_on, z_off = (torch.complex(*s) for s in (s_on, s_off))
+    assert _maxabs(z_on - gamma * z_off) < 1e-12 * _maxabs(z_on)
+    assert float(gamma.max()) < 0.5  # a ring near 1: the two differ by more than rounding
+    Cc = torch.complex(on.C_re, on.C_im)
+    Du = x @ on.D.T
+    for t in (0, 9, 29):
+        # the outputs' recurrent terms, one step at a time: Re(C z_on) = Re(C (gamma z_off))
+        z_off_t = torch.complex(*off.sequence(x[: t + 1])[1])
+        assert _maxabs((y_on[t] - Du[t]) - ((gamma * z_off_t) @ Cc.T).real) < 1e-10
+        assert _maxabs((y_off[t] - Du[t]) - (z_off_t @ Cc.T).real) < 1e-10
+    with pytest.raises(ValueError, match="LRU gamma_norm must be True or False, got 'no'"):
+        LRUCell(3, 5, gamma_norm="no")
+
+
 def test_lru_block_is_norm_lru_gelu_glu_residual():
     torch.manual_seed(0)
     cell = LRUCell(5, 5, block=True).double()
@@ -93,6 +124,24 @@ def test_s4d_initialisations_closed_forms():
     assert torch.allclose(-torch.exp(cell.log_A_real.detach()), torch.full((500, 2), -0.5))
     with pytest.raises(ValueError, match="init must be 'lin'"):
         S4DCell(2, 3, init="legs")
+
+
+@pytest.mark.parametrize("init", ["lin", "inv"])
+def test_s4d_cells_start_at_the_papers_eigenvalues(init):
+    """A built cell's A = -exp(log_A_real) + i A_imag, every channel, against the S4D paper's
+    formulas written out per mode in plain Python: S4D-Lin A_n = -1/2 + i pi n, S4D-Inv
+    A_n = -1/2 + i (N/pi) (N/(2n+1) - 1), n = 0 .. N/2 - 1, N = state_size."""
+    N, H = 64, 3
+    cell = S4DCell(2, H, state_size=N, init=init).double()
+    A = torch.complex(-torch.exp(cell.log_A_real.detach()), cell.A_imag.detach())
+    if init == "lin":
+        want = [complex(-0.5, math.pi * n) for n in range(N // 2)]
+    else:
+        want = [complex(-0.5, N / math.pi * (N / (2 * n + 1) - 1)) for n in range(N // 2)]
+    want = torch.tensor(want, dtype=torch.complex128)
+    for h in range(H):
+        assert _maxabs(A[h] - want) < 1e-6 * float(want.abs().max())  # stored in float32, then cast
+    assert S4DCell(2, H).init == "lin"  # the default
 
 
 def test_zoh_step_equals_an_rk4_integration_with_the_input_held():

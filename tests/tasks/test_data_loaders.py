@@ -281,6 +281,20 @@ def test_music_train_windows(music_root):
         assert int(b.lengths.max()) <= 4 and b.x.shape[0] == 2
 
 
+def test_music_max_steps_bound_every_batch_of_each_split(music_root):
+    """Batches are padded to their longest piece: the bound is the split's longest piece (in
+    predictions), training windows cut to max_train_len, evaluation whole pieces."""
+    root, _ = music_root
+    for kw, want in (({}, (9, 11, 6)), ({"predict_first": False}, (8, 10, 5)), ({"max_train_len": 4}, (4, 11, 6))):
+        task = TASKS["music"](dataset="jsb", data_dir=root, verify=False, **kw)
+        assert tuple(task.max_steps(s, 2) for s in ("train", "val", "test")) == want, kw
+        it = task.train_batches(2, torch.Generator().manual_seed(0))
+        seen = max(next(it).x.shape[1] for _ in range(8))
+        assert seen == want[0]  # reached, never passed
+        for s, bound in zip(("val", "test"), want[1:]):
+            assert max(b.x.shape[1] for b in task.eval_batches(s, 2)) == bound
+
+
 def test_music_unknown_name():
     with pytest.raises(ValueError, match="unknown music dataset"):
         TASKS["music"](dataset="bach")

@@ -84,6 +84,14 @@ def real_option(name: str, value, expected: str = "a finite number", ok=lambda v
     return float(value)
 
 
+def bool_option(name: str, value) -> bool:
+    """A cell's switch: ``True`` or ``False`` only (``bool("no")`` is True, ``bool(2)`` a typo's
+    guess), else a one-line ``ValueError`` naming the option and the value."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
 def positive_option(name: str, value) -> float:
     """:func:`real_option` > 0."""
     return real_option(name, value, "a positive number", lambda v: v > 0)
@@ -117,6 +125,15 @@ class Cell(nn.Module):
 
     #: the methods that run many steps at once without calling ``forward`` (fast paths)
     FAST_PATHS = ("sequence", "sequence_mapped", "batched_sequence", "small_sequence")
+
+    #: values one sequence's time step of the cell's batched path (an ensemble member's) holds at
+    #: the peak of a training step, per unit of ``hidden_size``: the activations kept for the
+    #: backward pass, their gradients and the step's temporaries (:meth:`step_values`). Chosen
+    #: from above the peak memory growth of real ensembles (three members, ListOps, T = 601,
+    #: docs/ensembles.md, "Memory"): 25 (minGRU), 31 (LRU), 33 (LSTM, minLSTM), 49 (sLSTM), 50 (mLSTM)
+    TRAIN_VALUES_PER_UNIT = 64
+    #: the same in an evaluation (no gradients): 6 (LRU) to 14 (minLSTM, mLSTM) measured
+    EVAL_VALUES_PER_UNIT = 24
 
     def __init_subclass__(cls, **kwargs):
         """A cell of one's own that derives from a built-in cell and overrides ``forward`` (or
@@ -162,6 +179,14 @@ class Cell(nn.Module):
     def init_state(self, batch_size: int, *, device=None, dtype=None) -> State:
         p = next(self.parameters())
         return torch.zeros(batch_size, self.hidden_size, device=device or p.device, dtype=dtype or p.dtype)
+
+    def step_values(self, training: bool = True) -> int:
+        """The values one sequence's time step holds at the peak of a training step (``training``)
+        or an evaluation, on the batched path, from above: what an ensemble's memory check
+        (:func:`rnnlab.ensemble.member_bytes`) multiplies by batch and length. By default
+        :data:`TRAIN_VALUES_PER_UNIT` or :data:`EVAL_VALUES_PER_UNIT` per unit; a cell whose step
+        holds more per unit (a state of many modes per unit: S4D, Mamba) overrides it."""
+        return (self.TRAIN_VALUES_PER_UNIT if training else self.EVAL_VALUES_PER_UNIT) * self.hidden_size
 
     # --- parameters --------------------------------------------------------------------
     def tag_parameters(self, prefix: str, tag: str) -> None:

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from ..kernels.linear import tall_linear
 from ..kernels.residual import ACTIVATIONS, residual_recurrence
-from .base import Cell, nonnegative_option, positive_option
+from .base import Cell, bool_option, nonnegative_option, positive_option
 
 
 class EulerCell(Cell):
@@ -98,7 +98,7 @@ class AntisymmetricRNNCell(EulerCell):
     ):
         super().__init__(input_size, hidden_size, backend)
         self.eps, self.gamma = positive_option("eps", eps), nonnegative_option("gamma", gamma)
-        self.gated = bool(gated)
+        self.gated = bool_option("AntisymmetricRNN gated", gated)
         H = hidden_size
         self.weight_m = nn.Parameter(torch.randn(H, H) * (nonnegative_option("init_std", init_std) / math.sqrt(H)))
         self._input_map((2 if self.gated else 1) * H, input_size)

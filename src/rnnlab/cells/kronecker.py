@@ -31,6 +31,7 @@ from torch.nn.utils import parametrize as P
 
 from ..kernels.linear import tall_linear
 from ..kernels.unitary import modrelu_recurrence
+from .base import bool_option
 from .fullunitary import haar_unitary, real_form
 from .unitary import UnitaryCell
 
@@ -92,7 +93,11 @@ class KRUCell(UnitaryCell):
             )
         if not (isinstance(penalty, (int, float)) and math.isfinite(penalty) and penalty >= 0):
             raise ValueError(f"penalty must be a number >= 0, got {penalty!r}")
-        self.sizes, self.penalty, self.complex_input = sizes, float(penalty), bool(complex_input)
+        self.sizes, self.penalty, self.complex_input = (
+            sizes,
+            float(penalty),
+            bool_option("KRU complex_input", complex_input),
+        )
         for f, size in enumerate(sizes):
             Q = haar_unitary(size)
             draw = torch.stack([Q.real, Q.imag], -1)  # float64

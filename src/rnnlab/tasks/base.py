@@ -68,6 +68,13 @@ def train_stream(task, batch_size: int, generator: torch.Generator) -> Iterator:
     return draws(batch_size, generator)
 
 
+def max_steps(task, split: str, batch_size: int) -> int:
+    """``task.max_steps(split, batch_size)`` (:meth:`Task.max_steps`), also of a task object of
+    one's own that does not derive from :class:`Task` (then the default rule: the first batch's T)."""
+    own = getattr(task, "max_steps", None)
+    return own(split, batch_size) if own is not None else Task.max_steps(task, split, batch_size)
+
+
 class Task:
     """Base class and contract of a task: what the trainer uses of one. Subclasses set the
     class/instance attributes below and implement ``train_batches`` and ``eval_batches``;
@@ -115,6 +122,18 @@ class Task:
         size): each exactly the batch :meth:`train_batches` gives at that point of its stream.
         Items that are batches already are passed on."""
         return list(draws)
+
+    def max_steps(self, split: str = "train", batch_size: int = 1) -> int:
+        """The most time steps (T) a batch of ``split`` of ``batch_size`` sequences can hold: what a
+        memory estimate sizes activations by (:func:`rnnlab.ensemble.member_bytes`). By default the T
+        of the split's first batch (training: drawn with a fixed generator), which is every batch's
+        where all share one T; a task whose batches are padded to their longest sequence gives
+        its bound instead (ListOps, music)."""
+        if split == "train":
+            first = next(iter(self.train_batches(batch_size, torch.Generator().manual_seed(0))), None)
+        else:
+            first = next(iter(self.eval_batches(split, batch_size)), None)
+        return first.x.shape[1] if first is not None and first.x.dim() > 1 else 1
 
     def check_split(self, split: str) -> None:
         if split not in SPLITS:

@@ -142,6 +142,11 @@ class ListOpsTask(_GeneratedTask):
             x[i, : len(s)] = torch.tensor(s)
         return Batch(x, torch.tensor(labels), lengths)
 
+    def max_steps(self, split: str = "train", batch_size: int = 1) -> int:
+        """Every split's bound: a kept tree has fewer than ``max_length`` tokens, and none has
+        more than a full tree (:func:`longest`)."""
+        return min(self.max_length - 1, longest(self.max_depth, self.max_args))
+
     def baseline(self) -> dict[str, float]:
         y = self.eval_set("val").y
         freq = torch.bincount(y, minlength=DIGITS).double() / len(y)

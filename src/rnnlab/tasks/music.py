@@ -162,6 +162,13 @@ class MusicTask(Task):
                     chosen = cut
                 yield self._make(chosen)
 
+    def max_steps(self, split: str = "train", batch_size: int = 1) -> int:
+        """The longest piece of ``split`` in predictions (a frame fewer unless ``predict_first``);
+        training windows cut to ``max_train_len``; evaluation reads whole pieces."""
+        self.check_split(split)
+        T = max(len(p) for p in self.pieces[split]) - (0 if self.predict_first else 1)
+        return min(T, self.max_train_len) if split == "train" and self.max_train_len else T
+
     def eval_batches(self, split: str, batch_size: int) -> Iterable[Batch]:
         """Whole pieces, sorted by length (less padding); every frame counts once."""
         self.check_split(split)
