@@ -31,6 +31,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ..kernels.amp import autocasting, float32_region, full_precision
+from ..kernels.checkpoint import in_windows
 from ..kernels.scan import diagonal_recurrence, diagonal_recurrence_fused
 from ..kernels.state import map_state
 from .base import Cell, as_lengths, bool_option, nonnegative_option, positive_option, real_option
@@ -94,12 +95,7 @@ def _windowed_without_grad(method):
             return method(self, x, state, lengths)
         W = max(1, EVAL_WINDOW_ELEMENTS // (B * self.dispatch_width()))
         lengths = None if lengths is None else as_lengths(lengths).to(x.device)
-        outs = []
-        for t0 in range(0, T, W):
-            part = None if lengths is None else (lengths - t0).clamp(0, min(W, T - t0))
-            out, state = method(self, x[t0 : t0 + W], state, part)
-            outs.append(out)
-        return torch.cat(outs), state
+        return in_windows(functools.partial(method, self), x, state, lengths, W)
 
     return run
 

@@ -48,22 +48,35 @@ def checkpointed_sequence(cell, x: Tensor, state=None, lengths: Tensor | None = 
     if lengths is not None:
         # on the CPU, as the layers keep them: reading them per chunk costs no device sync
         lengths = torch.as_tensor(lengths, dtype=torch.long).cpu()
+
+    def run(xs, state, ls):
+        if ls is None or int(ls.min()) > 0:
+            return cell.sequence(xs, state, ls)
+        # sequences that ended before this chunk: native kernels reject length 0, so run
+        # them one step and then put back their frozen state and zero outputs
+        done = (ls == 0).unsqueeze(1).to(xs.device)
+        out, new = cell.sequence(xs, state, ls.clamp(min=1))
+        out = out.masked_fill(done.unsqueeze(0), 0.0)
+        new = map_state(lambda n, o: torch.where(done, o, n), new, state)
+        return out, new
+
+    return in_windows(
+        lambda xs, state, ls: checkpoint(run, xs, state, ls, use_reentrant=False), x, state, lengths, chunk
+    )
+
+
+def in_windows(run, x: Tensor, state, lengths: Tensor | None, window: int):
+    """``run(xs, state, ls) -> (outputs, state)`` over consecutive windows of ``window`` time
+    steps of ``x`` (T, B, ...), the state carried from each window to the next and each
+    sequence's length counted from the window's start (``ls = (lengths - start)`` clamped to
+    ``[0, window]``: 0 for a sequence that ended before it). Returns the windows' outputs joined
+    in time and the last state; for a causal recurrence, the whole sequence's run. The one
+    home of windowing in time: recomputation in backward (:func:`checkpointed_sequence`) and
+    the diagonal cells' evaluation of long sequences (:mod:`rnnlab.cells.ssm`)."""
     outs = []
-    for s in range(0, T, chunk):
-        xs = x[s : s + chunk]
+    for s in range(0, x.shape[0], window):
+        xs = x[s : s + window]
         ls = None if lengths is None else (lengths - s).clamp(0, xs.shape[0])
-
-        def run(xs, state, ls=ls):
-            if ls is None or int(ls.min()) > 0:
-                return cell.sequence(xs, state, ls)
-            # sequences that ended before this chunk: native kernels reject length 0, so run
-            # them one step and then put back their frozen state and zero outputs
-            done = (ls == 0).unsqueeze(1).to(xs.device)
-            out, new = cell.sequence(xs, state, ls.clamp(min=1))
-            out = out.masked_fill(done.unsqueeze(0), 0.0)
-            new = map_state(lambda n, o: torch.where(done, o, n), new, state)
-            return out, new
-
-        out, state = checkpoint(run, xs, state, use_reentrant=False)
+        out, state = run(xs, state, ls)
         outs.append(out)
     return torch.cat(outs), state
