@@ -196,6 +196,7 @@ def test_the_committed_record_is_the_checks_and_the_page_shows_it():
         info = rec["checks"][check.key]
         assert info["overrides"] == [*check.overrides, *check.train], check.key
         assert info["claim"] == check.claim and info["setting"] == check.setting, check.key
+        assert info["source"] == check.source, check.key
     page = PAGE.read_text()
     block = "<!-- bench: field-known field-known-results.json -->\n"
     assert block + benchdocs.render_block("field-known field-known-results.json", PAGE.parent) in page

@@ -468,10 +468,13 @@ def _kept_checks(previous: dict, record: Path, selected: list[str], budget: str,
             f"{','.join(selected)} at budget {budget!r} with seeds {seeds} would mix them in one record: run them at "
             f"the record's budget and seeds, or give another --record path"
         )
-    keep = {}
+    keep, code = {}, {c.key: c for c in CHECKS}
     for key, i in previous.get("checks", {}).items():
         if key not in selected:
             keep[key] = {**i, "git": i.get("git", previous.get("git")), "date": i.get("date", previous.get("date"))}
+            c = code.get(key)
+            if c is not None and i.get("overrides") == [*c.overrides, *c.train]:
+                keep[key]["source"] = c.source  # the citation's wording follows the code: the settings are what ran
     return keep
 
 
