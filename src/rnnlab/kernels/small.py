@@ -481,7 +481,7 @@ def _forward(ctx, family: _Family, plan: _Plan, args: tuple):
     else:
         ctx.save_for_backward(*[env[n] for n in plan.saved])
     ctx.env = {n: env[n] for n in _NO_GRAD if n in env}
-    ctx.shapes = {o: env[o].shape for o in family.outputs}
+    ctx.shapes, ctx.dtype = {o: env[o].shape for o in family.outputs}, env[family.outputs[0]].dtype
     ctx.args = args
     return tuple(env[o] for o in family.outputs) if len(family.outputs) > 1 else env[family.outputs[0]]
 
@@ -506,9 +506,8 @@ def _backward(ctx, family: _Family, plan: _Plan, grads: tuple) -> tuple:
         lanes = "_lanes" in family.name
         return _second_order(_outputs(family.reference, lanes, family.inputs.index("lens")), ctx.args, grads)
     env = _saved(ctx, plan)
-    like = ctx.saved_tensors[0]
     for out, g in zip(family.outputs, grads):  # (kept in env across the call: the C code reads their memory)
-        env["d" + out] = like.new_zeros(ctx.shapes[out]) if g is None else g.contiguous()
+        env["d" + out] = torch.zeros(ctx.shapes[out], dtype=ctx.dtype) if g is None else g.contiguous()
     _run(plan.backward, plan.backward_names, plan.made_back, env, ctx.sizes, env["dS"])
     if family.finish is not None:
         family.finish(env)
