@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from rnnlab.kernels import small
+from rnnlab.kernels.small_abi import DECLARATIONS
 
 pytestmark = pytest.mark.skipif(not small.available(), reason="no C compiler: the compiled loops cannot be built")
 
@@ -41,11 +42,22 @@ def _case(cell: str, gen):
     return ins, run, ref
 
 
+@pytest.mark.parametrize("layout", ["time-major", "batch-first"])
 @pytest.mark.parametrize("cell", ["rnn", "lstm", "gru", "rhn", "dmu"])
-def test_lane_outputs_and_gradients_are_zero_past_each_length(cell, monkeypatch):
-    calls = []
+def test_lane_outputs_and_gradients_are_zero_past_each_length(cell, layout, monkeypatch):
+    """``layout``: the memory the outputs' gradient comes in (batch-first: as from a readout of
+    batch-first outputs), which the backward reads as it is (``batch_first``), without a copy."""
+    calls, flags = [], []
     real = small._call
-    monkeypatch.setattr(small, "_call", lambda name, dtype, *args: (calls.append(name), real(name, dtype, *args))[1])
+
+    def spy(name, dtype, *args):
+        calls.append(name)
+        names = [a.name for a in DECLARATIONS[name]]
+        if "batch_first" in names:
+            flags.append(args[names.index("batch_first")])
+        return real(name, dtype, *args)
+
+    monkeypatch.setattr(small, "_call", spy)
     gen = torch.Generator().manual_seed(7)
     ins, run, ref = _case(cell, gen)
     L = torch.tensor(LENGTHS)
@@ -57,8 +69,13 @@ def test_lane_outputs_and_gradients_are_zero_past_each_length(cell, monkeypatch)
     # upstream gradients that are large past the lengths: they must reach nothing
     w = torch.randn(out.shape, generator=gen, dtype=D) * torch.where(live, 1.0, 1e6)
     wf = [torch.randn(f.shape, generator=gen, dtype=D) for f in finals]
-    loss = (out * w).sum() + sum((f * v).sum() for f, v in zip(finals, wf))
+    if layout == "batch-first":  # d loss / d out = w, in (E, B, T, H) memory
+        read = (out.transpose(1, 2) * w.transpose(1, 2).contiguous()).sum()
+    else:
+        read = (out * w).sum()
+    loss = read + sum((f * v).sum() for f, v in zip(finals, wf))
     grads = torch.autograd.grad(loss, ins)
+    assert flags == [int(layout == "batch-first")], flags
     du = grads[0]
     assert torch.all(du.masked_select(~live.expand_as(du)) == 0)
 

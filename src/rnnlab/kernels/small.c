@@ -255,11 +255,14 @@ static NOINLINE void scatter_live(R *X, const R *x, long rows, long T, long B, c
         }
 }
 /* gather for the outputs' gradients: zero from each lane's length on (the outputs there are the
- * constant zero, so their gradients reach nothing) */
-static NOINLINE void gather_live(R *x, const R *X, long rows, long T, long B, const long *off, const R *len) {
+ * constant zero, so their gradients reach nothing); X is (E, T, B, rows), or with batch_first
+ * (E, B, T, rows): the memory a batch-first readout's gradient comes in, read without a copy */
+static NOINLINE void gather_live(R *x, const R *X, long rows, long T, long B, const long *off, const R *len,
+                                 int batch_first) {
     for (long t = 0; t < T; t++)
         for (long k = 0; k < LANES; k++) {
-            const R *src = X + (off[k] + t * B) * rows;
+            long e = off[k] / (T * B), b = off[k] % (T * B);
+            const R *src = X + (batch_first ? (e * B + b) * T + t : off[k] + t * B) * rows;
             R *dst = x + t * rows * LANES + k;
             if ((R)t < len[k])
                 for (long i = 0; i < rows; i++) dst[i * LANES] = src[i];
@@ -323,7 +326,7 @@ void NAME(rnn_lanes_forward)(long E, long T, long B, long H, int act, const R *u
 
 /* BPTT of rnn_lanes_forward: dU the gradients of the input terms, dh0 of the initial state, and
  * the weight's gradient ADDED to dW (the caller zeroes it) */
-void NAME(rnn_lanes_backward)(long E, long T, long B, long H, int act, const R *dS, const R *dhn, const R *S, const R *W,
+void NAME(rnn_lanes_backward)(long E, long T, long B, long H, int act, int batch_first, const R *dS, const R *dhn, const R *S, const R *W,
                               const R *h0, const int64_t *lens, R *dU, R *dW, R *dh0) {
     long N = E * B, mem[LANES], off[LANES], HL = H * LANES;
     R len[LANES];
@@ -337,7 +340,7 @@ void NAME(rnn_lanes_backward)(long E, long T, long B, long H, int act, const R *
         gather0(carry, dhn, H, T, B, off);
         gather0(s, h0, H, T, B, off);
         gather(s + HL, S, H, T, B, off);
-        gather_live(g, dS, H, T, B, off, len);
+        gather_live(g, dS, H, T, B, off, len, batch_first);
         for (long t = T - 1; t >= 0; t--) {
             const R *st = s + (t + 1) * HL, *sp = s + t * HL;
             R *gt = g + t * HL;
@@ -931,7 +934,7 @@ void NAME(dmu_lanes_forward)(long E, long T, long B, long H, long K, const long 
 /* BPTT of dmu_lanes_forward: dU1 the gradients of the input terms, dh0 of the initial state; the
  * weights' gradients are ADDED to dw1h, dWk, dbk, dwout, dbout (the caller zeroes them) */
 void NAME(dmu_lanes_backward)(long E, long T, long B, long H, long K, const long *n, int act, R slope,
-                              const R *dS, const R *dhn, const R *S, const R *u1, const R *w1h, R *const *Wk, R *const *bk,
+                              int batch_first, const R *dS, const R *dhn, const R *S, const R *u1, const R *w1h, R *const *Wk, R *const *bk,
                               const R *wout, const R *bout, const R *h0, const int64_t *lens, R *dU1, R *dw1h,
                               R *const *dWk, R *const *dbk, R *dwout, R *dbout, R *dh0) {
     long N = E * B, mem[LANES], off[LANES], HL = H * LANES, n0 = K ? n[0] : 2 * H, nsum = 0;
@@ -959,7 +962,7 @@ void NAME(dmu_lanes_backward)(long E, long T, long B, long H, long K, const long
         gather(u, u1, n0, T, B, off);
         gather0(s, h0, H, T, B, off);
         gather(s + HL, S, H, T, B, off);
-        gather_live(gs, dS, H, T, B, off, len);
+        gather_live(gs, dS, H, T, B, off, len, batch_first);
         for (long t = T - 1; t >= 0; t--) {
             const R *hp = s + t * HL, *ds = gs + t * HL;
             R *g = gc, *c = gc + HL, *d1 = du + t * n0 * LANES;
@@ -1060,7 +1063,7 @@ void NAME(gru_lanes_forward)(long E, long T, long B, long H, const R *u, const R
 
 /* BPTT of gru_lanes_forward: dU the gradients of the input terms, dh0 of the initial state; the
  * gradients of W and b_hh are ADDED to dW and dbhh (the caller zeroes them) */
-void NAME(gru_lanes_backward)(long E, long T, long B, long H, const R *dS, const R *dhn, const R *S, const R *u, const R *W,
+void NAME(gru_lanes_backward)(long E, long T, long B, long H, int batch_first, const R *dS, const R *dhn, const R *S, const R *u, const R *W,
                               const R *bhh, const R *h0, const int64_t *lens, R *dU, R *dW, R *dbhh, R *dh0) {
     long N = E * B, mem[LANES], off[LANES], HL = H * LANES;
     R len[LANES], live[LANES];
@@ -1079,7 +1082,7 @@ void NAME(gru_lanes_backward)(long E, long T, long B, long H, const R *dS, const
         gather(ul, u, 3 * H, T, B, off);
         gather0(s, h0, H, T, B, off);
         gather(s + HL, S, H, T, B, off);
-        gather_live(gs, dS, H, T, B, off, len);
+        gather_live(gs, dS, H, T, B, off, len, batch_first);
         for (long t = T - 1; t >= 0; t--) {
             const R *hp = s + t * HL, *ds = gs + t * HL;
             R *ut = ul + t * 3 * HL; /* becomes the gradient of the input terms */
@@ -1158,7 +1161,7 @@ void NAME(lstm_lanes_forward)(long E, long T, long B, long H, const R *u, const 
 
 /* BPTT of lstm_lanes_forward: dU the gradients of the input terms, dh0 and dc0 of the initial
  * state; the gradient of W is ADDED to dW (the caller zeroes it) */
-void NAME(lstm_lanes_backward)(long E, long T, long B, long H, const R *dS, const R *dhn, const R *dcn, const R *S, const R *C,
+void NAME(lstm_lanes_backward)(long E, long T, long B, long H, int batch_first, const R *dS, const R *dhn, const R *dcn, const R *S, const R *C,
                                const R *u, const R *W, const R *h0, const R *c0, const int64_t *lens, R *dU, R *dW,
                                R *dh0, R *dc0) {
     long N = E * B, mem[LANES], off[LANES], HL = H * LANES;
@@ -1179,7 +1182,7 @@ void NAME(lstm_lanes_backward)(long E, long T, long B, long H, const R *dS, cons
         gather0(c, c0, H, T, B, off);
         gather(s + HL, S, H, T, B, off);
         gather(c + HL, C, H, T, B, off);
-        gather_live(gs, dS, H, T, B, off, len);
+        gather_live(gs, dS, H, T, B, off, len, batch_first);
         for (long t = T - 1; t >= 0; t--) {
             const R *hp = s + t * HL, *cp = c + t * HL, *ct = c + (t + 1) * HL;
             const R *ds = gs + t * HL;
@@ -1266,7 +1269,7 @@ void NAME(rhn_lanes_forward)(long E, long T, long B, long H, long D, const R *u,
 
 /* BPTT of rhn_lanes_forward: dU the gradients of the input terms, dh0 of the initial state; the
  * gradients of W and bias are ADDED to dW and dbias (the caller zeroes them) */
-void NAME(rhn_lanes_backward)(long E, long T, long B, long H, long D, const R *dS, const R *dhn, const R *S, const R *u,
+void NAME(rhn_lanes_backward)(long E, long T, long B, long H, long D, int batch_first, const R *dS, const R *dhn, const R *S, const R *u,
                               const R *W, const R *bias, const R *h0, const int64_t *lens, R *dU, R *dW, R *dbias,
                               R *dh0) {
     long N = E * B, mem[LANES], off[LANES], HL = H * LANES, G = 2 * H;
@@ -1286,7 +1289,7 @@ void NAME(rhn_lanes_backward)(long E, long T, long B, long H, long D, const R *d
         gather(ul, u, G, T, B, off);
         gather0(s, h0, H, T, B, off);
         gather(s + HL, S, H, T, B, off);
-        gather_live(gs, dS, H, T, B, off, len);
+        gather_live(gs, dS, H, T, B, off, len, batch_first);
         for (long t = T - 1; t >= 0; t--) {
             const R *hp = s + t * HL, *dst = gs + t * HL;
             R *ut = ul + t * G * LANES; /* becomes the gradient of the input terms */

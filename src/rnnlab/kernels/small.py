@@ -60,6 +60,9 @@ SOURCE = Path(__file__).with_name("small.c")
 #: the build: -march=native because the library is built where it runs (the key holds the CPU)
 FLAGS = ("-O3", "-march=native", "-std=gnu99", "-shared", "-fPIC")
 _ACT = {"tanh": 0, "relu": 1, "identity": 2}
+#: whether the lane kernels' backward reads the outputs' gradient in the batch-first memory a
+#: readout hands it (False: a contiguous time-major copy first, the path before; for benchmarks)
+READ_BATCH_FIRST = True
 
 log = logging.getLogger(__name__)
 
@@ -506,8 +509,14 @@ def _backward(ctx, family: _Family, plan: _Plan, grads: tuple) -> tuple:
         lanes = "_lanes" in family.name
         return _second_order(_outputs(family.reference, lanes, family.inputs.index("lens")), ctx.args, grads)
     env = _saved(ctx, plan)
+    if "batch_first" in plan.backward_names:  # a lane backward reads a batch-first gradient as it is
+        g = grads[0]
+        bf = READ_BATCH_FIRST and g is not None and not g.is_contiguous() and g.transpose(1, 2).is_contiguous()
+        env["batch_first"] = int(bf)
     for out, g in zip(family.outputs, grads):  # (kept in env across the call: the C code reads their memory)
-        env["d" + out] = torch.zeros(ctx.shapes[out], dtype=ctx.dtype) if g is None else g.contiguous()
+        if g is None:
+            g = torch.zeros(ctx.shapes[out], dtype=ctx.dtype)
+        env["d" + out] = g.transpose(1, 2) if out == "S" and env.get("batch_first") else g.contiguous()
     _run(plan.backward, plan.backward_names, plan.made_back, env, ctx.sizes, env["dS"])
     if family.finish is not None:
         family.finish(env)
