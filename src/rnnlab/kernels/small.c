@@ -195,7 +195,12 @@ void NAME(rnn_backward)(long E, long T, long B, long H, int act, const R *dS, co
  * (members, time, batch, rows); a block gathers all its steps into [time][row][lane] first and
  * scatters its results at the end (copying step by step stalls on store forwarding). A lane's
  * arithmetic does not depend on the other lanes, so a member's results are those of its run
- * alone. Past the last sequence a block repeats it and writes nothing. */
+ * alone. Past the last sequence a block repeats it and writes nothing.
+ * Unlike the loops above, a lane forward writes the outputs (zero from each sequence's length on,
+ * as the layer returns them) and the final state hn (cn) apart; its backward takes their
+ * gradients dS and dhn (dcn), reads dS only before each length (time-major, or batch-first with
+ * batch_first = 1: the memory a batch-first readout's gradient comes in), and starts its carry
+ * from dhn. So no pass over the outputs is left to the caller, forward or backward. */
 #define LANES 32
 /* the helpers of the lane kernels are compiled once, not into every caller (build time) */
 #define NOINLINE __attribute__((noinline))
