@@ -264,10 +264,14 @@ static NOINLINE void scatter_live(R *X, const R *x, long rows, long T, long B, c
  * (E, B, T, rows): the memory a batch-first readout's gradient comes in, read without a copy */
 static NOINLINE void gather_live(R *x, const R *X, long rows, long T, long B, const long *off, const R *len,
                                  int batch_first) {
+    long base[LANES], step = batch_first ? 1 : B; /* lane k's row at step t: base[k] + t * step */
+    for (long k = 0; k < LANES; k++) {
+        long e = off[k] / (T * B), b = off[k] % (T * B);
+        base[k] = batch_first ? (e * B + b) * T : off[k];
+    }
     for (long t = 0; t < T; t++)
         for (long k = 0; k < LANES; k++) {
-            long e = off[k] / (T * B), b = off[k] % (T * B);
-            const R *src = X + (batch_first ? (e * B + b) * T + t : off[k] + t * B) * rows;
+            const R *src = X + (base[k] + t * step) * rows;
             R *dst = x + t * rows * LANES + k;
             if ((R)t < len[k])
                 for (long i = 0; i < rows; i++) dst[i * LANES] = src[i];
