@@ -195,7 +195,12 @@ void NAME(rnn_backward)(long E, long T, long B, long H, int act, const R *dS, co
  * (members, time, batch, rows); a block gathers all its steps into [time][row][lane] first and
  * scatters its results at the end (copying step by step stalls on store forwarding). A lane's
  * arithmetic does not depend on the other lanes, so a member's results are those of its run
- * alone. Past the last sequence a block repeats it and writes nothing. */
+ * alone. Past the last sequence a block repeats it and writes nothing.
+ * Unlike the loops above, a lane forward writes the outputs (zero from each sequence's length on,
+ * as the layer returns them) and the final state hn (cn) apart; its backward takes their
+ * gradients dS and dhn (dcn), reads dS only before each length (time-major, or batch-first with
+ * batch_first = 1: the memory a batch-first readout's gradient comes in), and starts its carry
+ * from dhn. So no pass over the outputs is left to the caller, forward or backward. */
 #define LANES 32
 /* the helpers of the lane kernels are compiled once, not into every caller (build time) */
 #define NOINLINE __attribute__((noinline))
@@ -240,6 +245,47 @@ static NOINLINE void gather0(R *x, const R *X0, long rows, long T, long B, const
         for (long i = 0; i < rows; i++) x[i * LANES + k] = X0[(e * B + b) * rows + i];
     }
 }
+/* scatter for the outputs: zero from each lane's length on (the outputs of a sequence past its
+ * end), so no pass over them is left to the caller */
+static NOINLINE void scatter_live(R *X, const R *x, long rows, long T, long B, const long *off, long nb,
+                                  const R *len) {
+    for (long t = 0; t < T; t++)
+        for (long k = 0; k < nb; k++) {
+            R *dst = X + (off[k] + t * B) * rows;
+            const R *src = x + t * rows * LANES + k;
+            if ((R)t < len[k])
+                for (long i = 0; i < rows; i++) dst[i] = src[i * LANES];
+            else
+                memset(dst, 0, rows * sizeof(R));
+        }
+}
+/* gather for the outputs' gradients: zero from each lane's length on (the outputs there are the
+ * constant zero, so their gradients reach nothing); X is (E, T, B, rows), or with batch_first
+ * (E, B, T, rows): the memory a batch-first readout's gradient comes in, read without a copy */
+static NOINLINE void gather_live(R *x, const R *X, long rows, long T, long B, const long *off, const R *len,
+                                 int batch_first) {
+    long base[LANES], step = batch_first ? 1 : B; /* lane k's row at step t: base[k] + t * step */
+    for (long k = 0; k < LANES; k++) {
+        long e = off[k] / (T * B), b = off[k] % (T * B);
+        base[k] = batch_first ? (e * B + b) * T : off[k];
+    }
+    for (long t = 0; t < T; t++)
+        for (long k = 0; k < LANES; k++) {
+            const R *src = X + (base[k] + t * step) * rows;
+            R *dst = x + t * rows * LANES + k;
+            if ((R)t < len[k])
+                for (long i = 0; i < rows; i++) dst[i * LANES] = src[i];
+            else
+                for (long i = 0; i < rows; i++) dst[i * LANES] = (R)0;
+        }
+}
+/* the final state of each lane into X0 (E, B, rows): gather0's inverse */
+static NOINLINE void scatter0(R *X0, const R *x, long rows, long T, long B, const long *off, long nb) {
+    for (long k = 0; k < nb; k++) {
+        long e = off[k] / (T * B), b = off[k] % (T * B);
+        for (long i = 0; i < rows; i++) X0[(e * B + b) * rows + i] = x[i * LANES + k];
+    }
+}
 static inline R tanh_e(R v) {
     R v2 = v * v;
     R series = v * ((R)1 + v2 * ((R)(-1.0 / 3) + v2 * ((R)(2.0 / 15) + v2 * ((R)(-17.0 / 315) +
@@ -255,7 +301,7 @@ static NOINLINE void tanh_lanes(R *x, long n) {
 }
 
 void NAME(rnn_lanes_forward)(long E, long T, long B, long H, int act, const R *u, const R *W, const R *h0,
-                             const int64_t *lens, R *S) {
+                             const int64_t *lens, R *S, R *hn) {
     long N = E * B, mem[LANES], off[LANES], HL = H * LANES;
     R len[LANES];
     R *w = malloc(H * HL * sizeof(R)), *h0l = malloc(HL * sizeof(R));
@@ -281,14 +327,15 @@ void NAME(rnn_lanes_forward)(long E, long T, long B, long H, int act, const R *u
             for (long i = 0; i < H; i++)
                 for (long k = 0; k < LANES; k++) zt[i * LANES + k] = (R)t < len[k] ? zt[i * LANES + k] : h[i * LANES + k];
         }
-        scatter(S, z, H, T, B, off, nb);
+        scatter_live(S, z, H, T, B, off, nb, len);
+        scatter0(hn, z + (T - 1) * HL, H, T, B, off, nb);
     }
     free(w), free(h0l), free(z);
 }
 
 /* BPTT of rnn_lanes_forward: dU the gradients of the input terms, dh0 of the initial state, and
  * the weight's gradient ADDED to dW (the caller zeroes it) */
-void NAME(rnn_lanes_backward)(long E, long T, long B, long H, int act, const R *dS, const R *S, const R *W,
+void NAME(rnn_lanes_backward)(long E, long T, long B, long H, int act, int batch_first, const R *dS, const R *dhn, const R *S, const R *W,
                               const R *h0, const int64_t *lens, R *dU, R *dW, R *dh0) {
     long N = E * B, mem[LANES], off[LANES], HL = H * LANES;
     R len[LANES];
@@ -299,10 +346,10 @@ void NAME(rnn_lanes_backward)(long E, long T, long B, long H, int act, const R *
         long nb = lanes_of(n0, N, T, B, lens, mem, off, len);
         spread(w, W, H, H, mem);
         memset(dw, 0, H * HL * sizeof(R));
-        memset(carry, 0, HL * sizeof(R));
+        gather0(carry, dhn, H, T, B, off);
         gather0(s, h0, H, T, B, off);
         gather(s + HL, S, H, T, B, off);
-        gather(g, dS, H, T, B, off);
+        gather_live(g, dS, H, T, B, off, len, batch_first);
         for (long t = T - 1; t >= 0; t--) {
             const R *st = s + (t + 1) * HL, *sp = s + t * HL;
             R *gt = g + t * HL;
@@ -862,7 +909,7 @@ static NOINLINE void dmu_lane_step(const dmu_lane_weights *w, long H, long K, co
 
 void NAME(dmu_lanes_forward)(long E, long T, long B, long H, long K, const long *n, int act, R slope,
                              const R *u1, const R *w1h, R *const *Wk, R *const *bk, const R *wout, const R *bout,
-                             const R *h0, const int64_t *lens, R *S) {
+                             const R *h0, const int64_t *lens, R *S, R *hn) {
     long N = E * B, mem[LANES], off[LANES], HL = H * LANES, n0 = K ? n[0] : 2 * H, nsum = 0;
     for (long k = 0; k < K; k++) nsum += n[k];
     R len[LANES];
@@ -886,7 +933,8 @@ void NAME(dmu_lanes_forward)(long E, long T, long B, long H, long K, const long 
                     ht[q] = (R)t < len[k] ? v : hp[q];
                 }
         }
-        scatter(S, s + HL, H, T, B, off, nb);
+        scatter_live(S, s + HL, H, T, B, off, nb, len);
+        scatter0(hn, s + T * HL, H, T, B, off, nb);
     }
     dmu_lane_free(&w, K);
     free(u), free(s), free(a), free(gc);
@@ -895,7 +943,7 @@ void NAME(dmu_lanes_forward)(long E, long T, long B, long H, long K, const long 
 /* BPTT of dmu_lanes_forward: dU1 the gradients of the input terms, dh0 of the initial state; the
  * weights' gradients are ADDED to dw1h, dWk, dbk, dwout, dbout (the caller zeroes them) */
 void NAME(dmu_lanes_backward)(long E, long T, long B, long H, long K, const long *n, int act, R slope,
-                              const R *dS, const R *S, const R *u1, const R *w1h, R *const *Wk, R *const *bk,
+                              int batch_first, const R *dS, const R *dhn, const R *S, const R *u1, const R *w1h, R *const *Wk, R *const *bk,
                               const R *wout, const R *bout, const R *h0, const int64_t *lens, R *dU1, R *dw1h,
                               R *const *dWk, R *const *dbk, R *dwout, R *dbout, R *dh0) {
     long N = E * B, mem[LANES], off[LANES], HL = H * LANES, n0 = K ? n[0] : 2 * H, nsum = 0;
@@ -919,11 +967,11 @@ void NAME(dmu_lanes_backward)(long E, long T, long B, long H, long K, const long
             memset(dw.bk[k - 1], 0, n[k] * LANES * sizeof(R));
         }
         if (K) memset(dw.wo, 0, 2 * H * n[K - 1] * LANES * sizeof(R)), memset(dw.bo, 0, 2 * HL * sizeof(R));
-        memset(carry, 0, HL * sizeof(R));
+        gather0(carry, dhn, H, T, B, off);
         gather(u, u1, n0, T, B, off);
         gather0(s, h0, H, T, B, off);
         gather(s + HL, S, H, T, B, off);
-        gather(gs, dS, H, T, B, off);
+        gather_live(gs, dS, H, T, B, off, len, batch_first);
         for (long t = T - 1; t >= 0; t--) {
             const R *hp = s + t * HL, *ds = gs + t * HL;
             R *g = gc, *c = gc + HL, *d1 = du + t * n0 * LANES;
@@ -993,7 +1041,7 @@ static NOINLINE void gru_lane_step(const R *w, const R *bw, long H, const R *ut,
 }
 
 void NAME(gru_lanes_forward)(long E, long T, long B, long H, const R *u, const R *W, const R *bhh, const R *h0,
-                             const int64_t *lens, R *S) {
+                             const int64_t *lens, R *S, R *hn) {
     long N = E * B, mem[LANES], off[LANES], HL = H * LANES;
     R len[LANES];
     R *w = malloc(3 * H * HL * sizeof(R)), *bw = malloc(3 * HL * sizeof(R));
@@ -1016,14 +1064,15 @@ void NAME(gru_lanes_forward)(long E, long T, long B, long H, const R *u, const R
                     ht[q] = (R)t < len[k] ? v : hp[q];
                 }
         }
-        scatter(S, s + HL, H, T, B, off, nb);
+        scatter_live(S, s + HL, H, T, B, off, nb, len);
+        scatter0(hn, s + T * HL, H, T, B, off, nb);
     }
     free(w), free(bw), free(ul), free(s), free(gh), free(n);
 }
 
 /* BPTT of gru_lanes_forward: dU the gradients of the input terms, dh0 of the initial state; the
  * gradients of W and b_hh are ADDED to dW and dbhh (the caller zeroes them) */
-void NAME(gru_lanes_backward)(long E, long T, long B, long H, const R *dS, const R *S, const R *u, const R *W,
+void NAME(gru_lanes_backward)(long E, long T, long B, long H, int batch_first, const R *dS, const R *dhn, const R *S, const R *u, const R *W,
                               const R *bhh, const R *h0, const int64_t *lens, R *dU, R *dW, R *dbhh, R *dh0) {
     long N = E * B, mem[LANES], off[LANES], HL = H * LANES;
     R len[LANES], live[LANES];
@@ -1038,11 +1087,11 @@ void NAME(gru_lanes_backward)(long E, long T, long B, long H, const R *dS, const
         spread(bw, bhh, 3 * H, 1, mem);
         memset(dw, 0, 3 * H * HL * sizeof(R));
         memset(db, 0, 3 * HL * sizeof(R));
-        memset(carry, 0, HL * sizeof(R));
+        gather0(carry, dhn, H, T, B, off);
         gather(ul, u, 3 * H, T, B, off);
         gather0(s, h0, H, T, B, off);
         gather(s + HL, S, H, T, B, off);
-        gather(gs, dS, H, T, B, off);
+        gather_live(gs, dS, H, T, B, off, len, batch_first);
         for (long t = T - 1; t >= 0; t--) {
             const R *hp = s + t * HL, *ds = gs + t * HL;
             R *ut = ul + t * 3 * HL; /* becomes the gradient of the input terms */
@@ -1084,7 +1133,7 @@ static NOINLINE void lstm_lane_step(const R *w, long H, const R *ut, const R *hp
 }
 
 void NAME(lstm_lanes_forward)(long E, long T, long B, long H, const R *u, const R *W, const R *h0, const R *c0,
-                              const int64_t *lens, R *S, R *C) {
+                              const int64_t *lens, R *S, R *C, R *hn, R *cn) {
     long N = E * B, mem[LANES], off[LANES], HL = H * LANES;
     R len[LANES];
     R *w = malloc(4 * H * HL * sizeof(R)), *ul = malloc(T * 4 * HL * sizeof(R));
@@ -1111,7 +1160,9 @@ void NAME(lstm_lanes_forward)(long E, long T, long B, long H, const R *u, const 
                     ct[q] = on ? ct[q] : cp[q];
                 }
         }
-        scatter(S, s + HL, H, T, B, off, nb);
+        scatter_live(S, s + HL, H, T, B, off, nb, len);
+        scatter0(hn, s + T * HL, H, T, B, off, nb);
+        scatter0(cn, c + T * HL, H, T, B, off, nb);
         scatter(C, c + HL, H, T, B, off, nb);
     }
     free(w), free(ul), free(s), free(c), free(a), free(tc);
@@ -1119,32 +1170,31 @@ void NAME(lstm_lanes_forward)(long E, long T, long B, long H, const R *u, const 
 
 /* BPTT of lstm_lanes_forward: dU the gradients of the input terms, dh0 and dc0 of the initial
  * state; the gradient of W is ADDED to dW (the caller zeroes it) */
-void NAME(lstm_lanes_backward)(long E, long T, long B, long H, const R *dS, const R *dC, const R *S, const R *C,
+void NAME(lstm_lanes_backward)(long E, long T, long B, long H, int batch_first, const R *dS, const R *dhn, const R *dcn, const R *S, const R *C,
                                const R *u, const R *W, const R *h0, const R *c0, const int64_t *lens, R *dU, R *dW,
                                R *dh0, R *dc0) {
     long N = E * B, mem[LANES], off[LANES], HL = H * LANES;
     R len[LANES], live[LANES];
     R *w = malloc(4 * H * HL * sizeof(R)), *dw = malloc(4 * H * HL * sizeof(R)), *ul = malloc(T * 4 * HL * sizeof(R));
     R *s = malloc((T + 1) * HL * sizeof(R)), *c = malloc((T + 1) * HL * sizeof(R));
-    R *gs = malloc(T * HL * sizeof(R)), *gc = malloc(T * HL * sizeof(R));
+    R *gs = malloc(T * HL * sizeof(R));
     R *a = malloc(4 * HL * sizeof(R)), *ch = malloc(HL * sizeof(R)), *cc = malloc(HL * sizeof(R));
     R *tc = malloc(HL * sizeof(R));
     for (long n0 = 0; n0 < N; n0 += LANES) {
         long nb = lanes_of(n0, N, T, B, lens, mem, off, len);
         spread(w, W, 4 * H, H, mem);
         memset(dw, 0, 4 * H * HL * sizeof(R));
-        memset(ch, 0, HL * sizeof(R));
-        memset(cc, 0, HL * sizeof(R));
+        gather0(ch, dhn, H, T, B, off);
+        gather0(cc, dcn, H, T, B, off);
         gather(ul, u, 4 * H, T, B, off);
         gather0(s, h0, H, T, B, off);
         gather0(c, c0, H, T, B, off);
         gather(s + HL, S, H, T, B, off);
         gather(c + HL, C, H, T, B, off);
-        gather(gs, dS, H, T, B, off);
-        gather(gc, dC, H, T, B, off);
+        gather_live(gs, dS, H, T, B, off, len, batch_first);
         for (long t = T - 1; t >= 0; t--) {
             const R *hp = s + t * HL, *cp = c + t * HL, *ct = c + (t + 1) * HL;
-            const R *ds = gs + t * HL, *dc_ = gc + t * HL;
+            const R *ds = gs + t * HL;
             R *dz = ul + t * 4 * HL; /* becomes the gradient of the input terms */
             lstm_lane_step(w, H, dz, hp, a);
             live_lanes(live, len, t);
@@ -1153,7 +1203,7 @@ void NAME(lstm_lanes_backward)(long E, long T, long B, long H, const R *dS, cons
             for (long i = 0; i < H; i++)
                 for (long k = 0; k < LANES; k++) {
                     long q = i * LANES + k;
-                    R inh = ds[q] + ch[q], inc = dc_[q] + cc[q], on = live[k];
+                    R inh = ds[q] + ch[q], inc = cc[q], on = live[k];
                     R ig = a[q], fg = a[HL + q], gg = a[2 * HL + q], og = a[3 * HL + q];
                     R tcq = tc[q];
                     R dh = inh * on, dc = (inc + dh * og * ((R)1 - tcq * tcq)) * on;
@@ -1174,7 +1224,7 @@ void NAME(lstm_lanes_backward)(long E, long T, long B, long H, const R *dS, cons
             }
         lane_reduce(dW, dw, 4 * H * H, mem, nb);
     }
-    free(w), free(dw), free(ul), free(s), free(c), free(gs), free(gc), free(a), free(ch), free(cc), free(tc);
+    free(w), free(dw), free(ul), free(s), free(c), free(gs), free(a), free(ch), free(cc), free(tc);
 }
 
 /* The RHN with its sequences in lanes: per step D micro-layers s <- tanh(a) g + s (1 - g),
@@ -1201,7 +1251,7 @@ static NOINLINE void rhn_lane_step(const R *w, const R *bw, long H, long D, cons
 }
 
 void NAME(rhn_lanes_forward)(long E, long T, long B, long H, long D, const R *u, const R *W, const R *bias,
-                             const R *h0, const int64_t *lens, R *S) {
+                             const R *h0, const int64_t *lens, R *S, R *hn) {
     long N = E * B, mem[LANES], off[LANES], HL = H * LANES, G = 2 * H;
     R len[LANES];
     R *w = malloc(D * G * H * LANES * sizeof(R)), *bw = malloc(D * G * LANES * sizeof(R));
@@ -1220,14 +1270,15 @@ void NAME(rhn_lanes_forward)(long E, long T, long B, long H, long D, const R *u,
             for (long i = 0; i < H; i++)
                 for (long k = 0; k < LANES; k++) ht[i * LANES + k] = (R)t < len[k] ? out[i * LANES + k] : hp[i * LANES + k];
         }
-        scatter(S, s + HL, H, T, B, off, nb);
+        scatter_live(S, s + HL, H, T, B, off, nb, len);
+        scatter0(hn, s + T * HL, H, T, B, off, nb);
     }
     free(w), free(bw), free(ul), free(s), free(m), free(out);
 }
 
 /* BPTT of rhn_lanes_forward: dU the gradients of the input terms, dh0 of the initial state; the
  * gradients of W and bias are ADDED to dW and dbias (the caller zeroes them) */
-void NAME(rhn_lanes_backward)(long E, long T, long B, long H, long D, const R *dS, const R *S, const R *u,
+void NAME(rhn_lanes_backward)(long E, long T, long B, long H, long D, int batch_first, const R *dS, const R *dhn, const R *S, const R *u,
                               const R *W, const R *bias, const R *h0, const int64_t *lens, R *dU, R *dW, R *dbias,
                               R *dh0) {
     long N = E * B, mem[LANES], off[LANES], HL = H * LANES, G = 2 * H;
@@ -1243,11 +1294,11 @@ void NAME(rhn_lanes_backward)(long E, long T, long B, long H, long D, const R *d
         spread(bw, bias, D * G, 1, mem);
         memset(dw, 0, D * G * H * LANES * sizeof(R));
         memset(db, 0, D * G * LANES * sizeof(R));
-        memset(carry, 0, HL * sizeof(R));
+        gather0(carry, dhn, H, T, B, off);
         gather(ul, u, G, T, B, off);
         gather0(s, h0, H, T, B, off);
         gather(s + HL, S, H, T, B, off);
-        gather(gs, dS, H, T, B, off);
+        gather_live(gs, dS, H, T, B, off, len, batch_first);
         for (long t = T - 1; t >= 0; t--) {
             const R *hp = s + t * HL, *dst = gs + t * HL;
             R *ut = ul + t * G * LANES; /* becomes the gradient of the input terms */

@@ -60,6 +60,9 @@ SOURCE = Path(__file__).with_name("small.c")
 #: the build: -march=native because the library is built where it runs (the key holds the CPU)
 FLAGS = ("-O3", "-march=native", "-std=gnu99", "-shared", "-fPIC")
 _ACT = {"tanh": 0, "relu": 1, "identity": 2}
+#: whether the lane kernels' backward reads the outputs' gradient in the batch-first memory a
+#: readout hands it (False: a contiguous time-major copy first, the path before; for benchmarks)
+READ_BATCH_FIRST = True
 
 log = logging.getLogger(__name__)
 
@@ -329,6 +332,20 @@ def _ref_dmu(act, slope, u1, w1h, w_out, b_out, h0, lens, *hidden):
     return torch.stack(S, 1)
 
 
+def _outputs(reference: Callable, lanes: bool, lens_at: int) -> Callable:
+    """``reference`` returning what a Function returns: the states as they are (a scalar loop),
+    or (a lane kernel) the outputs, zero from each length on, and the final states."""
+    if not lanes:
+        return reference
+
+    def outputs(*args):
+        got = reference(*args)
+        S, rest = (got[0], got[1:]) if isinstance(got, tuple) else (got, ())
+        return (_masked(S, args[lens_at]), S[:, -1], *(x[:, -1] for x in rest))
+
+    return outputs
+
+
 def _second_order(reference, args: tuple, grads: tuple) -> tuple:
     """The gradients of ``reference(*args)`` (the recurrence in PyTorch operations) with their
     graph, for a backward of which a graph is asked (the compiled one builds none)."""
@@ -467,6 +484,7 @@ def _forward(ctx, family: _Family, plan: _Plan, args: tuple):
     else:
         ctx.save_for_backward(*[env[n] for n in plan.saved])
     ctx.env = {n: env[n] for n in _NO_GRAD if n in env}
+    ctx.shapes, ctx.dtype = {o: env[o].shape for o in family.outputs}, env[family.outputs[0]].dtype
     ctx.args = args
     return tuple(env[o] for o in family.outputs) if len(family.outputs) > 1 else env[family.outputs[0]]
 
@@ -488,10 +506,17 @@ def _saved(ctx, plan: _Plan) -> dict:
 
 def _backward(ctx, family: _Family, plan: _Plan, grads: tuple) -> tuple:
     if torch.is_grad_enabled():
-        return _second_order(family.reference, ctx.args, grads)
+        lanes = "_lanes" in family.name
+        return _second_order(_outputs(family.reference, lanes, family.inputs.index("lens")), ctx.args, grads)
     env = _saved(ctx, plan)
+    if "batch_first" in plan.backward_names:  # a lane backward reads a batch-first gradient as it is
+        g = grads[0]
+        bf = READ_BATCH_FIRST and g is not None and not g.is_contiguous() and g.transpose(1, 2).is_contiguous()
+        env["batch_first"] = int(bf)
     for out, g in zip(family.outputs, grads):  # (kept in env across the call: the C code reads their memory)
-        env["d" + out] = torch.zeros_like(env[out]) if g is None else g.contiguous()
+        if g is None:
+            g = torch.zeros(ctx.shapes[out], dtype=ctx.dtype)
+        env["d" + out] = g.transpose(1, 2) if out == "S" and env.get("batch_first") else g.contiguous()
     _run(plan.backward, plan.backward_names, plan.made_back, env, ctx.sizes, env["dS"])
     if family.finish is not None:
         family.finish(env)
@@ -529,35 +554,35 @@ _DMU_IN = ("act", "slope", "u1", "w1h", "wout", "bout", "h0", "lens", _HIDDEN)
 _RNN = _kernel("_RNN", _Family("rnn", _RNN_IN, ("S",), _ref_rnn, 1, ("h0",), _weight_from_dU))
 _RNNLanes = _kernel(
     "_RNNLanes",
-    _Family("rnn_lanes", _RNN_IN, ("S",), _ref_rnn, 1),
+    _Family("rnn_lanes", _RNN_IN, ("S", "hn"), _ref_rnn, 1),
     "The RNN with its sequences side by side in vector lanes (``rnn_lanes_*`` of small.c); the weight's "
     "gradient is summed in the C code.",
 )
 _LSTM = _kernel("_LSTM", _Family("lstm", _LSTM_IN, ("S", "C"), _ref_lstm, 4, ("h0",), _weight_from_dU))
 _LSTMLanes = _kernel(
     "_LSTMLanes",
-    _Family("lstm_lanes", _LSTM_IN, ("S", "C"), _ref_lstm, 4),
+    _Family("lstm_lanes", _LSTM_IN, ("S", "hn", "cn"), _ref_lstm, 4),
     "The LSTM with its sequences side by side in vector lanes (``lstm_lanes_*`` of small.c): the forward "
     "keeps the states and cells, the backward recomputes the gates.",
 )
 _GRU = _kernel("_GRU", _Family("gru", _GRU_IN, ("S",), _ref_gru, 3, ("h0",), _gru_weights))
 _GRULanes = _kernel(
     "_GRULanes",
-    _Family("gru_lanes", _GRU_IN, ("S",), _ref_gru, 3),
+    _Family("gru_lanes", _GRU_IN, ("S", "hn"), _ref_gru, 3),
     "The GRU with its sequences side by side in vector lanes (``gru_lanes_*`` of small.c): the forward "
     "keeps the states only, the backward recomputes the gates.",
 )
 _RHN = _kernel("_RHN", _Family("rhn", _RHN_IN, ("S",), _ref_rhn, 2))
 _RHNLanes = _kernel(
     "_RHNLanes",
-    _Family("rhn_lanes", _RHN_IN, ("S",), _ref_rhn, 2),
+    _Family("rhn_lanes", _RHN_IN, ("S", "hn"), _ref_rhn, 2),
     "The RHN with its sequences side by side in vector lanes (``rhn_lanes_*`` of small.c): the forward "
     "keeps the states only, the backward recomputes each step's micro-layers.",
 )
 _DMU = _kernel("_DMU", _Family("dmu", _DMU_IN, ("S",), _ref_dmu, 0))
 _DMULanes = _kernel(
     "_DMULanes",
-    _Family("dmu_lanes", _DMU_IN, ("S",), _ref_dmu, 0),
+    _Family("dmu_lanes", _DMU_IN, ("S", "hn"), _ref_dmu, 0),
     "The DMU with its sequences side by side in vector lanes (``dmu_lanes_*`` of small.c): the forward "
     "keeps the states only, the backward recomputes each step's update network.",
 )
@@ -571,8 +596,7 @@ def _rnn(u, W, h0, lengths, act):
 
 def _rnn_lanes(u, W, h0, lengths, act):
     lens = _lens(lengths)
-    S = _RNNLanes.apply(act, *_c(u, W, h0), lens)
-    return _masked(S, lens), S[:, -1]
+    return _RNNLanes.apply(act, *_c(u, W, h0), lens)  # (the outputs zero from each length on, h_n)
 
 
 def rnn(
@@ -593,7 +617,9 @@ def rnn(
 
 def _lstm(u, W, h0, c0, lengths, lanes=False):
     lens = _lens(lengths)
-    S, C = (_LSTMLanes if lanes else _LSTM).apply(*_c(u, W, h0, c0), lens)
+    if lanes:  # (the outputs zero from each length on, h_n, c_n)
+        return _LSTMLanes.apply(*_c(u, W, h0, c0), lens)
+    S, C = _LSTM.apply(*_c(u, W, h0, c0), lens)
     return _masked(S, lens), S[:, -1], C[:, -1]
 
 
@@ -605,7 +631,9 @@ def lstm(gi: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, lengths: Tensor | Non
 
 def _gru(u, W, bhh, h0, lengths, lanes=False):
     lens = _lens(lengths)
-    S = (_GRULanes if lanes else _GRU).apply(*_c(u, W, bhh, h0), lens)
+    if lanes:
+        return _GRULanes.apply(*_c(u, W, bhh, h0), lens)
+    S = _GRU.apply(*_c(u, W, bhh, h0), lens)
     return _masked(S, lens), S[:, -1]
 
 
@@ -617,7 +645,9 @@ def gru(gi: Tensor, w_hh: Tensor, b_hh: Tensor, h0: Tensor, lengths: Tensor | No
 
 def _rhn(u, W, bias, h0, lengths, lanes=False):
     lens = _lens(lengths)
-    S = (_RHNLanes if lanes else _RHN).apply(*_c(u, W, bias, h0), lens)
+    if lanes:
+        return _RHNLanes.apply(*_c(u, W, bias, h0), lens)
+    S = _RHN.apply(*_c(u, W, bias, h0), lens)
     return _masked(S, lens), S[:, -1]
 
 
@@ -631,8 +661,8 @@ def rhn(u: Tensor, w_hh: Tensor, bias: Tensor, h0: Tensor, lengths: Tensor | Non
 def _dmu(u1, h0, w1h, w_out, b_out, lengths, activation, slope, lanes, *hidden):
     lens = _lens(lengths)
     run = _DMULanes if lanes else _DMU
-    S = run.apply(_ACT[activation], float(slope), *_c(u1, w1h, w_out, b_out, h0), lens, *_c(*hidden))
-    return _masked(S, lens), S[:, -1]
+    out = run.apply(_ACT[activation], float(slope), *_c(u1, w1h, w_out, b_out, h0), lens, *_c(*hidden))
+    return out if lanes else (_masked(out, lens), out[:, -1])
 
 
 def dmu(

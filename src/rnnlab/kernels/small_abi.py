@@ -91,6 +91,10 @@ def _args(*specs) -> tuple[Arg, ...]:
 
 _SIZES = ("long E", "long T", "long B", "long H")
 _LENS = "const int64_t *lens: E, B ?"
+#: the lane kernels' final state (their outputs are zero from each length on, so it is not among them)
+_HN, _DHN = "R *hn: E, B, H", "const R *dhn: E, B, H"
+#: the lane backwards read the outputs' gradient time-major, or batch-first (batch_first = 1)
+_BF, _DS = "int batch_first", "const R *dS: E, B if batch_first else T, T if batch_first else B, H"
 
 #: every C function of small.c (without its _f64/_f32 suffix) and its arguments
 DECLARATIONS: dict[str, tuple[Arg, ...]] = {
@@ -104,10 +108,10 @@ DECLARATIONS: dict[str, tuple[Arg, ...]] = {
     ),
     "rnn_lanes_forward": _args(
         *_SIZES, "int act", "const R *u: E, T, B, H", "const R *W: E, H, H", "const R *h0: E, B, H", _LENS,
-        "R *S: E, T, B, H",
+        "R *S: E, T, B, H", _HN,
     ),
     "rnn_lanes_backward": _args(
-        *_SIZES, "int act", "const R *dS: E, T, B, H", "const R *S: E, T, B, H", "const R *W: E, H, H",
+        *_SIZES, "int act", _BF, _DS, _DHN, "const R *S: E, T, B, H", "const R *W: E, H, H",
         "const R *h0: E, B, H", _LENS, "R *dU: E, T, B, H", "R *dW: E, H, H", "R *dh0: E, B, H",
     ),
     "lstm_forward": _args(
@@ -156,29 +160,30 @@ DECLARATIONS: dict[str, tuple[Arg, ...]] = {
     ),
     "gru_lanes_forward": _args(
         *_SIZES, "const R *u: E, T, B, 3 * H", "const R *W: E, 3 * H, H", "const R *bhh: E, 3 * H",
-        "const R *h0: E, B, H", _LENS, "R *S: E, T, B, H",
+        "const R *h0: E, B, H", _LENS, "R *S: E, T, B, H", _HN,
     ),
     "gru_lanes_backward": _args(
-        *_SIZES, "const R *dS: E, T, B, H", "const R *S: E, T, B, H", "const R *u: E, T, B, 3 * H",
+        *_SIZES, _BF, _DS, _DHN, "const R *S: E, T, B, H", "const R *u: E, T, B, 3 * H",
         "const R *W: E, 3 * H, H", "const R *bhh: E, 3 * H", "const R *h0: E, B, H", _LENS,
         "R *dU: E, T, B, 3 * H", "R *dW: E, 3 * H, H", "R *dbhh: E, 3 * H", "R *dh0: E, B, H",
     ),
     "lstm_lanes_forward": _args(
         *_SIZES, "const R *u: E, T, B, 4 * H", "const R *W: E, 4 * H, H", "const R *h0: E, B, H",
-        "const R *c0: E, B, H", _LENS, "R *S: E, T, B, H", "R *C: E, T, B, H",
+        "const R *c0: E, B, H", _LENS, "R *S: E, T, B, H", "R *C: E, T, B, H", _HN,
+        "R *cn: E, B, H",
     ),
     "lstm_lanes_backward": _args(
-        *_SIZES, "const R *dS: E, T, B, H", "const R *dC: E, T, B, H", "const R *S: E, T, B, H",
+        *_SIZES, _BF, _DS, _DHN, "const R *dcn: E, B, H", "const R *S: E, T, B, H",
         "const R *C: E, T, B, H", "const R *u: E, T, B, 4 * H", "const R *W: E, 4 * H, H", "const R *h0: E, B, H",
         "const R *c0: E, B, H", _LENS, "R *dU: E, T, B, 4 * H", "R *dW: E, 4 * H, H", "R *dh0: E, B, H",
         "R *dc0: E, B, H",
     ),
     "rhn_lanes_forward": _args(
         *_SIZES, "long D", "const R *u: E, T, B, 2 * H", "const R *W: E, D, 2 * H, H", "const R *bias: E, D, 2 * H",
-        "const R *h0: E, B, H", _LENS, "R *S: E, T, B, H",
+        "const R *h0: E, B, H", _LENS, "R *S: E, T, B, H", _HN,
     ),
     "rhn_lanes_backward": _args(
-        *_SIZES, "long D", "const R *dS: E, T, B, H", "const R *S: E, T, B, H", "const R *u: E, T, B, 2 * H",
+        *_SIZES, "long D", _BF, _DS, _DHN, "const R *S: E, T, B, H", "const R *u: E, T, B, 2 * H",
         "const R *W: E, D, 2 * H, H", "const R *bias: E, D, 2 * H", "const R *h0: E, B, H", _LENS,
         "R *dU: E, T, B, 2 * H", "R *dW: E, D, 2 * H, H", "R *dbias: E, D, 2 * H", "R *dh0: E, B, H",
     ),
@@ -186,10 +191,10 @@ DECLARATIONS: dict[str, tuple[Arg, ...]] = {
         *_SIZES, "long K", Arg("const long *", "n", "K"), "int act", "R slope", "const R *u1: E, T, B, G1",
         "const R *w1h: E, G1, H", Arg("R *const *", "Wk", "E, n[j + 1], n[j]", count="K - 1"),
         Arg("R *const *", "bk", "E, n[j + 1]", count="K - 1"), Arg("const R *", "wout", "E, 2 * H, n[K - 1]", "K == 0"),
-        Arg("const R *", "bout", "E, 2 * H", "K == 0"), "const R *h0: E, B, H", _LENS, "R *S: E, T, B, H",
+        Arg("const R *", "bout", "E, 2 * H", "K == 0"), "const R *h0: E, B, H", _LENS, "R *S: E, T, B, H", _HN,
     ),
     "dmu_lanes_backward": _args(
-        *_SIZES, "long K", Arg("const long *", "n", "K"), "int act", "R slope", "const R *dS: E, T, B, H",
+        *_SIZES, "long K", Arg("const long *", "n", "K"), "int act", "R slope", _BF, _DS, _DHN,
         "const R *S: E, T, B, H", "const R *u1: E, T, B, G1", "const R *w1h: E, G1, H",
         Arg("R *const *", "Wk", "E, n[j + 1], n[j]", count="K - 1"),
         Arg("R *const *", "bk", "E, n[j + 1]", count="K - 1"), Arg("const R *", "wout", "E, 2 * H, n[K - 1]", "K == 0"),
@@ -310,7 +315,7 @@ def _env(fn: str, args: tuple[Arg, ...], values: tuple) -> dict:
         if t in ("long", "int"):
             if isinstance(v, bool) or not isinstance(v, int):
                 raise _fail(fn, i, a, f"must be an int, got {type(v).__name__} ({v!r})")
-            lowest = 0 if a.name in ("K", "act") else 1
+            lowest = 0 if a.name in ("K", "act", "batch_first") else 1
             if not lowest <= v < 2**31:
                 raise _fail(fn, i, a, f"must be in [{lowest}, 2**31), got {v}")
             env[a.name] = v
