@@ -334,6 +334,10 @@ def check_ensemble(cfgs: Sequence[RunConfig], task: Task | None = None) -> None:
 #: inputs, the outputs, their gradients); the recurrent layers' values are their cells' own
 #: (:meth:`rnnlab.cells.Cell.step_values`)
 ACTIVATIONS_PER_UNIT = 32
+#: the same for an evaluation, which keeps no gradients and reads the shared inputs in place: the
+#: encoded inputs and the outputs, from above (32 counted 18 GiB for 51 members of
+#: dmu/noisy_sequence-gru, whose 100-symbol one-hot inputs dominate; the process peaks near 1 GiB)
+EVAL_VALUES_PER_FEATURE = 4
 #: memory kept aside for what every ensemble needs once (libraries, the task's data, buffers)
 RESERVED_BYTES = 512 * 2**20
 #: of each parameter, a member keeps: the weight, its gradient, up to two optimizer moments, its
@@ -348,7 +352,8 @@ def member_bytes(cfg: RunConfig, task: Task) -> int:
     ``train.eval_batch_size``) and per step of the task's longest sequence of that split
     (:meth:`rnnlab.tasks.Task.max_steps`, not the first batch's: variable lengths pad a batch to
     its longest), what each recurrent cell's step holds (:meth:`rnnlab.cells.Cell.step_values`)
-    and :data:`ACTIVATIONS_PER_UNIT` per input feature and output."""
+    and :data:`ACTIVATIONS_PER_UNIT` per input feature and output (:data:`EVAL_VALUES_PER_FEATURE`
+    evaluating)."""
     need = _needs(cfg, task)
     return need["params"] + max(need["train"], need["evaluate"])
 
@@ -365,14 +370,15 @@ def _needs(cfg: RunConfig, task: Task) -> dict[str, int]:
     except Exception:  # an initialisation the meta device cannot run: build it for real (one member)
         model = build_model(cfg.model, task)
     params = sum(p.numel() for p in model.parameters())
-    io = ACTIVATIONS_PER_UNIT * (max(task.output_size, 1) + max(task.input_size, 1))
+    features = max(task.output_size, 1) + max(task.input_size, 1)
+    io, eval_io = ACTIVATIONS_PER_UNIT * features, EVAL_VALUES_PER_FEATURE * features
     cells = list(iter_cells(model))
     tc = cfg.train
     B, EB = tc.batch_size, tc.eval_batch_size
     train = B * max_steps(task, "train", B) * (sum(c.step_values(True) for c in cells) + io)
     splits = ("val", "test") if tc.test else ("val",)
     T_eval = max(max_steps(task, s, EB) for s in splits)
-    evaluate = EB * T_eval * (sum(c.step_values(False) for c in cells) + io)
+    evaluate = EB * T_eval * (sum(c.step_values(False) for c in cells) + eval_io)
     chunk = min(eval_chunk(model, task, s, EB) for s in splits)
     # float32: the weights' dtype under every train.precision
     return {"params": 4 * COPIES_PER_PARAMETER * params, "train": 4 * train, "evaluate": 4 * evaluate, "chunk": chunk}
