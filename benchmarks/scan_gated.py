@@ -2,6 +2,7 @@
 and against a floor.
 
     python benchmarks/scan_gated.py [--T 1024] [--B 32] [--H 256] [--repeats 3] [--cells ...]
+    python benchmarks/scan_gated.py --json docs/scan-gated-results.json   # a record (refused when busy)
 
 Per cell (a one-layer ``Recurrent`` of input and hidden width H, float32, one thread), in one
 process, interleaved repeat by repeat: forward + backward (a random linear loss on the outputs,
@@ -17,14 +18,19 @@ gradients for every parameter and the input) of
   traffic a diagonal scan over the outputs can have.
 
 Prints the medians of process CPU seconds and the ratios loop / parallel and parallel / floor
-(medians of the per-repeat ratios). Few repeats by default (3): a quick look, not a record.
+(medians of the per-repeat ratios). A record (``--json``) carries the CPU model and the load
+before, during and after (:mod:`rnnlab.bench.benchrecord`); docs/models.md's table is generated
+from it (view ``table`` of this file's :data:`VIEWS`).
 The mLSTM runs with ``heads`` = H / 16 (head size 16): its step loop keeps a (B, heads, d, d)
 memory per step for the backward, which at head size 64 would not fit a small machine.
 """
 
 import argparse
 import statistics
+import sys
 import time
+
+from rnnlab.bench import benchrecord
 
 CELLS = ("mingru", "minlstm", "mlstm", "slstm")
 #: the backend of each measured path, per cell
@@ -86,7 +92,30 @@ def measure(key: str, T: int, B: int, H: int, repeats: int) -> dict:
     }
 
 
-def main(argv=None) -> None:
+def row_line(row: dict) -> str:
+    s = row["seconds"]
+    fast = f"{s['fast loop']:.3f}" if "fast loop" in s else "-"
+    return (
+        f"| {row['cell']} | {s['parallel']:.3f} | {fast} | {s['loop']:.3f} | {s['floor']:.4f} | "
+        f"{row['loop/parallel']:.2f} | {row['parallel/floor']:.1f} |"
+    )
+
+
+def table(record: dict) -> str:
+    c = record["conditions"]
+    head = (
+        f"T = {c['T']}, B = {c['B']}, H = {c['H']}, one thread, float32, {c['repeats']} repeats (medians of "
+        "process CPU seconds; the ratios are medians of per-repeat ratios)\n\n"
+        "| cell | parallel s | fast loop s | step loop s | floor s | step loop / parallel | parallel / floor |\n"
+        "|---|---|---|---|---|---|---|"
+    )
+    return "\n".join([head] + [row_line(r) for r in record["rows"]])
+
+
+VIEWS = {"table": lambda record, source: benchrecord.caption(record, source) + "\n\n" + table(record)}
+
+
+def main(argv=None) -> int:
     import torch
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -95,23 +124,24 @@ def main(argv=None) -> None:
     p.add_argument("--H", type=int, default=256)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--cells", nargs="+", default=list(CELLS), choices=CELLS)
+    p.add_argument("--json", help="write the record here (refused on a busy machine)")
+    benchrecord.add_arguments(p)
     a = p.parse_args(argv)
     torch.set_num_threads(1)
-    print(f"T={a.T} B={a.B} H={a.H}, one thread, float32, {a.repeats} repeats (medians of process CPU seconds)")
-    print(
-        "| cell | parallel s | fast loop s | step loop s | floor s | step loop / parallel | parallel / floor |\n"
-        "|---|---|---|---|---|---|---|"
-    )
-    for key in a.cells:
-        m = measure(key, a.T, a.B, a.H, a.repeats)
-        s = m["seconds"]
-        fast = f"{s['fast loop']:.3f}" if "fast loop" in s else "-"
-        print(
-            f"| {key} | {s['parallel']:.3f} | {fast} | {s['loop']:.3f} | {s['floor']:.4f} | "
-            f"{m['loop/parallel']:.2f} | {m['parallel/floor']:.1f} |",
-            flush=True,
-        )
+
+    def body():
+        host = benchrecord.start(a.allow_load or not a.json, own=1)
+        rows = []
+        for key in a.cells:
+            rows.append({"cell": key, **measure(key, a.T, a.B, a.H, a.repeats)})
+            print(row_line(rows[-1]), file=sys.stderr, flush=True)
+            benchrecord.sample(host)
+        cond = benchrecord.conditions(host, T=a.T, B=a.B, H=a.H, repeats=a.repeats, threads=1)
+        rec = {"conditions": cond, "rows": rows}
+        benchrecord.publish(rec, a.json, VIEWS["table"](rec, a.json or "(not written)"))
+
+    return benchrecord.exit_code(body)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

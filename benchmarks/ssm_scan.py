@@ -26,13 +26,14 @@ they are timed once (the first repeat).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
+import sys
 import time
 
 import torch
 
 from rnnlab import runtime
+from rnnlab.bench import benchrecord
 from rnnlab.cells import LRUCell, MambaCell, S4DCell
 from rnnlab.kernels.scan import diagonal_recurrence, diagonal_recurrence_loop
 
@@ -138,14 +139,28 @@ def crossover(T: int, repeats: int) -> list[tuple[int, int, float, float]]:
     return out
 
 
-def main() -> None:
+def table(record: dict) -> str:
+    c = record["conditions"]
+    head = (
+        f"One training step (forward + backward), B = {c['B']}, T = {c['T']}, one thread, float32, median of "
+        f"{c['repeats']} ({', '.join(SLOW)}: 1) (process CPU ms; ratios to the cumsum floor and to the copy)\n\n"
+        "| model | tensor | path | ms | x cumsum floor | x copy |\n|---|---|---|---:|---:|---:|"
+    )
+    return "\n".join([head] + [_lines(name, r) for name, r in record["rows"].items()])
+
+
+VIEWS = {"table": lambda record, source: benchrecord.caption(record, source) + "\n\n" + table(record)}
+
+
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--T", type=int, default=1024)
     ap.add_argument("--B", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--crossover", action="store_true")
-    ap.add_argument("--json", default=None, help="write the medians here")
-    args = ap.parse_args()
+    ap.add_argument("--json", default=None, help="write the record here (refused on a busy machine)")
+    benchrecord.add_arguments(ap)
+    args = ap.parse_args(argv)
     torch.set_num_threads(1)
     runtime.tune_malloc()  # as the CLI does: no mmap per large tensor (page faults timed otherwise)
     if args.crossover:
@@ -153,15 +168,18 @@ def main() -> None:
         print("| B | N | B x N | scan | fused step | step / scan |\n|---:|---:|---:|---:|---:|---:|")
         for B, N, s, f in crossover(args.T, args.repeats):
             print(f"| {B} | {N} | {B * N} | {1e3 * s:.1f} | {1e3 * f:.1f} | {f / s:.2f} |")
-        return
-    print(f"one training step (forward + backward), B={args.B}, T={args.T}, 1 thread, float32, "
-          f"median of {args.repeats} ({', '.join(SLOW)}: 1) (process CPU ms; ratios to the cumsum floor and to the copy)")  # fmt: skip
-    print("| model | tensor | path | ms | x cumsum floor | x copy |\n|---|---|---|---:|---:|---:|", flush=True)
-    rows = measure(args.T, args.B, args.repeats)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"T": args.T, "B": args.B, "repeats": args.repeats, "threads": 1, "rows": rows}, f, indent=1)
+        return 0
+
+    def body():
+        host = benchrecord.start(args.allow_load or not args.json, own=1)
+        rows = measure(args.T, args.B, args.repeats, log=lambda *a, **k: print(*a, file=sys.stderr, **k))
+        benchrecord.sample(host)
+        cond = benchrecord.conditions(host, T=args.T, B=args.B, repeats=args.repeats, threads=1)
+        rec = {"conditions": cond, "rows": rows}
+        benchrecord.publish(rec, args.json, VIEWS["table"](rec, args.json or "(not written)"))
+
+    return benchrecord.exit_code(body)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
