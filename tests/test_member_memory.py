@@ -163,7 +163,7 @@ print(json.dumps({"grown": peak - base, "need": need}))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cell,width", [("mingru", 128), ("s4d", 16), ("lstm", 128)])
+@pytest.mark.parametrize("cell,width", [("mingru", 128), ("s4d", 16), ("lstm", 128), ("ltrnn", 128)])
 def test_three_members_grow_by_less_than_the_check_counts(cell, width):
     """The peak resident memory three members add (one training step and both evaluations, in a
     subprocess, ListOps of 300 to 999 tokens) is at most what the memory check counts for three
