@@ -45,6 +45,35 @@ def _subnormals_as_the_cpu_has_them():
 
 
 @pytest.fixture
+def float64_default():
+    """torch's default dtype float64 for one test (the one-hot encoder and the token stand-in
+    write the default dtype, so the models are built in it)."""
+    import torch
+
+    was = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(was)
+
+
+@pytest.fixture
+def gathers(monkeypatch):
+    """How many times a first layer gathered its weight's columns for token inputs
+    (``rnnlab.kernels.ensemble._token_rows``)."""
+    from rnnlab.kernels import ensemble as K
+
+    calls = [0]
+    real = K._token_rows
+
+    def spy(*args):
+        calls[0] += 1
+        return real(*args)
+
+    monkeypatch.setattr(K, "_token_rows", spy)
+    return calls
+
+
+@pytest.fixture
 def data_root() -> Path:
     """The real dataset folder (the test skips when there is none)."""
     if DATA_ROOT is None or not DATA_ROOT.is_dir():

@@ -4,13 +4,11 @@ one_hot_stand_in): each member is its single run in float64 to
 ensemble resumes to the uninterrupted one bit for bit."""
 
 import pytest
-import torch
 
 from conftest import run_record
 from rnnlab import config
 from rnnlab import train as T
 from rnnlab.ensemble import train_ensemble
-from rnnlab.kernels import ensemble as K
 from rnnlab.tasks import build_task
 from test_ensemble import F64_RTOL, StopAfter, _same_run
 
@@ -26,26 +24,7 @@ NOISY = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def float64():
-    # the one-hot encoder (and the stand-in) write the default dtype; the models are built in it
-    was = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(was)
-
-
-@pytest.fixture
-def gathers(monkeypatch):
-    calls = [0]
-    real = K._token_rows
-
-    def spy(*args):
-        calls[0] += 1
-        return real(*args)
-
-    monkeypatch.setattr(K, "_token_rows", spy)
-    return calls
+pytestmark = pytest.mark.usefixtures("float64_default")  # tests/conftest.py, as `gathers`
 
 
 def _cfg(cell: str, *extra: str):

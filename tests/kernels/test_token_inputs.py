@@ -16,27 +16,7 @@ D = torch.float64
 V = 9  # tokens
 
 
-@pytest.fixture(autouse=True)
-def float64_default():
-    # the one-hot encoder writes the default dtype (torch.eye), as the stand-in does
-    was = torch.get_default_dtype()
-    torch.set_default_dtype(D)
-    yield
-    torch.set_default_dtype(was)
-
-
-@pytest.fixture
-def gathers(monkeypatch):
-    """How many times the first layer gathered its weight's columns."""
-    calls = [0]
-    real = K._token_rows
-
-    def spy(*args):
-        calls[0] += 1
-        return real(*args)
-
-    monkeypatch.setattr(K, "_token_rows", spy)
-    return calls
+pytestmark = pytest.mark.usefixtures("float64_default")  # tests/conftest.py, as `gathers`
 
 
 def _models(cell, E, H, layers, readout, options=None):
