@@ -18,7 +18,6 @@ same code. Printed, not recorded.
 
 import argparse
 import contextlib
-import statistics
 import sys
 import tempfile
 import time
@@ -62,14 +61,7 @@ def time_preset(preset: str, size: int, floor: dict, steps: int, warmup: int = 2
             return run
 
         variants = {"before": variant(False), "after": variant(True), "floor": variant(True, floor)}
-        for _ in range(warmup):
-            for run in variants.values():
-                run()
-        times: dict = {k: [] for k in variants}
-        for r in range(steps):
-            for k in list(variants) if r % 2 == 0 else list(variants)[::-1]:
-                times[k].append(variants[k]())
-        med = lambda k, i: statistics.median(x[i] for x in times[k])  # noqa: E731
+        med = small_bench.interleaved(variants, steps, warmup)
         row = {
             "preset": preset,
             "E": size,

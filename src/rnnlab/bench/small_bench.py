@@ -139,6 +139,20 @@ def _median_step(step, steps: int, warmup: int, clock=time.thread_time) -> float
     return statistics.median(times)
 
 
+def interleaved(variants: dict, steps: int, warmup: int):
+    """Time ``variants`` (name -> a call returning a tuple of seconds) side by side: each runs
+    ``warmup`` times untimed, then once a round for ``steps`` rounds, the order reversed every
+    other round. Returns ``med(name, i)``, the median over rounds of the i-th value."""
+    for _ in range(warmup):
+        for run in variants.values():
+            run()
+    times: dict = {k: [] for k in variants}
+    for r in range(steps):
+        for k in list(variants) if r % 2 == 0 else list(variants)[::-1]:
+            times[k].append(variants[k]())
+    return lambda k, i: statistics.median(x[i] for x in times[k])
+
+
 def time_preset(preset: str, size: int, floor: dict, steps: int, warmup: int = 2, log=print) -> dict:
     """One row (seconds per step, CPU time, medians over ``steps`` repeats): the whole step
     before, after (the lane kernels where the rule picks them) and with the scalar compiled loops
@@ -169,14 +183,7 @@ def time_preset(preset: str, size: int, floor: dict, steps: int, warmup: int = 2
             "scalar": timed(scalar, lanes=False),
             "floor": timed(scalar, floor),
         }
-        for _ in range(warmup):
-            for run in variants.values():
-                run()
-        times: dict = {k: [] for k in variants}
-        for r in range(steps):
-            for k in list(variants) if r % 2 == 0 else list(variants)[::-1]:
-                times[k].append(variants[k]())
-        med = lambda k, i: statistics.median(x[i] for x in times[k])  # noqa: E731
+        med = interleaved(variants, steps, warmup)
         row.update(
             before_s=med("before", 0),
             after_s=med("after", 0),
