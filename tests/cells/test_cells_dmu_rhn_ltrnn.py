@@ -174,7 +174,7 @@ def test_bad_options():
         LTRNNCell(3, 4, activation="sigmoid")
 
 
-# --- DMU and RHN fused loops (rnnlab.kernels.gated) against their step loops -----------------
+# --- DMU and RHN fused loops (rnnlab.kernels.families) against their step loops -----------------
 
 
 def _cell_grads(cell, x, h0, backend):
@@ -213,7 +213,8 @@ def test_fused_gated_loops_equal_the_step_loop_float64(key, kw):
 
 
 def test_fused_gated_loops_gradcheck():
-    from rnnlab.kernels.gated import dmu_recurrence, rhn_recurrence
+    from rnnlab.kernels.families.dmu import dmu_recurrence
+    from rnnlab.kernels.families.rhn import rhn_recurrence
 
     torch.manual_seed(9)
     D = torch.float64
@@ -228,7 +229,7 @@ def test_fused_gated_loops_gradcheck():
     u = torch.randn(5, 2, 6, dtype=D, requires_grad=True)
     R, b = torch.randn(2, 6, 3, dtype=D, requires_grad=True), torch.randn(2, 6, dtype=D, requires_grad=True)
     assert torch.autograd.gradcheck(rhn_recurrence, (u, h0, R, b))
-    from rnnlab.kernels.gated import gru_recurrence
+    from rnnlab.kernels.families.gru import gru_recurrence
 
     gi = torch.randn(5, 2, 9, dtype=D, requires_grad=True)
     W, bh = torch.randn(9, 3, dtype=D, requires_grad=True), torch.randn(9, dtype=D, requires_grad=True)

@@ -218,7 +218,7 @@ def test_dmu_every_depth_equals_the_step_loop(depth, I_):
 
 
 def test_dmu_single_linear_layer_gradcheck():
-    from rnnlab.kernels.gated import dmu_recurrence
+    from rnnlab.kernels.families.dmu import dmu_recurrence
 
     torch.manual_seed(0)
     u = torch.randn(4, 2, 6, dtype=torch.float64, requires_grad=True)

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from rnnlab.kernels import small
+from rnnlab.kernels.families import dmu, gru, rhn
 from rnnlab.kernels.small_abi import DECLARATIONS
 
 pytestmark = pytest.mark.skipif(not small.available(), reason="no C compiler: the compiled loops cannot be built")
@@ -30,15 +31,15 @@ def _case(cell: str, gen):
         return ins, lambda a, L: small._lstm(*a, L, True), lambda a, L: small._ref_lstm(*a, L)
     if cell == "gru":
         ins = [r(E, T, B, 3 * H), r(E, 3 * H, H, scale=0.6), r(E, 3 * H), h0]
-        run = lambda a, L: small._gru(a[0], a[1], a[2], a[3], L, True)  # noqa: E731
-        return ins, run, lambda a, L: small._ref_gru(*a, L)
+        run = lambda a, L: gru._compiled(a[0], a[1], a[2], a[3], L, True)  # noqa: E731
+        return ins, run, lambda a, L: gru._reference(*a, L)
     if cell == "rhn":
         ins = [r(E, T, B, 2 * H), r(E, 2, 2 * H, H, scale=0.6), r(E, 2, 2 * H), h0]
-        return ins, lambda a, L: small._rhn(*a, L, True), lambda a, L: small._ref_rhn(*a, L)
+        return ins, lambda a, L: rhn._compiled(*a, L, True), lambda a, L: rhn._reference(*a, L)
     # the DMU with one hidden layer of 3: u1 (E, T, B, 3), w1h (E, 3, H), the hidden (3 -> 3), out (2H, 3)
     ins = [r(E, T, B, 3), h0, r(E, 3, H, scale=0.6), r(E, 2 * H, 3, scale=0.6), r(E, 2 * H), r(E, 3, 3), r(E, 3)]
-    run = lambda a, L: small._dmu(a[0], a[1], a[2], a[3], a[4], L, "tanh", 0.01, True, a[5], a[6])  # noqa: E731
-    ref = lambda a, L: small._ref_dmu(0, 0.01, a[0], a[2], a[3], a[4], a[1], L, a[5], a[6])  # noqa: E731
+    run = lambda a, L: dmu._compiled(a[0], a[1], a[2], a[3], a[4], L, "tanh", 0.01, True, a[5], a[6])  # noqa: E731
+    ref = lambda a, L: dmu._reference(0, 0.01, a[0], a[2], a[3], a[4], a[1], L, a[5], a[6])  # noqa: E731
     return ins, run, ref
 
 

@@ -3,7 +3,7 @@
 Every ``import`` and ``from ... import`` in ``src/rnnlab`` is read with ``ast``, at the top
 of a module and inside functions and methods alike (an import hidden in a function still
 makes a circle at run time). Imports are grouped by room: the first name below ``rnnlab``
-(``rnnlab.kernels.gated`` is in the room ``kernels``, ``rnnlab.train`` in ``train``) and
+(``rnnlab.kernels.families.gru`` is in the room ``kernels``, ``rnnlab.train`` in ``train``) and
 ``rnnlab`` itself for the package's ``__init__``. DESIGN.md's direction is
 ``kernels``, ``parametrize`` <- ``cells`` <- ``model`` <- ``train`` <- ``suite``/``cli``.
 """

@@ -3,7 +3,7 @@
 Weights use ``torch.nn.RNN``'s names and shapes, so a state dict moves between these cells
 and ``torch.nn.RNN``/``LSTM``/``GRU`` layers. The ``sequence`` fast path runs ATen's native
 kernel for the LSTM (``torch.lstm``), the fused recurrence :func:`rnnlab.kernels.elementwise_rnn`
-for the vanilla RNN (tanh, relu, modReLU) and :func:`rnnlab.kernels.gated.gru_recurrence` for
+for the vanilla RNN (tanh, relu, modReLU) and :func:`rnnlab.kernels.families.gru.gru_recurrence` for
 the GRU (both measured faster here than ATen's ``torch.rnn_tanh``/``rnn_relu``/``gru``, which
 remain available as ``backend="native"``); the step ``forward`` is the reference and the
 paths are tested equal.
@@ -20,8 +20,8 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from .. import parametrize as par
 from ..kernels import dispatch, small
 from ..kernels.amp import autocasting, float32_region, full_precision, low_precision_autocast
-from ..kernels.ensemble import batched_linear, ensemble_gru, ensemble_lstm
-from ..kernels.gated import gru_recurrence
+from ..kernels.ensemble import batched_linear, ensemble_lstm
+from ..kernels.families.gru import compiled_gru, ensemble_gru, gru_recurrence
 from ..kernels.linear import tall_linear
 from ..kernels.recurrence import elementwise_rnn, modrelu
 from ..kernels.state import State, map_state
@@ -423,11 +423,11 @@ class GRUCell(_Affine):
         state = self.start_sequence(x, state)
         b_hh = self.bias_hh if self.bias_hh is not None else x.new_zeros(self.weight_hh.shape[0])
         u = batched_linear(x, self.weight_ih, self.bias_ih)
-        return small.gru(u, self.weight_hh, b_hh, state, lengths, lanes=path == "lanes")
+        return compiled_gru(u, self.weight_hh, b_hh, state, lengths, lanes=path == "lanes")
 
     def batched_sequence(self, x, state=None, lengths=None):
         """The compiled loops where the backend chooses them, else the batched loop
-        :func:`rnnlab.kernels.ensemble.ensemble_gru`; with lengths under a bf16/fp16 autocast,
+        :func:`rnnlab.kernels.families.gru.ensemble_gru`; with lengths under a bf16/fp16 autocast,
         the single run's path: its step loop."""
         done = self.batched_first(x, state, lengths)
         if done is not None:
@@ -439,7 +439,7 @@ class GRUCell(_Affine):
     def sequence(self, x, state=None, lengths=None):
         """``backend="small"`` (and "auto" at small widths): the compiled loops of
         :mod:`rnnlab.kernels.small`; "fused" (and "auto" otherwise): input terms of all steps in
-        one product, then :func:`rnnlab.kernels.gated.gru_recurrence` (hand-written BPTT);
+        one product, then :func:`rnnlab.kernels.families.gru.gru_recurrence` (hand-written BPTT);
         "native": ATen's ``torch.gru`` (also used for ``lengths``); "reference": the step loop
         (the rule: :meth:`path`)."""
         path = self.path(x, lengths)

@@ -18,9 +18,9 @@ RHN (Zilly et al. 2017), coupled carry gate, ``depth`` micro-layers per time ste
 Shapes: x_t (B, I), h (B, H).
 
 Fast paths (``backend="auto"``): both cells compute the input terms of all steps in one
-product and run the recurrence through a hand-written BPTT (:mod:`rnnlab.kernels.gated`),
-tested equal to the step loop in float64; ``backend="reference"`` (and input with
-``lengths``) runs the step loop.
+product and run the recurrence through a hand-written BPTT (:mod:`rnnlab.kernels.families.dmu`,
+:mod:`rnnlab.kernels.families.rhn`), tested equal to the step loop in float64;
+``backend="reference"`` (and input with ``lengths``) runs the step loop.
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..kernels import dispatch, small
-from ..kernels.ensemble import batched_linear, ensemble_dmu, ensemble_rhn
-from ..kernels.gated import dmu_recurrence, rhn_recurrence
+from ..kernels import dispatch
+from ..kernels.ensemble import batched_linear
+from ..kernels.families.dmu import compiled_dmu, dmu_recurrence, ensemble_dmu
+from ..kernels.families.rhn import compiled_rhn, ensemble_rhn, rhn_recurrence
 from ..kernels.linear import tall_linear
 from .base import Cell, real_option
 
@@ -97,7 +98,7 @@ class DMUCell(Cell):
 
     def sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
         """Fast path: the first layer's input terms of all steps in one product, then the
-        fused loop :func:`rnnlab.kernels.gated.dmu_recurrence` (hand-written BPTT). With
+        fused loop :func:`rnnlab.kernels.families.dmu.dmu_recurrence` (hand-written BPTT). With
         ``lengths``, or ``backend="reference"``, the step loop :func:`rnnlab.unroll` runs; the
         compiled loops where the rule (:meth:`path`) picks them."""
         path = self.path(x, lengths)
@@ -142,16 +143,16 @@ class DMUCell(Cell):
         u1 = batched_linear(x, first.weight[:, :I], first.bias)
         lanes = path == "lanes"
         if self.depth == 1:  # layers=[]: the one linear layer is the output layer
-            return small.dmu(
+            return compiled_dmu(
                 u1, state, first.weight[:, I:], [], None, None, self.activation, 0.01, lengths, lanes=lanes
             )
         hidden = [(lin.weight, lin.bias) for lin in self.fnn[1:-1]]
         w1h = first.weight[:, I:]
-        return small.dmu(u1, state, w1h, hidden, last.weight, last.bias, self.activation, 0.01, lengths, lanes=lanes)
+        return compiled_dmu(u1, state, w1h, hidden, last.weight, last.bias, self.activation, 0.01, lengths, lanes=lanes)
 
     def batched_sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
         """The compiled loops where the backend chooses them, else the batched loop
-        :func:`rnnlab.kernels.ensemble.ensemble_dmu`; with lengths under a bf16/fp16 autocast,
+        :func:`rnnlab.kernels.families.dmu.ensemble_dmu`; with lengths under a bf16/fp16 autocast,
         the single run's path: its step loop."""
         done = self.batched_first(x, state, lengths)
         if done is not None:
@@ -235,7 +236,7 @@ class RHNCell(Cell):
 
     def sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
         """Fast path: the input terms of all steps in one product, then the fused loop
-        :func:`rnnlab.kernels.gated.rhn_recurrence`. With ``lengths``, or
+        :func:`rnnlab.kernels.families.rhn.rhn_recurrence`. With ``lengths``, or
         ``backend="reference"``, the step loop :func:`rnnlab.unroll` runs; the compiled loops
         where the rule (:meth:`path`) picks them."""
         path = self.path(x, lengths)
@@ -263,11 +264,11 @@ class RHNCell(Cell):
             return None
         state = self.start_sequence(x, state)
         u = batched_linear(x, self.weight_ih)
-        return small.rhn(u, self.weight_hh, self.bias, state, lengths, lanes=path == "lanes")
+        return compiled_rhn(u, self.weight_hh, self.bias, state, lengths, lanes=path == "lanes")
 
     def batched_sequence(self, x: Tensor, state: Tensor | None = None, lengths: Tensor | None = None):
         """The compiled loops where the backend chooses them, else the batched loop
-        :func:`rnnlab.kernels.ensemble.ensemble_rhn`; with lengths under a bf16/fp16 autocast,
+        :func:`rnnlab.kernels.families.rhn.ensemble_rhn`; with lengths under a bf16/fp16 autocast,
         the single run's path: its step loop."""
         done = self.batched_first(x, state, lengths)
         if done is not None:

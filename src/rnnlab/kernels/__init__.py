@@ -5,8 +5,9 @@
   LT-RNN, and open to any cell whose step is (or can be rewritten as) this recurrence.
 * :func:`tall_linear`: ``F.linear`` over all time steps at once (input projections, readouts),
   in row blocks and with the weight gradient in its faster orientation.
-* :mod:`rnnlab.kernels.gated`: ``dmu_recurrence``, ``rhn_recurrence`` and ``gru_recurrence``,
-  fused BPTT for the DMU, the RHN and the GRU.
+* :mod:`rnnlab.kernels.families`: one module per recurrence family (``rnn``, ``lstm``, ``gru``,
+  ``rhn``, ``dmu``) with every path of its own: fused BPTT (``gru_recurrence``,
+  ``rhn_recurrence``, ``dmu_recurrence``), ensemble loop and compiled loops.
 * :func:`checkpointed_sequence`: time-chunked recomputation around any cell's ``sequence``,
   trading compute for memory on long sequences.
 * ``scan``: the chunked linear-recurrence scan (LT-RNN).

@@ -178,11 +178,11 @@ TABLE: dict[str, Family] = {
             ("gru",),
             {
                 "step": _STEP,
-                "compiled": "rnnlab.kernels.small.gru",
-                "lanes": "rnnlab.kernels.small.gru (lanes=True)",
+                "compiled": "rnnlab.kernels.families.gru.compiled_gru",
+                "lanes": "rnnlab.kernels.families.gru.compiled_gru (lanes=True)",
                 "native": "torch.gru (rnnlab.cells.classic.run_native)",
-                "fused": "rnnlab.kernels.gated.gru_recurrence",
-                "ensemble": "rnnlab.kernels.ensemble.ensemble_gru",
+                "fused": "rnnlab.kernels.families.gru.gru_recurrence",
+                "ensemble": "rnnlab.kernels.families.gru.ensemble_gru",
             },
             "reference: step; compiled if it can run, as lanes up to LANES_MAX_WIDTH; native if asked or with "
             "lengths; else fused. Ensemble: compiled (lanes) if it can run; step with lengths under bf16/fp16 "
@@ -194,10 +194,10 @@ TABLE: dict[str, Family] = {
             ("dmu",),
             {
                 "step": _STEP,
-                "compiled": "rnnlab.kernels.small.dmu",
-                "lanes": "rnnlab.kernels.small.dmu (lanes=True)",
-                "fused": "rnnlab.kernels.gated.dmu_recurrence",
-                "ensemble": "rnnlab.kernels.ensemble.ensemble_dmu",
+                "compiled": "rnnlab.kernels.families.dmu.compiled_dmu",
+                "lanes": "rnnlab.kernels.families.dmu.compiled_dmu (lanes=True)",
+                "fused": "rnnlab.kernels.families.dmu.dmu_recurrence",
+                "ensemble": "rnnlab.kernels.families.dmu.ensemble_dmu",
             },
             "reference: step; compiled if it can run (width: the widest layer), as lanes up to LANES_MAX_WIDTH; "
             "step with lengths; else fused. Ensemble: compiled (lanes) if it can run; step with lengths under "
@@ -209,10 +209,10 @@ TABLE: dict[str, Family] = {
             ("rhn",),
             {
                 "step": _STEP,
-                "compiled": "rnnlab.kernels.small.rhn",
-                "lanes": "rnnlab.kernels.small.rhn (lanes=True)",
-                "fused": "rnnlab.kernels.gated.rhn_recurrence",
-                "ensemble": "rnnlab.kernels.ensemble.ensemble_rhn",
+                "compiled": "rnnlab.kernels.families.rhn.compiled_rhn",
+                "lanes": "rnnlab.kernels.families.rhn.compiled_rhn (lanes=True)",
+                "fused": "rnnlab.kernels.families.rhn.rhn_recurrence",
+                "ensemble": "rnnlab.kernels.families.rhn.ensemble_rhn",
             },
             "reference: step; compiled if it can run, as lanes up to LANES_MAX_WIDTH; step with lengths; else "
             "fused. Ensemble: compiled (lanes) if it can run; step with lengths under bf16/fp16 autocast; else "

@@ -3,7 +3,7 @@
 An ensemble runs its model under ``torch.func.vmap`` over the members' stacked parameters.
 Inside ``vmap`` every operation pays a batching rule, a tensor's values cannot steer Python
 control flow, and an autograd Function without a vmap rule cannot run at all: the fused
-single-model kernels (:func:`rnnlab.kernels.elementwise_rnn`, :mod:`rnnlab.kernels.gated`) are
+single-model kernels (:func:`rnnlab.kernels.elementwise_rnn`, :mod:`rnnlab.kernels.families`) are
 such Functions. So the recurrences step out of ``vmap`` here (:func:`ensemble_call`): the loop
 over time runs on the physical tensors, with the ensemble dimension first and every per-step
 product a batched product (``torch.baddbmm``), and plain autograd records it, so the gradients
@@ -229,7 +229,9 @@ class _ElementwiseSteps(torch.autograd.Function):
         S = u.new_empty(T, E, B, H)
         scratch, kept = u.new_empty(E, B, H), u.new_empty(E, B, H) if mask is not None else None
         Wt, b = W.transpose(1, 2), None if bias is None else bias.unsqueeze(1)
-        keep = None if mask is None else mask.bool().expand(T, E, B, H).contiguous()  # (see _DMUSteps)
+        keep = (
+            None if mask is None else mask.bool().expand(T, E, B, H).contiguous()
+        )  # (see rnnlab.kernels.families.dmu._DMUSteps)
         h = h0
         for t in range(T):
             z = S[t]
@@ -376,35 +378,6 @@ def ensemble_lstm(gi: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, lengths: Ten
     return _in_recurrence_dtype(_lstm, gi, w_hh, h0, c0, lengths)
 
 
-def _gru(gi, w_hh, b_hh, h0, lengths):
-    """torch's GRU step (gates r, z, n) over ``gi`` = W_ih x + b_ih."""
-    T = gi.shape[1]
-    mask = _mask(lengths, T, gi.device)
-    inputs, hidden = _Gates(gi, w_hh, 3), _Gates(None, w_hh, 3, b_hh)
-    h, outs = h0, []
-    for t in range(T):
-        ir, iz, in_ = inputs.u[t].unbind(1) if inputs.major else inputs.u[t].chunk(3, -1)
-        hr, hz, hn = hidden(None, h)
-        r = torch.sigmoid(ir + hr)
-        z = torch.sigmoid(iz + hz)
-        n = torch.tanh(in_ + r * hn)
-        new = (1 - z) * n + z * h
-        h, out = _advance(new, h, None if mask is None else mask[t])
-        outs.append(out)
-    return torch.stack(outs, 1), h
-
-
-def ensemble_gru(gi: Tensor, w_hh: Tensor, b_hh: Tensor, h0: Tensor, lengths: Tensor | None = None):
-    """The GRU over time for a caller inside ``vmap``: ``gi`` (T, B, 3H) = ``W_ih x + b_ih``,
-    ``w_hh`` (3H, H), ``b_hh`` (3H,); returns ``(outputs (T, B, H), h_n)``."""
-    return _in_recurrence_dtype(_gru, gi, w_hh, b_hh, h0, lengths)
-
-
-def _leaky_backward(grad: Tensor, out: Tensor, slope: float, into: Tensor) -> Tensor:
-    """``grad * LeakyReLU'`` written through the output (positive slope: the sign is kept)."""
-    return torch.ops.aten.leaky_relu_backward.grad_input(grad, out, slope, True, grad_input=into)
-
-
 def _bsum(x: Tensor) -> Tensor:
     """(T, E, B, K) -> (E, K): the sum over steps and batch."""
     return x.sum((0, 2))
@@ -416,172 +389,3 @@ def _bgram(d: Tensor, a: Tensor) -> Tensor:
     d2 = d.transpose(0, 1).reshape(E, -1, d.shape[-1])
     a2 = a.transpose(0, 1).reshape(E, -1, a.shape[-1])
     return torch.bmm(d2.transpose(1, 2), a2)
-
-
-class _DMUSteps(torch.autograd.Function):
-    """The DMU over time for an ensemble, fused: the forward builds no graph and keeps, per
-    step, the hidden activations, g, c and h (what the backward needs; each derivative is read
-    from an output), with a frozen state past each sequence's length. The E-leading twin of
-    :class:`rnnlab.kernels.gated._DMURecurrence`.
-
-    ``u1`` (E, T, B, W1) the first layer's input terms; ``mask`` (T, E, B, 1) float or None;
-    weights E-leading; the z and hh halves of the output layer are separate products (each
-    contiguous: see :class:`_Gates`). Returns the states (E, T, B, H)."""
-
-    @staticmethod
-    def forward(ctx, activation, slope, u1, h0, mask, w1h, w_out, b_out, *hidden):
-        Ws, bs = hidden[0::2], hidden[1::2]
-        E, T, B, W1 = u1.shape
-        H = h0.shape[2]
-        linear = w_out is None  # no hidden layer: the first layer is the output layer
-        if linear:
-            uz, uh = (u1[..., :H].transpose(0, 1).contiguous(), u1[..., H:].transpose(0, 1).contiguous())
-            wz, wh = w1h[:, :H].transpose(1, 2), w1h[:, H:].transpose(1, 2)
-            A = []
-        else:
-            u = u1.transpose(0, 1).contiguous()
-            A = [u.new_empty(T, E, B, W1)] + [u.new_empty(T, E, B, W.shape[1]) for W in Ws]
-            w1t, Wts = w1h.transpose(1, 2), [W.transpose(1, 2) for W in Ws]
-            # the biases spread over the batch once: baddbmm copies its input into out every step,
-            # and a copy from a broadcast (E, 1, K) view is many times slower than a contiguous one
-            bks = [b.unsqueeze(1).expand(E, B, -1).contiguous() for b in bs]
-            wz, wh = w_out[:, :H].transpose(1, 2), w_out[:, H:].transpose(1, 2)
-            bz, bh = (b_out[:, None, s].expand(E, B, H).contiguous() for s in (slice(None, H), slice(H, None)))
-        Hs, Gs, Cs = (h0.new_empty(T, E, B, H) for _ in range(3))
-        new = h0.new_empty(E, B, H) if mask is not None else None
-        keep = None if mask is None else mask.bool().expand(T, E, B, H).contiguous()  # (same reason)
-        h = h0
-        for t in range(T):
-            g, c = Gs[t], Cs[t]
-            if linear:
-                torch.baddbmm(uz[t], h, wz, out=g)
-                torch.baddbmm(uh[t], h, wh, out=c)
-            else:
-                a = torch.baddbmm(u[t], h, w1t, out=A[0][t])
-                torch.nn.functional.leaky_relu_(a, slope)
-                for k, (Wt, b) in enumerate(zip(Wts, bks)):
-                    a = torch.baddbmm(b, a, Wt, out=A[k + 1][t])
-                    torch.nn.functional.leaky_relu_(a, slope)
-                torch.baddbmm(bz, a, wz, out=g)
-                torch.baddbmm(bh, a, wh, out=c)
-            g.sigmoid_()
-            if activation == "tanh":
-                c.tanh_()
-            hn = Hs[t] if mask is None else new
-            torch.sub(h, c, out=hn).mul_(g).add_(c)  # c + g (h - c)
-            if mask is not None:
-                torch.where(keep[t], new, h, out=Hs[t])
-            h = Hs[t]
-        ctx.activation, ctx.slope, ctx.linear, ctx.n_hidden = activation, slope, linear, len(Ws)
-        ctx.save_for_backward(h0, mask, w1h, w_out, Hs, Gs, Cs, *A, *Ws)
-        return Hs.transpose(0, 1)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, dHs):
-        h0, mask, w1h, w_out, Hs, Gs, Cs, *rest = ctx.saved_tensors
-        slope, linear = ctx.slope, ctx.linear
-        A, Ws = (rest[: ctx.n_hidden + 1], rest[ctx.n_hidden + 1 :]) if not linear else ([], [])
-        T, E, B, H = Hs.shape
-        dHs = dHs.transpose(0, 1).contiguous()  # (T, E, B, H)
-        dZ, dC = torch.empty_like(Hs), torch.empty_like(Hs)  # dL/d(z), dL/d(hh) of every step
-        dA = [torch.empty_like(a) for a in A]  # dL/d(pre-activation) of every hidden layer
-        carry = Hs.new_zeros(E, B, H)  # dL/dh_t arriving from step t+1
-        dh, t1 = Hs.new_empty(E, B, H), Hs.new_empty(E, B, H)
-        w_o = w1h if linear else w_out
-        wz, wh = w_o[:, :H], w_o[:, H:]  # (E, H, W)
-        for t in range(T - 1, -1, -1):
-            h_prev = Hs[t - 1] if t > 0 else h0
-            g, c, dz, dc = Gs[t], Cs[t], dZ[t], dC[t]
-            torch.add(dHs[t], carry, out=dh)
-            if mask is not None:  # frozen rows took no step: their gradient passes straight to h_{t-1}
-                m = mask[t]
-                torch.mul(dh, 1 - m, out=carry)
-                dh.mul_(m)
-            else:
-                carry.zero_()
-            # h = c + g (h_prev - c): dg = dh (h_prev - c), dc = dh (1 - g), dh_prev = dh g
-            torch.sub(h_prev, c, out=t1).mul_(dh)
-            torch.ops.aten.sigmoid_backward.grad_input(t1, g, grad_input=dz)
-            torch.addcmul(dh, dh, g, value=-1.0, out=t1)
-            if ctx.activation == "tanh":
-                torch.ops.aten.tanh_backward.grad_input(t1, c, grad_input=dc)
-            else:
-                dc.copy_(t1)
-            carry.addcmul_(dh, g)
-            if linear:
-                carry.baddbmm_(dz, wz).baddbmm_(dc, wh)
-                continue
-            da = torch.bmm(dz, wz).baddbmm_(dc, wh)
-            for k in range(len(A) - 1, -1, -1):
-                dp = _leaky_backward(da, A[k][t], slope, dA[k][t])
-                if k > 0:
-                    da = torch.bmm(dp, Ws[k - 1])
-            carry.baddbmm_(dA[0][t], w1h)
-        Hprev = torch.cat([h0.unsqueeze(0), Hs[:-1]])
-        dO = torch.cat([dZ, dC], -1)
-        if linear:
-            return None, None, dO.transpose(0, 1), carry, None, _bgram(dO, Hprev), None, None
-        grads = []
-        for k in range(1, len(A)):
-            grads += [_bgram(dA[k], A[k - 1]), _bsum(dA[k])]
-        return (
-            None,
-            None,
-            dA[0].transpose(0, 1),
-            carry,
-            None,
-            _bgram(dA[0], Hprev),
-            _bgram(dO, A[-1]),
-            _bsum(dO),
-            *grads,
-        )
-
-
-def _dmu(u1, h0, w1h, w_out, b_out, lengths, activation, slope, *hidden):
-    """The DMU (rnnlab.cells.dmu) through :class:`_DMUSteps`: outputs (zero past each length)
-    and the final states."""
-    mask = None if lengths is None else torch.stack(_mask(lengths, u1.shape[1], u1.device)).to(u1.dtype)
-    Hs = _DMUSteps.apply(activation, float(slope), u1.contiguous(), h0.contiguous(), mask, w1h, w_out, b_out, *hidden)
-    out = Hs if mask is None else Hs * mask.transpose(0, 1)
-    return out, Hs[:, -1]
-
-
-def ensemble_dmu(
-    u1: Tensor,
-    h0: Tensor,
-    w1h: Tensor,
-    hidden: list[tuple[Tensor, Tensor]],
-    w_out: Tensor | None,
-    b_out: Tensor | None,
-    activation: str = "tanh",
-    slope: float = 0.01,
-    lengths: Tensor | None = None,
-):
-    """:func:`rnnlab.kernels.gated.dmu_recurrence`'s arguments, for a caller inside ``vmap``,
-    plus ``lengths``; returns ``(outputs (T, B, H), h_n)``."""
-    flat = [t for pair in hidden for t in pair]
-    return _in_recurrence_dtype(_dmu, u1, h0, w1h, w_out, b_out, lengths, activation, slope, *flat)
-
-
-def _rhn(u, w_hh, bias, h0, lengths):
-    """The RHN step with coupled carry gate (rnnlab.cells.dmu.RHNCell), ``u`` = W x."""
-    T, depth = u.shape[1], w_hh.shape[1]
-    mask = _mask(lengths, T, u.device)
-    layers = [_Gates(u if k == 0 else None, w_hh[:, k], 2, bias[:, k]) for k in range(depth)]
-    h, outs = h0, []
-    for t in range(T):
-        s = h
-        for k, gates in enumerate(layers):
-            a, b = gates(t if k == 0 else None, s)
-            g = torch.sigmoid(b)
-            s = torch.tanh(a) * g + s * (1 - g)
-        h, out = _advance(s, h, None if mask is None else mask[t])
-        outs.append(out)
-    return torch.stack(outs, 1), h
-
-
-def ensemble_rhn(u: Tensor, w_hh: Tensor, bias: Tensor, h0: Tensor, lengths: Tensor | None = None):
-    """The RHN over time for a caller inside ``vmap``: ``u`` (T, B, 2H) = ``W x``, ``w_hh``
-    (depth, 2H, H), ``bias`` (depth, 2H); returns ``(outputs (T, B, H), h_n)``."""
-    return _in_recurrence_dtype(_rhn, u, w_hh, bias, h0, lengths)

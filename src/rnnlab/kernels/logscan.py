@@ -29,7 +29,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .gated import _refuse_graph
+from .fused import _refuse_graph
 
 __all__ = ["diagonal_loop", "g", "log_g", "log_linear_loop", "log_linear_scan", "softplus"]
 

@@ -14,7 +14,7 @@ LEM, the multiscale discretisation of its ODE system (``u_n`` holds the four inp
     z_n   = (1 - dt_n) z_{n-1} + dt_n tanh(W_z y_{n-1} + uz_n)
     y_n   = (1 - dtb_n) y_{n-1} + dtb_n tanh(W_y z_n + uy_n)
 
-As the other fused kernels (:mod:`rnnlab.kernels.residual`, :mod:`rnnlab.kernels.gated`):
+As the other fused kernels (:mod:`rnnlab.kernels.residual`, :mod:`rnnlab.kernels.families`):
 the forward loop builds no graph and keeps what the backward reads; the backward does one
 product per matrix per step and every weight gradient is one large product at the end.
 With ``lengths`` a sequence's state is frozen from its last step on. Tested against the step
@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from .amp import float32_region, recurrence_dtype
-from .gated import _refuse_graph
+from .fused import _refuse_graph
 from .linear import gram_t
 from .residual import lengths_mask
 

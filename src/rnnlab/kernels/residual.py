@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from .amp import float32_region, recurrence_dtype
-from .gated import _refuse_graph
+from .fused import _refuse_graph
 from .linear import column_sum, gram_t
 from .state import hold_past_length
 

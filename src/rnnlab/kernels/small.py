@@ -53,7 +53,7 @@ from .ensemble import ensemble_call
 from .host import cpuinfo, platform_name
 from .small_abi import DECLARATIONS, bind, call, check_source, shape_of
 
-__all__ = ["SOURCE", "available", "dmu", "gru", "library", "lstm", "rhn", "rnn"]
+__all__ = ["SOURCE", "available", "library", "lstm", "rnn"]
 
 #: the C source, compiled at first use
 SOURCE = Path(__file__).with_name("small.c")
@@ -289,49 +289,6 @@ def _ref_lstm(u, W, h0, c0, lens):
     return torch.stack(S, 1), torch.stack(C, 1)
 
 
-def _ref_gru(u, W, bhh, h0, lens):
-    h, S = h0, []
-    for t in range(u.shape[1]):
-        ir, iz, in_ = u[:, t].chunk(3, -1)
-        hr, hz, hn = torch.baddbmm(bhh.unsqueeze(1), h, W.transpose(1, 2)).chunk(3, -1)
-        r, z = torch.sigmoid(ir + hr), torch.sigmoid(iz + hz)
-        new = (1 - z) * torch.tanh(in_ + r * hn) + z * h
-        h = _keep(new, h, _step_mask(lens, t, h))
-        S.append(h)
-    return torch.stack(S, 1)
-
-
-def _ref_rhn(u, W, bias, h0, lens):
-    h, S = h0, []
-    for t in range(u.shape[1]):
-        s = h
-        for k in range(W.shape[1]):
-            pre = torch.baddbmm(bias[:, k].unsqueeze(1), s, W[:, k].transpose(1, 2))
-            a, b = (pre + u[:, t] if k == 0 else pre).chunk(2, -1)
-            g = torch.sigmoid(b)
-            s = torch.tanh(a) * g + s * (1 - g)
-        h = _keep(s, h, _step_mask(lens, t, h))
-        S.append(h)
-    return torch.stack(S, 1)
-
-
-def _ref_dmu(act, slope, u1, w1h, w_out, b_out, h0, lens, *hidden):
-    lrelu = functools.partial(torch.nn.functional.leaky_relu, negative_slope=slope)
-    h, S = h0, []
-    for t in range(u1.shape[1]):
-        a = torch.baddbmm(u1[:, t], h, w1h.transpose(1, 2))
-        if w_out is not None:
-            a = lrelu(a)
-            for W, b in zip(hidden[0::2], hidden[1::2]):
-                a = lrelu(torch.baddbmm(b.unsqueeze(1), a, W.transpose(1, 2)))
-            a = torch.baddbmm(b_out.unsqueeze(1), a, w_out.transpose(1, 2))
-        z, hh = a.chunk(2, -1)
-        c = torch.tanh(hh) if act == 0 else hh
-        h = _keep(c + torch.sigmoid(z) * (h - c), h, _step_mask(lens, t, h))
-        S.append(h)
-    return torch.stack(S, 1)
-
-
 def _outputs(reference: Callable, lanes: bool, lens_at: int) -> Callable:
     """``reference`` returning what a Function returns: the states as they are (a scalar loop),
     or (a lane kernel) the outputs, zero from each length on, and the final states."""
@@ -541,15 +498,8 @@ def _weight_from_dU(env: dict) -> None:
     env["dW"] = _gram(env["dU"], env["S"], env["h0"])
 
 
-def _gru_weights(env: dict) -> None:
-    env["dW"], env["dbhh"] = _gram(env["dGH"], env["S"], env["h0"]), env["dGH"].sum((1, 2))
-
-
 _RNN_IN = ("act", "u", "W", "h0", "lens")
 _LSTM_IN = ("u", "W", "h0", "c0", "lens")
-_GRU_IN = ("u", "W", "bhh", "h0", "lens")
-_RHN_IN = ("u", "W", "bias", "h0", "lens")
-_DMU_IN = ("act", "slope", "u1", "w1h", "wout", "bout", "h0", "lens", _HIDDEN)
 
 _RNN = _kernel("_RNN", _Family("rnn", _RNN_IN, ("S",), _ref_rnn, 1, ("h0",), _weight_from_dU))
 _RNNLanes = _kernel(
@@ -564,27 +514,6 @@ _LSTMLanes = _kernel(
     _Family("lstm_lanes", _LSTM_IN, ("S", "hn", "cn"), _ref_lstm, 4),
     "The LSTM with its sequences side by side in vector lanes (``lstm_lanes_*`` of small.c): the forward "
     "keeps the states and cells, the backward recomputes the gates.",
-)
-_GRU = _kernel("_GRU", _Family("gru", _GRU_IN, ("S",), _ref_gru, 3, ("h0",), _gru_weights))
-_GRULanes = _kernel(
-    "_GRULanes",
-    _Family("gru_lanes", _GRU_IN, ("S", "hn"), _ref_gru, 3),
-    "The GRU with its sequences side by side in vector lanes (``gru_lanes_*`` of small.c): the forward "
-    "keeps the states only, the backward recomputes the gates.",
-)
-_RHN = _kernel("_RHN", _Family("rhn", _RHN_IN, ("S",), _ref_rhn, 2))
-_RHNLanes = _kernel(
-    "_RHNLanes",
-    _Family("rhn_lanes", _RHN_IN, ("S", "hn"), _ref_rhn, 2),
-    "The RHN with its sequences side by side in vector lanes (``rhn_lanes_*`` of small.c): the forward "
-    "keeps the states only, the backward recomputes each step's micro-layers.",
-)
-_DMU = _kernel("_DMU", _Family("dmu", _DMU_IN, ("S",), _ref_dmu, 0))
-_DMULanes = _kernel(
-    "_DMULanes",
-    _Family("dmu_lanes", _DMU_IN, ("S", "hn"), _ref_dmu, 0),
-    "The DMU with its sequences side by side in vector lanes (``dmu_lanes_*`` of small.c): the forward "
-    "keeps the states only, the backward recomputes each step's update network.",
 )
 
 
@@ -627,57 +556,3 @@ def lstm(gi: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, lengths: Tensor | Non
     """The LSTM over ``gi`` = W_ih x + b_ih + b_hh (T, B, 4H): ``(outputs, h_n, c_n)``.
     ``lanes``: run the lane kernel (:func:`rnn`) instead of the scalar loop."""
     return ensemble_call(_lstm, gi, w_hh, h0, c0, lengths, lanes)
-
-
-def _gru(u, W, bhh, h0, lengths, lanes=False):
-    lens = _lens(lengths)
-    if lanes:
-        return _GRULanes.apply(*_c(u, W, bhh, h0), lens)
-    S = _GRU.apply(*_c(u, W, bhh, h0), lens)
-    return _masked(S, lens), S[:, -1]
-
-
-def gru(gi: Tensor, w_hh: Tensor, b_hh: Tensor, h0: Tensor, lengths: Tensor | None = None, lanes: bool = False):
-    """The GRU over ``gi`` = W_ih x + b_ih (T, B, 3H): ``(outputs, h_n)``.
-    ``lanes``: run the lane kernel (:func:`rnn`) instead of the scalar loop."""
-    return ensemble_call(_gru, gi, w_hh, b_hh, h0, lengths, lanes)
-
-
-def _rhn(u, W, bias, h0, lengths, lanes=False):
-    lens = _lens(lengths)
-    if lanes:
-        return _RHNLanes.apply(*_c(u, W, bias, h0), lens)
-    S = _RHN.apply(*_c(u, W, bias, h0), lens)
-    return _masked(S, lens), S[:, -1]
-
-
-def rhn(u: Tensor, w_hh: Tensor, bias: Tensor, h0: Tensor, lengths: Tensor | None = None, lanes: bool = False):
-    """The RHN (coupled carry gate) over ``u`` = W_ih x (T, B, 2H), ``w_hh`` (depth, 2H, H),
-    ``bias`` (depth, 2H): ``(outputs, h_n)``. ``lanes``: run the lane kernel (:func:`rnn`)
-    instead of the scalar loop."""
-    return ensemble_call(_rhn, u, w_hh, bias, h0, lengths, lanes)
-
-
-def _dmu(u1, h0, w1h, w_out, b_out, lengths, activation, slope, lanes, *hidden):
-    lens = _lens(lengths)
-    run = _DMULanes if lanes else _DMU
-    out = run.apply(_ACT[activation], float(slope), *_c(u1, w1h, w_out, b_out, h0), lens, *_c(*hidden))
-    return out if lanes else (_masked(out, lens), out[:, -1])
-
-
-def dmu(
-    u1: Tensor,
-    h0: Tensor,
-    w1h: Tensor,
-    hidden: list[tuple[Tensor, Tensor]],
-    w_out: Tensor | None,
-    b_out: Tensor | None,
-    activation: str = "tanh",
-    slope: float = 0.01,
-    lengths: Tensor | None = None,
-    lanes: bool = False,
-):
-    """The DMU (:func:`rnnlab.kernels.ensemble.ensemble_dmu`'s arguments): ``(outputs, h_n)``.
-    ``lanes``: run the lane kernel (:func:`rnn`) instead of the scalar loop."""
-    flat = [t for pair in hidden for t in pair]
-    return ensemble_call(_dmu, u1, h0, w1h, w_out, b_out, lengths, activation, slope, lanes, *flat)

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from .amp import float32_region, recurrence_dtype
-from .gated import _refuse_graph
+from .fused import _refuse_graph
 from .linear import gram_t
 from .residual import lengths_mask
 
