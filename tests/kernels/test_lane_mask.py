@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rnnlab.kernels import small
-from rnnlab.kernels.families import dmu, gru, rhn
+from rnnlab.kernels.families import dmu, gru, lstm, rhn
 from rnnlab.kernels.small_abi import DECLARATIONS
 
 pytestmark = pytest.mark.skipif(not small.available(), reason="no C compiler: the compiled loops cannot be built")
@@ -28,7 +28,7 @@ def _case(cell: str, gen):
         return ins, lambda a, L: small._rnn_lanes(*a, L, 0), lambda a, L: small._ref_rnn(0, *a, L)
     if cell == "lstm":
         ins = [r(E, T, B, 4 * H), r(E, 4 * H, H, scale=0.6), h0, r(E, B, H)]
-        return ins, lambda a, L: small._lstm(*a, L, True), lambda a, L: small._ref_lstm(*a, L)
+        return ins, lambda a, L: lstm._compiled(*a, L, True), lambda a, L: lstm._reference(*a, L)
     if cell == "gru":
         ins = [r(E, T, B, 3 * H), r(E, 3 * H, H, scale=0.6), r(E, 3 * H), h0]
         run = lambda a, L: gru._compiled(a[0], a[1], a[2], a[3], L, True)  # noqa: E731

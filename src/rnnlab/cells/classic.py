@@ -20,8 +20,9 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from .. import parametrize as par
 from ..kernels import dispatch, small
 from ..kernels.amp import autocasting, float32_region, full_precision, low_precision_autocast
-from ..kernels.ensemble import batched_linear, ensemble_lstm
+from ..kernels.ensemble import batched_linear
 from ..kernels.families.gru import compiled_gru, ensemble_gru, gru_recurrence
+from ..kernels.families.lstm import compiled_lstm, ensemble_lstm
 from ..kernels.linear import tall_linear
 from ..kernels.recurrence import elementwise_rnn, modrelu
 from ..kernels.state import State, map_state
@@ -357,12 +358,12 @@ class LSTMCell(_Affine):
         h0, c0 = self.start_sequence(x, state)
         bias = None if self.bias_ih is None else self.bias_ih + self.bias_hh
         u = batched_linear(x, self.weight_ih, bias)
-        out, h, c = small.lstm(u, self.weight_hh, h0, c0, lengths, lanes=path == "lanes")
+        out, h, c = compiled_lstm(u, self.weight_hh, h0, c0, lengths, lanes=path == "lanes")
         return out, (h, c)
 
     def batched_sequence(self, x, state=None, lengths=None):
         """The compiled loops where the backend chooses them, else the batched loop
-        :func:`rnnlab.kernels.ensemble.ensemble_lstm` (ATen's LSTM cannot run in vmap). Under a
+        :func:`rnnlab.kernels.families.lstm.ensemble_lstm` (ATen's LSTM cannot run in vmap). Under a
         bf16/fp16 autocast the input terms are computed as the single run's ATen kernel computes
         them on the CPU: in float32, autocast off (:func:`run_native`)."""
         done = self.batched_first(x, state, lengths)

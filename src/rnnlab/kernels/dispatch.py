@@ -164,10 +164,10 @@ TABLE: dict[str, Family] = {
             ("lstm",),
             {
                 "step": _STEP,
-                "compiled": "rnnlab.kernels.small.lstm",
-                "lanes": "rnnlab.kernels.small.lstm (lanes=True)",
+                "compiled": "rnnlab.kernels.families.lstm.compiled_lstm",
+                "lanes": "rnnlab.kernels.families.lstm.compiled_lstm (lanes=True)",
                 "native": "torch.lstm (rnnlab.cells.classic.run_native)",
-                "ensemble": "rnnlab.kernels.ensemble.ensemble_lstm",
+                "ensemble": "rnnlab.kernels.families.lstm.ensemble_lstm",
             },
             "reference: step; compiled if it can run, as lanes up to LANES_MAX_WIDTH; else native. Ensemble: "
             "compiled (lanes) if it can run, else ensemble",

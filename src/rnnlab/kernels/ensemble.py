@@ -346,22 +346,6 @@ class _Gates:
         return p.chunk(self.G, -1)
 
 
-def _lstm(gi, w_hh, h0, c0, lengths):
-    """torch's LSTM step (gates i, f, g, o) over ``gi`` = W_ih x + b_ih + b_hh."""
-    T = gi.shape[1]
-    mask = _mask(lengths, T, gi.device)
-    gates = _Gates(gi, w_hh, 4)
-    state, outs = (h0, c0), []
-    for t in range(T):
-        h, c = state
-        i, f, g, o = gates(t, h)
-        c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-        h_new = torch.sigmoid(o) * torch.tanh(c_new)
-        state, out = _advance((h_new, c_new), state, None if mask is None else mask[t])
-        outs.append(out)
-    return torch.stack(outs, 1), state[0], state[1]
-
-
 def _in_recurrence_dtype(fn, u: Tensor, *args):
     """``ensemble_call(fn, u, *args)`` with every floating tensor in the recurrence's dtype
     (float32 for a low-precision ``u`` under autocast) and autocast off, as the single-run
@@ -370,12 +354,6 @@ def _in_recurrence_dtype(fn, u: Tensor, *args):
     cast = [a.to(dt) if isinstance(a, Tensor) and a.is_floating_point() else a for a in (u, *args)]
     with float32_region(u):
         return ensemble_call(fn, *cast)
-
-
-def ensemble_lstm(gi: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, lengths: Tensor | None = None):
-    """The LSTM over time for a caller inside ``vmap``: ``gi`` (T, B, 4H) the input terms with
-    both biases, ``w_hh`` (4H, H); returns ``(outputs (T, B, H), h_n, c_n)``."""
-    return _in_recurrence_dtype(_lstm, gi, w_hh, h0, c0, lengths)
 
 
 def _bsum(x: Tensor) -> Tensor:

@@ -53,7 +53,7 @@ from .ensemble import ensemble_call
 from .host import cpuinfo, platform_name
 from .small_abi import DECLARATIONS, bind, call, check_source, shape_of
 
-__all__ = ["SOURCE", "available", "library", "lstm", "rnn"]
+__all__ = ["SOURCE", "available", "library", "rnn"]
 
 #: the C source, compiled at first use
 SOURCE = Path(__file__).with_name("small.c")
@@ -277,18 +277,6 @@ def _ref_rnn(act, u, W, h0, lens):
     return torch.stack(S, 1)
 
 
-def _ref_lstm(u, W, h0, c0, lens):
-    h, c, S, C = h0, c0, [], []
-    for t in range(u.shape[1]):
-        i, f, g, o = torch.baddbmm(u[:, t], h, W.transpose(1, 2)).chunk(4, -1)
-        c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-        h_new = torch.sigmoid(o) * torch.tanh(c_new)
-        m = _step_mask(lens, t, h)
-        h, c = _keep(h_new, h, m), _keep(c_new, c, m)
-        S.append(h), C.append(c)
-    return torch.stack(S, 1), torch.stack(C, 1)
-
-
 def _outputs(reference: Callable, lanes: bool, lens_at: int) -> Callable:
     """``reference`` returning what a Function returns: the states as they are (a scalar loop),
     or (a lane kernel) the outputs, zero from each length on, and the final states."""
@@ -499,7 +487,6 @@ def _weight_from_dU(env: dict) -> None:
 
 
 _RNN_IN = ("act", "u", "W", "h0", "lens")
-_LSTM_IN = ("u", "W", "h0", "c0", "lens")
 
 _RNN = _kernel("_RNN", _Family("rnn", _RNN_IN, ("S",), _ref_rnn, 1, ("h0",), _weight_from_dU))
 _RNNLanes = _kernel(
@@ -507,13 +494,6 @@ _RNNLanes = _kernel(
     _Family("rnn_lanes", _RNN_IN, ("S", "hn"), _ref_rnn, 1),
     "The RNN with its sequences side by side in vector lanes (``rnn_lanes_*`` of small.c); the weight's "
     "gradient is summed in the C code.",
-)
-_LSTM = _kernel("_LSTM", _Family("lstm", _LSTM_IN, ("S", "C"), _ref_lstm, 4, ("h0",), _weight_from_dU))
-_LSTMLanes = _kernel(
-    "_LSTMLanes",
-    _Family("lstm_lanes", _LSTM_IN, ("S", "hn", "cn"), _ref_lstm, 4),
-    "The LSTM with its sequences side by side in vector lanes (``lstm_lanes_*`` of small.c): the forward "
-    "keeps the states and cells, the backward recomputes the gates.",
 )
 
 
@@ -542,17 +522,3 @@ def rnn(
     act = _ACT[nonlinearity]
     run = _rnn_lanes if lanes else _rnn
     return ensemble_call(lambda *a: run(*a, act), u, weight, h0, lengths)
-
-
-def _lstm(u, W, h0, c0, lengths, lanes=False):
-    lens = _lens(lengths)
-    if lanes:  # (the outputs zero from each length on, h_n, c_n)
-        return _LSTMLanes.apply(*_c(u, W, h0, c0), lens)
-    S, C = _LSTM.apply(*_c(u, W, h0, c0), lens)
-    return _masked(S, lens), S[:, -1], C[:, -1]
-
-
-def lstm(gi: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, lengths: Tensor | None = None, lanes: bool = False):
-    """The LSTM over ``gi`` = W_ih x + b_ih + b_hh (T, B, 4H): ``(outputs, h_n, c_n)``.
-    ``lanes``: run the lane kernel (:func:`rnn`) instead of the scalar loop."""
-    return ensemble_call(_lstm, gi, w_hh, h0, c0, lengths, lanes)
