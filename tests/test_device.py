@@ -196,7 +196,7 @@ def test_fast_paths_make_no_tensor_without_a_device(key):
 
 def test_factory_audit_catches_a_deviceless_buffer():
     """The audit itself can fail: a kernel that makes a buffer without a device is reported."""
-    from rnnlab.kernels import recurrence
+    from rnnlab.kernels.families import rnn as recurrence
 
     audit = FactoryAudit()
     with audit:

@@ -2,7 +2,7 @@
 made wrong, forward or backward, or when the Triton guard fell back.
 
 The bugs are planted in the fused loop's own helpers (``_activate_``, ``_times_derivative_`` of
-:mod:`rnnlab.kernels.recurrence`), which every elementwise cell's fast path calls, so the
+:mod:`rnnlab.kernels.families.rnn`), which every elementwise cell's fast path calls, so the
 doctor's cells, kernel and train rows meet them as a user would. The full run (every section,
 the Triton kernel through the interpreter) is *slow*; the default suite runs a subset.
 """
@@ -21,8 +21,8 @@ import torch
 from rnnlab.bench import doctor
 from rnnlab.cells import CELLS, layers
 from rnnlab.cli import main
-from rnnlab.kernels import recurrence
 from rnnlab.kernels import triton_recurrence as tr
+from rnnlab.kernels.families import rnn as recurrence
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBSET = ["--sections", "kernel,cell,checkpoint,train", "--cells", "rnn,asrnn,lstm,dmu"]

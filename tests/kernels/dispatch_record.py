@@ -36,13 +36,14 @@ SPIED = {
     "rnnlab.cells.classic": [
         "run_native",
         "elementwise_rnn",
+        "compiled_rnn",
         "gru_recurrence",
         "ensemble_gru",
         "compiled_gru",
         "ensemble_lstm",
         "compiled_lstm",
     ],
-    "rnnlab.cells.ltrnn": ["elementwise_rnn", "linear_recurrence_fused", "linear_recurrence_scan"],
+    "rnnlab.cells.ltrnn": ["elementwise_rnn", "compiled_rnn", "linear_recurrence_fused", "linear_recurrence_scan"],
     "rnnlab.kernels.scan": ["linear_recurrence_fused", "linear_recurrence_scan"],
     "rnnlab.cells.dmu": [
         "dmu_recurrence",
@@ -52,8 +53,7 @@ SPIED = {
         "compiled_dmu",
         "compiled_rhn",
     ],
-    "rnnlab.kernels.recurrence": ["ensemble_elementwise_rnn", "_triton_forward"],
-    "rnnlab.kernels.small": ["rnn"],
+    "rnnlab.kernels.families.rnn": ["ensemble_elementwise_rnn", "_triton_forward"],
     # cells added after the golden was recorded (their probes read these; no recorded case calls them)
     "rnnlab.cells.minimal": ["batched_linear", "diagonal_loop", "log_linear_scan"],
     "rnnlab.cells.xlstm": ["batched_linear", "mlstm_parallel"],
@@ -132,8 +132,8 @@ def spying():
         mod = importlib.import_module(modname)
         for name in names:
             fn = getattr(mod, name)
-            compiled = modname.endswith(".small") or name.startswith("compiled_")  # the golden's name: small.<family>
-            label = f"small.{name.removeprefix('compiled_')}" if compiled else name
+            # the compiled loops were small.<family> when the golden was recorded
+            label = f"small.{name.removeprefix('compiled_')}" if name.startswith("compiled_") else name
             setattr(mod, name, _spy(log, label, fn))
             undo.append((mod, name, fn))
     try:

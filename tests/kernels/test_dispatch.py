@@ -88,7 +88,7 @@ def chosen_for(case: dict) -> str:
 
 
 #: paths added after the golden was recorded, and the path they replace there (the lane kernels
-#: run the same function, rnnlab.kernels.small.rnn, with ``lanes=True``)
+#: run the same function, rnnlab.kernels.families.rnn.compiled_rnn, with ``lanes=True``)
 LATER = {"lanes": "compiled"}
 
 

@@ -9,8 +9,9 @@ from torch.func import vmap
 
 from rnnlab.cells import CELLS
 from rnnlab.cells.base import batched_path, batched_paths
-from rnnlab.kernels.ensemble import GATE_MAJOR_BELOW, _ElementwiseSteps, batched_linear, ensemble_call
+from rnnlab.kernels.ensemble import GATE_MAJOR_BELOW, batched_linear, ensemble_call
 from rnnlab.kernels.families.dmu import _DMUSteps
+from rnnlab.kernels.families.rnn import _ElementwiseSteps
 from rnnlab.kernels.linear import MIN_ROWS, tall_linear
 from rnnlab.model import SequenceModel
 from rnnlab.stacked_model import StackedModel

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rnnlab.kernels import small
-from rnnlab.kernels.families import dmu, gru, lstm, rhn
+from rnnlab.kernels.families import dmu, gru, lstm, rhn, rnn
 from rnnlab.kernels.small_abi import DECLARATIONS
 
 pytestmark = pytest.mark.skipif(not small.available(), reason="no C compiler: the compiled loops cannot be built")
@@ -25,7 +25,7 @@ def _case(cell: str, gen):
     h0 = r(E, B, H)
     if cell == "rnn":
         ins = [r(E, T, B, H), r(E, H, H, scale=0.6), h0]
-        return ins, lambda a, L: small._rnn_lanes(*a, L, 0), lambda a, L: small._ref_rnn(0, *a, L)
+        return ins, lambda a, L: rnn._compiled_lanes(*a, L, 0), lambda a, L: rnn._reference(0, *a, L)
     if cell == "lstm":
         ins = [r(E, T, B, 4 * H), r(E, 4 * H, H, scale=0.6), h0, r(E, B, H)]
         return ins, lambda a, L: lstm._compiled(*a, L, True), lambda a, L: lstm._reference(*a, L)

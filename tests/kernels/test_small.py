@@ -14,6 +14,7 @@ import torch
 from rnnlab.cells import CELLS
 from rnnlab.cells.layers import Recurrent
 from rnnlab.kernels import dispatch, small
+from rnnlab.kernels.families import rnn
 
 SRC = str(Path(small.__file__).resolve().parents[2])  # the rnnlab under test, for its subprocesses
 
@@ -226,7 +227,7 @@ def test_tanh_is_accurate_relative_to_its_value_and_keeps_nan():
     x = torch.cat([mags, -mags, torch.tensor([0.0, float("nan")], dtype=D)]).reshape(-1, 1, 1)
     for dtype, rtol in ((D, 1e-13), (torch.float32, 1e-5)):
         z = torch.zeros(1, 1, dtype=dtype)
-        out, _ = small.rnn(x.to(dtype), z, z, "tanh")
+        out, _ = rnn.compiled_rnn(x.to(dtype), z, z, "tanh")
         ref = torch.tanh(x.to(dtype))
         torch.testing.assert_close(out[:-1], ref[:-1], rtol=rtol, atol=0)
         assert out[-1].isnan().all()
@@ -301,12 +302,12 @@ def test_lane_blocks_that_cut_members_equal_each_member_alone(nonlinearity):
     h0 = torch.randn(E, B, H, generator=gen, dtype=D, requires_grad=True)
     L = torch.randint(1, T + 1, (E, B), generator=gen)
     act = small._ACT[nonlinearity]
-    out, h_n = small._rnn_lanes(u, W, h0, L, act)  # the members first, as an ensemble calls it
+    out, h_n = rnn._compiled_lanes(u, W, h0, L, act)  # the members first, as an ensemble calls it
     w = torch.randn(out.shape, generator=gen, dtype=D)
     got = torch.autograd.grad((out * w).sum() + (h_n**2).sum(), [u, W, h0])
     for e in range(E):
         ue, We, he = (t[e : e + 1].detach().requires_grad_() for t in (u, W, h0))
-        S = small._ref_rnn(act, ue, We, he, L[e : e + 1])
+        S = rnn._reference(act, ue, We, he, L[e : e + 1])
         mask = (torch.arange(T)[:, None] < L[e][None, :]).unsqueeze(-1)
         o = S[0] * mask
         torch.testing.assert_close(out[e], o, rtol=1e-10, atol=1e-12)

@@ -7,7 +7,7 @@ from torch.nn.utils.rnn import pack_padded_sequence
 
 from rnnlab import CELLS, Recurrent, unroll
 from rnnlab.kernels import elementwise_rnn, reference_elementwise_rnn
-from rnnlab.kernels import recurrence as rec
+from rnnlab.kernels.families import rnn as rec
 
 LENGTHS = [None, torch.tensor([6, 2, 1])]
 

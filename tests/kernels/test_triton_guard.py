@@ -22,9 +22,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from rnnlab.kernels import recurrence
 from rnnlab.kernels import triton_recurrence as tr
-from rnnlab.kernels.recurrence import elementwise_rnn, reference_elementwise_rnn
+from rnnlab.kernels.families import rnn as recurrence
+from rnnlab.kernels.families.rnn import elementwise_rnn, reference_elementwise_rnn
 
 F64 = torch.float64
 

@@ -25,9 +25,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from rnnlab.kernels import recurrence
 from rnnlab.kernels import triton_recurrence as tr_module
-from rnnlab.kernels.recurrence import elementwise_rnn, reference_elementwise_rnn
+from rnnlab.kernels.families import rnn as recurrence
+from rnnlab.kernels.families.rnn import elementwise_rnn, reference_elementwise_rnn
 
 ACTS = ("tanh", "relu", "modrelu", "identity")
 TOL = {torch.float64: dict(atol=1e-12, rtol=1e-12), torch.float32: dict(atol=2e-5, rtol=2e-5)}
@@ -293,7 +293,8 @@ def test_failed_launch_falls_back_once_with_a_warning(monkeypatch):
 def test_the_recurrence_reads_the_setting_where_the_kernel_does(monkeypatch):
     """``RNNLAB_TRITON`` is parsed in one place (rnnlab.kernels.triton_setting): the recurrence's
     dispatch of a CPU tensor follows it, spellings and errors included."""
-    from rnnlab.kernels import recurrence, triton_setting
+    from rnnlab.kernels import triton_setting
+    from rnnlab.kernels.families import rnn as recurrence
 
     u = torch.zeros(3, 2, 4)
     for raw in ["", " OFF ", "no", "auto", "False"]:

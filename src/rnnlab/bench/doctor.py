@@ -423,8 +423,8 @@ def triton_rows(
     are noted where Triton reports them."""
     import torch
 
-    from ..kernels import recurrence
     from ..kernels import triton_recurrence as tr
+    from ..kernels.families import rnn as recurrence
 
     rows = []
     for dt in dtypes:
@@ -547,8 +547,8 @@ def kernel_table(
     if device.type != "cuda" and not interpreted:  # the interpreter: the tests' way to run this code
         return f"(no kernel table: it needs a CUDA device, not {device})"
     from ..device import synchronize
-    from ..kernels import recurrence
     from ..kernels import triton_recurrence as tr
+    from ..kernels.families import rnn as recurrence
 
     budget = tr.device_budget(device)
     title = (

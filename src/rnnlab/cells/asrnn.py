@@ -40,8 +40,8 @@ from torch.nn.utils import parametrize as P
 
 from .. import parametrize as par
 from ..kernels.amp import float32_region, full_precision, recurrence_dtype
+from ..kernels.families.rnn import elementwise_rnn
 from ..kernels.linear import tall_linear
-from ..kernels.recurrence import elementwise_rnn
 from .base import Cell, nonnegative_option, real_option, unroll
 
 #: Largest rounding amplification ``kappa`` (see :meth:`ASRNNCell.amplification`) at which

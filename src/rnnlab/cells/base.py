@@ -380,8 +380,8 @@ class Cell(nn.Module):
         ``torch.func.vmap`` over the members' stacked parameters (:class:`rnnlab.stacked_model.StackedModel`),
         whatever this cell's ``backend``. The default is the reference step loop
         (:func:`unroll`, correct for every cell, slower); a cell whose fast path can run batched
-        overrides it (the element-wise recurrences and the gated cells' loops of
-        :mod:`rnnlab.kernels.ensemble`; first the compiled loops of :mod:`rnnlab.kernels.small`
+        overrides it (the ensemble loops of :mod:`rnnlab.kernels.families`, one module per
+        recurrence family; first that family's compiled loops, built by :mod:`rnnlab.kernels.small`,
         where the backend chooses them). It must equal :func:`unroll` for each member (tested
         in float64 for every registered cell)."""
         return unroll(self, x, state, lengths)

@@ -18,13 +18,13 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .. import parametrize as par
-from ..kernels import dispatch, small
+from ..kernels import dispatch
 from ..kernels.amp import autocasting, float32_region, full_precision, low_precision_autocast
 from ..kernels.ensemble import batched_linear
 from ..kernels.families.gru import compiled_gru, ensemble_gru, gru_recurrence
 from ..kernels.families.lstm import compiled_lstm, ensemble_lstm
+from ..kernels.families.rnn import compiled_rnn, elementwise_rnn, modrelu
 from ..kernels.linear import tall_linear
-from ..kernels.recurrence import elementwise_rnn, modrelu
 from ..kernels.state import State, map_state
 from .base import Cell, real_option
 
@@ -240,7 +240,7 @@ class RNNCell(_Affine):
         state = self.start_sequence(x, state)
         bias = None if self.bias_ih is None else self.bias_ih + self.bias_hh
         u = batched_linear(x, self.weight_ih, bias)
-        return small.rnn(u, self.weight_hh, state, self.nonlinearity, lengths, lanes=path == "lanes")
+        return compiled_rnn(u, self.weight_hh, state, self.nonlinearity, lengths, lanes=path == "lanes")
 
     @property
     def native(self):

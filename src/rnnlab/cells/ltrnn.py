@@ -26,9 +26,9 @@ import torch
 from torch import Tensor, nn
 
 from .. import parametrize as par
-from ..kernels import dispatch, small
+from ..kernels import dispatch
+from ..kernels.families.rnn import compiled_rnn, elementwise_rnn
 from ..kernels.linear import tall_linear
-from ..kernels.recurrence import elementwise_rnn
 from ..kernels.scan import linear_recurrence_fused, linear_recurrence_scan
 from .base import Cell
 
@@ -118,7 +118,7 @@ class LTRNNCell(Cell):
         if path not in dispatch.COMPILED:
             return None
         state = self.start_sequence(x, state)
-        return small.rnn(self.input_path(x), self.weight_hh, state, "identity", lengths, lanes=path == "lanes")
+        return compiled_rnn(self.input_path(x), self.weight_hh, state, "identity", lengths, lanes=path == "lanes")
 
     def batched_sequence(self, x, state=None, lengths=None):
         """The compiled loops where the backend chooses them, else the fused element-wise

@@ -50,8 +50,8 @@ from torch.nn.utils import parametrize as P
 
 from .. import parametrize as par
 from ..kernels.amp import float32_region
+from ..kernels.families.rnn import elementwise_rnn, modrelu
 from ..kernels.linear import tall_linear
-from ..kernels.recurrence import elementwise_rnn, modrelu
 from .base import Cell, nonnegative_option, real_option
 
 T_MASKS = ("paper", "reference")

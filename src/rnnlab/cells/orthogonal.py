@@ -14,8 +14,8 @@ import torch
 from torch import Tensor, nn
 
 from .. import parametrize as par
+from ..kernels.families.rnn import elementwise_rnn, modrelu
 from ..kernels.linear import tall_linear
-from ..kernels.recurrence import elementwise_rnn, modrelu
 from .base import Cell
 
 

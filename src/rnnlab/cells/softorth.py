@@ -23,8 +23,8 @@ import torch
 from torch import Tensor, nn
 
 from .. import parametrize as par
+from ..kernels.families.rnn import elementwise_rnn
 from ..kernels.linear import tall_linear
-from ..kernels.recurrence import elementwise_rnn
 from .base import Cell
 
 

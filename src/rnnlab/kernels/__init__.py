@@ -14,8 +14,8 @@
 """
 
 from .checkpoint import checkpointed_sequence
+from .families.rnn import ACTIVATIONS, elementwise_rnn, modrelu, reference_elementwise_rnn
 from .linear import tall_linear
-from .recurrence import ACTIVATIONS, elementwise_rnn, modrelu, reference_elementwise_rnn
 from .state import State, map_state
 
 __all__ = [

@@ -116,9 +116,9 @@ class Family:
 
 
 _STEP = "rnnlab.cells.base.unroll"
-_ELEMENTWISE = "rnnlab.kernels.recurrence.elementwise_rnn"
+_ELEMENTWISE = "rnnlab.kernels.families.rnn.elementwise_rnn"
 _TRITON = "rnnlab.kernels.triton_recurrence.triton_elementwise_rnn"
-_BATCHED = "rnnlab.kernels.ensemble.ensemble_elementwise_rnn"
+_BATCHED = "rnnlab.kernels.families.rnn.ensemble_elementwise_rnn"
 
 #: the families, each with its paths and rule (:func:`choose` implements the rules)
 TABLE: dict[str, Family] = {
@@ -129,8 +129,8 @@ TABLE: dict[str, Family] = {
             ("rnn", "irnn"),
             {
                 "step": _STEP,
-                "compiled": "rnnlab.kernels.small.rnn",
-                "lanes": "rnnlab.kernels.small.rnn (lanes=True)",
+                "compiled": "rnnlab.kernels.families.rnn.compiled_rnn",
+                "lanes": "rnnlab.kernels.families.rnn.compiled_rnn (lanes=True)",
                 "native": "torch.rnn_tanh / torch.rnn_relu",
                 "fused": _ELEMENTWISE,
                 "triton": _TRITON,
@@ -146,8 +146,8 @@ TABLE: dict[str, Family] = {
             ("ltrnn",),
             {
                 "step": _STEP,
-                "compiled": "rnnlab.kernels.small.rnn (identity)",
-                "lanes": "rnnlab.kernels.small.rnn (identity, lanes=True)",
+                "compiled": "rnnlab.kernels.families.rnn.compiled_rnn (identity)",
+                "lanes": "rnnlab.kernels.families.rnn.compiled_rnn (identity, lanes=True)",
                 "fused": _ELEMENTWISE + " (identity; with lengths)",
                 "triton": _TRITON + " (identity; with lengths)",
                 "loop": "rnnlab.kernels.scan.linear_recurrence_fused",

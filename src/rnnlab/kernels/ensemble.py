@@ -1,18 +1,22 @@
-"""Recurrences of an ensemble: E models of one architecture run as one (:mod:`rnnlab.ensemble`).
+"""What the recurrences of an ensemble (E models of one architecture run as one,
+:mod:`rnnlab.ensemble`) share: the way out of ``vmap``, the batched input products and the
+pieces each family's loop is built from.
 
 An ensemble runs its model under ``torch.func.vmap`` over the members' stacked parameters.
 Inside ``vmap`` every operation pays a batching rule, a tensor's values cannot steer Python
 control flow, and an autograd Function without a vmap rule cannot run at all: the fused
-single-model kernels (:func:`rnnlab.kernels.elementwise_rnn`, :mod:`rnnlab.kernels.families`) are
-such Functions. So the recurrences step out of ``vmap`` here (:func:`ensemble_call`): the loop
+single-model kernels (:mod:`rnnlab.kernels.families`) are such Functions. So the recurrences
+step out of ``vmap`` here (:func:`ensemble_call`): the loop
 over time runs on the physical tensors, with the ensemble dimension first and every per-step
 product a batched product (``torch.baddbmm``), and plain autograd records it, so the gradients
 flow back into each member's own parameters.
 
-Each recurrence below is the step of its cell written with a leading ensemble dimension (E)
-and a time dimension after it; with ``lengths`` a sequence's state is frozen from its length
-on and its outputs there are zero, as :func:`rnnlab.unroll` does. They are tested against the
-cells' step loop under ``vmap`` in float64 (tests/test_ensemble.py).
+Each family's loop (``ensemble_<family>`` in its module of :mod:`rnnlab.kernels.families`) is
+the step of its cell written with a leading ensemble dimension (E) and a time dimension after
+it, built from :class:`_Gates`, :func:`_mask`, :func:`_advance`, :func:`_in_recurrence_dtype`
+and :func:`_bgram` here; with ``lengths`` a sequence's state is frozen from its length on and
+its outputs there are zero, as :func:`rnnlab.unroll` does. They are tested against the cells'
+step loop under ``vmap`` in float64 (tests/test_ensemble.py).
 
 Shapes: ``u`` (E, T, B, G) input terms of all steps, ``h0`` (E, B, H), weights (E, G, H),
 ``lengths`` (E, B) or None.
@@ -25,7 +29,6 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 from torch.utils._pytree import tree_map
 
 from .amp import autocasting, float32_region, recurrence_dtype
@@ -183,119 +186,6 @@ def _advance(new, old, mask_t):
         return new, h
     state = tree_map(lambda n, o: torch.where(mask_t, n, o), new, old)
     return state, h * mask_t.to(h.dtype)
-
-
-# ---------------------------------------------------------------------------- h = phi(W h + u)
-
-
-def _activate_(z: Tensor, activation: str, bias: Tensor | None, scratch: Tensor) -> None:
-    """phi in place on ``z`` (E, B, H); modReLU ``sign(z) relu(|z| + b)`` with ``bias`` (E, 1, H)."""
-    if activation == "tanh":
-        z.tanh_()
-    elif activation == "relu":
-        z.relu_()
-    elif activation == "modrelu":
-        torch.sign(z, out=scratch)
-        z.abs_().add_(bias).relu_().mul_(scratch)
-
-
-def _times_derivative_(g: Tensor, h: Tensor, activation: str, scratch: Tensor, grad_b: Tensor | None) -> None:
-    """``g *= phi'`` in place, read from phi's output ``h``; modReLU also adds its bias
-    gradient (``dh/db = sign(h)``, ``dh/dz = sign(h)^2``) to ``grad_b`` (E, H)."""
-    if activation == "tanh":
-        torch.ops.aten.tanh_backward.grad_input(g, h, grad_input=g)
-    elif activation == "relu":
-        torch.ops.aten.threshold_backward.grad_input(g, h, 0, grad_input=g)
-    elif activation == "modrelu":
-        torch.sign(h, out=scratch)
-        g.mul_(scratch)
-        grad_b.add_(g.sum(1))
-        g.mul_(scratch)
-
-
-class _ElementwiseSteps(torch.autograd.Function):
-    """``h_t = phi(W h_{t-1} + u_t)`` over time for an ensemble, fused: the forward builds no
-    graph and keeps the states (phi' is read from them), with a frozen state past each
-    sequence's length; the backward does one batched product per step. The E-leading twin of
-    :class:`rnnlab.kernels.recurrence._ElementwiseRNN`.
-
-    ``u`` (E, T, B, H), ``W`` (E, H, H), ``h0`` (E, B, H), ``bias`` (E, H) (modReLU) or None,
-    ``mask`` (T, E, B, 1) float or None. Returns the states (E, T, B, H)."""
-
-    @staticmethod
-    def forward(ctx, activation, u, W, h0, bias, mask):
-        E, T, B, H = u.shape
-        us = u.transpose(0, 1).contiguous()
-        S = u.new_empty(T, E, B, H)
-        scratch, kept = u.new_empty(E, B, H), u.new_empty(E, B, H) if mask is not None else None
-        Wt, b = W.transpose(1, 2), None if bias is None else bias.unsqueeze(1)
-        keep = (
-            None if mask is None else mask.bool().expand(T, E, B, H).contiguous()
-        )  # (see rnnlab.kernels.families.dmu._DMUSteps)
-        h = h0
-        for t in range(T):
-            z = S[t]
-            torch.baddbmm(us[t], h, Wt, out=z)
-            _activate_(z, activation, b, scratch)
-            if mask is not None:  # an ended sequence keeps its state
-                torch.where(keep[t], z, h, out=kept)
-                z.copy_(kept)
-            h = z
-        ctx.activation = activation
-        ctx.save_for_backward(S, W, h0, bias, mask)
-        return S.transpose(0, 1)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, dS):
-        S, W, h0, _bias, mask = ctx.saved_tensors
-        T, E, B, H = S.shape
-        dS = dS.transpose(0, 1).contiguous()
-        G = torch.empty_like(S)  # dL/dz_t = dL/du_t
-        carry = S.new_zeros(E, B, H)  # dL/dh_t arriving from step t+1
-        scratch, gh = S.new_empty(E, B, H), S.new_empty(E, B, H)
-        grad_b = S.new_zeros(E, H) if ctx.activation == "modrelu" else None
-        for t in range(T - 1, -1, -1):
-            g = G[t]
-            if mask is None:
-                torch.add(dS[t], carry, out=g)
-                _times_derivative_(g, S[t], ctx.activation, scratch, grad_b)
-                torch.bmm(g, W, out=carry)
-            else:
-                m = mask[t]
-                torch.add(dS[t], carry, out=gh)
-                torch.mul(gh, m, out=g)  # an ended sequence took no step: no dL/dz
-                _times_derivative_(g, S[t], ctx.activation, scratch, grad_b)
-                # ... and passes its gradient straight to h_{t-1}
-                torch.bmm(g, W, out=carry).add_(gh * (1 - m))
-        Hprev = torch.cat([h0.unsqueeze(0), S[:-1]])
-        return None, G.transpose(0, 1), _bgram(G, Hprev), carry, grad_b, None
-
-
-def _elementwise(u, W, h0, bias, lengths, activation: str):
-    mask = None if lengths is None else torch.stack(_mask(lengths, u.shape[1], u.device)).to(u.dtype)
-    S = _ElementwiseSteps.apply(activation, u.contiguous(), W, h0.contiguous(), bias, mask)
-    out = S if mask is None else S * mask.transpose(0, 1)
-    return out, S[:, -1]
-
-
-def ensemble_elementwise_rnn(
-    u: Tensor,
-    weight: Tensor,
-    h0: Tensor | None = None,
-    activation: str = "tanh",
-    bias: Tensor | None = None,
-    lengths: Tensor | None = None,
-):
-    """:func:`rnnlab.kernels.elementwise_rnn` (``h_t = phi(W h_{t-1} + u_t)``) for a caller
-    inside ``vmap``: the same arguments and result, per member."""
-    dtype = recurrence_dtype(u)
-    if h0 is None:
-        h0 = u.new_zeros(u.shape[1], u.shape[2], dtype=dtype)
-    u, weight, h0 = u.to(dtype), weight.to(dtype), h0.to(dtype)
-    bias = None if bias is None else bias.to(dtype)
-    with float32_region(u):
-        return ensemble_call(lambda *a: _elementwise(*a, activation), u, weight, h0, bias, lengths)
 
 
 # ---------------------------------------------------------------------------- gated cells

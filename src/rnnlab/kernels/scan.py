@@ -33,7 +33,7 @@ from torch import Tensor
 
 from . import dispatch
 from .amp import float32_region, recurrence_dtype
-from .recurrence import elementwise_rnn
+from .families.rnn import elementwise_rnn
 
 
 def linear_recurrence_loop(v: Tensor, W: Tensor, h0: Tensor) -> Tensor:

@@ -5,7 +5,10 @@ time step, and a PyTorch loop over time spends several times that on each operat
 launches, forward and backward. Here the whole loop over time of a layer, and its backward
 pass with the gradient of every weight, is one call into plain C (``small.c``), for the
 vanilla RNN (tanh, relu), the LSTM, the GRU, the RHN and the DMU, with ``lengths`` and an
-initial state. The same call serves a single run and an ensemble: the tensors carry the
+initial state. This module builds, caches and calls the C code and makes a C pair's declaration
+an autograd Function (:func:`_kernel`); each family's declaration (a :class:`_Family`), its
+Function, its wrapper (``compiled_rnn``, ``compiled_lstm``, ...) and the recurrence in PyTorch
+operations that gives its second order are in its module of :mod:`rnnlab.kernels.families`. The same call serves a single run and an ensemble: the tensors carry the
 members first (:func:`rnnlab.kernels.ensemble.ensemble_call` steps out of ``vmap`` into it),
 each member with its own weights.
 
@@ -21,7 +24,7 @@ paths: the same results, slower.
 The cells choose this path with their ``backend`` option, by the rule of
 :mod:`rnnlab.kernels.dispatch`: ``"auto"`` (the default) takes it on the CPU, in float32 or
 float64, without autocast, for widths up to :data:`rnnlab.kernels.dispatch.AUTO_MAX_WIDTH`
-(measured per cell); ``"small"`` takes it at any width; any other backend never does. Every function here equals
+(measured per cell); ``"small"`` takes it at any width; any other backend never does. Every compiled loop equals
 the cells' step loop (tests/kernels/test_small.py: outputs, final states and every gradient
 to 1e-10 in float64).
 
@@ -49,11 +52,10 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from .ensemble import ensemble_call
 from .host import cpuinfo, platform_name
 from .small_abi import DECLARATIONS, bind, call, check_source, shape_of
 
-__all__ = ["SOURCE", "available", "library", "rnn"]
+__all__ = ["SOURCE", "available", "library"]
 
 #: the C source, compiled at first use
 SOURCE = Path(__file__).with_name("small.c")
@@ -256,7 +258,8 @@ def _c(*ts):
 
 # The compiled backward builds no graph. When a graph of the backward is asked for
 # (``create_graph=True``: gradient penalties, Hessian-vector products), the gradients are those
-# of the same recurrence written in PyTorch operations below, recomputed from the saved inputs,
+# of the same recurrence written in PyTorch operations (its family's ``_reference`` in
+# rnnlab.kernels.families, masked with the helpers below), recomputed from the saved inputs,
 # so that second-order gradients are exact (tests/kernels/test_second_order.py).
 
 
@@ -266,15 +269,6 @@ def _step_mask(lens, t: int, h):  # (E, B, 1): the step counts (t < length)
 
 def _keep(new, old, mask):
     return new if mask is None else torch.where(mask, new, old)
-
-
-def _ref_rnn(act, u, W, h0, lens):
-    f = (torch.tanh, torch.relu, lambda z: z)[act]
-    h, S = h0, []
-    for t in range(u.shape[1]):
-        h = _keep(f(torch.baddbmm(u[:, t], h, W.transpose(1, 2))), h, _step_mask(lens, t, h))
-        S.append(h)
-    return torch.stack(S, 1)
 
 
 def _outputs(reference: Callable, lanes: bool, lens_at: int) -> Callable:
@@ -484,41 +478,3 @@ def _kernel(cls: str, family: _Family, doc: str | None = None) -> type[torch.aut
 
 def _weight_from_dU(env: dict) -> None:
     env["dW"] = _gram(env["dU"], env["S"], env["h0"])
-
-
-_RNN_IN = ("act", "u", "W", "h0", "lens")
-
-_RNN = _kernel("_RNN", _Family("rnn", _RNN_IN, ("S",), _ref_rnn, 1, ("h0",), _weight_from_dU))
-_RNNLanes = _kernel(
-    "_RNNLanes",
-    _Family("rnn_lanes", _RNN_IN, ("S", "hn"), _ref_rnn, 1),
-    "The RNN with its sequences side by side in vector lanes (``rnn_lanes_*`` of small.c); the weight's "
-    "gradient is summed in the C code.",
-)
-
-
-def _rnn(u, W, h0, lengths, act):
-    lens = _lens(lengths)
-    S = _RNN.apply(act, *_c(u, W, h0), lens)
-    return _masked(S, lens), S[:, -1]
-
-
-def _rnn_lanes(u, W, h0, lengths, act):
-    lens = _lens(lengths)
-    return _RNNLanes.apply(act, *_c(u, W, h0), lens)  # (the outputs zero from each length on, h_n)
-
-
-def rnn(
-    u: Tensor,
-    weight: Tensor,
-    h0: Tensor,
-    nonlinearity: str = "tanh",
-    lengths: Tensor | None = None,
-    lanes: bool = False,
-):
-    """``h_t = phi(W h_{t-1} + u_t)``, phi tanh, relu or identity: ``(outputs (T, B, H), h_n)``.
-    ``lanes``: run the lane kernel (the sequences of all members side by side in vector
-    lanes; :func:`rnnlab.kernels.dispatch.choose` says when) instead of the scalar loop."""
-    act = _ACT[nonlinearity]
-    run = _rnn_lanes if lanes else _rnn
-    return ensemble_call(lambda *a: run(*a, act), u, weight, h0, lengths)

@@ -40,7 +40,7 @@ The guard (automatic mode; :func:`triton_elementwise_rnn` given the fused loop a
   loop's backward on the saved states.
 * Forced (``RNNLAB_TRITON=1``) there is no guard: errors are raised and nothing is compared.
 
-This module imports Triton at import; :mod:`rnnlab.kernels.recurrence` imports it only when
+This module imports Triton at import; :mod:`rnnlab.kernels.families.rnn` imports it only when
 a CUDA tensor (or the force setting) asks for it, so CPU use never loads Triton. It imports
 nothing from rnnlab: the fused loop arrives as an argument.
 
@@ -660,7 +660,7 @@ def unfit_reason(device: torch.device, dtype: torch.dtype, hidden: int) -> str |
 
 class TritonElementwiseRNN(torch.autograd.Function):
     """Returns the state sequence S (T, B, H), as ``_ElementwiseRNN`` in
-    :mod:`rnnlab.kernels.recurrence` does; ``lengths`` is None or an int32 (B,) tensor on
+    :mod:`rnnlab.kernels.families.rnn` does; ``lengths`` is None or an int32 (B,) tensor on
     the tensors' device; ``fallback`` is the fused loop's Function (the guard of the backward)
     or None (a failed backward launch raises)."""
 
@@ -720,7 +720,7 @@ def triton_elementwise_rnn(
     sequence's length hold its frozen state (the caller zeroes them).
 
     ``fallback``: the fused loop's autograd Function (``_ElementwiseRNN`` of
-    :mod:`rnnlab.kernels.recurrence`: ``apply(u, weight, h0, bias, mask, activation)``, its
+    :mod:`rnnlab.kernels.families.rnn`: ``apply(u, weight, h0, bias, mask, activation)``, its
     ``backward(ctx, grad_S)`` reading ``ctx.saved_tensors = (S, weight, h0, bias, mask)``).
     Given, and in automatic mode, the call is guarded (module docstring): a shape the device
     cannot hold, a failed self-check, a failed launch forward or backward all compute with

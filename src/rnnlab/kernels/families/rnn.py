@@ -1,4 +1,10 @@
-"""Fused BPTT for the element-wise recurrence family ``h_t = phi(W h_{t-1} + u_t)``.
+"""The element-wise recurrence family ``h_t = phi(W h_{t-1} + u_t)`` (the RNN and IRNN, expRNN,
+scoRNN, nnRNN, the modReLU RNN, asRNN's transformed coordinates, the LT-RNN's transition): its
+fused BPTT (:func:`elementwise_rnn`, with the Triton kernel's hook), its ensemble loop
+(:func:`ensemble_elementwise_rnn`) and its compiled loops (:func:`compiled_rnn`, with the
+PyTorch recurrence that gives their second order). Which one runs: :mod:`rnnlab.kernels.dispatch`.
+
+The fused BPTT:
 
 Column form (docs/models.md): ``W`` is (H, H) and applied as ``h @ W.T``; ``u`` (T, B, H) is the
 input term ``W_ih x_t + b`` of every step, computed by one large matrix product (outside, or
@@ -44,13 +50,26 @@ import warnings
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
-from . import dispatch
-from .amp import float32_region, recurrence_dtype
-from .ensemble import batched, ensemble_elementwise_rnn
-from .linear import blocked_mm, column_sum, gram_t, tall_linear
-from .state import hold_past_length
-from .triton_setting import mode as triton_mode
+from .. import dispatch
+from ..amp import float32_region, recurrence_dtype
+from ..ensemble import _bgram, _mask, batched, ensemble_call
+from ..linear import blocked_mm, column_sum, gram_t, tall_linear
+from ..small import _ACT, _c, _Family, _keep, _kernel, _lens, _masked, _step_mask, _weight_from_dU
+from ..state import hold_past_length
+from ..triton_setting import mode as triton_mode
+
+__all__ = [
+    "ACTIVATIONS",
+    "compiled_rnn",
+    "elementwise_rnn",
+    "ensemble_elementwise_rnn",
+    "modrelu",
+    "reference_elementwise_rnn",
+]
+
+# ---------------------------------------------------------------------------- fused BPTT (one model)
 
 ACTIVATIONS = ("tanh", "relu", "modrelu", "identity")
 
@@ -87,8 +106,8 @@ def _activate(z: Tensor, out: Tensor, activation: str, bias: Tensor | None, scra
 
 
 def _times_derivative_(g: Tensor, h: Tensor, activation: str, scratch: Tensor, grad_b: Tensor | None) -> None:
-    """``g *= phi'(z)`` in place, written through phi's output ``h``; for modReLU also
-    ``grad_b += sum_batch g * sign(h)``. (Boolean masks cost ~5x more than these float
+    """``g *= phi'(z)`` in place, written through phi's output ``h`` ((B, H), or (E, B, H) with
+    ``grad_b`` (E, H) in an ensemble); for modReLU also ``grad_b += sum_batch g * sign(h)``. (Boolean masks cost ~5x more than these float
     passes on CPU, hence sign() instead of ``h != 0``; tanh and relu use ATen's fused
     ``tanh_backward`` / ``threshold_backward``.)"""
     if activation == "tanh":
@@ -102,7 +121,7 @@ def _times_derivative_(g: Tensor, h: Tensor, activation: str, scratch: Tensor, g
         # = sign(h) (sign(0) = 0 on both sides)
         torch.sign(h, out=scratch)
         g.mul_(scratch)
-        grad_b.add_(g.sum(0))
+        grad_b.add_(g.sum(-2))
         g.mul_(scratch)
 
 
@@ -280,7 +299,7 @@ def _triton_forward(u, weight, h0, activation, bias, lengths):
     """The Triton kernel's state sequence, or None after a failed launch in automatic mode
     (a GPU or Triton build the kernel does not compile for): one warning, and the process
     keeps the loop below from then on. Under ``RNNLAB_TRITON=force`` the error is raised."""
-    from . import triton_recurrence
+    from .. import triton_recurrence
 
     try:
         return triton_recurrence.triton_elementwise_rnn(
@@ -441,3 +460,154 @@ def reference_elementwise_rnn(
             outs.append(new)
         h = new
     return torch.stack(outs), h
+
+
+# ---------------------------------------------------------------------------- ensemble loop
+
+
+def _activate_(z: Tensor, activation: str, bias: Tensor | None, scratch: Tensor) -> None:
+    """phi in place on ``z`` (E, B, H); modReLU ``sign(z) relu(|z| + b)`` with ``bias`` (E, 1, H)."""
+    if activation == "tanh":
+        z.tanh_()
+    elif activation == "relu":
+        z.relu_()
+    elif activation == "modrelu":
+        torch.sign(z, out=scratch)
+        z.abs_().add_(bias).relu_().mul_(scratch)
+
+
+class _ElementwiseSteps(torch.autograd.Function):
+    """``h_t = phi(W h_{t-1} + u_t)`` over time for an ensemble, fused: the forward builds no
+    graph and keeps the states (phi' is read from them), with a frozen state past each
+    sequence's length; the backward does one batched product per step. The E-leading twin of
+    :class:`_ElementwiseRNN`.
+
+    ``u`` (E, T, B, H), ``W`` (E, H, H), ``h0`` (E, B, H), ``bias`` (E, H) (modReLU) or None,
+    ``mask`` (T, E, B, 1) float or None. Returns the states (E, T, B, H)."""
+
+    @staticmethod
+    def forward(ctx, activation, u, W, h0, bias, mask):
+        E, T, B, H = u.shape
+        us = u.transpose(0, 1).contiguous()
+        S = u.new_empty(T, E, B, H)
+        scratch, kept = u.new_empty(E, B, H), u.new_empty(E, B, H) if mask is not None else None
+        Wt, b = W.transpose(1, 2), None if bias is None else bias.unsqueeze(1)
+        keep = (
+            None if mask is None else mask.bool().expand(T, E, B, H).contiguous()
+        )  # (see rnnlab.kernels.families.dmu._DMUSteps)
+        h = h0
+        for t in range(T):
+            z = S[t]
+            torch.baddbmm(us[t], h, Wt, out=z)
+            _activate_(z, activation, b, scratch)
+            if mask is not None:  # an ended sequence keeps its state
+                torch.where(keep[t], z, h, out=kept)
+                z.copy_(kept)
+            h = z
+        ctx.activation = activation
+        ctx.save_for_backward(S, W, h0, bias, mask)
+        return S.transpose(0, 1)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dS):
+        S, W, h0, _bias, mask = ctx.saved_tensors
+        T, E, B, H = S.shape
+        dS = dS.transpose(0, 1).contiguous()
+        G = torch.empty_like(S)  # dL/dz_t = dL/du_t
+        carry = S.new_zeros(E, B, H)  # dL/dh_t arriving from step t+1
+        scratch, gh = S.new_empty(E, B, H), S.new_empty(E, B, H)
+        grad_b = S.new_zeros(E, H) if ctx.activation == "modrelu" else None
+        for t in range(T - 1, -1, -1):
+            g = G[t]
+            if mask is None:
+                torch.add(dS[t], carry, out=g)
+                _times_derivative_(g, S[t], ctx.activation, scratch, grad_b)
+                torch.bmm(g, W, out=carry)
+            else:
+                m = mask[t]
+                torch.add(dS[t], carry, out=gh)
+                torch.mul(gh, m, out=g)  # an ended sequence took no step: no dL/dz
+                _times_derivative_(g, S[t], ctx.activation, scratch, grad_b)
+                # ... and passes its gradient straight to h_{t-1}
+                torch.bmm(g, W, out=carry).add_(gh * (1 - m))
+        Hprev = torch.cat([h0.unsqueeze(0), S[:-1]])
+        return None, G.transpose(0, 1), _bgram(G, Hprev), carry, grad_b, None
+
+
+def _ensemble_steps(u, W, h0, bias, lengths, activation: str):
+    mask = None if lengths is None else torch.stack(_mask(lengths, u.shape[1], u.device)).to(u.dtype)
+    S = _ElementwiseSteps.apply(activation, u.contiguous(), W, h0.contiguous(), bias, mask)
+    out = S if mask is None else S * mask.transpose(0, 1)
+    return out, S[:, -1]
+
+
+def ensemble_elementwise_rnn(
+    u: Tensor,
+    weight: Tensor,
+    h0: Tensor | None = None,
+    activation: str = "tanh",
+    bias: Tensor | None = None,
+    lengths: Tensor | None = None,
+):
+    """:func:`rnnlab.kernels.elementwise_rnn` (``h_t = phi(W h_{t-1} + u_t)``) for a caller
+    inside ``vmap``: the same arguments and result, per member."""
+    dtype = recurrence_dtype(u)
+    if h0 is None:
+        h0 = u.new_zeros(u.shape[1], u.shape[2], dtype=dtype)
+    u, weight, h0 = u.to(dtype), weight.to(dtype), h0.to(dtype)
+    bias = None if bias is None else bias.to(dtype)
+    with float32_region(u):
+        return ensemble_call(lambda *a: _ensemble_steps(*a, activation), u, weight, h0, bias, lengths)
+
+
+# ---------------------------------------------------------------------------- compiled loops (small.c)
+
+
+def _reference(act, u, W, h0, lens):
+    """The recurrence in PyTorch operations, members first: the compiled loops' second order."""
+    f = (torch.tanh, torch.relu, lambda z: z)[act]
+    h, S = h0, []
+    for t in range(u.shape[1]):
+        h = _keep(f(torch.baddbmm(u[:, t], h, W.transpose(1, 2))), h, _step_mask(lens, t, h))
+        S.append(h)
+    return torch.stack(S, 1)
+
+
+_INPUTS = ("act", "u", "W", "h0", "lens")
+
+_RNN = _kernel("_RNN", _Family("rnn", _INPUTS, ("S",), _reference, 1, ("h0",), _weight_from_dU))
+_RNNLanes = _kernel(
+    "_RNNLanes",
+    _Family("rnn_lanes", _INPUTS, ("S", "hn"), _reference, 1),
+    "The RNN with its sequences side by side in vector lanes (``rnn_lanes_*`` of small.c); the weight's "
+    "gradient is summed in the C code.",
+)
+
+
+def _compiled(u, W, h0, lengths, act):
+    lens = _lens(lengths)
+    S = _RNN.apply(act, *_c(u, W, h0), lens)
+    return _masked(S, lens), S[:, -1]
+
+
+def _compiled_lanes(u, W, h0, lengths, act):
+    lens = _lens(lengths)
+    return _RNNLanes.apply(act, *_c(u, W, h0), lens)  # (the outputs zero from each length on, h_n)
+
+
+def compiled_rnn(
+    u: Tensor,
+    weight: Tensor,
+    h0: Tensor,
+    nonlinearity: str = "tanh",
+    lengths: Tensor | None = None,
+    lanes: bool = False,
+):
+    """``h_t = phi(W h_{t-1} + u_t)``, phi tanh, relu or identity, in the compiled loops of
+    :mod:`rnnlab.kernels.small`: ``(outputs (T, B, H), h_n)``.
+    ``lanes``: run the lane kernel (the sequences of all members side by side in vector
+    lanes; :func:`rnnlab.kernels.dispatch.choose` says when) instead of the scalar loop."""
+    act = _ACT[nonlinearity]
+    run = _compiled_lanes if lanes else _compiled
+    return ensemble_call(lambda *a: run(*a, act), u, weight, h0, lengths)
