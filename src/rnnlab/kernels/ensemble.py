@@ -188,7 +188,7 @@ def _advance(new, old, mask_t):
     return state, h * mask_t.to(h.dtype)
 
 
-# ---------------------------------------------------------------------------- gated cells
+# ---------------------------------------------------------------------------- the gated loops (kernels/families)
 
 
 #: below this hidden size, gated products are computed gate-major (see :class:`_Gates`)
