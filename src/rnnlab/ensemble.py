@@ -493,6 +493,11 @@ class Ensemble(Group):
         self.lines = lines
         self.stacked = StackedModel(members[0].tr.model, fast)
         self.stacked_step = StackedStep.build([m.tr.opt for m in members]) if fast else None
+        # the members' parameters as rows of stacks kept between steps (StackedModel.keep_stacked),
+        # where a gradient reaches them through the batched forward pass alone: a regulariser's
+        # gradient adds to a parameter's in autograd's order, which the stacks' hook would not keep
+        with torch.no_grad():
+            self.keep = fast and members[0].tr.model.regularization() is None
         self.last_line = time.perf_counter()
 
     def conditions(self) -> dict:
@@ -505,6 +510,13 @@ class Ensemble(Group):
         """One vmap call per kind of batch (the same shapes and kinds of state: all, but after a
         resume from checkpoints of different steps under truncated BPTT)."""
         outs: list = [None] * len(ms)
+        for idx, out, new in self._stacked(ms, batches, states):
+            for j, i in enumerate(idx):
+                outs[i] = (out[j], tree_map(lambda t, j=j: t[j], new))
+        return outs
+
+    def _stacked(self, ms: list[Member], batches: list[Batch], states: list):
+        """Per kind of batch: the members' indices, their stacked outputs and new states."""
         kinds: dict[tuple, list[int]] = {}
         for i, (b, s) in enumerate(zip(batches, states)):
             kinds.setdefault(_signature(b, s), []).append(i)
@@ -514,10 +526,30 @@ class Ensemble(Group):
             if batches[idx[0]].lengths is not None:
                 lengths = _members_lengths([batches[i].lengths for i in idx], x.shape[2], x.shape[1])
             state = None if states[idx[0]] is None else _stack([states[i] for i in idx])
-            out, new = self.stacked.forward([ms[i].tr.model for i in idx], x, state, lengths)
+            models = [ms[i].tr.model for i in idx]
+            if self.keep and len(models) > 1 and not self.stacked.keeps(models):
+                self.stacked.keep_stacked(models)  # (again where the members stepping together changed)
+            out, new = self.stacked.forward(models, x, state, lengths)
+            yield idx, out, new
+
+    def losses(self, ms: list[Member], batches: list[Batch], states: list) -> tuple:
+        """The group's :meth:`rnnlab.train.Group.losses` with the members' losses computed on
+        their stacked outputs in one go (:meth:`rnnlab.tasks.Task.member_losses`): one loss
+        computation and one backward node for all members, not one per member."""
+        parts, order, news = [], [], [None] * len(ms)
+        for idx, out, new in self._stacked(ms, batches, states):
+            parts.append(self.task.member_losses(out, [batches[i] for i in idx]))
+            order += idx
             for j, i in enumerate(idx):
-                outs[i] = (out[j], tree_map(lambda t, j=j: t[j], new))
-        return outs
+                news[i] = tree_map(lambda t, j=j: t[j], new)
+        loss = parts[0] if len(parts) == 1 else torch.cat(parts)
+        if order != sorted(order):  # back into the members' order
+            loss = loss[torch.tensor(order).argsort()]
+        regs = [m.tr.model.regularization() for m in ms]
+        if all(r is None for r in regs):
+            return loss, None, loss, news
+        reg = torch.stack([loss.new_zeros(()) if r is None else r for r in regs])
+        return loss, reg, loss + reg, news
 
     def evaluate_members(self, ms: list[Member], split: str) -> list[dict]:
         tc = self.cfg.train

@@ -104,18 +104,88 @@ class StackedModel:
         self.template = batched_template(model, fast)
         self.names = [n for n, _ in self.template.named_parameters()]
         self.buffer_names = [n for n, _ in self.template.named_buffers()]
+        # the kept stacks (keep_stacked): the models, per parameter name the (E, ...) stack whose
+        # rows are those models' parameters, the parameters, and their data pointers
+        self._kept: tuple | None = None
+
+    def keep_stacked(self, models: Sequence[nn.Module]) -> None:
+        """Let ``models``' parameters live as the rows of one (E, ...) tensor per parameter
+        name, kept between steps: each parameter (the same object, its optimizer state and
+        checkpoint entries unchanged) becomes a view of its row (``p.data = stack[k]``). A
+        forward pass of these models then reads the stacks as they are, instead of stacking
+        every parameter of every member again, and its backward hands each member its rows of
+        the stacks' gradients (what the backward of the stacking gave it) instead of running
+        one accumulation per member and parameter (an ensemble of 51 small models: 306 of them
+        a step). A parameter whose data moves elsewhere (``p.data = ...``) is noticed at the next
+        forward pass, which stacks the models' parameters again; the parameter objects
+        themselves must stay (as their optimizers hold them). A checkpoint saves each
+        parameter's own row (:func:`rnnlab.train.own_memory`), not the stack."""
+        params = [[p for _, p in m.named_parameters()] for m in models]
+        stacks = []
+        with torch.no_grad():
+            for j in range(len(self.names)):
+                stack = torch.stack([ps[j] for ps in params])
+                for k, ps in enumerate(params):
+                    ps[j].data = stack[k]
+                stacks.append(stack)
+        self._kept = (list(models), stacks, params, self._pointers(params))
+
+    @staticmethod
+    def _pointers(params) -> list[int]:
+        return [p.data_ptr() for ps in params for p in ps]
+
+    def keeps(self, models: Sequence[nn.Module]) -> bool:
+        """Whether ``models`` (these objects, in this order) are the ones :meth:`keep_stacked` kept."""
+        kept = self._kept[0] if self._kept is not None else []
+        return len(kept) == len(models) and all(a is b for a, b in zip(kept, models))
+
+    def _kept_stacks(self, models: Sequence[nn.Module]) -> list[Tensor] | None:
+        """The kept stacks of ``models`` (:meth:`keep_stacked`), or None where these are not the
+        models kept (another set, another order). Where a parameter has moved off its row (its
+        data pointer changed: ``p.data = ...``), the models' parameters are stacked and kept
+        again first, from their values now."""
+        if not self.keeps(models):
+            return None
+        _, stacks, params, ptrs = self._kept
+        if self._pointers(params) != ptrs:
+            self.keep_stacked(models)
+            stacks = self._kept[1]
+        return stacks
 
     def tensors(self, models: Sequence[nn.Module]) -> dict[str, Tensor]:
-        """The models' parameters and buffers, stacked (parameters differentiably)."""
+        """The models' parameters and buffers, stacked (parameters differentiably: the
+        gradients reach each model's own parameters)."""
         out = {}
-        params = [dict(m.named_parameters()) for m in models]
-        for n in self.names:
-            out[n] = torch.stack([p[n] for p in params])
+        stacks = self._kept_stacks(models)
+        if stacks is not None:
+            params = self._kept[2]
+            for j, (n, stack) in enumerate(zip(self.names, stacks)):
+                out[n] = stack.detach()
+                if torch.is_grad_enabled() and any(ps[j].requires_grad for ps in params):
+                    out[n].requires_grad_()
+                    out[n].register_hook(self._hand_out(j))
+        else:
+            params = [dict(m.named_parameters()) for m in models]
+            for n in self.names:
+                out[n] = torch.stack([p[n] for p in params])
         if self.buffer_names:
             buffers = [dict(m.named_buffers()) for m in models]
             for n in self.buffer_names:
                 out[n] = torch.stack([b[n] for b in buffers])
         return out
+
+    def _hand_out(self, j: int):
+        """The hook on a kept stack of parameter ``j``: each member's parameter receives its row
+        of the gradient, accumulated as autograd accumulates into a parameter."""
+        params = [ps[j] for ps in self._kept[2]]
+
+        def hook(grad: Tensor) -> None:
+            for p, g in zip(params, grad.unbind(0)):
+                if not p.requires_grad:
+                    continue
+                p.grad = g if p.grad is None else p.grad + g
+
+        return hook
 
     def forward(
         self,

@@ -1,0 +1,95 @@
+"""Kept stacks (StackedModel.keep_stacked): the members' parameters live as rows of one tensor per
+parameter between steps. The forward pass and its gradients equal the path that stacks the
+parameters every step (bit for bit), a parameter moved elsewhere is noticed, and a member's files
+hold its own tensors only (rnnlab.train.own_memory), not the stacks."""
+
+import io
+
+import torch
+
+from conftest import tiny_copy
+from rnnlab import config
+from rnnlab import train as T
+from rnnlab.ensemble import train_ensemble
+from rnnlab.model import SequenceModel
+from rnnlab.stacked_model import StackedModel
+
+
+def _models(E=3, cell="lstm"):
+    out = []
+    for k in range(E):
+        torch.manual_seed(k)
+        out.append(SequenceModel(cell, 2, 3, 4).double())
+    return out
+
+
+def _grads(stacked, models, x):
+    for m in models:
+        m.zero_grad(set_to_none=True)
+    out, _ = stacked.forward(models, x)
+    (out * torch.linspace(0.5, 2, out.numel(), dtype=out.dtype).view(out.shape)).sum().backward()
+    return out.detach(), [[p.grad.clone() for p in m.parameters()] for m in models]
+
+
+def test_kept_stacks_give_the_outputs_and_gradients_of_stacking_every_step():
+    models, x = _models(), torch.randn(3, 5, 7, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    plain = StackedModel(models[0])
+    out0, g0 = _grads(plain, models, x)
+    kept = StackedModel(models[0])
+    kept.keep_stacked(models)
+    assert kept.keeps(models) and not kept.keeps(models[::-1]) and not kept.keeps(models[:2])
+    stacks = kept._kept[1]
+    for j, stack in enumerate(stacks):  # each parameter is a row of its stack, the same object as before
+        for k, m in enumerate(models):
+            p = list(m.parameters())[j]
+            assert p.data_ptr() == stack[k].data_ptr()
+    out1, g1 = _grads(kept, models, x)
+    assert torch.equal(out0, out1)
+    for a, b in zip(g0, g1):
+        assert all(torch.equal(u, v) for u, v in zip(a, b))
+    # an optimizer step on a member's own parameter is what the next forward pass reads
+    with torch.no_grad():
+        next(models[1].parameters()).add_(0.25)
+    out2, _ = _grads(kept, models, x)
+    out3, _ = _grads(plain, models, x)
+    assert torch.equal(out2, out3) and not torch.equal(out1[1], out2[1])
+
+
+def test_a_parameter_moved_off_its_row_is_stacked_again():
+    models = _models()
+    x = torch.randn(3, 5, 7, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    kept = StackedModel(models[0])
+    kept.keep_stacked(models)
+    p = next(models[2].parameters())
+    p.data = p.data.clone() * 3  # elsewhere, with new values
+    out, grads = _grads(kept, models, x)
+    assert p.data_ptr() == kept._kept[1][0][2].data_ptr()  # on a row again, its values kept
+    ref, ref_grads = _grads(StackedModel(models[0]), models, x)
+    assert torch.equal(out, ref)
+    assert all(torch.equal(u, v) for a, b in zip(grads, ref_grads) for u, v in zip(a, b))
+
+
+def test_own_memory_copies_views_only_and_keeps_a_state_dicts_metadata():
+    stack = torch.arange(12.0).view(3, 4)
+    sd = _models(1)[0].state_dict()
+    sd["row"], sd["whole"] = stack[1], stack
+    out = T.own_memory({"model": sd, "carry": (stack[0], [stack[2]]), "n": 3})
+    assert out["model"]._metadata == sd._metadata and type(out["model"]) is type(sd)
+    assert out["model"]["whole"] is stack  # a tensor of its whole memory stays itself
+    row = out["model"]["row"]
+    assert torch.equal(row, stack[1]) and row.untyped_storage().nbytes() == 4 * 4
+    assert out["carry"][0].untyped_storage().nbytes() == 16 and torch.equal(out["carry"][1][0], stack[2])
+    buf = io.BytesIO()
+    torch.save(out["carry"][0], buf)
+    assert torch.load(io.BytesIO(buf.getvalue())).untyped_storage().nbytes() == 16
+
+
+def test_an_ensembles_checkpoints_hold_each_members_own_tensors(tmp_path):
+    cfg = config.load("demo/lstm", tiny_copy(steps=3, eval_every=3))
+    train_ensemble(cfg, [0, 1, 2], tmp_path, progress=False)
+    for k in range(3):
+        for name in ("checkpoint.pt", "best.pt"):
+            ck = torch.load(tmp_path / f"seed{k}" / name, weights_only=False)
+            model = ck["model"] if name == "checkpoint.pt" else ck
+            for key, t in model.items():
+                assert t.untyped_storage().nbytes() == t.numel() * t.element_size(), (k, name, key)
