@@ -93,3 +93,21 @@ def test_an_ensembles_checkpoints_hold_each_members_own_tensors(tmp_path):
             model = ck["model"] if name == "checkpoint.pt" else ck
             for key, t in model.items():
                 assert t.untyped_storage().nbytes() == t.numel() * t.element_size(), (k, name, key)
+
+
+def test_a_members_parameter_hooks_run_on_its_row_of_the_gradient():
+    """A hook on one member's parameter (``register_hook``, ``register_post_accumulate_grad_hook``)
+    runs as it does when the parameters are stacked every step: the gradients are equal."""
+    x = torch.randn(3, 5, 7, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    grads, seen = [], []
+    for keep in (False, True):
+        models = _models()
+        p = list(models[1].parameters())[1]
+        p.register_hook(lambda g: g * 3)
+        p.register_post_accumulate_grad_hook(lambda q: seen.append(q.grad.clone()))
+        stacked = StackedModel(models[0])
+        if keep:
+            stacked.keep_stacked(models)
+        grads.append(_grads(stacked, models, x)[1])
+    assert all(torch.equal(u, v) for a, b in zip(*grads) for u, v in zip(a, b))
+    assert len(seen) == 2 and torch.equal(seen[0], seen[1]) and torch.equal(seen[0], grads[0][1][1])

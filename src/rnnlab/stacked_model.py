@@ -176,14 +176,20 @@ class StackedModel:
 
     def _hand_out(self, j: int):
         """The hook on a kept stack of parameter ``j``: each member's parameter receives its row
-        of the gradient, accumulated as autograd accumulates into a parameter."""
+        of the gradient, through the parameter's own hooks (``register_hook``,
+        ``register_post_accumulate_grad_hook``), accumulated as autograd accumulates into it."""
         params = [ps[j] for ps in self._kept[2]]
 
         def hook(grad: Tensor) -> None:
             for p, g in zip(params, grad.unbind(0)):
                 if not p.requires_grad:
                     continue
+                for h in (p._backward_hooks or {}).values():  # the parameter's own hooks, as autograd runs them
+                    r = h(g)
+                    g = g if r is None else r
                 p.grad = g if p.grad is None else p.grad + g
+                for h in (getattr(p, "_post_accumulate_grad_hooks", None) or {}).values():
+                    h(p)
 
         return hook
 
