@@ -475,6 +475,15 @@ def _stack(trees: list):
     return tree_map(lambda *ts: torch.stack(ts), *trees)
 
 
+def _optimizer_layout(m: Member) -> list[list[int]] | None:
+    """The member's parameters as its optimizer groups them: per group, the parameters' indices
+    in ``named_parameters`` order (None where the groups hold other tensors or miss one): the
+    layout of the kept stacks that the stacked optimizer step updates in place."""
+    index = {id(p): i for i, (_, p) in enumerate(m.tr.model.named_parameters())}
+    groups = [[index.get(id(p)) for p in g["params"]] for g in m.tr.opt.param_groups]
+    return None if any(i is None for g in groups for i in g) else groups
+
+
 # ---------------------------------------------------------------------------- the driver
 
 
@@ -498,6 +507,7 @@ class Ensemble(Group):
         # gradient adds to a parameter's in autograd's order, which the stacks' hook would not keep
         with torch.no_grad():
             self.keep = fast and members[0].tr.model.regularization() is None
+        self.layout = _optimizer_layout(members[0])
         self.last_line = time.perf_counter()
 
     def conditions(self) -> dict:
@@ -528,7 +538,7 @@ class Ensemble(Group):
             state = None if states[idx[0]] is None else _stack([states[i] for i in idx])
             models = [ms[i].tr.model for i in idx]
             if self.keep and len(models) > 1 and not self.stacked.keeps(models):
-                self.stacked.keep_stacked(models)  # (again where the members stepping together changed)
+                self.stacked.keep_stacked(models, self.layout)  # (again where the members stepping together changed)
             out, new = self.stacked.forward(models, x, state, lengths)
             yield idx, out, new
 
