@@ -5,6 +5,7 @@ hold its own tensors only (rnnlab.train.own_memory), not the stacks."""
 
 import io
 
+import pytest
 import torch
 
 from conftest import tiny_copy
@@ -13,6 +14,7 @@ from rnnlab import train as T
 from rnnlab.ensemble import train_ensemble
 from rnnlab.model import SequenceModel
 from rnnlab.stacked_model import StackedModel
+from rnnlab.stacked_optim import StackedStep
 
 
 def _models(E=3, cell="lstm"):
@@ -31,12 +33,13 @@ def _grads(stacked, models, x):
     return out.detach(), [[p.grad.clone() for p in m.parameters()] for m in models]
 
 
-def test_kept_stacks_give_the_outputs_and_gradients_of_stacking_every_step():
+@pytest.mark.parametrize("groups", [None, [[5, 1, 0], [2, 3, 4, 6, 7, 8, 9]]])
+def test_kept_stacks_give_the_outputs_and_gradients_of_stacking_every_step(groups):
     models, x = _models(), torch.randn(3, 5, 7, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     plain = StackedModel(models[0])
     out0, g0 = _grads(plain, models, x)
     kept = StackedModel(models[0])
-    kept.keep_stacked(models)
+    kept.keep_stacked(models, groups)
     assert kept.keeps(models) and not kept.keeps(models[::-1]) and not kept.keeps(models[:2])
     stacks = kept._kept[1]
     for j, stack in enumerate(stacks):  # each parameter is a row of its stack, the same object as before
@@ -111,3 +114,51 @@ def test_a_members_parameter_hooks_run_on_its_row_of_the_gradient():
         grads.append(_grads(stacked, models, x)[1])
     assert all(torch.equal(u, v) for a, b in zip(*grads) for u, v in zip(a, b))
     assert len(seen) == 2 and torch.equal(seen[0], seen[1]) and torch.equal(seen[0], grads[0][1][1])
+
+
+def _opt(m):
+    decay = [p for n, p in m.named_parameters() if "weight" in n]
+    rest = [p for n, p in m.named_parameters() if "weight" not in n]
+    return torch.optim.Adam([{"params": rest, "lr": 0.01}, {"params": decay, "lr": 0.02, "weight_decay": 0.1}])
+
+
+def test_the_stacked_step_on_kept_stacks_updates_them_in_place_as_the_gathered_step():
+    """Kept in the optimizer groups' layout, the stacked step reads the parameters, gradients and
+    Adam states where they are (no copies) and gives bit for bit the step that gathers them; the
+    states it adopted are the optimizers' own (state_dict), and after a load_state_dict (a resume)
+    it adopts the loaded ones."""
+    x = torch.randn(3, 5, 7, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    runs = []
+    for keep in (False, True):
+        models = _models()
+        opts = [_opt(m) for m in models]
+        stacked, step = StackedModel(models[0]), StackedStep.build(opts)
+        if keep:
+            index = {id(p): i for i, (_, p) in enumerate(models[0].named_parameters())}
+            stacked.keep_stacked(models, [[index[id(p)] for p in g["params"]] for g in opts[0].param_groups])
+        runs.append((models, opts, stacked, step))
+    for t in range(4):
+        if t == 2:  # a resume: the optimizers' states loaded anew (own tensors, not views of a stack)
+            for _, opts, *_ in runs:
+                for o in opts:
+                    o.load_state_dict(T.own_memory(o.state_dict()))
+        for models, opts, stacked, step in runs:
+            _grads(stacked, models, x)
+            norms = step.step(opts, [[p for g in o.param_groups for p in g["params"]] for o in opts], 0.5)
+            assert norms is not None
+    (m0, o0, *_), (m1, o1, _, step1) = runs
+    for a, b in zip(m0, m1):
+        assert all(torch.equal(u, v) for u, v in zip(a.parameters(), b.parameters()))
+    for a, b in zip(o0, o1):
+        sa, sb = a.state_dict(), b.state_dict()
+        for k in sa["state"]:
+            assert all(torch.equal(sa["state"][k][n], sb["state"][k][n]) for n in ("step", "exp_avg", "exp_avg_sq"))
+    # kept in place: every member's parameters and states of a group lie in one (members, elements) tensor
+    for g in range(2):
+        ps = [p for o in o1 for p in o.param_groups[g]["params"]]
+        assert step1._tiled((g, "param"), ps, 3) is not None
+        for name in ("exp_avg", "exp_avg_sq", "step"):
+            assert (
+                step1._tiled((g, name), [o.state[p][name] for o in o1 for p in o.param_groups[g]["params"]], 3)
+                is not None
+            )

@@ -192,7 +192,10 @@ class StackedModel:
             if torch.is_grad_enabled():  # the gradients' rows, back to back per group as the parameters'
                 grads = [torch.empty(E, n, dtype=dtype, device=device) for n, dtype, device in sizes]
             for j, (n, stack) in enumerate(zip(self.names, stacks)):
-                out[n] = stack.detach()
+                # contiguous, as torch.stack makes it: a column block of a group's stack read in
+                # place takes other product kernels (an LSTM member then differed from itself
+                # stepped alone at the last float32 bit)
+                out[n] = stack.detach().contiguous()
                 if grads is not None and any(ps[j].requires_grad for ps in params):
                     out[n].requires_grad_()
                     rows = None
