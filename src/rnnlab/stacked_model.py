@@ -223,7 +223,7 @@ class StackedModel:
         def hook(grad: Tensor) -> None:
             if rows is not None:
                 rows.copy_(grad.reshape(rows.shape))
-                each = [r.view(p.shape) for r, p in zip(rows, params)]
+                each = rows.view(grad.shape).unbind(0)
             else:
                 each = grad.unbind(0)
             for p, g in zip(params, each):
