@@ -49,7 +49,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from . import device as dev
 from ._compat import moved_attribute
@@ -475,6 +475,16 @@ def _stack(trees: list):
     return tree_map(lambda *ts: torch.stack(ts), *trees)
 
 
+def _unstack(tree, n: int) -> list:
+    """The ``n`` members' parts of a stacked state ``tree`` (tensors with the members first):
+    each leaf unbound once, not indexed once a member."""
+    if isinstance(tree, torch.Tensor):
+        return list(tree.unbind(0))
+    leaves, spec = tree_flatten(tree)
+    rows = [leaf.unbind(0) if isinstance(leaf, torch.Tensor) else [leaf] * n for leaf in leaves]
+    return [tree_unflatten([r[j] for r in rows], spec) for j in range(n)]
+
+
 def _optimizer_layout(m: Member) -> list[list[int]] | None:
     """The member's parameters as its optimizer groups them: per group, the parameters' indices
     in ``named_parameters`` order (None where the groups hold other tensors or miss one): the
@@ -521,8 +531,8 @@ class Ensemble(Group):
         resume from checkpoints of different steps under truncated BPTT)."""
         outs: list = [None] * len(ms)
         for idx, out, new in self._stacked(ms, batches, states):
-            for j, i in enumerate(idx):
-                outs[i] = (out[j], tree_map(lambda t, j=j: t[j], new))
+            for j, (i, state) in enumerate(zip(idx, _unstack(new, len(idx)))):
+                outs[i] = (out[j], state)
         return outs
 
     def _stacked(self, ms: list[Member], batches: list[Batch], states: list):
@@ -550,8 +560,8 @@ class Ensemble(Group):
         for idx, out, new in self._stacked(ms, batches, states):
             parts.append(self.task.member_losses(out, [batches[i] for i in idx]))
             order += idx
-            for j, i in enumerate(idx):
-                news[i] = tree_map(lambda t, j=j: t[j], new)
+            for i, state in zip(idx, _unstack(new, len(idx))):
+                news[i] = state
         loss = parts[0] if len(parts) == 1 else torch.cat(parts)
         if order != sorted(order):  # back into the members' order
             loss = loss[torch.tensor(order).argsort()]
