@@ -162,3 +162,22 @@ def test_the_stacked_step_on_kept_stacks_updates_them_in_place_as_the_gathered_s
                 step1._tiled((g, name), [o.state[p][name] for o in o1 for p in o.param_groups[g]["params"]], 3)
                 is not None
             )
+
+
+def test_members_states_split_from_the_stacked_state_as_indexing_would():
+    from collections import namedtuple
+
+    from torch.utils._pytree import tree_map
+
+    from rnnlab.ensemble import _unstack
+
+    HC = namedtuple("HC", "h c")
+    a, b = torch.randn(3, 2, 4), torch.randn(3, 1, 5)
+    assert _unstack(None, 3) == [None, None, None]
+    for state in (a, (a, b), HC(a, b), [a, (b,)]):
+        parts = _unstack(state, 3)
+        assert len(parts) == 3
+        for j, part in enumerate(parts):
+            expect = tree_map(lambda t, j=j: t[j], state)
+            assert type(part) is type(expect)
+            assert tree_map(lambda u, v: torch.equal(u, v), part, expect) == tree_map(lambda _: True, expect)
