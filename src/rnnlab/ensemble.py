@@ -49,7 +49,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from . import device as dev
 from ._compat import moved_attribute
@@ -475,6 +475,25 @@ def _stack(trees: list):
     return tree_map(lambda *ts: torch.stack(ts), *trees)
 
 
+def _unstack(tree, n: int) -> list:
+    """The ``n`` members' parts of a stacked state ``tree`` (tensors with the members first):
+    each leaf unbound once, not indexed once a member."""
+    if isinstance(tree, torch.Tensor):
+        return list(tree.unbind(0))
+    leaves, spec = tree_flatten(tree)
+    rows = [leaf.unbind(0) if isinstance(leaf, torch.Tensor) else [leaf] * n for leaf in leaves]
+    return [tree_unflatten([r[j] for r in rows], spec) for j in range(n)]
+
+
+def _optimizer_layout(m: Member) -> list[list[int]] | None:
+    """The member's parameters as its optimizer groups them: per group, the parameters' indices
+    in ``named_parameters`` order (None where the groups hold other tensors or miss one): the
+    layout of the kept stacks that the stacked optimizer step updates in place."""
+    index = {id(p): i for i, (_, p) in enumerate(m.tr.model.named_parameters())}
+    groups = [[index.get(id(p)) for p in g["params"]] for g in m.tr.opt.param_groups]
+    return None if any(i is None for g in groups for i in g) else groups
+
+
 # ---------------------------------------------------------------------------- the driver
 
 
@@ -493,6 +512,12 @@ class Ensemble(Group):
         self.lines = lines
         self.stacked = StackedModel(members[0].tr.model, fast)
         self.stacked_step = StackedStep.build([m.tr.opt for m in members]) if fast else None
+        # the members' parameters as rows of stacks kept between steps (StackedModel.keep_stacked),
+        # where a gradient reaches them through the batched forward pass alone: a regulariser's
+        # gradient adds to a parameter's in autograd's order, which the stacks' hook would not keep
+        with torch.no_grad():
+            self.keep = fast and members[0].tr.model.regularization() is None
+        self.layout = _optimizer_layout(members[0])
         self.last_line = time.perf_counter()
 
     def conditions(self) -> dict:
@@ -505,6 +530,13 @@ class Ensemble(Group):
         """One vmap call per kind of batch (the same shapes and kinds of state: all, but after a
         resume from checkpoints of different steps under truncated BPTT)."""
         outs: list = [None] * len(ms)
+        for idx, out, new in self._stacked(ms, batches, states):
+            for j, (i, state) in enumerate(zip(idx, _unstack(new, len(idx)))):
+                outs[i] = (out[j], state)
+        return outs
+
+    def _stacked(self, ms: list[Member], batches: list[Batch], states: list):
+        """Per kind of batch: the members' indices, their stacked outputs and new states."""
         kinds: dict[tuple, list[int]] = {}
         for i, (b, s) in enumerate(zip(batches, states)):
             kinds.setdefault(_signature(b, s), []).append(i)
@@ -514,10 +546,30 @@ class Ensemble(Group):
             if batches[idx[0]].lengths is not None:
                 lengths = _members_lengths([batches[i].lengths for i in idx], x.shape[2], x.shape[1])
             state = None if states[idx[0]] is None else _stack([states[i] for i in idx])
-            out, new = self.stacked.forward([ms[i].tr.model for i in idx], x, state, lengths)
-            for j, i in enumerate(idx):
-                outs[i] = (out[j], tree_map(lambda t, j=j: t[j], new))
-        return outs
+            models = [ms[i].tr.model for i in idx]
+            if self.keep and len(models) > 1 and not self.stacked.keeps(models):
+                self.stacked.keep_stacked(models, self.layout)  # (again where the members stepping together changed)
+            out, new = self.stacked.forward(models, x, state, lengths)
+            yield idx, out, new
+
+    def losses(self, ms: list[Member], batches: list[Batch], states: list) -> tuple:
+        """The group's :meth:`rnnlab.train.Group.losses` with the members' losses computed on
+        their stacked outputs in one go (:meth:`rnnlab.tasks.Task.member_losses`): one loss
+        computation and one backward node for all members, not one per member."""
+        parts, order, news = [], [], [None] * len(ms)
+        for idx, out, new in self._stacked(ms, batches, states):
+            parts.append(self.task.member_losses(out, [batches[i] for i in idx]))
+            order += idx
+            for i, state in zip(idx, _unstack(new, len(idx))):
+                news[i] = state
+        loss = parts[0] if len(parts) == 1 else torch.cat(parts)
+        if order != sorted(order):  # back into the members' order
+            loss = loss[torch.tensor(order).argsort()]
+        regs = [m.tr.model.regularization() for m in ms]
+        if all(r is None for r in regs):
+            return loss, None, loss, news
+        reg = torch.stack([loss.new_zeros(()) if r is None else r for r in regs])
+        return loss, reg, loss + reg, news
 
     def evaluate_members(self, ms: list[Member], split: str) -> list[dict]:
         tc = self.cfg.train

@@ -104,18 +104,139 @@ class StackedModel:
         self.template = batched_template(model, fast)
         self.names = [n for n, _ in self.template.named_parameters()]
         self.buffer_names = [n for n, _ in self.template.named_buffers()]
+        # the kept stacks (keep_stacked): the models, per parameter name the (E, ...) stack whose
+        # rows are those models' parameters, the parameters, and their data pointers
+        self._kept: tuple | None = None
+
+    def keep_stacked(self, models: Sequence[nn.Module], groups: Sequence[Sequence[int]] | None = None) -> None:
+        """Let ``models``' parameters live as the rows of one (E, ...) tensor per parameter
+        name, kept between steps: each parameter (the same object, its optimizer state and
+        checkpoint entries unchanged) becomes a view of its row (``p.data = stack[k]``). A
+        forward pass of these models then reads the stacks as they are, instead of stacking
+        every parameter of every member again, and its backward hands each member its rows of
+        the stacks' gradients (what the backward of the stacking gave it) instead of running
+        one accumulation per member and parameter (an ensemble of 51 small models: 306 of them
+        a step). A parameter whose data moves elsewhere (``p.data = ...``) is noticed at the next
+        forward pass, which stacks the models' parameters again; the parameter objects
+        themselves must stay (as their optimizers hold them). A checkpoint saves each
+        parameter's own row (:func:`rnnlab.train.own_memory`), not the stack.
+
+        ``groups`` (the parameters' indices in ``named_parameters`` order, one list per
+        optimizer parameter group, in the group's order; each parameter once): the stacks of one
+        group are column blocks of one (E, elements) tensor, member k's parameters back to back
+        in its row k, and so are their gradients: the layout :class:`rnnlab.stacked_optim.StackedStep`
+        updates in place, with no gathering of the members' tensors and no writing back."""
+        params = [[p for _, p in m.named_parameters()] for m in models]
+        E, first = len(models), params[0]
+        layout: list = [None] * len(self.names)  # per parameter: (group, first column), or None
+        flats: list[Tensor] = []
+        if groups is not None and sorted(j for g in groups for j in g) == list(range(len(self.names))):
+            for g in groups:
+                kinds = {(first[j].dtype, first[j].device) for j in g}
+                if len(kinds) != 1:
+                    layout = [None] * len(self.names)
+                    flats = []
+                    break
+                dtype, device = kinds.pop()
+                off = 0
+                for j in g:
+                    layout[j] = (len(flats), off)
+                    off += first[j].numel()
+                flats.append(torch.empty(E, off, dtype=dtype, device=device))
+        stacks = []
+        with torch.no_grad():
+            for j in range(len(self.names)):
+                if layout[j] is None:
+                    stack = torch.stack([ps[j] for ps in params])
+                else:
+                    g, off = layout[j]
+                    stack = flats[g][:, off : off + first[j].numel()].view(E, *first[j].shape)
+                    stack.copy_(torch.stack([ps[j] for ps in params]))
+                for k, ps in enumerate(params):
+                    ps[j].data = stack[k]
+                stacks.append(stack)
+        sizes = [(f.shape[1], f.dtype, f.device) for f in flats]
+        self._kept = (list(models), stacks, params, self._pointers(params), layout, sizes, groups)
+
+    @staticmethod
+    def _pointers(params) -> list[int]:
+        return [p.data_ptr() for ps in params for p in ps]
+
+    def keeps(self, models: Sequence[nn.Module]) -> bool:
+        """Whether ``models`` (these objects, in this order) are the ones :meth:`keep_stacked` kept."""
+        kept = self._kept[0] if self._kept is not None else []
+        return len(kept) == len(models) and all(a is b for a, b in zip(kept, models))
+
+    def _kept_stacks(self, models: Sequence[nn.Module]) -> list[Tensor] | None:
+        """The kept stacks of ``models`` (:meth:`keep_stacked`), or None where these are not the
+        models kept (another set, another order). Where a parameter has moved off its row (its
+        data pointer changed: ``p.data = ...``), the models' parameters are stacked and kept
+        again first, from their values now."""
+        if not self.keeps(models):
+            return None
+        _, stacks, params, ptrs, *_, groups = self._kept
+        if self._pointers(params) != ptrs:
+            self.keep_stacked(models, groups)
+            stacks = self._kept[1]
+        return stacks
 
     def tensors(self, models: Sequence[nn.Module]) -> dict[str, Tensor]:
-        """The models' parameters and buffers, stacked (parameters differentiably)."""
+        """The models' parameters and buffers, stacked (parameters differentiably: the
+        gradients reach each model's own parameters)."""
         out = {}
-        params = [dict(m.named_parameters()) for m in models]
-        for n in self.names:
-            out[n] = torch.stack([p[n] for p in params])
+        stacks = self._kept_stacks(models)
+        if stacks is not None:
+            _, _, params, _, layout, sizes, _ = self._kept
+            E = len(models)
+            grads = None
+            if torch.is_grad_enabled():  # the gradients' rows, back to back per group as the parameters'
+                grads = [torch.empty(E, n, dtype=dtype, device=device) for n, dtype, device in sizes]
+            for j, (n, stack) in enumerate(zip(self.names, stacks)):
+                # contiguous, as torch.stack makes it: a column block of a group's stack read in
+                # place takes other product kernels (an LSTM member then differed from itself
+                # stepped alone at the last float32 bit)
+                out[n] = stack.detach().contiguous()
+                if grads is not None and any(ps[j].requires_grad for ps in params):
+                    out[n].requires_grad_()
+                    rows = None
+                    if layout[j] is not None:
+                        g, off = layout[j]
+                        rows = grads[g][:, off : off + stack[0].numel()]
+                    out[n].register_hook(self._hand_out(j, rows))
+        else:
+            params = [dict(m.named_parameters()) for m in models]
+            for n in self.names:
+                out[n] = torch.stack([p[n] for p in params])
         if self.buffer_names:
             buffers = [dict(m.named_buffers()) for m in models]
             for n in self.buffer_names:
                 out[n] = torch.stack([b[n] for b in buffers])
         return out
+
+    def _hand_out(self, j: int, rows: Tensor | None):
+        """The hook on a kept stack of parameter ``j``: each member's parameter receives its row
+        of the gradient (copied into ``rows``, the (E, elements) columns of its group's gradient,
+        where given), through the parameter's own hooks (``register_hook``,
+        ``register_post_accumulate_grad_hook``), accumulated as autograd accumulates into it."""
+        params = [ps[j] for ps in self._kept[2]]
+
+        def hook(grad: Tensor) -> None:
+            if rows is not None:
+                rows.copy_(grad.reshape(rows.shape))
+                each = rows.view(grad.shape).unbind(0)
+            else:
+                each = grad.unbind(0)
+            for p, g in zip(params, each):
+                if not p.requires_grad:
+                    continue
+                for h in (p._backward_hooks or {}).values():  # the parameter's own hooks, as autograd runs them
+                    r = h(g)
+                    g = g if r is None else r
+                p.grad = g if p.grad is None else p.grad + g
+                for h in (getattr(p, "_post_accumulate_grad_hooks", None) or {}).values():
+                    h(p)
+
+        return hook
 
     def forward(
         self,

@@ -64,6 +64,8 @@ class StackedStep:
         self._views: dict[tuple, tuple[list[Tensor], list[int], list[Tensor], list[int]]] = {}
         # the members' state tensors: {(group, name): (their state dicts, the tensors)}
         self._kept: dict[tuple, tuple[list[dict], list[Tensor]]] = {}
+        # for _tiled: {key: (the tensors' sizes, element size, byte offsets, elements)}
+        self._sizes: dict[tuple, tuple] = {}
 
     @classmethod
     def build(cls, opts: Sequence[torch.optim.Optimizer]) -> StackedStep | None:
@@ -116,8 +118,36 @@ class StackedStep:
         return torch.cat(flat if flat is not None else [t.reshape(-1) for t in ts]).view(K, -1)
 
     def _grads(self, opts, g: int) -> Tensor:
-        """(K, elements) of the members' gradients of group ``g`` (new tensors at every step)."""
-        return self._rows([p.grad for o in opts for p in o.param_groups[g]["params"]], len(opts))
+        """(K, elements) of the members' gradients of group ``g`` (new tensors at every step): the
+        gradients themselves where they lie back to back in one memory (the kept stacks of
+        :meth:`rnnlab.stacked_model.StackedModel.keep_stacked`), else a copy."""
+        grads = [p.grad for o in opts for p in o.param_groups[g]["params"]]
+        tiled = self._tiled((g, "grad"), grads, len(opts))
+        return tiled if tiled is not None else self._rows(grads, len(opts))
+
+    def _tiled(self, key: tuple, ts: list[Tensor], K: int) -> Tensor | None:
+        """The (K, elements) tensor whose row k holds member k's tensors of ``ts`` back to back,
+        where ``ts`` (K members' tensors in member order) lie so in one memory: a view of that
+        memory, whose updates are the members' own. None where they do not."""
+        sizes = self._sizes.get(key)
+        if sizes is None or len(sizes[0]) != len(ts):
+            sizes = ([t.numel() for t in ts], ts[0].element_size())
+            steps, at = [], 0
+            for n in sizes[0]:
+                steps.append(at)
+                at += n * sizes[1]
+            self._sizes[key] = sizes = (sizes[0], sizes[1], steps, at // sizes[1])
+        first, last = ts[0], ts[-1]
+        base = first.data_ptr()
+        if (
+            [t.data_ptr() - base for t in ts] != sizes[2]
+            or not all(t.is_contiguous() and t.dtype == first.dtype for t in ts)
+            or first.untyped_storage().data_ptr() != last.untyped_storage().data_ptr()
+            or sizes[3] % K
+        ):
+            return None
+        n = sizes[3] // K
+        return first.detach().as_strided((K, n), (n, 1), first.storage_offset())
 
     def _flat_views(self, key: tuple, ts: list[Tensor]) -> tuple[list[Tensor], list[int]] | None:
         """Each tensor of ``ts`` as a flat view, and their sizes; kept while ``ts`` are the same
@@ -171,23 +201,54 @@ class StackedStep:
         self._kept[(g, name)] = (dicts, ts)
         return ts
 
-    def _state(self, opts, g: int, name: str, init) -> tuple[list[Tensor], Tensor]:
-        """The members' state tensors ``name`` of group ``g`` and their (K, elements) stack."""
+    def _state(self, opts, g: int, name: str, init) -> tuple[list[Tensor] | None, Tensor]:
+        """The members' state tensors ``name`` of group ``g`` and their (K, elements) stack; the
+        tensors are None where the stack is their memory (nothing to write back). Where it is not
+        (a first step, a resume's ``load_state_dict``), the members' state tensors become views
+        of the stack's rows from here on (:meth:`_adopt`): the state a member's optimizer holds
+        and saves is the same values, and later steps update it in place."""
         ts = self._members_state(opts, g, name, init)
-        return ts, self._stack((g, name), ts, len(opts))
+        tiled = self._tiled((g, name), ts, len(opts))
+        if tiled is not None:
+            return None, tiled
+        stack = self._stack((g, name), ts, len(opts))
+        self._adopt(opts, g, name, ts, stack)
+        return None, stack
+
+    def _adopt(self, opts, g: int, name: str, ts: list[Tensor], stack: Tensor) -> None:
+        """Each member's state tensor ``name`` of group ``g`` (``ts``, in member order) replaced
+        in its optimizer's state by the same values as a view of its place in ``stack``."""
+        at, flat = 0, stack.view(-1)
+        k = 0
+        for o in opts:
+            for p in o.param_groups[g]["params"]:
+                t = ts[k]
+                view = flat[at : at + t.numel()].view(t.shape)
+                o.state[p][name] = view
+                ts[k] = view  # (the kept list of this state's tensors, _members_state)
+                at += t.numel()
+                k += 1
+        self._views.pop((g, name), None)
 
     def _steps(self, opts, g: int) -> list[float]:
         """Advance each member's step counts of group ``g``; each member's new count."""
         counts = self._members_state(opts, g, "step", lambda p: torch.tensor(0.0, dtype=_get_scalar_dtype()))
-        torch._foreach_add_(counts, 1)
-        per = len(opts[0].param_groups[g]["params"])
-        return torch.stack(counts[::per]).tolist()  # (one read, not one per member)
+        K = len(opts)
+        tiled = self._tiled((g, "step"), counts, K)
+        if tiled is None:  # from here on one (K, parameters) tensor of counts: one add a step
+            tiled = torch.stack(counts).view(K, -1)
+            self._adopt(opts, g, "step", counts, tiled)
+        tiled.add_(1)
+        return tiled[:, 0].tolist()  # (one read, not one per member)
 
     def _group(self, opts, g: int, G: Tensor, K: int) -> None:
         """Group ``g`` of every member: torch's own update (its functional form, on the (K,
         elements) stacks), once per set of members that share a learning rate and step count."""
         ps = [p for o in opts for p in o.param_groups[g]["params"]]
-        P = self._stack((g, "param"), ps, K)
+        P = self._tiled((g, "param"), ps, K)  # the kept stacks (StackedModel.keep_stacked)
+        write = P is None
+        if write:
+            P = self._stack((g, "param"), ps, K)
         zeros = lambda p: torch.zeros_like(p, memory_format=torch.preserve_format)  # noqa: E731
         states = [self._state(opts, g, name, zeros) for name in _STATES[self.kind]]
         steps = self._steps(opts, g) if _STATES[self.kind] else [0.0] * K
@@ -203,9 +264,8 @@ class StackedStep:
             self._torch_step(opts[0].param_groups[g], lr, step, part[0], G[idx], part[1:])
             for whole, rows_done in zip([P, *(S for _, S in states)], part):
                 whole.index_copy_(0, idx, rows_done)
-        for name, (ts, S) in zip(_STATES[self.kind], states):
-            self._write((g, name), ts, S)
-        self._write((g, "param"), ps, P)
+        if write:
+            self._write((g, "param"), ps, P)
 
     def _torch_step(self, group: dict, lr: float, step: float, P: Tensor, G: Tensor, S: list[Tensor]) -> None:
         """torch's functional update of one (rows, elements) stack, in place: the formula and

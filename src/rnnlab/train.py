@@ -21,6 +21,7 @@ group takes the named steps for every member:
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import logging
 import math
@@ -573,6 +574,11 @@ def next_batches(task: Task, trs: list[Trainer]) -> list[Batch]:
     return [to_device(b, tr.device) for tr, b in zip(trs, task.assemble([next(tr.stream) for tr in trs]))]
 
 
+def _rows(ts: list) -> torch.Tensor:
+    """The 0-d tensors ``ts`` as one (n,) tensor (differentiably)."""
+    return ts[0].reshape(1) if len(ts) == 1 else torch.stack(ts)
+
+
 @torch.no_grad()
 def _values(ts: list, fn=None) -> list:
     """The 0-d tensors ``ts`` (or ``fn`` of them) as Python values, read in one go (one stack
@@ -713,7 +719,7 @@ def evaluate_and_checkpoint(run: RunState, tr: Trainer, on_eval=None, metrics: d
     _stop_if_not_finite(run, tr, value)
     if _improved(value, prog.best_value, run.higher_select):
         prog.best_value, prog.best_step = value, step
-        atomic_save(tr.model.state_dict(), run.files.best)
+        atomic_save(own_memory(tr.model.state_dict()), run.files.best)
     if tc.schedule == "plateau":
         tr.sched.step(value)
     if tc.target_metric and tc.target_metric in run.last_eval:
@@ -786,24 +792,50 @@ def _report_eval(run: RunState, tr: Trainer, s_per_step: float) -> None:
         )
 
 
+def own_memory(obj):
+    """``obj`` (tensors in dicts, lists and tuples: a state dict, a checkpoint) with each tensor
+    that views a larger memory replaced by a copy of itself: ``torch.save`` writes a view's whole
+    memory, and an ensemble's members keep their parameters as rows of one stack per parameter
+    (:meth:`rnnlab.stacked_model.StackedModel.keep_stacked`) and their carried states as rows of
+    the batched state, so a member's file would hold every member's tensors. A dict keeps its
+    type and attributes (a state dict's ``_metadata``)."""
+    if isinstance(obj, torch.Tensor):
+        if obj.layout == torch.strided and obj.untyped_storage().nbytes() > obj.numel() * obj.element_size():
+            return obj.clone()
+        return obj
+    if isinstance(obj, dict):
+        out = copy.copy(obj)
+        for k, v in obj.items():
+            out[k] = own_memory(v)
+        return out
+    if isinstance(obj, list):
+        return [own_memory(v) for v in obj]
+    if isinstance(obj, tuple):
+        values = [own_memory(v) for v in obj]
+        return type(obj)(*values) if hasattr(obj, "_fields") else type(obj)(values)
+    return obj
+
+
 def save_checkpoint(run: RunState, tr: Trainer, value: float | None) -> None:
     """checkpoint.pt, atomically: everything a resume needs to continue exactly."""
     run.prog.elapsed = time.perf_counter() - run.t_start
     device = tr.device
     atomic_save(
-        {
-            "model": tr.model.state_dict(),
-            "optimizer": tr.opt.state_dict(),
-            "scheduler": tr.sched.state_dict() if tr.sched is not None else None,
-            "rng": torch.get_rng_state(),
-            "progress": vars(run.prog).copy(),
-            "carry": tr.carry,
-            "config": run.cfg.to_dict(),
-            "select_value": value,
-            "device": str(device),
-            "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-            "scaler": tr.scaler.state_dict() if tr.scaler is not None else None,
-        },
+        own_memory(
+            {
+                "model": tr.model.state_dict(),
+                "optimizer": tr.opt.state_dict(),
+                "scheduler": tr.sched.state_dict() if tr.sched is not None else None,
+                "rng": torch.get_rng_state(),
+                "progress": vars(run.prog).copy(),
+                "carry": tr.carry,
+                "config": run.cfg.to_dict(),
+                "select_value": value,
+                "device": str(device),
+                "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                "scaler": tr.scaler.state_dict() if tr.scaler is not None else None,
+            }
+        ),
         run.files.checkpoint,
     )
     run.good = (run.prog.step, value)
@@ -1032,6 +1064,15 @@ class Group:
         log.warning(f"{m.root}: {m.error}")
 
     # --- one step ------------------------------------------------------------------------
+    def losses(self, ms: list[Member], batches: list[Batch], states: list) -> tuple:
+        """The forward pass and each member's loss terms (under the run's autocast): ``(loss,
+        reg, total, new)``, the task losses, the regularisers (or None) and their sums as (n,)
+        tensors, and each member's new state."""
+        outs = self.forward(ms, batches, states)
+        terms = [step_loss(m.tr, out, b) for m, b, (out, _) in zip(ms, batches, outs)]
+        loss, reg, total = ([t[i] for t in terms] for i in range(3))
+        return _rows(loss), None if reg[0] is None else _rows(reg), _rows(total), [new for _, new in outs]
+
     def step(self, ms: list[Member]) -> None:
         """One optimizer step of every member in ``ms`` (all at the same step). What the
         members' tensors are read for (finite losses, the logged values, the norms) is read
@@ -1039,45 +1080,48 @@ class Group:
         batches = next_batches(self.task, [m.tr for m in ms])
         states = [carried_state(m.tr, b) for m, b in zip(ms, batches)]
         with dev.autocast(self.device, self.precision):
-            outs = self.forward(ms, batches, states)
-            losses = [step_loss(m.tr, out, b) for m, b, (out, _) in zip(ms, batches, outs)]
-        finite = _values([total for _, _, total in losses], torch.isfinite)
+            loss, reg, total, news = self.losses(ms, batches, states)
         ok = []
-        for m, (loss, reg, total), (_, new), fine in zip(ms, losses, outs, finite):
+        for i, (m, fine) in enumerate(zip(ms, torch.isfinite(total.detach()).tolist())):
             try:
                 if not fine:
-                    check_loss(m.run, total, loss)
+                    check_loss(m.run, total[i], loss[i])
             except Exception as e:
                 self.fail(m, e)
                 continue
-            ok.append((m, loss, reg, total, new))
+            ok.append(i)
         if not ok:
             return
-        for m, *_ in ok:
-            for p in m.tr.params:  # opt.zero_grad(set_to_none=True) without its hooks
+        for i in ok:
+            for p in ms[i].tr.params:  # opt.zero_grad(set_to_none=True) without its hooks
                 p.grad = None
         # the members' losses are independent: the gradient of their sum is each one's own
-        totals = [m.tr.stepper.scaled(total) for m, _, _, total, _ in ok]
-        (totals[0] if len(totals) == 1 else torch.stack(totals).sum()).backward()
-        loss_values = _values([loss for _, loss, *_ in ok])
-        regs = [reg for _, _, reg, *_ in ok]
-        reg_values = [None] * len(ok) if regs[0] is None else _values(regs)
-        norms = self._stacked_step([m for m, *_ in ok])  # (reads the gradients, scales none in place)
+        if any(ms[i].tr.scaler is not None for i in ok):  # fp16: each member's scale
+            sum(ms[i].tr.stepper.scaled(total[i]) for i in ok).backward()
+        else:
+            (total if len(ok) == len(ms) else total[torch.tensor(ok)]).sum().backward()
+        loss = loss.detach()
+        loss_values = loss.tolist()
+        reg_values = [None] * len(ms) if reg is None else reg.detach().tolist()
+        ms_ok = [ms[i] for i in ok]
+        norms = self._stacked_step(ms_ok)  # (reads the gradients, scales none in place)
         if norms is None:  # each member's clipping scales its gradients in place
-            for m, *_ in ok:
+            for m in ms_ok:
                 _grads_own_memory(m.tr.params)
         elif any(n is not None for n in norms):  # members without clipping (threshold 0) have none
-            have = [i for i, n in enumerate(norms) if n is not None]
-            read = dict(zip(have, _values([norms[i] for i in have])))
-            norms = [read.get(i) for i in range(len(norms))]
-        for i, (m, loss, _, _, new) in enumerate(ok):
+            have = [k for k, n in enumerate(norms) if n is not None]
+            read = dict(zip(have, _values([norms[k] for k in have])))
+            norms = [read.get(k) for k in range(len(norms))]
+        for k, i in enumerate(ok):
+            m = ms[i]
             try:
-                stop = overflow_stop(m.run, loss)
+                stop = overflow_stop(m.run, loss[i])
                 if norms is None:  # each member's optimizer alone (clipping, the fp16 scaler)
                     gnorm = m.tr.stepper.clip_and_step(stop)
                 else:  # stepped together: the stop on an overflowing norm
-                    gnorm = m.tr.stepper.check_norm(norms[i], stop)
-                log_step(m.run, m.tr, after_update(m.run, m.tr, loss_values[i], reg_values[i], new, gnorm), self.bar)
+                    gnorm = m.tr.stepper.check_norm(norms[k], stop)
+                out = after_update(m.run, m.tr, loss_values[i], reg_values[i], news[i], gnorm)
+                log_step(m.run, m.tr, out, self.bar)
             except Exception as e:
                 self.fail(m, e)
 

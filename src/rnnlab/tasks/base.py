@@ -163,6 +163,34 @@ class Task:
             return F.binary_cross_entropy_with_logits(o, y)
         raise ValueError(f"unknown loss_kind {self.loss_kind!r}")
 
+    def member_losses(self, out: Tensor, batches: list[Batch]) -> Tensor:
+        """Each member's :meth:`loss` as one (E,) tensor: ``out`` (E, B, ...) holds E models'
+        outputs, ``batches[k]`` member k's batch. Where the task's loss is this class's and no
+        position is masked out (readout ``"last"``, or ``"all"`` without masks and lengths) it is
+        one computation for all members (an ensemble's 51 losses and their backward were 51
+        small computations each), equal to each member's own to rounding; otherwise member by
+        member."""
+        kind = self.loss_kind
+        cls = type(self)
+        fused = (
+            cls.loss is Task.loss
+            and cls._positions is Task._positions
+            and kind in ("ce", "mse", "bce")
+            and all(b.mask is None and (self.readout == "last" or b.lengths is None) for b in batches)
+        )
+        y = torch.stack([b.y for b in batches]) if fused else None
+        if fused and kind == "ce" and y.dtype == torch.long and out.shape[:-1] == y.shape:
+            E, C = out.shape[0], out.shape[-1]
+            each = F.cross_entropy(out.reshape(-1, C), y.reshape(-1), reduction="none").view(E, -1)
+            counted = (y.reshape(E, -1) != -100).sum(1)  # F.cross_entropy's ignore_index: not counted
+            return each.sum(1) / counted
+        if fused and kind == "mse" and out.numel() == y.numel():
+            return F.mse_loss(out.reshape(y.shape), y, reduction="none").reshape(y.shape[0], -1).mean(1)
+        if fused and kind == "bce" and out.shape == y.shape:
+            each = F.binary_cross_entropy_with_logits(out, y, reduction="none")
+            return each.reshape(y.shape[0], -1).mean(1)
+        return torch.stack([self.loss(o, b) for o, b in zip(out.unbind(0), batches)])
+
     def metric_sums(self, out: Tensor, batch: Batch) -> dict[str, tuple[float, float]]:
         """Per-batch ``{metric: (sum, count)}``; the trainer adds them up over a split and
         divides, then calls :meth:`finalize`."""
