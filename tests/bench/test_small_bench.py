@@ -50,3 +50,24 @@ def test_table_shows_the_ratios():
     assert "| dmu/adding-rnn | 1 | 10.0 | 4.0 | 2.0 | 2.5x | 2.00 |" in table
     assert "| dmu/adding-rnn | 51 | 100.0 | 80.0 | 100.0 | 1.2x | 0.80 |" in table
     assert "| dmu/adding-rnn | 20 | 500 | 25.0 |" in table
+
+
+def test_whole_protocol_projection_reads_each_presets_budget():
+    # dmu/adding-rnn: 20,000 updates, validation every 200 (100 passes) on 1,000 sequences, one
+    # test pass on 10,000 (the preset's description gives all four numbers)
+    rows = [
+        {
+            "preset": "dmu/adding-rnn",
+            "members": 1,
+            "before_s": 0.01,
+            "after_s": 0.004,
+            "floor_s": 0.002,
+            "eval_s": 0.02,
+        },
+        {"preset": "dmu/adding-rnn", "members": 51, "before_s": 0.1, "after_s": 0.09, "floor_s": 0.1, "eval_s": 0.36},
+    ]
+    hours = small_bench.protocol_hours(rows)
+    assert list(hours) == ["dmu/adding-rnn"]
+    assert hours["dmu/adding-rnn"] == pytest.approx((20_000 * 0.09 + 100 * 0.36 + 10 * 0.36) / 3600)
+    assert "**0.51 CPU-h** for 1 presets x 51 seeds" in small_bench.format_table(rows)
+    assert small_bench.protocol_hours(rows[:1]) == {}

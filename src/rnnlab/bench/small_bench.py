@@ -278,7 +278,37 @@ def format_table(rows: list[dict]) -> str:
         ]
         for p, e in pairs:
             lines.append(f"| {p} | {e[1] * 1e3:.0f} | {e[big] * 1e3:.0f} | {e[big] / e[1]:.1f} |")
+    whole = protocol_hours(rows)
+    if whole:
+        size = max(r["members"] for r in rows)
+        lines += [
+            "",
+            f"Whole protocol, projected from the rows at E = {size} (each preset's full budget of updates at the "
+            "after step's time, its validation passes at the measured evaluation, its test pass scaled by set size; "
+            f"runs that stop early cost less): **{sum(whole.values()):.2f} CPU-h** for {len(whole)} presets x {size} seeds.",
+        ]
     return "\n".join(lines)
+
+
+def protocol_hours(rows: list[dict]) -> dict:
+    """CPU-hours of each preset's whole protocol at its largest timed ensemble (one thread),
+    projected from the record: ``train.steps`` updates at ``after_s``, ``steps // eval_every``
+    validation passes at ``eval_s`` and one test pass at ``eval_s * test_size / val_size``. Empty
+    when the rows lack the ensemble size (a record of E = 1 only)."""
+    size = max((r["members"] for r in rows), default=1)
+    if size == 1:
+        return {}
+    out = {}
+    for r in rows:
+        if r["members"] != size:
+            continue
+        cfg = _cfg(r["preset"], "auto")
+        tc, task = cfg.train, cfg.task
+        val, test = task.options.get("val_size"), task.options.get("test_size")
+        evals = tc.steps // tc.eval_every if tc.eval_every else 0
+        test_pass = r["eval_s"] * test / val if val and test else r["eval_s"]
+        out[r["preset"]] = (tc.steps * r["after_s"] + evals * r["eval_s"] + test_pass) / 3600
+    return out
 
 
 # --- the width limits of backend="auto" (rnnlab.kernels.dispatch.AUTO_MAX_WIDTH) -------------
