@@ -47,6 +47,9 @@ def test_folded_product_declines_what_it_does_not_serve():
         assert KE._folded_rows_product(torch.randn(E, N, 9), torch.randn(E, 10, 9), None) is None  # too many inputs
         assert KE._folded_rows_product(torch.randn(E, N, 2), torch.randn(E, 11, 2), None) is None  # too many outputs
         assert KE._folded_rows_product(rows.transpose(1, 2).contiguous().transpose(1, 2), weight, bias) is None
+        bad = rows.clone()
+        bad[1, 5, 0] = float("inf")  # folded with its neighbours, 0 x inf would be NaN there
+        assert KE._folded_rows_product(bad, weight, bias) is None
         assert KE._folded_rows_product(rows, weight, bias) is not None
 
 

@@ -130,7 +130,8 @@ def _folded_rows_product(rows: Tensor, weight: Tensor, bias: Tensor | None) -> T
     12.1 against 27.0 (so G up to 10); folded by 8 or 16 was slower than by 4 for 2 into 8.
 
     Only without autograd (the evaluation; training keeps its products and their gradients),
-    for a product in that range, with each member's rows one block of memory; None otherwise.
+    for a product in that range, with each member's rows one block of memory and finite; None
+    otherwise.
     The sums run in another order than ``baddbmm``'s: a few float32 ulps apart, as any batched
     product is from the single run's ``F.linear``."""
     E, N, I = rows.shape
@@ -139,6 +140,8 @@ def _folded_rows_product(rows: Tensor, weight: Tensor, bias: Tensor | None) -> T
         return None
     if rows.stride(2) != 1 or rows.stride(1) != I:
         return None
+    if not torch.isfinite(rows[:1] if rows.stride(0) == 0 else rows).all():
+        return None  # (0 x inf would put a NaN into the rows folded with an infinite one)
     block = weight.new_zeros(E, k, I, k, G)
     for j in range(k):
         block[:, j, :, j, :] = weight.transpose(1, 2)
