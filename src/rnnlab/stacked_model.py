@@ -17,10 +17,13 @@ from torch.nn import functional as F
 from torch.utils._pytree import tree_map
 
 from . import device as dev
-from .cells.base import check_lengths, iter_cells
+from .cells.base import as_lengths, check_lengths, iter_cells
 from .cells.layers import Recurrent
 from .evaluation import add_metric_sums, eval_data, split_metrics
-from .kernels.amp import low_precision_autocast
+from .kernels import direct as direct_kernels
+from .kernels import ensemble as ensemble_kernels
+from .kernels.amp import autocasting, low_precision_autocast
+from .kernels.state import map_state
 from .tasks.base import Task, max_steps
 
 __all__ = ["AUTOCAST_PRODUCTS", "EVAL_ELEMENTS", "StackedModel", "batched_template", "eval_chunk"]
@@ -28,6 +31,9 @@ __all__ = ["AUTOCAST_PRODUCTS", "EVAL_ELEMENTS", "StackedModel", "batched_templa
 #: the evaluation of several members runs in chunks of at most this many activation elements
 #: (batch x time x the widths of the recurrent layers and the readout, per member)
 EVAL_ELEMENTS = 2**26
+#: whether a covered model's forward runs directly on the stacks, outside vmap
+#: (:meth:`StackedModel.direct_plan`); False: always the vmap path (the path before)
+DIRECT = True
 # LONE_MEMBER: a batched call of one member runs as two, the member beside a detached copy of
 # itself whose outputs are dropped. Some of the batched products take another kernel for a
 # batch of one (measured, torch 2.13 CPU: a demo/lstm member's weight gradients then differed
@@ -36,6 +42,10 @@ EVAL_ELEMENTS = 2**26
 # of different steps (a kill between two members' checkpoint writes) or ends an evaluation
 # chunk; it must compute what it would have among the others, so that a resumed ensemble is
 # bit-identical to the uninterrupted one.
+
+
+def _parametrized(module: nn.Module) -> bool:
+    return any(hasattr(m, "parametrizations") for m in module.modules())
 
 
 def batched_template(model: nn.Module, fast: bool = True) -> nn.Module:
@@ -107,6 +117,8 @@ class StackedModel:
         # the kept stacks (keep_stacked): the models, per parameter name the (E, ...) stack whose
         # rows are those models' parameters, the parameters, and their data pointers
         self._kept: tuple | None = None
+        #: what the last :meth:`forward` ran: "direct" (:meth:`direct_plan`) or "vmap"
+        self.last_path: str | None = None
 
     def keep_stacked(self, models: Sequence[nn.Module], groups: Sequence[Sequence[int]] | None = None) -> None:
         """Let ``models``' parameters live as the rows of one (E, ...) tensor per parameter
@@ -257,6 +269,12 @@ class StackedModel:
                 lengths = None if lengths is None else torch.cat([lengths, lengths])
             state = None if state is None else tree_map(lambda t: torch.cat([t, t.detach()]), state)
 
+        plan = self.direct_plan(x, state, lengths, shared)
+        self.last_path = "direct" if plan is not None else "vmap"
+        if plan is not None:
+            out = self._direct(plan, tensors, x, state, lengths, shared)
+            return tree_map(lambda t: t[:1], out) if lone else out
+
         def one(p, x, state, lengths):
             return functional_call(self.template, p, (x, state, lengths))  # SequenceModel.forward_batch's call
 
@@ -264,6 +282,111 @@ class StackedModel:
         with _AutocastInVmap() if low_precision_autocast(x) else contextlib.nullcontext():
             out = vmap(one, in_dims=in_dims)(tensors, x, state, lengths)
         return tree_map(lambda t: t[:1], out) if lone else out
+
+    def direct_plan(self, x: Tensor, state=None, lengths: Tensor | None = None, shared: bool = False):
+        """Whether :meth:`forward` of ``x`` runs directly on the stacked parameters, outside
+        ``vmap`` (:meth:`_direct`: the input terms, the recurrence and the readout each one
+        batched call over the members), and how: a plan, or None (the ``vmap`` path). The one
+        place this is decided; :attr:`last_path` says what the last forward ran.
+
+        Covered: a :class:`rnnlab.model.SequenceModel` (the DMU synthetic presets' shape) whose
+        encoder is none or one-hot, with one unidirectional recurrent layer of a cell
+        :func:`rnnlab.kernels.direct.runner` covers on its dispatch path (RNN/IRNN, LSTM, GRU,
+        RHN, DMU), nothing between it and the linear readout (no dropout while training, no
+        pooling, no dense layer), the batched cells (not ``fast=False``), no bf16/fp16 autocast,
+        no parametrized weights."""
+        from .model import OneHot, SequenceModel
+
+        m = self.template
+        if not DIRECT or not isinstance(m, SequenceModel) or low_precision_autocast(x) or autocasting(x.device.type):
+            return None
+        rnn = m.rnn
+        if not isinstance(m.encoder, (nn.Identity, OneHot)) or not isinstance(m.pool, nn.Identity):
+            return None
+        if not isinstance(m.dense, nn.Identity) or not (isinstance(m.drop, nn.Identity) or not m.training):
+            return None
+        if not isinstance(m.readout, nn.Linear) or type(rnn).forward is not Recurrent.forward:
+            return None
+        if rnn.members != "batched" or rnn.num_layers != 1 or rnn.num_directions != 1 or not rnn.batch_first:
+            return None
+        if len(rnn.cells) != 1 or _parametrized(rnn):
+            return None
+        cell = rnn.cells[0]
+        member = x if shared else x[0]
+        tokens = isinstance(m.encoder, OneHot) and member.dim() == 2 and not member.is_floating_point()
+        if isinstance(m.encoder, OneHot) != tokens:
+            return None
+        if not tokens and (member.dim() != 3 or member.shape[-1] != rnn.input_size):
+            return None
+        if member.dim() < 2 or member.shape[1] == 0 or member.shape[0] == 0:
+            return None
+        # the cell's dispatch path on one member's (T, B, I) input, as Recurrent would ask it
+        like = torch.empty((), dtype=torch.get_default_dtype() if tokens else member.dtype, device=x.device)
+        like = like.expand(member.shape[1], member.shape[0], rnn.input_size)
+        path = cell.path(like, None if lengths is None else lengths, ensemble=True)
+        run = direct_kernels.runner(cell, path)
+        if run is None:
+            return None
+        # one-hot inputs reach the layer as their tokens where it reads them linearly (SequenceModel._encode)
+        ids = tokens and ensemble_kernels.TOKEN_INPUTS and cell.reads_input_linearly(like, lengths, ensemble=True)
+        return (run, path, tokens, ids)
+
+    def _direct(self, plan, tensors: dict, x: Tensor, state, lengths: Tensor | None, shared: bool):
+        """:meth:`forward` on the plan of :meth:`direct_plan`: the template's ``SequenceModel.forward``
+        (encoder, ``Recurrent``, readout) written on the stacks, every cell call the one its
+        batched path makes under ``vmap`` (:mod:`rnnlab.kernels.direct`), so the outputs,
+        states and gradients are the vmap path's."""
+        run, path, tokens, ids = plan
+        m = self.template
+        cell = m.rnn.cells[0]
+        cell_name = next(n for n, c in m.named_modules() if c is cell)
+        E = next(iter(tensors.values())).shape[0]
+        if shared:
+            x = x.expand(E, *x.shape)
+            lengths = None if lengths is None else torch.as_tensor(lengths).expand(E, -1)
+        if lengths is not None:
+            lengths = as_lengths(lengths).cpu()  # (the values: the caller checks each member's, as for vmap)
+            if lengths.shape != (E, x.shape[1]):
+                raise ValueError(
+                    f"lengths must hold one length per member and batch element ({E}, {x.shape[1]}), got {tuple(lengths.shape)}"
+                )
+        if ids:
+            stand_in = ensemble_kernels.one_hot_stand_in(x[0], m.encoder.num_tokens, torch.get_default_dtype())
+            xt = stand_in.transpose(0, 1).expand(E, *stand_in.transpose(0, 1).shape)
+
+            def inputs(weight, bias):
+                return ensemble_kernels._token_rows(x, xt, weight, bias)[0]
+        else:
+            if tokens:
+                x = m.encoder(x)
+            xt = x.transpose(1, 2)  # (E, T, B, I): the time-major view Recurrent hands its cell
+
+            def inputs(weight, bias):
+                return ensemble_kernels._rows_product(xt, weight, bias)[0]
+
+        def p(name):
+            return tensors[f"{cell_name}.{name}"]
+
+        if state is None:
+            B = x.shape[1]
+            zero = cell.init_state(B, device=x.device, dtype=xt.dtype)
+            h0 = map_state(lambda t: t.expand(E, *t.shape), zero)  # (as the vmap rule expands it)
+        else:
+            h0 = map_state(lambda t: t[:, 0], state)  # layer 0 of each member's stacked state
+        with ensemble_kernels.members_first():
+            out, h_n = run(cell, p, inputs, h0, lengths, path)
+        h_n = map_state(lambda t: t.unsqueeze(1), h_n)  # (E, layers = 1, B, H), as Recurrent stacks
+        out = out.transpose(1, 2)  # (E, B, T, H): batch-first
+        if m.readout_kind == "last":
+            if lengths is None:
+                out = out[:, :, -1]
+            else:
+                last = (lengths - 1).to(out.device)
+                out = out[
+                    torch.arange(E, device=out.device)[:, None], torch.arange(out.shape[1], device=out.device), last
+                ]
+        y = ensemble_kernels._rows_product(out, tensors["readout.weight"], tensors.get("readout.bias"))[0]
+        return y, h_n
 
     def evaluate(
         self,
