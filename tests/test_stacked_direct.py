@@ -44,7 +44,7 @@ def _run(models, x, lengths, state, direct, shared=False):
         stacked = StackedModel(models[0])
         stacked.keep_stacked(models)
         out, new = stacked.forward(models, x, state, lengths, shared=shared)
-        leaves = [new] if isinstance(new, torch.Tensor) else list(new)
+        leaves = torch.utils._pytree.tree_leaves(new)
         w = torch.linspace(0.5, 2, out.numel(), dtype=out.dtype).view(out.shape)
         loss = (out * w).sum() + sum((s * s).sum() for s in leaves)
         loss.backward()
@@ -102,6 +102,27 @@ def test_direct_forward_with_a_state_a_last_readout_and_a_shared_batch(cell, opt
     _same(_run(models, x[0], _lengths()[0], None, True, True), _run(models, x[0], _lengths()[0], None, False, True))
 
 
+@pytest.mark.parametrize("cell", ["rnn", "lstm", "gru", "dmu"])
+@pytest.mark.parametrize("hidden", [5, [5, 4]], ids=["same-widths", "mixed-widths"])
+def test_direct_forward_of_two_layers(cell, hidden):
+    """Two layers (the DMU presets' RNN, LSTM and GRU), with a carried state and the last-step
+    readout: per layer the cell's own call, the states stacked (a list for mixed widths) as Recurrent's."""
+    g = torch.Generator().manual_seed(6)
+    models = _models(cell, {}, tokens=7, readout="last", hidden=hidden, num_layers=2)
+    x = torch.randint(0, 7, (E, B, T), generator=g)
+    widths = hidden if isinstance(hidden, list) else [hidden, hidden]
+
+    def draw(H, layers):
+        return torch.randn(E, *layers, B, H, generator=g).double()
+
+    if isinstance(hidden, list):
+        state = [(draw(H, ()), draw(H, ())) if cell == "lstm" else draw(H, ()) for H in widths]
+    else:
+        state = (draw(hidden, (2,)), draw(hidden, (2,))) if cell == "lstm" else draw(hidden, (2,))
+    for s in (None, state):
+        _same(_run(models, x, _lengths(), s, True), _run(models, x, _lengths(), s, False))
+
+
 def test_direct_forward_on_the_ensemble_loops_above_the_compiled_widths():
     """Wider than the compiled loops take: the ensemble_<family> loops (LSTM, GRU, RHN, DMU)."""
     width = max(dispatch.AUTO_MAX_WIDTH.values()) + 2
@@ -116,15 +137,16 @@ def test_direct_forward_on_the_ensemble_loops_above_the_compiled_widths():
 
 @pytest.mark.parametrize(
     "kw",
-    [{"num_layers": 2}, {"pool": 5}, {"dense": 3}, {"cell_options": {"bidirectional": True}}],
-    ids=["two-layers", "pool", "dense", "bidirectional"],
+    [{"num_layers": 2, "dropout": 0.25}, {"pool": 5}, {"dense": 3}, {"cell_options": {"bidirectional": True}}],
+    ids=["dropout", "pool", "dense", "bidirectional"],
 )
 def test_other_models_fall_back_to_vmap(kw):
     opts = kw.pop("cell_options", {})
     models = _models("gru", opts, **kw)
     x = torch.randn(E, B, T, 3, generator=torch.Generator().manual_seed(4)).double()
-    path, *_ = _run(models, x, None, None, True)
-    assert path == "vmap"
+    assert StackedModel(models[0]).direct_plan(x) is None
+    if "dropout" not in kw:  # (dropout while training cannot run under vmap at all)
+        assert _run(models, x, None, None, True)[0] == "vmap"
 
 
 def test_modrelu_rnn_and_the_reference_template_fall_back():

@@ -290,11 +290,11 @@ class StackedModel:
         place this is decided; :attr:`last_path` says what the last forward ran.
 
         Covered: a :class:`rnnlab.model.SequenceModel` (the DMU synthetic presets' shape) whose
-        encoder is none or one-hot, with one unidirectional recurrent layer of a cell
+        encoder is none or one-hot, with a unidirectional recurrent block whose every cell
         :func:`rnnlab.kernels.direct.runner` covers on its dispatch path (RNN/IRNN, LSTM, GRU,
-        RHN, DMU), nothing between it and the linear readout (no dropout while training, no
-        pooling, no dense layer), the batched cells (not ``fast=False``), no bf16/fp16 autocast,
-        no parametrized weights."""
+        RHN, DMU; any number of layers, no dropout between them while training), nothing between
+        it and the linear readout (no dropout while training, no pooling, no dense layer), the
+        batched cells (not ``fast=False``), no bf16/fp16 autocast, no parametrized weights."""
         from .model import OneHot, SequenceModel
 
         m = self.template
@@ -307,84 +307,96 @@ class StackedModel:
             return None
         if not isinstance(m.readout, nn.Linear) or type(rnn).forward is not Recurrent.forward:
             return None
-        if rnn.members != "batched" or rnn.num_layers != 1 or rnn.num_directions != 1 or not rnn.batch_first:
+        if rnn.members != "batched" or rnn.num_directions != 1 or not rnn.batch_first or _parametrized(rnn):
             return None
-        if len(rnn.cells) != 1 or _parametrized(rnn):
+        if rnn.num_layers != len(rnn.cells) or (rnn.dropout > 0 and m.training):
             return None
-        cell = rnn.cells[0]
         member = x if shared else x[0]
         tokens = isinstance(m.encoder, OneHot) and member.dim() == 2 and not member.is_floating_point()
         if isinstance(m.encoder, OneHot) != tokens:
             return None
         if not tokens and (member.dim() != 3 or member.shape[-1] != rnn.input_size):
             return None
-        if member.dim() < 2 or member.shape[1] == 0 or member.shape[0] == 0:
-            return None
-        # the cell's dispatch path on one member's (T, B, I) input, as Recurrent would ask it
-        like = torch.empty((), dtype=torch.get_default_dtype() if tokens else member.dtype, device=x.device)
-        like = like.expand(member.shape[1], member.shape[0], rnn.input_size)
-        path = cell.path(like, None if lengths is None else lengths, ensemble=True)
-        run = direct_kernels.runner(cell, path)
-        if run is None:
-            return None
-        # one-hot inputs reach the layer as their tokens where it reads them linearly (SequenceModel._encode)
-        ids = tokens and ensemble_kernels.TOKEN_INPUTS and cell.reads_input_linearly(like, lengths, ensemble=True)
-        return (run, path, tokens, ids)
+        dtype, first = torch.get_default_dtype() if tokens else member.dtype, rnn.cells[0]
+        weight = first.dispatch_weight()
+        if dtype != weight.dtype or x.device != weight.device or 0 in member.shape[:2]:
+            return None  # (the vmap path says what is wrong, or returns the empty result)
+        layers, width = [], rnn.input_size
+        for cell in rnn.cells:
+            # the cell's dispatch path on one member's (T, B, I) input, as Recurrent would ask it
+            like = torch.empty((), dtype=dtype, device=x.device).expand(member.shape[1], member.shape[0], width)
+            path = cell.path(like, lengths, ensemble=True)
+            run = direct_kernels.runner(cell, path)
+            if run is None:
+                return None
+            if (
+                not layers
+            ):  # one-hot inputs come as their tokens where the layer reads them linearly (SequenceModel._encode)
+                ids = (
+                    tokens and ensemble_kernels.TOKEN_INPUTS and cell.reads_input_linearly(like, lengths, ensemble=True)
+                )
+            layers.append((run, path))
+            width = cell.hidden_size
+        return layers, tokens, ids
 
     def _direct(self, plan, tensors: dict, x: Tensor, state, lengths: Tensor | None, shared: bool):
         """:meth:`forward` on the plan of :meth:`direct_plan`: the template's ``SequenceModel.forward``
-        (encoder, ``Recurrent``, readout) written on the stacks, every cell call the one its
-        batched path makes under ``vmap`` (:mod:`rnnlab.kernels.direct`), so the outputs,
-        states and gradients are the vmap path's."""
-        run, path, tokens, ids = plan
+        (encoder, ``Recurrent``'s layers, readout) written on the stacks, every cell call the
+        one its batched path makes under ``vmap`` (:mod:`rnnlab.kernels.direct`), so the
+        outputs, states and gradients are the vmap path's."""
+        layers, tokens, ids = plan
         m = self.template
-        cell = m.rnn.cells[0]
-        cell_name = next(n for n, c in m.named_modules() if c is cell)
+        rnn = m.rnn
         E = next(iter(tensors.values())).shape[0]
         if shared:
             x = x.expand(E, *x.shape)
             lengths = None if lengths is None else torch.as_tensor(lengths).expand(E, -1)
+        B = x.shape[1]
         if lengths is not None:
             lengths = as_lengths(lengths).cpu()  # (the values: the caller checks each member's, as for vmap)
-            if lengths.shape != (E, x.shape[1]):
+            if lengths.shape != (E, B):
                 raise ValueError(
-                    f"lengths must hold one length per member and batch element ({E}, {x.shape[1]}), got {tuple(lengths.shape)}"
+                    f"lengths must hold one length per member and batch element ({E}, {B}), got {tuple(lengths.shape)}"
                 )
         if ids:
             stand_in = ensemble_kernels.one_hot_stand_in(x[0], m.encoder.num_tokens, torch.get_default_dtype())
             xt = stand_in.transpose(0, 1).expand(E, *stand_in.transpose(0, 1).shape)
-
-            def inputs(weight, bias):
-                return ensemble_kernels._token_rows(x, xt, weight, bias)[0]
+            tokens_in = x
         else:
             if tokens:
                 x = m.encoder(x)
             xt = x.transpose(1, 2)  # (E, T, B, I): the time-major view Recurrent hands its cell
+        finals = []
+        for i, ((run, path), cell) in enumerate(zip(layers, rnn.cells)):
+            name = next(n for n, c in m.named_modules() if c is cell)
 
-            def inputs(weight, bias):
+            def p(local, name=name):
+                return tensors[f"{name}.{local}"]
+
+            def inputs(weight, bias, xt=xt, first=i == 0):
+                if first and ids:
+                    return ensemble_kernels._token_rows(tokens_in, xt, weight, bias)[0]
                 return ensemble_kernels._rows_product(xt, weight, bias)[0]
 
-        def p(name):
-            return tensors[f"{cell_name}.{name}"]
-
-        if state is None:
-            B = x.shape[1]
-            zero = cell.init_state(B, device=x.device, dtype=xt.dtype)
-            h0 = map_state(lambda t: t.expand(E, *t.shape), zero)  # (as the vmap rule expands it)
-        else:
-            h0 = map_state(lambda t: t[:, 0], state)  # layer 0 of each member's stacked state
-        with ensemble_kernels.members_first():
-            out, h_n = run(cell, p, inputs, h0, lengths, path)
-        h_n = map_state(lambda t: t.unsqueeze(1), h_n)  # (E, layers = 1, B, H), as Recurrent stacks
-        out = out.transpose(1, 2)  # (E, B, T, H): batch-first
+            if state is None:
+                zero = cell.init_state(B, device=x.device, dtype=xt.dtype)
+                h0 = map_state(lambda t: t.expand(E, *t.shape), zero)  # (as the vmap rule expands it)
+            elif rnn._mixed:
+                h0 = state[i]  # layers of different widths: a list of per-layer states
+            else:
+                h0 = map_state(lambda t, i=i: t[:, i], state)  # layer i of each member's stacked state
+            with ensemble_kernels.members_first():
+                xt, h_n = run(cell, p, inputs, h0, lengths, path)
+            finals.append(h_n)
+        # as Recurrent stacks them: (E, layers, B, H), or a list of per-layer states (mixed widths)
+        h_n = finals if rnn._mixed else map_state(lambda *s: torch.stack(s, 1), *finals)
+        out = xt.transpose(1, 2)  # (E, B, T, H): batch-first
         if m.readout_kind == "last":
             if lengths is None:
                 out = out[:, :, -1]
             else:
-                last = (lengths - 1).to(out.device)
-                out = out[
-                    torch.arange(E, device=out.device)[:, None], torch.arange(out.shape[1], device=out.device), last
-                ]
+                at = torch.arange(E, device=out.device)[:, None], torch.arange(B, device=out.device)
+                out = out[(*at, (lengths - 1).to(out.device))]
         y = ensemble_kernels._rows_product(out, tensors["readout.weight"], tensors.get("readout.bias"))[0]
         return y, h_n
 
