@@ -317,10 +317,11 @@ class StackedModel:
             return None
         if not tokens and (member.dim() != 3 or member.shape[-1] != rnn.input_size):
             return None
-        dtype, first = torch.get_default_dtype() if tokens else member.dtype, rnn.cells[0]
-        weight = first.dispatch_weight()
-        if dtype != weight.dtype or x.device != weight.device or 0 in member.shape[:2]:
+        dtype, weight = torch.get_default_dtype() if tokens else member.dtype, next(rnn.parameters(), None)
+        if weight is None or dtype != weight.dtype or x.device != weight.device or 0 in member.shape[:2]:
             return None  # (the vmap path says what is wrong, or returns the empty result)
+        if any(direct_kernels.runner(cell) is None for cell in rnn.cells):
+            return None
         layers, width = [], rnn.input_size
         for cell in rnn.cells:
             # the cell's dispatch path on one member's (T, B, I) input, as Recurrent would ask it

@@ -90,18 +90,17 @@ def _classes() -> dict[type, tuple]:
     }
 
 
-def runner(cell, path: str):
-    """The direct runner of ``cell`` on ``path``, or None: not covered (the reason is the vmap
-    path's to handle). A cell is covered where its class's batched path is one of the covered
-    classes' (IRNN is the RNN cell with other defaults)."""
-    if path == "step":
-        return None
+def runner(cell, path: str | None = None):
+    """The direct runner of ``cell`` on ``path`` (None: whether its class is covered on some
+    path), or None: not covered (the vmap path runs it). A cell is covered where its class's
+    batched path is one of the covered classes' (IRNN is the RNN cell with other defaults)."""
     for cls, (run, paths) in _classes().items():
         if (
             isinstance(cell, cls)
             and type(cell).batched_sequence is cls.batched_sequence
             and type(cell).small_sequence is cls.small_sequence
-            and (paths is None or path in paths)
         ):
-            return run
+            if path is None or (path != "step" and (paths is None or path in paths)):
+                return run
+            return None
     return None
