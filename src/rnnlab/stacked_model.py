@@ -113,6 +113,8 @@ class StackedModel:
     def __init__(self, model: nn.Module, fast: bool = True):
         self.template = batched_template(model, fast)
         self.names = [n for n, _ in self.template.named_parameters()]
+        # the template's modules' names (a cell's: its parameters' prefix), by module
+        self._module_names = {id(c): n for n, c in self.template.named_modules()}
         self.buffer_names = [n for n, _ in self.template.named_buffers()]
         # the kept stacks (keep_stacked): the models, per parameter name the (E, ...) stack whose
         # rows are those models' parameters, the parameters, and their data pointers
@@ -369,7 +371,7 @@ class StackedModel:
             xt = x.transpose(1, 2)  # (E, T, B, I): the time-major view Recurrent hands its cell
         finals = []
         for i, ((run, path), cell) in enumerate(zip(layers, rnn.cells)):
-            name = next(n for n, c in m.named_modules() if c is cell)
+            name = self._module_names[id(cell)]
 
             def p(local, name=name):
                 return tensors[f"{name}.{local}"]
