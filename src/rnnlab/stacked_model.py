@@ -44,6 +44,20 @@ DIRECT = True
 # bit-identical to the uninterrupted one.
 
 
+def _direct_runner(cell, path: str | None = None):
+    """The runner of :mod:`rnnlab.kernels.direct` for ``cell`` on ``path`` (None: on some path),
+    or None: a cell whose class's batched path is not one of the covered classes' own (IRNN is
+    the RNN cell with other defaults; a subclass with a batched path of its own is not covered)."""
+    from .cells.classic import GRUCell, LSTMCell, RNNCell
+    from .cells.dmu import DMUCell, RHNCell
+
+    for cls in (RNNCell, LSTMCell, GRUCell, RHNCell, DMUCell):
+        own = type(cell).batched_sequence is cls.batched_sequence and type(cell).small_sequence is cls.small_sequence
+        if isinstance(cell, cls) and own:
+            return direct_kernels.runner(cls.family, path)
+    return None
+
+
 def _parametrized(module: nn.Module) -> bool:
     return any(hasattr(m, "parametrizations") for m in module.modules())
 
@@ -322,14 +336,14 @@ class StackedModel:
         dtype, weight = torch.get_default_dtype() if tokens else member.dtype, next(rnn.parameters(), None)
         if weight is None or dtype != weight.dtype or x.device != weight.device or 0 in member.shape[:2]:
             return None  # (the vmap path says what is wrong, or returns the empty result)
-        if any(direct_kernels.runner(cell) is None for cell in rnn.cells):
+        if any(_direct_runner(cell) is None for cell in rnn.cells):
             return None
         layers, width = [], rnn.input_size
         for cell in rnn.cells:
             # the cell's dispatch path on one member's (T, B, I) input, as Recurrent would ask it
             like = torch.empty((), dtype=dtype, device=x.device).expand(member.shape[1], member.shape[0], width)
             path = cell.path(like, lengths, ensemble=True)
-            run = direct_kernels.runner(cell, path)
+            run = _direct_runner(cell, path)
             if run is None:
                 return None
             if (

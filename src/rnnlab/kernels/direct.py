@@ -13,6 +13,8 @@ A runner is ``run(cell, p, inputs, h0, lengths, path) -> (outputs (E, T, B, H), 
 parameter ``name``, ``inputs(weight, bias)`` the input terms (E, T, B, G) of ``x W^T + b``,
 ``h0`` the stacked initial state (E, B, H) (a tuple for the LSTM), ``lengths`` (E, B) or None,
 ``path`` the dispatch rule's path (:meth:`rnnlab.cells.Cell.path` with ``ensemble=True``).
+The runners read the cells' attributes by name; this module imports no cell (the kernels sit
+below the cells).
 """
 
 from __future__ import annotations
@@ -75,32 +77,23 @@ def _dmu(cell, p, inputs, h0, lengths, path):
     return ensemble_dmu(*args, cell.activation, 0.01, lengths)
 
 
-def _classes() -> dict[type, tuple]:
-    """Per covered cell class: its runner and the families' paths it covers (None: every path
-    but the step loop). A subclass that defines its own batched path is not covered."""
-    from ..cells.classic import GRUCell, LSTMCell, RNNCell
-    from ..cells.dmu import DMUCell, RHNCell
-
-    return {
-        RNNCell: (_rnn, dispatch.COMPILED),  # (its other batched path is the fused recurrence)
-        LSTMCell: (_lstm, None),
-        GRUCell: (_gru, None),
-        RHNCell: (_rhn, None),
-        DMUCell: (_dmu, None),
-    }
+#: per recurrence family (a cell's ``family``): its runner and the paths it covers (None: every
+#: path but the step loop). Which cell classes run on these is the caller's to say
+#: (:meth:`rnnlab.stacked_model.StackedModel.direct_plan`: the classes whose batched path is the
+#: family's own).
+RUNNERS = {
+    "rnn": (_rnn, dispatch.COMPILED),  # (its other batched path is the fused recurrence)
+    "lstm": (_lstm, None),
+    "gru": (_gru, None),
+    "rhn": (_rhn, None),
+    "dmu": (_dmu, None),
+}
 
 
-def runner(cell, path: str | None = None):
-    """The direct runner of ``cell`` on ``path`` (None: whether its class is covered on some
-    path), or None: not covered (the vmap path runs it). A cell is covered where its class's
-    batched path is one of the covered classes' (IRNN is the RNN cell with other defaults)."""
-    for cls, (run, paths) in _classes().items():
-        if (
-            isinstance(cell, cls)
-            and type(cell).batched_sequence is cls.batched_sequence
-            and type(cell).small_sequence is cls.small_sequence
-        ):
-            if path is None or (path != "step" and (paths is None or path in paths)):
-                return run
-            return None
-    return None
+def runner(family: str | None, path: str | None = None):
+    """The direct runner of ``family`` on ``path`` (None: on some path), or None: not covered
+    (the vmap path runs it)."""
+    run, paths = RUNNERS.get(family, (None, ()))
+    if run is None or (path is not None and (path == "step" or (paths is not None and path not in paths))):
+        return None
+    return run
