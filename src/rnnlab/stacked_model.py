@@ -17,10 +17,13 @@ from torch.nn import functional as F
 from torch.utils._pytree import tree_map
 
 from . import device as dev
-from .cells.base import check_lengths, iter_cells
+from .cells.base import as_lengths, check_lengths, iter_cells
 from .cells.layers import Recurrent
 from .evaluation import add_metric_sums, eval_data, split_metrics
-from .kernels.amp import low_precision_autocast
+from .kernels import direct as direct_kernels
+from .kernels import ensemble as ensemble_kernels
+from .kernels.amp import autocasting, low_precision_autocast
+from .kernels.state import map_state
 from .tasks.base import Task, max_steps
 
 __all__ = ["AUTOCAST_PRODUCTS", "EVAL_ELEMENTS", "StackedModel", "batched_template", "eval_chunk"]
@@ -28,6 +31,9 @@ __all__ = ["AUTOCAST_PRODUCTS", "EVAL_ELEMENTS", "StackedModel", "batched_templa
 #: the evaluation of several members runs in chunks of at most this many activation elements
 #: (batch x time x the widths of the recurrent layers and the readout, per member)
 EVAL_ELEMENTS = 2**26
+#: whether a covered model's forward runs directly on the stacks, outside vmap
+#: (:meth:`StackedModel.direct_plan`); False: always the vmap path (the path before)
+DIRECT = True
 # LONE_MEMBER: a batched call of one member runs as two, the member beside a detached copy of
 # itself whose outputs are dropped. Some of the batched products take another kernel for a
 # batch of one (measured, torch 2.13 CPU: a demo/lstm member's weight gradients then differed
@@ -36,6 +42,24 @@ EVAL_ELEMENTS = 2**26
 # of different steps (a kill between two members' checkpoint writes) or ends an evaluation
 # chunk; it must compute what it would have among the others, so that a resumed ensemble is
 # bit-identical to the uninterrupted one.
+
+
+def _direct_runner(cell, path: str | None = None):
+    """The runner of :mod:`rnnlab.kernels.direct` for ``cell`` on ``path`` (None: on some path),
+    or None: a cell whose class's batched path is not one of the covered classes' own (IRNN is
+    the RNN cell with other defaults; a subclass with a batched path of its own is not covered)."""
+    from .cells.classic import GRUCell, LSTMCell, RNNCell
+    from .cells.dmu import DMUCell, RHNCell
+
+    for cls in (RNNCell, LSTMCell, GRUCell, RHNCell, DMUCell):
+        own = type(cell).batched_sequence is cls.batched_sequence and type(cell).small_sequence is cls.small_sequence
+        if isinstance(cell, cls) and own:
+            return direct_kernels.runner(cls.family, path)
+    return None
+
+
+def _parametrized(module: nn.Module) -> bool:
+    return any(hasattr(m, "parametrizations") for m in module.modules())
 
 
 def batched_template(model: nn.Module, fast: bool = True) -> nn.Module:
@@ -103,10 +127,14 @@ class StackedModel:
     def __init__(self, model: nn.Module, fast: bool = True):
         self.template = batched_template(model, fast)
         self.names = [n for n, _ in self.template.named_parameters()]
+        # the template's modules' names (a cell's: its parameters' prefix), by module
+        self._module_names = {id(c): n for n, c in self.template.named_modules()}
         self.buffer_names = [n for n, _ in self.template.named_buffers()]
         # the kept stacks (keep_stacked): the models, per parameter name the (E, ...) stack whose
         # rows are those models' parameters, the parameters, and their data pointers
         self._kept: tuple | None = None
+        #: what the last :meth:`forward` ran: "direct" (:meth:`direct_plan`) or "vmap"
+        self.last_path: str | None = None
 
     def keep_stacked(self, models: Sequence[nn.Module], groups: Sequence[Sequence[int]] | None = None) -> None:
         """Let ``models``' parameters live as the rows of one (E, ...) tensor per parameter
@@ -257,6 +285,12 @@ class StackedModel:
                 lengths = None if lengths is None else torch.cat([lengths, lengths])
             state = None if state is None else tree_map(lambda t: torch.cat([t, t.detach()]), state)
 
+        plan = self.direct_plan(x, state, lengths, shared)
+        self.last_path = "direct" if plan is not None else "vmap"
+        if plan is not None:
+            out = self._direct(plan, tensors, x, state, lengths, shared)
+            return tree_map(lambda t: t[:1], out) if lone else out
+
         def one(p, x, state, lengths):
             return functional_call(self.template, p, (x, state, lengths))  # SequenceModel.forward_batch's call
 
@@ -264,6 +298,124 @@ class StackedModel:
         with _AutocastInVmap() if low_precision_autocast(x) else contextlib.nullcontext():
             out = vmap(one, in_dims=in_dims)(tensors, x, state, lengths)
         return tree_map(lambda t: t[:1], out) if lone else out
+
+    def direct_plan(self, x: Tensor, state=None, lengths: Tensor | None = None, shared: bool = False):
+        """Whether :meth:`forward` of ``x`` runs directly on the stacked parameters, outside
+        ``vmap`` (:meth:`_direct`: the input terms, the recurrence and the readout each one
+        batched call over the members), and how: a plan, or None (the ``vmap`` path). The one
+        place this is decided; :attr:`last_path` says what the last forward ran.
+
+        Covered: a :class:`rnnlab.model.SequenceModel` (the DMU synthetic presets' shape) whose
+        encoder is none or one-hot, with a unidirectional recurrent block whose every cell
+        :func:`rnnlab.kernels.direct.runner` covers on its dispatch path (RNN/IRNN, LSTM, GRU,
+        RHN, DMU; any number of layers, no dropout between them while training), nothing between
+        it and the linear readout (no dropout while training, no pooling, no dense layer), the
+        batched cells (not ``fast=False``), no bf16/fp16 autocast, no parametrized weights."""
+        from .model import OneHot, SequenceModel
+
+        m = self.template
+        if not DIRECT or not isinstance(m, SequenceModel) or low_precision_autocast(x) or autocasting(x.device.type):
+            return None
+        rnn = m.rnn
+        if not isinstance(m.encoder, (nn.Identity, OneHot)) or not isinstance(m.pool, nn.Identity):
+            return None
+        if not isinstance(m.dense, nn.Identity) or not (isinstance(m.drop, nn.Identity) or not m.training):
+            return None
+        if not isinstance(m.readout, nn.Linear) or type(rnn).forward is not Recurrent.forward:
+            return None
+        if rnn.members != "batched" or rnn.num_directions != 1 or not rnn.batch_first or _parametrized(rnn):
+            return None
+        if rnn.num_layers != len(rnn.cells) or (rnn.dropout > 0 and m.training):
+            return None
+        member = x if shared else x[0]
+        tokens = isinstance(m.encoder, OneHot) and member.dim() == 2 and not member.is_floating_point()
+        if isinstance(m.encoder, OneHot) != tokens:
+            return None
+        if not tokens and (member.dim() != 3 or member.shape[-1] != rnn.input_size):
+            return None
+        dtype, weight = torch.get_default_dtype() if tokens else member.dtype, next(rnn.parameters(), None)
+        if weight is None or dtype != weight.dtype or x.device != weight.device or 0 in member.shape[:2]:
+            return None  # (the vmap path says what is wrong, or returns the empty result)
+        if any(_direct_runner(cell) is None for cell in rnn.cells):
+            return None
+        layers, width = [], rnn.input_size
+        for cell in rnn.cells:
+            # the cell's dispatch path on one member's (T, B, I) input, as Recurrent would ask it
+            like = torch.empty((), dtype=dtype, device=x.device).expand(member.shape[1], member.shape[0], width)
+            path = cell.path(like, lengths, ensemble=True)
+            run = _direct_runner(cell, path)
+            if run is None:
+                return None
+            if (
+                not layers
+            ):  # one-hot inputs come as their tokens where the layer reads them linearly (SequenceModel._encode)
+                ids = (
+                    tokens and ensemble_kernels.TOKEN_INPUTS and cell.reads_input_linearly(like, lengths, ensemble=True)
+                )
+            layers.append((run, path))
+            width = cell.hidden_size
+        return layers, tokens, ids
+
+    def _direct(self, plan, tensors: dict, x: Tensor, state, lengths: Tensor | None, shared: bool):
+        """:meth:`forward` on the plan of :meth:`direct_plan`: the template's ``SequenceModel.forward``
+        (encoder, ``Recurrent``'s layers, readout) written on the stacks, every cell call the
+        one its batched path makes under ``vmap`` (:mod:`rnnlab.kernels.direct`), so the
+        outputs, states and gradients are the vmap path's."""
+        layers, tokens, ids = plan
+        m = self.template
+        rnn = m.rnn
+        E = next(iter(tensors.values())).shape[0]
+        if shared:
+            x = x.expand(E, *x.shape)
+            lengths = None if lengths is None else torch.as_tensor(lengths).expand(E, -1)
+        B = x.shape[1]
+        if lengths is not None:
+            lengths = as_lengths(lengths).cpu()  # (the values: the caller checks each member's, as for vmap)
+            if lengths.shape != (E, B):
+                raise ValueError(
+                    f"lengths must hold one length per member and batch element ({E}, {B}), got {tuple(lengths.shape)}"
+                )
+        if ids:
+            stand_in = ensemble_kernels.one_hot_stand_in(x[0], m.encoder.num_tokens, torch.get_default_dtype())
+            xt = stand_in.transpose(0, 1).expand(E, *stand_in.transpose(0, 1).shape)
+            tokens_in = x
+        else:
+            if tokens:
+                x = m.encoder(x)
+            xt = x.transpose(1, 2)  # (E, T, B, I): the time-major view Recurrent hands its cell
+        finals = []
+        for i, ((run, path), cell) in enumerate(zip(layers, rnn.cells)):
+            name = self._module_names[id(cell)]
+
+            def p(local, name=name):
+                return tensors[f"{name}.{local}"]
+
+            def inputs(weight, bias, xt=xt, first=i == 0):
+                if first and ids:
+                    return ensemble_kernels._token_rows(tokens_in, xt, weight, bias)[0]
+                return ensemble_kernels._rows_product(xt, weight, bias)[0]
+
+            if state is None:
+                zero = cell.init_state(B, device=x.device, dtype=xt.dtype)
+                h0 = map_state(lambda t: t.expand(E, *t.shape), zero)  # (as the vmap rule expands it)
+            elif rnn._mixed:
+                h0 = state[i]  # layers of different widths: a list of per-layer states
+            else:
+                h0 = map_state(lambda t, i=i: t[:, i], state)  # layer i of each member's stacked state
+            with ensemble_kernels.members_first():
+                xt, h_n = run(cell, p, inputs, h0, lengths, path)
+            finals.append(h_n)
+        # as Recurrent stacks them: (E, layers, B, H), or a list of per-layer states (mixed widths)
+        h_n = finals if rnn._mixed else map_state(lambda *s: torch.stack(s, 1), *finals)
+        out = xt.transpose(1, 2)  # (E, B, T, H): batch-first
+        if m.readout_kind == "last":
+            if lengths is None:
+                out = out[:, :, -1]
+            else:
+                at = torch.arange(E, device=out.device)[:, None], torch.arange(B, device=out.device)
+                out = out[(*at, (lengths - 1).to(out.device))]
+        y = ensemble_kernels._rows_product(out, tensors["readout.weight"], tensors.get("readout.bias"))[0]
+        return y, h_n
 
     def evaluate(
         self,

@@ -27,6 +27,8 @@ there or skip a check that reads values (the caller checked them per member).
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch import Tensor
 from torch.utils._pytree import tree_map
@@ -69,12 +71,34 @@ class _StepOut(torch.autograd.Function):
         return out, tree_map(lambda _: 0, out)
 
 
+#: set by :func:`members_first`: the callers of :func:`ensemble_call` hand it tensors that
+#: already have the ensemble dimension first (the direct forward of
+#: :class:`rnnlab.stacked_model.StackedModel`, outside ``vmap``)
+_MEMBERS_FIRST = False
+
+
+@contextlib.contextmanager
+def members_first():
+    """Within it, :func:`ensemble_call` runs ``fn`` on its arguments as they are: the caller
+    (a direct forward outside ``vmap``, :meth:`rnnlab.stacked_model.StackedModel.direct`) gives
+    every tensor its ensemble dimension first, as the vmap rule would have."""
+    global _MEMBERS_FIRST
+    was, _MEMBERS_FIRST = _MEMBERS_FIRST, True
+    try:
+        yield
+    finally:
+        _MEMBERS_FIRST = was
+
+
 def ensemble_call(fn, *args):
     """``fn(*args)`` with every tensor argument given a leading ensemble dimension: inside
-    ``vmap`` the members' tensors, outside it one member (E = 1). ``fn`` returns a tuple of
+    ``vmap`` the members' tensors, outside it one member (E = 1), within :func:`members_first`
+    the arguments as given (their first dimension is the ensemble's). ``fn`` returns a tuple of
     tensors with the ensemble dimension first; the result drops it again (vmap's view)."""
     if batched(*args):
         return _StepOut.apply(fn, *args)
+    if _MEMBERS_FIRST:
+        return fn(*args)
     out = fn(*[a.unsqueeze(0) if isinstance(a, Tensor) else a for a in args])
     return tree_map(lambda t: t.squeeze(0), out)
 
