@@ -6,7 +6,9 @@
 * ``papers-target``: rnnlab at least 3x faster than the papers' own code, as a table row;
   ``papers-sentence``: the speed-ups in one sentence, judged against that target;
 * ``scan``: the LT-RNN scan's table with "at least 5x faster than its loop" judged under it;
-* ``ensemble-target``: one ensemble of 51 DMU members on adding against its target.
+* ``ensemble-target``: one ensemble of 51 DMU members on adding against its target;
+* ``small-targets``: the tiny models' targets (one thread, batch 32, the 15 DMU synthetic presets,
+  the scalar floor timed in the same step) judged from a ``benchmarks/small_models.py`` record.
 
 A target is judged met or not only from an idle record (:func:`rnnlab.bench.benchdocs.standing`);
 memory and the maps column from any record.
@@ -316,6 +318,89 @@ def ensemble_verdict(record: dict) -> str:
     )
 
 
+# --- the tiny models (benchmarks/small_models.py) ----------------------------------------------
+
+#: the tiny models' targets: a step at E = 51 at most this many floors, at E = 1 at most this many,
+#: 8 runs in turn at least this many times one ensemble of 8, an evaluation of 51 members at most
+#: this many lone runs' (0.5 a member), the whole protocol (15 presets x 51 seeds) in these CPU-hours
+SMALL_TARGETS = {"e51_floor": 0.5, "e1_floor": 2.0, "eight": 4.0, "eval51": 25.5, "protocol_h": 2.0}
+
+
+def _span(values: dict, fmt: str) -> str:
+    lo, hi = min(values, key=values.get), max(values, key=values.get)
+    return f"{format(values[lo], fmt)} ({lo}) to {format(values[hi], fmt)} ({hi})"
+
+
+def _short(preset: str) -> str:
+    return preset.split("/", 1)[-1]
+
+
+def small_target_rows(record: dict) -> list[tuple[str, str, str]]:
+    """(target, measured, status) of each tiny-model target the record's sizes allow."""
+    from rnnlab.bench.small_bench import protocol_hours
+
+    t = SMALL_TARGETS
+    by = {(r["preset"], r["members"]): r for r in record["rows"]}
+    presets = list(dict.fromkeys(r["preset"] for r in record["rows"]))
+
+    def floors(size):
+        return {_short(p): by[p, size]["after_s"] / by[p, size]["floor_s"] for p in presets if (p, size) in by}
+
+    def judged(values, ok, fmt):
+        met = [k for k, v in values.items() if ok(v)]
+        detail = f"{len(met)} of {len(values)} presets meet it" + (
+            f" ({_list(met)})" if 0 < len(met) < len(values) else ""
+        )
+        return _span(values, fmt), _status(record, len(met) == len(values), detail)
+
+    rows = []
+    for size, key in ((51, "e51_floor"), (1, "e1_floor")):
+        v = floors(size)
+        if v:
+            rows.append(
+                (
+                    f"E = {size}: a step at most {t[key]:g}x the scalar floor",
+                    *judged(v, lambda x, lim=t[key]: x <= lim, ".2f"),
+                )
+            )
+    eight = {_short(p): 8 * by[p, 1]["after_s"] / by[p, 8]["after_s"] for p in presets if (p, 1) in by and (p, 8) in by}
+    if eight:
+        rows.append(
+            (
+                f"8 members as one ensemble at least {t['eight']:g}x faster than 8 runs in turn",
+                *judged(eight, lambda x: x >= t["eight"], ".2f"),
+            )
+        )
+    ev = {_short(p): by[p, 51]["eval_s"] / by[p, 1]["eval_s"] for p in presets if (p, 1) in by and (p, 51) in by}
+    if ev:
+        rows.append(
+            (
+                f"an evaluation of 51 members at most {t['eval51']:g}x a lone run's (0.5 a member)",
+                *judged(ev, lambda x: x <= t["eval51"], ".1f"),
+            )
+        )
+    hours = protocol_hours(record["rows"])
+    if len(hours) == 15:
+        total = sum(hours.values())
+        rows.append(
+            (
+                f"the whole protocol (15 presets x 51 seeds) in at most {t['protocol_h']:g} CPU-h",
+                f"{total:.2f} CPU-h (projected)",
+                _status(record, total <= t["protocol_h"]),
+            )
+        )
+    return rows
+
+
+def small_targets(record: dict, source: str) -> str:
+    lines = [
+        f"| target | measured (`{source}`; lowest to highest, by preset) | status |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in small_target_rows(record)]
+    return "\n".join(lines)
+
+
 # --- the views ------------------------------------------------------------------------------
 
 VIEWS = {
@@ -326,4 +411,5 @@ VIEWS = {
     "papers-sentence": papers_sentence,
     "scan": scan_view,
     "ensemble-target": lambda record, source: f"Against the target (`{source}`): {ensemble_verdict(record)}.",
+    "small-targets": small_targets,
 }

@@ -478,3 +478,39 @@ def test_the_ensemble_target_is_judged_from_an_idle_record():
     assert "(target <= 4x: not met)" in targets.ensemble_verdict(_ensemble_record(4.3))
     assert "(target <= 4x: not judged: loaded machine)" in targets.ensemble_verdict(_ensemble_record(3.9, True))
     assert "not judged: the record has no" in targets.ensemble_verdict({"conditions": {}, "rows": []})
+
+
+def _small_record(rows, loaded=False) -> dict:
+    cond = benchrecord.finish(
+        benchrecord.start(allow_load=True, loadavg=(0.1, 0, 0), cores=2), loadavg=(3.5 if loaded else 1.0, 0, 0)
+    )
+    return {"conditions": cond, "rows": rows}
+
+
+def _small_row(preset, members, after, floor, ev):
+    return {"preset": preset, "members": members, "after_s": after, "floor_s": floor, "eval_s": ev}
+
+
+def test_the_small_model_targets_are_judged_preset_by_preset_from_an_idle_record():
+    rows = [
+        _small_row("dmu/adding-rnn", 1, 2.0, 1.0, 1.0),  # 2.0x the floor: meets E = 1 (<= 2)
+        _small_row("dmu/adding-rnn", 8, 4.0, 8.0, 8.0),  # 8 x 2.0 / 4.0 = 4x: meets
+        _small_row("dmu/adding-rnn", 51, 20.0, 50.0, 25.0),  # 0.4 of the floor; evaluation 25x
+        _small_row("dmu/adding-lstm", 1, 3.0, 1.0, 1.0),  # 3x the floor: misses
+        _small_row("dmu/adding-lstm", 8, 8.0, 8.0, 8.0),  # 3x: misses
+        _small_row("dmu/adding-lstm", 51, 30.0, 50.0, 30.0),  # 0.6: misses; evaluation 30x: misses
+    ]
+    got = {t: (m, s) for t, m, s in targets.small_target_rows(_small_record(rows))}
+    e51 = got["E = 51: a step at most 0.5x the scalar floor"]
+    assert e51 == ("0.40 (adding-rnn) to 0.60 (adding-lstm)", "**not met**: 1 of 2 presets meet it (adding-rnn)")
+    assert got["E = 1: a step at most 2x the scalar floor"][0] == "2.00 (adding-rnn) to 3.00 (adding-lstm)"
+    eight = got["8 members as one ensemble at least 4x faster than 8 runs in turn"]
+    assert eight == ("3.00 (adding-lstm) to 4.00 (adding-rnn)", "**not met**: 1 of 2 presets meet it (adding-rnn)")
+    ev = got["an evaluation of 51 members at most 25.5x a lone run's (0.5 a member)"]
+    assert ev[0] == "25.0 (adding-rnn) to 30.0 (adding-lstm)"
+    assert not any(t.startswith("the whole protocol") for t in got)  # only from all 15 presets
+    # every preset within: met; a loaded record judges nothing
+    ok = [r for r in rows if r["preset"] == "dmu/adding-rnn"]
+    assert {s for _, _, s in targets.small_target_rows(_small_record(ok))} == {"**met**: 1 of 1 presets meet it"}
+    loaded = targets.small_target_rows(_small_record(ok, loaded=True))
+    assert all(s.startswith("not judged: loaded machine") for _, _, s in loaded)

@@ -180,7 +180,11 @@ def _small_table(record) -> str:
     """``benchmarks/small_models.py``'s table (tiny models: before, after, the scalar floor)."""
     from .small_bench import format_table
 
-    return format_table(record["rows"])
+    cond = benchrecord.conditions_of(record)
+    note = ""
+    if cond.get("direct") is False:
+        note = "*Ensembles' forward under `vmap` (`--vmap`): the path the direct forward replaced.*\n\n"
+    return note + format_table(record["rows"])
 
 
 # --- the LT-RNN scan and the allocator (benchmarks/scan.py, benchmarks/allocator.py) -------
