@@ -44,14 +44,33 @@ DIRECT = True
 # bit-identical to the uninterrupted one.
 
 
+def direct_cells() -> tuple:
+    """The cell classes whose own batched path the direct forward covers (:func:`_direct_runner`)."""
+    from .cells.classic import GRUCell, LSTMCell, RNNCell
+    from .cells.dmu import DMUCell, RHNCell
+
+    return (RNNCell, LSTMCell, GRUCell, RHNCell, DMUCell)
+
+
+def direct_summary() -> str:
+    """Which ensembles run their forward outside ``vmap``, in one line (``rnnlab doctor
+    --dispatch`` prints it under the dispatch table; :meth:`StackedModel.last_path` says what a
+    given forward ran)."""
+    state = "" if DIRECT else " [off: rnnlab.stacked_model.DIRECT is False, every ensemble runs under vmap]"
+    return (
+        "ensembles' forward (rnnlab.stacked_model.StackedModel.direct_plan): directly on the members' "
+        "stacked parameters (rnnlab.kernels.direct) for a SequenceModel with no or a one-hot encoder, "
+        f"a unidirectional recurrent block of {', '.join(c.__name__ for c in direct_cells())} cells (IRNN "
+        "is the RNN cell) and a linear readout; "
+        f"else under torch.func.vmap{state}"
+    )
+
+
 def _direct_runner(cell, path: str | None = None):
     """The runner of :mod:`rnnlab.kernels.direct` for ``cell`` on ``path`` (None: on some path),
     or None: a cell whose class's batched path is not one of the covered classes' own (IRNN is
     the RNN cell with other defaults; a subclass with a batched path of its own is not covered)."""
-    from .cells.classic import GRUCell, LSTMCell, RNNCell
-    from .cells.dmu import DMUCell, RHNCell
-
-    for cls in (RNNCell, LSTMCell, GRUCell, RHNCell, DMUCell):
+    for cls in direct_cells():
         own = type(cell).batched_sequence is cls.batched_sequence and type(cell).small_sequence is cls.small_sequence
         if isinstance(cell, cls) and own:
             return direct_kernels.runner(cls.family, path)

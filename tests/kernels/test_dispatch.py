@@ -314,6 +314,19 @@ def test_doctor_prints_the_table(capsys):
         assert f"{fam.name} ({', '.join(fam.cells)})" in out
         for path, where in fam.paths.items():
             assert f"  {path:<9} {where}" in out
+    assert "ensembles' forward (rnnlab.stacked_model.StackedModel.direct_plan)" in out
+    assert "[off:" not in out
+
+
+def test_the_direct_summary_names_the_covered_cells_and_says_when_it_is_off(monkeypatch):
+    from rnnlab import stacked_model
+
+    line = stacked_model.direct_summary()
+    for cls in stacked_model.direct_cells():
+        assert cls.__name__ in line
+        assert cls in set(CELLS.values())
+    monkeypatch.setattr(stacked_model, "DIRECT", False)
+    assert "[off: rnnlab.stacked_model.DIRECT is False" in stacked_model.direct_summary()
 
 
 def test_every_builtin_cell_asks_the_rule_of_its_family():

@@ -780,12 +780,17 @@ def main_doctor(
     """Print the answer (``rnnlab doctor``): what was checked, the one-line summary, then the rows
     that mismatched; every row and the dispatch table with ``verbose`` (and always in
     ``output``). 0 when every row is ok or skipped, 1 on a mismatch. ``dispatch``: print only
-    the dispatch table (:func:`rnnlab.kernels.dispatch.table`), check nothing, 0."""
+    the dispatch table (:func:`rnnlab.kernels.dispatch.table`, then which ensembles run outside
+    ``vmap``: :func:`rnnlab.stacked_model.direct_summary`), check nothing, 0."""
     import warnings
 
     from ..cells import ThreadsWarning
     from ..device import resolve_device
-    from ..kernels.dispatch import table as dispatch_table
+    from ..kernels.dispatch import table as kernel_dispatch
+    from ..stacked_model import direct_summary
+
+    def dispatch_table():
+        return kernel_dispatch() + "\n" + direct_summary()
 
     if dispatch:
         print(dispatch_table())
