@@ -499,6 +499,27 @@ def test_a_diverged_run_counts_in_the_thresholds_with_what_it_reached_and_is_col
     assert counts[1e-2] == [2, 2] and counts[1e-3] == [0, 1]
 
 
+def test_a_run_diverged_before_its_first_evaluation_is_evidence_not_a_bad_number(tmp_path):
+    """A run stopped at step 2 (the LT-ORNN of Henaff's screens at rate 1e-3) writes diverged.json
+    with no best score yet (``best``: step 0, val/loss NaN): it is in the evidence as a diverged
+    run (a screen's point that is not taken), not left out for a non-finite metric, which left
+    the screen incomplete for ever. A finished run with a NaN best is still left out."""
+    bad = [{"step": 2, "train/loss": 3e30, "train/grad_norm": math.inf}]
+    d = write_record(tmp_path / "runs", "dmu/short/adding-dmu", 1, {}, metrics=bad)
+    r = json.loads((d / "result.json").read_text())
+    r.pop("test")
+    stop = {**r, "stopped": "diverged", "final": {}, "best": {"step": 0, "val/loss": math.nan}}
+    (d / "diverged.json").write_text(json.dumps(stop))
+    (d / "result.json").unlink()
+    rs, _, left = records.load_records([tmp_path / "runs"])
+    assert not left and len(rs) == 1
+    assert rs[0].value("val/loss") is None  # no score: never a screen's promoted point
+    (d / "diverged.json").unlink()
+    (d / "result.json").write_text(json.dumps({**stop, "stopped": None, "test": {"test/loss": 0.1}}))
+    rs, _, left = records.load_records([tmp_path / "runs"])
+    assert not rs and "non-finite metric (val/loss = nan)" in left[0].reason
+
+
 def test_thresholds_count_epochs_of_200_sequences_at_each_runs_batch(tmp_path, capsys):
     """Without --steps-per-epoch, ``rnnlab thresholds`` takes each run's epoch from its batch as
     the ledger does: 200 steps at batch 1, 10 at the presets' batch 20 (before: always 10, so a

@@ -257,9 +257,11 @@ def _read_record(p: Path) -> tuple[Record | None, str]:
             return None, f"config.json unreadable ({type(e).__name__}: {str(e)[:60]})"
     except OSError as e:
         return None, f"config.json unreadable ({e.strerror or e})"
-    # a diverged run's last validation scores may be the non-finite values that stopped it:
-    # the divergence itself, not a bad number (its curve up to there is the evidence)
-    bad = _nonfinite({k: v for k, v in result.items() if not (result.get("stopped") == "diverged" and k == "final")})
+    # a diverged run's last validation scores may be the non-finite values that stopped it, and
+    # one stopped before its first evaluation has no best score (its "best" holds NaN): the
+    # divergence itself, not a bad number (its curve up to there is the evidence)
+    stopped = result.get("stopped") == "diverged"
+    bad = _nonfinite({k: v for k, v in result.items() if not (stopped and k in ("final", "best"))})
     if bad:
         return None, "non-finite metric (" + ", ".join(bad) + ")"
     segments = mixed_precision(result)
