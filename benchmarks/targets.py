@@ -337,7 +337,7 @@ def _short(preset: str) -> str:
 
 def small_target_rows(record: dict) -> list[tuple[str, str, str]]:
     """(target, measured, status) of each tiny-model target the record's sizes allow."""
-    from rnnlab.bench.small_bench import protocol_hours
+    from rnnlab.bench.small_bench import in_turn, protocol_hours
 
     t = SMALL_TARGETS
     by = {(r["preset"], r["members"]): r for r in record["rows"]}
@@ -363,7 +363,7 @@ def small_target_rows(record: dict) -> list[tuple[str, str, str]]:
                     *judged(v, lambda x, lim=t[key]: x <= lim, ".2f"),
                 )
             )
-    eight = {_short(p): 8 * by[p, 1]["after_s"] / by[p, 8]["after_s"] for p in presets if (p, 1) in by and (p, 8) in by}
+    eight = {_short(p): in_turn(by[p, 1], by[p, 8]) for p in presets if (p, 1) in by and (p, 8) in by}
     if eight:
         rows.append(
             (
